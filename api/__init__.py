@@ -1,0 +1,1 @@
+"""The tenant-admin API (FastAPI). It never imports ``connectors`` or ``processors``."""

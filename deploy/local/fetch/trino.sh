@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Fetches Trino 476 (the last release on Maven Central) and unpacks the server with only the plugins we use.
+# The per-plugin ZIPs are not on the registry this machine reaches, so the full server tarball is fetched once and thinned.
+source "$(dirname "$0")/common.sh"
+TRINO_VERSION=476
+PLUGINS="delta-lake"
+VERSION="$TRINO_VERSION-$PLUGINS"
+DEST="$CACHE_DIR/trino"
+ready "$DEST/.ready" "$VERSION" && { echo "trino: cached"; exit 0; }
+rm -rf "$DEST/server" && mkdir -p "$DEST"
+TARBALL="$M2_REPO/io/trino/trino-server/$TRINO_VERSION/trino-server-$TRINO_VERSION.tar.gz"
+if [ ! -f "$TARBALL" ]; then
+  echo "trino: downloading trino-server $TRINO_VERSION (about 2 GB, once)"
+  mvn_run org.apache.maven.plugins:maven-dependency-plugin:3.8.1:get \
+    -Dartifact="io.trino:trino-server:$TRINO_VERSION:tar.gz" -Dtransitive=false
+fi
+echo "trino: unpacking server and plugins: $PLUGINS"
+tmp="$DEST/unpack.$$"; rm -rf "$tmp"; mkdir -p "$tmp"
+# The tarball hard-links jars shared between plugins to their first plugin, so members cannot be picked one by one:
+# unpack it whole, then drop the plugins we do not load (the links keep the shared jars alive).
+tar -xzf "$TARBALL" -C "$tmp"
+for dir in "$tmp/trino-server-$TRINO_VERSION"/plugin/*; do
+  case " $PLUGINS " in *" $(basename "$dir") "*) ;; *) rm -rf "$dir" ;; esac
+done
+mv "$tmp/trino-server-$TRINO_VERSION" "$DEST/server" && rm -rf "$tmp"
+# The tarball is no longer needed: the unpacked server is the cache.
+rm -f "$TARBALL"
+echo "$VERSION" > "$DEST/.ready"
+echo "trino: ready in $DEST/server"

@@ -1,0 +1,3 @@
+from metalake.cli import main
+
+main()

@@ -1,0 +1,17 @@
+"""The event envelope (CloudEvents 1.0, Kafka binary mode), the registry of event types and their schemas."""
+
+from metalake.events.envelope import CloudEvent, InvalidEvent, decode_record, new_event
+from metalake.events.registry import EventTypeSpec, UnknownEventType, event_types, spec_for
+from metalake.events.validation import validate_data
+
+__all__ = [
+    "CloudEvent",
+    "EventTypeSpec",
+    "InvalidEvent",
+    "UnknownEventType",
+    "decode_record",
+    "event_types",
+    "new_event",
+    "spec_for",
+    "validate_data",
+]

@@ -1,0 +1,192 @@
+"""CloudEvents 1.0 in Kafka binary mode.
+
+The record value is the ``data`` JSON; every other attribute is a ``ce_``-prefixed UTF-8 header, plus
+``content-type``. The record key is the partition key ``<tenant>:<asset urn>`` so one asset's events stay ordered.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from metalake.events.registry import UnknownEventType, spec_for
+from metalake.events.validation import InvalidData, validate_data
+from tenants.naming import InvalidTenantId, validate_tenant_id
+
+SPEC_VERSION = "1.0"
+JSON = "application/json"
+Headers = list[tuple[str, bytes]]
+
+# Header names of the binary-mode binding, attribute -> header.
+_ATTR_HEADERS = {
+    "specversion": "ce_specversion",
+    "id": "ce_id",
+    "source": "ce_source",
+    "type": "ce_type",
+    "time": "ce_time",
+    "subject": "ce_subject",
+    "tenantid": "ce_tenantid",
+    "partitionkey": "ce_partitionkey",
+    "traceparent": "ce_traceparent",
+}
+_REQUIRED = ("specversion", "id", "source", "type", "tenantid")
+
+
+class InvalidEvent(ValueError):
+    """A record that is not a valid metalake CloudEvent. ``field`` names what is at fault."""
+
+    def __init__(self, reason: str, field: str, tenant_id: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.field = field
+        self.tenant_id = tenant_id
+
+
+class CloudEvent(BaseModel):
+    """A metalake event. ``data`` is validated against the type's schema by :func:`decode_record`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str = Field(min_length=1, max_length=256)
+    source: str = Field(min_length=1, max_length=1024)
+    type: str = Field(min_length=1, max_length=256)
+    specversion: str = SPEC_VERSION
+    time: AwareDatetime
+    subject: str | None = Field(default=None, max_length=2048)
+    tenantid: str
+    partitionkey: str
+    traceparent: str | None = None
+    datacontenttype: str = JSON
+    data: dict[str, Any]
+
+    @field_validator("tenantid")
+    @classmethod
+    def _tenant(cls, value: str) -> str:
+        return validate_tenant_id(value)
+
+    @field_validator("specversion")
+    @classmethod
+    def _spec(cls, value: str) -> str:
+        if value != SPEC_VERSION:
+            raise ValueError(f"specversion must be {SPEC_VERSION!r}")
+        return value
+
+    @property
+    def key(self) -> bytes:
+        return self.partitionkey.encode()
+
+    @property
+    def version(self) -> int | None:
+        value = self.data.get("version")
+        return value if isinstance(value, int) else None
+
+    def headers(self) -> Headers:
+        out: Headers = [("content-type", self.datacontenttype.encode())]
+        for attr, header in _ATTR_HEADERS.items():
+            value = getattr(self, attr)
+            if value is None:
+                continue
+            text = value.isoformat().replace("+00:00", "Z") if isinstance(value, datetime) else str(value)
+            out.append((header, text.encode()))
+        return out
+
+    def value(self) -> bytes:
+        return json.dumps(self.data, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def new_event(
+    event_type: str,
+    tenant_id: str,
+    data: Mapping[str, Any],
+    *,
+    source: str,
+    subject: str | None = None,
+    event_id: str | None = None,
+    time: datetime | None = None,
+    traceparent: str | None = None,
+) -> CloudEvent:
+    """Build and validate an event. The subject defaults to ``data["urn"]``; the key to ``<tenant>:<subject>``."""
+    spec_for(event_type)
+    validate_data(event_type, data)
+    subject = subject or data.get("urn")
+    return CloudEvent(
+        id=event_id or str(uuid.uuid4()),
+        source=source,
+        type=event_type,
+        time=time or datetime.now(UTC),
+        subject=subject,
+        tenantid=tenant_id,
+        partitionkey=f"{tenant_id}:{subject or event_id}",
+        traceparent=traceparent,
+        data=dict(data),
+    )
+
+
+def decode_record(
+    key: bytes | None, value: bytes | None, headers: Iterable[tuple[str, bytes | None]] | None
+) -> CloudEvent:
+    """Parse and validate one Kafka record. Raises :class:`InvalidEvent` with a reason safe to store and log."""
+    attrs: dict[str, str] = {}
+    content_type = JSON
+    for name, raw in headers or ():
+        if raw is None:
+            continue
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidEvent(f"header {name} is not UTF-8", name) from None
+        if name == "content-type":
+            content_type = text
+        elif name.startswith("ce_"):
+            attrs[name[3:]] = text
+    tenant = attrs.get("tenantid")
+    try:
+        tenant = validate_tenant_id(tenant) if tenant is not None else None
+    except InvalidTenantId:
+        tenant = None
+    for attr in _REQUIRED:
+        if attr not in attrs:
+            raise InvalidEvent(f"missing header ce_{attr}", f"ce_{attr}", tenant)
+    if content_type.split(";")[0].strip() != JSON:
+        raise InvalidEvent(f"unsupported content-type {content_type[:80]!r}", "content-type", tenant)
+    if value is None:
+        raise InvalidEvent("empty record value: data is required", "data", tenant)
+    try:
+        data = json.loads(value)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidEvent(f"data is not JSON: {type(exc).__name__} at position {getattr(exc, 'pos', '?')}", "data", tenant) from None
+    if not isinstance(data, dict):
+        raise InvalidEvent("data must be a JSON object", "data", tenant)
+    try:
+        validate_data(attrs["type"], data)
+    except UnknownEventType as exc:
+        raise InvalidEvent(str(exc), "ce_type", tenant) from None
+    except InvalidData as exc:
+        raise InvalidEvent(str(exc), f"data/{exc.field}", tenant) from None
+    try:
+        event = CloudEvent(
+            id=attrs["id"],
+            source=attrs["source"],
+            type=attrs["type"],
+            specversion=attrs["specversion"],
+            time=attrs.get("time") or datetime.now(UTC),
+            subject=attrs.get("subject"),
+            tenantid=attrs["tenantid"],
+            partitionkey=attrs.get("partitionkey") or (key or b"").decode("utf-8", "replace"),
+            traceparent=attrs.get("traceparent"),
+            datacontenttype=content_type,
+            data=data,
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = "ce_" + ".".join(str(p) for p in first["loc"])
+        raise InvalidEvent(f"{field}: {first['msg']}", field, tenant) from None
+    urn = data.get("urn")
+    if urn is not None and event.subject is not None and event.subject != urn:
+        raise InvalidEvent("ce_subject must equal data.urn", "ce_subject", tenant)
+    return event

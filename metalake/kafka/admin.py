@@ -1,0 +1,43 @@
+"""Idempotent topic creation."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from metalake.kafka.config import client_config
+from metalake.settings import Settings
+
+
+def ensure_topics(
+    settings: Settings,
+    topics: Sequence[str],
+    *,
+    partitions: int | None = None,
+    config: Mapping[str, str] | None = None,
+    timeout_s: float = 30.0,
+) -> list[str]:
+    """Create the topics that do not exist yet; return the names created."""
+    admin = AdminClient(client_config(settings))
+    existing = set(admin.list_topics(timeout=timeout_s).topics)
+    wanted = [t for t in topics if t not in existing]
+    if not wanted:
+        return []
+    futures = admin.create_topics(
+        [
+            NewTopic(t, num_partitions=partitions or settings.kafka.topic_partitions, replication_factor=1, config=dict(config or {}))
+            for t in wanted
+        ],
+        operation_timeout=timeout_s,
+    )
+    created = []
+    for topic, future in futures.items():
+        try:
+            future.result(timeout=timeout_s)
+            created.append(topic)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
+    return created

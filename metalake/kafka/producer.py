@@ -1,0 +1,97 @@
+"""A producer that returns only once Kafka has confirmed every event (idempotent, acks=all)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from confluent_kafka import KafkaError, Message, Producer
+
+from metalake.events.envelope import CloudEvent, Headers
+from metalake.settings import Settings
+from metalake.telemetry.propagation import inject_traceparent
+
+log = logging.getLogger(__name__)
+
+
+class PublishError(RuntimeError):
+    """At least one event was not confirmed by Kafka; none of the batch may be reported as accepted."""
+
+    def __init__(self, message: str, retriable: bool) -> None:
+        super().__init__(message)
+        self.retriable = retriable
+
+
+@dataclass(frozen=True)
+class Delivery:
+    event_id: str
+    topic: str
+    partition: int
+    offset: int
+
+
+class EventProducer:
+    """Publishes CloudEvents and blocks until each is durable (in the in-sync replicas) or raises."""
+
+    def __init__(self, settings: Settings, **overrides: Any) -> None:
+        from metalake.kafka.config import producer_config
+
+        self._timeout_s = settings.kafka.delivery_timeout_ms / 1000 + 5
+        self._producer = Producer(producer_config(settings, **overrides))
+
+    def publish(self, events: Sequence[CloudEvent], topic_for: Callable[[CloudEvent], str]) -> list[Delivery]:
+        return self.publish_raw(
+            [
+                (topic_for(e), e.id, e.key, e.value(), inject_traceparent(e.headers()))
+                for e in events
+            ]
+        )
+
+    def publish_raw(self, records: Sequence[tuple[str, str, bytes | None, bytes | None, Headers]]) -> list[Delivery]:
+        """Publish ``(topic, id, key, value, headers)`` records; the id only labels results and errors."""
+        results: dict[int, Delivery] = {}
+        errors: list[tuple[str, KafkaError]] = []
+
+        def on_delivery(index: int, record_id: str) -> Callable[[KafkaError | None, Message], None]:
+            def callback(err: KafkaError | None, msg: Message) -> None:
+                if err is not None:
+                    errors.append((record_id, err))
+                else:
+                    results[index] = Delivery(record_id, msg.topic() or "", msg.partition() or 0, msg.offset() or 0)
+
+            return callback
+
+        for index, (topic, record_id, key, value, headers) in enumerate(records):
+            while True:
+                try:
+                    self._producer.produce(
+                        topic, value=value, key=key, headers=headers, on_delivery=on_delivery(index, record_id)
+                    )
+                    break
+                except BufferError:
+                    # Local queue full: serve delivery reports to make room, then retry this record.
+                    self._producer.poll(0.1)
+        remaining = self._producer.flush(self._timeout_s)
+        if remaining:
+            raise PublishError(f"{remaining} event(s) not confirmed by Kafka within {self._timeout_s:.0f}s", True)
+        if errors:
+            record_id, err = errors[0]
+            raise PublishError(
+                f"{len(errors)} event(s) rejected by Kafka; first: {record_id}: {err.name()}: {err.str()}",
+                err.retriable() or err.code() in (KafkaError._MSG_TIMED_OUT, KafkaError._TRANSPORT),
+            )
+        return [results[i] for i in range(len(records))]
+
+    def close(self) -> None:
+        self._producer.flush(self._timeout_s)
+
+    def __enter__(self) -> EventProducer:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

@@ -1,0 +1,157 @@
+"""Typed settings for every metalake process, read from the environment (prefix ``METALAKE_``, nesting ``__``).
+
+The local stack writes the addresses it started to ``.stack/stack.env``; processes read that file too, so a
+``metalake stack up --kafka-port 19092`` is picked up everywhere without exporting anything. Real environment
+variables win over the file.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def find_project_root(start: Path | None = None) -> Path:
+    """The checkout that holds deploy/local, found upwards from ``start`` (default: the working directory)."""
+    here = (start or Path.cwd()).resolve()
+    for candidate in (here, *here.parents):
+        if (candidate / "deploy" / "local").is_dir() and (candidate / "pyproject.toml").is_file():
+            return candidate
+    return here
+
+
+def default_stack_dir() -> Path:
+    return find_project_root() / ".stack"
+
+
+class StackPorts(BaseModel):
+    """Loopback ports of the local stack; every one can be moved if something else holds it."""
+
+    kafka: int = 9092
+    kafka_controller: int = 9093
+    ferretdb: int = 27017
+    trino: int = 8080
+    postgres: int = 55432
+
+
+class StackSettings(BaseModel):
+    dir: Path = Field(default_factory=default_stack_dir)
+    ports: StackPorts = StackPorts()
+    host: str = "127.0.0.1"
+    start_timeout_s: float = 180.0
+    stop_timeout_s: float = 30.0
+
+
+class KafkaSettings(BaseModel):
+    bootstrap_servers: str | None = None
+    client_id: str = "metalake"
+    delivery_timeout_ms: int = 30_000
+    topic_partitions: int = 3
+
+
+class MongoSettings(BaseModel):
+    uri: str | None = None
+    server_selection_timeout_ms: int = 10_000
+
+
+class TrinoSettings(BaseModel):
+    host: str | None = None
+    port: int | None = None
+    user: str = "metalake"
+    catalog: str = "lake"
+
+
+class LakeSettings(BaseModel):
+    root: Path | None = None
+    checkpoint_root: Path | None = None
+
+
+class SparkSettings(BaseModel):
+    master: str = "local[2]"
+    trigger_interval: str = "1 second"
+    max_offsets_per_trigger: int = 20_000
+    shuffle_partitions: int = 2
+    driver_memory: str = "2g"
+    jars_dir: Path | None = None
+    query_name: str = "metalake-pooled"
+
+
+class TelemetrySettings(BaseModel):
+    service_name: str = "metalake"
+    log_level: str = "INFO"
+    log_format: Literal["json", "text"] = "json"
+    traces_exporter: Literal["none", "console", "otlp"] = "none"
+    metrics_exporter: Literal["none", "console", "otlp"] = "none"
+    otlp_endpoint: str | None = None
+
+
+def _stack_env_files() -> tuple[Path, ...]:
+    explicit = os.environ.get("METALAKE_ENV_FILE")
+    if explicit:
+        return (Path(explicit),)
+    return (default_stack_dir() / "stack.env",)
+
+
+class Settings(BaseSettings):
+    """Root settings. Service addresses left unset are derived from the stack's ports."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="METALAKE_", env_nested_delimiter="__", extra="ignore"
+    )
+
+    stack: StackSettings = StackSettings()
+    kafka: KafkaSettings = KafkaSettings()
+    mongo: MongoSettings = MongoSettings()
+    trino: TrinoSettings = TrinoSettings()
+    lake: LakeSettings = LakeSettings()
+    spark: SparkSettings = SparkSettings()
+    telemetry: TelemetrySettings = TelemetrySettings()
+
+    @model_validator(mode="after")
+    def _derive_addresses(self) -> Settings:
+        host, ports, data = self.stack.host, self.stack.ports, self.stack.dir / "data"
+        self.kafka.bootstrap_servers = self.kafka.bootstrap_servers or f"{host}:{ports.kafka}"
+        self.mongo.uri = self.mongo.uri or f"mongodb://{host}:{ports.ferretdb}/"
+        self.trino.host = self.trino.host or host
+        self.trino.port = self.trino.port or ports.trino
+        self.lake.root = (self.lake.root or data / "lake").resolve()
+        self.lake.checkpoint_root = (self.lake.checkpoint_root or data / "checkpoints").resolve()
+        self.spark.jars_dir = self.spark.jars_dir or self.stack.dir / "cache" / "spark" / "jars"
+        return self
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        assert self.kafka.bootstrap_servers is not None  # filled by _derive_addresses
+        return self.kafka.bootstrap_servers
+
+    @property
+    def mongo_uri(self) -> str:
+        assert self.mongo.uri is not None
+        return self.mongo.uri
+
+    @property
+    def lake_root(self) -> Path:
+        assert self.lake.root is not None
+        return self.lake.root
+
+    @property
+    def checkpoint_root(self) -> Path:
+        assert self.lake.checkpoint_root is not None
+        return self.lake.checkpoint_root
+
+
+def load_settings() -> Settings:
+    """Fresh settings from the environment and the stack's env file."""
+    files = [f for f in _stack_env_files() if f.is_file()]
+    return Settings(_env_file=files or None)  # type: ignore[call-arg]
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """Process-wide settings, read once."""
+    return load_settings()

@@ -1,0 +1,177 @@
+"""``metalake stack up|down|status|logs``: orchestration of the services in deploy order, with timeouts everywhere."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from metalake.settings import Settings
+from metalake.stack import process
+from metalake.stack.health import port_free
+from metalake.stack.java import JavaNotFound
+from metalake.stack.services import SERVICES, Service, StackContext
+from metalake.stack.services.base import ServiceError
+from tenants.naming import CHANGES_TOPIC, dlq_topic, event_topics
+
+Echo = Callable[[str], None]
+
+
+class StackError(RuntimeError):
+    """Something in the stack failed; the message names the service and the log to read."""
+
+
+@dataclass(frozen=True)
+class ServiceStatus:
+    name: str
+    state: str  # running | stopped | unhealthy
+    pid: int | None
+    ports: list[int]
+    detail: str
+    log: Path
+
+
+class StackManager:
+    def __init__(self, settings: Settings, repo_dir: Path, echo: Echo = print) -> None:
+        self._ctx = StackContext(settings, repo_dir)
+        self._echo = echo
+
+    @property
+    def context(self) -> StackContext:
+        return self._ctx
+
+    def _select(self, names: Sequence[str] | None, with_job: bool) -> list[Service]:
+        known = {s.name: s for s in SERVICES}
+        if names:
+            unknown = [n for n in names if n not in known]
+            if unknown:
+                raise StackError(f"unknown service(s) {', '.join(unknown)}; known: {', '.join(known)}")
+            return [s for s in SERVICES if s.name in names]
+        return [s for s in SERVICES if s.infrastructure or with_job]
+
+    def _pid_file(self, service: Service) -> Path:
+        return self._ctx.run_dir(service.name) / "pid"
+
+    def _record(self, service: Service) -> process.PidRecord | None:
+        record = process.PidRecord.read(self._pid_file(service))
+        return record if record is not None and process.alive(record) else None
+
+    # -- up -------------------------------------------------------------------------------------------------------
+
+    def up(self, names: Sequence[str] | None = None, *, with_job: bool = False) -> None:
+        started = time.monotonic()
+        for service in self._select(names, with_job):
+            self._up_one(service)
+        self._write_env_file()
+        self._echo(f"stack is up ({time.monotonic() - started:.1f}s); stop it with: metalake stack down")
+
+    def _up_one(self, service: Service) -> None:
+        ctx, name = self._ctx, service.name
+        if self._record(service) is not None:
+            reason = service.probe(ctx)
+            if reason is None:
+                self._echo(f"{name:9} already running")
+                return
+            raise StackError(f"{name}: running but unhealthy ({reason}); see {ctx.log_file(name)}")
+        for port in service.ports(ctx):
+            if not port_free(ctx.host, port):
+                raise StackError(
+                    f"{name}: port {ctx.host}:{port} is in use by another process; stop it or choose another port "
+                    f"(e.g. METALAKE_STACK__PORTS__{name.upper()}=<port>)"
+                )
+        t0 = time.monotonic()
+        try:
+            service.fetch(ctx)
+            service.prepare(ctx)
+            argv = service.argv(ctx)
+        except (ServiceError, JavaNotFound) as exc:
+            raise StackError(str(exc)) from exc
+        fetched = time.monotonic() - t0
+        ports = ",".join(str(p) for p in service.ports(ctx)) or "-"
+        self._echo(f"{name:9} fetched/configured in {fetched:.1f}s; starting on {ctx.host}:{ports}")
+        record = process.spawn(
+            argv,
+            log_file=ctx.log_file(name),
+            pid_file=self._pid_file(service),
+            cwd=service.cwd(ctx),
+            env=service.env(ctx),
+        )
+        self._wait_healthy(service, record)
+        if name == "kafka":
+            self._create_topics()
+        self._echo(f"{name:9} healthy (pid {record.pid}) in {time.monotonic() - t0:.1f}s")
+
+    def _wait_healthy(self, service: Service, record: process.PidRecord) -> None:
+        ctx, name = self._ctx, service.name
+        timeout = service.start_timeout_s(ctx)
+        deadline = time.monotonic() + timeout
+        reason: str | None = "not probed yet"
+        while time.monotonic() < deadline:
+            code = process.exit_code(record)
+            if code is not None:
+                raise StackError(
+                    f"{name}: exited with code {code} while starting; last log lines:\n"
+                    f"{process.tail(ctx.log_file(name), 15)}\n(full log: {ctx.log_file(name)})"
+                )
+            reason = service.probe(ctx)
+            if reason is None:
+                return
+            time.sleep(0.5)
+        process.stop(record, ctx.settings.stack.stop_timeout_s)
+        raise StackError(
+            f"{name}: not healthy after {timeout:.0f}s ({reason}); stopped it. See {ctx.log_file(name)}"
+        )
+
+    def _create_topics(self) -> None:
+        from metalake.kafka.admin import ensure_topics
+
+        topics = [*event_topics(), CHANGES_TOPIC, *(dlq_topic(s) for s in ("connectors", "enrichment", "outbound"))]
+        created = ensure_topics(self._ctx.settings, topics)
+        if created:
+            self._echo(f"{'kafka':9} created topics: {', '.join(created)}")
+
+    def _write_env_file(self) -> None:
+        s = self._ctx.settings
+        lines = [
+            f"METALAKE_KAFKA__BOOTSTRAP_SERVERS={s.kafka_bootstrap}",
+            f"METALAKE_MONGO__URI={s.mongo_uri}",
+            f"METALAKE_TRINO__HOST={s.trino.host}",
+            f"METALAKE_TRINO__PORT={s.trino.port}",
+            f"METALAKE_LAKE__ROOT={s.lake_root}",
+            f"METALAKE_LAKE__CHECKPOINT_ROOT={s.checkpoint_root}",
+            f"METALAKE_STACK__PORTS__POSTGRES={s.stack.ports.postgres}",
+        ]
+        path = s.stack.dir / "stack.env"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(lines) + "\n")
+
+    # -- down / status / logs -------------------------------------------------------------------------------------
+
+    def down(self, names: Sequence[str] | None = None) -> None:
+        # Reverse order: the job before the stores it writes to.
+        for service in reversed(self._select(names, with_job=True)):
+            record = process.PidRecord.read(self._pid_file(service))
+            if record is None:
+                continue
+            if process.stop(record, self._ctx.settings.stack.stop_timeout_s):
+                self._echo(f"{service.name:9} stopped (pid {record.pid})")
+            self._pid_file(service).unlink(missing_ok=True)
+
+    def status(self) -> list[ServiceStatus]:
+        out = []
+        for service in SERVICES:
+            record = self._record(service)
+            ports = service.ports(self._ctx)
+            log = self._ctx.log_file(service.name)
+            if record is None:
+                out.append(ServiceStatus(service.name, "stopped", None, ports, "", log))
+                continue
+            reason = service.probe(self._ctx)
+            state = "running" if reason is None else "unhealthy"
+            out.append(ServiceStatus(service.name, state, record.pid, ports, reason or "healthy", log))
+        return out
+
+    def log_path(self, name: str) -> Path:
+        self._select([name], with_job=True)
+        return self._ctx.log_file(name)

@@ -1,0 +1,107 @@
+"""The interface every local-stack service implements, and the paths it may use."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+
+from metalake.settings import Settings
+
+
+class ServiceError(RuntimeError):
+    """A service could not be fetched, configured or started; the message names the cause and the log."""
+
+
+@dataclass(frozen=True)
+class StackContext:
+    settings: Settings
+    repo_dir: Path
+
+    @property
+    def stack_dir(self) -> Path:
+        return self.settings.stack.dir
+
+    @property
+    def host(self) -> str:
+        return self.settings.stack.host
+
+    def run_dir(self, service: str) -> Path:
+        return self.stack_dir / "run" / service
+
+    def data_dir(self, service: str) -> Path:
+        return self.stack_dir / "data" / service
+
+    def cache_dir(self, service: str) -> Path:
+        return self.stack_dir / "cache" / service
+
+    def log_file(self, service: str) -> Path:
+        return self.stack_dir / "logs" / f"{service}.log"
+
+    def fetch_log(self, service: str) -> Path:
+        return self.stack_dir / "logs" / f"fetch-{service}.log"
+
+    def run_fetch_script(self, script: str, service: str, timeout_s: float = 1800) -> None:
+        """Run deploy/local/fetch/<script>.sh; on failure name the service and its log."""
+        log = self.fetch_log(service)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        env = {
+            **os.environ,
+            "STACK_DIR": str(self.stack_dir),
+            "REPO_DIR": str(self.repo_dir),
+            "PYTHON": os.environ.get("METALAKE_PYTHON", _python()),
+        }
+        path = self.repo_dir / "deploy" / "local" / "fetch" / f"{script}.sh"
+        with log.open("ab") as out:
+            try:
+                result = subprocess.run(  # noqa: S603 - our own script
+                    ["bash", str(path)], stdout=out, stderr=subprocess.STDOUT, env=env, timeout=timeout_s, check=False
+                )
+            except subprocess.TimeoutExpired:
+                raise ServiceError(f"{service}: fetch timed out after {timeout_s:.0f}s; see {log}") from None
+        if result.returncode != 0:
+            raise ServiceError(f"{service}: fetch/build failed (exit {result.returncode}); see {log}")
+
+
+def _python() -> str:
+    import sys
+
+    return sys.executable
+
+
+class Service(ABC):
+    """A process the stack runs. Implementations hold no state: everything derives from the context."""
+
+    name: str
+    #: False for things the stack starts only on request (the streaming job).
+    infrastructure: bool = True
+
+    @abstractmethod
+    def ports(self, ctx: StackContext) -> list[int]:
+        """Loopback ports the service listens on; each must be free before start."""
+
+    @abstractmethod
+    def fetch(self, ctx: StackContext) -> None:
+        """Download or build what the service needs into the cache; idempotent and quick when cached."""
+
+    def prepare(self, ctx: StackContext) -> None:
+        """Write configuration and initialise data directories; idempotent."""
+
+    @abstractmethod
+    def argv(self, ctx: StackContext) -> list[str]:
+        """The command line that runs the service in the foreground."""
+
+    def env(self, ctx: StackContext) -> dict[str, str]:
+        return dict(os.environ)
+
+    def cwd(self, ctx: StackContext) -> Path:
+        return ctx.run_dir(self.name)
+
+    @abstractmethod
+    def probe(self, ctx: StackContext) -> str | None:
+        """None when the service answers as it should, else what is wrong."""
+
+    def start_timeout_s(self, ctx: StackContext) -> float:
+        return ctx.settings.stack.start_timeout_s

@@ -1,0 +1,107 @@
+"""Trino 476 (the last release on Maven Central) with the ``lake`` catalog: Delta Lake, file metastore, local disk."""
+
+from __future__ import annotations
+
+import os
+
+from metalake.stack.health import trino_probe
+from metalake.stack.java import find_java
+from metalake.stack.services.base import Service, StackContext
+
+# Trino 476 needs JDK 24+; it runs on the Temurin 25 JDK (it checks a minimum version only).
+_MIN_JAVA = 24
+
+_JVM_OPTIONS = [
+    "-server",
+    "-Xmx2G",
+    "-XX:+UseG1GC",
+    "-XX:G1HeapRegionSize=32M",
+    "-XX:+ExplicitGCInvokesConcurrent",
+    "-XX:+ExitOnOutOfMemoryError",
+    "-XX:-OmitStackTraceInFastThrow",
+    "-XX:ReservedCodeCacheSize=256M",
+    "-XX:PerMethodRecompilationCutoff=10000",
+    "-XX:PerBytecodeRecompilationCutoff=10000",
+    "-XX:+EnableDynamicAgentLoading",
+    "-Djdk.attach.allowAttachSelf=true",
+    "-Djdk.nio.maxCachedBufferSize=2000000",
+    "-Dfile.encoding=UTF-8",
+]
+
+
+class Trino(Service):
+    name = "trino"
+
+    def ports(self, ctx: StackContext) -> list[int]:
+        return [ctx.settings.stack.ports.trino]
+
+    def fetch(self, ctx: StackContext) -> None:
+        ctx.run_fetch_script("trino", self.name)
+        find_java(_MIN_JAVA, env_var="METALAKE_TRINO_JAVA_HOME")
+
+    def prepare(self, ctx: StackContext) -> None:
+        etc = ctx.run_dir(self.name) / "etc"
+        (etc / "catalog").mkdir(parents=True, exist_ok=True)
+        data = ctx.data_dir(self.name)
+        data.mkdir(parents=True, exist_ok=True)
+        lake = ctx.settings.lake_root
+        (lake / "_trino_metastore").mkdir(parents=True, exist_ok=True)
+        port = ctx.settings.stack.ports.trino
+        server = ctx.cache_dir("trino") / "server"
+        (etc / "config.properties").write_text(
+            "\n".join(
+                [
+                    "coordinator=true",
+                    "node-scheduler.include-coordinator=true",
+                    f"http-server.http.port={port}",
+                    f"discovery.uri=http://{ctx.host}:{port}",
+                    "query.max-memory=1GB",
+                    "query.max-memory-per-node=512MB",
+                    "task.concurrency=2",
+                    f"plugin.dir={server / 'plugin'}",
+                    f"catalog.config-dir={etc / 'catalog'}",
+                    "",
+                ]
+            )
+        )
+        (etc / "log.properties").write_text("io.trino=INFO\n")
+        # The file metastore lives inside the lake root, in a folder no tenant id can name (ids start with a letter).
+        (etc / "catalog" / "lake.properties").write_text(
+            "\n".join(
+                [
+                    "connector.name=delta_lake",
+                    "hive.metastore=file",
+                    "hive.metastore.catalog.dir=local:///_trino_metastore",
+                    "fs.native-local.enabled=true",
+                    f"local.location={lake}",
+                    "delta.register-table-procedure.enabled=true",
+                    "delta.enable-non-concurrent-writes=true",
+                    "",
+                ]
+            )
+        )
+
+    def argv(self, ctx: StackContext) -> list[str]:
+        server = ctx.cache_dir("trino") / "server"
+        etc = ctx.run_dir(self.name) / "etc"
+        java = find_java(_MIN_JAVA, env_var="METALAKE_TRINO_JAVA_HOME")
+        return [
+            str(java),
+            "-cp",
+            str(server / "lib" / "*"),
+            *_JVM_OPTIONS,
+            "-Dnode.environment=metalake_local",
+            "-Dnode.id=metalake-local-1",
+            f"-Dnode.data-dir={ctx.data_dir(self.name)}",
+            f"-Dconfig={etc / 'config.properties'}",
+            f"-Dlog.levels-file={etc / 'log.properties'}",
+            "io.trino.server.TrinoServer",
+        ]
+
+    def env(self, ctx: StackContext) -> dict[str, str]:
+        env = dict(os.environ)
+        env.pop("JAVA_TOOL_OPTIONS", None)
+        return env
+
+    def probe(self, ctx: StackContext) -> str | None:
+        return trino_probe(ctx.host, ctx.settings.stack.ports.trino)

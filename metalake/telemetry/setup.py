@@ -1,0 +1,62 @@
+"""Tracer and meter providers, configured once per process from settings."""
+
+from __future__ import annotations
+
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, MetricReader, PeriodicExportingMetricReader
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
+
+from metalake import __version__
+from metalake.settings import TelemetrySettings
+from metalake.telemetry.logs import configure_logging
+
+
+class TelemetryConfigError(RuntimeError):
+    """The telemetry settings ask for something this installation cannot do."""
+
+
+def _span_exporter(settings: TelemetrySettings) -> SpanExporter | None:
+    if settings.traces_exporter == "console":
+        return ConsoleSpanExporter()
+    if settings.traces_exporter == "otlp":
+        try:
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter  # type: ignore[import-not-found]
+        except ImportError as exc:
+            raise TelemetryConfigError(
+                "METALAKE_TELEMETRY__TRACES_EXPORTER=otlp needs: pip install opentelemetry-exporter-otlp-proto-http"
+            ) from exc
+        exporter: SpanExporter = OTLPSpanExporter(endpoint=settings.otlp_endpoint)
+        return exporter
+    return None
+
+
+def _metric_readers(settings: TelemetrySettings) -> list[MetricReader]:
+    if settings.metrics_exporter == "console":
+        return [PeriodicExportingMetricReader(ConsoleMetricExporter(), export_interval_millis=60_000)]
+    if settings.metrics_exporter == "otlp":
+        try:
+            from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter  # type: ignore[import-not-found]
+        except ImportError as exc:
+            raise TelemetryConfigError(
+                "METALAKE_TELEMETRY__METRICS_EXPORTER=otlp needs: pip install opentelemetry-exporter-otlp-proto-http"
+            ) from exc
+        return [PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=settings.otlp_endpoint))]
+    return []
+
+
+def configure_telemetry(settings: TelemetrySettings, component: str) -> TracerProvider:
+    """Install the global tracer and meter providers and JSON logging for one process (``component``)."""
+    configure_logging(settings, component)
+    resource = Resource.create(
+        {"service.name": settings.service_name, "service.version": __version__, "service.component": component}
+    )
+    tracer_provider = TracerProvider(resource=resource)
+    exporter = _span_exporter(settings)
+    if exporter is not None:
+        tracer_provider.add_span_processor(BatchSpanProcessor(exporter))
+    trace.set_tracer_provider(tracer_provider)
+    metrics.set_meter_provider(MeterProvider(resource=resource, metric_readers=_metric_readers(settings)))
+    return tracer_provider

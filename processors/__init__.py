@@ -1,0 +1,4 @@
+"""Processing: the Spark streaming jobs (``processors.enrichment``) and, later, the outbound runtime.
+
+The only package that imports pyspark.
+"""
