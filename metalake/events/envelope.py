@@ -10,7 +10,7 @@ import json
 import uuid
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NoReturn
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -127,6 +127,21 @@ def new_event(
     )
 
 
+class _NonJsonConstant(ValueError):
+    """``NaN`` or ``Infinity`` in a record value."""
+
+
+def _reject_constant(name: str) -> NoReturn:
+    # Python's json accepts NaN and ±Infinity; JSON (RFC 8259) does not, and the schemas' range checks let NaN through.
+    raise _NonJsonConstant(f"{name} is not a JSON number")
+
+
+def _urn_of(data: Mapping[str, Any]) -> str | None:
+    # Like new_event: without a ce_subject header the subject is the asset URN, which stores key assets by.
+    urn = data.get("urn")
+    return urn if isinstance(urn, str) else None
+
+
 def decode_record(
     key: bytes | None, value: bytes | None, headers: Iterable[tuple[str, bytes | None]] | None
 ) -> CloudEvent:
@@ -134,8 +149,8 @@ def decode_record(
     attrs: dict[str, str] = {}
     content_type = JSON
     for name, raw in headers or ():
-        if raw is None:
-            continue
+        if raw is None or not (name == "content-type" or name.startswith("ce_")):
+            continue  # other headers belong to other tools and may be binary
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
@@ -157,9 +172,11 @@ def decode_record(
     if value is None:
         raise InvalidEvent("empty record value: data is required", "data", tenant)
     try:
-        data = json.loads(value)
+        data = json.loads(value, parse_constant=_reject_constant)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InvalidEvent(f"data is not JSON: {type(exc).__name__} at position {getattr(exc, 'pos', '?')}", "data", tenant) from None
+    except _NonJsonConstant as exc:
+        raise InvalidEvent(f"data is not JSON: {exc}", "data", tenant) from None
     if not isinstance(data, dict):
         raise InvalidEvent("data must be a JSON object", "data", tenant)
     try:
@@ -175,7 +192,7 @@ def decode_record(
             type=attrs["type"],
             specversion=attrs["specversion"],
             time=attrs.get("time") or datetime.now(UTC),
-            subject=attrs.get("subject"),
+            subject=attrs.get("subject") or _urn_of(data),
             tenantid=attrs["tenantid"],
             partitionkey=attrs.get("partitionkey") or (key or b"").decode("utf-8", "replace"),
             traceparent=attrs.get("traceparent"),

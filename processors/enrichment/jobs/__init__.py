@@ -1,0 +1,1 @@
+"""Entry points of the Spark jobs (``python -m processors.enrichment.jobs.<name>``)."""

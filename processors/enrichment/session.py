@@ -1,0 +1,60 @@
+"""The SparkSession every job uses: local jars by path (no Ivy), Delta enabled, scratch space under .stack/."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from metalake.settings import Settings
+from metalake.stack.java import find_java
+
+
+class SparkSetupError(RuntimeError):
+    """Spark cannot start here; the message says what to install or run."""
+
+
+def _jars(jars_dir: Path) -> list[str]:
+    jars = sorted(str(p) for p in jars_dir.glob("*.jar"))
+    if not any("delta-spark" in j for j in jars) or not any("spark-sql-kafka" in j for j in jars):
+        raise SparkSetupError(
+            f"the Delta and Kafka connector jars are missing from {jars_dir}; run: metalake stack up stream "
+            "(or bash deploy/local/fetch/spark.sh with STACK_DIR and REPO_DIR set)"
+        )
+    return jars
+
+
+def build_spark(settings: Settings, app_name: str) -> SparkSession:
+    if "JAVA_HOME" not in os.environ:
+        # Spark 4.2 runs on Java 17 or 21; a newer default JDK on the machine would fail in odd places.
+        os.environ["JAVA_HOME"] = str(find_java(17, 21, env_var="METALAKE_SPARK_JAVA_HOME").parent.parent)
+    # Bind the driver to loopback: the stack is loopback-only, and the host name may resolve elsewhere.
+    os.environ.setdefault("SPARK_LOCAL_IP", settings.stack.host)
+    # Python workers must run this interpreter (the venv that has metalake installed), not `python3` on PATH.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    assert settings.spark.jars_dir is not None
+    scratch = settings.stack.dir / "data" / "spark"
+    scratch.mkdir(parents=True, exist_ok=True)
+    spark = (
+        SparkSession.builder.appName(app_name)
+        .master(settings.spark.master)
+        .config("spark.jars", ",".join(_jars(settings.spark.jars_dir)))
+        .config("spark.driver.memory", settings.spark.driver_memory)
+        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+        .config("spark.sql.shuffle.partitions", str(settings.spark.shuffle_partitions))
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", settings.stack.host)
+        .config("spark.driver.bindAddress", settings.stack.host)
+        .config("spark.local.dir", str(scratch / "tmp"))
+        .config("spark.sql.warehouse.dir", str(scratch / "warehouse"))
+        .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={scratch / 'derby'}")
+        # Trino 476 reads these tables: keep to table features it supports (no deletion vectors by default).
+        .config("spark.databricks.delta.properties.defaults.enableDeletionVectors", "false")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("WARN")
+    return spark

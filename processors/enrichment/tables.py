@@ -1,0 +1,101 @@
+"""The per-tenant Delta tables the job writes, their schemas, and idempotent creation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from delta.tables import DeltaTable
+from pyspark.sql import SparkSession
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    DateType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from tenants.naming import TenantNames
+
+
+def _schema(*fields: tuple[str, object]) -> StructType:
+    return StructType([StructField(name, dtype, True) for name, dtype in fields])  # type: ignore[arg-type]
+
+
+EVENTS = _schema(
+    ("event_id", StringType()),
+    ("event_type", StringType()),
+    ("source", StringType()),
+    ("subject", StringType()),
+    ("version", LongType()),
+    ("event_time", TimestampType()),
+    ("data", StringType()),
+    ("traceparent", StringType()),
+    ("kafka_topic", StringType()),
+    ("kafka_partition", IntegerType()),
+    ("kafka_offset", LongType()),
+    ("ingested_at", TimestampType()),
+    ("event_date", DateType()),
+)
+
+ASSETS = _schema(
+    ("urn", StringType()),
+    ("kind", StringType()),
+    ("name", StringType()),
+    ("platform", StringType()),
+    ("qualified_name", StringType()),
+    ("description", StringType()),
+    ("data_type", StringType()),
+    ("owners", ArrayType(StringType())),
+    ("properties", MapType(StringType(), StringType())),
+    ("deleted", BooleanType()),
+    ("version", LongType()),
+    ("event_id", StringType()),
+    ("event_time", TimestampType()),
+    ("updated_at", TimestampType()),
+)
+
+DLQ = _schema(
+    ("reason", StringType()),
+    ("field", StringType()),
+    ("raw_key", BinaryType()),
+    ("raw_value", BinaryType()),
+    ("raw_headers", StringType()),
+    ("kafka_topic", StringType()),
+    ("kafka_partition", IntegerType()),
+    ("kafka_offset", LongType()),
+    ("kafka_time", TimestampType()),
+    ("ingested_at", TimestampType()),
+)
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    name: str
+    schema: StructType
+    partition_by: tuple[str, ...] = ()
+
+
+TABLES: tuple[TableSpec, ...] = (
+    TableSpec("events", EVENTS, ("event_date",)),
+    TableSpec("assets", ASSETS),
+    TableSpec("_dlq", DLQ),
+)
+
+
+def ensure_tables(spark: SparkSession, names: TenantNames) -> None:
+    """Create the tenant's tables if missing. Safe to call again; cheap after the first time per process."""
+    for spec in TABLES:
+        builder = (
+            DeltaTable.createIfNotExists(spark)
+            .location(str(names.delta_path(spec.name)))
+            .addColumns(spec.schema)
+        )
+        if spec.partition_by:
+            builder = builder.partitionedBy(*spec.partition_by)
+        builder.execute()
