@@ -9,9 +9,6 @@ from typing import Any, NamedTuple
 
 from metalake.events.envelope import InvalidEvent, decode_record
 
-ASSET_TYPES = frozenset({"io.metalake.asset.upserted.v1", "io.metalake.asset.deleted.v1"})
-
-
 class ParsedRow(NamedTuple):
     """One Kafka record after parsing: ``valid`` rows carry the event, the others the reason and the raw bytes."""
 
@@ -74,7 +71,7 @@ def parse_record(
     )
 
 
-def parse_partition(rows: Iterable[Any]) -> Iterator[ParsedRow]:
-    """``mapPartitions`` body over rows of (key, value, headers, topic, partition, offset, timestamp)."""
+def parse_rows(rows: Iterable[Any]) -> Iterator[ParsedRow]:
+    """Parse rows of (key, value, headers, topic, partition, offset, timestamp) as the Kafka source gives them."""
     for r in rows:
         yield parse_record(r["key"], r["value"], r["headers"], r["topic"], r["partition"], r["offset"], r["timestamp"])

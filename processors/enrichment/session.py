@@ -54,6 +54,9 @@ def build_spark(settings: Settings, app_name: str) -> SparkSession:
         .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={scratch / 'derby'}")
         # Trino 476 reads these tables: keep to table features it supports (no deletion vectors by default).
         .config("spark.databricks.delta.properties.defaults.enableDeletionVectors", "false")
+        # Delta rebuilds table state (to read the txnAppId/txnVersion pairs) with this many tasks; the default 50
+        # turns every idempotent commit of a small metadata batch into a 3 s job on two cores (measured: 1 -> ~0.9 s).
+        .config("spark.databricks.delta.snapshotPartitions", "1")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("WARN")
