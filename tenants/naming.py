@@ -6,12 +6,19 @@ underscore where a target forbids it (Trino schemas), which stays injective beca
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-TENANT_ID_PATTERN = re.compile(r"[a-z][a-z0-9-]{2,39}")
+from metalake.tenancy import TENANT_ID_PATTERN, InvalidTenantId, validate_tenant_id
+
+__all__ = [
+    "TENANT_ID_PATTERN",
+    "InvalidTenantId",
+    "TenantNames",
+    "names_for",
+    "validate_tenant_id",
+]
 
 PRIORITY_TOPIC = "metalake.events.priority"
 BULK_TOPIC = "metalake.events.bulk"
@@ -23,19 +30,6 @@ TopicClass = Literal["priority", "bulk"]
 
 # Delta tables of a tenant, by logical name. `_dlq` keeps its leading underscore: it is not catalog data.
 DELTA_TABLES = ("events", "assets", "lineage_edges", "classifications", "incidents", "audit", "_dlq")
-
-
-class InvalidTenantId(ValueError):
-    """A tenant id that does not match ``[a-z][a-z0-9-]{2,39}``."""
-
-
-def validate_tenant_id(tenant_id: str) -> str:
-    if not isinstance(tenant_id, str) or not TENANT_ID_PATTERN.fullmatch(tenant_id):
-        raise InvalidTenantId(
-            f"invalid tenant id {tenant_id!r}: expected 3-40 characters, a lowercase letter first, "
-            "then lowercase letters, digits or '-'"
-        )
-    return tenant_id
 
 
 def dlq_topic(stage: Stage) -> str:

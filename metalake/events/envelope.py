@@ -16,7 +16,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationErro
 
 from metalake.events.registry import UnknownEventType, spec_for
 from metalake.events.validation import InvalidData, validate_data
-from tenants.naming import InvalidTenantId, validate_tenant_id
+from metalake.tenancy import InvalidTenantId, validate_tenant_id
 
 SPEC_VERSION = "1.0"
 JSON = "application/json"

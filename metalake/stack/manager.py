@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -10,7 +11,7 @@ from pathlib import Path
 from metalake.settings import Settings
 from metalake.stack import process
 from metalake.stack.health import port_free
-from metalake.stack.java import JavaNotFound
+from metalake.java import JavaNotFound
 from metalake.stack.services import SERVICES, Service, StackContext
 from metalake.stack.services.base import ServiceError
 from tenants.naming import CHANGES_TOPIC, dlq_topic, event_topics
@@ -90,25 +91,27 @@ class StackManager:
         fetched = time.monotonic() - t0
         ports = ",".join(str(p) for p in service.ports(ctx)) or "-"
         self._echo(f"{name:9} fetched/configured in {fetched:.1f}s; starting on {ctx.host}:{ports}")
-        record = process.spawn(
+        record, proc = process.spawn(
             argv,
             log_file=ctx.log_file(name),
             pid_file=self._pid_file(service),
             cwd=service.cwd(ctx),
             env=service.env(ctx),
         )
-        self._wait_healthy(service, record)
+        self._wait_healthy(service, record, proc)
         if name == "kafka":
             self._create_topics()
         self._echo(f"{name:9} healthy (pid {record.pid}) in {time.monotonic() - t0:.1f}s")
 
-    def _wait_healthy(self, service: Service, record: process.PidRecord) -> None:
+    def _wait_healthy(
+        self, service: Service, record: process.PidRecord, proc: subprocess.Popen[bytes]
+    ) -> None:
         ctx, name = self._ctx, service.name
         timeout = service.start_timeout_s(ctx)
         deadline = time.monotonic() + timeout
         reason: str | None = "not probed yet"
         while time.monotonic() < deadline:
-            code = process.exit_code(record)
+            code = process.exit_code(record, proc)
             if code is not None:
                 raise StackError(
                     f"{name}: exited with code {code} while starting; last log lines:\n"

@@ -52,8 +52,12 @@ def alive(record: PidRecord) -> bool:
 
 def spawn(
     argv: Sequence[str], *, log_file: Path, pid_file: Path, cwd: Path, env: Mapping[str, str]
-) -> PidRecord:
-    """Start ``argv`` in its own session (so ``stop`` can signal the whole group), output appended to ``log_file``."""
+) -> tuple[PidRecord, subprocess.Popen[bytes]]:
+    """Start ``argv`` in its own session (so ``stop`` can signal the whole group), output appended to ``log_file``.
+
+    Keep the returned Popen while waiting for the service: Python reaps children whose Popen was dropped, and the
+    exit code would be lost.
+    """
     log_file.parent.mkdir(parents=True, exist_ok=True)
     pid_file.parent.mkdir(parents=True, exist_ok=True)
     with log_file.open("ab") as log:
@@ -71,11 +75,13 @@ def spawn(
     ticks = _start_ticks(proc.pid)
     record = PidRecord(proc.pid, ticks if ticks is not None else -1)
     record.write(pid_file)
-    return record
+    return record, proc
 
 
-def exit_code(record: PidRecord) -> int | None:
-    """Reap the child if it has exited (it is ours only when started by this process); None while running."""
+def exit_code(record: PidRecord, proc: subprocess.Popen[bytes] | None = None) -> int | None:
+    """The exit code if the service has exited (-1 when it was not started by this process), None while running."""
+    if proc is not None:
+        return proc.poll()
     try:
         pid, status = os.waitpid(record.pid, os.WNOHANG)
     except ChildProcessError:

@@ -9,7 +9,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from metalake.settings import Settings
-from metalake.stack.java import find_java
+from metalake.java import find_java
 
 
 class SparkSetupError(RuntimeError):

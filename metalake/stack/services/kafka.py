@@ -6,7 +6,7 @@ import subprocess
 import uuid
 
 from metalake.stack.health import kafka_probe
-from metalake.stack.java import find_java
+from metalake.java import find_java
 from metalake.stack.services.base import Service, ServiceError, StackContext
 
 _LOG4J2 = """\

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from metalake.stack.health import trino_probe
-from metalake.stack.java import find_java
+from metalake.java import find_java
 from metalake.stack.services.base import Service, StackContext
 
 # Trino 476 needs JDK 24+; it runs on the Temurin 25 JDK (it checks a minimum version only).

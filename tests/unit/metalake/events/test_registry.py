@@ -1,0 +1,83 @@
+"""The registry of event types: names, schemas on disk, topic classes."""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+from typing import Any
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from metalake.events.registry import UnknownEventType, event_types, spec_for
+
+NAMES = [spec.name for spec in event_types()]
+
+
+def test_the_registered_types() -> None:
+    assert NAMES == [
+        "io.metalake.asset.upserted.v1",
+        "io.metalake.asset.deleted.v1",
+        "io.metalake.classification.added.v1",
+        "io.metalake.classification.removed.v1",
+        "io.metalake.lineage.edge.added.v1",
+        "io.metalake.lineage.edge.removed.v1",
+    ]
+
+
+def test_every_schema_file_is_registered() -> None:
+    folder = resources.files("metalake.events").joinpath("schemas")
+    files = sorted(p.name for p in folder.iterdir() if p.name.endswith(".json"))
+    assert files == sorted(f"{name}.json" for name in NAMES)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_schema_is_valid_draft_2020_12(name: str) -> None:
+    schema = spec_for(name).schema
+    Draft202012Validator.check_schema(schema)
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert schema["$id"] == f"https://metalake.dev/schemas/{name}.json"
+    assert schema["type"] == "object"
+    assert schema["additionalProperties"] is False
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_type_carries_urn_and_version(name: str) -> None:
+    schema = spec_for(name).schema
+    assert {"urn", "version"} <= set(schema["required"])
+    assert schema["properties"]["version"]["type"] == "integer"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_example_is_valid(name: str, examples: dict[str, dict[str, Any]]) -> None:
+    assert not list(Draft202012Validator(spec_for(name).schema).iter_errors(examples[name]))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_summary(name: str) -> None:
+    assert spec_for(name).summary.strip()
+    assert spec_for(name).name == name
+
+
+@pytest.mark.parametrize(
+    ("kind", "topic_class"),
+    [("column", "bulk"), ("table", "priority"), ("view", "priority"), ("schema", "priority"), ("database", "priority")],
+)
+def test_asset_upserts_of_columns_ride_the_bulk_topic(kind: str, topic_class: str) -> None:
+    assert spec_for("io.metalake.asset.upserted.v1").topic_class({"kind": kind}) == topic_class
+
+
+@pytest.mark.parametrize("name", NAMES[1:])
+def test_other_types_are_always_priority(name: str) -> None:
+    assert spec_for(name).topic_class({"kind": "column"}) == "priority"
+    assert spec_for(name).topic_class({}) == "priority"
+
+
+def test_unknown_type() -> None:
+    with pytest.raises(UnknownEventType, match=re.escape("unknown event type 'io.metalake.nope.v1'")):
+        spec_for("io.metalake.nope.v1")
+
+
+def test_unknown_type_is_a_lookup_error() -> None:
+    with pytest.raises(LookupError):
+        spec_for("")
