@@ -36,7 +36,9 @@ def _fail(message: str) -> typer.Exit:
 
 @stack_app.command("up")
 def stack_up(
-    services: Annotated[list[str] | None, typer.Argument(help="Only these services (default: all infrastructure).")] = None,
+    services: Annotated[
+        list[str] | None, typer.Argument(help="Only these services (default: all infrastructure).")
+    ] = None,
     with_job: Annotated[bool, typer.Option("--with-job", help="Also start the Spark streaming job.")] = False,
 ) -> None:
     """Fetch (once), configure and start the services, waiting until each answers its health check.
@@ -90,7 +92,7 @@ def stack_logs(
     if not path.exists():
         raise _fail(f"{service} has no log yet ({path})")
     cmd = ["tail", "-n", str(lines), *(["-F"] if follow else []), str(path)]
-    raise typer.Exit(code=subprocess.call(cmd))  # noqa: S603
+    raise typer.Exit(code=subprocess.call(cmd))
 
 
 @app.command("demo")
@@ -118,7 +120,7 @@ def job(
     if name != "stream":
         raise _fail(f"unknown job {name!r}; known: stream")
     started = time.monotonic()
-    code = subprocess.call([sys.executable, "-m", "processors.enrichment.jobs.stream"])  # noqa: S603
+    code = subprocess.call([sys.executable, "-m", "processors.enrichment.jobs.stream"])
     typer.echo(f"job {name} ended with code {code} after {time.monotonic() - started:.0f}s")
     raise typer.Exit(code=code)
 

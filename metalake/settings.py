@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 from pydantic import BaseModel, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -100,9 +100,7 @@ def _stack_env_files() -> tuple[Path, ...]:
 class Settings(BaseSettings):
     """Root settings. Service addresses left unset are derived from the stack's ports."""
 
-    model_config = SettingsConfigDict(
-        env_prefix="METALAKE_", env_nested_delimiter="__", extra="ignore"
-    )
+    model_config = SettingsConfigDict(env_prefix="METALAKE_", env_nested_delimiter="__", extra="ignore")
 
     stack: StackSettings = StackSettings()
     kafka: KafkaSettings = KafkaSettings()
@@ -126,29 +124,35 @@ class Settings(BaseSettings):
 
     @property
     def kafka_bootstrap(self) -> str:
-        assert self.kafka.bootstrap_servers is not None  # filled by _derive_addresses
-        return self.kafka.bootstrap_servers
+        return _derived(self.kafka.bootstrap_servers, "kafka.bootstrap_servers")
 
     @property
     def mongo_uri(self) -> str:
-        assert self.mongo.uri is not None
-        return self.mongo.uri
+        return _derived(self.mongo.uri, "mongo.uri")
 
     @property
     def lake_root(self) -> Path:
-        assert self.lake.root is not None
-        return self.lake.root
+        return _derived(self.lake.root, "lake.root")
 
     @property
     def checkpoint_root(self) -> Path:
-        assert self.lake.checkpoint_root is not None
-        return self.lake.checkpoint_root
+        return _derived(self.lake.checkpoint_root, "lake.checkpoint_root")
+
+
+_T = TypeVar("_T")
+
+
+def _derived(value: _T | None, name: str) -> _T:
+    # _derive_addresses fills these fields, so None means one was set back to None after validation.
+    if value is None:
+        raise RuntimeError(f"settings: {name} is unset (it is derived when Settings is validated)")
+    return value
 
 
 def load_settings() -> Settings:
     """Fresh settings from the environment and the stack's env file."""
     files = [f for f in _stack_env_files() if f.is_file()]
-    return Settings(_env_file=files or None)  # type: ignore[call-arg]
+    return Settings(_env_file=files or None)
 
 
 @lru_cache(maxsize=1)

@@ -142,10 +142,8 @@ def _urn_of(data: Mapping[str, Any]) -> str | None:
     return urn if isinstance(urn, str) else None
 
 
-def decode_record(
-    key: bytes | None, value: bytes | None, headers: Iterable[tuple[str, bytes | None]] | None
-) -> CloudEvent:
-    """Parse and validate one Kafka record. Raises :class:`InvalidEvent` with a reason safe to store and log."""
+def _read_headers(headers: Iterable[tuple[str, bytes | None]] | None) -> tuple[dict[str, str], str]:
+    """The ``ce_`` attributes (without prefix) and the content type of a record's headers."""
     attrs: dict[str, str] = {}
     content_type = JSON
     for name, raw in headers or ():
@@ -159,34 +157,47 @@ def decode_record(
             content_type = text
         elif name.startswith("ce_"):
             attrs[name[3:]] = text
-    tenant = attrs.get("tenantid")
+    return attrs, content_type
+
+
+def _valid_tenant_or_none(tenant: str | None) -> str | None:
+    # The tenant routes the dead letter, so it is kept whenever it is valid, even if the rest of the record is not.
     try:
-        tenant = validate_tenant_id(tenant) if tenant is not None else None
+        return validate_tenant_id(tenant) if tenant is not None else None
     except InvalidTenantId:
-        tenant = None
-    for attr in _REQUIRED:
-        if attr not in attrs:
-            raise InvalidEvent(f"missing header ce_{attr}", f"ce_{attr}", tenant)
-    if content_type.split(";")[0].strip() != JSON:
-        raise InvalidEvent(f"unsupported content-type {content_type[:80]!r}", "content-type", tenant)
+        return None
+
+
+def _parse_data(value: bytes | None, tenant: str | None) -> dict[str, Any]:
     if value is None:
         raise InvalidEvent("empty record value: data is required", "data", tenant)
     try:
         data = json.loads(value, parse_constant=_reject_constant)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InvalidEvent(f"data is not JSON: {type(exc).__name__} at position {getattr(exc, 'pos', '?')}", "data", tenant) from None
+        raise InvalidEvent(
+            f"data is not JSON: {type(exc).__name__} at position {getattr(exc, 'pos', '?')}", "data", tenant
+        ) from None
     except _NonJsonConstant as exc:
         raise InvalidEvent(f"data is not JSON: {exc}", "data", tenant) from None
     if not isinstance(data, dict):
         raise InvalidEvent("data must be a JSON object", "data", tenant)
+    return data
+
+
+def _validate_data(event_type: str, data: dict[str, Any], tenant: str | None) -> None:
     try:
-        validate_data(attrs["type"], data)
+        validate_data(event_type, data)
     except UnknownEventType as exc:
         raise InvalidEvent(str(exc), "ce_type", tenant) from None
     except InvalidData as exc:
         raise InvalidEvent(str(exc), f"data/{exc.field}", tenant) from None
+
+
+def _build_event(
+    key: bytes | None, attrs: Mapping[str, str], content_type: str, data: dict[str, Any], tenant: str | None
+) -> CloudEvent:
     try:
-        event = CloudEvent(
+        return CloudEvent(
             id=attrs["id"],
             source=attrs["source"],
             type=attrs["type"],
@@ -203,6 +214,22 @@ def decode_record(
         first = exc.errors()[0]
         field = "ce_" + ".".join(str(p) for p in first["loc"])
         raise InvalidEvent(f"{field}: {first['msg']}", field, tenant) from None
+
+
+def decode_record(
+    key: bytes | None, value: bytes | None, headers: Iterable[tuple[str, bytes | None]] | None
+) -> CloudEvent:
+    """Parse and validate one Kafka record. Raises :class:`InvalidEvent` with a reason safe to store and log."""
+    attrs, content_type = _read_headers(headers)
+    tenant = _valid_tenant_or_none(attrs.get("tenantid"))
+    for attr in _REQUIRED:
+        if attr not in attrs:
+            raise InvalidEvent(f"missing header ce_{attr}", f"ce_{attr}", tenant)
+    if content_type.split(";")[0].strip() != JSON:
+        raise InvalidEvent(f"unsupported content-type {content_type[:80]!r}", "content-type", tenant)
+    data = _parse_data(value, tenant)
+    _validate_data(attrs["type"], data, tenant)
+    event = _build_event(key, attrs, content_type, data, tenant)
     urn = data.get("urn")
     if urn is not None and event.subject is not None and event.subject != urn:
         raise InvalidEvent("ce_subject must equal data.urn", "ce_subject", tenant)

@@ -27,7 +27,12 @@ def ensure_topics(
         return []
     futures = admin.create_topics(
         [
-            NewTopic(t, num_partitions=partitions or settings.kafka.topic_partitions, replication_factor=1, config=dict(config or {}))
+            NewTopic(
+                t,
+                num_partitions=partitions or settings.kafka.topic_partitions,
+                replication_factor=1,
+                config=dict(config or {}),
+            )
             for t in wanted
         ],
         operation_timeout=timeout_s,

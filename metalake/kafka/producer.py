@@ -16,6 +16,9 @@ from metalake.telemetry.propagation import inject_traceparent
 
 log = logging.getLogger(__name__)
 
+# Client-side errors worth a retry. librdkafka names local errors with a leading underscore; they are public API.
+_RETRIABLE_LOCAL_ERRORS = (KafkaError._MSG_TIMED_OUT, KafkaError._TRANSPORT)  # noqa: SLF001
+
 
 class PublishError(RuntimeError):
     """At least one event was not confirmed by Kafka; none of the batch may be reported as accepted."""
@@ -44,10 +47,7 @@ class EventProducer:
 
     def publish(self, events: Sequence[CloudEvent], topic_for: Callable[[CloudEvent], str]) -> list[Delivery]:
         return self.publish_raw(
-            [
-                (topic_for(e), e.id, e.key, e.value(), inject_traceparent(e.headers()))
-                for e in events
-            ]
+            [(topic_for(e), e.id, e.key, e.value(), inject_traceparent(e.headers())) for e in events]
         )
 
     def publish_raw(self, records: Sequence[tuple[str, str, bytes | None, bytes | None, Headers]]) -> list[Delivery]:
@@ -68,7 +68,7 @@ class EventProducer:
             while True:
                 try:
                     self._producer.produce(
-                        topic, value=value, key=key, headers=headers, on_delivery=on_delivery(index, record_id)
+                        topic, value=value, key=key, headers=list(headers), on_delivery=on_delivery(index, record_id)
                     )
                     break
                 except BufferError:
@@ -81,7 +81,7 @@ class EventProducer:
             record_id, err = errors[0]
             raise PublishError(
                 f"{len(errors)} event(s) rejected by Kafka; first: {record_id}: {err.name()}: {err.str()}",
-                err.retriable() or err.code() in (KafkaError._MSG_TIMED_OUT, KafkaError._TRANSPORT),
+                err.retriable() or err.code() in _RETRIABLE_LOCAL_ERRORS,
             )
         return [results[i] for i in range(len(records))]
 

@@ -8,10 +8,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from metalake.java import JavaNotFound
 from metalake.settings import Settings
 from metalake.stack import process
 from metalake.stack.health import port_free
-from metalake.java import JavaNotFound
 from metalake.stack.services import SERVICES, Service, StackContext
 from metalake.stack.services.base import ServiceError
 from tenants.naming import CHANGES_TOPIC, dlq_topic, event_topics
@@ -103,9 +103,7 @@ class StackManager:
             self._create_topics()
         self._echo(f"{name:9} healthy (pid {record.pid}) in {time.monotonic() - t0:.1f}s")
 
-    def _wait_healthy(
-        self, service: Service, record: process.PidRecord, proc: subprocess.Popen[bytes]
-    ) -> None:
+    def _wait_healthy(self, service: Service, record: process.PidRecord, proc: subprocess.Popen[bytes]) -> None:
         ctx, name = self._ctx, service.name
         timeout = service.start_timeout_s(ctx)
         deadline = time.monotonic() + timeout
@@ -122,9 +120,7 @@ class StackManager:
                 return
             time.sleep(0.5)
         process.stop(record, ctx.settings.stack.stop_timeout_s)
-        raise StackError(
-            f"{name}: not healthy after {timeout:.0f}s ({reason}); stopped it. See {ctx.log_file(name)}"
-        )
+        raise StackError(f"{name}: not healthy after {timeout:.0f}s ({reason}); stopped it. See {ctx.log_file(name)}")
 
     def _create_topics(self) -> None:
         from metalake.kafka.admin import ensure_topics

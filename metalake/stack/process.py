@@ -63,7 +63,8 @@ def spawn(
     with log_file.open("ab") as log:
         log.write(f"\n=== {time.strftime('%Y-%m-%dT%H:%M:%S')} starting: {argv[0]}\n".encode())
         log.flush()
-        proc = subprocess.Popen(  # noqa: S603 - argv is built by the stack, not from user input
+        # argv is built by the stack, not from user input.
+        proc = subprocess.Popen(
             list(argv),
             cwd=cwd,
             env=dict(env),

@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 
 from metalake.events.envelope import InvalidEvent, decode_record
 
+
 class ParsedRow(NamedTuple):
     """One Kafka record after parsing: ``valid`` rows carry the event, the others the reason and the raw bytes."""
 
@@ -61,13 +62,46 @@ def parse_record(
         event = decode_record(key_b, value_b, hdrs)
     except InvalidEvent as exc:
         return ParsedRow(
-            exc.tenant_id, False, None, None, None, None, None, None, None, exc.reason, exc.field,
-            key_b, value_b, _headers_json(hdrs), topic, partition, offset, kafka_time, None,
+            tenant=exc.tenant_id,
+            valid=False,
+            event_id=None,
+            event_type=None,
+            source=None,
+            subject=None,
+            event_time=None,
+            version=None,
+            data=None,
+            reason=exc.reason,
+            field=exc.field,
+            raw_key=key_b,
+            raw_value=value_b,
+            raw_headers=_headers_json(hdrs),
+            topic=topic,
+            partition=partition,
+            offset=offset,
+            kafka_time=kafka_time,
+            traceparent=None,
         )
     return ParsedRow(
-        event.tenantid, True, event.id, event.type, event.source, event.subject,
-        event.time.astimezone(UTC), event.version, json.dumps(event.data, separators=(",", ":"), sort_keys=True),
-        None, None, key_b, None, None, topic, partition, offset, kafka_time, event.traceparent,
+        tenant=event.tenantid,
+        valid=True,
+        event_id=event.id,
+        event_type=event.type,
+        source=event.source,
+        subject=event.subject,
+        event_time=event.time.astimezone(UTC),
+        version=event.version,
+        data=json.dumps(event.data, separators=(",", ":"), sort_keys=True),
+        reason=None,
+        field=None,
+        raw_key=key_b,
+        raw_value=None,
+        raw_headers=None,
+        topic=topic,
+        partition=partition,
+        offset=offset,
+        kafka_time=kafka_time,
+        traceparent=event.traceparent,
     )
 
 

@@ -8,15 +8,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pymongo import UpdateOne
 from pymongo.collection import Collection
-from pymongo.errors import BulkWriteError
+from pymongo.errors import OperationFailure
 
 DUPLICATE_KEY = 11000
 
 
-def guarded_upsert(urn: str, version: int, event_id: str, fields: Mapping[str, Any]) -> UpdateOne:
-    """Set ``fields`` on the asset only if (version, event_id) is newer than what the document holds.
+def guarded_upsert(urn: str, version: int, event_id: str, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """An ``update`` statement that sets ``fields`` only if (version, event_id) is newer than the document's.
 
     When the document is newer, the filter matches nothing and the upsert's insert hits the unique ``_id``:
     that duplicate-key error is the "stale, skip" signal.
@@ -29,21 +28,27 @@ def guarded_upsert(urn: str, version: int, event_id: str, fields: Mapping[str, A
     }
     doc = {k: v for k, v in fields.items() if v is not None}
     doc.update({"version": version, "event_id": event_id})
-    return UpdateOne({"_id": urn, **newer}, {"$set": doc}, upsert=True)
+    return {"q": {"_id": urn, **newer}, "u": {"$set": doc}, "upsert": True}
 
 
-def apply_upserts(collection: Collection[dict[str, Any]], ops: Iterable[UpdateOne]) -> tuple[int, int]:
-    """Run the upserts; return (applied, stale). Raises on any error other than the stale signal."""
+def apply_upserts(
+    collection: Collection[dict[str, Any]], ops: Iterable[dict[str, Any]], chunk: int = 1000
+) -> tuple[int, int]:
+    """Run the upserts unordered; return (applied, stale). Raises on any write error other than the stale signal.
+
+    Sent as raw ``update`` commands rather than ``bulk_write``: FerretDB leaves ``nModified`` out of a reply that
+    carries write errors, and pymongo's bulk result merging fails on that reply.
+    """
+    applied = stale = 0
     batch = list(ops)
-    if not batch:
-        return 0, 0
-    try:
-        result = collection.bulk_write(batch, ordered=False)
-    except BulkWriteError as exc:
-        errors = exc.details.get("writeErrors", [])
+    for start in range(0, len(batch), chunk):
+        part = batch[start : start + chunk]
+        reply = collection.database.command({"update": collection.name, "updates": part, "ordered": False})
+        errors = reply.get("writeErrors", [])
         others = [e for e in errors if e.get("code") != DUPLICATE_KEY]
         if others:
-            raise
-        stale = len(errors)
-        return len(batch) - stale, stale
-    return result.upserted_count + result.modified_count + (result.matched_count - result.modified_count), 0
+            first = others[0]
+            raise OperationFailure(f"MongoDB upsert failed: {first.get('errmsg')}", first.get("code"), reply)
+        stale += len(errors)
+        applied += len(part) - len(errors)
+    return applied, stale

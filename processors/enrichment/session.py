@@ -8,8 +8,8 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from metalake.settings import Settings
 from metalake.java import find_java
+from metalake.settings import Settings
 
 
 class SparkSetupError(RuntimeError):
@@ -34,7 +34,8 @@ def build_spark(settings: Settings, app_name: str) -> SparkSession:
     os.environ.setdefault("SPARK_LOCAL_IP", settings.stack.host)
     # Python workers must run this interpreter (the venv that has metalake installed), not `python3` on PATH.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    assert settings.spark.jars_dir is not None
+    if settings.spark.jars_dir is None:  # Settings derives it; None only if cleared after validation
+        raise SparkSetupError("settings.spark.jars_dir is unset")
     scratch = settings.stack.dir / "data" / "spark"
     scratch.mkdir(parents=True, exist_ok=True)
     spark = (

@@ -91,11 +91,7 @@ TABLES: tuple[TableSpec, ...] = (
 def ensure_tables(spark: SparkSession, names: TenantNames) -> None:
     """Create the tenant's tables if missing. Safe to call again; cheap after the first time per process."""
     for spec in TABLES:
-        builder = (
-            DeltaTable.createIfNotExists(spark)
-            .location(str(names.delta_path(spec.name)))
-            .addColumns(spec.schema)
-        )
+        builder = DeltaTable.createIfNotExists(spark).location(str(names.delta_path(spec.name))).addColumns(spec.schema)
         if spec.partition_by:
             builder = builder.partitionedBy(*spec.partition_by)
         builder.execute()

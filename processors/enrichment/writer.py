@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import UTC, datetime
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 from delta.tables import DeltaTable
 from opentelemetry import metrics, trace
 from pymongo import MongoClient
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
@@ -41,7 +41,6 @@ batch_seconds = meter.create_histogram("metalake.enrichment.batch.duration", uni
 AfterDeltaHook = Callable[[str, int], None]
 
 
-
 def _newer(s: str, t: str) -> str:
     return f"{s}.version > {t}.version OR ({s}.version = {t}.version AND {s}.event_id > {t}.event_id)"
 
@@ -49,8 +48,19 @@ def _newer(s: str, t: str) -> str:
 def event_rows(valid: list[ParsedRow], now: datetime) -> list[tuple[Any, ...]]:
     return [
         (
-            r.event_id, r.event_type, r.source, r.subject, r.version, r.event_time, r.data, r.traceparent,
-            r.topic, r.partition, r.offset, now, r.event_time.date() if r.event_time else None,
+            r.event_id,
+            r.event_type,
+            r.source,
+            r.subject,
+            r.version,
+            r.event_time,
+            r.data,
+            r.traceparent,
+            r.topic,
+            r.partition,
+            r.offset,
+            now,
+            r.event_time.date() if r.event_time else None,
         )
         for r in valid
     ]
@@ -59,8 +69,16 @@ def event_rows(valid: list[ParsedRow], now: datetime) -> list[tuple[Any, ...]]:
 def dlq_rows(invalid: list[ParsedRow], now: datetime) -> list[tuple[Any, ...]]:
     return [
         (
-            r.reason, r.field, r.raw_key, r.raw_value, r.raw_headers,
-            r.topic, r.partition, r.offset, r.kafka_time, now,
+            r.reason,
+            r.field,
+            r.raw_key,
+            r.raw_value,
+            r.raw_headers,
+            r.topic,
+            r.partition,
+            r.offset,
+            r.kafka_time,
+            now,
         )
         for r in invalid
     ]
@@ -151,7 +169,13 @@ class BatchWriter:
         invalid = [r for r in rows if not r.valid]
         if tenant is None:
             with timer("dlq"):
-                self._append(spark, dlq_rows(invalid, now), DLQ, str(unrouted_lake_dir(self._settings.lake_root) / "_dlq"), batch_id)
+                self._append(
+                    spark,
+                    dlq_rows(invalid, now),
+                    DLQ,
+                    str(unrouted_lake_dir(self._settings.lake_root) / "_dlq"),
+                    batch_id,
+                )
             dlq_records.add(len(invalid), {"tenant": "_unrouted"})
             return
         names = names_for(tenant, self._settings.lake_root)
@@ -206,7 +230,7 @@ class BatchWriter:
         conf.set("spark.databricks.delta.write.txnAppId", self._app_id)
         conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
         conf.set("spark.databricks.delta.write.txnVersion.autoReset.enabled", "true")
-        update = {c: F.coalesce(F.col(f"s.{c}"), F.col(f"t.{c}")) for c in CARRIED}
+        update: dict[str, str | Column] = {c: F.coalesce(F.col(f"s.{c}"), F.col(f"t.{c}")) for c in CARRIED}
         update.update({c: F.col(f"s.{c}") for c in ("deleted", "version", "event_id", "event_time", "updated_at")})
         (
             DeltaTable.forPath(spark, str(names.delta_path("assets")))
@@ -221,7 +245,9 @@ class BatchWriter:
         collection = self._mongo[names.mongo_database]["assets"]
         ops = (
             guarded_upsert(
-                a["urn"], a["version"], a["event_id"],
+                a["urn"],
+                a["version"],
+                a["event_id"],
                 {k: v for k, v in a.items() if k not in ("urn", "version", "event_id")},
             )
             for a in assets

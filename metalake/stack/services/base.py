@@ -56,7 +56,7 @@ class StackContext:
         path = self.repo_dir / "deploy" / "local" / "fetch" / f"{script}.sh"
         with log.open("ab") as out:
             try:
-                result = subprocess.run(  # noqa: S603 - our own script
+                result = subprocess.run(
                     ["bash", str(path)], stdout=out, stderr=subprocess.STDOUT, env=env, timeout=timeout_s, check=False
                 )
             except subprocess.TimeoutExpired:
@@ -86,7 +86,7 @@ class Service(ABC):
     def fetch(self, ctx: StackContext) -> None:
         """Download or build what the service needs into the cache; idempotent and quick when cached."""
 
-    def prepare(self, ctx: StackContext) -> None:
+    def prepare(self, ctx: StackContext) -> None:  # noqa: B027 - optional hook, a no-op unless overridden
         """Write configuration and initialise data directories; idempotent."""
 
     @abstractmethod

@@ -5,8 +5,8 @@ from __future__ import annotations
 import subprocess
 import uuid
 
-from metalake.stack.health import kafka_probe
 from metalake.java import find_java
+from metalake.stack.health import kafka_probe
 from metalake.stack.services.base import Service, ServiceError, StackContext
 
 _LOG4J2 = """\
@@ -79,7 +79,7 @@ class Kafka(Service):
         log = ctx.log_file(self.name)
         log.parent.mkdir(parents=True, exist_ok=True)
         with log.open("ab") as out:
-            result = subprocess.run(  # noqa: S603
+            result = subprocess.run(
                 [
                     self._java(),
                     "-cp",

@@ -55,7 +55,7 @@ class Postgres(Service):
         log = ctx.log_file(self.name)
         log.parent.mkdir(parents=True, exist_ok=True)
         with log.open("ab") as out:
-            result = subprocess.run(  # noqa: S603
+            result = subprocess.run(
                 _as_postgres_user(
                     [str(_bin_dir() / "initdb"), "-D", str(datadir), "-U", SUPERUSER, "--auth=trust", "-E", "UTF8"]
                 ),

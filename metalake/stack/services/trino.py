@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
-from metalake.stack.health import trino_probe
 from metalake.java import find_java
+from metalake.stack.health import trino_probe
 from metalake.stack.services.base import Service, StackContext
 
 # Trino 476 needs JDK 24+; it runs on the Temurin 25 JDK (it checks a minimum version only).

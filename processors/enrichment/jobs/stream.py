@@ -60,7 +60,7 @@ def run(settings: Settings, args: argparse.Namespace) -> None:
     mongo: MongoClient[dict[str, object]] = MongoClient(
         settings.mongo_uri, serverSelectionTimeoutMS=settings.mongo.server_selection_timeout_ms
     )
-    writer = BatchWriter(settings, query_name, mongo, after_delta=_fault_hook())  # type: ignore[arg-type]
+    writer = BatchWriter(settings, query_name, mongo, after_delta=_fault_hook())
     source = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", settings.kafka_bootstrap)
@@ -70,11 +70,11 @@ def run(settings: Settings, args: argparse.Namespace) -> None:
         .option("maxOffsetsPerTrigger", settings.spark.max_offsets_per_trigger)
         .load()
     )
-    stream = source.writeStream.foreachBatch(writer).queryName(query_name).option(
-        "checkpointLocation", str(checkpoint)
-    )
-    stream = stream.trigger(availableNow=True) if args.available_now else stream.trigger(
-        processingTime=settings.spark.trigger_interval
+    stream = source.writeStream.foreachBatch(writer).queryName(query_name).option("checkpointLocation", str(checkpoint))
+    stream = (
+        stream.trigger(availableNow=True)
+        if args.available_now
+        else stream.trigger(processingTime=settings.spark.trigger_interval)
     )
     query = stream.start()
     log.info("stream.started", extra={"query": query_name, "checkpoint": str(checkpoint)})

@@ -116,9 +116,7 @@ def test_non_utc_time_keeps_its_offset() -> None:
 
 def test_value_is_compact_utf8_json() -> None:
     event = new_event(UPSERT, "acme", _upsert(name="Bestellungen ä"), source="s")
-    assert event.value() == (
-        '{"urn":"' + URN + '","version":5,"kind":"table","name":"Bestellungen ä"}'
-    ).encode("utf-8")
+    assert event.value() == ('{"urn":"' + URN + '","version":5,"kind":"table","name":"Bestellungen ä"}').encode("utf-8")
 
 
 def test_new_event_rejects_unknown_type() -> None:

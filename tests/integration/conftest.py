@@ -1,0 +1,54 @@
+"""Integration fixtures: the real local stack (Kafka, FerretDB, Trino, the Spark job), started if it is down.
+
+A test that needs a service starts it or fails loudly: nothing here skips. Services this session started are
+stopped at the end; ones that were already running are left as they were.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import trino
+from pymongo import MongoClient
+
+from metalake.settings import Settings, find_project_root, load_settings
+from metalake.stack import StackManager
+
+@pytest.fixture(scope="session")
+def settings() -> Settings:
+    return load_settings()
+
+
+@pytest.fixture(scope="session")
+def stack(settings: Settings) -> Iterator[StackManager]:
+    manager = StackManager(settings, find_project_root(), echo=lambda line: print(f"[stack] {line}", flush=True))
+    running_before = {s.name for s in manager.status() if s.state == "running"}
+    manager.up(with_job=True)
+    yield manager
+    started_here = [s.name for s in manager.status() if s.name not in running_before]
+    manager.down(started_here)
+
+
+@pytest.fixture
+def tenant() -> str:
+    """A fresh tenant per test: tests never see each other's data."""
+    return f"it-{secrets.token_hex(4)}"
+
+
+@pytest.fixture(scope="session")
+def mongo(settings: Settings, stack: StackManager) -> Iterator[MongoClient[dict[str, Any]]]:
+    client: MongoClient[dict[str, Any]] = MongoClient(settings.mongo_uri, serverSelectionTimeoutMS=10_000)
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def trino_cursor(settings: Settings, stack: StackManager) -> Iterator[Any]:
+    conn = trino.dbapi.connect(
+        host=settings.trino.host, port=settings.trino.port, user="metalake-tests", catalog=settings.trino.catalog
+    )
+    yield conn.cursor()
+    conn.close()
