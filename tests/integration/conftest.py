@@ -17,6 +17,7 @@ from pymongo import MongoClient
 from metalake.settings import Settings, find_project_root, load_settings
 from metalake.stack import StackManager
 
+
 @pytest.fixture(scope="session")
 def settings() -> Settings:
     return load_settings()

@@ -51,7 +51,12 @@ def test_event_reaches_delta_mongodb_and_trino(
     wait_for("both assets in MongoDB", lambda: assets.count_documents({}) == 2 or None)
     doc = assets.find_one({"_id": table})
     assert doc is not None
-    assert (doc["kind"], doc["name"], doc["description"], doc["owners"]) == ("table", "orders", "Orders", ["a@x.example"])
+    assert (doc["kind"], doc["name"], doc["description"], doc["owners"]) == (
+        "table",
+        "orders",
+        "Orders",
+        ["a@x.example"],
+    )
     assert (doc["platform"], doc["qualified_name"], doc["version"], doc["deleted"]) == (
         "postgres",
         "shop.public.orders",
@@ -62,11 +67,20 @@ def test_event_reaches_delta_mongodb_and_trino(
     schema = names.trino_schema
     rows = wait_for(
         "both assets in Trino",
-        lambda: (r := trino_rows(trino_cursor, f'SELECT urn, kind, name, data_type, version FROM "{schema}".assets '
-                                 "ORDER BY urn")) and len(r) == 2 and r,
+        lambda: (
+            (
+                r := trino_rows(
+                    trino_cursor, f'SELECT urn, kind, name, data_type, version FROM "{schema}".assets ORDER BY urn'
+                )
+            )
+            and len(r) == 2
+            and r
+        ),
     )
     assert rows == [(table, "table", "orders", None, 100), (column, "column", "email", "text", 100)]
-    events = trino_rows(trino_cursor, f'SELECT event_type, subject, kafka_topic FROM "{schema}".events ORDER BY subject')
+    events = trino_rows(
+        trino_cursor, f'SELECT event_type, subject, kafka_topic FROM "{schema}".events ORDER BY subject'
+    )
     assert events == [
         ("io.metalake.asset.upserted.v1", table, "metalake.events.priority"),
         ("io.metalake.asset.upserted.v1", column, "metalake.events.bulk"),

@@ -1,0 +1,37 @@
+# The two entry points of the README, plus the pieces they are made of.
+VENV ?= .stack/venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test bootstrap lint unit integration up down status
+
+demo: bootstrap ## Install everything, start the stack and the streaming job, run the demo
+	$(BIN)/metalake stack up --with-job
+	$(BIN)/metalake demo
+	@echo "The stack keeps running. Stop it with: $(BIN)/metalake stack down"
+
+test: bootstrap lint ## Install everything and run every test: unit, then integration on the real stack
+	$(BIN)/pytest tests/unit tests/integration
+
+bootstrap:
+	bash deploy/local/bootstrap.sh
+
+lint:
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+unit:
+	$(BIN)/pytest tests/unit
+
+integration:
+	$(BIN)/pytest tests/integration
+
+up:
+	$(BIN)/metalake stack up --with-job
+
+down:
+	$(BIN)/metalake stack down
+
+status:
+	$(BIN)/metalake stack status
