@@ -13,6 +13,8 @@ def client_config(settings: Settings, **overrides: Any) -> dict[str, Any]:
         "client.id": settings.kafka.client_id,
         # Loopback stack: fail fast on a dead broker instead of librdkafka's long default reconnect backoff.
         "reconnect.backoff.max.ms": 2000,
+        # Warnings and errors only: librdkafka's info lines (queue purges on close) are noise on stderr.
+        "log_level": 4,
     }
     config.update(overrides)
     return config

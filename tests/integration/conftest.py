@@ -7,6 +7,7 @@ stopped at the end; ones that were already running are left as they were.
 from __future__ import annotations
 
 import secrets
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,7 +26,10 @@ def settings() -> Settings:
 
 @pytest.fixture(scope="session")
 def stack(settings: Settings) -> Iterator[StackManager]:
-    manager = StackManager(settings, find_project_root(), echo=lambda line: print(f"[stack] {line}", flush=True))
+    # Straight to the real stderr: a cold start fetches and builds for minutes, and pytest would hold the lines back.
+    manager = StackManager(
+        settings, find_project_root(), echo=lambda line: print(f"[stack] {line}", file=sys.__stderr__, flush=True)
+    )
     running_before = {s.name for s in manager.status() if s.state == "running"}
     manager.up(with_job=True)
     yield manager

@@ -10,7 +10,7 @@ ready "$DEST/.ready" "$VERSION" && { echo "trino: cached"; exit 0; }
 rm -rf "$DEST/server" && mkdir -p "$DEST"
 TARBALL="$M2_REPO/io/trino/trino-server/$TRINO_VERSION/trino-server-$TRINO_VERSION.tar.gz"
 if [ ! -f "$TARBALL" ]; then
-  echo "trino: downloading trino-server $TRINO_VERSION (about 2 GB, once)"
+  echo "trino: downloading trino-server $TRINO_VERSION (about 820 MB, once)"
   mvn_run org.apache.maven.plugins:maven-dependency-plugin:3.8.1:get \
     -Dartifact="io.trino:trino-server:$TRINO_VERSION:tar.gz" -Dtransitive=false
 fi

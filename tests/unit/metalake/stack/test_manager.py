@@ -1,0 +1,81 @@
+"""StackManager failure paths that need no real service: busy ports, failed fetches, unknown services."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from metalake.settings import Settings, StackPorts, StackSettings
+from metalake.stack import StackError, StackManager
+from metalake.stack.services.base import ServiceError, StackContext
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(1)
+        yield sock.getsockname()[1]
+
+
+def _settings(tmp_path: Path, **ports: int) -> Settings:
+    return Settings(stack=StackSettings(dir=tmp_path / ".stack", ports=StackPorts(**ports)))
+
+
+def test_a_busy_port_is_refused_before_anything_is_fetched(tmp_path: Path, busy_port: int) -> None:
+    lines: list[str] = []
+    manager = StackManager(_settings(tmp_path, ferretdb=busy_port), tmp_path, echo=lines.append)
+    with pytest.raises(StackError) as err:
+        manager.up(["ferretdb"])
+    message = str(err.value)
+    assert f"ferretdb: port 127.0.0.1:{busy_port} is in use by another process" in message
+    assert "METALAKE_STACK__PORTS__FERRETDB" in message
+    assert not (tmp_path / ".stack" / "cache").exists()  # refused before any download or build
+    assert lines == []
+
+
+def test_unknown_service_names_the_known_ones(tmp_path: Path) -> None:
+    manager = StackManager(_settings(tmp_path), tmp_path, echo=lambda _: None)
+    with pytest.raises(StackError, match=r"unknown service\(s\) zookeeper; known: kafka, ferretdb, trino"):
+        manager.up(["zookeeper"])
+
+
+def test_a_failed_fetch_names_the_service_and_its_log(tmp_path: Path) -> None:
+    fetch = tmp_path / "deploy" / "local" / "fetch"
+    fetch.mkdir(parents=True)
+    (fetch / "broken.sh").write_text("echo 'resolving...'; echo 'no route to registry' >&2; exit 3\n")
+    ctx = StackContext(_settings(tmp_path), tmp_path)
+    with pytest.raises(ServiceError) as err:
+        ctx.run_fetch_script("broken", "kafka")
+    log = tmp_path / ".stack" / "logs" / "fetch-kafka.log"
+    assert str(err.value) == f"kafka: fetch/build failed (exit 3); see {log}"
+    assert "no route to registry" in log.read_text()
+
+
+def test_a_hanging_fetch_times_out(tmp_path: Path) -> None:
+    fetch = tmp_path / "deploy" / "local" / "fetch"
+    fetch.mkdir(parents=True)
+    (fetch / "slow.sh").write_text("sleep 30\n")
+    ctx = StackContext(_settings(tmp_path), tmp_path)
+    with pytest.raises(ServiceError, match=r"trino: fetch timed out after 1s; see .*fetch-trino.log"):
+        ctx.run_fetch_script("slow", "trino", timeout_s=1)
+
+
+def test_status_of_a_fresh_stack_is_all_stopped(tmp_path: Path) -> None:
+    manager = StackManager(_settings(tmp_path), tmp_path, echo=lambda _: None)
+    assert [(s.name, s.state, s.pid) for s in manager.status()] == [
+        ("kafka", "stopped", None),
+        ("ferretdb", "stopped", None),
+        ("trino", "stopped", None),
+        ("postgres", "stopped", None),
+        ("stream", "stopped", None),
+    ]
+
+
+def test_down_of_a_fresh_stack_stops_nothing(tmp_path: Path) -> None:
+    lines: list[str] = []
+    StackManager(_settings(tmp_path), tmp_path, echo=lines.append).down()
+    assert lines == []
