@@ -44,7 +44,7 @@ class StackManager:
 
     def _select(self, names: Sequence[str] | None, with_job: bool) -> list[Service]:
         known = {s.name: s for s in SERVICES}
-        if names:
+        if names is not None:  # an empty list selects nothing; None selects the default set
             unknown = [n for n in names if n not in known]
             if unknown:
                 raise StackError(f"unknown service(s) {', '.join(unknown)}; known: {', '.join(known)}")

@@ -10,6 +10,7 @@ import pytest
 
 from metalake.settings import Settings, StackPorts, StackSettings
 from metalake.stack import StackError, StackManager
+from metalake.stack.process import alive, spawn
 from metalake.stack.services.base import ServiceError, StackContext
 
 
@@ -79,3 +80,20 @@ def test_down_of_a_fresh_stack_stops_nothing(tmp_path: Path) -> None:
     lines: list[str] = []
     StackManager(_settings(tmp_path), tmp_path, echo=lines.append).down()
     assert lines == []
+
+
+def test_down_with_an_empty_selection_stops_nothing(tmp_path: Path) -> None:
+    # A caller that computed "the services I started" and got none must not stop everything.
+    settings = _settings(tmp_path)
+    run = tmp_path / ".stack" / "run" / "kafka"
+    record, proc = spawn(["/bin/sleep", "30"], log_file=tmp_path / "k.log", pid_file=run / "pid", cwd=tmp_path, env={})
+    try:
+        lines: list[str] = []
+        StackManager(settings, tmp_path, echo=lines.append).down([])
+        assert lines == []
+        assert alive(record)
+        StackManager(settings, tmp_path, echo=lines.append).down(["kafka"])
+        assert lines == [f"kafka     stopped (pid {record.pid})"]
+        assert proc.wait(timeout=5) is not None
+    finally:
+        proc.kill()
