@@ -23,6 +23,8 @@ __all__ = [
 PRIORITY_TOPIC = "metalake.events.priority"
 BULK_TOPIC = "metalake.events.bulk"
 CHANGES_TOPIC = "metalake.changes"
+# Source offsets of pull connectors (compacted): key = connector instance + source partition.
+CONNECT_OFFSETS_TOPIC = "metalake.connect.offsets"
 CONTROL_DATABASE = "metalake_control"
 
 Stage = Literal["connectors", "enrichment", "outbound"]

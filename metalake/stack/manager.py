@@ -14,7 +14,7 @@ from metalake.stack import process
 from metalake.stack.health import port_free
 from metalake.stack.services import SERVICES, Service, StackContext
 from metalake.stack.services.base import ServiceError
-from tenants.naming import CHANGES_TOPIC, dlq_topic, event_topics
+from tenants.naming import CHANGES_TOPIC, CONNECT_OFFSETS_TOPIC, dlq_topic, event_topics
 
 Echo = Callable[[str], None]
 
@@ -127,6 +127,9 @@ class StackManager:
 
         topics = [*event_topics(), CHANGES_TOPIC, *(dlq_topic(s) for s in ("connectors", "enrichment", "outbound"))]
         created = ensure_topics(self._ctx.settings, topics)
+        created += ensure_topics(
+            self._ctx.settings, [CONNECT_OFFSETS_TOPIC], partitions=1, config={"cleanup.policy": "compact"}
+        )
         if created:
             self._echo(f"{'kafka':9} created topics: {', '.join(created)}")
 
