@@ -25,7 +25,7 @@ from metalake.settings import Settings
 from metalake.telemetry import bind_tenant, extract_context
 from processors.enrichment.assets import ASSET_COLUMNS, CARRIED, fold_assets
 from processors.enrichment.catalog import register_tenant_tables
-from processors.enrichment.parse import ParsedRow, parse_rows
+from processors.enrichment.parse import ParsedRow, foreign_tenant, parse_rows
 from processors.enrichment.projection import apply_upserts, guarded_upsert
 from processors.enrichment.tables import ASSETS, DLQ, EVENTS, TABLES, ensure_tables
 from tenants.naming import TenantNames, names_for, unrouted_lake_dir
@@ -125,8 +125,10 @@ class BatchWriter:
         app_id: str,
         mongo: MongoClient[dict[str, Any]],
         after_delta: AfterDeltaHook | None = None,
+        only_tenant: str | None = None,
     ) -> None:
         self._settings = settings
+        self._only_tenant = only_tenant
         self._app_id = app_id
         self._mongo = mongo
         self._after_delta = after_delta
@@ -143,6 +145,8 @@ class BatchWriter:
             with timer("parse"):
                 by_tenant: dict[str | None, list[ParsedRow]] = {}
                 for row in parse_rows(raw):
+                    if self._only_tenant is not None and row.tenant != self._only_tenant:
+                        row = foreign_tenant(row, self._only_tenant)
                     by_tenant.setdefault(row.tenant, []).append(row)
                 _link_producers(by_tenant)
             for tenant in sorted(by_tenant, key=lambda t: t or ""):

@@ -21,7 +21,7 @@ from metalake.settings import Settings, get_settings
 from metalake.telemetry import configure_telemetry
 from processors.enrichment.session import build_spark
 from processors.enrichment.writer import AfterDeltaHook, BatchWriter
-from tenants.naming import event_topics
+from tenants.naming import event_topics, names_for
 
 log = logging.getLogger("processors.enrichment.jobs.stream")
 
@@ -33,6 +33,10 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--ready-file", type=Path, help="Touched once the streaming query runs (for supervisors).")
     parser.add_argument("--query-name", help="Query name; also the Delta txnAppId and checkpoint folder.")
+    parser.add_argument(
+        "--tenant",
+        help="Run the query of one dedicated tenant (its own topics and checkpoint) instead of the pooled one.",
+    )
     parser.add_argument(
         "--available-now", action="store_true", help="Process what is in Kafka now, then stop (backfills, tests)."
     )
@@ -53,18 +57,31 @@ def _fault_hook() -> AfterDeltaHook | None:
     return kill
 
 
-def run(settings: Settings, args: argparse.Namespace) -> None:
+def _plan(settings: Settings, args: argparse.Namespace) -> tuple[str, list[str], Path]:
+    """Query name, topics and checkpoint of the pooled query or of one dedicated tenant's query."""
+    if args.tenant:
+        names = names_for(args.tenant, settings.lake_root, dedicated=True)
+        query_name = args.query_name or f"metalake-dedicated-{args.tenant}"
+        return (
+            query_name,
+            [names.priority_topic, names.bulk_topic],
+            names.checkpoint_dir(settings.checkpoint_root, query_name),
+        )
     query_name = args.query_name or settings.spark.query_name
-    checkpoint = settings.checkpoint_root / "_pooled" / query_name
+    return query_name, list(event_topics()), settings.checkpoint_root / "_pooled" / query_name
+
+
+def run(settings: Settings, args: argparse.Namespace) -> None:
+    query_name, topics, checkpoint = _plan(settings, args)
     spark = build_spark(settings, query_name)
     mongo: MongoClient[dict[str, object]] = MongoClient(
         settings.mongo_uri, serverSelectionTimeoutMS=settings.mongo.server_selection_timeout_ms
     )
-    writer = BatchWriter(settings, query_name, mongo, after_delta=_fault_hook())
+    writer = BatchWriter(settings, query_name, mongo, after_delta=_fault_hook(), only_tenant=args.tenant)
     source = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", settings.kafka_bootstrap)
-        .option("subscribe", ",".join(event_topics()))
+        .option("subscribe", ",".join(topics))
         .option("startingOffsets", "earliest")
         .option("includeHeaders", "true")
         .option("maxOffsetsPerTrigger", settings.spark.max_offsets_per_trigger)
@@ -77,7 +94,7 @@ def run(settings: Settings, args: argparse.Namespace) -> None:
         else stream.trigger(processingTime=settings.spark.trigger_interval)
     )
     query = stream.start()
-    log.info("stream.started", extra={"query": query_name, "checkpoint": str(checkpoint)})
+    log.info("stream.started", extra={"query": query_name, "topics": topics, "checkpoint": str(checkpoint)})
     if args.ready_file:
         args.ready_file.write_text(f"{os.getpid()} {time.time():.0f}\n")
 

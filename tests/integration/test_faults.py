@@ -1,0 +1,182 @@
+"""Effectively once under a crash: the driver is killed between the Delta commit and the MongoDB upsert.
+
+The test runs its own streaming job for a dedicated tenant (its own topics and checkpoint), so the shared pooled job
+cannot touch its data, and kills it with SIGKILL from inside the batch (METALAKE_FAULT_KILL_AFTER_DELTA).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from itest import trino_rows, wait_for
+from pymongo import MongoClient
+
+from metalake.events import CloudEvent, new_event, spec_for
+from metalake.kafka import EventProducer, ensure_topics
+from metalake.settings import Settings
+from metalake.stack import StackManager
+from metalake.urn import asset_urn
+from tenants.naming import TenantNames, names_for
+
+pytestmark = pytest.mark.integration
+
+
+def _events(tenant: str, n_tables: int) -> list[CloudEvent]:
+    out = []
+    for t in range(n_tables):
+        table = asset_urn("postgres", "faults", "db", "public", f"t{t}")
+        out.append(
+            new_event(
+                "io.metalake.asset.upserted.v1",
+                tenant,
+                {"urn": table, "version": 10, "kind": "table", "name": f"t{t}"},
+                source="/tests/faults",
+            )
+        )
+        for c in range(3):
+            out.append(
+                new_event(
+                    "io.metalake.asset.upserted.v1",
+                    tenant,
+                    {"urn": f"{table}/c{c}", "version": 10, "kind": "column", "name": f"c{c}", "data_type": "int"},
+                    source="/tests/faults",
+                )
+            )
+    return out
+
+
+class Job:
+    """One streaming job process for a dedicated tenant, its output in a log file."""
+
+    def __init__(self, tenant: str, log: Path, env: dict[str, str] | None = None) -> None:
+        self.log = log
+        self.ready = log.with_suffix(".ready")
+        self.ready.unlink(missing_ok=True)
+        with log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "processors.enrichment.jobs.stream",
+                    "--tenant",
+                    tenant,
+                    "--ready-file",
+                    str(self.ready),
+                ],
+                env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def dedicated(settings: Settings, stack: StackManager, tenant: str) -> Iterator[TenantNames]:
+    names = names_for(tenant, settings.lake_root, dedicated=True)
+    ensure_topics(settings, [names.priority_topic, names.bulk_topic])
+    yield names
+
+
+def _txn_versions(table_dir: Path) -> list[tuple[str, int]]:
+    """The (appId, version) pairs recorded in a Delta table's commits, read from the log files themselves."""
+    pairs = []
+    for commit in sorted((table_dir / "_delta_log").glob("*.json")):
+        for line in commit.read_text().splitlines():
+            action = json.loads(line)
+            if "txn" in action:
+                pairs.append((action["txn"]["appId"], action["txn"]["version"]))
+    return pairs
+
+
+def test_kill_after_delta_commit_then_restart_loses_and_duplicates_nothing(
+    settings: Settings,
+    dedicated: TenantNames,
+    mongo: MongoClient[dict[str, Any]],
+    trino_cursor: Any,
+    tmp_path: Path,
+) -> None:
+    tenant = dedicated.tenant_id
+    events = _events(tenant, n_tables=5)
+    with EventProducer(settings) as producer:
+        producer.publish(events, lambda e: dedicated.topic(spec_for(e.type).topic_class(e.data)))
+
+    crashed = Job(tenant, tmp_path / "job-1.log", env={"METALAKE_FAULT_KILL_AFTER_DELTA": "0"})
+    try:
+        code = crashed.proc.wait(timeout=300)
+    finally:
+        crashed.stop()
+    assert code == -signal.SIGKILL, (tmp_path / "job-1.log").read_text()[-3000:]
+    # The crash window: batch 0 is in Delta (events and assets), MongoDB has nothing yet.
+    query = f"metalake-dedicated-{tenant}"
+    assert (query, 0) in _txn_versions(dedicated.delta_path("events"))
+    assert (query, 0) in _txn_versions(dedicated.delta_path("assets"))
+    assets = mongo[dedicated.mongo_database]["assets"]
+    assert assets.count_documents({}) == 0
+
+    restarted = Job(tenant, tmp_path / "job-2.log")
+    try:
+        wait_for("MongoDB after the replay", lambda: assets.count_documents({}) == len(events) or None, timeout_s=240)
+        schema = dedicated.trino_schema
+        wait_for("tables registered in Trino", lambda: trino_rows(trino_cursor, f'SELECT 1 FROM "{schema}".assets'))
+    finally:
+        restarted.stop()
+
+    # Replaying batch 0 added no second commit for it: Delta skipped it by its (appId, version).
+    assert _txn_versions(dedicated.delta_path("events")).count((query, 0)) == 1
+    schema = dedicated.trino_schema
+    count = trino_rows(trino_cursor, f'SELECT count(*), count(DISTINCT event_id) FROM "{schema}".events')
+    assert count == [(len(events), len(events))]
+    delta_assets = trino_rows(trino_cursor, f'SELECT urn, version, event_id FROM "{schema}".assets ORDER BY urn')
+    mongo_assets = sorted((d["_id"], d["version"], d["event_id"]) for d in assets.find({}))
+    assert delta_assets == mongo_assets
+    assert len(mongo_assets) == len(events)
+
+
+def test_a_dedicated_job_dead_letters_another_tenants_records(
+    settings: Settings, dedicated: TenantNames, mongo: MongoClient[dict[str, Any]], trino_cursor: Any, tmp_path: Path
+) -> None:
+    tenant = dedicated.tenant_id
+    intruder = new_event(
+        "io.metalake.asset.upserted.v1",
+        "someone-else",
+        {"urn": asset_urn("pg", "x", "db"), "version": 1, "kind": "database", "name": "db"},
+        source="/tests/faults",
+    )
+    own = new_event(
+        "io.metalake.asset.upserted.v1",
+        tenant,
+        {"urn": asset_urn("pg", "x", "own"), "version": 1, "kind": "database", "name": "own"},
+        source="/tests/faults",
+    )
+    with EventProducer(settings) as producer:
+        producer.publish([intruder, own], lambda e: dedicated.priority_topic)
+    job = Job(tenant, tmp_path / "job.log")
+    try:
+        assets = mongo[dedicated.mongo_database]["assets"]
+        wait_for("the tenant's own event", lambda: assets.find_one({"_id": own.data["urn"]}), timeout_s=240)
+        schema = dedicated.trino_schema
+        dlq = wait_for(
+            "the intruder in the tenant's DLQ",
+            lambda: trino_rows(trino_cursor, f'SELECT reason, field FROM "{schema}"."_dlq"'),
+        )
+    finally:
+        job.stop()
+    assert dlq == [("ce_tenantid does not match the topic's tenant", "ce_tenantid")]
+    assert assets.count_documents({}) == 1
+    assert "metalake_someone-else" not in mongo.list_database_names()
