@@ -38,6 +38,10 @@ _SPECS: tuple[EventTypeSpec, ...] = (
     EventTypeSpec("io.metalake.classification.removed.v1", "A tag was taken off an asset"),
     EventTypeSpec("io.metalake.lineage.edge.added.v1", "Data flows from one asset into another"),
     EventTypeSpec("io.metalake.lineage.edge.removed.v1", "A lineage edge is gone"),
+    # Monte Carlo incidents, one event per affected table (connectors.montecarlo).
+    EventTypeSpec("com.montecarlodata.incident.opened.v1", "Monte Carlo opened an incident on a table"),
+    EventTypeSpec("com.montecarlodata.incident.updated.v1", "An alert update on a Monte Carlo incident"),
+    EventTypeSpec("com.montecarlodata.incident.resolved.v1", "A Monte Carlo incident was resolved"),
 )
 _BY_NAME = {spec.name: spec for spec in _SPECS}
 

@@ -5,16 +5,18 @@ Only operations real MongoDB and FerretDB both have: no transactions, no change 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pymongo.collection import Collection
 from pymongo.errors import OperationFailure
 
+from processors.enrichment.state import StateSpec
+
 DUPLICATE_KEY = 11000
 
 
-def guarded_upsert(urn: str, version: int, event_id: str, fields: Mapping[str, Any]) -> dict[str, Any]:
+def guarded_upsert(doc_id: str, version: int, event_id: str, fields: Mapping[str, Any]) -> dict[str, Any]:
     """An ``update`` statement that sets ``fields`` only if (version, event_id) is newer than the document's.
 
     When the document is newer, the filter matches nothing and the upsert's insert hits the unique ``_id``:
@@ -26,29 +28,63 @@ def guarded_upsert(urn: str, version: int, event_id: str, fields: Mapping[str, A
             {"version": version, "event_id": {"$lt": event_id}},
         ]
     }
-    doc = {k: v for k, v in fields.items() if v is not None}
-    doc.update({"version": version, "event_id": event_id})
-    return {"q": {"_id": urn, **newer}, "u": {"$set": doc}, "upsert": True}
+    doc = {**fields, "version": version, "event_id": event_id}
+    return {"q": {"_id": doc_id, **newer}, "u": {"$set": doc}, "upsert": True}
+
+
+def spec_upsert(spec: StateSpec) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
+    """The guarded upsert of one folded state row, with the same field semantics as the Delta MERGE: carried
+    fields are set only when present; a removal (tombstone) sets the key, ``deleted`` and the meta columns only."""
+
+    def build(row: Mapping[str, Any]) -> dict[str, Any]:
+        fields: dict[str, Any] = {k: row[k] for k in spec.key}
+        fields.update({"deleted": row["deleted"], "event_time": row["event_time"], "updated_at": row["updated_at"]})
+        if not row["deleted"]:
+            fields.update({c: row[c] for c in spec.fields if c not in spec.carried})
+        fields.update({c: row[c] for c in spec.carried if row[c] is not None})
+        return guarded_upsert(spec.mongo_id(row), row["version"], row["event_id"], fields)
+
+    return build
+
+
+def _stale(op: Mapping[str, Any], current: Mapping[str, tuple[int, str]]) -> bool:
+    held = current.get(op["q"]["_id"])
+    new = op["u"]["$set"]
+    return held is not None and (new["version"], new["event_id"]) <= held
 
 
 def apply_upserts(
     collection: Collection[dict[str, Any]], ops: Iterable[dict[str, Any]], chunk: int = 1000
 ) -> tuple[int, int]:
-    """Run the upserts unordered; return (applied, stale). Raises on any write error other than the stale signal.
+    """Run the guarded upserts; return (applied, stale). Raises on any write error other than the stale signal.
 
-    Sent as raw ``update`` commands rather than ``bulk_write``: FerretDB leaves ``nModified`` out of a reply that
-    carries write errors, and pymongo's bulk result merging fails on that reply.
+    Stale operations are dropped first with one read of the held versions (a replayed batch costs two round trips,
+    not one per document). The rest go as ``update`` commands in order: FerretDB stops at the first write error even
+    when asked for an unordered batch (and leaves ``n``/``nModified`` out of the reply, which breaks pymongo's
+    ``bulk_write``), so after a duplicate key (a concurrent newer write won the race) we resume past it.
     """
     applied = stale = 0
-    batch = list(ops)
-    for start in range(0, len(batch), chunk):
-        part = batch[start : start + chunk]
-        reply = collection.database.command({"update": collection.name, "updates": part, "ordered": False})
-        errors = reply.get("writeErrors", [])
-        others = [e for e in errors if e.get("code") != DUPLICATE_KEY]
-        if others:
-            first = others[0]
-            raise OperationFailure(f"MongoDB upsert failed: {first.get('errmsg')}", first.get("code"), reply)
-        stale += len(errors)
-        applied += len(part) - len(errors)
+    pending = list(ops)
+    for start in range(0, len(pending), chunk):
+        part = pending[start : start + chunk]
+        ids = [op["q"]["_id"] for op in part]
+        current = {
+            d["_id"]: (d.get("version", -1), d.get("event_id", ""))
+            for d in collection.find({"_id": {"$in": ids}}, {"version": 1, "event_id": 1})
+        }
+        fresh = [op for op in part if not _stale(op, current)]
+        stale += len(part) - len(fresh)
+        while fresh:
+            reply = collection.database.command({"update": collection.name, "updates": fresh, "ordered": True})
+            errors = reply.get("writeErrors", [])
+            if not errors:
+                applied += len(fresh)
+                break
+            first = errors[0]
+            if first.get("code") != DUPLICATE_KEY:
+                raise OperationFailure(f"MongoDB upsert failed: {first.get('errmsg')}", first.get("code"), reply)
+            index = int(first["index"])
+            applied += index
+            stale += 1
+            fresh = fresh[index + 1 :]
     return applied, stale

@@ -11,6 +11,7 @@ from pyspark.sql.types import (
     BinaryType,
     BooleanType,
     DateType,
+    DoubleType,
     IntegerType,
     LongType,
     MapType,
@@ -60,6 +61,47 @@ ASSETS = _schema(
     ("updated_at", TimestampType()),
 )
 
+_META = (
+    ("deleted", BooleanType()),
+    ("version", LongType()),
+    ("event_id", StringType()),
+    ("event_time", TimestampType()),
+    ("updated_at", TimestampType()),
+)
+
+CLASSIFICATIONS = _schema(
+    ("urn", StringType()),
+    ("tag", StringType()),
+    ("source", StringType()),
+    ("propagate", BooleanType()),
+    ("confidence", DoubleType()),
+    ("rule", StringType()),
+    ("actor", StringType()),
+    *_META,
+)
+
+LINEAGE_EDGES = _schema(
+    ("upstream", StringType()),
+    ("urn", StringType()),
+    ("blocked_tags", ArrayType(StringType())),
+    ("transformation", StringType()),
+    *_META,
+)
+
+INCIDENTS = _schema(
+    ("incident_id", StringType()),
+    ("urn", StringType()),
+    ("status", StringType()),
+    ("incident_type", StringType()),
+    ("webhook_type", StringType()),
+    ("feedback", StringType()),
+    ("severity", StringType()),
+    ("owner", StringType()),
+    ("url", StringType()),
+    ("summary", StringType()),
+    *_META,
+)
+
 DLQ = _schema(
     ("reason", StringType()),
     ("field", StringType()),
@@ -84,8 +126,12 @@ class TableSpec:
 TABLES: tuple[TableSpec, ...] = (
     TableSpec("events", EVENTS, ("event_date",)),
     TableSpec("assets", ASSETS),
+    TableSpec("classifications", CLASSIFICATIONS),
+    TableSpec("lineage_edges", LINEAGE_EDGES),
+    TableSpec("incidents", INCIDENTS),
     TableSpec("_dlq", DLQ),
 )
+SCHEMAS = {spec.name: spec.schema for spec in TABLES}
 
 
 def ensure_tables(spark: SparkSession, names: TenantNames) -> None:

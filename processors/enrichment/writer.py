@@ -23,11 +23,11 @@ from pyspark.sql.types import StructType
 
 from metalake.settings import Settings
 from metalake.telemetry import bind_tenant, extract_context
-from processors.enrichment.assets import ASSET_COLUMNS, CARRIED, fold_assets
 from processors.enrichment.catalog import register_tenant_tables
 from processors.enrichment.parse import ParsedRow, foreign_tenant, parse_rows
-from processors.enrichment.projection import apply_upserts, guarded_upsert
-from processors.enrichment.tables import ASSETS, DLQ, EVENTS, TABLES, ensure_tables
+from processors.enrichment.projection import apply_upserts, spec_upsert
+from processors.enrichment.state import META, STATE_SPECS, StateSpec, fold
+from processors.enrichment.tables import DLQ, EVENTS, SCHEMAS, TABLES, ensure_tables
 from tenants.naming import TenantNames, names_for, unrouted_lake_dir
 
 log = logging.getLogger(__name__)
@@ -194,14 +194,19 @@ class BatchWriter:
                 self._append(spark, dlq_rows(invalid, now), DLQ, str(names.delta_path("_dlq")), batch_id)
             dlq_records.add(len(invalid), {"tenant": tenant})
             log.warning("enrichment.dead_letters", extra={"batch_id": batch_id, "count": len(invalid)})
-        assets = fold_assets(valid, now)
-        if assets:
-            with timer("merge_assets"):
-                self._merge_assets(spark, assets, names, batch_id)
+        states = [(spec, fold(spec, valid, now)) for spec in STATE_SPECS]
+        for spec, folded in states:
+            if folded:
+                with timer(f"merge_{spec.table}"):
+                    self._merge(spark, spec, folded, names, batch_id)
         if self._after_delta is not None:
             self._after_delta(tenant, batch_id)
+        applied = stale = 0
         with timer("mongo"):
-            applied, stale = self._project(assets, names)
+            for spec, folded in states:
+                collection = self._mongo[names.mongo_database][spec.collection]
+                a, st = apply_upserts(collection, map(spec_upsert(spec), folded))
+                applied, stale = applied + a, stale + st
         events_in.add(len(valid), {"tenant": tenant})
         log.info(
             "enrichment.tenant_written",
@@ -225,38 +230,32 @@ class BatchWriter:
             .save(path)
         )
 
-    def _merge_assets(
-        self, spark: SparkSession, assets: list[dict[str, Any]], names: TenantNames, batch_id: int
+    def _merge(
+        self, spark: SparkSession, spec: StateSpec, rows: list[dict[str, Any]], names: TenantNames, batch_id: int
     ) -> None:
-        source = spark.createDataFrame([tuple(a[c] for c in ASSET_COLUMNS) for a in assets], ASSETS)
+        source = spark.createDataFrame([tuple(r[c] for c in spec.columns) for r in rows], SCHEMAS[spec.table])
         # MERGE has no writer options: Delta reads the idempotency pair from the session (reset after the write).
         conf = spark.conf
         conf.set("spark.databricks.delta.write.txnAppId", self._app_id)
         conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
         conf.set("spark.databricks.delta.write.txnVersion.autoReset.enabled", "true")
-        update: dict[str, str | Column] = {c: F.coalesce(F.col(f"s.{c}"), F.col(f"t.{c}")) for c in CARRIED}
-        update.update({c: F.col(f"s.{c}") for c in ("deleted", "version", "event_id", "event_time", "updated_at")})
+        update: dict[str, str | Column] = {}
+        for c in spec.fields:
+            s_col, t_col = F.col(f"s.{c}"), F.col(f"t.{c}")
+            # Carried fields keep the old value when the event left them out; a removal keeps every value.
+            update[c] = (
+                F.coalesce(s_col, t_col) if c in spec.carried else F.when(F.col("s.deleted"), t_col).otherwise(s_col)
+            )
+        update.update({c: F.col(f"s.{c}") for c in META})
+        on = " AND ".join(f"t.{k} = s.{k}" for k in spec.key)
         (
-            DeltaTable.forPath(spark, str(names.delta_path("assets")))
+            DeltaTable.forPath(spark, str(names.delta_path(spec.table)))
             .alias("t")
-            .merge(source.alias("s"), "t.urn = s.urn")
+            .merge(source.alias("s"), on)
             .whenMatchedUpdate(condition=_newer("s", "t"), set=update)
             .whenNotMatchedInsertAll()
             .execute()
         )
-
-    def _project(self, assets: list[dict[str, Any]], names: TenantNames) -> tuple[int, int]:
-        collection = self._mongo[names.mongo_database]["assets"]
-        ops = (
-            guarded_upsert(
-                a["urn"],
-                a["version"],
-                a["event_id"],
-                {k: v for k, v in a.items() if k not in ("urn", "version", "event_id")},
-            )
-            for a in assets
-        )
-        return apply_upserts(collection, ops)
 
     def _register(self, names: TenantNames) -> None:
         try:

@@ -9,6 +9,7 @@ import pytest
 TABLE = "urn:metalake:postgres:prod/shop/public/orders"
 COLUMN = "urn:metalake:postgres:prod/shop/public/orders/email"
 UPSTREAM = "urn:metalake:postgres:prod/shop/staging/raw_orders"
+INCIDENT = "f83867b6-8f25-428b-807c-08518f63384c"
 
 EXAMPLES: dict[str, dict[str, Any]] = {
     "io.metalake.asset.upserted.v1": {
@@ -40,6 +41,39 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "transformation": "sha256(email)",
     },
     "io.metalake.lineage.edge.removed.v1": {"urn": TABLE, "upstream": UPSTREAM, "version": 4},
+    "com.montecarlodata.incident.opened.v1": {
+        "urn": TABLE,
+        "version": 1714564800123,
+        "incident_id": INCIDENT,
+        "status": "opened",
+        "account_id": "9a59c6f1-203a-4c72-8cd7-132db7f21b92",
+        "webhook_type": "open_anomaly_incident",
+        "incident_type": None,
+        "feedback": None,
+        "severity": None,
+        "owner": None,
+        "url": f"https://getmontecarlo.com/incidents/{INCIDENT}",
+        "summary": "Has 42 rows vs. 101 expected",
+        "table_name": "orders",
+        "full_table_id": "shop:public.orders",
+        "mcon": None,
+    },
+    "com.montecarlodata.incident.updated.v1": {
+        "urn": TABLE,
+        "version": 1714564900123,
+        "incident_id": INCIDENT,
+        "status": "updated",
+        "feedback": "investigating",
+        "severity": "SEV-2",
+        "owner": "ana@example.com",
+    },
+    "com.montecarlodata.incident.resolved.v1": {
+        "urn": TABLE,
+        "version": 1714565000123,
+        "incident_id": INCIDENT,
+        "status": "resolved",
+        "feedback": "fixed",
+    },
 }
 
 

@@ -22,6 +22,9 @@ def test_the_registered_types() -> None:
         "io.metalake.classification.removed.v1",
         "io.metalake.lineage.edge.added.v1",
         "io.metalake.lineage.edge.removed.v1",
+        "com.montecarlodata.incident.opened.v1",
+        "com.montecarlodata.incident.updated.v1",
+        "com.montecarlodata.incident.resolved.v1",
     ]
 
 

@@ -1,0 +1,186 @@
+"""x-mcd-signature: HMAC-SHA512 over urlencode(json.loads(body)) exactly as Monte Carlo computes it, raw-body fallback.
+
+The oracle ``_mc_reference`` is Monte Carlo's published verification code, written out here independently of the
+module under test; the expected signed messages are literal strings, so a change in the algorithm fails a test.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import urllib.parse
+from collections.abc import Callable
+
+import pytest
+
+from connectors.base import AuthenticationFailed, InboundRequest, InvalidPayload
+from connectors.montecarlo import BodyNotJson, MonteCarloConnector
+from connectors.montecarlo.signature import signed_message, verify_signature
+
+SECRET = b"mc-secret-aW4gcm90YXRpb24gMQ-0123456789abcdef"
+NEW_SECRET = b"mc-secret-bmV3IHNlY3JldCAy-fedcba9876543210"
+OTHER = b"not-the-configured-secret"
+SAMPLE = (
+    b'{"account":{"id":"9a59c6f1-203a-4c72-8cd7-132db7f21b92"},"action":"incident","type":"open_anomaly_incident",'
+    b'"version":"v0.1","payload":{"incident_id":"f83867b6-8f25-428b-807c-08518f63384c","group_id":"zeus:ares",'
+    b'"url":"https://getmontecarlo.com/incidents/f83867b6-8f25-428b-807c-08518f63384c",'
+    b'"event_list":[{"event_details":"Has 42 rows vs. 101 expected","table_name":"artemis"}]}}'
+)
+
+
+def _mc_reference(secret: bytes, raw: bytes) -> str:
+    """Monte Carlo's reference: hmac.new(secret, urlencode(json.loads(raw)).encode('utf8'), sha512).hexdigest()."""
+    body = json.loads(raw)
+    return hmac.new(secret, urllib.parse.urlencode(body).encode("utf8"), hashlib.sha512).hexdigest()
+
+
+def _raw_hmac(secret: bytes, raw: bytes) -> str:
+    return hmac.new(secret, raw, hashlib.sha512).hexdigest()
+
+
+def _fails(body: bytes, signature: str | None, secrets: list[bytes]) -> AuthenticationFailed:
+    with pytest.raises(AuthenticationFailed) as info:
+        verify_signature(body, signature, secrets)
+    message = str(info.value)
+    for secret in secrets:  # the message is returned to the caller: it must not leak what it checked against
+        if secret:
+            assert secret.decode() not in message
+    if signature and signature.strip():
+        assert signature.strip() not in message
+    return info.value
+
+
+# --- the signed message ---------------------------------------------------------------------------------------------
+
+
+def test_nested_objects_are_signed_as_python_repr() -> None:
+    assert signed_message(b'{"account":{"id":"a1"},"action":"incident"}') == (
+        b"account=%7B%27id%27%3A+%27a1%27%7D&action=incident"
+    )
+
+
+def test_literals_and_lists_are_signed_as_python_str() -> None:
+    body = b'{"a":true,"b":null,"c":1.0,"d":[1,{"x":"y"}],"e":"sp ace&="}'
+    assert signed_message(body) == b"a=True&b=None&c=1.0&d=%5B1%2C+%7B%27x%27%3A+%27y%27%7D%5D&e=sp+ace%26%3D"
+
+
+def test_top_level_key_order_is_kept() -> None:
+    assert signed_message(b'{"z":"1","a":"2"}') == b"z=1&a=2"
+
+
+@pytest.mark.parametrize("body", [b"not json", b"[1, 2]", b'"text"', b"\xff\xfe\x00", b"[" * 100_000])
+def test_no_signed_message_for_a_body_that_is_not_a_json_object(body: bytes) -> None:
+    assert signed_message(body) is None
+
+
+# --- the matrix -----------------------------------------------------------------------------------------------------
+
+
+def test_valid_signature() -> None:
+    verify_signature(SAMPLE, _mc_reference(SECRET, SAMPLE), [SECRET])
+
+
+def test_valid_signature_in_upper_case_hex_with_whitespace() -> None:
+    verify_signature(SAMPLE, f" {_mc_reference(SECRET, SAMPLE).upper()}\t", [SECRET])
+
+
+def test_tampered_body() -> None:
+    signature = _mc_reference(SECRET, SAMPLE)
+    tampered = SAMPLE.replace(b"42 rows", b"43 rows")
+    _fails(tampered, signature, [SECRET])
+
+
+def test_wrong_secret() -> None:
+    _fails(SAMPLE, _mc_reference(OTHER, SAMPLE), [SECRET])
+
+
+@pytest.mark.parametrize("signature", [None, "", "   "])
+def test_missing_header(signature: str | None) -> None:
+    assert "missing x-mcd-signature" in str(_fails(SAMPLE, signature, [SECRET]))
+
+
+@pytest.mark.parametrize("secrets", [[], [b""]])
+def test_no_usable_secret(secrets: list[bytes]) -> None:
+    # An empty key is no key: anyone can compute HMAC(b"", body).
+    assert "no Monte Carlo webhook secret" in str(_fails(SAMPLE, _mc_reference(b"", SAMPLE), secrets))
+
+
+@pytest.mark.parametrize("signer", [SECRET, NEW_SECRET])
+def test_either_secret_works_during_rotation(signer: bytes) -> None:
+    verify_signature(SAMPLE, _mc_reference(signer, SAMPLE), [SECRET, NEW_SECRET])
+
+
+def test_a_retired_secret_no_longer_works() -> None:
+    _fails(SAMPLE, _mc_reference(SECRET, SAMPLE), [NEW_SECRET])
+
+
+def test_reserialised_json_is_not_what_monte_carlo_signs() -> None:
+    # The nested-dict case: signing a re-serialisation (what a framework's parsed body would give) must not verify,
+    # and signing MC's repr form must: proof that the check runs on the bytes as received.
+    body = b'{"b": {"nested": {"deep": [1, 2]}}, "a": "x"}'
+    verify_signature(body, _mc_reference(SECRET, body), [SECRET])
+    reserialised = json.dumps(json.loads(body), sort_keys=True, separators=(",", ":")).encode()
+    _fails(body, _raw_hmac(SECRET, reserialised), [SECRET])
+    sorted_keys = urllib.parse.urlencode(sorted(json.loads(body).items())).encode()
+    _fails(body, _raw_hmac(SECRET, sorted_keys), [SECRET])
+
+
+def test_raw_body_fallback() -> None:
+    verify_signature(SAMPLE, _raw_hmac(SECRET, SAMPLE), [SECRET])
+
+
+def test_raw_body_fallback_with_the_second_secret() -> None:
+    verify_signature(SAMPLE, _raw_hmac(NEW_SECRET, SAMPLE), [SECRET, NEW_SECRET])
+
+
+def test_non_ascii_header_is_a_mismatch_not_a_crash() -> None:
+    _fails(SAMPLE, "é" * 128, [SECRET])
+
+
+def test_a_signature_is_not_accepted_by_prefix() -> None:
+    _fails(SAMPLE, _mc_reference(SECRET, SAMPLE)[:64], [SECRET])
+
+
+# --- bodies that are not JSON -----------------------------------------------------------------------------------------
+
+
+def test_unsigned_non_json_body_is_a_400_not_a_dead_letter() -> None:
+    with pytest.raises(BodyNotJson) as info:
+        verify_signature(b"<xml/>", _raw_hmac(OTHER, b"<xml/>"), [SECRET])
+    assert isinstance(info.value, InvalidPayload)
+    assert not isinstance(info.value, AuthenticationFailed)
+    assert info.value.field == "(body)"
+
+
+def test_missing_header_wins_over_a_non_json_body() -> None:
+    _fails(b"<xml/>", None, [SECRET])
+
+
+def test_signed_non_json_body_passes_verify_and_is_refused_by_to_events(
+    connector: MonteCarloConnector, request_for: Callable[..., InboundRequest]
+) -> None:
+    body = b"not json at all"
+    request = request_for(body, {"x-mcd-signature": _raw_hmac(SECRET, body)})
+    connector.verify(request, [SECRET])
+    with pytest.raises(InvalidPayload) as info:
+        connector.to_events(request)
+    assert not isinstance(info.value, BodyNotJson)  # authenticated: it goes to the DLQ
+    assert info.value.field == "(body)"
+
+
+# --- through the connector ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("header", ["x-mcd-signature", "X-MCD-Signature"])
+def test_connector_reads_the_header(
+    header: str, connector: MonteCarloConnector, request_for: Callable[..., InboundRequest]
+) -> None:
+    connector.verify(request_for(SAMPLE, {header: _mc_reference(SECRET, SAMPLE)}), [SECRET])
+
+
+def test_connector_refuses_other_headers(
+    connector: MonteCarloConnector, request_for: Callable[..., InboundRequest]
+) -> None:
+    with pytest.raises(AuthenticationFailed, match="missing x-mcd-signature"):
+        connector.verify(request_for(SAMPLE, {"x-signature": _mc_reference(SECRET, SAMPLE)}), [SECRET])
