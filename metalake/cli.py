@@ -23,6 +23,11 @@ stack_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(stack_app, name="stack")
+connect_app = typer.Typer(
+    help="The connector worker: webhooks, the ingest API and the management API; crawls of source connectors.",
+    no_args_is_help=True,
+)
+app.add_typer(connect_app, name="connect")
 
 
 def _manager() -> StackManager:
@@ -123,6 +128,60 @@ def job(
     code = subprocess.call([sys.executable, "-m", "processors.enrichment.jobs.stream"])
     typer.echo(f"job {name} ended with code {code} after {time.monotonic() - started:.0f}s")
     raise typer.Exit(code=code)
+
+
+@connect_app.command("run")
+def connect_run(
+    host: Annotated[str | None, typer.Option(help="Bind address (default: METALAKE_CONNECT__HOST, loopback).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (default: METALAKE_CONNECT__PORT, 8083).")] = None,
+) -> None:
+    """Serve the worker in the foreground. Needs METALAKE_CONNECT__ADMIN_TOKEN (or METALAKE_CONNECT__DEV_MODE=true)."""
+    import uvicorn
+
+    from connectors.runtime.worker import WorkerConfigError, create_app
+    from metalake.telemetry import configure_telemetry
+
+    settings = get_settings()
+    configure_telemetry(settings.telemetry, "connect")
+    try:
+        application = create_app(settings)
+    except WorkerConfigError as exc:
+        raise _fail(str(exc)) from None
+    uvicorn.run(
+        application,
+        host=host or settings.connect.host,
+        port=port or settings.connect.port,
+        log_config=None,  # keep the JSON logging configure_telemetry installed
+        access_log=False,
+    )
+
+
+@connect_app.command("crawl")
+def connect_crawl(
+    tenant: Annotated[str, typer.Option(help="The tenant the connector belongs to.")],
+    name: Annotated[str, typer.Option(help="The connector's name.")],
+) -> None:
+    """Run a configured source connector once, resuming from its stored offsets, and print the summary (JSON)."""
+    import json
+
+    from connectors.runtime.errors import TaskFailed
+    from connectors.runtime.offsets import OffsetsUnavailable
+    from connectors.runtime.source_runner import CrawlRefused, crawl
+    from connectors.runtime.worker import build_runtime
+    from metalake.kafka import PublishError
+    from metalake.telemetry import configure_telemetry
+
+    settings = get_settings()
+    configure_telemetry(settings.telemetry, "connect")
+    runtime = build_runtime(settings)
+    try:
+        summary = crawl(runtime, tenant, name)
+    except (CrawlRefused, TaskFailed, PublishError, OffsetsUnavailable) as exc:
+        raise _fail(str(exc)) from None
+    finally:
+        runtime.publisher.close()
+        runtime.offsets.close()
+    typer.echo(json.dumps(summary.as_dict(), indent=2))
 
 
 def main() -> None:

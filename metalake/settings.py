@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal, TypeVar
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -90,6 +90,27 @@ class TelemetrySettings(BaseModel):
     otlp_endpoint: str | None = None
 
 
+class ConnectSettings(BaseModel):
+    """The connector worker (``metalake connect run``): bind address, request limits, the management token.
+
+    ``admin_token`` guards the management routes. There is no default: the worker refuses to start without one
+    unless ``dev_mode`` is set explicitly (then the management routes answer 503 instead of running unguarded).
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 8083
+    admin_token: SecretStr | None = None
+    dev_mode: bool = False
+    webhook_max_body_bytes: int = Field(default=1024 * 1024, gt=0)
+    ingest_max_body_bytes: int = Field(default=5 * 1024 * 1024, gt=0)
+    ingest_max_events: int = Field(default=1000, gt=0)
+    # How long a request may wait for Kafka to confirm before the worker answers 503 (the sender then retries).
+    publish_timeout_ms: int = Field(default=10_000, gt=0)
+    retry_after_s: int = Field(default=30, gt=0)
+    source_batch_size: int = Field(default=1000, gt=0)
+    offsets_load_timeout_s: float = Field(default=30.0, gt=0)
+
+
 def _stack_env_files() -> tuple[Path, ...]:
     explicit = os.environ.get("METALAKE_ENV_FILE")
     if explicit:
@@ -109,6 +130,7 @@ class Settings(BaseSettings):
     lake: LakeSettings = LakeSettings()
     spark: SparkSettings = SparkSettings()
     telemetry: TelemetrySettings = TelemetrySettings()
+    connect: ConnectSettings = ConnectSettings()
 
     @model_validator(mode="after")
     def _derive_addresses(self) -> Settings:

@@ -8,12 +8,24 @@ Kafka offsets to the checkpoint only after this function returns.
 from __future__ import annotations
 
 import logging
+import random
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
+from delta.exceptions import (
+    ConcurrentAppendException,
+    ConcurrentDeleteDeleteException,
+    ConcurrentDeleteReadException,
+    ConcurrentTransactionException,
+    ConcurrentWriteException,
+    DeltaConcurrentModificationException,
+    MetadataChangedException,
+    ProtocolChangedException,
+)
 from delta.tables import DeltaTable
 from opentelemetry import metrics, trace
 from pymongo import MongoClient
@@ -21,21 +33,37 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from metalake.kafka import EventProducer
 from metalake.settings import Settings
 from metalake.telemetry import bind_tenant, extract_context
 from processors.enrichment.catalog import register_tenant_tables
+from processors.enrichment.changes import change_events
 from processors.enrichment.parse import ParsedRow, foreign_tenant, parse_rows
 from processors.enrichment.projection import apply_upserts, spec_upsert
 from processors.enrichment.state import META, STATE_SPECS, StateSpec, fold
 from processors.enrichment.tables import DLQ, EVENTS, SCHEMAS, TABLES, ensure_tables
-from tenants.naming import TenantNames, names_for, unrouted_lake_dir
+from tenants.naming import CHANGES_TOPIC, TenantNames, names_for, unrouted_lake_dir
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
 meter = metrics.get_meter(__name__)
 events_in = meter.create_counter("metalake.enrichment.events", description="Valid events written to Delta")
 dlq_records = meter.create_counter("metalake.enrichment.dlq", description="Records sent to a _dlq table")
+conflicts = meter.create_counter("metalake.enrichment.merge_conflicts", description="MERGE retried after a conflict")
 batch_seconds = meter.create_histogram("metalake.enrichment.batch.duration", unit="s")
+
+CONFLICT_ATTEMPTS = 5
+# The exceptions PySpark raises for Delta conflicts subclass these one by one, not their common base.
+CONFLICTS = (
+    ConcurrentAppendException,
+    ConcurrentDeleteDeleteException,
+    ConcurrentDeleteReadException,
+    ConcurrentTransactionException,
+    ConcurrentWriteException,
+    DeltaConcurrentModificationException,
+    MetadataChangedException,
+    ProtocolChangedException,
+)
 
 # Hook for fault tests: called between the Delta commit and the MongoDB upsert of a tenant.
 AfterDeltaHook = Callable[[str, int], None]
@@ -99,6 +127,21 @@ def _link_producers(by_tenant: dict[str | None, list[ParsedRow]]) -> None:
                 linked += 1
 
 
+def retry_conflicts(commit: Callable[[], None], table: str) -> None:
+    """Run a Delta commit again when a concurrent commit won. The priority and bulk queries write the same tables;
+    every write here is idempotent (txn ids, version-guarded MERGE, create-if-not-exists), so a rerun is safe."""
+    for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+        try:
+            commit()
+            return
+        except CONFLICTS:
+            if attempt == CONFLICT_ATTEMPTS:
+                raise
+            conflicts.add(1, {"table": table})
+            log.info("enrichment.conflict_retry", extra={"table": table, "attempt": attempt})
+            time.sleep(random.uniform(0.05, 0.3) * attempt)  # noqa: S311 - jitter, not security
+
+
 class StepTimer:
     """Wall time per step of a batch, logged with the batch so slow steps show up without a profiler."""
 
@@ -126,7 +169,13 @@ class BatchWriter:
         mongo: MongoClient[dict[str, Any]],
         after_delta: AfterDeltaHook | None = None,
         only_tenant: str | None = None,
+        changes: EventProducer | None = None,
+        tables_lock: threading.Lock | None = None,
     ) -> None:
+        self._changes = changes
+        # Shared by the queries of one process: two concurrent creations of a tenant's tables race on the same
+        # folders ("location is not empty and not a Delta table"), which is not a retryable Delta conflict.
+        self._tables_lock = tables_lock or threading.Lock()
         self._settings = settings
         self._only_tenant = only_tenant
         self._app_id = app_id
@@ -184,8 +233,8 @@ class BatchWriter:
             return
         names = names_for(tenant, self._settings.lake_root)
         if tenant not in self._ready_tenants:
-            with timer("ensure_tables"):
-                ensure_tables(spark, names)
+            with timer("ensure_tables"), self._tables_lock:
+                retry_conflicts(lambda: ensure_tables(spark, names), "*")
             self._ready_tenants.add(tenant)
         with timer("events"):
             self._append(spark, event_rows(valid, now), EVENTS, str(names.delta_path("events")), batch_id)
@@ -207,6 +256,10 @@ class BatchWriter:
                 collection = self._mongo[names.mongo_database][spec.collection]
                 a, st = apply_upserts(collection, map(spec_upsert(spec), folded))
                 applied, stale = applied + a, stale + st
+        if self._changes is not None:
+            with timer("changes"):
+                published = [e for spec, folded in states for e in change_events(tenant, spec, folded)]
+                self._changes.publish(published, lambda e: CHANGES_TOPIC)
         events_in.add(len(valid), {"tenant": tenant})
         log.info(
             "enrichment.tenant_written",
@@ -221,13 +274,16 @@ class BatchWriter:
     ) -> None:
         if not rows:
             return
-        (
-            spark.createDataFrame(rows, schema)
-            .write.format("delta")
-            .mode("append")
-            .option("txnAppId", self._app_id)
-            .option("txnVersion", batch_id)
-            .save(path)
+        frame = spark.createDataFrame(rows, schema)
+        retry_conflicts(
+            lambda: (
+                frame.write.format("delta")
+                .mode("append")
+                .option("txnAppId", self._app_id)
+                .option("txnVersion", batch_id)
+                .save(path)
+            ),
+            path,
         )
 
     def _merge(
@@ -236,8 +292,6 @@ class BatchWriter:
         source = spark.createDataFrame([tuple(r[c] for c in spec.columns) for r in rows], SCHEMAS[spec.table])
         # MERGE has no writer options: Delta reads the idempotency pair from the session (reset after the write).
         conf = spark.conf
-        conf.set("spark.databricks.delta.write.txnAppId", self._app_id)
-        conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
         conf.set("spark.databricks.delta.write.txnVersion.autoReset.enabled", "true")
         update: dict[str, str | Column] = {}
         for c in spec.fields:
@@ -248,14 +302,21 @@ class BatchWriter:
             )
         update.update({c: F.col(f"s.{c}") for c in META})
         on = " AND ".join(f"t.{k} = s.{k}" for k in spec.key)
-        (
-            DeltaTable.forPath(spark, str(names.delta_path(spec.table)))
-            .alias("t")
-            .merge(source.alias("s"), on)
-            .whenMatchedUpdate(condition=_newer("s", "t"), set=update)
-            .whenNotMatchedInsertAll()
-            .execute()
-        )
+
+        def merge() -> None:
+            # The txn confs are consumed by each attempt (auto-reset): set them every time.
+            conf.set("spark.databricks.delta.write.txnAppId", self._app_id)
+            conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
+            (
+                DeltaTable.forPath(spark, str(names.delta_path(spec.table)))
+                .alias("t")
+                .merge(source.alias("s"), on)
+                .whenMatchedUpdate(condition=_newer("s", "t"), set=update)
+                .whenNotMatchedInsertAll()
+                .execute()
+            )
+
+        retry_conflicts(merge, spec.table)
 
     def _register(self, names: TenantNames) -> None:
         try:

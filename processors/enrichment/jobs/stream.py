@@ -12,16 +12,22 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
 from pymongo import MongoClient
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming.query import StreamingQuery
 
+from metalake.kafka import EventProducer
 from metalake.settings import Settings, get_settings
 from metalake.telemetry import configure_telemetry
 from processors.enrichment.session import build_spark
 from processors.enrichment.writer import AfterDeltaHook, BatchWriter
-from tenants.naming import event_topics, names_for
+from tenants.naming import TopicClass, event_topics, names_for
+
+TOPIC_CLASSES: tuple[TopicClass, ...] = ("priority", "bulk")
 
 log = logging.getLogger("processors.enrichment.jobs.stream")
 
@@ -32,7 +38,9 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         description="Stream metalake events from Kafka into per-tenant Delta tables and the MongoDB projection.",
     )
     parser.add_argument("--ready-file", type=Path, help="Touched once the streaming query runs (for supervisors).")
-    parser.add_argument("--query-name", help="Query name; also the Delta txnAppId and checkpoint folder.")
+    parser.add_argument(
+        "--query-name", help="Base name of the queries (<base>-priority, <base>-bulk): Delta txnAppIds, checkpoints."
+    )
     parser.add_argument(
         "--tenant",
         help="Run the query of one dedicated tenant (its own topics and checkpoint) instead of the pooled one.",
@@ -57,44 +65,84 @@ def _fault_hook() -> AfterDeltaHook | None:
     return kill
 
 
-def _plan(settings: Settings, args: argparse.Namespace) -> tuple[str, list[str], Path]:
-    """Query name, topics and checkpoint of the pooled query or of one dedicated tenant's query."""
+@dataclass(frozen=True)
+class QueryPlan:
+    name: str
+    topics: list[str]
+    checkpoint: Path
+
+
+def _plan(settings: Settings, args: argparse.Namespace) -> list[QueryPlan]:
+    """One query per topic class, so a backlog of columns on the bulk topic never delays the priority topic.
+
+    Pooled by default; with ``--tenant`` the dedicated tenant's own topics and checkpoints. The query name is also
+    the Delta ``txnAppId``: the two queries write the same tables and must not share it.
+    """
     if args.tenant:
         names = names_for(args.tenant, settings.lake_root, dedicated=True)
-        query_name = args.query_name or f"metalake-dedicated-{args.tenant}"
-        return (
-            query_name,
-            [names.priority_topic, names.bulk_topic],
-            names.checkpoint_dir(settings.checkpoint_root, query_name),
-        )
-    query_name = args.query_name or settings.spark.query_name
-    return query_name, list(event_topics()), settings.checkpoint_root / "_pooled" / query_name
+        base = args.query_name or f"metalake-dedicated-{args.tenant}"
+        return [
+            QueryPlan(f"{base}-{tc}", [names.topic(tc)], names.checkpoint_dir(settings.checkpoint_root, f"{base}-{tc}"))
+            for tc in TOPIC_CLASSES
+        ]
+    base = args.query_name or settings.spark.query_name
+    topics = dict(zip(TOPIC_CLASSES, event_topics(), strict=True))
+    return [
+        QueryPlan(f"{base}-{tc}", [topics[tc]], settings.checkpoint_root / "_pooled" / f"{base}-{tc}")
+        for tc in TOPIC_CLASSES
+    ]
 
 
-def run(settings: Settings, args: argparse.Namespace) -> None:
-    query_name, topics, checkpoint = _plan(settings, args)
-    spark = build_spark(settings, query_name)
-    mongo: MongoClient[dict[str, object]] = MongoClient(
-        settings.mongo_uri, serverSelectionTimeoutMS=settings.mongo.server_selection_timeout_ms
-    )
-    writer = BatchWriter(settings, query_name, mongo, after_delta=_fault_hook(), only_tenant=args.tenant)
+def _start(
+    spark: SparkSession, settings: Settings, plan: QueryPlan, writer: BatchWriter, available_now: bool
+) -> StreamingQuery:
     source = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", settings.kafka_bootstrap)
-        .option("subscribe", ",".join(topics))
+        .option("subscribe", ",".join(plan.topics))
         .option("startingOffsets", "earliest")
         .option("includeHeaders", "true")
         .option("maxOffsetsPerTrigger", settings.spark.max_offsets_per_trigger)
         .load()
     )
-    stream = source.writeStream.foreachBatch(writer).queryName(query_name).option("checkpointLocation", str(checkpoint))
     stream = (
-        stream.trigger(availableNow=True)
-        if args.available_now
-        else stream.trigger(processingTime=settings.spark.trigger_interval)
+        source.writeStream.foreachBatch(writer).queryName(plan.name).option("checkpointLocation", str(plan.checkpoint))
     )
+    if available_now:
+        stream = stream.trigger(availableNow=True)
+    else:
+        stream = stream.trigger(processingTime=settings.spark.trigger_interval)
     query = stream.start()
-    log.info("stream.started", extra={"query": query_name, "topics": topics, "checkpoint": str(checkpoint)})
+    log.info("stream.started", extra={"query": plan.name, "topics": plan.topics, "checkpoint": str(plan.checkpoint)})
+    return query
+
+
+def run(settings: Settings, args: argparse.Namespace) -> None:
+    plans = _plan(settings, args)
+    spark = build_spark(settings, plans[0].name.rsplit("-", 1)[0])
+    mongo: MongoClient[dict[str, object]] = MongoClient(
+        settings.mongo_uri, serverSelectionTimeoutMS=settings.mongo.server_selection_timeout_ms
+    )
+    changes = EventProducer(settings)
+    tables_lock = threading.Lock()
+    queries = [
+        _start(
+            spark,
+            settings,
+            plan,
+            BatchWriter(
+                settings,
+                plan.name,
+                mongo,
+                after_delta=_fault_hook(),
+                only_tenant=args.tenant,
+                changes=changes,
+                tables_lock=tables_lock,
+            ),
+            args.available_now,
+        )
+        for plan in plans
+    ]
     if args.ready_file:
         args.ready_file.write_text(f"{os.getpid()} {time.time():.0f}\n")
 
@@ -107,16 +155,22 @@ def run(settings: Settings, args: argparse.Namespace) -> None:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     try:
-        while query.isActive and not stopping.is_set():
-            query.awaitTermination(1)
-        if stopping.is_set():
-            log.info("stream.stopping")
-            query.stop()
+        # Until a signal, or until one query ends (failed, or drained with --available-now): then stop them all.
+        while all(q.isActive for q in queries) and not stopping.is_set():
+            queries[0].awaitTermination(1)
+        if args.available_now and not stopping.is_set():
+            for q in queries:
+                q.awaitTermination()
+        log.info("stream.stopping")
+        for q in queries:
+            q.stop()
     finally:
+        changes.close()
         mongo.close()
         spark.stop()
-    if query.exception() is not None:
-        raise SystemExit(f"streaming query failed: {query.exception()}")
+    failures = [f"{q.name}: {q.exception()}" for q in queries if q.exception() is not None]
+    if failures:
+        raise SystemExit("streaming query failed: " + "; ".join(failures))
 
 
 def main(argv: list[str] | None = None) -> None:

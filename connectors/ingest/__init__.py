@@ -1,0 +1,5 @@
+"""The generic ingest API: ``POST /v1/events`` for any producer, authenticated by a per-tenant write key."""
+
+from connectors.ingest.routes import router
+
+__all__ = ["router"]

@@ -1,0 +1,127 @@
+"""One structured-mode CloudEvent (a JSON object) from a producer, checked and turned into a metalake event.
+
+The write key decides the tenant: an event naming another tenant is rejected. The data must match its type's
+schema. Rejections name the field at fault and a rule, never the value sent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from metalake.events import CloudEvent, UnknownEventType, spec_for, validate_data
+from metalake.events.envelope import JSON, SPEC_VERSION
+from metalake.events.validation import InvalidData
+
+ATTRIBUTES = frozenset(
+    {
+        "specversion",
+        "id",
+        "source",
+        "type",
+        "time",
+        "subject",
+        "data",
+        "tenantid",
+        "datacontenttype",
+        "traceparent",
+        "partitionkey",
+    }
+)
+REQUIRED = ("specversion", "id", "source", "type", "data", "tenantid")
+
+
+class Rejected(ValueError):
+    """Why one event was not accepted; ``field`` names the attribute or ``data/<path>`` at fault."""
+
+    def __init__(self, message: str, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+@dataclass(frozen=True)
+class Result:
+    """The per-event answer: ``accepted`` means durable in Kafka once the request returns."""
+
+    index: int
+    id: str | None
+    status: str
+    error: str | None = None
+    field: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"index": self.index, "id": self.id, "status": self.status}
+        if self.error is not None:
+            out["error"] = {"detail": self.error, "field": self.field}
+        return out
+
+
+def _check_shape(item: Any, tenant: str) -> dict[str, Any]:
+    if not isinstance(item, dict):
+        raise Rejected("an event must be a JSON object", "(root)")
+    for attr in REQUIRED:
+        if attr not in item:
+            raise Rejected(f"{attr} is required", attr)
+    unknown = sorted(k for k in item if k not in ATTRIBUTES)
+    if unknown:
+        raise Rejected(f"unsupported attribute {unknown[0][:64]!r}", unknown[0][:64])
+    if item["specversion"] != SPEC_VERSION:
+        raise Rejected(f"specversion must be {SPEC_VERSION!r}", "specversion")
+    if item["tenantid"] != tenant:
+        raise Rejected("tenantid differs from the tenant of the write key", "tenantid")
+    if item.get("datacontenttype", JSON) != JSON:
+        raise Rejected(f"datacontenttype must be {JSON!r}", "datacontenttype")
+    if not isinstance(item["data"], dict):
+        raise Rejected("data must be a JSON object", "data")
+    for attr in ("id", "source", "type"):
+        if not isinstance(item[attr], str):
+            raise Rejected(f"{attr} must be a string", attr)
+    return item
+
+
+def _check_data(item: dict[str, Any]) -> None:
+    try:
+        spec_for(item["type"])
+        validate_data(item["type"], item["data"])
+    except UnknownEventType:
+        raise Rejected("unknown event type", "type") from None
+    except InvalidData as exc:
+        raise Rejected(str(exc), f"data/{exc.field}") from None
+
+
+def to_event(item: Any, tenant: str) -> CloudEvent:
+    """The event ``item`` describes, for ``tenant``; raises :class:`Rejected`."""
+    checked = _check_shape(item, tenant)
+    _check_data(checked)
+    data: dict[str, Any] = checked["data"]
+    urn = data.get("urn")
+    subject = checked.get("subject") or (urn if isinstance(urn, str) else None)
+    if urn is not None and subject != urn:
+        raise Rejected("subject must equal data.urn", "subject")
+    key = checked.get("partitionkey") or f"{tenant}:{subject or checked['id']}"
+    if not isinstance(key, str) or not key.startswith(f"{tenant}:"):
+        raise Rejected(f"partitionkey must start with '{tenant}:'", "partitionkey")
+    try:
+        return CloudEvent(
+            id=checked["id"],
+            source=checked["source"],
+            type=checked["type"],
+            time=checked.get("time") or datetime.now(UTC),
+            subject=subject,
+            tenantid=tenant,
+            partitionkey=key,
+            traceparent=checked.get("traceparent"),
+            data=data,
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "(root)"
+        raise Rejected(f"{field}: {first['msg']}", field) from None
+
+
+def item_id(item: Any) -> str | None:
+    value = item.get("id") if isinstance(item, dict) else None
+    return value[:256] if isinstance(value, str) else None

@@ -1,0 +1,89 @@
+"""What the worker's routes share: settings, stores, the publisher and the plugins, built once per process."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+from pydantic import SecretStr, ValidationError
+
+from connectors.base import ConnectorConfig, ConnectorContext, SourceConnector, WebhookConnector
+from connectors.registry import ConnectorClass, Plugin
+from connectors.runtime.control import ConnectorRecord, ControlStore
+from connectors.runtime.dedup import DeliveryLog
+from connectors.runtime.errors import Counter, ErrorPolicy
+from connectors.runtime.offsets import OffsetStore
+from connectors.runtime.publisher import Publisher
+from connectors.runtime.transforms import Chain
+from metalake.settings import Settings
+
+
+class PluginUnavailable(LookupError):
+    """A connector type that is unknown or disabled (its import failed)."""
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """The worker's long-lived collaborators. Immutable; each member is thread-safe."""
+
+    settings: Settings
+    store: ControlStore
+    deliveries: DeliveryLog
+    publisher: Publisher
+    offsets: OffsetStore
+    plugins: Mapping[str, Plugin]
+    dlq_counter: Counter | None = None
+
+    def plugin_class(self, type_: str) -> ConnectorClass:
+        plugin = self.plugins.get(type_)
+        if plugin is None:
+            raise PluginUnavailable(f"unknown connector type {type_!r}")
+        if plugin.cls is None:
+            raise PluginUnavailable(f"connector type {type_!r} is disabled: {plugin.disabled_reason}")
+        return plugin.cls
+
+    def policy(self, record: ConnectorRecord) -> ErrorPolicy:
+        return ErrorPolicy(
+            record.errors_tolerance,
+            tenant=record.tenant,
+            connector=record.name,
+            plugin=record.type,
+            counter=self.dlq_counter,
+        )
+
+    def chain(self, record: ConnectorRecord) -> Chain:
+        return Chain.from_specs(record.tenant, record.transforms)
+
+
+def plugins_from(classes: Mapping[str, ConnectorClass]) -> dict[str, Plugin]:
+    """Plugins from an explicit name -> class mapping (tests and embedders; production uses entry points)."""
+    return {name: Plugin(name, cls) for name, cls in classes.items()}
+
+
+def build_config(cls: ConnectorClass, record: ConnectorRecord, secrets: Mapping[str, SecretStr]) -> ConnectorConfig:
+    """The plugin's typed config: the stored fields plus the secret ones. Raises ``ValidationError``."""
+    values: dict[str, Any] = {**record.config, **secrets}
+    return cls.config_model.model_validate(values)
+
+
+def instantiate(
+    cls: ConnectorClass, record: ConnectorRecord, secrets: Mapping[str, SecretStr]
+) -> WebhookConnector[Any] | SourceConnector[Any]:
+    try:
+        config = build_config(cls, record, secrets)
+    except ValidationError as exc:
+        # The stored config no longer fits the plugin (e.g. after an upgrade): a configuration error, not a crash.
+        raise PluginUnavailable(
+            f"stored config of {record.id} is invalid for {record.type}: {exc.error_count()} error(s)"
+        ) from exc
+    return cls(config, ConnectorContext(record.tenant, record.name))
+
+
+def get_runtime(request: Request) -> Runtime:
+    runtime: Runtime = request.app.state.runtime
+    return runtime
+
+
+RuntimeDep = Annotated[Runtime, Depends(get_runtime)]

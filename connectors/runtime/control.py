@@ -1,0 +1,299 @@
+"""Per-tenant connector configuration and secrets in the control plane (MongoDB ``metalake_control``).
+
+Two collections, so a read of configuration can never carry a secret by accident:
+
+- ``connectors``: ``{_id: "<tenant>/<name>", tenant, name, type, config, transforms, errors_tolerance, state, error,
+  updated_at}``; ``config`` is the plugin's configuration without its secret fields;
+- ``connector_secrets``: the webhook signing secrets of a connector (at most two active, for rotation), the secret
+  fields of its configuration, and the tenants' ingest write keys (stored as SHA-256 hashes only).
+
+Only operations MongoDB and FerretDB both support: single-document writes, no transactions, change streams or TTL.
+Secret values enter and leave this module as :class:`pydantic.SecretStr`, so a repr or a log line shows ``**********``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import SecretStr
+from pymongo import ASCENDING, MongoClient, ReturnDocument
+from pymongo.collection import Collection
+from pymongo.database import Database
+from pymongo.errors import DuplicateKeyError
+
+from connectors.runtime.transforms import TRANSFORM_SPECS, TransformSpec
+from metalake.settings import Settings
+from tenants.naming import CONTROL_DATABASE, validate_tenant_id
+
+CONNECTORS = "connectors"
+SECRETS = "connector_secrets"
+MAX_WEBHOOK_SECRETS = 2
+WRITE_KEY_PREFIX = "mlk"
+
+Doc = dict[str, Any]
+
+
+class ConnectorState(StrEnum):
+    """Like Kafka Connect's connector states; a new connector starts RUNNING."""
+
+    RUNNING = "RUNNING"
+    PAUSED = "PAUSED"
+    FAILED = "FAILED"
+
+
+class Tolerance(StrEnum):
+    """``errors.tolerance``: ``all`` dead-letters a record failing a transform or mapping; ``none`` fails the task."""
+
+    NONE = "none"
+    ALL = "all"
+
+
+@dataclass(frozen=True)
+class ConnectorRecord:
+    """A configured connector instance, without secrets."""
+
+    tenant: str
+    name: str
+    type: str
+    config: Mapping[str, Any]
+    transforms: Sequence[TransformSpec] = ()
+    errors_tolerance: Tolerance = Tolerance.ALL
+    state: ConnectorState = ConnectorState.RUNNING
+    error: str | None = None
+    updated_at: datetime | None = None
+    secret_fields: Sequence[str] = field(default_factory=tuple)
+
+    @property
+    def id(self) -> str:
+        return connector_id(self.tenant, self.name)
+
+
+@dataclass(frozen=True)
+class SecretInfo:
+    """What may be shown about a stored secret: its id and age, never its value."""
+
+    id: str
+    created_at: datetime
+
+
+def connector_id(tenant: str, name: str) -> str:
+    return f"{tenant}/{name}"
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _sha256(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()
+
+
+def _record(doc: Doc) -> ConnectorRecord:
+    return ConnectorRecord(
+        tenant=doc["tenant"],
+        name=doc["name"],
+        type=doc["type"],
+        config=dict(doc.get("config") or {}),
+        transforms=tuple(TRANSFORM_SPECS.validate_python(doc.get("transforms") or [])),
+        errors_tolerance=Tolerance(doc.get("errors_tolerance", Tolerance.ALL)),
+        state=ConnectorState(doc.get("state", ConnectorState.RUNNING)),
+        error=doc.get("error"),
+        updated_at=doc.get("updated_at"),
+        secret_fields=tuple(doc.get("secret_fields") or ()),
+    )
+
+
+def parse_write_key(key: str) -> tuple[str, str] | None:
+    """``(key_id, secret)`` of a key shaped ``mlk_<key id>_<secret>``, or ``None``."""
+    parts = key.split("_", 2)
+    if len(parts) != 3 or parts[0] != WRITE_KEY_PREFIX or not parts[1] or not parts[2]:
+        return None
+    return parts[1], parts[2]
+
+
+class ControlStore:
+    """Typed access to connector configuration, state and secrets. Thread-safe (pymongo clients are)."""
+
+    def __init__(self, database: Database[Doc]) -> None:
+        self._connectors: Collection[Doc] = database[CONNECTORS]
+        self._secrets: Collection[Doc] = database[SECRETS]
+
+    @classmethod
+    def connect(cls, settings: Settings) -> ControlStore:
+        client: MongoClient[Doc] = MongoClient(
+            settings.mongo_uri, serverSelectionTimeoutMS=settings.mongo.server_selection_timeout_ms, tz_aware=True
+        )
+        return cls(client[CONTROL_DATABASE])
+
+    # -- configuration and state ------------------------------------------------------------------------------------
+
+    def put_connector(
+        self,
+        tenant: str,
+        name: str,
+        type_: str,
+        config: Mapping[str, Any],
+        *,
+        config_secrets: Mapping[str, SecretStr] | None = None,
+        transforms: Sequence[TransformSpec] = (),
+        errors_tolerance: Tolerance = Tolerance.ALL,
+    ) -> tuple[ConnectorRecord, bool]:
+        """Create or replace a connector's configuration; return it and whether it was created.
+
+        ``config`` must already be validated against the plugin's model and hold no secret field; those come in
+        ``config_secrets`` and are written to the secrets collection. The state of an existing connector is kept.
+        """
+        validate_tenant_id(tenant)
+        secret_values = dict(config_secrets or {})
+        doc_id = connector_id(tenant, name)
+        before = self._connectors.find_one_and_update(
+            {"_id": doc_id},
+            {
+                "$set": {
+                    "tenant": tenant,
+                    "name": name,
+                    "type": type_,
+                    "config": dict(config),
+                    "secret_fields": sorted(secret_values),
+                    "transforms": [t.model_dump(mode="json", by_alias=True) for t in transforms],
+                    "errors_tolerance": errors_tolerance.value,
+                    "updated_at": _now(),
+                },
+                "$setOnInsert": {"state": ConnectorState.RUNNING.value, "error": None},
+            },
+            upsert=True,
+            return_document=ReturnDocument.BEFORE,
+        )
+        self._secrets.update_one(
+            {"_id": doc_id},
+            {
+                "$set": {
+                    "tenant": tenant,
+                    "name": name,
+                    "config": {k: v.get_secret_value() for k, v in secret_values.items()},
+                }
+            },
+            upsert=True,
+        )
+        record = self.get_connector(tenant, name)
+        if record is None:  # deleted concurrently between the two writes
+            raise LookupError(f"connector {doc_id} disappeared while it was written")
+        return record, before is None
+
+    def get_connector(self, tenant: str, name: str) -> ConnectorRecord | None:
+        doc = self._connectors.find_one({"_id": connector_id(tenant, name)})
+        return _record(doc) if doc is not None else None
+
+    def list_connectors(self, tenant: str | None = None) -> list[ConnectorRecord]:
+        query: Doc = {} if tenant is None else {"tenant": tenant}
+        return [_record(d) for d in self._connectors.find(query).sort("_id", ASCENDING)]
+
+    def connectors_of_type(self, tenant: str, type_: str) -> list[ConnectorRecord]:
+        return [_record(d) for d in self._connectors.find({"tenant": tenant, "type": type_}).sort("_id", ASCENDING)]
+
+    def set_state(self, tenant: str, name: str, state: ConnectorState, error: str | None = None) -> bool:
+        """Set the state (and the error, cleared unless FAILED); ``False`` if there is no such connector."""
+        result = self._connectors.update_one(
+            {"_id": connector_id(tenant, name)},
+            {
+                "$set": {
+                    "state": state.value,
+                    "error": error if state is ConnectorState.FAILED else None,
+                    "updated_at": _now(),
+                }
+            },
+        )
+        return result.matched_count == 1
+
+    def delete_connector(self, tenant: str, name: str) -> bool:
+        doc_id = connector_id(tenant, name)
+        self._secrets.delete_one({"_id": doc_id})
+        return self._connectors.delete_one({"_id": doc_id}).deleted_count == 1
+
+    # -- secrets -----------------------------------------------------------------------------------------------------
+
+    def config_secrets(self, tenant: str, name: str) -> dict[str, SecretStr]:
+        doc = self._secrets.find_one({"_id": connector_id(tenant, name)}, {"config": 1})
+        return {k: SecretStr(v) for k, v in ((doc or {}).get("config") or {}).items()}
+
+    def add_webhook_secret(self, tenant: str, name: str, secret: SecretStr) -> list[SecretInfo]:
+        """Make ``secret`` active next to the newest one before it (rotation); older ones are retired.
+
+        Returns the active secrets' ids, newest first.
+        """
+        doc_id = connector_id(tenant, name)
+        entry = {"id": secrets.token_hex(4), "value": secret.get_secret_value(), "created_at": _now()}
+        # FerretDB ignores $push's $position/$slice, so the list is computed here and written with a revision guard
+        # (compare-and-set on one document): two concurrent rotations cannot lose one another's secret silently.
+        for _ in range(5):
+            doc = self._secrets.find_one({"_id": doc_id}, {"webhook_secrets": 1, "rev": 1}) or {}
+            revision = int(doc.get("rev", 0))
+            active = [entry, *(doc.get("webhook_secrets") or [])][:MAX_WEBHOOK_SECRETS]
+            try:
+                result = self._secrets.update_one(
+                    {"_id": doc_id, "rev": revision if "rev" in doc else {"$exists": False}},
+                    {"$set": {"tenant": tenant, "name": name, "webhook_secrets": active, "rev": revision + 1}},
+                    upsert=not doc,
+                )
+            except DuplicateKeyError:
+                continue  # created concurrently: read again
+            if result.matched_count == 1 or result.upserted_id is not None:
+                return self.webhook_secret_info(tenant, name)
+        raise RuntimeError(f"webhook secrets of {doc_id} changed concurrently five times; try again")
+
+    def webhook_secret_info(self, tenant: str, name: str) -> list[SecretInfo]:
+        doc = self._secrets.find_one({"_id": connector_id(tenant, name)}, {"webhook_secrets": 1})
+        return [SecretInfo(s["id"], s["created_at"]) for s in (doc or {}).get("webhook_secrets") or []]
+
+    def secrets_of(self, tenant: str, name: str) -> tuple[list[SecretStr], dict[str, SecretStr]]:
+        """The active webhook signing secrets (newest first) and the secret configuration fields, in one read."""
+        doc = self._secrets.find_one({"_id": connector_id(tenant, name)}) or {}
+        webhook = [SecretStr(s["value"]) for s in doc.get("webhook_secrets") or []]
+        return webhook, {k: SecretStr(v) for k, v in (doc.get("config") or {}).items()}
+
+    def webhook_secrets(self, tenant: str, name: str) -> list[SecretStr]:
+        """The active signing secrets, newest first (empty: the connector must refuse every delivery)."""
+        doc = self._secrets.find_one({"_id": connector_id(tenant, name)}, {"webhook_secrets": 1})
+        return [SecretStr(s["value"]) for s in (doc or {}).get("webhook_secrets") or []]
+
+    def create_write_key(self, tenant: str) -> tuple[str, SecretStr]:
+        """A new ingest write key for ``tenant``: ``(key id, key)``. Only its SHA-256 is stored: show it once."""
+        validate_tenant_id(tenant)
+        key_id, secret = secrets.token_hex(8), secrets.token_urlsafe(32)
+        self._secrets.insert_one(
+            {
+                "_id": f"write-key/{key_id}",
+                "tenant": tenant,
+                "key_id": key_id,
+                "sha256": _sha256(secret),
+                "created_at": _now(),
+            }
+        )
+        return key_id, SecretStr(f"{WRITE_KEY_PREFIX}_{key_id}_{secret}")
+
+    def tenant_for_write_key(self, key: SecretStr) -> str | None:
+        """The tenant a write key belongs to, or ``None``. The secret part is compared in constant time."""
+        parsed = parse_write_key(key.get_secret_value())
+        if parsed is None:
+            return None
+        key_id, secret = parsed
+        doc = self._secrets.find_one({"_id": f"write-key/{key_id}"})
+        if doc is None or doc.get("revoked"):
+            return None
+        if not hmac.compare_digest(_sha256(secret), str(doc.get("sha256", ""))):
+            return None
+        tenant: str = doc["tenant"]
+        return tenant
+
+    def revoke_write_key(self, tenant: str, key_id: str) -> bool:
+        result = self._secrets.update_one(
+            {"_id": f"write-key/{key_id}", "tenant": tenant}, {"$set": {"revoked": True, "revoked_at": _now()}}
+        )
+        return result.matched_count == 1

@@ -1,0 +1,257 @@
+"""``POST /webhooks/{slug}/{tenant_id}``: push deliveries for any :class:`WebhookConnector` plugin.
+
+The URL slug names the plugin (``monte-carlo`` -> ``montecarlo``: hyphens dropped). The tenant must have a connector
+of that type configured (``/webhooks/{slug}/{tenant_id}/{name}`` picks one when it has several). Order of checks,
+each answered as RFC 9457 problem+json:
+
+1. unknown plugin, invalid or unknown tenant, no such connector -> 404;
+2. no active signing secret -> 403 (the connector cannot authenticate anything: refuse rather than accept unsigned);
+3. body over the limit (counted on the bytes read, before parsing) -> 413;
+4. connector PAUSED or FAILED -> 503 with Retry-After (the sender keeps the delivery and resends);
+5. signature not valid for any active secret -> 401 (a verifier that finds the body unusable raises
+   ``InvalidPayload``: 400, not dead-lettered, since nothing authenticated it);
+6. body not JSON -> 400;
+7. redelivery of a delivery already handled (same dedup key) -> 200 ``{"status": "duplicate"}``, nothing published;
+8. verified but unmappable -> raw bytes to the DLQ topic, 202 ``{"status": "dead_lettered"}``
+   (under ``errors.tolerance=none`` the connector is marked FAILED instead and the answer is 503);
+9. events published and confirmed by Kafka -> 202 ``{"status": "accepted"}``; Kafka unavailable -> 503 with
+   Retry-After, and the delivery is not recorded as seen, so the resend publishes it exactly once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol, runtime_checkable
+
+from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+from opentelemetry import trace
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from connectors.base import AuthenticationFailed, InboundRequest, InvalidPayload, WebhookConnector
+from connectors.runtime.bodies import read_limited
+from connectors.runtime.context import PluginUnavailable, Runtime, RuntimeDep, instantiate
+from connectors.runtime.control import ConnectorRecord, ConnectorState
+from connectors.runtime.errors import TaskFailed, safe_reason
+from connectors.runtime.pipeline import prepare
+from connectors.runtime.problems import Problem
+from metalake.kafka import PublishError
+from metalake.telemetry import bind_tenant
+from metalake.tenancy import InvalidTenantId, validate_tenant_id
+
+log = logging.getLogger(__name__)
+_tracer = trace.get_tracer(__name__)
+_propagator = TraceContextTextMapPropagator()
+
+router = APIRouter(tags=["webhooks"])
+
+
+@runtime_checkable
+class HasDedupKey(Protocol):
+    """A webhook plugin that knows when two deliveries mean the same thing (e.g. same incident, same content)."""
+
+    def dedup_key(self, request: InboundRequest) -> str: ...
+
+
+def plugin_name(slug: str) -> str:
+    """The plugin a URL slug names: ``monte-carlo`` -> ``montecarlo``."""
+    return slug.replace("-", "").lower()
+
+
+def _not_found(detail: str, field: str) -> Problem:
+    return Problem(404, "not-found", detail, field=field)
+
+
+def _unavailable(runtime: Runtime, detail: str, slug: str = "unavailable") -> Problem:
+    return Problem(503, slug, detail, headers={"Retry-After": str(runtime.settings.connect.retry_after_s)})
+
+
+def _resolve(runtime: Runtime, slug: str, tenant_id: str, name: str | None) -> tuple[ConnectorRecord, Any]:
+    try:
+        validate_tenant_id(tenant_id)
+    except InvalidTenantId:
+        raise _not_found("no such tenant", "tenant_id") from None
+    type_ = plugin_name(slug)
+    try:
+        cls = runtime.plugin_class(type_)
+    except PluginUnavailable:
+        raise _not_found(f"no webhook connector type for {slug!r}", "slug") from None
+    if not issubclass(cls, WebhookConnector):
+        raise _not_found(f"no webhook connector type for {slug!r}", "slug")
+    if name is not None:
+        record = runtime.store.get_connector(tenant_id, name)
+        candidates = [record] if record is not None and record.type == type_ else []
+    else:
+        candidates = runtime.store.connectors_of_type(tenant_id, type_)
+    if not candidates:
+        raise _not_found("no such tenant or no such connector configured for it", "tenant_id")
+    if len(candidates) > 1:
+        raise _not_found("the tenant has several connectors of this type: name one in the URL", "name")
+    return candidates[0], cls
+
+
+@dataclass(frozen=True)
+class _Delivery:
+    record: ConnectorRecord
+    cls: Any
+    webhook_secrets: list[bytes]
+    config_secrets: dict[str, Any]
+
+
+def _prepare_delivery(runtime: Runtime, slug: str, tenant_id: str, name: str | None) -> _Delivery:
+    record, cls = _resolve(runtime, slug, tenant_id, name)
+    webhook_secrets, config_secrets = runtime.store.secrets_of(record.tenant, record.name)
+    if not webhook_secrets:
+        raise Problem(403, "no-signing-secret", "no webhook signing secret is configured for this connector")
+    return _Delivery(record, cls, [s.get_secret_value().encode() for s in webhook_secrets], config_secrets)
+
+
+def _dedup_key(connector: WebhookConnector[Any], request: InboundRequest) -> str:
+    if isinstance(connector, HasDedupKey):
+        try:
+            return f"k:{connector.dedup_key(request)}"
+        except (InvalidPayload, ValueError, KeyError, TypeError):
+            pass  # an unmappable body still deduplicates: by its bytes
+    return "b:" + hashlib.sha256(request.body).hexdigest()
+
+
+def _handle(runtime: Runtime, delivery: _Delivery, request: InboundRequest, path: str) -> JSONResponse:
+    record = delivery.record
+    if record.state is not ConnectorState.RUNNING:
+        raise _unavailable(runtime, f"connector is {record.state.value}", "connector-not-running")
+    try:
+        connector = instantiate(delivery.cls, record, delivery.config_secrets)
+    except PluginUnavailable as exc:
+        runtime.store.set_state(record.tenant, record.name, ConnectorState.FAILED, str(exc))
+        raise _unavailable(runtime, "connector configuration is invalid", "connector-failed") from exc
+    assert isinstance(connector, WebhookConnector)  # noqa: S101 - _resolve admits webhook types only
+    try:
+        connector.verify(request, delivery.webhook_secrets)
+    except AuthenticationFailed as exc:
+        log.info("connect.webhook_rejected", extra={"plugin": record.type, "connector": record.name})
+        raise Problem(401, "invalid-signature", str(exc) or "signature check failed", field="signature") from None
+    except InvalidPayload as exc:
+        # A verifier may find the body unusable before it can check a signature (e.g. Monte Carlo's BodyNotJson):
+        # a malformed request. It is not authenticated, so it is not dead-lettered (anyone could fill the DLQ).
+        raise Problem(400, "malformed-body", str(exc), field=exc.field) from None
+    except ValueError:
+        # A verifier that must parse the body to compute the signature (Monte Carlo signs a re-encoding of the JSON)
+        # cannot vouch for a body it cannot parse: that is an authentication failure, not a server error.
+        raise Problem(401, "invalid-signature", "the signature could not be checked", field="signature") from None
+    try:
+        json.loads(request.body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        position = getattr(exc, "pos", None)
+        raise Problem(
+            400, "malformed-json", f"the body is not JSON ({type(exc).__name__} at byte {position})", field="body"
+        ) from None
+    key = _dedup_key(connector, request)
+    if runtime.deliveries.seen(record.tenant, record.name, key):
+        log.info("connect.webhook_duplicate", extra={"plugin": record.type, "connector": record.name})
+        return JSONResponse({"status": "duplicate"}, status_code=200)
+    policy = runtime.policy(record)
+    origin = f"webhook:{path}"
+    try:
+        try:
+            events = connector.to_events(request)
+        except InvalidPayload as exc:
+            letter = policy.dead_letter(
+                exc,
+                stage="mapping",
+                value=request.body,
+                original_headers=[
+                    (name, request.headers[name].encode()) for name in ("content-type",) if name in request.headers
+                ],
+                origin=origin,
+            )
+            _publish(runtime, [], [letter])
+            policy.count([letter])
+            runtime.deliveries.record(record.tenant, record.name, key, "dead_lettered", [])
+            log.info(
+                "connect.webhook_dead_lettered",
+                extra={"plugin": record.type, "connector": record.name, "field": exc.field},
+            )
+            return JSONResponse({"status": "dead_lettered", "field": exc.field}, status_code=202)
+        prepared = prepare(((e, origin) for e in events), runtime.chain(record), policy)
+    except TaskFailed as exc:
+        runtime.store.set_state(record.tenant, record.name, ConnectorState.FAILED, str(exc))
+        log.warning("connect.task_failed", extra={"plugin": record.type, "connector": record.name, "stage": exc.stage})
+        raise _unavailable(
+            runtime, "the connector failed on this delivery (errors.tolerance=none)", "connector-failed"
+        ) from None
+    deliveries = _publish(runtime, list(prepared.routed), prepared.dead)
+    policy.count(prepared.dead)
+    event_ids = [r.event.id for r in prepared.routed]
+    runtime.deliveries.record(record.tenant, record.name, key, "accepted", event_ids)
+    log.info(
+        "connect.webhook_accepted",
+        extra={
+            "plugin": record.type,
+            "connector": record.name,
+            "events": len(deliveries),
+            "dead_lettered": len(prepared.dead),
+            "dropped": prepared.dropped,
+        },
+    )
+    return JSONResponse(
+        {
+            "status": "accepted",
+            "events": event_ids,
+            "dead_lettered": len(prepared.dead),
+            "dropped": prepared.dropped,
+        },
+        status_code=202,
+    )
+
+
+def _publish(runtime: Runtime, routed: list[Any], dead: list[Any]) -> list[Any]:
+    try:
+        deliveries = runtime.publisher.publish(routed)
+        runtime.publisher.publish_dead_letters(dead)
+    except PublishError as exc:
+        log.warning("connect.publish_failed", extra={"retriable": exc.retriable, "error": safe_reason(exc)})
+        raise _unavailable(runtime, "Kafka did not confirm the events; nothing was accepted, send again later") from exc
+    return deliveries
+
+
+def _process(
+    runtime: Runtime, delivery: _Delivery, request: InboundRequest, path: str, traceparent: str | None
+) -> JSONResponse:
+    parent = _propagator.extract({"traceparent": traceparent}) if traceparent else None
+    with (
+        bind_tenant(delivery.record.tenant),
+        _tracer.start_as_current_span(
+            "connect.webhook",
+            context=parent,
+            attributes={"metalake.tenant": delivery.record.tenant, "metalake.plugin": delivery.record.type},
+        ),
+    ):
+        return _handle(runtime, delivery, request, path)
+
+
+async def _receive(runtime: Runtime, request: Request, slug: str, tenant_id: str, name: str | None) -> JSONResponse:
+    delivery = await run_in_threadpool(_prepare_delivery, runtime, slug, tenant_id, name)
+    body = await read_limited(request, runtime.settings.connect.webhook_max_body_bytes)
+    inbound = InboundRequest(
+        headers={k.lower(): v for k, v in request.headers.items()}, body=body, received_at=datetime.now(UTC)
+    )
+    return await run_in_threadpool(
+        _process, runtime, delivery, inbound, request.url.path, request.headers.get("traceparent")
+    )
+
+
+@router.post("/webhooks/{slug}/{tenant_id}", status_code=202)
+async def receive(slug: str, tenant_id: str, request: Request, runtime: RuntimeDep) -> JSONResponse:
+    """Receive one delivery for the tenant's only connector of the slug's type."""
+    return await _receive(runtime, request, slug, tenant_id, None)
+
+
+@router.post("/webhooks/{slug}/{tenant_id}/{name}", status_code=202)
+async def receive_named(slug: str, tenant_id: str, name: str, request: Request, runtime: RuntimeDep) -> JSONResponse:
+    """Receive one delivery for a named connector (tenants with several of one type)."""
+    return await _receive(runtime, request, slug, tenant_id, name)

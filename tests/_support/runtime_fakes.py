@@ -1,0 +1,140 @@
+"""In-memory fakes of the connector runtime's stores and publisher: routes tested as pure logic, no Kafka or MongoDB."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import SecretStr
+
+from connectors.runtime.context import Runtime
+from connectors.runtime.control import ConnectorRecord, ConnectorState, SecretInfo
+from connectors.runtime.errors import DeadLetterRecord
+from connectors.runtime.transforms import Routed
+from metalake.kafka import Delivery, PublishError
+from metalake.settings import Settings
+
+ADMIN_TOKEN = "unit-admin-token-0123456789abcdef"
+WRITE_KEY = "mlk_k1_supersecretvalue"
+
+
+class FakeStore:
+    def __init__(self) -> None:
+        self.records: dict[str, ConnectorRecord] = {}
+        self.secrets: dict[str, list[SecretStr]] = {}
+        self.write_keys: dict[str, str] = {hashlib.sha256(WRITE_KEY.encode()).hexdigest(): "acme"}
+
+    def add(self, record: ConnectorRecord, *webhook_secrets: str) -> None:
+        self.records[record.id] = record
+        self.secrets[record.id] = [SecretStr(s) for s in webhook_secrets]
+
+    def get_connector(self, tenant: str, name: str) -> ConnectorRecord | None:
+        return self.records.get(f"{tenant}/{name}")
+
+    def connectors_of_type(self, tenant: str, type_: str) -> list[ConnectorRecord]:
+        return [r for r in self.records.values() if r.tenant == tenant and r.type == type_]
+
+    def list_connectors(self, tenant: str | None = None) -> list[ConnectorRecord]:
+        return [r for r in self.records.values() if tenant is None or r.tenant == tenant]
+
+    def secrets_of(self, tenant: str, name: str) -> tuple[list[SecretStr], dict[str, SecretStr]]:
+        return list(self.secrets.get(f"{tenant}/{name}", [])), {}
+
+    def config_secrets(self, tenant: str, name: str) -> dict[str, SecretStr]:
+        return {}
+
+    def webhook_secret_info(self, tenant: str, name: str) -> list[SecretInfo]:
+        return []
+
+    def set_state(self, tenant: str, name: str, state: ConnectorState, error: str | None = None) -> bool:
+        record = self.records[f"{tenant}/{name}"]
+        self.records[record.id] = ConnectorRecord(
+            record.tenant,
+            record.name,
+            record.type,
+            record.config,
+            record.transforms,
+            record.errors_tolerance,
+            state,
+            error if state is ConnectorState.FAILED else None,
+        )
+        return True
+
+    def tenant_for_write_key(self, key: SecretStr) -> str | None:
+        return self.write_keys.get(hashlib.sha256(key.get_secret_value().encode()).hexdigest())
+
+
+class FakeDeliveries:
+    def __init__(self) -> None:
+        self.seen_keys: dict[str, str] = {}
+
+    def seen(self, tenant: str, connector: str, dedup_key: str) -> bool:
+        return f"{tenant}/{connector}/{dedup_key}" in self.seen_keys
+
+    def record(self, tenant: str, connector: str, dedup_key: str, outcome: str, event_ids: Sequence[str]) -> bool:
+        self.seen_keys[f"{tenant}/{connector}/{dedup_key}"] = outcome
+        return True
+
+
+@dataclass
+class FakePublisher:
+    routed: list[Routed] = field(default_factory=list)
+    dead: list[DeadLetterRecord] = field(default_factory=list)
+    down: bool = False
+
+    def publish(self, routed: Sequence[Routed]) -> list[Delivery]:
+        if self.down and routed:
+            raise PublishError("1 event(s) not confirmed by Kafka within 1s", True)
+        self.routed.extend(routed)
+        return [Delivery(r.event.id, "t", 0, i) for i, r in enumerate(routed)]
+
+    def publish_dead_letters(self, letters: Sequence[DeadLetterRecord]) -> list[Delivery]:
+        if self.down and letters:
+            raise PublishError("1 event(s) not confirmed by Kafka within 1s", True)
+        self.dead.extend(letters)
+        return [Delivery("dlq", "t", 0, i) for i, _ in enumerate(letters)]
+
+    def close(self) -> None:
+        pass
+
+
+class FakeOffsets:
+    def __init__(self) -> None:
+        self.stored: dict[tuple[str, str], dict[str, Any]] = {}
+        self.writes: list[dict[str, Any]] = []
+
+    def load(self, tenant: str, connector: str, timeout_s: float | None = None) -> dict[str, Any]:
+        return dict(self.stored.get((tenant, connector), {}))
+
+    def store(self, tenant: str, connector: str, offsets: Mapping[str, Any]) -> None:
+        self.writes.append(dict(offsets))
+        current = self.stored.setdefault((tenant, connector), {})
+        for key, value in offsets.items():
+            if value is None:
+                current.pop(key, None)
+            else:
+                current[key] = value
+
+    def close(self) -> None:
+        pass
+
+
+class FakeCounter:
+    def __init__(self) -> None:
+        self.calls: list[dict[str, str] | None] = []
+
+    def add(self, amount: int, attributes: dict[str, str] | None = None) -> None:
+        self.calls.extend([attributes] * amount)
+
+
+@dataclass
+class World:
+    settings: Settings
+    store: FakeStore
+    deliveries: FakeDeliveries
+    publisher: FakePublisher
+    offsets: FakeOffsets
+    counter: FakeCounter
+    runtime: Runtime

@@ -1,0 +1,30 @@
+"""A connector worker on the real stack (Kafka, FerretDB), with the test plugins injected instead of entry points."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from runtime_plugins import PLUGINS
+from worker_helpers import worker_settings
+
+from connectors.runtime.worker import build_runtime, create_app
+from metalake.settings import Settings
+from metalake.stack import StackManager
+
+
+@pytest.fixture(scope="module")
+def worker(settings: Settings, stack: StackManager) -> Iterator[TestClient]:
+    app = create_app(worker_settings(settings), plugins=PLUGINS)
+    with TestClient(app) as client:
+        yield client
+
+
+@pytest.fixture
+def runtime(settings: Settings, stack: StackManager) -> Iterator[Any]:
+    built = build_runtime(worker_settings(settings, source_batch_size=2), plugins=PLUGINS)
+    yield built
+    built.publisher.close()
+    built.offsets.close()

@@ -1,0 +1,129 @@
+"""The webhook receiver on the real stack: Kafka records with their headers and keys, the DLQ, dedup, management."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from kafka_tail import mark, of_tenant, read_since
+from pymongo import MongoClient
+from runtime_plugins import sign
+from worker_helpers import ADMIN, configure_hook, post_signed
+
+from metalake.settings import Settings
+from tenants.naming import CONTROL_DATABASE, PRIORITY_TOPIC, dlq_topic
+
+pytestmark = pytest.mark.integration
+
+SECRET = "it-webhook-secret-0123456789"
+
+
+def test_signed_delivery_lands_in_kafka_with_headers_and_key(
+    worker: TestClient, settings: Settings, tenant: str
+) -> None:
+    configure_hook(worker, ADMIN, tenant, SECRET)
+    marks = mark(settings, PRIORITY_TOPIC)
+    trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
+    payload = {"delivery": "d1", "tables": [{"name": "orders", "version": 5}]}
+    response = post_signed(worker, tenant, SECRET, payload, traceparent=f"00-{trace_id}-00f067aa0ba902b7-01")
+    assert response.status_code == 202, response.text
+    [event_id] = response.json()["events"]
+    [record] = read_since(settings, PRIORITY_TOPIC, marks, of_tenant(tenant), expect=1)
+    urn = "urn:metalake:test:wh/db/public/orders"
+    assert record.key == f"{tenant}:{urn}".encode()
+    assert record.headers["ce_id"] == event_id.encode()
+    assert record.headers["ce_type"] == b"io.metalake.asset.upserted.v1"
+    assert record.headers["ce_source"] == f"/tenants/{tenant}/connectors/hook".encode()
+    assert record.headers["ce_subject"] == urn.encode()
+    assert record.headers["ce_partitionkey"] == record.key
+    assert record.headers["ce_traceparent"].split(b"-")[1] == trace_id.encode()  # one trace from the HTTP request
+    assert json.loads(record.value or b"") == {"urn": urn, "version": 5, "kind": "table", "name": "orders"}
+
+
+def test_redelivery_publishes_once(worker: TestClient, settings: Settings, tenant: str) -> None:
+    configure_hook(worker, ADMIN, tenant, SECRET)
+    marks = mark(settings, PRIORITY_TOPIC)
+    payload = {"delivery": "same", "tables": [{"name": "orders"}]}
+    assert post_signed(worker, tenant, SECRET, payload).status_code == 202
+    again = post_signed(worker, tenant, SECRET, payload)
+    assert again.status_code == 200 and again.json() == {"status": "duplicate"}
+    assert len(read_since(settings, PRIORITY_TOPIC, marks, of_tenant(tenant), expect=1)) == 1
+
+
+def test_bad_signature_is_401_and_publishes_nothing(worker: TestClient, settings: Settings, tenant: str) -> None:
+    configure_hook(worker, ADMIN, tenant, SECRET)
+    body = json.dumps({"delivery": "d1", "tables": [{"name": "orders"}]}).encode()
+    response = worker.post(
+        f"/webhooks/test-hook/{tenant}", content=body, headers={"x-test-signature": sign("wrong-secret", body)}
+    )
+    assert response.status_code == 401
+    assert response.headers["content-type"] == "application/problem+json"
+    assert SECRET not in response.text
+
+
+def test_oversized_body_is_413(worker: TestClient, tenant: str) -> None:
+    configure_hook(worker, ADMIN, tenant, SECRET)
+    tables = [{"name": f"table_{i:06d}"} for i in range(5000)]
+    response = post_signed(worker, tenant, SECRET, {"delivery": "big", "tables": tables})
+    assert response.status_code == 413
+    assert response.json()["type"] == "/problems/body-too-large"
+
+
+def test_unmappable_goes_to_the_dlq_with_202(worker: TestClient, settings: Settings, tenant: str) -> None:
+    configure_hook(worker, ADMIN, tenant, SECRET)
+    marks = mark(settings, dlq_topic("connectors"))
+    payload = {"delivery": "bad", "tables": "not-a-list"}
+    response = post_signed(worker, tenant, SECRET, payload)
+    assert response.status_code == 202 and response.json()["status"] == "dead_lettered"
+    [record] = read_since(settings, dlq_topic("connectors"), marks, of_tenant(tenant), expect=1)
+    assert record.value == json.dumps(payload).encode()
+    assert record.key == f"{tenant}:hook".encode()
+    assert record.headers["error.class"] == b"InvalidPayload"
+    assert record.headers["stage"] == b"mapping"
+    assert record.headers["plugin"] == b"testhook"
+    assert record.headers["connector"] == b"hook"
+    assert record.headers["origin"] == f"webhook:/webhooks/test-hook/{tenant}".encode()
+    assert record.headers["content-type"] == b"application/json"
+
+
+def test_management_lifecycle_and_secrets_never_returned(
+    worker: TestClient, tenant: str, mongo: MongoClient[dict[str, Any]]
+) -> None:
+    configure_hook(worker, ADMIN, tenant, SECRET, transforms=[{"type": "filter", "pattern": "*.lineage.*"}])
+    listed = worker.get("/connectors", params={"tenant": tenant}, headers=ADMIN).json()
+    assert [(c["name"], c["state"]) for c in listed] == [("hook", "RUNNING")]
+    config = worker.get(f"/connectors/{tenant}/hook", headers=ADMIN)
+    assert config.status_code == 200
+    assert config.json()["transforms"] == [{"type": "filter", "pattern": "*.lineage.*", "mode": "drop"}]
+    assert len(config.json()["webhook_secrets"]) == 1
+    assert SECRET not in config.text
+
+    rotated = worker.post(f"/connectors/{tenant}/hook/secrets", json={}, headers=ADMIN)
+    assert rotated.status_code == 201 and len(rotated.json()["active"]) == 2
+    new_secret = rotated.json()["secret"]  # generated: shown this once
+    assert post_signed(worker, tenant, new_secret, {"delivery": "n", "tables": []}).status_code == 202
+    assert post_signed(worker, tenant, SECRET, {"delivery": "o", "tables": []}).status_code == 202
+    third = worker.post(f"/connectors/{tenant}/hook/secrets", json={"secret": "a-third-secret-abcdef"}, headers=ADMIN)
+    assert len(third.json()["active"]) == 2
+    assert post_signed(worker, tenant, SECRET, {"delivery": "p", "tables": []}).status_code == 401  # retired
+
+    assert worker.put(f"/connectors/{tenant}/hook/pause", headers=ADMIN).status_code == 202
+    assert worker.get(f"/connectors/{tenant}/hook/status", headers=ADMIN).json()["state"] == "PAUSED"
+    paused = post_signed(worker, tenant, new_secret, {"delivery": "q", "tables": []})
+    assert paused.status_code == 503 and paused.headers["retry-after"] == "7"
+    assert worker.put(f"/connectors/{tenant}/hook/resume", headers=ADMIN).status_code == 202
+    assert worker.post(f"/connectors/{tenant}/hook/restart", headers=ADMIN).status_code == 204
+    assert worker.get(f"/connectors/{tenant}/hook/status", headers=ADMIN).json()["state"] == "RUNNING"
+
+    bad = worker.put(f"/connectors/{tenant}/other", json={"type": "testhook", "config": {"nope": 1}}, headers=ADMIN)
+    assert bad.status_code == 422 and bad.json()["field"] == "config/nope"
+    unknown = worker.put(f"/connectors/{tenant}/other", json={"type": "a.b:C", "config": {}}, headers=ADMIN)
+    assert unknown.status_code == 422 and unknown.json()["field"] == "type"
+
+    # Secrets live in their own collection; the connectors collection never holds one.
+    doc = mongo[CONTROL_DATABASE]["connectors"].find_one({"_id": f"{tenant}/hook"})
+    assert doc is not None and SECRET not in json.dumps(doc, default=str)
+    assert worker.delete(f"/connectors/{tenant}/hook", headers=ADMIN).status_code == 204
+    assert worker.get(f"/connectors/{tenant}/hook", headers=ADMIN).status_code == 404

@@ -1,0 +1,102 @@
+"""Error tolerance (dead letters, TaskFailed, the DLQ counter) and the source runner over fakes."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import pytest
+from pydantic import BaseModel, ValidationError
+from runtime_fakes import FakeCounter, FakeOffsets, FakePublisher
+from runtime_plugins import ListSource, ListSourceConfig
+
+from connectors.base import ConnectorContext
+from connectors.runtime.control import Tolerance
+from connectors.runtime.errors import ErrorPolicy, TaskFailed, safe_reason
+from connectors.runtime.source_runner import SourceRunner
+from connectors.runtime.transforms import TRANSFORM_SPECS, Chain, TransformError
+
+
+def _policy(tolerance: Tolerance, counter: FakeCounter | None = None) -> ErrorPolicy:
+    return ErrorPolicy(tolerance, tenant="acme", connector="c1", plugin="listsource", counter=counter or FakeCounter())
+
+
+def test_all_makes_a_dead_letter_with_context_headers() -> None:
+    letter = _policy(Tolerance.ALL).dead_letter(
+        TransformError("rename: data/x already exists", "data/x"),
+        stage="transform",
+        value=b'{"x":1}',
+        original_headers=[("ce_id", b"e1")],
+        origin="source:acme/c1/table=t",
+    )
+    headers = dict(letter.headers)
+    assert letter.value == b'{"x":1}' and letter.key == b"acme:c1"
+    assert headers["ce_id"] == b"e1"
+    assert headers["error.class"] == b"TransformError"
+    assert headers["error.message"] == b"rename: data/x already exists"
+    assert headers["stage"] == b"transform"
+    assert headers["origin"] == b"source:acme/c1/table=t"
+
+
+def test_none_raises_task_failed_chained() -> None:
+    cause = TransformError("boom")
+    with pytest.raises(TaskFailed) as err:
+        _policy(Tolerance.NONE).dead_letter(cause, stage="transform", value=None, origin="x")
+    assert err.value.__cause__ is cause and err.value.stage == "transform"
+
+
+def test_safe_reason_never_quotes_validation_input() -> None:
+    class M(BaseModel):
+        n: int
+
+    with pytest.raises(ValidationError) as err:
+        M.model_validate({"n": "secret-value-123"})
+    assert "secret-value-123" not in safe_reason(err.value)
+    assert safe_reason(err.value).startswith("n: ")
+
+
+def _runner(tables: list[str], offsets: FakeOffsets, publisher: FakePublisher, **kw: Any) -> SourceRunner:
+    connector = ListSource(ListSourceConfig(tables=tables, **kw), ConnectorContext("acme", "c1"))
+    return SourceRunner(
+        connector,
+        chain=Chain("acme"),
+        policy=_policy(Tolerance.ALL),
+        publisher=cast(Any, publisher),
+        offsets=cast(Any, offsets),
+        batch_size=2,
+    )
+
+
+def test_runner_publishes_in_batches_then_stores_offsets_and_resumes() -> None:
+    offsets, publisher = FakeOffsets(), FakePublisher()
+    summary = _runner(["a", "b", "c"], offsets, publisher).run()
+    assert summary.records == 3 and summary.batches == 2 and summary.per_kind == {"table": 3}
+    assert offsets.writes == [{"table=a": {"version": 1}, "table=b": {"version": 1}}, {"table=c": {"version": 1}}]
+    again = _runner(["a", "b"], offsets, publisher).run()  # c disappeared; a and b are current
+    assert again.records == 1 and again.deletions == 1
+    assert offsets.stored[("acme", "c1")] == {"table=a": {"version": 1}, "table=b": {"version": 1}}
+
+
+def test_offsets_are_not_stored_when_publishing_fails() -> None:
+    offsets, publisher = FakeOffsets(), FakePublisher(down=True)
+    with pytest.raises(Exception, match="not confirmed"):
+        _runner(["a"], offsets, publisher).run()
+    assert offsets.writes == []
+
+
+def test_runner_dead_letters_what_a_transform_rejects() -> None:
+    offsets, publisher, counter = FakeOffsets(), FakePublisher(), FakeCounter()
+    connector = ListSource(ListSourceConfig(tables=["a"]), ConnectorContext("acme", "c1"))
+    chain = Chain.from_specs(
+        "acme", TRANSFORM_SPECS.validate_python([{"type": "rename", "from": "name", "to": "kind"}])
+    )
+    summary = SourceRunner(
+        connector,
+        chain=chain,
+        policy=_policy(Tolerance.ALL, counter),
+        publisher=cast(Any, publisher),
+        offsets=cast(Any, offsets),
+    ).run()
+    assert summary.dead_lettered == 1 and summary.records == 0
+    assert dict(publisher.dead[0].headers)["stage"] == b"transform"
+    assert counter.calls == [{"tenant": "acme", "plugin": "listsource", "stage": "transform"}]
+    assert offsets.stored[("acme", "c1")] == {"table=a": {"version": 1}}  # a dead-lettered record is handled

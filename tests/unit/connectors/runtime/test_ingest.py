@@ -1,0 +1,162 @@
+"""The ingest API as pure logic: body splitting (JSON, array, NDJSON with line errors), per-event checks, write keys."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from runtime_fakes import WRITE_KEY, World
+
+from connectors.ingest.parsing import BodyError, split_body
+from connectors.ingest.validation import Rejected, to_event
+from connectors.runtime.problems import MEDIA_TYPE
+from metalake.urn import asset_urn
+
+URN = asset_urn("pg", "prod", "shop", "public", "orders")
+AUTH = {"Authorization": f"Bearer {WRITE_KEY}"}
+
+
+def _event(i: int = 0, **over: Any) -> dict[str, Any]:
+    event: dict[str, Any] = {
+        "specversion": "1.0",
+        "id": f"ev-{i}",
+        "source": "/producers/test",
+        "type": "io.metalake.asset.upserted.v1",
+        "tenantid": "acme",
+        "data": {"urn": URN, "version": i, "kind": "table", "name": "orders"},
+    }
+    event.update(over)
+    return event
+
+
+# -- parsing ----------------------------------------------------------------------------------------------------------
+
+
+def test_one_object_an_array_and_ndjson() -> None:
+    assert split_body(b'{"a": 1}', "application/json", 10) == [{"a": 1}]
+    assert split_body(b'[{"a": 1}, {"b": 2}]', "application/json; charset=utf-8", 10) == [{"a": 1}, {"b": 2}]
+    assert split_body(b'{"a": 1}\n\n{"b": 2}\n', "application/x-ndjson", 10) == [{"a": 1}, {"b": 2}]
+
+
+def test_ndjson_parse_error_names_the_line() -> None:
+    with pytest.raises(BodyError) as err:
+        split_body(b'{"a": 1}\n{"b": \n{"c": 3}\n', "application/x-ndjson", 10)
+    assert err.value.line == 2 and err.value.status == 400
+    assert "line 2" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "status"),
+    [
+        (b"{nope", "application/json", 400),
+        (b"[]", "application/json", 400),
+        (b'{"a": NaN}', "application/json", 400),
+        (b"[1,2,3,4]", "application/json", 413),
+        (b"1\n2\n3\n4\n", "application/x-ndjson", 413),
+        (b"{}", "text/plain", 415),
+    ],
+)
+def test_bodies_that_are_refused(body: bytes, content_type: str, status: int) -> None:
+    with pytest.raises(BodyError) as err:
+        split_body(body, content_type, 3)
+    assert err.value.status == status
+
+
+# -- one event --------------------------------------------------------------------------------------------------------
+
+
+def test_a_valid_event_keys_by_tenant_and_urn() -> None:
+    event = to_event(_event(), "acme")
+    assert event.partitionkey == f"acme:{URN}"
+    assert event.subject == URN
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"tenantid": "other"}, "tenantid"),
+        ({"type": "io.unknown.v1"}, "type"),
+        ({"specversion": "0.3"}, "specversion"),
+        ({"data": {"urn": URN, "version": 1, "kind": "table"}}, "data/(root)"),
+        ({"data": {"urn": URN, "version": -1, "kind": "table", "name": "x"}}, "data/version"),
+        ({"subject": "urn:metalake:pg:prod/other"}, "subject"),
+        ({"partitionkey": "other:x"}, "partitionkey"),
+        ({"extension": "x"}, "extension"),
+        ({"time": "yesterday"}, "time"),
+    ],
+)
+def test_rejections_name_the_field(change: dict[str, Any], field: str) -> None:
+    with pytest.raises(Rejected) as err:
+        to_event(_event(**change), "acme")
+    assert err.value.field == field
+
+
+def test_missing_attribute_is_named() -> None:
+    item = _event()
+    del item["source"]
+    with pytest.raises(Rejected) as err:
+        to_event(item, "acme")
+    assert err.value.field == "source"
+
+
+def test_rejections_never_quote_values() -> None:
+    secret_value = "4111-1111-1111-1111"
+    with pytest.raises(Rejected) as err:
+        to_event(_event(data={"urn": URN, "version": 1, "kind": "table", "name": "x", "owners": secret_value}), "acme")
+    assert secret_value not in str(err.value)
+
+
+# -- the route --------------------------------------------------------------------------------------------------------
+
+
+def test_mixed_array_gets_per_event_results(client: TestClient, world: World) -> None:
+    body = [_event(1), _event(2, tenantid="other"), "not an object", _event(3), _event(3)]
+    response = client.post("/v1/events", json=body, headers=AUTH)
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    assert answer["accepted"] == 2 and answer["rejected"] == 3
+    assert [r["status"] for r in answer["results"]] == ["accepted", "rejected", "rejected", "accepted", "rejected"]
+    assert answer["results"][1]["error"]["field"] == "tenantid"
+    assert answer["results"][4]["error"]["field"] == "id"
+    assert [r.event.id for r in world.publisher.routed] == ["ev-1", "ev-3"]
+
+
+def test_ndjson_with_the_write_key_header(client: TestClient, world: World) -> None:
+    body = "\n".join(json.dumps(_event(i)) for i in range(3)).encode()
+    response = client.post(
+        "/v1/events", content=body, headers={"X-Metalake-Write-Key": WRITE_KEY, "Content-Type": "application/x-ndjson"}
+    )
+    assert response.status_code == 200 and response.json()["accepted"] == 3
+
+
+def test_ndjson_error_is_a_problem_with_the_line(client: TestClient) -> None:
+    response = client.post(
+        "/v1/events", content=b'{"a":1}\n{oops\n', headers={**AUTH, "Content-Type": "application/x-ndjson"}
+    )
+    assert response.status_code == 400
+    assert response.headers["content-type"] == MEDIA_TYPE
+    assert response.json()["line"] == 2
+
+
+@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer mlk_k1_wrong"}, {"Authorization": "Basic x"}])
+def test_missing_or_wrong_write_key_is_401(client: TestClient, world: World, headers: dict[str, str]) -> None:
+    response = client.post("/v1/events", json=_event(), headers=headers)
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"] == "Bearer"
+    assert world.publisher.routed == []
+
+
+def test_too_many_events_is_413(client: TestClient) -> None:
+    response = client.post("/v1/events", json=[_event(i) for i in range(6)], headers=AUTH)
+    assert response.status_code == 413
+    assert response.json()["type"] == "/problems/too-many-events"
+
+
+def test_kafka_down_is_503_and_nothing_accepted(client: TestClient, world: World) -> None:
+    world.publisher.down = True
+    response = client.post("/v1/events", json=[_event(1)], headers=AUTH)
+    assert response.status_code == 503
+    assert response.headers["retry-after"] == "30"
+    assert world.publisher.routed == []

@@ -1,0 +1,159 @@
+"""The webhook route as pure logic: every answer of the contract, with fakes for the stores and Kafka."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fastapi.testclient import TestClient
+from runtime_fakes import World
+from runtime_plugins import sign
+
+from connectors.runtime.control import ConnectorRecord, ConnectorState, Tolerance
+from connectors.runtime.problems import MEDIA_TYPE
+from connectors.runtime.webhooks import plugin_name
+
+SECRET = "s3cret-s3cret-s3cret"
+OLD_SECRET = "old-old-old-old-old"
+URL = "/webhooks/test-hook/acme"
+
+
+def _body(delivery: str = "d1", tables: list[dict[str, object]] | None = None) -> bytes:
+    return json.dumps({"delivery": delivery, "tables": tables if tables is not None else [{"name": "orders"}]}).encode()
+
+
+def _post(client: TestClient, body: bytes, secret: str = SECRET, url: str = URL) -> object:
+    return client.post(url, content=body, headers={"x-test-signature": sign(secret, body)})
+
+
+@pytest.fixture(autouse=True)
+def connector(world: World) -> None:
+    world.store.add(ConnectorRecord("acme", "hook", "testhook", {}), SECRET, OLD_SECRET)
+
+
+def _problem(response: object, status: int) -> dict[str, object]:
+    assert response.status_code == status, response.text  # type: ignore[attr-defined]
+    assert response.headers["content-type"] == MEDIA_TYPE  # type: ignore[attr-defined]
+    body: dict[str, object] = response.json()  # type: ignore[attr-defined]
+    assert {"type", "title", "status", "detail"} <= body.keys()
+    assert body["status"] == status
+    return body
+
+
+def test_slug_names_the_plugin() -> None:
+    assert plugin_name("monte-carlo") == "montecarlo"
+
+
+def test_a_signed_delivery_is_published(client: TestClient, world: World) -> None:
+    response = _post(client, _body())
+    assert response.status_code == 202, response.text
+    assert response.json()["status"] == "accepted"
+    [routed] = world.publisher.routed
+    assert routed.event.tenantid == "acme"
+    assert routed.event.partitionkey.startswith("acme:")
+    assert routed.topic_class == "priority"
+
+
+def test_the_previous_secret_still_verifies_during_rotation(client: TestClient, world: World) -> None:
+    assert _post(client, _body(), secret=OLD_SECRET).status_code == 202
+
+
+@pytest.mark.parametrize("secret", ["wrong-secret-wrong", None])
+def test_bad_or_missing_signature_is_401(client: TestClient, world: World, secret: str | None) -> None:
+    body = _body()
+    headers = {} if secret is None else {"x-test-signature": sign(secret, body)}
+    problem = _problem(client.post(URL, content=body, headers=headers), 401)
+    assert problem["field"] == "signature"
+    assert SECRET not in json.dumps(problem)
+    assert world.publisher.routed == []
+
+
+def test_tampered_body_is_401(client: TestClient) -> None:
+    body = _body()
+    _problem(client.post(URL, content=body + b" ", headers={"x-test-signature": sign(SECRET, body)}), 401)
+
+
+@pytest.mark.parametrize(
+    "url", ["/webhooks/test-hook/other", "/webhooks/test-hook/NOT_A_TENANT", "/webhooks/nope/acme"]
+)
+def test_unknown_tenant_connector_or_type_is_404(client: TestClient, url: str) -> None:
+    _problem(_post(client, _body(), url=url), 404)
+
+
+def test_no_active_secret_is_refused(client: TestClient, world: World) -> None:
+    world.store.add(ConnectorRecord("beta", "hook", "testhook", {}))
+    problem = _problem(_post(client, _body(), url="/webhooks/test-hook/beta"), 403)
+    assert problem["type"] == "/problems/no-signing-secret"
+
+
+def test_oversized_body_is_413_declared_or_streamed(client: TestClient, world: World) -> None:
+    big = _body(tables=[{"name": f"t{i}"} for i in range(200)])
+    assert len(big) > 2048
+    _problem(_post(client, big), 413)
+
+    def chunks() -> object:  # no Content-Length: the limit holds on the bytes read
+        yield big[:1000]
+        yield big[1000:]
+
+    _problem(client.post(URL, content=chunks(), headers={"x-test-signature": sign(SECRET, big)}), 413)  # type: ignore[arg-type]
+    assert world.publisher.routed == []
+
+
+def test_malformed_json_is_400(client: TestClient) -> None:
+    problem = _problem(_post(client, b'{"delivery": '), 400)
+    assert problem["field"] == "body"
+
+
+def test_unmappable_goes_to_the_dlq_with_202(client: TestClient, world: World) -> None:
+    body = json.dumps({"delivery": "d9", "tables": "nope"}).encode()
+    response = _post(client, body)
+    assert response.status_code == 202
+    assert response.json() == {"status": "dead_lettered", "field": "tables"}
+    [letter] = world.publisher.dead
+    assert letter.value == body
+    headers = dict(letter.headers)
+    assert headers["stage"] == b"mapping"
+    assert headers["error.class"] == b"InvalidPayload"
+    assert headers["tenant_id"] == b"acme"
+    assert headers["plugin"] == b"testhook"
+    assert headers["connector"] == b"hook"
+    assert headers["origin"] == f"webhook:{URL}".encode()
+    assert world.counter.calls == [{"tenant": "acme", "plugin": "testhook", "stage": "mapping"}]
+    assert _post(client, body).json() == {"status": "duplicate"}  # recorded once the DLQ record was confirmed
+
+
+def test_tolerance_none_fails_the_connector(client: TestClient, world: World) -> None:
+    world.store.add(ConnectorRecord("acme", "hook", "testhook", {}, errors_tolerance=Tolerance.NONE), SECRET)
+    body = json.dumps({"delivery": "d9", "tables": "nope"}).encode()
+    problem = _problem(_post(client, body), 503)
+    assert problem["type"] == "/problems/connector-failed"
+    record = world.store.get_connector("acme", "hook")
+    assert record is not None and record.state is ConnectorState.FAILED
+    assert record.error is not None and "InvalidPayload" in record.error
+    assert world.publisher.dead == []
+    _problem(_post(client, _body("d10")), 503)  # a FAILED connector accepts nothing until restarted
+
+
+def test_redelivery_is_not_published_twice(client: TestClient, world: World) -> None:
+    assert _post(client, _body()).status_code == 202
+    second = _post(client, _body())
+    assert second.status_code == 200
+    assert second.json() == {"status": "duplicate"}
+    assert len(world.publisher.routed) == 1
+
+
+def test_kafka_down_is_503_and_nothing_is_recorded(client: TestClient, world: World) -> None:
+    world.publisher.down = True
+    problem = _problem(_post(client, _body()), 503)
+    assert problem["type"] == "/problems/unavailable"
+    world.publisher.down = False
+    assert world.deliveries.seen_keys == {}
+    assert _post(client, _body()).status_code == 202
+    assert len(world.publisher.routed) == 1
+
+
+def test_paused_connector_answers_503_with_retry_after(client: TestClient, world: World) -> None:
+    world.store.set_state("acme", "hook", ConnectorState.PAUSED)
+    response = _post(client, _body())
+    _problem(response, 503)
+    assert response.headers["retry-after"] == "30"  # type: ignore[attr-defined]
