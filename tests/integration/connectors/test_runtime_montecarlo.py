@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from itest import trino_rows, wait_for
+from pymongo import MongoClient
 from worker_helpers import ADMIN, worker_settings
 
 from connectors.runtime.worker import create_app
@@ -32,8 +33,8 @@ def _mc_signature(secret: str, body: bytes) -> str:
     return hmac.new(secret.encode(), message, hashlib.sha512).hexdigest()
 
 
-def test_signed_incident_is_visible_in_trino(
-    settings: Settings, stack: StackManager, tenant: str, trino_cursor: Any
+def test_signed_incident_is_visible_in_delta_and_mongodb(
+    settings: Settings, stack: StackManager, tenant: str, trino_cursor: Any, mongo: MongoClient[dict[str, Any]]
 ) -> None:
     with TestClient(create_app(worker_settings(settings))) as worker:
         config = {"default_platform": "snowflake", "default_instance": "acme"}
@@ -76,3 +77,17 @@ def test_signed_incident_is_visible_in_trino(
         timeout_s=300,  # the job may be catching up on a backlog after a restart
     )
     assert rows == [("com.montecarlodata.incident.opened.v1", "urn:metalake:snowflake:acme/zeus/ares/artemis")]
+    # The incident's current state: the Delta incidents table and the MongoDB projection the API reads.
+    urn = "urn:metalake:snowflake:acme/zeus/ares/artemis"
+    incidents = wait_for(
+        "the incident in the tenant's Delta incidents table",
+        lambda: trino_rows(trino_cursor, f'SELECT incident_id, urn, status, deleted FROM lake."{schema}".incidents'),
+    )
+    assert incidents == [(incident_id, urn, "opened", False)]
+    projected = mongo[names_for(tenant, settings.lake_root).mongo_database]["incidents"]
+    doc = wait_for("the incident in MongoDB", lambda: projected.find_one({"_id": f"{incident_id}|{urn}"}))
+    assert (doc["status"], doc["url"], doc["deleted"]) == (
+        "opened",
+        f"https://getmontecarlo.com/incidents/{incident_id}",
+        False,
+    )
