@@ -1,16 +1,13 @@
 """Effectively once under a crash: the driver is killed between the Delta commit and the MongoDB upsert.
 
-The test runs its own streaming job for a dedicated tenant (its own topics and checkpoint), so the shared pooled job
-cannot touch its data, and kills it with SIGKILL from inside the batch (METALAKE_FAULT_KILL_AFTER_DELTA).
+The test runs its own streaming job for a dedicated tenant (``streamjob.Job``: its own topics and checkpoint), so the
+shared pooled job cannot touch its data, and kills it with SIGKILL from inside the batch
+(METALAKE_FAULT_KILL_AFTER_DELTA). The other fault tests are in ``test_faults_*.py``.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +15,7 @@ from typing import Any
 import pytest
 from itest import trino_rows, wait_for
 from pymongo import MongoClient
+from streamjob import Job, txn_versions
 
 from metalake.events import CloudEvent, new_event, spec_for
 from metalake.kafka import EventProducer, ensure_topics
@@ -45,55 +43,11 @@ def _events(tenant: str, n_tables: int) -> list[CloudEvent]:
     return out
 
 
-class Job:
-    """One streaming job process for a dedicated tenant, its output in a log file."""
-
-    def __init__(self, tenant: str, log: Path, env: dict[str, str] | None = None) -> None:
-        self.log = log
-        self.ready = log.with_suffix(".ready")
-        self.ready.unlink(missing_ok=True)
-        with log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "processors.enrichment.jobs.stream",
-                    "--tenant",
-                    tenant,
-                    "--ready-file",
-                    str(self.ready),
-                ],
-                env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-
-
 @pytest.fixture
 def dedicated(settings: Settings, stack: StackManager, tenant: str) -> Iterator[TenantNames]:
     names = names_for(tenant, settings.lake_root, dedicated=True)
     ensure_topics(settings, [names.priority_topic, names.bulk_topic])
     yield names
-
-
-def _txn_versions(table_dir: Path) -> list[tuple[str, int]]:
-    """The (appId, version) pairs recorded in a Delta table's commits, read from the log files themselves."""
-    pairs = []
-    for commit in sorted((table_dir / "_delta_log").glob("*.json")):
-        for line in commit.read_text().splitlines():
-            action = json.loads(line)
-            if "txn" in action:
-                pairs.append((action["txn"]["appId"], action["txn"]["version"]))
-    return pairs
 
 
 def test_kill_after_delta_commit_then_restart_loses_and_duplicates_nothing(
@@ -116,8 +70,8 @@ def test_kill_after_delta_commit_then_restart_loses_and_duplicates_nothing(
     assert code == -signal.SIGKILL, (tmp_path / "job-1.log").read_text()[-3000:]
     # The crash window: batch 0 is in Delta (events and assets), MongoDB has nothing yet.
     query = f"metalake-dedicated-{tenant}-priority"
-    assert (query, 0) in _txn_versions(dedicated.delta_path("events"))
-    assert (query, 0) in _txn_versions(dedicated.delta_path("assets"))
+    assert (query, 0) in txn_versions(dedicated.delta_path("events"))
+    assert (query, 0) in txn_versions(dedicated.delta_path("assets"))
     assets = mongo[dedicated.mongo_database]["assets"]
     assert assets.count_documents({}) == 0
 
@@ -130,7 +84,7 @@ def test_kill_after_delta_commit_then_restart_loses_and_duplicates_nothing(
         restarted.stop()
 
     # Replaying batch 0 added no second commit for it: Delta skipped it by its (appId, version).
-    assert _txn_versions(dedicated.delta_path("events")).count((query, 0)) == 1
+    assert txn_versions(dedicated.delta_path("events")).count((query, 0)) == 1
     schema = dedicated.trino_schema
     count = trino_rows(trino_cursor, f'SELECT count(*), count(DISTINCT event_id) FROM "{schema}".events')
     assert count == [(len(events), len(events))]

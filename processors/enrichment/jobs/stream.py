@@ -12,6 +12,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -117,6 +118,65 @@ def _start(
     return query
 
 
+# A failed query (Kafka or MongoDB away longer than their client timeouts, e.g. the changes publish timing out) is
+# restarted from its checkpoint: the failed batch is replayed, which is safe (Delta txn ids, version-guarded MongoDB
+# upserts; the changes topic is at least once). More failures than this within the window end the job as before.
+MAX_RESTARTS = 5
+RESTART_WINDOW_S = 600.0
+
+
+def _backoff_s(failures: int) -> float:
+    return float(min(60, 5 * 2 ** (failures - 1)))
+
+
+class _Supervisor:
+    """Runs the queries until a signal, a query stopped from outside, or (``--available-now``) all of them drained;
+    restarts a failed query after a backoff, up to ``MAX_RESTARTS`` failures per ``RESTART_WINDOW_S``."""
+
+    def __init__(self, start: Callable[[int], StreamingQuery], count: int, available_now: bool) -> None:
+        self._start = start
+        self._available_now = available_now
+        self._failures: list[list[float]] = [[] for _ in range(count)]
+        self.stopping = threading.Event()
+        self.queries = [start(i) for i in range(count)]
+
+    def _restart(self, i: int, error: object) -> bool:
+        now = time.monotonic()
+        recent = [t for t in self._failures[i] if now - t < RESTART_WINDOW_S] + [now]
+        self._failures[i] = recent
+        name = self.queries[i].name
+        if len(recent) > MAX_RESTARTS:
+            log.error("stream.query_failed", extra={"query": name, "failures": len(recent), "error": str(error)[:4000]})
+            return False
+        delay = _backoff_s(len(recent))
+        log.warning(
+            "stream.query_restarting",
+            extra={"query": name, "failures": len(recent), "in_s": delay, "error": str(error)[:4000]},
+        )
+        if not self.stopping.wait(delay):
+            self.queries[i] = self._start(i)
+        return True
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            running = False
+            for i, query in enumerate(self.queries):
+                if query.isActive:
+                    running = True
+                    continue
+                error = query.exception()
+                if error is None:
+                    if self._available_now:
+                        continue  # drained
+                    return  # stopped from outside: stop the others too
+                if not self._restart(i, error):
+                    return
+                running = True
+            if not running:
+                return
+            self.stopping.wait(1)
+
+
 def run(settings: Settings, args: argparse.Namespace) -> None:
     plans = _plan(settings, args)
     spark = build_spark(settings, plans[0].name.rsplit("-", 1)[0])
@@ -125,50 +185,40 @@ def run(settings: Settings, args: argparse.Namespace) -> None:
     )
     changes = EventProducer(settings)
     tables_lock = threading.Lock()
-    queries = [
-        _start(
-            spark,
+    writers = [
+        BatchWriter(
             settings,
-            plan,
-            BatchWriter(
-                settings,
-                plan.name,
-                mongo,
-                after_delta=_fault_hook(),
-                only_tenant=args.tenant,
-                changes=changes,
-                tables_lock=tables_lock,
-            ),
-            args.available_now,
+            plan.name,
+            mongo,
+            after_delta=_fault_hook(),
+            only_tenant=args.tenant,
+            changes=changes,
+            tables_lock=tables_lock,
         )
         for plan in plans
     ]
+    supervisor = _Supervisor(
+        lambda i: _start(spark, settings, plans[i], writers[i], args.available_now), len(plans), args.available_now
+    )
     if args.ready_file:
         args.ready_file.write_text(f"{os.getpid()} {time.time():.0f}\n")
 
-    stopping = threading.Event()
-
     def on_signal(signum: int, frame: FrameType | None) -> None:
         # Only flag it: calling into py4j from a signal handler re-enters the gateway connection.
-        stopping.set()
+        supervisor.stopping.set()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     try:
-        # Until a signal, or until one query ends (failed, or drained with --available-now): then stop them all.
-        while all(q.isActive for q in queries) and not stopping.is_set():
-            queries[0].awaitTermination(1)
-        if args.available_now and not stopping.is_set():
-            for q in queries:
-                q.awaitTermination()
+        supervisor.run()
         log.info("stream.stopping")
-        for q in queries:
+        for q in supervisor.queries:
             q.stop()
     finally:
         changes.close()
         mongo.close()
         spark.stop()
-    failures = [f"{q.name}: {q.exception()}" for q in queries if q.exception() is not None]
+    failures = [f"{q.name}: {q.exception()}" for q in supervisor.queries if q.exception() is not None]
     if failures:
         raise SystemExit("streaming query failed: " + "; ".join(failures))
 

@@ -1,0 +1,171 @@
+"""A dedicated tenant's streaming job as a child process, and probes of its output (Delta via Trino, MongoDB).
+
+Fault tests run one of these per test, for a fresh dedicated tenant (its own topics, checkpoints and ``txnAppId``),
+so the shared pooled job never touches their data, and they can kill it (SIGKILL) and restart it at will.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from itest import trino_rows, wait_for
+from pymongo import MongoClient
+
+from metalake.events import CloudEvent, spec_for
+from metalake.kafka import EventProducer, PublishError
+from tenants.naming import TenantNames
+
+
+class Job:
+    """One streaming job process for a dedicated tenant, its output in a log file (appended across restarts)."""
+
+    def __init__(
+        self, tenant: str, log: Path, env: dict[str, str] | None = None, extra_args: Sequence[str] = ()
+    ) -> None:
+        self.log = log
+        self.ready = log.with_suffix(".ready")
+        self.ready.unlink(missing_ok=True)
+        self.started = time.monotonic()
+        with log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "processors.enrichment.jobs.stream",
+                    "--tenant",
+                    tenant,
+                    "--ready-file",
+                    str(self.ready),
+                    *extra_args,
+                ],
+                env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def tail(self, chars: int = 3000) -> str:
+        return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else ""
+
+    def wait_ready(self, timeout_s: float = 180) -> None:
+        """Until the queries run (the ready file); fail with the log's tail if the process died first."""
+
+        def probe() -> bool:
+            if not self.alive and not self.ready.exists():
+                raise AssertionError(f"job exited with {self.proc.returncode} before it was ready:\n{self.tail()}")
+            return self.ready.exists()
+
+        wait_for("the streaming job to be ready", probe, timeout_s=timeout_s)
+
+    def wait_exit(self, timeout_s: float) -> int:
+        try:
+            return self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.stop()
+            raise AssertionError(f"job still running after {timeout_s:.0f}s:\n{self.tail()}") from None
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown hook, no checkpoint commit, as a crashed host would leave it."""
+        if self.alive:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.alive:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+
+
+def next_batch_id(checkpoint: Path) -> int:
+    """The id of the next batch a query will plan: one past the newest batch in its offsets log (0 if none)."""
+    offsets = [int(p.name) for p in (checkpoint / "offsets").glob("[0-9]*")] if checkpoint.exists() else []
+    return max(offsets, default=-1) + 1
+
+
+def txn_versions(table_dir: Path) -> list[tuple[str, int]]:
+    """The (appId, version) pairs recorded in a Delta table's commits, read from the log files themselves."""
+    pairs = []
+    for commit in sorted((table_dir / "_delta_log").glob("*.json")):
+        for line in commit.read_text().splitlines():
+            action = json.loads(line)
+            if "txn" in action:
+                pairs.append((action["txn"]["appId"], action["txn"]["version"]))
+    return pairs
+
+
+def publish_confirmed(
+    producer: EventProducer, events: Sequence[CloudEvent], names: TenantNames, deadline_s: float = 120
+) -> int:
+    """Publish until Kafka confirms every event, retrying retriable errors; return the number of attempts.
+
+    A retry sends the whole batch again: an event whose first send reached Kafka but whose confirmation was lost
+    would then be in Kafka twice (the idempotent producer only deduplicates its own internal retries)."""
+    deadline = time.monotonic() + deadline_s
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            producer.publish(events, lambda e: names.topic(spec_for(e.type).topic_class(e.data)))
+            return attempts
+        except PublishError as exc:
+            if not exc.retriable or time.monotonic() > deadline:
+                raise
+            time.sleep(1)
+
+
+def delta_event_counts(cursor: Any, names: TenantNames) -> tuple[int, int]:
+    """(count(*), count(DISTINCT event_id)) of the tenant's Delta ``events`` table; (0, 0) before it is in Trino."""
+    rows = trino_rows(cursor, f'SELECT count(*), count(DISTINCT event_id) FROM "{names.trino_schema}".events')
+    return (int(rows[0][0]), int(rows[0][1])) if rows else (0, 0)
+
+
+def wait_for_events(
+    cursor: Any, names: TenantNames, expected: int, timeout_s: float, job: Job | None = None
+) -> tuple[int, int]:
+    """Until the ``events`` table holds ``expected`` rows; fail early (with its log) if ``job`` died."""
+
+    def probe() -> tuple[int, int] | None:
+        if job is not None and not job.alive:
+            raise AssertionError(f"the streaming job died while waiting for its events:\n{job.tail()}")
+        counts = delta_event_counts(cursor, names)
+        return counts if counts[0] >= expected else None
+
+    return wait_for(f"{expected} rows in {names.trino_schema}.events", probe, timeout_s=timeout_s, interval_s=1)
+
+
+AssetState = tuple[str, int, str, bool]
+
+
+def delta_assets(cursor: Any, names: TenantNames) -> list[AssetState]:
+    rows = trino_rows(cursor, f'SELECT urn, version, event_id, deleted FROM "{names.trino_schema}".assets ORDER BY urn')
+    return [(r[0], int(r[1]), r[2], bool(r[3])) for r in rows or []]
+
+
+def mongo_assets(mongo: MongoClient[dict[str, Any]], names: TenantNames) -> list[AssetState]:
+    docs = mongo[names.mongo_database]["assets"].find({}, {"version": 1, "event_id": 1, "deleted": 1})
+    return sorted((d["_id"], int(d["version"]), d["event_id"], bool(d["deleted"])) for d in docs)
+
+
+def newest_states(events: Sequence[CloudEvent]) -> list[AssetState]:
+    """What every asset's state must end as: its newest (version, event id) event, deleted if that is a delete."""
+    newest: dict[str, CloudEvent] = {}
+    for e in events:
+        held = newest.get(e.data["urn"])
+        if held is None or (e.data["version"], e.id) > (held.data["version"], held.id):
+            newest[e.data["urn"]] = e
+    return sorted((urn, e.data["version"], e.id, e.type == "io.metalake.asset.deleted.v1") for urn, e in newest.items())
