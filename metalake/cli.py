@@ -28,6 +28,14 @@ connect_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(connect_app, name="connect")
+lake_app = typer.Typer(
+    help="Lake operations on the Delta tables and the MongoDB projection: maintain, erase (GDPR), reconcile, prune. "
+    "Each runs `python -m processors.lake.<command>` in a subprocess (Spark starts only there): progress on stderr, "
+    "a JSON report on stdout; exit 0 done, 1 failed, 2 refused (unknown tenant, invalid URN, unsafe option). "
+    "See docs/lake.md.",
+    no_args_is_help=True,
+)
+app.add_typer(lake_app, name="lake")
 
 
 def _manager() -> StackManager:
@@ -182,6 +190,85 @@ def connect_crawl(
         runtime.publisher.close()
         runtime.offsets.close()
     typer.echo(json.dumps(summary.as_dict(), indent=2))
+
+
+def _lake(command: str, args: list[str]) -> typer.Exit:
+    """Run a lake command as a subprocess (its output passes through) and exit with its code."""
+    return typer.Exit(code=subprocess.call([sys.executable, "-m", f"processors.lake.{command}", *args]))
+
+
+def _tenant_opt(tenant: str | None) -> list[str]:
+    return ["--tenant", tenant] if tenant else []
+
+
+@lake_app.command("maintain")
+def lake_maintain(
+    tenant: Annotated[str | None, typer.Option(help="Only this tenant (default: every tenant in the lake).")] = None,
+    retention_hours: Annotated[
+        int, typer.Option(help="VACUUM keeps files removed less than this long ago; 168 (Delta's minimum) or more.")
+    ] = 168,
+) -> None:
+    """Compact small files (OPTIMIZE), checkpoint and VACUUM every Delta table of the tenant(s).
+
+    Safe while the streaming job runs: commit conflicts are retried. Prints files and bytes before/after per table.
+    """
+    raise _lake("maintain", [*_tenant_opt(tenant), "--retention-hours", str(retention_hours)])
+
+
+@lake_app.command("erase")
+def lake_erase(
+    tenant: Annotated[str, typer.Option(help="The tenant that holds the asset.")],
+    urn: Annotated[str, typer.Option(help="The asset's URN, e.g. urn:metalake:postgres:prod/shop/public/orders.")],
+    actor: Annotated[str, typer.Option(help="Who requests the erase (recorded in the tenant's audit table).")],
+    include_children: Annotated[
+        bool, typer.Option("--include-children", help="Also erase the assets under the URN (a table's columns).")
+    ] = False,
+    yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation (required without a TTY).")] = False,
+) -> None:
+    """GDPR erase: remove every row about the URN from the tenant's Delta tables (then VACUUM them with 0 hours of
+    retention, so the files are gone from disk and time travel before the erase is lost) and from MongoDB.
+
+    Records the erase in the tenant's audit table with the URN's sha256, never the URN. Cannot be undone.
+    """
+    from processors.lake.discover import tenant_names
+    from processors.lake.errors import EXIT_USAGE, LakeUsageError
+    from processors.lake.scope import erase_target
+
+    try:  # refuse a typo before asking, and before Spark starts
+        names = tenant_names(tenant, get_settings().lake_root)
+        erase_target(names.tenant_id, urn, include_children)
+    except LakeUsageError as exc:
+        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(code=EXIT_USAGE) from None
+    if not yes:
+        if not sys.stdin.isatty():
+            typer.secho("error: refusing to erase without a terminal to confirm; pass --yes", fg="red", err=True)
+            raise typer.Exit(code=EXIT_USAGE)
+        what = f"{urn} and everything under it" if include_children else urn
+        typer.confirm(f"Erase {what} from tenant {tenant}, permanently?", abort=True)
+    args = ["--tenant", tenant, "--urn", urn, "--actor", actor, *(["--include-children"] if include_children else [])]
+    raise _lake("erase", args)
+
+
+@lake_app.command("reconcile")
+def lake_reconcile(
+    tenant: Annotated[str, typer.Option(help="The tenant whose MongoDB projection to check and rebuild.")],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only report the difference; change nothing.")] = False,
+) -> None:
+    """Compare the MongoDB projection with the Delta state tables, report missing/extra/stale documents and repair
+    them from Delta (guarded upserts, safe while the job runs). 0 differences is the healthy result."""
+    raise _lake("reconcile", ["--tenant", tenant, *(["--dry-run"] if dry_run else [])])
+
+
+@lake_app.command("prune")
+def lake_prune(
+    tenant: Annotated[str | None, typer.Option(help="Only this tenant (default: every tenant in the lake).")] = None,
+    older_than_days: Annotated[
+        int, typer.Option(help="Resolved incidents last updated longer ago than this leave MongoDB.")
+    ] = 30,
+) -> None:
+    """Delete resolved incidents older than the recent window from MongoDB (Delta keeps the full history)."""
+    raise _lake("prune", [*_tenant_opt(tenant), "--older-than-days", str(older_than_days)])
 
 
 def main() -> None:

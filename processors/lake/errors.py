@@ -1,0 +1,10 @@
+"""The errors a lake command reports to its operator as one readable line (exit code 2), not as a traceback."""
+
+from __future__ import annotations
+
+
+class LakeUsageError(Exception):
+    """The request cannot be carried out as given: unknown tenant, invalid URN, unsafe retention."""
+
+
+EXIT_USAGE = 2

@@ -1,0 +1,106 @@
+"""What a GDPR erase of one asset touches: the rows of each Delta table and the MongoDB documents. Pure.
+
+URNs are validated and canonical (``AssetUrn.parse``: percent-encoded ASCII segments). Delta predicates compare
+sha256 hashes, so neither SQL quoting nor the Delta log ever sees the URN.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from metalake.urn import AssetUrn, InvalidUrn
+from processors.lake.errors import LakeUsageError
+
+
+@dataclass(frozen=True)
+class EraseTarget:
+    """The URN to erase and whether its children (``urn + "/"`` prefixes: a table's columns) go with it."""
+
+    tenant: str
+    urn: str
+    include_children: bool = False
+
+    @property
+    def child_prefix(self) -> str:
+        return self.urn + "/"
+
+    @property
+    def target_hash(self) -> str:
+        """sha256 of the URN: the audit trail proves which asset was erased to whoever knows it, and holds no name."""
+        return hashlib.sha256(self.urn.encode()).hexdigest()
+
+    @property
+    def raw_key(self) -> str:
+        """The Kafka key publishers give events about the URN (``<tenant>:<urn>``), kept in ``_dlq.raw_key``."""
+        return f"{self.tenant}:{self.urn}"
+
+
+def erase_target(tenant: str, urn: str, include_children: bool = False) -> EraseTarget:
+    """Validate the URN (LakeUsageError with the parser's reason otherwise) and build the target."""
+    try:
+        canonical = str(AssetUrn.parse(urn))
+    except InvalidUrn as exc:
+        raise LakeUsageError(f"invalid URN: {exc}") from None
+    if canonical != urn:
+        # Rows hold URNs as published (canonical). A non-canonical spelling would match nothing and "succeed".
+        raise LakeUsageError(f"URN is not in canonical form; did you mean {canonical!r}?")
+    return EraseTarget(tenant, urn, include_children)
+
+
+def _sha(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()
+
+
+def _is(expr: str, value: str, include_children: bool, prefix: str) -> str:
+    """``expr`` equals ``value`` (or starts with ``prefix``), compared through sha256 so the predicate Delta records
+    in the commit (``operationParameters``) names a hash, never the erased value."""
+    exact = f"sha2({expr}, 256) = '{_sha(value)}'"
+    if not include_children:
+        return exact
+    return f"({exact} OR sha2(substring({expr}, 1, {len(prefix)}), 256) = '{_sha(prefix)}')"
+
+
+def delta_predicates(target: EraseTarget) -> dict[str, str]:
+    """Spark SQL DELETE predicates per Delta table name; they hold hashes only (see ``_is``).
+
+    ``events``: the subject is the URN, or the event's data names it as ``urn`` or ``upstream`` (an edge from it):
+    those rows hold the URN too and the erase must leave no copy. ``_dlq``: the record's Kafka key is
+    ``<tenant>:<urn>`` (binary column; URNs are ASCII, so characters are bytes).
+    """
+    kids, prefix = target.include_children, target.child_prefix
+
+    def on(expr: str) -> str:
+        return _is(expr, target.urn, kids, prefix)
+
+    data_fields = (f"get_json_object(data, '$.{f}')" for f in ("urn", "upstream"))
+    return {
+        "events": " OR ".join([on("subject"), *(on(e) for e in data_fields)]),
+        "assets": on("urn"),
+        "classifications": on("urn"),
+        "lineage_edges": f"{on('urn')} OR {on('upstream')}",
+        "incidents": on("urn"),
+        "_dlq": _is("raw_key", target.raw_key, kids, target.raw_key + "/"),
+    }
+
+
+def _mongo_match(field: str, target: EraseTarget) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [{field: target.urn}]
+    if target.include_children:
+        out.append({field: {"$regex": "^" + re.escape(target.child_prefix)}})
+    return out
+
+
+def mongo_filters(target: EraseTarget) -> dict[str, dict[str, Any]]:
+    """MongoDB delete filters per collection: by ``_id`` and by the URN fields the projection stores."""
+    fields = {
+        "assets": ("_id", "urn"),
+        "classifications": ("urn",),
+        "lineage": ("urn", "upstream"),
+        "incidents": ("urn",),
+    }
+    return {
+        collection: {"$or": [m for f in names for m in _mongo_match(f, target)]} for collection, names in fields.items()
+    }

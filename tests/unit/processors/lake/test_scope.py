@@ -1,0 +1,59 @@
+"""What an erase touches: predicates that hold hashes only, MongoDB filters by _id and URN fields, URN validation."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from processors.lake.errors import LakeUsageError
+from processors.lake.scope import delta_predicates, erase_target, mongo_filters
+
+URN = "urn:metalake:postgres:prod/shop/public/customers"
+
+
+def _sha(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()
+
+
+def test_delta_predicates_cover_every_table_and_never_spell_the_urn() -> None:
+    for children in (False, True):
+        predicates = delta_predicates(erase_target("acme", URN, children))
+        assert set(predicates) == {"events", "assets", "classifications", "lineage_edges", "incidents", "_dlq"}
+        assert not any("customers" in p for p in predicates.values())
+    exact = delta_predicates(erase_target("acme", URN))
+    assert exact["assets"] == f"sha2(urn, 256) = '{_sha(URN)}'"
+    assert "upstream" in exact["lineage_edges"] and "$.upstream" in exact["events"]
+    assert f"sha2(raw_key, 256) = '{_sha('acme:' + URN)}'" == exact["_dlq"]
+
+
+def test_children_match_the_prefix_with_a_slash_only() -> None:
+    assets = delta_predicates(erase_target("acme", URN, include_children=True))["assets"]
+    prefix = URN + "/"
+    assert f"sha2(substring(urn, 1, {len(prefix)}), 256) = '{_sha(prefix)}'" in assets
+
+
+def test_mongo_filters_match_ids_and_urn_fields() -> None:
+    filters = mongo_filters(erase_target("acme", URN))
+    assert filters["assets"] == {"$or": [{"_id": URN}, {"urn": URN}]}
+    assert filters["lineage"] == {"$or": [{"urn": URN}, {"upstream": URN}]}
+    with_children = mongo_filters(erase_target("acme", URN, include_children=True))["classifications"]
+    assert with_children == {"$or": [{"urn": URN}, {"urn": {"$regex": "^" + URN.replace(".", "\\.") + "/"}}]}
+
+
+def test_target_hash_is_the_sha256_of_the_urn() -> None:
+    target = erase_target("acme", URN)
+    assert target.target_hash == _sha(URN) and target.raw_key == f"acme:{URN}"
+
+
+@pytest.mark.parametrize(
+    ("urn", "message"),
+    [
+        ("customers", "not a metalake URN"),
+        ("urn:metalake:postgres:prod/", "1 to 4 non-empty segments"),
+        ("urn:metalake:postgres:prod/my db", "canonical form"),
+    ],
+)
+def test_invalid_urns_are_refused_with_the_reason(urn: str, message: str) -> None:
+    with pytest.raises(LakeUsageError, match=message):
+        erase_target("acme", urn)
