@@ -81,6 +81,14 @@ class SparkSettings(BaseModel):
     query_name: str = "metalake-pooled"
 
 
+class EnrichmentSettings(BaseModel):
+    """Automatic PII classification of columns (processors.enrichment.classify): on/off, and each tenant's own
+    words for personal data, e.g. ``METALAKE_ENRICHMENT__PII_TERMS='{"acme": ["kundennr", "iban"]}'``."""
+
+    auto_classify: bool = True
+    pii_terms: dict[str, list[str]] = Field(default_factory=dict)
+
+
 class TelemetrySettings(BaseModel):
     service_name: str = "metalake"
     log_level: str = "INFO"
@@ -130,6 +138,7 @@ class Settings(BaseSettings):
     lake: LakeSettings = LakeSettings()
     spark: SparkSettings = SparkSettings()
     telemetry: TelemetrySettings = TelemetrySettings()
+    enrichment: EnrichmentSettings = EnrichmentSettings()
     connect: ConnectSettings = ConnectSettings()
 
     @model_validator(mode="after")

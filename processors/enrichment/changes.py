@@ -11,11 +11,13 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime
 from typing import Any
 
-from metalake.events import CloudEvent
+from metalake.events import CloudEvent, new_event
+from processors.enrichment.classify import Rule, classify
 from processors.enrichment.state import StateSpec
 
 CHANGED = "io.metalake.state.changed.v1"
 SOURCE = "/processors/enrichment"
+CLASSIFIER = "/processors/enrichment/classifier"
 _NAMESPACE = uuid.UUID("6f1c3c0e-5f7a-4a55-9d2e-1e0f0b6c2a71")
 
 
@@ -53,4 +55,35 @@ def change_events(tenant: str, spec: StateSpec, rows: Sequence[Mapping[str, Any]
                 },
             )
         )
+    return out
+
+
+def auto_classifications(
+    tenant: str, assets: Sequence[Mapping[str, Any]], rules: Sequence[Rule], dictionary: Sequence[str]
+) -> list[CloudEvent]:
+    """Classification events for the live columns among ``assets`` (folded asset rows) that a rule tags.
+
+    The event's version is the column's own, and its id is derived from (tenant, column, tag, version): a replayed
+    batch publishes the same events, and a column seen again at the same version is not tagged twice.
+    """
+    out = []
+    for row in assets:
+        if row.get("kind") != "column" or row.get("deleted") or not row.get("name"):
+            continue
+        for match in classify(str(row["name"]), row.get("data_type"), rules, dictionary):
+            event_id = uuid.uuid5(_NAMESPACE, f"auto|{tenant}|{row['urn']}|{match.tag}|{row['version']}")
+            data = {
+                "urn": row["urn"],
+                "version": row["version"],
+                "tag": match.tag,
+                "source": "auto",
+                "propagate": True,
+                "confidence": match.confidence,
+                "rule": match.rule,
+            }
+            out.append(
+                new_event(
+                    "io.metalake.classification.added.v1", tenant, data, source=CLASSIFIER, event_id=str(event_id)
+                )
+            )
     return out

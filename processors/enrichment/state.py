@@ -43,6 +43,9 @@ class StateSpec:
     fields: tuple[str, ...]
     carried: frozenset[str] = frozenset()
     derive: Callable[[Mapping[str, Any]], dict[str, Any]] | None = field(default=None, compare=False)
+    # Rows whose ``source`` is "human" are never overwritten by a row whose source is "auto" (whatever the versions):
+    # an automatic classifier must not undo a person's decision.
+    protect_human: bool = False
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -70,6 +73,7 @@ CLASSIFICATIONS = StateSpec(
     key=("urn", "tag"),
     types={"io.metalake.classification.added.v1": False, "io.metalake.classification.removed.v1": True},
     fields=("source", "propagate", "confidence", "rule", "actor"),
+    protect_human=True,
 )
 LINEAGE = StateSpec(
     table="lineage_edges",
@@ -114,20 +118,29 @@ def fold(spec: StateSpec, rows: Iterable[ParsedRow], now: datetime) -> list[dict
         items.sort(key=_order)
         state: dict[str, Any] = dict(zip(spec.key, key, strict=True))
         state.update(dict.fromkeys(spec.fields))
+        last = items[0][0]
         for row, data in items:
-            if spec.types[row.event_type or ""]:
+            removal = spec.types[row.event_type or ""]
+            if not removal and spec.protect_human and overrides_human(state.get("source"), data.get("source")):
+                continue
+            last = row
+            if removal:
                 continue  # a removal carries no values: the tombstone keeps the last ones
             values = {**data, **(spec.derive(data) if spec.derive else {})}
             for name in spec.fields:
                 if name not in spec.carried or values.get(name) is not None:
                     state[name] = values.get(name)
-        newest = items[-1][0]
         state.update(
-            deleted=spec.types[newest.event_type or ""],
-            version=newest.version,
-            event_id=newest.event_id,
-            event_time=newest.event_time,
+            deleted=spec.types[last.event_type or ""],
+            version=last.version,
+            event_id=last.event_id,
+            event_time=last.event_time,
             updated_at=now,
         )
         out.append(state)
     return out
+
+
+def overrides_human(held_source: Any, incoming_source: Any) -> bool:
+    """Whether an incoming row would overwrite a person's decision with an automatic one."""
+    return bool(held_source == "human" and incoming_source == "auto")

@@ -37,7 +37,8 @@ from metalake.kafka import EventProducer
 from metalake.settings import Settings
 from metalake.telemetry import bind_tenant, extract_context
 from processors.enrichment.catalog import register_tenant_tables
-from processors.enrichment.changes import change_events
+from processors.enrichment.changes import auto_classifications, change_events
+from processors.enrichment.classify import DEFAULT_RULES
 from processors.enrichment.parse import ParsedRow, foreign_tenant, parse_rows
 from processors.enrichment.projection import apply_upserts, spec_upsert
 from processors.enrichment.state import META, STATE_SPECS, StateSpec, fold
@@ -49,6 +50,7 @@ tracer = trace.get_tracer(__name__)
 meter = metrics.get_meter(__name__)
 events_in = meter.create_counter("metalake.enrichment.events", description="Valid events written to Delta")
 dlq_records = meter.create_counter("metalake.enrichment.dlq", description="Records sent to a _dlq table")
+auto_tags = meter.create_counter("metalake.enrichment.auto_tags", description="Classifications made by rules")
 conflicts = meter.create_counter("metalake.enrichment.merge_conflicts", description="MERGE retried after a conflict")
 batch_seconds = meter.create_histogram("metalake.enrichment.batch.duration", unit="s")
 
@@ -260,6 +262,7 @@ class BatchWriter:
             with timer("changes"):
                 published = [e for spec, folded in states for e in change_events(tenant, spec, folded)]
                 self._changes.publish(published, lambda e: CHANGES_TOPIC)
+            self._auto_classify(tenant, states[0][1], timer)
         events_in.add(len(valid), {"tenant": tenant})
         log.info(
             "enrichment.tenant_written",
@@ -268,6 +271,19 @@ class BatchWriter:
         if tenant not in self._registered_tenants:
             with timer("trino_register"):
                 self._register(names)
+
+    def _auto_classify(self, tenant: str, assets: list[dict[str, Any]], timer: StepTimer) -> None:
+        """Publish classification events for the batch's columns that the rules tag. They come back through the
+        pipeline like any event; the classifications state never lets them overwrite a person's decision."""
+        enrichment = self._settings.enrichment
+        if not enrichment.auto_classify or self._changes is None:
+            return
+        with timer("auto_classify"):
+            events = auto_classifications(tenant, assets, DEFAULT_RULES, enrichment.pii_terms.get(tenant, ()))
+            if events:
+                names = names_for(tenant, self._settings.lake_root, dedicated=self._only_tenant is not None)
+                self._changes.publish(events, lambda e: names.priority_topic)
+                auto_tags.add(len(events), {"tenant": tenant})
 
     def _append(
         self, spark: SparkSession, rows: list[tuple[Any, ...]], schema: StructType, path: str, batch_id: int
@@ -302,6 +318,9 @@ class BatchWriter:
             )
         update.update({c: F.col(f"s.{c}") for c in META})
         on = " AND ".join(f"t.{k} = s.{k}" for k in spec.key)
+        condition = _newer("s", "t")
+        if spec.protect_human:
+            condition = f"({condition}) AND NOT (coalesce(t.source, '') = 'human' AND coalesce(s.source, '') = 'auto')"
 
         def merge() -> None:
             # The txn confs are consumed by each attempt (auto-reset): set them every time.
@@ -311,7 +330,7 @@ class BatchWriter:
                 DeltaTable.forPath(spark, str(names.delta_path(spec.table)))
                 .alias("t")
                 .merge(source.alias("s"), on)
-                .whenMatchedUpdate(condition=_newer("s", "t"), set=update)
+                .whenMatchedUpdate(condition=condition, set=update)
                 .whenNotMatchedInsertAll()
                 .execute()
             )
