@@ -79,7 +79,9 @@ def test_event_reaches_delta_mongodb_and_trino(
     )
     assert rows == [(table, "table", "orders", None, 100), (column, "column", "email", "text", 100)]
     events = trino_rows(
-        trino_cursor, f'SELECT event_type, subject, kafka_topic FROM "{schema}".events ORDER BY subject'
+        trino_cursor,
+        f'SELECT event_type, subject, kafka_topic FROM "{schema}".events '
+        "WHERE source = '/tests/integration' ORDER BY subject",
     )
     assert events == [
         ("io.metalake.asset.upserted.v1", table, "metalake.events.priority"),
