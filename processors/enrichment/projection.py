@@ -43,7 +43,7 @@ def spec_upsert(spec: StateSpec) -> Callable[[Mapping[str, Any]], dict[str, Any]
             fields.update({c: row[c] for c in spec.fields if c not in spec.carried})
         fields.update({c: row[c] for c in spec.carried if row[c] is not None})
         op = guarded_upsert(spec.mongo_id(row), row["version"], row["event_id"], fields)
-        if spec.protect_human and row.get("source") == "auto":
+        if spec.protect_human and row.get("source") == "auto" and not row["deleted"]:
             # Same rule as the Delta MERGE: an automatic row never replaces a person's decision.
             op["q"]["source"] = {"$ne": "human"}
         return op

@@ -320,7 +320,9 @@ class BatchWriter:
         on = " AND ".join(f"t.{k} = s.{k}" for k in spec.key)
         condition = _newer("s", "t")
         if spec.protect_human:
-            condition = f"({condition}) AND NOT (coalesce(t.source, '') = 'human' AND coalesce(s.source, '') = 'auto')"
+            # A removal always applies (it keeps the held values, so a person's tag stays theirs as a tombstone).
+            auto_over_human = "coalesce(t.source, '') = 'human' AND coalesce(s.source, '') = 'auto'"
+            condition = f"({condition}) AND (s.deleted OR NOT ({auto_over_human}))"
 
         def merge() -> None:
             # The txn confs are consumed by each attempt (auto-reset): set them every time.

@@ -134,7 +134,8 @@ def test_five_random_kills_lose_and_duplicate_nothing(
                 finally:
                     job.stop()
                 assert code == -signal.SIGKILL, job.tail()
-                assert "fault.kill_after_delta" in job.tail(20_000)
+                # The whole log: after the kill, the orphaned JVM can append long stack traces to it.
+                assert "fault.kill_after_delta" in job.log.read_text(errors="replace")
                 done.append(f"after_delta(batch {target}) at {time.monotonic() - job.started:.1f}s")
             else:
                 job = Job(tenant, log, env=small_batches)

@@ -110,3 +110,11 @@ def test_the_mongodb_upsert_of_an_automatic_tag_skips_human_documents() -> None:
     assert spec_upsert(CLASSIFICATIONS)(auto)["q"]["source"] == {"$ne": "human"}
     [human] = fold(CLASSIFICATIONS, [_row(5, "a", "human")], NOW)
     assert "source" not in spec_upsert(CLASSIFICATIONS)(human)["q"]
+
+
+def test_a_removal_folded_after_an_automatic_add_still_applies() -> None:
+    removal = _row(3, "c", "human")._replace(event_type="io.metalake.classification.removed.v1")
+    [state] = fold(CLASSIFICATIONS, [_row(2, "b", "auto"), removal], NOW)
+    assert (state["deleted"], state["version"]) == (True, 3)
+    # Not guarded by the human-source filter: the tombstone must reach a document a person wrote.
+    assert "source" not in spec_upsert(CLASSIFICATIONS)(state)["q"]
