@@ -16,16 +16,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from delta.exceptions import (
-    ConcurrentAppendException,
-    ConcurrentDeleteDeleteException,
-    ConcurrentDeleteReadException,
-    ConcurrentTransactionException,
-    ConcurrentWriteException,
-    DeltaConcurrentModificationException,
-    MetadataChangedException,
-    ProtocolChangedException,
-)
+import delta.exceptions as delta_errors
 from delta.tables import DeltaTable
 from opentelemetry import metrics, trace
 from pymongo import MongoClient
@@ -57,14 +48,14 @@ batch_seconds = meter.create_histogram("metalake.enrichment.batch.duration", uni
 CONFLICT_ATTEMPTS = 5
 # The exceptions PySpark raises for Delta conflicts subclass these one by one, not their common base.
 CONFLICTS = (
-    ConcurrentAppendException,
-    ConcurrentDeleteDeleteException,
-    ConcurrentDeleteReadException,
-    ConcurrentTransactionException,
-    ConcurrentWriteException,
-    DeltaConcurrentModificationException,
-    MetadataChangedException,
-    ProtocolChangedException,
+    delta_errors.ConcurrentAppendException,
+    delta_errors.ConcurrentDeleteDeleteException,
+    delta_errors.ConcurrentDeleteReadException,
+    delta_errors.ConcurrentTransactionException,
+    delta_errors.ConcurrentWriteException,
+    delta_errors.DeltaConcurrentModificationException,
+    delta_errors.MetadataChangedException,
+    delta_errors.ProtocolChangedException,
 )
 
 # Hook for fault tests: called between the Delta commit and the MongoDB upsert of a tenant.

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from typing import Any
+
+from parsedrows import valid_row
 
 from processors.enrichment.changes import auto_classifications
 from processors.enrichment.classify import DEFAULT_RULES, Match, classify
@@ -72,27 +73,7 @@ def test_events_only_for_live_columns_with_deterministic_ids() -> None:
 
 def _row(version: int, event_id: str, source: str) -> ParsedRow:
     data = {"urn": COLUMN, "version": version, "tag": "PII", "source": source}
-    return ParsedRow(
-        tenant="acme",
-        valid=True,
-        event_id=event_id,
-        event_type="io.metalake.classification.added.v1",
-        source="/t",
-        subject=COLUMN,
-        event_time=NOW,
-        version=version,
-        data=json.dumps(data),
-        reason=None,
-        field=None,
-        raw_key=None,
-        raw_value=None,
-        raw_headers=None,
-        topic="t",
-        partition=0,
-        offset=0,
-        kafka_time=None,
-        traceparent=None,
-    )
+    return valid_row("io.metalake.classification.added.v1", version, event_id, data, NOW)
 
 
 def test_an_automatic_tag_never_replaces_a_human_decision_in_a_batch() -> None:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from typing import Any
+
+from parsedrows import valid_row
 
 from processors.enrichment.parse import ParsedRow
 from processors.enrichment.projection import spec_upsert
@@ -16,27 +17,7 @@ URN = "urn:metalake:postgres:prod/shop/public/orders"
 
 
 def _row(event_type: str, version: int, event_id: str, data: dict[str, Any], valid: bool = True) -> ParsedRow:
-    return ParsedRow(
-        tenant="acme",
-        valid=valid,
-        event_id=event_id,
-        event_type=event_type,
-        source="/t",
-        subject=data.get("urn"),
-        event_time=T,
-        version=version,
-        data=json.dumps(data),
-        reason=None,
-        field=None,
-        raw_key=None,
-        raw_value=None,
-        raw_headers=None,
-        topic="t",
-        partition=0,
-        offset=0,
-        kafka_time=None,
-        traceparent=None,
-    )
+    return valid_row(event_type, version, event_id, data, T)._replace(valid=valid)
 
 
 def _upsert(version: int, event_id: str, **data: Any) -> ParsedRow:
