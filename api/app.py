@@ -1,0 +1,42 @@
+"""The tenant-admin API: an app factory. ``metalake api`` serves it."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import APIRouter, FastAPI
+from pymongo import MongoClient
+
+from api.context import ApiContext
+from api.problems import install_problem_handlers
+from metalake.settings import Settings, load_settings
+
+# One module per resource under api/routes, each exposing ``router``. Add a line here to serve a new one.
+ROUTERS: tuple[str, ...] = ()
+
+
+def _router(module: str) -> APIRouter:
+    router = importlib.import_module(f"api.routes.{module}").router
+    assert isinstance(router, APIRouter)  # noqa: S101 - the routes package's convention
+    return router
+
+
+def create_app(settings: Settings | None = None, *, mongo: MongoClient[dict[str, Any]] | None = None) -> FastAPI:
+    settings = settings or load_settings()
+    client = mongo or MongoClient(settings.mongo_uri, serverSelectionTimeoutMS=10_000, tz_aware=True)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        if mongo is None:
+            client.close()
+
+    app = FastAPI(title="metalake admin API", version="1", lifespan=lifespan)
+    app.state.ctx = ApiContext(settings=settings, mongo=client)
+    install_problem_handlers(app)
+    for module in ROUTERS:
+        app.include_router(_router(module))
+    return app
