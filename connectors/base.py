@@ -10,6 +10,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import Enum
 from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
@@ -28,10 +29,17 @@ C = TypeVar("C", bound=ConnectorConfig)
 
 @dataclass(frozen=True)
 class ConnectorContext:
-    """Who a connector instance works for. No I/O handles: those stay with the runtime."""
+    """Who a connector instance works for. No I/O handles: those stay with the runtime.
+
+    A source connector's task is an instance built with ``task_id`` and the ``task_config`` its connector produced
+    (:meth:`SourceConnector.task_configs`); ``task_id=None`` with an empty config is the connector itself, or a lone
+    task that owns every partition.
+    """
 
     tenant_id: str
     connector_name: str
+    task_id: int | None = None
+    task_config: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def source(self) -> str:
@@ -83,25 +91,49 @@ class WebhookConnector(ABC, Generic[C]):
         """The events this delivery means; raise :class:`InvalidPayload` if it cannot be mapped."""
 
 
+class OffsetAction(Enum):
+    """What a :class:`SourceRecord` without a new position does to its partition's stored offset."""
+
+    KEEP = "keep"
+    """No new position: the stored offset stays as it is (e.g. a record in the middle of a table's records)."""
+    FORGET = "forget"
+    """The partition is gone: its offset is forgotten (a tombstone in the offsets topic)."""
+
+
+KEEP = OffsetAction.KEEP
+FORGET = OffsetAction.FORGET
+
+
 @dataclass(frozen=True)
 class SourceRecord:
     """An event from a pull source, with the source position reached once it is published.
 
     ``partition`` identifies a slice of the source (e.g. one table); ``offset`` is where that slice stands after this
-    record. The runtime stores offsets only after Kafka confirmed the records before them.
+    record, :data:`KEEP` (the default: no new position) or :data:`FORGET` (the partition is gone). ``None`` is read as
+    ``FORGET``, its meaning before the two were told apart. The runtime stores offsets only after Kafka confirmed the
+    records before them.
     """
 
     event: CloudEvent
     partition: Mapping[str, str]
-    offset: Mapping[str, Any] | None = field(default=None)
+    offset: Mapping[str, Any] | OffsetAction | None = field(default=KEEP)
+
+    @property
+    def forgets(self) -> bool:
+        return self.offset is None or self.offset is FORGET
 
 
 class SourceConnector(ABC, Generic[C]):
     """A pull source, like a Kafka Connect ``SourceTask``: reads its source and yields records, resuming from offsets.
 
-    ``poll`` receives the stored offsets of every partition this connector wrote before (empty on the first run) and
-    yields records as it reads, so a large source is streamed, never loaded whole. A partition whose offset should be
-    forgotten (e.g. a dropped table) is yielded with ``offset=None`` after its last record.
+    ``poll`` receives the stored offsets of every partition this task owns (empty on the first run) and yields
+    records as it reads, so a large source is streamed, never loaded whole. A partition whose offset should be
+    forgotten (e.g. a dropped table) is yielded with ``offset=FORGET`` on its last record.
+
+    Tasks, like Kafka Connect's: the runtime asks the connector for up to ``tasks.max`` task configurations
+    (:meth:`task_configs`), builds one instance per configuration (``ctx.task_id``, ``ctx.task_config``) and runs
+    each one's ``poll``. Every task owns a disjoint set of partitions (:meth:`owns`): it is handed only their offsets
+    and may emit records for them only, so its deletion detection can never touch another task's partitions.
     """
 
     config_model: ClassVar[type[ConnectorConfig]]
@@ -114,7 +146,60 @@ class SourceConnector(ABC, Generic[C]):
     def poll(self, offsets: Mapping[str, Mapping[str, Any]]) -> Iterator[SourceRecord]:
         """Yield records; ``offsets`` maps ``partition_key(partition)`` to the stored offset."""
 
+    def task_configs(self, max_tasks: int, offsets: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """Connect's ``Connector.taskConfigs``: between 1 and ``max_tasks`` JSON-serialisable task configurations.
+
+        ``offsets`` holds every stored partition of the connector, so partitions that vanished from the source still
+        get an owner (who then deletes them). Default: one task that owns everything.
+        """
+        return [{}]
+
+    def owns(self, partition: Mapping[str, str]) -> bool:
+        """Whether this task (``ctx.task_config``) owns ``partition``. Default: every partition."""
+        return True
+
+
+# Only the three characters that structure a key are escaped, so the key of a partition whose values hold none of
+# them is byte for byte what it was before escaping existed (stored offsets stay readable).
+_ESCAPES = {"%": "%25", "&": "%26", "=": "%3D"}
+_UNESCAPES = {v: k for k, v in _ESCAPES.items()}
+
+
+def _escape(text: str) -> str:
+    return "".join(_ESCAPES.get(ch, ch) for ch in text)
+
+
+def _unescape(text: str) -> str:
+    out, i = [], 0
+    while i < len(text):
+        code = text[i : i + 3].upper()
+        if code in _UNESCAPES:
+            out.append(_UNESCAPES[code])
+            i += 3
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
 
 def partition_key(partition: Mapping[str, str]) -> str:
-    """A stable string for a source partition (the key of its offset)."""
-    return "&".join(f"{k}={partition[k]}" for k in sorted(partition))
+    """A stable string for a source partition (the key of its offset): ``k=v`` pairs sorted by key, joined by ``&``,
+    with ``%``, ``&`` and ``=`` in names and values percent-escaped, so two partitions never share a key."""
+    return "&".join(f"{_escape(k)}={_escape(partition[k])}" for k in sorted(partition))
+
+
+class InvalidPartitionKey(ValueError):
+    pass
+
+
+def parse_partition_key(key: str) -> dict[str, str]:
+    """The partition a :func:`partition_key` was built from; raises :class:`InvalidPartitionKey` for another string."""
+    if not key:
+        return {}
+    partition: dict[str, str] = {}
+    for pair in key.split("&"):
+        name, sep, value = pair.partition("=")
+        if not sep or "=" in value:
+            raise InvalidPartitionKey("not a partition key: a pair without exactly one '='")
+        partition[_unescape(name)] = _unescape(value)
+    return partition

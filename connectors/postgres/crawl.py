@@ -4,9 +4,10 @@ Order: the database, its schemas, its tables and views, then for each changed ta
 its columns, deletes of columns that disappeared, its foreign-key edges, removals of edges that disappeared. Tables
 come before every column so they are published first (columns are ~90% of the volume and travel on the bulk topic).
 
-Offsets: a record of a changed table other than its last carries the offset stored before (``None`` if there was
-none), so the stored state does not move until the last record; the last carries the new offset. A crash in between
-re-crawls the table next time.
+Offsets: a record of a changed table other than its last carries ``KEEP``, so the stored state does not move until
+the last record; the last carries the new offset. A crash in between re-crawls the table next time.
+
+Scope: a task crawls only the database row and the schemas its :class:`~connectors.postgres.tasks.Scope` owns.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 import psycopg
 
-from connectors.base import SourceRecord, partition_key
+from connectors.base import FORGET, KEEP, SourceRecord, partition_key
 from connectors.postgres.catalog import (
     CatalogError,
     ColumnRow,
@@ -44,6 +45,7 @@ from connectors.postgres.state import (
     table_offset,
     table_partition,
 )
+from connectors.postgres.tasks import Scope
 from metalake.events import CloudEvent
 
 log = logging.getLogger(__name__)
@@ -80,6 +82,7 @@ class DatabaseCrawl:
     config: PostgresCatalogConfig
     events: EventFactory
     offsets: Mapping[str, Offset]
+    scope: Scope = field(default_factory=Scope)
     seen: set[str] = field(default_factory=set)
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(("tables", "changed", "columns"), 0))
 
@@ -100,7 +103,10 @@ class DatabaseCrawl:
         return self.offsets.get(key)
 
     def _database(self, conn: psycopg.Connection[Any], database: str) -> Iterator[SourceRecord]:
-        row, partition, urn = read_database(conn), database_partition(database), self.events.urn(database)
+        partition = database_partition(database)
+        if not self.scope.owns(partition):
+            return
+        row, urn = read_database(conn), self.events.urn(database)
         digest = database_hash(urn, row)
         if changed(self._visit(partition), digest):
             yield SourceRecord(self.events.database(urn, row), partition, asset_offset(urn, digest, self.version))
@@ -109,10 +115,11 @@ class DatabaseCrawl:
         """Yields the changed schemas; returns the names of all selected ones (for the table query)."""
         selected: list[str] = []
         for row in read_schemas(conn):
-            if not self.config.schema_selected(row.name):
+            partition = schema_partition(database, row.name)
+            if not self.config.schema_selected(row.name) or not self.scope.owns(partition):
                 continue
             selected.append(row.name)
-            partition, urn = schema_partition(database, row.name), self.events.urn(database, row.name)
+            urn = self.events.urn(database, row.name)
             digest = schema_hash(urn, row)
             if changed(self._visit(partition), digest):
                 yield SourceRecord(self.events.schema(urn, row), partition, asset_offset(urn, digest, self.version))
@@ -130,7 +137,7 @@ class DatabaseCrawl:
         table = PendingTable(row, path, urn, digest, stored, upstreams)
         if table.has_tail():
             pending.append(table)
-            return SourceRecord(self.events.table(urn, row), table.partition, stored)
+            return SourceRecord(self.events.table(urn, row), table.partition, KEEP)
         return SourceRecord(self.events.table(urn, row), table.partition, self._final(table, []))
 
     def _tails(self, conn: psycopg.Connection[Any], pending: Sequence[PendingTable]) -> Iterator[SourceRecord]:
@@ -163,7 +170,7 @@ class DatabaseCrawl:
             raise CatalogError(f"no columns or edges read for table oid {table.row.oid} that has a tail")
         final = self._final(table, names)
         for i, event in enumerate(out, 1):
-            yield SourceRecord(event, table.partition, final if i == len(out) else table.stored)
+            yield SourceRecord(event, table.partition, final if i == len(out) else KEEP)
 
     def _final(self, table: PendingTable, columns: list[str]) -> dict[str, Any]:
         return table_offset(table.urn, table.digest, self.version, columns, table.upstreams)
@@ -176,11 +183,11 @@ class DatabaseCrawl:
 def deletions(events: EventFactory, gone: Sequence[StoredPartition]) -> Iterator[SourceRecord]:
     """Deletes for partitions that no longer exist: the asset, its recorded columns and edges; then forget it.
 
-    Every record but the last re-states the stored offset; the last carries ``offset=None`` (forget the partition).
+    Every record but the last keeps the stored offset; the last carries ``FORGET`` (forget the partition).
     """
     for part in gone:
         urn = str(part.urn)
         out = [events.deleted(urn), *(events.deleted(c) for c in part.column_urns())]
         out += [events.edge_removed(urn, up) for up in part.offset.get("upstreams") or ()]
         for i, event in enumerate(out, 1):
-            yield SourceRecord(event, part.partition, None if i == len(out) else part.offset)
+            yield SourceRecord(event, part.partition, FORGET if i == len(out) else KEEP)

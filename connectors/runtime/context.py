@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
@@ -14,6 +14,7 @@ from connectors.registry import ConnectorClass, Plugin
 from connectors.runtime.control import ConnectorRecord, ControlStore
 from connectors.runtime.dedup import DeliveryLog
 from connectors.runtime.errors import Counter, ErrorPolicy
+from connectors.runtime.lookups import LookupCache
 from connectors.runtime.offsets import OffsetStore
 from connectors.runtime.publisher import Publisher
 from connectors.runtime.transforms import Chain
@@ -35,6 +36,15 @@ class Runtime:
     offsets: OffsetStore
     plugins: Mapping[str, Plugin]
     dlq_counter: Counter | None = None
+    # A publisher and an offset store of its own for each task of a multi-task crawl (tests inject fakes).
+    task_io_factory: Callable[[], tuple[Publisher, OffsetStore]] | None = None
+    # The webhook path's control-plane reads (off unless built with a TTL: see build_runtime).
+    lookups: LookupCache[Any] = field(default_factory=lambda: LookupCache(0.0))
+
+    def task_io(self) -> tuple[Publisher, OffsetStore]:
+        if self.task_io_factory is not None:
+            return self.task_io_factory()
+        return Publisher(self.settings, directory=self.publisher.directory), OffsetStore(self.settings)
 
     def plugin_class(self, type_: str) -> ConnectorClass:
         plugin = self.plugins.get(type_)
@@ -69,8 +79,14 @@ def build_config(cls: ConnectorClass, record: ConnectorRecord, secrets: Mapping[
 
 
 def instantiate(
-    cls: ConnectorClass, record: ConnectorRecord, secrets: Mapping[str, SecretStr]
+    cls: ConnectorClass,
+    record: ConnectorRecord,
+    secrets: Mapping[str, SecretStr],
+    *,
+    task_id: int | None = None,
+    task_config: Mapping[str, Any] | None = None,
 ) -> WebhookConnector[Any] | SourceConnector[Any]:
+    """The connector (``task_id=None``) or one of its tasks, with its typed config; else :class:`PluginUnavailable`."""
     try:
         config = build_config(cls, record, secrets)
     except ValidationError as exc:
@@ -78,7 +94,7 @@ def instantiate(
         raise PluginUnavailable(
             f"stored config of {record.id} is invalid for {record.type}: {exc.error_count()} error(s)"
         ) from exc
-    return cls(config, ConnectorContext(record.tenant, record.name))
+    return cls(config, ConnectorContext(record.tenant, record.name, task_id, dict(task_config or {})))
 
 
 def get_runtime(request: Request) -> Runtime:

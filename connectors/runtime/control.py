@@ -2,8 +2,11 @@
 
 Two collections, so a read of configuration can never carry a secret by accident:
 
-- ``connectors``: ``{_id: "<tenant>/<name>", tenant, name, type, config, transforms, errors_tolerance, state, error,
-  updated_at}``; ``config`` is the plugin's configuration without its secret fields;
+- ``connectors``: ``{_id: "<tenant>/<name>", tenant, name, type, config, transforms, errors_tolerance, tasks_max,
+  state, error, updated_at}``; ``config`` is the plugin's configuration without its secret fields;
+- ``connector_tasks``: one document per task of a source connector, ``{_id: "<tenant>/<name>/<task id>", tenant,
+  name, task, config, state, trace, worker_id, last_run, updated_at}``, written by the crawl that runs it; ``config``
+  is stored as JSON text (FerretDB refuses nested arrays, and a task config is the plugin's to shape);
 - ``connector_secrets``: the webhook signing secrets of a connector (at most two active, for rotation), the secret
   fields of its configuration, and the tenants' ingest write keys (stored as SHA-256 hashes only).
 
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +38,7 @@ from tenants.naming import CONTROL_DATABASE, validate_tenant_id
 
 CONNECTORS = "connectors"
 SECRETS = "connector_secrets"
+TASKS = "connector_tasks"
 MAX_WEBHOOK_SECRETS = 2
 WRITE_KEY_PREFIX = "mlk"
 
@@ -69,10 +74,26 @@ class ConnectorRecord:
     error: str | None = None
     updated_at: datetime | None = None
     secret_fields: Sequence[str] = field(default_factory=tuple)
+    tasks_max: int = 1
 
     @property
     def id(self) -> str:
         return connector_id(self.tenant, self.name)
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    """One task of a source connector: its configuration (which partitions it owns), state and last run."""
+
+    tenant: str
+    name: str
+    id: int
+    config: Mapping[str, Any]
+    state: ConnectorState = ConnectorState.RUNNING
+    trace: str | None = None
+    worker_id: str | None = None
+    last_run: Mapping[str, Any] | None = None
+    updated_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -85,6 +106,10 @@ class SecretInfo:
 
 def connector_id(tenant: str, name: str) -> str:
     return f"{tenant}/{name}"
+
+
+def task_doc_id(tenant: str, name: str, task: int) -> str:
+    return f"{tenant}/{name}/{task}"
 
 
 def _now() -> datetime:
@@ -107,6 +132,25 @@ def _record(doc: Doc) -> ConnectorRecord:
         error=doc.get("error"),
         updated_at=doc.get("updated_at"),
         secret_fields=tuple(doc.get("secret_fields") or ()),
+        tasks_max=int(doc.get("tasks_max") or 1),
+    )
+
+
+def _config_text(config: Mapping[str, Any]) -> str:
+    return json.dumps(dict(config), sort_keys=True, separators=(",", ":"))
+
+
+def _task(doc: Doc) -> TaskRecord:
+    return TaskRecord(
+        tenant=doc["tenant"],
+        name=doc["name"],
+        id=int(doc["task"]),
+        config=json.loads(doc.get("config") or "{}"),
+        state=ConnectorState(doc.get("state", ConnectorState.RUNNING)),
+        trace=doc.get("trace"),
+        worker_id=doc.get("worker_id"),
+        last_run=doc.get("last_run"),
+        updated_at=doc.get("updated_at"),
     )
 
 
@@ -124,6 +168,7 @@ class ControlStore:
     def __init__(self, database: Database[Doc]) -> None:
         self._connectors: Collection[Doc] = database[CONNECTORS]
         self._secrets: Collection[Doc] = database[SECRETS]
+        self._tasks: Collection[Doc] = database[TASKS]
 
     @classmethod
     def connect(cls, settings: Settings) -> ControlStore:
@@ -144,6 +189,7 @@ class ControlStore:
         config_secrets: Mapping[str, SecretStr] | None = None,
         transforms: Sequence[TransformSpec] = (),
         errors_tolerance: Tolerance = Tolerance.ALL,
+        tasks_max: int = 1,
     ) -> tuple[ConnectorRecord, bool]:
         """Create or replace a connector's configuration; return it and whether it was created.
 
@@ -164,6 +210,7 @@ class ControlStore:
                     "secret_fields": sorted(secret_values),
                     "transforms": [t.model_dump(mode="json", by_alias=True) for t in transforms],
                     "errors_tolerance": errors_tolerance.value,
+                    "tasks_max": tasks_max,
                     "updated_at": _now(),
                 },
                 "$setOnInsert": {"state": ConnectorState.RUNNING.value, "error": None},
@@ -215,7 +262,72 @@ class ControlStore:
     def delete_connector(self, tenant: str, name: str) -> bool:
         doc_id = connector_id(tenant, name)
         self._secrets.delete_one({"_id": doc_id})
+        for task in self.get_tasks(tenant, name):
+            self._tasks.delete_one({"_id": task_doc_id(tenant, name, task.id)})
         return self._connectors.delete_one({"_id": doc_id}).deleted_count == 1
+
+    # -- tasks (source connectors) ----------------------------------------------------------------------------------
+
+    def get_tasks(self, tenant: str, name: str) -> list[TaskRecord]:
+        """The connector's tasks, by id (empty before its first crawl)."""
+        return [_task(d) for d in self._tasks.find({"tenant": tenant, "name": name}).sort("task", ASCENDING)]
+
+    def assign_tasks(self, tenant: str, name: str, configs: Sequence[Mapping[str, Any]]) -> list[TaskRecord]:
+        """Record a split: task ``i`` gets ``configs[i]``; tasks beyond ``len(configs)`` are removed.
+
+        Like Connect on reconfiguration, a task whose configuration changed starts afresh (RUNNING, no trace); one
+        whose configuration is unchanged keeps its state, so a FAILED task stays FAILED until it is restarted.
+        One single-document write per task (no transactions on FerretDB).
+        """
+        before = {t.id: t for t in self.get_tasks(tenant, name)}
+        for task_id, config in enumerate(configs):
+            doc_id = task_doc_id(tenant, name, task_id)
+            previous = before.get(task_id)
+            if previous is not None and _config_text(previous.config) == _config_text(config):
+                continue
+            self._tasks.update_one(
+                {"_id": doc_id},
+                {
+                    "$set": {
+                        "tenant": tenant,
+                        "name": name,
+                        "task": task_id,
+                        "config": _config_text(config),
+                        "state": ConnectorState.RUNNING.value,
+                        "trace": None,
+                        "updated_at": _now(),
+                    }
+                },
+                upsert=True,
+            )
+        for task_id in sorted(before):
+            if task_id >= len(configs):
+                self._tasks.delete_one({"_id": task_doc_id(tenant, name, task_id)})
+        return self.get_tasks(tenant, name)
+
+    def set_task_state(
+        self,
+        tenant: str,
+        name: str,
+        task: int,
+        state: ConnectorState,
+        *,
+        trace: str | None = None,
+        worker_id: str | None = None,
+        last_run: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Set a task's state (the trace is cleared unless FAILED); ``False`` if there is no such task."""
+        fields: Doc = {
+            "state": state.value,
+            "trace": trace if state is ConnectorState.FAILED else None,
+            "updated_at": _now(),
+        }
+        if worker_id is not None:
+            fields["worker_id"] = worker_id
+        if last_run is not None:
+            fields["last_run"] = dict(last_run)
+        result = self._tasks.update_one({"_id": task_doc_id(tenant, name, task)}, {"$set": fields})
+        return result.matched_count == 1
 
     # -- secrets -----------------------------------------------------------------------------------------------------
 

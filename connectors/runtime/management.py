@@ -8,18 +8,19 @@ from __future__ import annotations
 
 import hmac
 import secrets
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from connectors.base import ConnectorConfig, SourceConnector
 from connectors.runtime.context import PluginUnavailable, Runtime, RuntimeDep
-from connectors.runtime.control import ConnectorRecord, ConnectorState, Tolerance
+from connectors.runtime.control import ConnectorRecord, ConnectorState, TaskRecord, Tolerance
 from connectors.runtime.errors import safe_reason
 from connectors.runtime.offsets import OffsetsUnavailable
 from connectors.runtime.problems import Problem
+from connectors.runtime.tasks import MAX_TASKS, worker_id
 from connectors.runtime.transforms import TransformSpec
 from metalake.tenancy import InvalidTenantId, validate_tenant_id
 
@@ -57,6 +58,13 @@ class ConnectorPut(BaseModel):
     config: dict[str, Any] = Field(default_factory=dict)
     transforms: list[TransformSpec] = Field(default_factory=list)
     errors_tolerance: Tolerance = Tolerance.ALL
+    tasks_max: int = Field(
+        default=1,
+        ge=1,
+        le=MAX_TASKS,
+        validation_alias=AliasChoices("tasks_max", "tasks.max"),
+        description="Connect's tasks.max: at most this many tasks share a source connector's work.",
+    )
 
 
 class SecretPost(BaseModel):
@@ -89,6 +97,7 @@ def _view(record: ConnectorRecord, runtime: Runtime) -> dict[str, Any]:
         "config": {**record.config, **dict.fromkeys(record.secret_fields, MASK)},
         "transforms": [t.model_dump(mode="json", by_alias=True) for t in record.transforms],
         "errors_tolerance": record.errors_tolerance.value,
+        "tasks_max": record.tasks_max,
         "webhook_secrets": [
             {"id": s.id, "created_at": s.created_at.isoformat()}
             for s in runtime.store.webhook_secret_info(record.tenant, record.name)
@@ -103,7 +112,52 @@ def _status(record: ConnectorRecord) -> dict[str, Any]:
         "type": record.type,
         "state": record.state.value,
         "error": record.error,
+        "tasks_max": record.tasks_max,
         "updated_at": record.updated_at.isoformat() if record.updated_at else None,
+    }
+
+
+def _kind(runtime: Runtime, record: ConnectorRecord) -> str | None:
+    try:
+        cls = runtime.plugin_class(record.type)
+    except PluginUnavailable:
+        return None
+    return "source" if issubclass(cls, SourceConnector) else "webhook"
+
+
+def _task_status(record: ConnectorRecord, task: TaskRecord) -> dict[str, Any]:
+    # Like Connect, pausing a connector pauses its tasks; a FAILED task stays FAILED until it is restarted.
+    state = task.state
+    if record.state is ConnectorState.PAUSED and state is not ConnectorState.FAILED:
+        state = ConnectorState.PAUSED
+    out: dict[str, Any] = {"id": task.id, "state": state.value, "worker_id": task.worker_id}
+    if task.trace is not None and state is ConnectorState.FAILED:
+        out["trace"] = task.trace
+    if task.last_run is not None:
+        out["last_run"] = dict(task.last_run)
+    return out
+
+
+def _connect_status(runtime: Runtime, record: ConnectorRecord) -> dict[str, Any]:
+    """Connect's ``GET /connectors/{name}/status`` shape. A webhook connector has one task, the worker's handler of
+    its deliveries, whose state is the connector's; a source connector's tasks are those of its last split (none
+    before its first crawl)."""
+    me = worker_id()
+    connector: dict[str, Any] = {"state": record.state.value, "worker_id": me}
+    if record.error is not None:
+        connector["trace"] = record.error
+    kind = _kind(runtime, record)
+    if kind == "source":
+        tasks = [_task_status(record, t) for t in runtime.store.get_tasks(record.tenant, record.name)]
+    else:
+        tasks = [{"id": 0, **connector}]
+    return {
+        "name": record.name,
+        "tenant": record.tenant,
+        "connector": connector,
+        "tasks": tasks,
+        "type": kind,
+        "plugin": record.type,
     }
 
 
@@ -119,6 +173,8 @@ def _validated(
     for field, stored in runtime.store.config_secrets(tenant, name).items():
         if values.get(field, MASK) == MASK:
             values[field] = stored
+    if body.tasks_max > 1 and not issubclass(cls, SourceConnector):
+        raise Problem(422, "invalid-config", "tasks_max: a webhook connector runs one task", field="tasks_max")
     try:
         config: ConnectorConfig = cls.config_model.model_validate(values)
     except ValidationError as exc:
@@ -180,7 +236,9 @@ def put_connector(
         config_secrets=secret_values,
         transforms=body.transforms,
         errors_tolerance=body.errors_tolerance,
+        tasks_max=body.tasks_max,
     )
+    runtime.lookups.invalidate(tenant)
     response.status_code = 201 if created else 200
     return _view(record, runtime)
 
@@ -196,18 +254,50 @@ def delete_connector(tenant: str, name: str, runtime: RuntimeDep) -> Response:
     """Remove the connector and its secrets (its offsets stay in Kafka until reset)."""
     if not runtime.store.delete_connector(_tenant(tenant), name):
         raise Problem(404, "not-found", "no such connector", field="name")
+    runtime.lookups.invalidate(tenant)
     return Response(status_code=204)
 
 
 @router.get("/connectors/{tenant}/{name}/status")
 def connector_status(tenant: str, name: str, runtime: RuntimeDep) -> dict[str, Any]:
-    """RUNNING, PAUSED or FAILED (with the error)."""
-    return _status(_record_or_404(runtime, tenant, name))
+    """Connect's status: the connector's state (RUNNING, PAUSED or FAILED with its ``trace``) and each task's."""
+    return _connect_status(runtime, _record_or_404(runtime, tenant, name))
+
+
+def _task_or_404(runtime: Runtime, record: ConnectorRecord, task_id: int) -> TaskRecord:
+    for task in runtime.store.get_tasks(record.tenant, record.name):
+        if task.id == task_id:
+            return task
+    raise Problem(404, "not-found", "no such task", field="task_id")
+
+
+@router.get("/connectors/{tenant}/{name}/tasks")
+def list_tasks(tenant: str, name: str, runtime: RuntimeDep) -> list[dict[str, Any]]:
+    """Connect's ``GET /connectors/{name}/tasks``: each task's id and configuration (the partitions it owns)."""
+    record = _record_or_404(runtime, tenant, name)
+    tasks = runtime.store.get_tasks(record.tenant, record.name)
+    return [{"id": {"connector": record.name, "task": t.id}, "config": dict(t.config)} for t in tasks]
+
+
+@router.get("/connectors/{tenant}/{name}/tasks/{task_id}/status")
+def task_status(tenant: str, name: str, task_id: int, runtime: RuntimeDep) -> dict[str, Any]:
+    record = _record_or_404(runtime, tenant, name)
+    return _task_status(record, _task_or_404(runtime, record, task_id))
+
+
+@router.post("/connectors/{tenant}/{name}/tasks/{task_id}/restart", status_code=204)
+def restart_task(tenant: str, name: str, task_id: int, runtime: RuntimeDep) -> Response:
+    """Clear a task's failure: the next crawl runs it again (204). The connector's own state is left as it is."""
+    record = _record_or_404(runtime, tenant, name)
+    task = _task_or_404(runtime, record, task_id)
+    runtime.store.set_task_state(record.tenant, record.name, task.id, ConnectorState.RUNNING)
+    return Response(status_code=204)
 
 
 def _transition(runtime: Runtime, tenant: str, name: str, state: ConnectorState) -> None:
     record = _record_or_404(runtime, tenant, name)
     runtime.store.set_state(record.tenant, record.name, state)
+    runtime.lookups.invalidate(record.tenant)
 
 
 @router.put("/connectors/{tenant}/{name}/pause", status_code=202)
@@ -224,13 +314,27 @@ def resume(tenant: str, name: str, runtime: RuntimeDep) -> Response:
     if record.state is ConnectorState.FAILED:
         raise Problem(409, "connector-failed", "the connector FAILED: restart it", field="state")
     runtime.store.set_state(record.tenant, record.name, ConnectorState.RUNNING)
+    runtime.lookups.invalidate(record.tenant)
     return Response(status_code=202)
 
 
 @router.post("/connectors/{tenant}/{name}/restart", status_code=204)
-def restart(tenant: str, name: str, runtime: RuntimeDep) -> Response:
-    """Clear the error and run again (from PAUSED or FAILED too)."""
-    _transition(runtime, tenant, name, ConnectorState.RUNNING)
+def restart(
+    tenant: str,
+    name: str,
+    runtime: RuntimeDep,
+    include_tasks: Annotated[bool, Query(alias="includeTasks")] = False,
+    only_failed: Annotated[bool, Query(alias="onlyFailed")] = False,
+) -> Response:
+    """Clear the error and run again (from PAUSED or FAILED too). As in Connect, ``includeTasks=true`` restarts the
+    tasks too, and ``onlyFailed=true`` limits that to the FAILED ones."""
+    record = _record_or_404(runtime, tenant, name)
+    runtime.store.set_state(record.tenant, record.name, ConnectorState.RUNNING)
+    runtime.lookups.invalidate(record.tenant)
+    if include_tasks:
+        for task in runtime.store.get_tasks(record.tenant, record.name):
+            if not only_failed or task.state is ConnectorState.FAILED:
+                runtime.store.set_task_state(record.tenant, record.name, task.id, ConnectorState.RUNNING)
     return Response(status_code=204)
 
 
@@ -268,6 +372,7 @@ def add_secret(tenant: str, name: str, body: SecretPost, runtime: RuntimeDep) ->
     generated = body.secret is None
     secret = body.secret or SecretStr(secrets.token_urlsafe(42))
     active = runtime.store.add_webhook_secret(record.tenant, record.name, secret)
+    runtime.lookups.invalidate(record.tenant)
     out: dict[str, Any] = {
         "id": active[0].id,
         "active": [{"id": s.id, "created_at": s.created_at.isoformat()} for s in active],

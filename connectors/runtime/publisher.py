@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from pathlib import Path
+
+from pymongo.errors import PyMongoError
 
 from connectors.runtime.errors import DeadLetterRecord
 from connectors.runtime.transforms import Routed
@@ -12,7 +13,8 @@ from metalake.events.envelope import Headers
 from metalake.kafka import Delivery, EventProducer, PublishError
 from metalake.settings import Settings
 from metalake.telemetry import inject_traceparent
-from tenants.naming import dlq_topic, names_for
+from tenants.naming import dlq_topic
+from tenants.registry import TenantDirectory
 
 DLQ_TOPIC = dlq_topic("connectors")
 # (topic, id for results and errors, key, value, headers), as EventProducer.publish_raw takes them.
@@ -23,27 +25,38 @@ class Publisher:
     """Routes and publishes events and dead letters; every method returns only after Kafka confirmed every record.
 
     Raises :class:`PublishError` otherwise (``retriable`` tells whether a resend may succeed); then none of the batch
-    may be reported as accepted. Pooled tenants only so far: the tier lookup arrives with the tenants registry.
+    may be reported as accepted. A dedicated tenant's events go to its own topics (the tenants registry, cached).
     """
 
-    def __init__(self, settings: Settings, producer: EventProducer | None = None) -> None:
+    def __init__(
+        self, settings: Settings, producer: EventProducer | None = None, directory: TenantDirectory | None = None
+    ) -> None:
         self._settings = settings
-        self._lake_root: Path = settings.lake_root
+        self._directory = directory or TenantDirectory.connect(settings)
         self._lock = threading.Lock()
         self._producer = producer or self._new_producer()
+
+    @property
+    def directory(self) -> TenantDirectory:
+        """The tenants directory (thread-safe), shared with the publishers of a crawl's tasks."""
+        return self._directory
 
     def _new_producer(self) -> EventProducer:
         # The worker answers its callers within publish_timeout_ms: a sender waiting on a dead broker retries later.
         return EventProducer(self._settings, **{"delivery.timeout.ms": self._settings.connect.publish_timeout_ms})
 
     def topic_for(self, routed: Routed) -> str:
-        return names_for(routed.event.tenantid, self._lake_root).topic(routed.topic_class)
+        return self._directory.names(routed.event.tenantid).topic(routed.topic_class)
 
     def publish(self, routed: Sequence[Routed]) -> list[Delivery]:
-        records: list[RawRecord] = [
-            (self.topic_for(r), r.event.id, r.event.key, r.event.value(), inject_traceparent(r.event.headers()))
-            for r in routed
-        ]
+        try:
+            records: list[RawRecord] = [
+                (self.topic_for(r), r.event.id, r.event.key, r.event.value(), inject_traceparent(r.event.headers()))
+                for r in routed
+            ]
+        except PyMongoError as exc:
+            # The tier of a tenant is unknown while the control plane is unreachable: the sender retries later.
+            raise PublishError(f"tenant lookup failed: {type(exc).__name__}", retriable=True) from exc
         return self._send(records)
 
     def publish_dead_letters(self, letters: Sequence[DeadLetterRecord]) -> list[Delivery]:

@@ -1,9 +1,13 @@
-"""Running a :class:`SourceConnector` once (a crawl): poll, transform, publish in batches, then store offsets.
+"""Running a :class:`SourceConnector` once (a crawl): split into tasks, then per task poll, transform, publish in
+batches and store offsets.
 
-Per batch (``connect.source_batch_size`` records): transforms and validation (failures dead-lettered or, under
-``errors.tolerance=none``, the connector FAILED), publish and wait for Kafka's confirmation, publish the dead letters,
-and only then write the offsets the batch reached. A crash between two batches resumes from the last stored offsets;
-a crash inside one republishes at most that batch (stores are idempotent by event id and version).
+The connector proposes up to ``tasks.max`` task configurations (Kafka Connect's ``taskConfigs``); the split is
+recorded in the control plane and each task runs in its own thread with the stored offsets of the partitions it owns
+(:mod:`connectors.runtime.tasks`). Per batch (``connect.source_batch_size`` records): transforms and validation
+(failures dead-lettered or, under ``errors.tolerance=none``, the task FAILED), publish and wait for Kafka's
+confirmation, publish the dead letters, and only then write the offsets the batch reached. A crash between two
+batches resumes from the last stored offsets; a crash inside one republishes at most that batch (stores are
+idempotent by event id and version).
 """
 
 from __future__ import annotations
@@ -11,17 +15,19 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from connectors.base import SourceConnector, SourceRecord, partition_key
 from connectors.runtime.context import PluginUnavailable, Runtime, instantiate
-from connectors.runtime.control import ConnectorState
+from connectors.runtime.control import ConnectorRecord, ConnectorState, TaskRecord
 from connectors.runtime.errors import ErrorPolicy, TaskFailed, safe_reason
 from connectors.runtime.offsets import OffsetStore, OffsetsUnavailable
 from connectors.runtime.pipeline import prepare
 from connectors.runtime.publisher import Publisher
+from connectors.runtime.tasks import check_configs, owned_offsets, trace_of, worker_id
 from connectors.runtime.transforms import Chain
 from metalake.kafka import PublishError
 from metalake.telemetry import bind_tenant
@@ -35,12 +41,21 @@ class CrawlRefused(RuntimeError):
     """The connector cannot run now: unknown, not a source, PAUSED or FAILED."""
 
 
+# How a task's run ended, in a crawl's report.
+DONE, FAILED, UNAVAILABLE, SKIPPED = "done", "failed", "unavailable", "skipped"
+
+
 @dataclass
 class CrawlSummary:
-    """What one run did. ``records`` counts events confirmed by Kafka; ``per_kind`` splits them by asset kind."""
+    """What one task's run did. ``records`` counts events confirmed by Kafka; ``per_kind`` splits them by asset kind.
+
+    ``outcome``: ``done``; ``failed`` (the task is now FAILED); ``unavailable`` (Kafka could not confirm: the next run
+    resumes from the stored offsets); ``skipped`` (the task was FAILED before and waits for a restart).
+    """
 
     tenant: str
     connector: str
+    task: int = 0
     records: int = 0
     per_kind: Counter[str] = field(default_factory=Counter)
     deletions: int = 0
@@ -48,12 +63,17 @@ class CrawlSummary:
     dropped: int = 0
     batches: int = 0
     offsets_stored: int = 0
+    partitions: int = 0
     seconds: float = 0.0
+    outcome: str = DONE
+    error: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "tenant": self.tenant,
             "connector": self.connector,
+            "task": self.task,
+            "outcome": self.outcome,
             "records": self.records,
             "per_kind": dict(sorted(self.per_kind.items())),
             "deletions": self.deletions,
@@ -61,7 +81,63 @@ class CrawlSummary:
             "dropped": self.dropped,
             "batches": self.batches,
             "offsets_stored": self.offsets_stored,
+            "partitions": self.partitions,
             "seconds": round(self.seconds, 3),
+        }
+        if self.error is not None:
+            out["error"] = self.error
+        return out
+
+
+@dataclass
+class CrawlReport:
+    """A crawl of every task of one connector: per-task summaries and their totals."""
+
+    tenant: str
+    connector: str
+    tasks: list[CrawlSummary]
+    unowned_partitions: int = 0
+    seconds: float = 0.0
+
+    @property
+    def failed(self) -> bool:
+        """Whether some task did not complete (failed, skipped as FAILED, or Kafka unavailable)."""
+        return any(t.outcome != DONE for t in self.tasks)
+
+    @property
+    def records(self) -> int:
+        return sum(t.records for t in self.tasks)
+
+    @property
+    def deletions(self) -> int:
+        return sum(t.deletions for t in self.tasks)
+
+    @property
+    def batches(self) -> int:
+        return sum(t.batches for t in self.tasks)
+
+    @property
+    def dead_lettered(self) -> int:
+        return sum(t.dead_lettered for t in self.tasks)
+
+    @property
+    def per_kind(self) -> Counter[str]:
+        return sum((t.per_kind for t in self.tasks), Counter())
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "tenant": self.tenant,
+            "connector": self.connector,
+            "failed": self.failed,
+            "records": self.records,
+            "per_kind": dict(sorted(self.per_kind.items())),
+            "deletions": self.deletions,
+            "dead_lettered": self.dead_lettered,
+            "dropped": sum(t.dropped for t in self.tasks),
+            "batches": self.batches,
+            "unowned_partitions": self.unowned_partitions,
+            "seconds": round(self.seconds, 3),
+            "tasks": [t.as_dict() for t in self.tasks],
         }
 
 
@@ -77,7 +153,10 @@ def _batches(records: Iterable[SourceRecord], size: int) -> Iterator[list[Source
 
 
 class SourceRunner:
-    """Drives one source connector instance through one run. Not shared between threads."""
+    """Drives one task (a source connector instance) through one run. Not shared between threads.
+
+    ``summary`` holds what the run did so far, also after it raised.
+    """
 
     def __init__(
         self,
@@ -95,25 +174,39 @@ class SourceRunner:
         self._publisher, self._offsets = publisher, offsets
         self._batch_size = batch_size
         self._progress_every_s = progress_every_s
+        ctx = connector.ctx
+        self.summary = CrawlSummary(ctx.tenant_id, ctx.connector_name, ctx.task_id or 0)
 
-    def run(self) -> CrawlSummary:
-        """Poll to the end; raises :class:`TaskFailed`, ``PublishError`` or the connector's own exception."""
+    def run(self, stored: Mapping[str, Mapping[str, Any]] | None = None) -> CrawlSummary:
+        """Poll to the end from ``stored`` (the offsets of the partitions this task owns; loaded when ``None``).
+
+        Raises :class:`TaskFailed`, ``PublishError``, :class:`OffsetsUnavailable` or the connector's own exception.
+        """
         ctx = self._connector.ctx
-        summary = CrawlSummary(ctx.tenant_id, ctx.connector_name)
+        summary = self.summary
         started = last_progress = time.monotonic()
-        stored = self._offsets.load(ctx.tenant_id, ctx.connector_name)
-        log.info("connect.crawl_started", extra={"connector": ctx.connector_name, "partitions": len(stored)})
-        for batch in _batches(self._connector.poll(stored), self._batch_size):
-            self._run_batch(batch, summary)
-            if time.monotonic() - last_progress >= self._progress_every_s:
-                last_progress = time.monotonic()
-                log.info("connect.crawl_progress", extra={"connector": ctx.connector_name, "records": summary.records})
-        summary.seconds = time.monotonic() - started
+        if stored is None:
+            stored = self._offsets.load(ctx.tenant_id, ctx.connector_name)
+        summary.partitions = len(stored)
+        extra = {"connector": ctx.connector_name, "task": summary.task}
+        log.info("connect.crawl_started", extra={**extra, "partitions": len(stored)})
+        try:
+            for batch in _batches(self._connector.poll(stored), self._batch_size):
+                self._run_batch(batch, summary)
+                if time.monotonic() - last_progress >= self._progress_every_s:
+                    last_progress = time.monotonic()
+                    log.info("connect.crawl_progress", extra={**extra, "records": summary.records})
+        finally:
+            summary.seconds = time.monotonic() - started
         log.info("connect.crawl_done", extra=summary.as_dict())
         return summary
 
     def _run_batch(self, batch: list[SourceRecord], summary: CrawlSummary) -> None:
         ctx = self._connector.ctx
+        for record in batch:
+            if not self._connector.owns(record.partition):
+                # A task that emitted for another task's partition could delete what that task publishes.
+                raise TaskFailed(f"task {summary.task} emitted a record for a partition it does not own", "ownership")
         prepared = prepare(
             ((r.event, f"source:{ctx.tenant_id}/{ctx.connector_name}/{partition_key(r.partition)}") for r in batch),
             self._chain,
@@ -122,10 +215,14 @@ class SourceRunner:
         self._publisher.publish(prepared.routed)
         self._publisher.publish_dead_letters(prepared.dead)
         self._policy.count(prepared.dead)
-        # Later records of a partition carry its newer position; None (a dropped partition) becomes a tombstone.
+        # Later records of a partition carry its newer position; KEEP leaves it; FORGET (or None) is a tombstone.
         offsets: dict[str, dict[str, Any] | None] = {}
         for record in batch:
-            offsets[partition_key(record.partition)] = None if record.offset is None else dict(record.offset)
+            key = partition_key(record.partition)
+            if record.forgets:
+                offsets[key] = None
+            elif isinstance(record.offset, Mapping):
+                offsets[key] = dict(record.offset)
         self._offsets.store(ctx.tenant_id, ctx.connector_name, offsets)
         summary.batches += 1
         summary.records += len(prepared.routed)
@@ -139,12 +236,8 @@ class SourceRunner:
                 summary.per_kind[str(routed.event.data.get("kind") or routed.event.type)] += 1
 
 
-def crawl(runtime: Runtime, tenant: str, name: str) -> CrawlSummary:
-    """Run a configured source connector once. A failure of the connector marks it FAILED with the error; Kafka
-    being unavailable does not (the next run resumes from the stored offsets)."""
-    record = runtime.store.get_connector(tenant, name)
-    if record is None:
-        raise CrawlRefused(f"no connector {tenant}/{name}")
+def _source_class(runtime: Runtime, record: ConnectorRecord) -> type[SourceConnector[Any]]:
+    tenant, name = record.tenant, record.name
     if record.state is not ConnectorState.RUNNING:
         raise CrawlRefused(
             f"connector {tenant}/{name} is {record.state.value}{': ' + record.error if record.error else ''}"
@@ -155,30 +248,117 @@ def crawl(runtime: Runtime, tenant: str, name: str) -> CrawlSummary:
         raise CrawlRefused(str(exc)) from exc
     if not issubclass(cls, SourceConnector):
         raise CrawlRefused(f"connector {tenant}/{name} is of type {record.type}, not a source connector")
+    return cls
+
+
+def crawl(runtime: Runtime, tenant: str, name: str) -> CrawlReport:
+    """Run every task of a configured source connector once, in parallel, and report per task.
+
+    A failure of the connector itself (its configuration, or the split: e.g. the source is unreachable while it is
+    listed) marks the connector FAILED and raises. A task's failure marks that task FAILED with its trace and is in
+    the report; the other tasks run on, and the FAILED task is skipped by later crawls until it is restarted (or the
+    split changes). Kafka being unavailable fails nothing: the next run resumes from the stored offsets.
+    """
+    record = runtime.store.get_connector(tenant, name)
+    if record is None:
+        raise CrawlRefused(f"no connector {tenant}/{name}")
+    cls = _source_class(runtime, record)
+    started = time.monotonic()
     with bind_tenant(tenant):
+        secrets = runtime.store.config_secrets(tenant, name)
         try:
-            connector = instantiate(cls, record, runtime.store.config_secrets(tenant, name))
+            connector = instantiate(cls, record, secrets)
         except PluginUnavailable as exc:
             runtime.store.set_state(tenant, name, ConnectorState.FAILED, str(exc))
             raise CrawlRefused(str(exc)) from exc
         assert isinstance(connector, SourceConnector)  # noqa: S101 - checked with issubclass above
-        runner = SourceRunner(
-            connector,
-            chain=runtime.chain(record),
-            policy=runtime.policy(record),
-            publisher=runtime.publisher,
-            offsets=runtime.offsets,
-            batch_size=runtime.settings.connect.source_batch_size,
-        )
+        stored = runtime.offsets.load(tenant, name)
         try:
-            return runner.run()
-        except TaskFailed as exc:
-            runtime.store.set_state(tenant, name, ConnectorState.FAILED, str(exc))
-            raise
+            configs = check_configs(connector.task_configs(record.tasks_max, stored), record.tasks_max)
+            tasks = [_task(cls, record, secrets, i, c) for i, c in enumerate(configs)]
+            owned, unowned = owned_offsets(stored, tasks)
         except Exception as exc:
-            # Kafka being unavailable is not the connector's failure: the next run resumes from the stored offsets.
             if not isinstance(exc, PublishError | OffsetsUnavailable):
                 runtime.store.set_state(
                     tenant, name, ConnectorState.FAILED, f"{type(exc).__name__}: {safe_reason(exc)}"
                 )
             raise
+        assigned = runtime.store.assign_tasks(tenant, name, configs)
+        log.info(
+            "connect.tasks_assigned",
+            extra={"connector": name, "tasks": len(configs), "partitions": len(stored), "unowned": unowned},
+        )
+    jobs = list(zip(tasks, owned, assigned, strict=True))
+    if len(jobs) == 1:
+        summaries = [_run_task(runtime, record, *jobs[0], io=(runtime.publisher, runtime.offsets))]
+    else:
+        with ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix=f"task-{name}") as pool:
+            summaries = list(pool.map(lambda job: _run_isolated(runtime, record, *job), jobs))
+    return CrawlReport(tenant, name, summaries, unowned, time.monotonic() - started)
+
+
+def _task(
+    cls: type[SourceConnector[Any]], record: ConnectorRecord, secrets: Any, task_id: int, config: dict[str, Any]
+) -> SourceConnector[Any]:
+    task = instantiate(cls, record, secrets, task_id=task_id, task_config=config)
+    assert isinstance(task, SourceConnector)  # noqa: S101 - cls is a SourceConnector subclass
+    return task
+
+
+def _run_isolated(
+    runtime: Runtime,
+    record: ConnectorRecord,
+    task: SourceConnector[Any],
+    stored: Mapping[str, Mapping[str, Any]],
+    assigned: TaskRecord,
+) -> CrawlSummary:
+    """A task in its own thread, with its own producers: EventProducer waits for its records with ``flush``, which
+    is not safe to call from two threads on one client (one may return before the other's delivery reports ran)."""
+    publisher, offsets = runtime.task_io()
+    try:
+        return _run_task(runtime, record, task, stored, assigned, io=(publisher, offsets))
+    finally:
+        publisher.close()
+        offsets.close()
+
+
+def _run_task(
+    runtime: Runtime,
+    record: ConnectorRecord,
+    task: SourceConnector[Any],
+    stored: Mapping[str, Mapping[str, Any]],
+    assigned: TaskRecord,
+    *,
+    io: tuple[Publisher, OffsetStore],
+) -> CrawlSummary:
+    """One task's run, in its own thread: its state and last run are written to the control plane."""
+    tenant, name, task_id = record.tenant, record.name, assigned.id
+    if assigned.state is ConnectorState.FAILED:
+        reason = (assigned.trace or "").split("\n", 1)[0]
+        return CrawlSummary(tenant, name, task_id, outcome=SKIPPED, error=f"task is FAILED: {reason}")
+    me = worker_id()
+    with bind_tenant(tenant):  # per thread: a new thread does not inherit the caller's context
+        runtime.store.set_task_state(tenant, name, task_id, ConnectorState.RUNNING, worker_id=me)
+        runner = SourceRunner(
+            task,
+            chain=runtime.chain(record),
+            policy=runtime.policy(record),
+            publisher=io[0],
+            offsets=io[1],
+            batch_size=runtime.settings.connect.source_batch_size,
+        )
+        summary = runner.summary
+        try:
+            runner.run(stored)
+        except (PublishError, OffsetsUnavailable) as exc:
+            # Not the task's failure: the next run resumes from the offsets stored so far.
+            summary.outcome, summary.error = UNAVAILABLE, f"{type(exc).__name__}: {safe_reason(exc)}"
+        except Exception as exc:  # noqa: BLE001 - whatever the plugin raises fails this task, not the others
+            summary.outcome, summary.error = FAILED, f"{type(exc).__name__}: {safe_reason(exc)}"
+            log.warning("connect.task_failed", extra={"connector": name, "task": task_id, "error": summary.error})
+            runtime.store.set_task_state(
+                tenant, name, task_id, ConnectorState.FAILED, trace=trace_of(exc), last_run=summary.as_dict()
+            )
+            return summary
+        runtime.store.set_task_state(tenant, name, task_id, ConnectorState.RUNNING, last_run=summary.as_dict())
+    return summary

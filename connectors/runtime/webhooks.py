@@ -103,12 +103,25 @@ class _Delivery:
     config_secrets: dict[str, Any]
 
 
-def _prepare_delivery(runtime: Runtime, slug: str, tenant_id: str, name: str | None) -> _Delivery:
+def _load_delivery(runtime: Runtime, slug: str, tenant_id: str, name: str | None) -> _Delivery:
     record, cls = _resolve(runtime, slug, tenant_id, name)
     webhook_secrets, config_secrets = runtime.store.secrets_of(record.tenant, record.name)
-    if not webhook_secrets:
-        raise Problem(403, "no-signing-secret", "no webhook signing secret is configured for this connector")
     return _Delivery(record, cls, [s.get_secret_value().encode() for s in webhook_secrets], config_secrets)
+
+
+def _prepare_delivery(runtime: Runtime, slug: str, tenant_id: str, name: str | None) -> _Delivery:
+    """The connector and its secrets, through the short-lived lookup cache (a 404 is never cached)."""
+    delivery: _Delivery = runtime.lookups.get(
+        (plugin_name(slug), tenant_id, name), lambda: _load_delivery(runtime, slug, tenant_id, name)
+    )
+    if not delivery.webhook_secrets:
+        raise Problem(403, "no-signing-secret", "no webhook signing secret is configured for this connector")
+    return delivery
+
+
+def _fail(runtime: Runtime, record: ConnectorRecord, error: str) -> None:
+    runtime.store.set_state(record.tenant, record.name, ConnectorState.FAILED, error)
+    runtime.lookups.invalidate(record.tenant)
 
 
 def _dedup_key(connector: WebhookConnector[Any], request: InboundRequest) -> str:
@@ -127,7 +140,7 @@ def _handle(runtime: Runtime, delivery: _Delivery, request: InboundRequest, path
     try:
         connector = instantiate(delivery.cls, record, delivery.config_secrets)
     except PluginUnavailable as exc:
-        runtime.store.set_state(record.tenant, record.name, ConnectorState.FAILED, str(exc))
+        _fail(runtime, record, str(exc))
         raise _unavailable(runtime, "connector configuration is invalid", "connector-failed") from exc
     assert isinstance(connector, WebhookConnector)  # noqa: S101 - _resolve admits webhook types only
     try:
@@ -179,7 +192,7 @@ def _handle(runtime: Runtime, delivery: _Delivery, request: InboundRequest, path
             return JSONResponse({"status": "dead_lettered", "field": exc.field}, status_code=202)
         prepared = prepare(((e, origin) for e in events), runtime.chain(record), policy)
     except TaskFailed as exc:
-        runtime.store.set_state(record.tenant, record.name, ConnectorState.FAILED, str(exc))
+        _fail(runtime, record, str(exc))
         log.warning("connect.task_failed", extra={"plugin": record.type, "connector": record.name, "stage": exc.stage})
         raise _unavailable(
             runtime, "the connector failed on this delivery (errors.tolerance=none)", "connector-failed"

@@ -20,6 +20,7 @@ from connectors.runtime.context import Runtime, plugins_from
 from connectors.runtime.control import ControlStore
 from connectors.runtime.dedup import DeliveryLog
 from connectors.runtime.errors import Counter
+from connectors.runtime.lookups import LookupCache
 from connectors.runtime.management import router as management_router
 from connectors.runtime.offsets import OffsetStore
 from connectors.runtime.problems import install_problem_handlers
@@ -72,6 +73,7 @@ def build_runtime(
         offsets=OffsetStore(settings),
         plugins=plugins_from(plugins) if plugins is not None else registry.plugins(),
         dlq_counter=dlq_counter,
+        lookups=LookupCache(settings.connect.lookup_cache_ttl_s),
     )
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from connectors.base import ConnectorContext, SourceRecord, partition_key
+from connectors.base import FORGET, ConnectorContext, SourceRecord, partition_key
 from connectors.postgres import PostgresCatalogConfig, PostgresCatalogConnector
 from connectors.postgres.catalog import CatalogError, list_databases
 from metalake.events import decode_record, spec_for
@@ -90,9 +90,9 @@ def _store(offsets: Mapping[str, Mapping[str, Any]], records: list[SourceRecord]
     out = dict(offsets)
     for record in records:
         key = partition_key(record.partition)
-        if record.offset is None:
+        if record.forgets:
             out.pop(key, None)
-        else:
+        elif isinstance(record.offset, Mapping):
             out[key] = record.offset
     return out
 
@@ -195,7 +195,7 @@ def test_altered_table_is_reemitted_alone(settings: Settings, database: str) -> 
     assert {partition_key(r.partition) for r in records} == {
         partition_key({"database": database, "schema": "ops", "table": "t050"})
     }
-    assert records[-1].offset is not None and "region" in records[-1].offset["columns"]
+    assert isinstance(records[-1].offset, Mapping) and "region" in records[-1].offset["columns"]
 
     assert list(crawler.poll(_store(offsets, records))) == []
 
@@ -215,7 +215,7 @@ def test_dropped_table_is_deleted_and_forgotten(settings: Settings, database: st
         f"{table}/{c}" for c in ("id", "name", "amount", "created_at", "note", "flag", "ref_id", "payload")
     ]
     assert {partition_key(r.partition) for r in records} == {key}
-    assert records[-1].offset is None
+    assert records[-1].offset is FORGET and not any(r.forgets for r in records[:-1])
     after = _store(offsets, records)
     assert key not in after
     assert len(after) == len(offsets) - 1

@@ -49,16 +49,36 @@ def test_crawl_stores_offsets_and_a_rerun_resumes(
     assert len(records) == 4
 
 
-def test_a_failing_source_is_marked_failed_and_refused_until_restart(
+def test_a_failing_task_is_failed_with_its_trace_and_skipped_until_restarted(
     runtime: Runtime, worker: TestClient, tenant: str
 ) -> None:
     spec = {"type": "listsource", "config": {"tables": ["a", "b"], "fail_at": "b"}, "errors_tolerance": "none"}
     assert worker.put(f"/connectors/{tenant}/src", json=spec, headers=ADMIN).status_code == 201
-    with pytest.raises(RuntimeError, match="source unreachable"):
-        crawl(runtime, tenant, "src")
+    report = crawl(runtime, tenant, "src")
+    assert report.failed and [t.outcome for t in report.tasks] == ["failed"]
+    assert "source unreachable" in str(report.tasks[0].error)
     status = worker.get(f"/connectors/{tenant}/src/status", headers=ADMIN).json()
-    assert status["state"] == ConnectorState.FAILED.value and "source unreachable" in status["error"]
+    # As in Connect: the task FAILED with its trace, the connector itself is still RUNNING.
+    assert status["connector"]["state"] == ConnectorState.RUNNING.value and status["type"] == "source"
+    [task] = status["tasks"]
+    assert task["state"] == "FAILED" and task["trace"].startswith("RuntimeError: source unreachable")
+    assert ", in poll" in task["trace"] and task["worker_id"]
+
+    again = crawl(runtime, tenant, "src")  # a FAILED task is not run again by itself
+    assert [(t.outcome, t.records) for t in again.tasks] == [("skipped", 0)]
+    assert worker.post(f"/connectors/{tenant}/src/tasks/1/restart", headers=ADMIN).status_code == 404
+    assert worker.post(f"/connectors/{tenant}/src/tasks/0/restart", headers=ADMIN).status_code == 204
+    assert worker.get(f"/connectors/{tenant}/src/tasks/0/status", headers=ADMIN).json()["state"] == "RUNNING"
+    assert [t.outcome for t in crawl(runtime, tenant, "src").tasks] == ["failed"]  # it ran, and failed again
+
+    assert worker.put(f"/connectors/{tenant}/src/pause", headers=ADMIN).status_code == 202
     with pytest.raises(CrawlRefused):
         crawl(runtime, tenant, "src")
-    assert worker.put(f"/connectors/{tenant}/src/pause", headers=ADMIN).status_code == 202
     assert worker.delete(f"/connectors/{tenant}/src/offsets", headers=ADMIN).json() == {"reset": []}
+    restarted = worker.post(
+        f"/connectors/{tenant}/src/restart", params={"includeTasks": "true", "onlyFailed": "true"}, headers=ADMIN
+    )
+    assert restarted.status_code == 204
+    status = worker.get(f"/connectors/{tenant}/src/status", headers=ADMIN).json()
+    assert status["connector"]["state"] == "RUNNING" and status["tasks"][0]["state"] == "RUNNING"
+    assert "trace" not in status["tasks"][0]

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 from kafka_tail import mark, of_tenant, read_since
 from pymongo import MongoClient
-from runtime_plugins import sign
-from worker_helpers import ADMIN, configure_hook, post_signed
+from runtime_plugins import PLUGINS, sign
+from worker_helpers import ADMIN, configure_hook, post_signed, worker_settings
 
+from connectors.runtime.worker import create_app
 from metalake.settings import Settings
+from metalake.stack import StackManager
 from tenants.naming import CONTROL_DATABASE, PRIORITY_TOPIC, dlq_topic
 
 pytestmark = pytest.mark.integration
@@ -110,12 +113,16 @@ def test_management_lifecycle_and_secrets_never_returned(
     assert post_signed(worker, tenant, SECRET, {"delivery": "p", "tables": []}).status_code == 401  # retired
 
     assert worker.put(f"/connectors/{tenant}/hook/pause", headers=ADMIN).status_code == 202
-    assert worker.get(f"/connectors/{tenant}/hook/status", headers=ADMIN).json()["state"] == "PAUSED"
+    status = worker.get(f"/connectors/{tenant}/hook/status", headers=ADMIN).json()
+    assert status["connector"]["state"] == "PAUSED" and status["type"] == "webhook" and status["plugin"] == "testhook"
+    assert [(t["id"], t["state"]) for t in status["tasks"]] == [(0, "PAUSED")]  # one task: the delivery handler
     paused = post_signed(worker, tenant, new_secret, {"delivery": "q", "tables": []})
     assert paused.status_code == 503 and paused.headers["retry-after"] == "7"
     assert worker.put(f"/connectors/{tenant}/hook/resume", headers=ADMIN).status_code == 202
     assert worker.post(f"/connectors/{tenant}/hook/restart", headers=ADMIN).status_code == 204
-    assert worker.get(f"/connectors/{tenant}/hook/status", headers=ADMIN).json()["state"] == "RUNNING"
+    assert worker.get(f"/connectors/{tenant}/hook/status", headers=ADMIN).json()["connector"]["state"] == "RUNNING"
+    many = worker.put(f"/connectors/{tenant}/other", json={"type": "testhook", "tasks_max": 2}, headers=ADMIN)
+    assert many.status_code == 422 and many.json()["field"] == "tasks_max"
 
     bad = worker.put(f"/connectors/{tenant}/other", json={"type": "testhook", "config": {"nope": 1}}, headers=ADMIN)
     assert bad.status_code == 422 and bad.json()["field"] == "config/nope"
@@ -127,3 +134,21 @@ def test_management_lifecycle_and_secrets_never_returned(
     assert doc is not None and SECRET not in json.dumps(doc, default=str)
     assert worker.delete(f"/connectors/{tenant}/hook", headers=ADMIN).status_code == 204
     assert worker.get(f"/connectors/{tenant}/hook", headers=ADMIN).status_code == 404
+
+
+def test_another_workers_change_is_seen_within_the_lookup_ttl(
+    worker: TestClient, settings: Settings, stack: StackManager, tenant: str
+) -> None:
+    # A second worker process stands in as another replica: it caches the connector and its secrets for 1 s, and
+    # learns of a pause made through the first worker when its entry expires (its own changes invalidate at once).
+    other_app = create_app(worker_settings(settings, lookup_cache_ttl_s=1.0), plugins=PLUGINS)
+    configure_hook(worker, ADMIN, tenant, SECRET)
+    with TestClient(other_app) as other:
+        accepted = post_signed(other, tenant, SECRET, {"delivery": "x1", "tables": []})
+        assert accepted.status_code == 202, accepted.text
+        assert worker.put(f"/connectors/{tenant}/hook/pause", headers=ADMIN).status_code == 202
+        assert post_signed(worker, tenant, SECRET, {"delivery": "x2", "tables": []}).status_code == 503
+        time.sleep(1.2)
+        assert post_signed(other, tenant, SECRET, {"delivery": "x3", "tables": []}).status_code == 503
+        assert other.put(f"/connectors/{tenant}/hook/resume", headers=ADMIN).status_code == 202
+        assert post_signed(other, tenant, SECRET, {"delivery": "x4", "tables": []}).status_code == 202

@@ -1,7 +1,8 @@
 """A fake catalog for the crawler: rows in, records out, no PostgreSQL.
 
-``FakeCatalog`` replaces the reads the crawl module makes (it imported them by name) and ``snapshot``/``list_databases``
-in the connector module; each test edits the rows between two polls to simulate DDL.
+``FakeCatalog`` replaces the reads the crawl module makes (it imported them by name), ``snapshot``/``list_databases``
+in the connector module and the schema listing of the tasks module; each test edits the rows between two polls to
+simulate DDL.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from connectors.base import ConnectorContext, SourceRecord, partition_key
 from connectors.postgres import PostgresCatalogConfig, PostgresCatalogConnector
 from connectors.postgres import connector as connector_module
 from connectors.postgres import crawl as crawl_module
+from connectors.postgres import tasks as tasks_module
 from connectors.postgres.catalog import ColumnRow, DatabaseRow, SchemaRow, TableRow
 
 
@@ -69,6 +71,8 @@ class FakeCatalog:
             return iter([c for t in db.rows() if t.oid in oids for c in db.tables[t.oid][1]])
 
         monkeypatch.setattr(connector_module, "snapshot", snapshot)
+        monkeypatch.setattr(tasks_module, "snapshot", snapshot)
+        monkeypatch.setattr(tasks_module, "read_schemas", read_schemas)
         monkeypatch.setattr(connector_module, "list_databases", lambda config: sorted(fake.databases))
         monkeypatch.setattr(crawl_module, "read_database", read_database)
         monkeypatch.setattr(crawl_module, "read_schemas", read_schemas)
@@ -81,13 +85,14 @@ class FakeCatalog:
 
 
 def _apply(offsets: dict[str, Mapping[str, Any]], records: list[SourceRecord]) -> dict[str, Mapping[str, Any]]:
-    """Store offsets as the runtime does: the last record of each partition wins; ``None`` forgets the partition."""
+    """Store offsets as the runtime does: the last position of each partition wins; ``FORGET`` forgets the partition,
+    ``KEEP`` leaves it."""
     out = dict(offsets)
     for record in records:
         key = partition_key(record.partition)
-        if record.offset is None:
+        if record.forgets:
             out.pop(key, None)
-        else:
+        elif isinstance(record.offset, Mapping):
             out[key] = record.offset
     return out
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
-from connectors.base import ConnectorContext, partition_key
+from connectors.base import FORGET, KEEP, ConnectorContext, partition_key
 from connectors.postgres import PostgresCatalogConfig, PostgresCatalogConnector, crawl
 from connectors.postgres.catalog import SchemaRow
 from connectors.postgres.emit import DELETED, EDGE_ADDED, EDGE_REMOVED
@@ -42,7 +43,9 @@ def test_first_crawl_order_and_offsets(catalog: Any, connector: PostgresCatalogC
         ("lineage.edge.added", None, "shop/public/orders"),
         ("asset.upserted", "column", "shop/public/v_orders/id"),
     ]
-    with_offset = [(r.event.data["urn"].rsplit("/", 1)[1], r.event.type) for r in records if r.offset is not None]
+    with_offset = [
+        (r.event.data["urn"].rsplit("/", 1)[1], r.event.type) for r in records if isinstance(r.offset, Mapping)
+    ]
     # The new offset of a table rides on its last record; an empty table has only its upsert.
     assert with_offset == [
         ("shop", "io.metalake.asset.upserted.v1"),
@@ -57,7 +60,8 @@ def test_first_crawl_order_and_offsets(catalog: Any, connector: PostgresCatalogC
     assert edge["transformation"] == "foreign_key fk_c"
     assert {r.event.data["version"] for r in records} == {records[0].event.data["version"]}
     assert {r.event.source for r in records} == {"/tenants/acme/connectors/pg"}
-    last = dict(records[-1].offset or {})
+    assert isinstance(records[-1].offset, Mapping)
+    last = dict(records[-1].offset)
     assert len(last.pop("hash")) == 64
     assert last == {
         "urn": "urn:metalake:postgres:prod/shop/public/v_orders",
@@ -93,9 +97,9 @@ def test_changed_table_reemits_it_with_deleted_column_and_removed_edge(
         ("lineage.edge.removed", None, "shop/public/orders"),
     ]
     assert records[-1].event.type == EDGE_REMOVED
-    # Until the last record the stored offset is re-stated, so a crash in between re-crawls the table.
-    assert [r.offset for r in records[:-1]] == [old] * 4
-    assert records[-1].offset is not None
+    # Until the last record the stored offset is kept, so a crash in between re-crawls the table.
+    assert [r.offset for r in records[:-1]] == [KEEP] * 4
+    assert isinstance(records[-1].offset, Mapping) and records[-1].offset != old
     assert records[-1].offset["columns"] == ["id", "total"]
     assert records[-1].offset["upstreams"] == []
     assert records[0].event.data["version"] > old["version"]
@@ -131,7 +135,7 @@ def test_dropped_table_and_schema_are_deleted_and_forgotten(
         ("asset.deleted", None, "shop/staging/raw/a"),
         ("asset.deleted", None, "shop/staging"),
     ]
-    assert [r.offset is None for r in records] == [False, False, False, True, False, True, True]
+    assert [r.offset for r in records] == [KEEP, KEEP, KEEP, FORGET, KEEP, FORGET, FORGET]
     after = apply(offsets, records)
     assert ORDERS_KEY not in after
     assert partition_key({"database": "shop", "schema": "staging"}) not in after

@@ -1,0 +1,192 @@
+"""The PostgreSQL crawler split into tasks, through the runtime, on the real PostgreSQL, Kafka and FerretDB.
+
+A fresh database of 5 schemas x 12 tables x 3 columns (and the empty ``public``); the connector is configured through
+the management API with ``tasks.max=3`` (7 units: the database row and 6 schemas, so 3, 2 and 2 per task), crawled
+with ``crawl`` as ``metalake connect crawl`` does, and what reached Kafka is read back: every table exactly once, a
+DROP deleted by its owner only, and a re-split to 2 tasks without a single event.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from fastapi.testclient import TestClient
+from kafka_tail import Record, mark, of_tenant, read_since
+from runtime_plugins import PLUGINS
+from worker_helpers import ADMIN, worker_settings
+
+from connectors.postgres import PostgresCatalogConnector
+from connectors.runtime.context import Runtime
+from connectors.runtime.source_runner import crawl
+from connectors.runtime.worker import build_runtime, create_app
+from metalake.settings import Settings
+from metalake.stack import StackManager
+from metalake.urn import asset_urn
+from tenants.naming import BULK_TOPIC, PRIORITY_TOPIC
+
+pytestmark = pytest.mark.integration
+
+SCHEMAS = ("alpha", "beta", "delta", "gamma", "omega")
+TABLES = 12
+WITH_PG = {**PLUGINS, "postgres": PostgresCatalogConnector}
+
+_POPULATE = """
+DO $$
+DECLARE s text; i int;
+BEGIN
+  FOREACH s IN ARRAY ARRAY['alpha', 'beta', 'delta', 'gamma', 'omega'] LOOP
+    EXECUTE format('CREATE SCHEMA %I', s);
+    FOR i IN 0..11 LOOP
+      EXECUTE format('CREATE TABLE %I.%I (id bigint PRIMARY KEY, name text, amount numeric(12,2))',
+        s, 't' || lpad(i::text, 2, '0'));
+    END LOOP;
+  END LOOP;
+END $$;
+"""
+
+
+def _connect(settings: Settings, dbname: str) -> psycopg.Connection[Any]:
+    return psycopg.connect(
+        host="127.0.0.1", port=settings.stack.ports.postgres, user="metalake", dbname=dbname, autocommit=True
+    )
+
+
+@pytest.fixture
+def database(settings: Settings, stack: StackManager) -> Iterator[str]:
+    name = f"it_{secrets.token_hex(4)}"
+    with _connect(settings, "postgres") as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        with _connect(settings, name) as conn:
+            conn.execute(_POPULATE)
+        yield name
+    finally:
+        with _connect(settings, "postgres") as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def pg_worker(settings: Settings, stack: StackManager) -> Iterator[TestClient]:
+    with TestClient(create_app(worker_settings(settings), plugins=WITH_PG)) as client:
+        yield client
+
+
+@pytest.fixture
+def pg_runtime(settings: Settings, stack: StackManager) -> Iterator[Runtime]:
+    built = build_runtime(worker_settings(settings, source_batch_size=50), plugins=WITH_PG)
+    yield built
+    built.publisher.close()
+    built.offsets.close()
+
+
+def _put(worker: TestClient, settings: Settings, tenant: str, database: str, tasks: int) -> None:
+    spec = {
+        "type": "postgres",
+        "config": {
+            "host": "127.0.0.1", "port": settings.stack.ports.postgres, "user": "metalake", "instance": "it",
+            "databases": [database], "fetch_size": 100,
+        },
+        "tasks.max": tasks,
+    }  # fmt: skip
+    answer = worker.put(f"/connectors/{tenant}/pg", json=spec, headers=ADMIN)
+    assert answer.status_code in (200, 201), answer.text
+    assert answer.json()["tasks_max"] == tasks
+
+
+def _urn(database: str, *path: str) -> str:
+    return asset_urn("postgres", "it", database, *path)
+
+
+def _events(records: list[Record]) -> list[tuple[str, str]]:
+    """(type suffix, urn) per Kafka record."""
+    out = []
+    for r in records:
+        kind = r.headers["ce_type"].decode().removeprefix("io.metalake.").removesuffix(".v1")
+        out.append((kind, json.loads(r.value or b"{}")["urn"]))
+    return out
+
+
+def _task_units(worker: TestClient, tenant: str) -> list[set[tuple[str, ...]]]:
+    tasks = worker.get(f"/connectors/{tenant}/pg/tasks", headers=ADMIN).json()
+    assert [t["id"] for t in tasks] == [{"connector": "pg", "task": i} for i in range(len(tasks))]
+    return [{tuple(u) for u in t["config"]["units"]} for t in tasks]
+
+
+def test_tasks_split_emit_once_delete_by_owner_and_resplit_quietly(
+    pg_worker: TestClient, pg_runtime: Runtime, settings: Settings, tenant: str, database: str
+) -> None:
+    too_many = pg_worker.put(f"/connectors/{tenant}/pg", json={"type": "postgres", "tasks_max": 0}, headers=ADMIN)
+    assert too_many.status_code == 422 and too_many.headers["content-type"] == "application/problem+json"
+    _put(pg_worker, settings, tenant, database, 3)
+    status = pg_worker.get(f"/connectors/{tenant}/pg/status", headers=ADMIN).json()
+    assert status["connector"]["state"] == "RUNNING" and status["tasks"] == []  # no split before the first crawl
+
+    # 1. Three tasks, every table and column emitted exactly once across them.
+    marks = mark(settings, PRIORITY_TOPIC), mark(settings, BULK_TOPIC)
+    report = crawl(pg_runtime, tenant, "pg")
+    assert not report.failed and [t.task for t in report.tasks] == [0, 1, 2]
+    assert all(t.records > 0 for t in report.tasks)
+    tables = TABLES * len(SCHEMAS)
+    schemas = len(SCHEMAS) + 1  # and public
+    assert report.per_kind == {"database": 1, "schema": schemas, "table": tables, "column": tables * 3}
+    priority = read_since(settings, PRIORITY_TOPIC, marks[0], of_tenant(tenant), expect=1 + schemas + tables)
+    bulk = read_since(settings, BULK_TOPIC, marks[1], of_tenant(tenant), expect=tables * 3)
+    emitted = Counter(_events(priority) + _events(bulk))
+    expected = {_urn(database, s, f"t{i:02d}") for s in SCHEMAS for i in range(TABLES)}
+    assert {u for (k, u) in emitted if k == "asset.upserted" and u.count("/") == 3} == expected
+    assert set(emitted.values()) == {1} and len(emitted) == 1 + schemas + tables * 4
+
+    units = _task_units(pg_worker, tenant)
+    assert [len(u) for u in units] == [3, 2, 2]
+    assert set().union(*units) == {(database,), *((database, s) for s in (*SCHEMAS, "public"))}  # complete
+    assert sum(len(u) for u in units) == 7  # disjoint
+
+    status = pg_worker.get(f"/connectors/{tenant}/pg/status", headers=ADMIN).json()
+    assert status["name"] == "pg" and status["type"] == "source" and status["connector"]["state"] == "RUNNING"
+    assert [(t["id"], t["state"]) for t in status["tasks"]] == [(0, "RUNNING"), (1, "RUNNING"), (2, "RUNNING")]
+    assert all(t["worker_id"] and "trace" not in t for t in status["tasks"])
+    assert [t["last_run"]["records"] for t in status["tasks"]] == [t.records for t in report.tasks]
+
+    # 2. A DROP is deleted by the task owning its schema, and only by it.
+    with _connect(settings, database) as conn:
+        conn.execute("DROP TABLE gamma.t07")
+    owner = next(i for i, u in enumerate(units) if (database, "gamma") in u)
+    marks = mark(settings, PRIORITY_TOPIC), mark(settings, BULK_TOPIC)
+    report = crawl(pg_runtime, tenant, "pg")
+    assert not report.failed
+    assert [(t.records, t.deletions) for t in report.tasks] == [(4, 4) if i == owner else (0, 0) for i in range(3)]
+    dropped = _urn(database, "gamma", "t07")
+    deleted = _events(read_since(settings, PRIORITY_TOPIC, marks[0], of_tenant(tenant), expect=4))
+    columns = [f"{dropped}/{c}" for c in ("id", "name", "amount")]
+    assert sorted(deleted) == sorted(("asset.deleted", u) for u in [dropped, *columns])  # keys differ: any order
+    assert read_since(settings, BULK_TOPIC, marks[1], of_tenant(tenant), expect=0) == []
+
+    # 3. Re-split from 3 to 2 tasks: partitions change owners, and nothing is emitted, least of all a deletion.
+    _put(pg_worker, settings, tenant, database, 2)
+    marks = mark(settings, PRIORITY_TOPIC), mark(settings, BULK_TOPIC)
+    report = crawl(pg_runtime, tenant, "pg")
+    assert not report.failed and len(report.tasks) == 2
+    assert [(t.records, t.deletions) for t in report.tasks] == [(0, 0), (0, 0)]
+    assert sum(t.partitions for t in report.tasks) == 1 + schemas + tables - 1  # every stored partition handed
+    assert read_since(settings, PRIORITY_TOPIC, marks[0], of_tenant(tenant), expect=0, settle_s=3) == []
+    assert read_since(settings, BULK_TOPIC, marks[1], of_tenant(tenant), expect=0, settle_s=1) == []
+    assert [len(u) for u in _task_units(pg_worker, tenant)] == [4, 3]
+    status = pg_worker.get(f"/connectors/{tenant}/pg/status", headers=ADMIN).json()
+    assert [(t["id"], t["state"]) for t in status["tasks"]] == [(0, "RUNNING"), (1, "RUNNING")]
+
+    # 4. After the re-split, a change is picked up by its new owner; pausing shows the tasks PAUSED.
+    with _connect(settings, database) as conn:
+        conn.execute("ALTER TABLE omega.t00 ADD COLUMN region text")
+    report = crawl(pg_runtime, tenant, "pg")
+    assert sorted((t.records, t.deletions) for t in report.tasks) == [(0, 0), (5, 0)]  # the table and its 4 columns
+    assert pg_worker.put(f"/connectors/{tenant}/pg/pause", headers=ADMIN).status_code == 202
+    status = pg_worker.get(f"/connectors/{tenant}/pg/status", headers=ADMIN).json()
+    assert [t["state"] for t in status["tasks"]] == ["PAUSED", "PAUSED"]
+    assert pg_worker.delete(f"/connectors/{tenant}/pg", headers=ADMIN).status_code == 204
+    assert pg_runtime.store.get_tasks(tenant, "pg") == []
