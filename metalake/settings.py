@@ -117,6 +117,109 @@ class ConnectSettings(BaseModel):
     retry_after_s: int = Field(default=30, gt=0)
     source_batch_size: int = Field(default=1000, gt=0)
     offsets_load_timeout_s: float = Field(default=30.0, gt=0)
+    # How long the webhook path may reuse a connector's control-plane record and secrets (0: read them every time).
+    lookup_cache_ttl_s: float = Field(default=2.0, ge=0)
+
+
+class OutboundSettings(BaseModel):
+    """The outbound runtime (``metalake outbound run``): Slack, Jira and signed webhooks fed by ``metalake.changes``.
+
+    Short retries happen in the process (exponential backoff, Retry-After honoured up to ``retry_after_max_s``);
+    what still fails goes to the retry topic with a due time, and after ``retry_topic_max_attempts`` to the DLQ.
+    ``ssrf_allow`` lists networks (CIDR) a destination may resolve to although the SSRF guard refuses them (tests
+    allow ``127.0.0.0/8``). ``allow_base_url_override`` lets a subscription point Slack/Jira at another base URL.
+    """
+
+    group_id: str = "metalake-outbound"
+    retry_group_id: str = "metalake-outbound-retry"
+    # How soon Kafka hands a dead runtime's partitions to its successor (librdkafka's session.timeout.ms).
+    session_timeout_ms: int = Field(default=45_000, ge=6_000)
+    batch_size: int = Field(default=100, gt=0)
+    poll_timeout_s: float = Field(default=0.5, gt=0)
+    # Records of a batch with different keys (assets) are delivered in parallel; one key's stay in order.
+    workers: int = Field(default=8, ge=1)
+    subscriptions_ttl_s: float = Field(default=10.0, ge=0)
+    short_attempts: int = Field(default=3, ge=1)
+    backoff_initial_s: float = Field(default=0.5, ge=0)
+    backoff_max_s: float = Field(default=5.0, ge=0)
+    retry_after_max_s: float = Field(default=10.0, ge=0)
+    retry_initial_s: float = Field(default=5.0, ge=0)
+    retry_max_s: float = Field(default=300.0, ge=0)
+    retry_topic_max_attempts: int = Field(default=12, ge=1)
+    http_timeout_s: float = Field(default=10.0, gt=0)
+    slack_base_url: str = "https://slack.com/api/"
+    allow_base_url_override: bool = False
+    ssrf_allow: list[str] = Field(default_factory=list)
+
+
+class ApiSettings(BaseModel):
+    """The admin API (``metalake api``): its OAuth 2 authorization server, token validation and rate limits.
+
+    ``issuer`` defaults to ``http://<host>:<port>``. ``key_encryption_key`` seals the private signing keys stored in
+    the control plane; without it the API validates tokens but cannot issue any. ``external_issuer`` makes an external
+    OIDC provider the only trusted issuer (its JWKS comes from its discovery document). See docs/api.md.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, gt=0, lt=65536)
+    issuer: str | None = None
+    audience: str = "metalake-api"
+    token_lifetime_s: int = Field(default=900, gt=0, le=86_400)
+    signing_alg: Literal["RS256", "ES256"] = "RS256"
+    key_encryption_key: SecretStr | None = None
+    external_issuer: str | None = None
+    tenant_claim: str = "tenant"
+    leeway_s: int = Field(default=30, ge=0, le=300)
+    jwks_min_refresh_s: float = Field(default=1.0, ge=0)
+    jwks_max_age_s: float = Field(default=300.0, gt=0)
+    client_cache_ttl_s: float = Field(default=10.0, ge=0)
+    secret_overlap_s: int = Field(default=86_400, ge=0, le=30 * 86_400)
+    rate_limit_per_s: float = Field(default=20.0, gt=0)
+    rate_limit_burst: int = Field(default=100, gt=0)
+
+    @property
+    def issuer_url(self) -> str:
+        return self.issuer or f"http://{self.host}:{self.port}"
+
+
+class AccessSettings(BaseModel):
+    """Trino access rules generated from the control plane (``metalake access run|sync``; docs/serving.md).
+
+    ``rules_file`` is the file Trino's file-based access control reloads (default: the local Trino's etc folder).
+    ``service_users`` keep full access besides ``trino.user``. ``pii_tags`` are fnmatch patterns of the tags whose
+    columns are masked for a tenant's users without the PII role. A column of a table in the tenant's Trino schema
+    has the URN ``urn:metalake:trino:<trino_instance>/<catalog>/<schema>/<table>/<column>``.
+    """
+
+    rules_file: Path | None = None
+    service_users: list[str] = Field(default_factory=lambda: ["metalake-tests", "bench"])
+    pii_tags: list[str] = Field(default_factory=lambda: ["PII", "PII.*", "GDPR", "GDPR.*"])
+    mask_style: Literal["null", "redact", "hash"] = "redact"
+    trino_instance: str = "metalake"
+    group_id: str = "metalake-access"
+    resync_interval_s: float = Field(default=300.0, gt=0)
+
+
+class SqlSettings(BaseModel):
+    """The SQL endpoint and share links of the admin API: every query stops at ``max_rows`` rows or ``timeout_s``."""
+
+    max_rows: int = Field(default=10_000, gt=0)
+    timeout_s: float = Field(default=30.0, gt=0)
+    share_default_ttl_s: int = Field(default=86_400, gt=0)
+    share_max_ttl_s: int = Field(default=30 * 86_400, gt=0)
+
+
+class PropagationSettings(BaseModel):
+    """Tag propagation along lineage (``metalake propagation run``; docs/propagation.md): its consumer group on
+    ``metalake.changes`` and the guardrails of every closure (hops, edges followed per asset, assets reached, time)."""
+
+    group_id: str = "metalake-propagation"
+    batch_size: int = Field(default=500, gt=0)
+    poll_timeout_s: float = Field(default=1.0, gt=0)
+    max_depth: int = Field(default=10, ge=1, le=1000)
+    max_fanout: int = Field(default=1000, ge=1)
+    max_reached: int = Field(default=100_000, ge=1)
+    time_budget_s: float = Field(default=5.0, gt=0)
 
 
 def _stack_env_files() -> tuple[Path, ...]:
@@ -140,6 +243,11 @@ class Settings(BaseSettings):
     telemetry: TelemetrySettings = TelemetrySettings()
     enrichment: EnrichmentSettings = EnrichmentSettings()
     connect: ConnectSettings = ConnectSettings()
+    propagation: PropagationSettings = PropagationSettings()
+    api: ApiSettings = ApiSettings()
+    outbound: OutboundSettings = OutboundSettings()
+    access: AccessSettings = AccessSettings()
+    sql: SqlSettings = SqlSettings()
 
     @model_validator(mode="after")
     def _derive_addresses(self) -> Settings:
@@ -168,6 +276,11 @@ class Settings(BaseSettings):
     @property
     def checkpoint_root(self) -> Path:
         return _derived(self.lake.checkpoint_root, "lake.checkpoint_root")
+
+    @property
+    def access_rules_file(self) -> Path:
+        """The Trino access rules file: ``access.rules_file``, or the local Trino's ``etc/rules.json``."""
+        return self.access.rules_file or self.stack.dir / "run" / "trino" / "etc" / "rules.json"
 
 
 _T = TypeVar("_T")

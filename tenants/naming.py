@@ -17,6 +17,7 @@ __all__ = [
     "InvalidTenantId",
     "TenantNames",
     "names_for",
+    "trino_user",
     "validate_tenant_id",
 ]
 
@@ -31,12 +32,26 @@ Stage = Literal["connectors", "enrichment", "outbound"]
 TopicClass = Literal["priority", "bulk"]
 
 # Delta tables of a tenant, by logical name. `_dlq` keeps its leading underscore: it is not catalog data.
-DELTA_TABLES = ("events", "assets", "lineage_edges", "classifications", "incidents", "audit", "_dlq")
+DELTA_TABLES = (
+    "events",
+    "assets",
+    "lineage_edges",
+    "classifications",
+    "incidents",
+    "propagated_tags",
+    "audit",
+    "_dlq",
+)
 
 
 def dlq_topic(stage: Stage) -> str:
     """One dead-letter topic per pipeline stage, shared by tenants (records carry the tenant in a header)."""
     return f"metalake.{stage}.dlq"
+
+
+def retry_topic(stage: Literal["outbound"]) -> str:
+    """Deliveries that failed their short in-process retries wait here for their due time (shared by tenants)."""
+    return f"metalake.{stage}.retry"
 
 
 @dataclass(frozen=True)
@@ -94,9 +109,23 @@ def names_for(tenant_id: str, lake_root: Path, *, dedicated: bool = False) -> Te
     return TenantNames(validate_tenant_id(tenant_id), dedicated, lake_root)
 
 
+def trino_user(tenant_id: str, *, pii: bool = False) -> str:
+    """The Trino user a tenant's queries run as; the ``.pii`` variant also sees PII-tagged columns unmasked.
+
+    Tenant ids hold no '.', so ``tenant.<id>.pii`` never names another tenant's user.
+    """
+    return f"tenant.{validate_tenant_id(tenant_id)}" + (".pii" if pii else "")
+
+
 def event_topics() -> tuple[str, str]:
     """The pooled event topics, in priority order."""
     return (PRIORITY_TOPIC, BULK_TOPIC)
+
+
+def platform_audit_dir(lake_root: Path) -> Path:
+    """The platform's own Delta ``audit`` table: tenant lifecycle actions, which must outlive a deleted tenant's
+    data. A leading underscore, so no tenant id can take the folder."""
+    return lake_root / "_platform" / "audit"
 
 
 def unrouted_lake_dir(lake_root: Path) -> Path:

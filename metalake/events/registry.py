@@ -42,6 +42,11 @@ _SPECS: tuple[EventTypeSpec, ...] = (
     EventTypeSpec("com.montecarlodata.incident.opened.v1", "Monte Carlo opened an incident on a table"),
     EventTypeSpec("com.montecarlodata.incident.updated.v1", "An alert update on a Monte Carlo incident"),
     EventTypeSpec("com.montecarlodata.incident.resolved.v1", "A Monte Carlo incident was resolved"),
+    # Propagation (processors.propagation): tags that travelled along lineage, back into the pipeline.
+    EventTypeSpec("io.metalake.classification.propagated.v1", "A tag reached an asset along lineage"),
+    EventTypeSpec("io.metalake.classification.unpropagated.v1", "A propagated tag no longer reaches an asset"),
+    # Published to metalake.changes (not an event topic) after each propagation run; registered for its schema.
+    EventTypeSpec("io.metalake.propagation.completed.v1", "A propagation run of one (origin, tag) is published"),
 )
 _BY_NAME = {spec.name: spec for spec in _SPECS}
 

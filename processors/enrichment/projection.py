@@ -11,7 +11,8 @@ from typing import Any
 from pymongo.collection import Collection
 from pymongo.errors import OperationFailure
 
-from processors.enrichment.state import StateSpec
+from processors.enrichment.health import INSERT_DEFAULTS
+from processors.enrichment.state import ASSETS, StateSpec
 
 DUPLICATE_KEY = 11000
 
@@ -43,6 +44,9 @@ def spec_upsert(spec: StateSpec) -> Callable[[Mapping[str, Any]], dict[str, Any]
             fields.update({c: row[c] for c in spec.fields if c not in spec.carried})
         fields.update({c: row[c] for c in spec.carried if row[c] is not None})
         op = guarded_upsert(spec.mongo_id(row), row["version"], row["event_id"], fields)
+        if spec is ASSETS:
+            # A new asset starts healthy (no incident seen); the job sets the computed health after this upsert.
+            op["u"]["$setOnInsert"] = dict(INSERT_DEFAULTS)
         if spec.protect_human and row.get("source") == "auto" and not row["deleted"]:
             # Same rule as the Delta MERGE: an automatic row never replaces a person's decision.
             op["q"]["source"] = {"$ne": "human"}
@@ -92,3 +96,19 @@ def apply_upserts(
             stale += 1
             fresh = fresh[index + 1 :]
     return applied, stale
+
+
+def apply_updates(collection: Collection[dict[str, Any]], ops: Iterable[dict[str, Any]], chunk: int = 1000) -> int:
+    """Run guarded ``update`` statements that never insert (no duplicate-key signal to read); return how many
+    documents matched. Raises on any write error."""
+    matched = 0
+    pending = list(ops)
+    for start in range(0, len(pending), chunk):
+        part = pending[start : start + chunk]
+        reply = collection.database.command({"update": collection.name, "updates": part, "ordered": True})
+        errors = reply.get("writeErrors", [])
+        if errors:
+            first = errors[0]
+            raise OperationFailure(f"MongoDB update failed: {first.get('errmsg')}", first.get("code"), reply)
+        matched += int(reply.get("n", 0))
+    return matched

@@ -72,7 +72,15 @@ CLASSIFICATIONS = StateSpec(
     collection="classifications",
     key=("urn", "tag"),
     types={"io.metalake.classification.added.v1": False, "io.metalake.classification.removed.v1": True},
-    fields=("source", "propagate", "confidence", "rule", "actor"),
+    fields=(
+        "source",
+        "propagate",
+        "confidence",
+        "rule",
+        "actor",
+        "remove_propagations_on_entity_delete",
+        "restrict_propagation_through_lineage",
+    ),
     protect_human=True,
 )
 LINEAGE = StateSpec(
@@ -80,7 +88,7 @@ LINEAGE = StateSpec(
     collection="lineage",
     key=("upstream", "urn"),
     types={"io.metalake.lineage.edge.added.v1": False, "io.metalake.lineage.edge.removed.v1": True},
-    fields=("blocked_tags", "transformation"),
+    fields=("blocked_tags", "transformation", "propagation"),
 )
 INCIDENTS = StateSpec(
     table="incidents",
@@ -93,7 +101,15 @@ INCIDENTS = StateSpec(
     },
     fields=("status", "incident_type", "webhook_type", "feedback", "severity", "owner", "url", "summary"),
 )
-STATE_SPECS: tuple[StateSpec, ...] = (ASSETS, CLASSIFICATIONS, LINEAGE, INCIDENTS)
+# Tags that reached an asset along lineage, one row per (asset, tag, origin); written by processors.propagation.
+PROPAGATED = StateSpec(
+    table="propagated_tags",
+    collection="propagated_tags",
+    key=("urn", "tag", "origin"),
+    types={"io.metalake.classification.propagated.v1": False, "io.metalake.classification.unpropagated.v1": True},
+    fields=("path", "depth"),
+)
+STATE_SPECS: tuple[StateSpec, ...] = (ASSETS, CLASSIFICATIONS, LINEAGE, INCIDENTS, PROPAGATED)
 
 
 def _order(item: tuple[ParsedRow, dict[str, Any]]) -> tuple[int, str]:

@@ -1,7 +1,16 @@
-"""The per-tenant Delta tables the job writes, their schemas, and idempotent creation."""
+"""The per-tenant Delta tables the job writes, their schemas, idempotent creation and additive schema evolution.
+
+The current-state tables follow the state specs (``state.STATE_SPECS``): a spec's columns, typed by ``COLUMN_TYPES``,
+plus the derived columns a table keeps beside them (``DERIVED``: the assets' health). A field added to a spec, or a
+new spec, therefore gets its column or table without DDL by hand: ``ensure_tables`` creates missing tables and adds
+missing columns to existing ones (``ALTER TABLE ADD COLUMNS``: old rows read null). Adding nullable columns needs no
+new table feature (no column mapping), so the protocol stays one Trino 476 reads.
+"""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from delta.tables import DeltaTable
@@ -10,6 +19,7 @@ from pyspark.sql.types import (
     ArrayType,
     BinaryType,
     BooleanType,
+    DataType,
     DateType,
     DoubleType,
     IntegerType,
@@ -21,11 +31,91 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from processors.enrichment.health import HEALTH_COLUMNS
+from processors.enrichment.state import STATE_SPECS, StateSpec
 from tenants.naming import TenantNames
 
+log = logging.getLogger(__name__)
 
-def _schema(*fields: tuple[str, object]) -> StructType:
-    return StructType([StructField(name, dtype, True) for name, dtype in fields])  # type: ignore[arg-type]
+
+def _schema(*fields: tuple[str, DataType]) -> StructType:
+    return StructType([StructField(name, dtype, True) for name, dtype in fields])
+
+
+_STRINGS = ArrayType(StringType())
+
+# The type of every state column, by name (a name means the same thing in every state table). A spec field missing
+# here fails at import, naming the field: add its type here.
+COLUMN_TYPES: Mapping[str, DataType] = {
+    # keys
+    "urn": StringType(),
+    "tag": StringType(),
+    "upstream": StringType(),
+    "incident_id": StringType(),
+    "origin": StringType(),
+    # assets
+    "kind": StringType(),
+    "name": StringType(),
+    "platform": StringType(),
+    "qualified_name": StringType(),
+    "description": StringType(),
+    "data_type": StringType(),
+    "owners": _STRINGS,
+    "properties": MapType(StringType(), StringType()),
+    # classifications
+    "source": StringType(),
+    "propagate": BooleanType(),
+    "confidence": DoubleType(),
+    "rule": StringType(),
+    "actor": StringType(),
+    "remove_propagations_on_entity_delete": BooleanType(),
+    "restrict_propagation_through_lineage": BooleanType(),
+    # lineage edges
+    "blocked_tags": _STRINGS,
+    "transformation": StringType(),
+    "propagation": StringType(),
+    # propagated tags
+    "path": _STRINGS,
+    "depth": LongType(),
+    # incidents
+    "status": StringType(),
+    "incident_type": StringType(),
+    "webhook_type": StringType(),
+    "feedback": StringType(),
+    "severity": StringType(),
+    "owner": StringType(),
+    "url": StringType(),
+    "summary": StringType(),
+    # meta (state.META)
+    "deleted": BooleanType(),
+    "version": LongType(),
+    "event_id": StringType(),
+    "event_time": TimestampType(),
+    "updated_at": TimestampType(),
+    # the assets' health (health.HEALTH_COLUMNS), derived from the incidents table
+    "health": StringType(),
+    "health_severity": StringType(),
+    "open_incidents": IntegerType(),
+    "open_incident_ids": _STRINGS,
+    "health_version": LongType(),
+    "health_event_id": StringType(),
+    "health_updated_at": TimestampType(),
+}
+
+# Columns a state table keeps beside its spec's: written by the job from other tables, never by the spec's events.
+DERIVED: Mapping[str, tuple[str, ...]] = {"assets": HEALTH_COLUMNS}
+
+
+def typed(columns: Sequence[str]) -> StructType:
+    unknown = [c for c in columns if c not in COLUMN_TYPES]
+    if unknown:
+        raise KeyError(f"state columns without a Delta type: {unknown}; add them to tables.COLUMN_TYPES")
+    return _schema(*((c, COLUMN_TYPES[c]) for c in columns))
+
+
+def source_schema(spec: StateSpec) -> StructType:
+    """The schema of the rows a batch MERGEs into the spec's table: the spec's columns, in ``spec.columns`` order."""
+    return typed(spec.columns)
 
 
 EVENTS = _schema(
@@ -42,64 +132,6 @@ EVENTS = _schema(
     ("kafka_offset", LongType()),
     ("ingested_at", TimestampType()),
     ("event_date", DateType()),
-)
-
-ASSETS = _schema(
-    ("urn", StringType()),
-    ("kind", StringType()),
-    ("name", StringType()),
-    ("platform", StringType()),
-    ("qualified_name", StringType()),
-    ("description", StringType()),
-    ("data_type", StringType()),
-    ("owners", ArrayType(StringType())),
-    ("properties", MapType(StringType(), StringType())),
-    ("deleted", BooleanType()),
-    ("version", LongType()),
-    ("event_id", StringType()),
-    ("event_time", TimestampType()),
-    ("updated_at", TimestampType()),
-)
-
-_META = (
-    ("deleted", BooleanType()),
-    ("version", LongType()),
-    ("event_id", StringType()),
-    ("event_time", TimestampType()),
-    ("updated_at", TimestampType()),
-)
-
-CLASSIFICATIONS = _schema(
-    ("urn", StringType()),
-    ("tag", StringType()),
-    ("source", StringType()),
-    ("propagate", BooleanType()),
-    ("confidence", DoubleType()),
-    ("rule", StringType()),
-    ("actor", StringType()),
-    *_META,
-)
-
-LINEAGE_EDGES = _schema(
-    ("upstream", StringType()),
-    ("urn", StringType()),
-    ("blocked_tags", ArrayType(StringType())),
-    ("transformation", StringType()),
-    *_META,
-)
-
-INCIDENTS = _schema(
-    ("incident_id", StringType()),
-    ("urn", StringType()),
-    ("status", StringType()),
-    ("incident_type", StringType()),
-    ("webhook_type", StringType()),
-    ("feedback", StringType()),
-    ("severity", StringType()),
-    ("owner", StringType()),
-    ("url", StringType()),
-    ("summary", StringType()),
-    *_META,
 )
 
 DLQ = _schema(
@@ -123,21 +155,57 @@ class TableSpec:
     partition_by: tuple[str, ...] = ()
 
 
+def state_table(spec: StateSpec) -> TableSpec:
+    return TableSpec(spec.table, typed((*spec.columns, *DERIVED.get(spec.table, ()))))
+
+
 TABLES: tuple[TableSpec, ...] = (
     TableSpec("events", EVENTS, ("event_date",)),
-    TableSpec("assets", ASSETS),
-    TableSpec("classifications", CLASSIFICATIONS),
-    TableSpec("lineage_edges", LINEAGE_EDGES),
-    TableSpec("incidents", INCIDENTS),
+    *(state_table(spec) for spec in STATE_SPECS),
     TableSpec("_dlq", DLQ),
 )
 SCHEMAS = {spec.name: spec.schema for spec in TABLES}
 
 
-def ensure_tables(spark: SparkSession, names: TenantNames) -> None:
-    """Create the tenant's tables if missing. Safe to call again; cheap after the first time per process."""
+def missing_columns(held: StructType, wanted: StructType) -> list[StructField]:
+    """The columns of ``wanted`` that ``held`` lacks, in ``wanted``'s order. Names compare case-insensitively, as
+    Delta does. A column held with another type is left as it is: changing a type is not additive, and the write
+    that needs it fails with Delta's own message."""
+    have = {f.name.lower(): f for f in held.fields}
+    out = []
+    for f in wanted.fields:
+        old = have.get(f.name.lower())
+        if old is None:
+            out.append(f)
+        elif old.dataType != f.dataType:
+            log.warning(
+                "enrichment.schema_type_differs",
+                extra={"column": f.name, "held": old.dataType.simpleString(), "wanted": f.dataType.simpleString()},
+            )
+    return out
+
+
+def add_columns_sql(path: str, columns: Sequence[StructField]) -> str:
+    """``ALTER TABLE ... ADD COLUMNS`` for a path-based table. Paths come from ``tenants.naming`` (validated ids)."""
+    quoted = path.replace("`", "``")
+    ddl = ", ".join(f"`{c.name}` {c.dataType.simpleString()}" for c in columns)
+    return f"ALTER TABLE delta.`{quoted}` ADD COLUMNS ({ddl})"
+
+
+def ensure_tables(spark: SparkSession, names: TenantNames) -> dict[str, list[str]]:
+    """Create the tenant's missing tables and add the columns its existing tables lack; return the columns added per
+    table. Safe to call again (and concurrently with writers: a conflict is a retryable Delta conflict)."""
+    added: dict[str, list[str]] = {}
     for spec in TABLES:
-        builder = DeltaTable.createIfNotExists(spark).location(str(names.delta_path(spec.name))).addColumns(spec.schema)
+        path = str(names.delta_path(spec.name))
+        builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(spec.schema)
         if spec.partition_by:
             builder = builder.partitionedBy(*spec.partition_by)
-        builder.execute()
+        table = builder.execute()
+        # createIfNotExists keeps an existing table's schema as it is, whatever the builder says.
+        missing = missing_columns(table.toDF().schema, spec.schema)
+        if missing:
+            spark.sql(add_columns_sql(path, missing))
+            added[spec.name] = [c.name for c in missing]
+            log.info("enrichment.schema_evolved", extra={"table": spec.name, "columns": added[spec.name]})
+    return added

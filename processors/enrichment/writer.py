@@ -1,8 +1,10 @@
-"""``foreachBatch``: one micro-batch, split by tenant, into Delta (events, assets, _dlq) and then MongoDB.
+"""``foreachBatch``: one micro-batch, split by tenant, into Delta (events, state tables, _dlq) and then MongoDB.
 
 Effectively once: each Delta write carries txnAppId/txnVersion = (query, batch id), so a batch replayed after a crash
 is skipped by Delta; the MongoDB upserts are version-guarded, so replaying them changes nothing. Spark commits the
-Kafka offsets to the checkpoint only after this function returns.
+Kafka offsets to the checkpoint only after this function returns. The assets' health is a second MERGE into
+``assets`` in the same batch, under its own txnAppId (``<query>.health``): one appId per table and batch can commit
+only once.
 """
 
 from __future__ import annotations
@@ -30,10 +32,20 @@ from metalake.telemetry import bind_tenant, extract_context
 from processors.enrichment.catalog import register_tenant_tables
 from processors.enrichment.changes import auto_classifications, change_events
 from processors.enrichment.classify import DEFAULT_RULES
+from processors.enrichment.health import (
+    HEALTH,
+    HEALTH_COLUMNS,
+    INCIDENT_COLUMNS,
+    INSERT_DEFAULTS,
+    IncidentIndex,
+    asset_health,
+    change_rows,
+    mongo_health_update,
+)
 from processors.enrichment.parse import ParsedRow, foreign_tenant, parse_rows
-from processors.enrichment.projection import apply_upserts, spec_upsert
-from processors.enrichment.state import META, STATE_SPECS, StateSpec, fold
-from processors.enrichment.tables import DLQ, EVENTS, SCHEMAS, TABLES, ensure_tables
+from processors.enrichment.projection import apply_updates, apply_upserts, spec_upsert
+from processors.enrichment.state import ASSETS, INCIDENTS, META, STATE_SPECS, StateSpec, fold
+from processors.enrichment.tables import DLQ, EVENTS, TABLES, ensure_tables, source_schema, typed
 from tenants.naming import CHANGES_TOPIC, TenantNames, names_for, unrouted_lake_dir
 
 log = logging.getLogger(__name__)
@@ -64,6 +76,14 @@ AfterDeltaHook = Callable[[str, int], None]
 
 def _newer(s: str, t: str) -> str:
     return f"{s}.version > {t}.version OR ({s}.version = {t}.version AND {s}.event_id > {t}.event_id)"
+
+
+HEALTH_SOURCE = typed(("urn", *HEALTH_COLUMNS))
+# A health row applies unless the held one was computed from newer incident rows (equal: the same one, replayed).
+HEALTH_GUARD = (
+    "t.health_version IS NULL OR s.health_version > t.health_version"
+    " OR (s.health_version = t.health_version AND s.health_event_id >= t.health_event_id)"
+)
 
 
 def event_rows(valid: list[ParsedRow], now: datetime) -> list[tuple[Any, ...]]:
@@ -120,7 +140,7 @@ def _link_producers(by_tenant: dict[str | None, list[ParsedRow]]) -> None:
                 linked += 1
 
 
-def retry_conflicts(commit: Callable[[], None], table: str) -> None:
+def retry_conflicts(commit: Callable[[], object], table: str) -> None:
     """Run a Delta commit again when a concurrent commit won. The priority and bulk queries write the same tables;
     every write here is idempotent (txn ids, version-guarded MERGE, create-if-not-exists), so a rerun is safe."""
     for attempt in range(1, CONFLICT_ATTEMPTS + 1):
@@ -164,11 +184,16 @@ class BatchWriter:
         only_tenant: str | None = None,
         changes: EventProducer | None = None,
         tables_lock: threading.Lock | None = None,
+        incident_index: IncidentIndex | None = None,
     ) -> None:
         self._changes = changes
         # Shared by the queries of one process: two concurrent creations of a tenant's tables race on the same
         # folders ("location is not empty and not a Delta table"), which is not a retryable Delta conflict.
         self._tables_lock = tables_lock or threading.Lock()
+        # Shared by the queries of one process too: its lock serializes the health step, so each health computation
+        # reads the incidents table after every earlier one wrote (a later health never holds older incident rows
+        # than one it overwrites), and its index of URNs with incidents sees every query's incidents.
+        self._incidents = incident_index or IncidentIndex()
         self._settings = settings
         self._only_tenant = only_tenant
         self._app_id = app_id
@@ -226,6 +251,9 @@ class BatchWriter:
             return
         names = names_for(tenant, self._settings.lake_root)
         if tenant not in self._ready_tenants:
+            # Also adds the columns a newer spec has to the tenant's existing tables. Trino reads a Delta table's
+            # columns from its log at query time: added columns need no re-registration (a new table is registered
+            # by the first batch of the process, below).
             with timer("ensure_tables"), self._tables_lock:
                 retry_conflicts(lambda: ensure_tables(spark, names), "*")
             self._ready_tenants.add(tenant)
@@ -241,27 +269,84 @@ class BatchWriter:
             if folded:
                 with timer(f"merge_{spec.table}"):
                     self._merge(spark, spec, folded, names, batch_id)
-        if self._after_delta is not None:
-            self._after_delta(tenant, batch_id)
-        applied = stale = 0
-        with timer("mongo"):
-            for spec, folded in states:
-                collection = self._mongo[names.mongo_database][spec.collection]
-                a, st = apply_upserts(collection, map(spec_upsert(spec), folded))
-                applied, stale = applied + a, stale + st
+        with self._incidents.lock:
+            with timer("health"):
+                health = self._health(spark, tenant, names, states, batch_id, now)
+            if self._after_delta is not None:
+                self._after_delta(tenant, batch_id)
+            applied = stale = 0
+            with timer("mongo"):
+                for spec, folded in states:
+                    collection = self._mongo[names.mongo_database][spec.collection]
+                    a, st = apply_upserts(collection, map(spec_upsert(spec), folded))
+                    applied, stale = applied + a, stale + st
+                # After the assets' upserts: a new asset document exists by now and gets its health.
+                apply_updates(self._mongo[names.mongo_database][ASSETS.collection], map(mongo_health_update, health))
         if self._changes is not None:
             with timer("changes"):
                 published = [e for spec, folded in states for e in change_events(tenant, spec, folded)]
+                published += change_events(tenant, HEALTH, change_rows(health))
                 self._changes.publish(published, lambda e: CHANGES_TOPIC)
             self._auto_classify(tenant, states[0][1], timer)
         events_in.add(len(valid), {"tenant": tenant})
         log.info(
             "enrichment.tenant_written",
-            extra={"batch_id": batch_id, "events": len(valid), "mongo_applied": applied, "mongo_stale": stale},
+            extra={
+                "batch_id": batch_id,
+                "events": len(valid),
+                "health_rows": len(health),
+                "mongo_applied": applied,
+                "mongo_stale": stale,
+            },
         )
         if tenant not in self._registered_tenants:
             with timer("trino_register"):
                 self._register(names)
+
+    def _health(
+        self,
+        spark: SparkSession,
+        tenant: str,
+        names: TenantNames,
+        states: list[tuple[StateSpec, list[dict[str, Any]]]],
+        batch_id: int,
+        now: datetime,
+    ) -> list[dict[str, Any]]:
+        """Recompute the health of the assets of this batch's incidents, and of this batch's assets that have incident
+        rows, from the incidents table as committed (this batch's MERGE included); MERGE it into ``assets`` and
+        return the rows.
+
+        Assets with incidents are included: an incident may name an asset the catalog learns of later (the health
+        MERGE matches no row then), and that asset's first upsert must pick its incidents up."""
+        incidents_table = spark.read.format("delta").load(str(names.delta_path(INCIDENTS.table)))
+        if not self._incidents.loaded(tenant):
+            self._incidents.load(tenant, (r["urn"] for r in incidents_table.select("urn").distinct().collect()))
+        by_table = {spec.table: [r["urn"] for r in folded] for spec, folded in states}
+        urns = self._incidents.to_compute(tenant, by_table[INCIDENTS.table], by_table[ASSETS.table])
+        if not urns:
+            return []
+        incidents = incidents_table.where(F.col("urn").isin(urns)).select(*INCIDENT_COLUMNS).collect()
+        rows = asset_health((r.asDict() for r in incidents), now)
+        if not rows:
+            return []
+        source = spark.createDataFrame([tuple(r[c] for c in HEALTH_SOURCE.fieldNames()) for r in rows], HEALTH_SOURCE)
+        app_id = f"{self._app_id}.health"
+        conf = spark.conf
+
+        def merge() -> None:
+            conf.set("spark.databricks.delta.write.txnAppId", app_id)
+            conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
+            (
+                DeltaTable.forPath(spark, str(names.delta_path(ASSETS.table)))
+                .alias("t")
+                .merge(source.alias("s"), "t.urn = s.urn")
+                .whenMatchedUpdate(condition=HEALTH_GUARD, set={c: F.col(f"s.{c}") for c in HEALTH_COLUMNS})
+                .execute()
+            )
+
+        conf.set("spark.databricks.delta.write.txnVersion.autoReset.enabled", "true")
+        retry_conflicts(merge, "assets.health")
+        return rows
 
     def _auto_classify(self, tenant: str, assets: list[dict[str, Any]], timer: StepTimer) -> None:
         """Publish classification events for the batch's columns that the rules tag. They come back through the
@@ -296,7 +381,7 @@ class BatchWriter:
     def _merge(
         self, spark: SparkSession, spec: StateSpec, rows: list[dict[str, Any]], names: TenantNames, batch_id: int
     ) -> None:
-        source = spark.createDataFrame([tuple(r[c] for c in spec.columns) for r in rows], SCHEMAS[spec.table])
+        source = spark.createDataFrame([tuple(r[c] for c in spec.columns) for r in rows], source_schema(spec))
         # MERGE has no writer options: Delta reads the idempotency pair from the session (reset after the write).
         conf = spark.conf
         conf.set("spark.databricks.delta.write.txnVersion.autoReset.enabled", "true")
@@ -308,6 +393,11 @@ class BatchWriter:
                 F.coalesce(s_col, t_col) if c in spec.carried else F.when(F.col("s.deleted"), t_col).otherwise(s_col)
             )
         update.update({c: F.col(f"s.{c}") for c in META})
+        # Named columns, not INSERT *: the table may hold more columns than the spec (derived ones, or ones a newer
+        # job added), which then start null or at their defaults.
+        insert: dict[str, str | Column] = {c: F.col(f"s.{c}") for c in spec.columns}
+        if spec is ASSETS:
+            insert.update({c: F.lit(v) for c, v in INSERT_DEFAULTS.items()})
         on = " AND ".join(f"t.{k} = s.{k}" for k in spec.key)
         condition = _newer("s", "t")
         if spec.protect_human:
@@ -324,7 +414,7 @@ class BatchWriter:
                 .alias("t")
                 .merge(source.alias("s"), on)
                 .whenMatchedUpdate(condition=condition, set=update)
-                .whenNotMatchedInsertAll()
+                .whenNotMatchedInsert(values=insert)
                 .execute()
             )
 

@@ -125,4 +125,5 @@ def test_a_dedicated_job_dead_letters_another_tenants_records(
         job.stop()
     assert dlq == [("ce_tenantid does not match the topic's tenant", "ce_tenantid")]
     assert assets.count_documents({}) == 1
-    assert "metalake_someone-else" not in mongo.list_database_names()
+    # Not listDatabases: FerretDB sizes every database for it, which takes minutes once tests made thousands.
+    assert mongo["metalake_someone-else"].list_collection_names() == []

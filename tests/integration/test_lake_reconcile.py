@@ -46,8 +46,9 @@ def test_reconcile_reports_zero_then_exactly_the_broken_documents_and_repairs_th
     )
 
     healthy = reconcile(lake_spark, mongo, names, dry_run=True, echo=lambda _: None)
-    assert [r.difference.total for r in healthy] == [0, 0, 0, 0]
-    assert [r.delta_rows for r in healthy] == [3, 1, 1, 1]
+    assert [r.difference.total for r in healthy] == [0] * len(healthy)
+    # assets, classifications, lineage, incidents; propagated tags depend on whether a propagation processor runs.
+    assert [r.delta_rows for r in healthy][:4] == [3, 1, 1, 1]
 
     before = db["assets"].find_one({"_id": C})
     db["assets"].delete_one({"_id": B})

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from metalake.java import find_java
 from metalake.stack.health import trino_probe
 from metalake.stack.services.base import Service, StackContext
+from tenants.trino_access import build_rules, write_rules
 
 # Trino 476 needs JDK 24+; it runs on the Temurin 25 JDK (it checks a minimum version only).
 _MIN_JAVA = 24
@@ -60,10 +62,12 @@ class Trino(Service):
                     "task.concurrency=2",
                     f"plugin.dir={server / 'plugin'}",
                     f"catalog.config-dir={etc / 'catalog'}",
+                    f"access-control.config-files={etc / 'access-control.properties'}",
                     "",
                 ]
             )
         )
+        self._prepare_access_control(ctx, etc)
         (etc / "log.properties").write_text("io.trino=INFO\n")
         # The file metastore lives inside the lake root, in a folder no tenant id can name (ids start with a letter).
         (etc / "catalog" / "lake.properties").write_text(
@@ -80,6 +84,25 @@ class Trino(Service):
                 ]
             )
         )
+
+    def _prepare_access_control(self, ctx: StackContext, etc: Path) -> None:
+        """File-based access control, reloaded every second: ``metalake access`` rewrites the rules as tenants and
+        their PII tags change. A missing rules file starts as service users only (no tenant reads anything yet)."""
+        settings = ctx.settings
+        rules_file = settings.access_rules_file
+        (etc / "access-control.properties").write_text(
+            "\n".join(
+                [
+                    "access-control.name=file",
+                    f"security.config-file={rules_file}",
+                    "security.refresh-period=1s",
+                    "",
+                ]
+            )
+        )
+        if not rules_file.is_file():
+            services = [settings.trino.user, *settings.access.service_users]
+            write_rules(rules_file, build_rules(services, [], catalog=settings.trino.catalog))
 
     def argv(self, ctx: StackContext) -> list[str]:
         server = ctx.cache_dir("trino") / "server"

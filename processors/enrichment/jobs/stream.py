@@ -24,6 +24,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from metalake.kafka import EventProducer
 from metalake.settings import Settings, get_settings
 from metalake.telemetry import configure_telemetry
+from processors.enrichment.health import IncidentIndex
 from processors.enrichment.session import build_spark
 from processors.enrichment.writer import AfterDeltaHook, BatchWriter
 from tenants.naming import TopicClass, event_topics, names_for
@@ -185,6 +186,7 @@ def run(settings: Settings, args: argparse.Namespace) -> None:
     )
     changes = EventProducer(settings)
     tables_lock = threading.Lock()
+    incident_index = IncidentIndex()
     writers = [
         BatchWriter(
             settings,
@@ -194,6 +196,7 @@ def run(settings: Settings, args: argparse.Namespace) -> None:
             only_tenant=args.tenant,
             changes=changes,
             tables_lock=tables_lock,
+            incident_index=incident_index,
         )
         for plan in plans
     ]

@@ -111,7 +111,16 @@ def test_lake_paths() -> None:
 
 
 def test_delta_tables() -> None:
-    assert DELTA_TABLES == ("events", "assets", "lineage_edges", "classifications", "incidents", "audit", "_dlq")
+    assert DELTA_TABLES == (
+        "events",
+        "assets",
+        "lineage_edges",
+        "classifications",
+        "incidents",
+        "propagated_tags",
+        "audit",
+        "_dlq",
+    )
 
 
 @pytest.mark.parametrize("table", ["unknown", "dlq", "Assets", "../assets", ""])

@@ -74,6 +74,29 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "status": "resolved",
         "feedback": "fixed",
     },
+    "io.metalake.classification.propagated.v1": {
+        "urn": TABLE,
+        "version": 7,
+        "tag": "PII",
+        "origin": UPSTREAM,
+        "path": [UPSTREAM, TABLE],
+        "depth": 1,
+    },
+    "io.metalake.classification.unpropagated.v1": {"urn": TABLE, "version": 8, "tag": "PII", "origin": UPSTREAM},
+    "io.metalake.propagation.completed.v1": {
+        "urn": UPSTREAM,
+        "version": 7,
+        "origin": UPSTREAM,
+        "tag": "PII",
+        "added": [TABLE],
+        "removed": [],
+        "added_count": 1,
+        "removed_count": 0,
+        "reached": 1,
+        "max_depth": 1,
+        "truncated": False,
+        "reason": None,
+    },
 }
 
 

@@ -25,6 +25,9 @@ def test_the_registered_types() -> None:
         "com.montecarlodata.incident.opened.v1",
         "com.montecarlodata.incident.updated.v1",
         "com.montecarlodata.incident.resolved.v1",
+        "io.metalake.classification.propagated.v1",
+        "io.metalake.classification.unpropagated.v1",
+        "io.metalake.propagation.completed.v1",
     ]
 
 

@@ -1,0 +1,370 @@
+"""Propagation on a synthetic lineage graph: time from the tag event to every propagated tag committed, against a
+plain in-memory graph walk over the same graph (the floor), in the same run.
+
+The graph: ``--tables`` tables in ``--layers`` layers, ``--columns`` columns each; every table past the first layer
+reads ``--upstreams`` random tables of the layer before (a table edge), and its column j reads column j of each of
+them (column edges). Round r puts a PII tag on column 0 of the r-th first-layer table that feeds anything; it
+propagates along the column edges.
+
+Measured, each a median of ``--repeat`` runs:
+- floor: breadth-first search over ``dict[str, list[str]]`` adjacency (no directions, blocks or paths kept);
+- closure: ``processors.propagation.graph.closure`` (directions, blocked tags, paths, guardrails);
+- plan: the processor's recompute of one origin (closure + diff against what is held + rows with versions and ids);
+- pipeline (unless ``--no-pipeline``): the real pipeline for a fresh dedicated tenant (its own streaming job of this
+  checkout and its own ``metalake propagation run``): classification event published to the tenant's priority topic
+  -> Spark job commits it (Delta, MongoDB, metalake.changes) -> processor recomputes and publishes the propagated
+  tags -> Spark job commits them (Delta MERGE into ``propagated_tags``, MongoDB upserts). Timed: until the
+  classification is in MongoDB, until the processor's completed event is on metalake.changes, until every
+  propagated tag is live in MongoDB, until Trino counts them all in the Delta table. Each round tags another origin,
+  so every propagated row is new (the key holds the origin). Removals are not timed here: on the local FerretDB
+  (SQLite backend) an ``update`` command that guards a few hundred existing documents stalls for minutes, and that is
+  what the job's projection sends for a removal of that many propagated tags (see docs/benchmarks.md). The lineage
+  itself is written straight into MongoDB's ``lineage`` collection (setup, not timed: the processor loads it from
+  there at start), not through Kafka and Delta.
+
+    .stack/venv/bin/metalake stack up
+    .stack/venv/bin/python bench/propagation_bench.py --repeat 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import secrets
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import trino
+from confluent_kafka import Consumer, TopicPartition
+from pymongo import MongoClient
+
+from metalake.events import CloudEvent, new_event
+from metalake.kafka import EventProducer, ensure_topics
+from metalake.settings import Settings, load_settings
+from processors.propagation.graph import Edge, Limits, LineageGraph, closure
+from processors.propagation.model import Assignment
+from processors.propagation.tenant import TenantPropagation
+from tenants.model import Tier
+from tenants.naming import CHANGES_TOPIC, TenantNames
+from tenants.registry import TenantDirectory, TenantRegistry, TenantState
+
+Pair = tuple[str, str]
+
+
+def table_urn(layer: int, index: int) -> str:
+    return f"urn:metalake:bench:local/db/l{layer}/t{index}"
+
+
+def build_graph(tables: int, columns: int, layers: int, upstreams: int, seed: int) -> tuple[list[Pair], list[Pair]]:
+    rng = random.Random(seed)
+    per_layer = tables // layers
+    table_edges: list[Pair] = []
+    column_edges: list[Pair] = []
+    for layer in range(1, layers):
+        for index in range(per_layer):
+            down = table_urn(layer, index)
+            for up_index in rng.sample(range(per_layer), upstreams):
+                up = table_urn(layer - 1, up_index)
+                table_edges.append((up, down))
+                column_edges.extend((f"{up}/c{j}", f"{down}/c{j}") for j in range(columns))
+    return table_edges, column_edges
+
+
+def floor_bfs(adjacency: dict[str, list[str]], origin: str) -> int:
+    seen = {origin}
+    queue = deque([origin])
+    while queue:
+        for nxt in adjacency.get(queue.popleft(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                queue.append(nxt)
+    return len(seen) - 1
+
+
+def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
+    samples = []
+    result = None
+    for _ in range(repeat):
+        started = time.perf_counter()
+        result = fn()
+        samples.append(time.perf_counter() - started)
+    return statistics.median(samples), result
+
+
+def in_memory(pairs: list[Pair], origins: list[str], repeat: int, limits: Limits) -> dict[str, Any]:
+    """Per origin, the median of ``repeat`` runs of each walk; reported as the median over the origins."""
+    adjacency: dict[str, list[str]] = {}
+    for up, down in pairs:
+        adjacency.setdefault(up, []).append(down)
+    graph = LineageGraph(Edge(up, down) for up, down in pairs)
+    floors, closures, plans, reached = [], [], [], []
+    for origin in origins:
+        floor_s, floor_n = timed(partial(floor_bfs, adjacency, origin), repeat)
+        closure_s, found = timed(partial(closure, graph, origin, "PII", limits), repeat)
+        if len(found.reached) != floor_n or found.truncated:
+            raise RuntimeError(
+                f"closure reached {len(found.reached)} (truncated {found.truncated}), the floor {floor_n}"
+            )
+
+        def plan(o: str = origin) -> int:
+            state = TenantPropagation("bench", limits, graph=graph)
+            state.assignments[(o, "PII")] = Assignment(o, "PII", (1, "bench"))
+            return len(state.plan((o, "PII")).added)
+
+        plan_s, planned = timed(plan, repeat)
+        if planned != floor_n:
+            raise RuntimeError(f"the plan has {planned} rows, the floor reaches {floor_n}")
+        floors.append(floor_s)
+        closures.append(closure_s)
+        plans.append(plan_s)
+        reached.append(floor_n)
+    return {
+        "reached_per_origin": reached,
+        "floor_bfs_s": round(statistics.median(floors), 4),
+        "closure_s": round(statistics.median(closures), 4),
+        "plan_s": round(statistics.median(plans), 4),
+    }
+
+
+# --- the real pipeline -----------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def child(cmd: list[str], log: Path, ready: Path, timeout_s: float) -> Iterator[subprocess.Popen[bytes]]:
+    ready.unlink(missing_ok=True)
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, *cmd, "--ready-file", str(ready)], stdout=out, stderr=subprocess.STDOUT, env=os.environ
+        )
+    try:
+        deadline = time.monotonic() + timeout_s
+        while not ready.exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{cmd[1]} did not get ready; see {log}")
+            time.sleep(0.5)
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def seed_lineage(mongo: MongoClient[dict[str, Any]], names: TenantNames, pairs: list[Pair]) -> float:
+    now = datetime.now(UTC)
+    lineage = mongo[names.mongo_database]["lineage"]
+    started = time.monotonic()
+    for start in range(0, len(pairs), 5000):
+        docs = [
+            {
+                "_id": f"{up}|{down}",
+                "upstream": up,
+                "urn": down,
+                "blocked_tags": None,
+                "transformation": None,
+                "propagation": "downstream",
+                "deleted": False,
+                "version": 1,
+                "event_id": "bench-seed",
+                "event_time": now,
+                "updated_at": now,
+            }
+            for up, down in pairs[start : start + 5000]
+        ]
+        lineage.insert_many(docs, ordered=False)
+    return time.monotonic() - started
+
+
+def tag_event(tenant: str, origin: str, version: int) -> CloudEvent:
+    data = {"urn": origin, "version": version, "tag": "PII", "source": "human", "propagate": True}
+    return new_event("io.metalake.classification.added.v1", tenant, data, source="/bench/propagation")
+
+
+class Probe:
+    """Polls MongoDB, Trino and metalake.changes for one round; records when each first met its target."""
+
+    def __init__(self, settings: Settings, names: TenantNames, mongo: MongoClient[dict[str, Any]], cursor: Any) -> None:
+        self.names = names
+        self.db = mongo[names.mongo_database]
+        self.cursor = cursor
+        self.changes = Consumer(
+            {
+                "bootstrap.servers": settings.kafka_bootstrap,
+                "group.id": f"bench-{secrets.token_hex(4)}",
+                "enable.auto.commit": False,
+            }
+        )
+        parts = self.changes.list_topics(CHANGES_TOPIC, timeout=10).topics[CHANGES_TOPIC].partitions
+        self.changes.assign([TopicPartition(CHANGES_TOPIC, p, self._end(p)) for p in parts])
+
+    def _end(self, partition: int) -> int:
+        return self.changes.get_watermark_offsets(TopicPartition(CHANGES_TOPIC, partition), timeout=10)[1]
+
+    def _completed(self) -> int:
+        found = 0
+        for msg in self.changes.consume(num_messages=1000, timeout=0.2):
+            headers = dict(msg.headers() or [])
+            if (
+                msg.error() is None
+                and headers.get("ce_type") == b"io.metalake.propagation.completed.v1"
+                and headers.get("ce_tenantid") == self.names.tenant_id.encode()
+            ):
+                found += 1
+        return found
+
+    def round(self, started: float, tags: int, live: int, timeout_s: float) -> dict[str, float]:
+        """Until ``tags`` classifications are in MongoDB, one completed event was published, and ``live``
+        propagated tags are live in MongoDB and in the Delta table (through Trino). Polls every half second: the
+        local FerretDB stores in SQLite, and readers slow its writer down."""
+        marks: dict[str, float] = {}
+        schema = self.names.trino_schema
+        while len(marks) < 4:
+            if time.monotonic() - started > timeout_s:
+                raise RuntimeError(f"round timed out; reached so far: {marks}")
+            if "completed" not in marks and self._completed():
+                marks["completed"] = time.monotonic() - started
+            if "classification" not in marks and self.db["classifications"].count_documents({}) >= tags:
+                marks["classification"] = time.monotonic() - started
+            if "mongodb" not in marks and self.db["propagated_tags"].count_documents({"deleted": False}) == live:
+                marks["mongodb"] = time.monotonic() - started
+            if "trino" not in marks:
+                self.cursor.execute(f'SELECT count(*) FROM "{schema}".propagated_tags WHERE NOT deleted')  # noqa: S608
+                if self.cursor.fetchall()[0][0] == live:
+                    marks["trino"] = time.monotonic() - started
+            time.sleep(0.5)
+        return {k: round(v, 3) for k, v in marks.items()}
+
+
+def pipeline(
+    settings: Settings, pairs: list[Pair], origins: list[str], reach: list[int], args: argparse.Namespace
+) -> dict[str, Any]:
+    tenant = f"bench-prop-{secrets.token_hex(3)}"
+    registry = TenantRegistry.connect(settings)
+    registry.create(tenant, Tier.DEDICATED)
+    registry.set_state(tenant, TenantState.ACTIVE)
+    names = TenantDirectory(registry, settings.lake_root, ttl_s=0).names(tenant)
+    ensure_topics(settings, [names.priority_topic, names.bulk_topic])
+    mongo: MongoClient[dict[str, Any]] = MongoClient(settings.mongo_uri, tz_aware=True)
+    conn = trino.dbapi.connect(
+        host=settings.trino.host, port=settings.trino.port, user="bench", catalog=settings.trino.catalog
+    )
+    cursor = conn.cursor()
+    logs = Path(args.log_dir)
+    logs.mkdir(parents=True, exist_ok=True)
+    out: dict[str, Any] = {"tenant": tenant, "edges_seeded": len(pairs)}
+    out["seed_lineage_s"] = round(seed_lineage(mongo, names, pairs), 1)
+    job_cmd = ["-m", "processors.enrichment.jobs.stream", "--tenant", tenant]
+    proc_cmd = ["-m", "processors.propagation.run", "--tenant", tenant, "--group", f"bench-{tenant}"]
+    producer = EventProducer(settings)
+    live = 0
+    try:
+        with child(job_cmd, logs / f"{tenant}-job.log", logs / f"{tenant}-job.ready", 300):
+            # Warm-up (not timed): the job creates and registers the tenant's tables on its first event.
+            warm = {"urn": "urn:metalake:bench:local/warmup", "version": 1, "kind": "database", "name": "warmup"}
+            event = new_event("io.metalake.asset.upserted.v1", tenant, warm, source="/bench/propagation")
+            producer.publish([event], lambda e: names.priority_topic)
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline:
+                try:
+                    cursor.execute(f'SELECT count(*) FROM "{names.trino_schema}".propagated_tags')  # noqa: S608
+                    cursor.fetchall()
+                    break
+                except trino.exceptions.TrinoUserError:
+                    time.sleep(1)
+            started = time.monotonic()
+            with child(proc_cmd, logs / f"{tenant}-processor.log", logs / f"{tenant}-processor.ready", 600):
+                out["processor_start_s"] = round(time.monotonic() - started, 1)  # loads the lineage from MongoDB
+                probe = Probe(settings, names, mongo, cursor)
+                rounds: list[dict[str, Any]] = []
+                for r, (origin, expected) in enumerate(zip(origins, reach, strict=True)):
+                    live += expected
+                    t0 = time.monotonic()
+                    producer.publish([tag_event(tenant, origin, 1000 + r)], lambda e: names.priority_topic)
+                    added = probe.round(t0, r + 1, live, args.timeout)
+                    rounds.append({"origin": origin, "propagated": expected, **added})
+                    print(json.dumps({"round": r, **rounds[-1]}), file=sys.stderr, flush=True)
+                probe.changes.close()
+        out["rounds"] = rounds
+        out["median_s"] = {
+            k: round(statistics.median(r[k] for r in rounds), 3)
+            for k in ("classification", "completed", "mongodb", "trino")
+        }
+    finally:
+        producer.close()
+        registry.delete(tenant)
+        if not args.keep:
+            mongo.drop_database(names.mongo_database)
+        mongo.close()
+        conn.close()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tables", type=int, default=10_000)
+    parser.add_argument("--columns", type=int, default=20, help="columns per table (default 20: 200k columns)")
+    parser.add_argument("--layers", type=int, default=10)
+    parser.add_argument("--upstreams", type=int, default=3, help="upstream tables per table past the first layer")
+    parser.add_argument("--repeat", type=int, default=5, help="runs of each in-memory measure (median)")
+    parser.add_argument("--rounds", type=int, default=3, help="origins, tagged one per pipeline round")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per pipeline round")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--no-pipeline", action="store_true", help="only the in-memory measures")
+    parser.add_argument("--keep", action="store_true", help="keep the bench tenant's MongoDB database")
+    parser.add_argument("--log-dir", default=".stack/logs/bench")
+    args = parser.parse_args()
+
+    settings = load_settings()
+    started = time.perf_counter()
+    table_edges, column_edges = build_graph(args.tables, args.columns, args.layers, args.upstreams, args.seed)
+    pairs = table_edges + column_edges
+    # Column 0 of the first first-layer tables that feed anything (a small graph may leave a table unread).
+    feeding = sorted({up for up, _ in table_edges if "/l0/" in up}, key=lambda u: int(u.rsplit("/t", 1)[1]))
+    origins = [f"{up}/c0" for up in feeding[: args.rounds]]
+    p = settings.propagation
+    limits = Limits(
+        max_depth=max(p.max_depth, args.layers),
+        max_fanout=p.max_fanout,
+        max_reached=max(p.max_reached, args.tables * args.columns),
+        time_budget_s=60,
+    )
+    report: dict[str, Any] = {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": " ".join(sys.argv),
+        "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count()},
+        "graph": {
+            "tables": args.tables,
+            "columns": args.tables * args.columns,
+            "table_edges": len(table_edges),
+            "column_edges": len(column_edges),
+            "build_s": round(time.perf_counter() - started, 2),
+        },
+        "origins": len(origins),
+        "in_memory": in_memory(pairs, origins, args.repeat, limits),
+    }
+    print(json.dumps(report["in_memory"]), file=sys.stderr, flush=True)
+    if not args.no_pipeline:
+        if not all(report["in_memory"]["reached_per_origin"]):
+            raise SystemExit("the tag reaches nothing on this graph: nothing to time")
+        report["pipeline"] = pipeline(settings, pairs, origins, report["in_memory"]["reached_per_origin"], args)
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

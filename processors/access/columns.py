@@ -1,0 +1,58 @@
+"""A tenant's PII-tagged Trino columns, from its MongoDB projection: direct classifications and propagated tags."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pymongo.database import Database
+
+from tenants.trino_access import MirroredSchema, TrinoColumn, column_for_urn, is_masked_tag
+
+# Collections of a tenant's MongoDB database holding tag assignments (propagated_tags: written by propagation).
+TAG_COLLECTIONS = ("classifications", "propagated_tags")
+
+
+def masked_columns(
+    docs: Iterable[Mapping[str, Any]],
+    tenant: str,
+    *,
+    patterns: Iterable[str],
+    catalog: str,
+    instance: str,
+    mirrored: Iterable[MirroredSchema] = (),
+) -> set[TrinoColumn]:
+    """The Trino columns (or whole tables) that live tag documents put under a mask. Pure."""
+    wanted, sources = tuple(patterns), tuple(mirrored)
+    out: set[TrinoColumn] = set()
+    for doc in docs:
+        if doc.get("deleted") or not isinstance(doc.get("urn"), str) or not isinstance(doc.get("tag"), str):
+            continue
+        if not is_masked_tag(doc["tag"], wanted):
+            continue
+        column = column_for_urn(doc["urn"], tenant, catalog=catalog, instance=instance, mirrored=sources)
+        if column is not None:
+            out.add(column)
+    return out
+
+
+def load_masked_columns(
+    db: Database[dict[str, Any]],
+    tenant: str,
+    *,
+    patterns: Iterable[str],
+    catalog: str,
+    instance: str,
+    mirrored: Iterable[MirroredSchema] = (),
+) -> set[TrinoColumn]:
+    """Read the tenant's live tag assignments on ``trino`` URNs (and mirrored schemas') and map them to columns."""
+    sources = tuple(mirrored)
+    prefixes = ["urn:metalake:trino:", *(m.urn_prefix for m in sources)]
+    query = {"deleted": {"$ne": True}, "$or": [{"urn": {"$regex": "^" + re.escape(p)}} for p in prefixes]}
+    projection = {"urn": 1, "tag": 1, "deleted": 1}
+    out: set[TrinoColumn] = set()
+    for name in TAG_COLLECTIONS:
+        docs = db[name].find(query, projection)
+        out |= masked_columns(docs, tenant, patterns=patterns, catalog=catalog, instance=instance, mirrored=sources)
+    return out

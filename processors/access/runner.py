@@ -1,0 +1,139 @@
+"""``metalake access run``: regenerate the Trino rules as classifications and propagated tags change.
+
+Consumes ``metalake.changes`` in its own consumer group. A batch's tag changes name the tenants to refresh; each is
+reloaded from MongoDB (the change is already there: the job upserts MongoDB before it publishes the change), the
+rules file is rendered once per batch, and only then are the offsets committed. A full resync runs at start and
+every ``access.resync_interval_s`` (new tenants, tables registered after their columns were tagged).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
+
+import trino
+from confluent_kafka import Message
+from pymongo import MongoClient
+from pymongo.errors import PyMongoError
+
+from metalake.kafka import BatchConsumer
+from metalake.settings import Settings
+from metalake.tenancy import InvalidTenantId, validate_tenant_id
+from processors.access.sync import AccessSync
+from tenants.naming import CHANGES_TOPIC
+
+log = logging.getLogger(__name__)
+
+STATE_CHANGED = "io.metalake.state.changed.v1"
+TAG_TABLES = frozenset({"classifications", "propagated_tags"})
+_FIRST_RETRY_S = 1.0
+_MAX_RETRY_S = 30.0
+_MONGO_SOCKET_TIMEOUT_MS = 30_000
+
+
+class Record(Protocol):
+    """What is read of a Kafka record (confluent_kafka's Message has it)."""
+
+    def headers(self) -> Any: ...
+    def value(self) -> Any: ...
+
+
+def _header(record: Record, name: str) -> str | None:
+    for key, raw in record.headers() or ():
+        if key == name and isinstance(raw, bytes):
+            return raw.decode("utf-8", "replace")
+    return None
+
+
+def tenants_to_refresh(records: Iterable[Record]) -> set[str]:
+    """Tenants whose tag assignments a batch of ``metalake.changes`` records changed. Pure; skips what it cannot
+    read (other record types, invalid tenants, bodies that are not JSON objects)."""
+    out: set[str] = set()
+    for record in records:
+        if _header(record, "ce_type") != STATE_CHANGED:
+            continue
+        try:
+            tenant = validate_tenant_id(_header(record, "ce_tenantid") or "")
+            data = json.loads(record.value() or b"null")
+        except (InvalidTenantId, ValueError):
+            continue
+        if isinstance(data, dict) and data.get("table") in TAG_TABLES:
+            out.add(tenant)
+    return out
+
+
+class AccessRunner:
+    """The consume loop. ``stop`` ends it after the current batch."""
+
+    def __init__(self, settings: Settings, sync: AccessSync, consumer: BatchConsumer) -> None:
+        self._settings = settings
+        self._sync = sync
+        self._consumer = consumer
+        self.stop = threading.Event()
+        # Set once the start-up sync is done: every tenant's current tags are in the rules.
+        self.ready = threading.Event()
+
+    def handle(self, batch: Sequence[Message]) -> None:
+        tenants = tenants_to_refresh(batch)
+        if tenants:
+            self._sync_until_done(tenants)
+
+    def _sync_until_done(self, tenants: set[str] | None) -> None:
+        """Retry a sync while MongoDB or Trino is unreachable (the batch stays uncommitted meanwhile); give up only
+        when asked to stop."""
+        delay = _FIRST_RETRY_S
+        while True:
+            try:
+                self._sync.sync(tenants)
+                return
+            except (PyMongoError, trino.exceptions.Error, trino.exceptions.HttpError, OSError) as exc:
+                if self.stop.is_set():
+                    raise
+                log.warning("access.sync_failed", extra={"error": type(exc).__name__, "retry_in_s": delay})
+                self.stop.wait(delay)
+                delay = min(delay * 2, _MAX_RETRY_S)
+
+    def run(self) -> None:
+        interval = self._settings.access.resync_interval_s
+        self._sync_until_done(None)
+        self.ready.set()
+        next_resync = time.monotonic() + interval
+        while not self.stop.is_set():
+            self._consumer.process_once(self.handle, max_records=500, timeout_s=0.5)
+            if time.monotonic() >= next_resync:
+                self._sync_until_done(None)
+                next_resync = time.monotonic() + interval
+
+
+def run(
+    settings: Settings,
+    *,
+    group_id: str | None = None,
+    stop: threading.Event | None = None,
+    ready: threading.Event | None = None,
+) -> None:
+    """Run until ``stop`` is set (or forever). Builds its own MongoDB client and consumer and closes them."""
+    # A bounded socket timeout: an operation the server never answers fails and is retried, instead of stalling
+    # the runner (and every tenant's rules) forever.
+    mongo: MongoClient[dict[str, Any]] = MongoClient(
+        settings.mongo_uri,
+        serverSelectionTimeoutMS=settings.mongo.server_selection_timeout_ms,
+        socketTimeoutMS=_MONGO_SOCKET_TIMEOUT_MS,
+        tz_aware=True,
+    )
+    consumer = BatchConsumer(settings, group_id or settings.access.group_id, [CHANGES_TOPIC])
+    runner = AccessRunner(settings, AccessSync(settings, mongo), consumer)
+    if stop is not None:
+        runner.stop = stop
+    if ready is not None:
+        runner.ready = ready
+    log.info("access.started", extra={"rules_file": str(settings.access_rules_file)})
+    try:
+        runner.run()
+    finally:
+        consumer.close()
+        mongo.close()

@@ -1,0 +1,170 @@
+"""Render and write the Trino rules file from the control plane: tenants, and each tenant's masked columns.
+
+Each tenant's resolved masks are kept in the control-plane collection ``trino_access`` (one document per tenant),
+so the rules file is always a render of the stored state of every tenant: two processes regenerating at once
+never undo each other's tenants, and ``metalake access sync --tenant`` can refresh one tenant cheaply.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from pymongo import MongoClient
+from pymongo.errors import PyMongoError
+
+from metalake.settings import Settings
+from processors.access import catalog
+from processors.access.columns import load_masked_columns
+from tenants.naming import CONTROL_DATABASE, names_for
+from tenants.registry import TenantRegistry, TenantState
+from tenants.trino_access import (
+    MirroredSchema,
+    TenantAccess,
+    TrinoColumn,
+    build_rules,
+    mirrored_schemas,
+    tenant_for_schema,
+    write_rules,
+)
+
+log = logging.getLogger(__name__)
+
+ACCESS_COLLECTION = "trino_access"
+# Registered tenants in these states have no Trino users; unregistered tenants with a schema are pooled and active.
+_DENIED_STATES = frozenset({TenantState.SUSPENDED, TenantState.DELETING})
+
+Masked = dict[str, dict[str, str | None]]
+
+
+def resolve(tagged: Iterable[TrinoColumn], types: Mapping[str, Mapping[str, str]]) -> Masked:
+    """``{table: {column: type or None}}``: a tagged table masks every column Trino knows of it. Pure."""
+    out: Masked = {}
+    for col in tagged:
+        known = types.get(col.table, {})
+        if col.column is None:
+            for name, data_type in known.items():
+                out.setdefault(col.table, {})[name] = data_type
+        else:
+            out.setdefault(col.table, {})[col.column] = known.get(col.column)
+    return out
+
+
+def _to_doc(masked: Masked) -> list[dict[str, Any]]:
+    # A list, not a nested object: table and column names may hold '.', which MongoDB field names must not.
+    return [
+        {"table": table, "column": column, "type": data_type}
+        for table, columns in sorted(masked.items())
+        for column, data_type in sorted(columns.items())
+    ]
+
+
+def _from_doc(items: Iterable[Mapping[str, Any]]) -> Masked:
+    out: Masked = {}
+    for item in items:
+        out.setdefault(str(item["table"]), {})[str(item["column"])] = item.get("type")
+    return out
+
+
+class AccessSync:
+    """Refreshes tenants' masks from MongoDB and Trino, and rewrites the rules file. One per process."""
+
+    def __init__(self, settings: Settings, mongo: MongoClient[dict[str, Any]]) -> None:
+        self._settings = settings
+        self._mongo = mongo
+        self._control = mongo[CONTROL_DATABASE]
+        self._registry = TenantRegistry(self._control)
+
+    def tenants(self) -> list[str]:
+        """Tenants whose users get rules: registered ones not suspended or being deleted, and unregistered tenants
+        that have a Trino schema (the job creates it the first time it sees the tenant)."""
+        registered = {r.id: r for r in self._registry.list()}
+        allowed = {tid for tid, r in registered.items() if r.state not in _DENIED_STATES}
+        for schema in catalog.schemas(self._settings):
+            tenant = tenant_for_schema(schema)
+            if tenant is not None and tenant not in registered:
+                allowed.add(tenant)
+        return sorted(allowed)
+
+    def _mirrored(self, tenant: str) -> list[MirroredSchema]:
+        record = self._registry.get(tenant)
+        return mirrored_schemas(record.settings) if record is not None else []
+
+    def refresh(
+        self,
+        tenant: str,
+        *,
+        stored: list[dict[str, Any]] | None = None,
+        mirrored: list[MirroredSchema] | None = None,
+    ) -> Masked:
+        """Reload one tenant's tagged columns and store its resolved masks (unless ``stored``, the stored document's
+        masks, already equals them); return them. ``mirrored`` defaults to the tenant's registry settings."""
+        access = self._settings.access
+        names = names_for(tenant, self._settings.lake_root)
+        tagged = load_masked_columns(
+            self._mongo[names.mongo_database],
+            tenant,
+            patterns=access.pii_tags,
+            catalog=self._settings.trino.catalog,
+            instance=access.trino_instance,
+            mirrored=self._mirrored(tenant) if mirrored is None else mirrored,
+        )
+        types = catalog.column_types(self._settings, names.trino_schema) if tagged else {}
+        masked = resolve(tagged, types)
+        doc = _to_doc(masked)
+        if doc != stored:
+            self._control[ACCESS_COLLECTION].replace_one(
+                {"_id": tenant}, {"masked": doc, "updated_at": datetime.now(UTC)}, upsert=True
+            )
+        log.info(
+            "access.tenant_refreshed",
+            extra={"tenant": tenant, "tables": len(masked), "columns": sum(len(c) for c in masked.values())},
+        )
+        return masked
+
+    def render(self) -> bool:
+        """Rewrite the rules file from the stored masks of every tenant; True if it changed."""
+        stored = {doc["_id"]: _from_doc(doc.get("masked") or []) for doc in self._control[ACCESS_COLLECTION].find()}
+        accesses = [TenantAccess(t, stored.get(t, {})) for t in self.tenants()]
+        settings = self._settings
+        rules = build_rules(
+            [settings.trino.user, *settings.access.service_users],
+            accesses,
+            catalog=settings.trino.catalog,
+            mask_style=settings.access.mask_style,
+        )
+        changed = write_rules(settings.access_rules_file, rules)
+        log.info("access.rules_rendered", extra={"tenants": len(accesses), "changed": changed})
+        return changed
+
+    def sync(self, tenants: Iterable[str] | None = None) -> list[str]:
+        """Refresh the given tenants, then render; returns those refreshed. A failure refreshing a given tenant
+        raises (the caller retries: its change must not be lost).
+
+        Without ``tenants``, every tenant with rules is refreshed: one that fails (its database being dropped while
+        the tenant is deleted) keeps its stored masks and is left to the next sync.
+        """
+        if tenants is not None:
+            chosen = sorted(set(tenants))
+            for tenant in chosen:
+                self.refresh(tenant)
+            self.render()
+            return chosen
+        stored = {doc["_id"]: doc.get("masked") for doc in self._control[ACCESS_COLLECTION].find()}
+        mirrored = {r.id: mirrored_schemas(r.settings) for r in self._registry.list()}
+        done = []
+        for tenant in self.tenants():
+            try:
+                self.refresh(
+                    tenant,
+                    stored=stored.get(tenant),
+                    mirrored=mirrored.get(tenant, []),
+                )
+            except PyMongoError as exc:
+                log.warning("access.refresh_failed", extra={"tenant": tenant, "error": type(exc).__name__})
+                continue
+            done.append(tenant)
+        self.render()
+        return done

@@ -1,0 +1,67 @@
+"""``python -m processors.outbound.run`` (what ``metalake outbound run`` starts): the outbound runtime, foreground.
+
+SIGTERM/SIGINT stop it after the current batch; ``kill -9`` is safe too (the batch is redelivered and the ledger
+keeps what was already sent from being sent again).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from types import FrameType
+from typing import Any
+
+from pymongo import MongoClient
+
+from metalake.kafka import EventProducer, ensure_topics
+from metalake.settings import Settings, load_settings
+from metalake.telemetry import configure_telemetry
+from processors.outbound.destination import DestinationEnv, load_destinations
+from processors.outbound.dispatch import Dispatcher
+from processors.outbound.ledger import Ledger
+from processors.outbound.retry import RetryPolicy
+from processors.outbound.runtime import DLQ_TOPIC, RETRY_TOPIC, Outbound, Runtime
+from processors.outbound.ssrf import AddressGuard
+from processors.outbound.subscriptions import SubscriptionCache, SubscriptionStore
+from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE
+
+
+def build(settings: Settings, mongo: MongoClient[dict[str, Any]]) -> tuple[Outbound, EventProducer]:
+    control = mongo[CONTROL_DATABASE]
+    guard = AddressGuard.from_settings(settings.outbound.ssrf_allow)
+    destinations = load_destinations(DestinationEnv(settings, guard))
+    cache = SubscriptionCache(SubscriptionStore(control), settings.outbound.subscriptions_ttl_s)
+    dispatcher = Dispatcher(cache, destinations, Ledger(control), RetryPolicy.from_settings(settings.outbound))
+    producer = EventProducer(settings)
+    return Outbound(settings, dispatcher, producer), producer
+
+
+def run(settings: Settings) -> None:
+    ensure_topics(settings, [CHANGES_TOPIC, RETRY_TOPIC, DLQ_TOPIC])
+    mongo: MongoClient[dict[str, Any]] = MongoClient(
+        settings.mongo_uri, serverSelectionTimeoutMS=settings.mongo.server_selection_timeout_ms, tz_aware=True
+    )
+    outbound, producer = build(settings, mongo)
+    runtime = Runtime(settings, outbound)
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        runtime.stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    try:
+        runtime.run()
+    finally:
+        producer.close()
+        mongo.close()
+
+
+def main() -> int:
+    settings = load_settings()
+    configure_telemetry(settings.telemetry, "outbound")
+    run(settings)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""Signed webhooks: the change as JSON, signed with the subscription's key(s), POSTed to a guarded address."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from typing import ClassVar
+
+from pydantic import AnyHttpUrl, Field, SecretStr
+
+from processors.outbound.change import Change
+from processors.outbound.destination import (
+    DeliveryResult,
+    Destination,
+    DestinationConfig,
+    DestinationSecrets,
+    PermanentDelivery,
+    RetryableDelivery,
+)
+from processors.outbound.ledger import LedgerScope, Step
+from processors.outbound.pinned_http import post
+from processors.outbound.retry import parse_retry_after
+from processors.outbound.signing import SigningKey, sign
+from processors.outbound.ssrf import RefusedAddress
+from processors.outbound.subscriptions import Subscription
+
+_RETRYABLE = frozenset({408, 425, 429, 500, 502, 503, 504})
+
+
+class WebhookConfig(DestinationConfig):
+    url: AnyHttpUrl
+
+
+class WebhookSecrets(DestinationSecrets):
+    """The signing key, and during a rotation the previous one (both sign every delivery until it is dropped)."""
+
+    key_id: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")
+    secret: SecretStr = Field(min_length=16, max_length=512)
+    previous_key_id: str | None = Field(default=None, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")
+    previous_secret: SecretStr | None = Field(default=None, min_length=16, max_length=512)
+
+
+def body_of(change: Change, subscription: Subscription, delivery_id: str) -> bytes:
+    payload = {
+        "id": delivery_id,
+        "type": change.kind,
+        "tenant": change.tenant,
+        "subscription": subscription.name,
+        "change": {
+            "id": change.id,
+            "type": change.type,
+            "subject": change.subject,
+            "time": change.time,
+            "asset": change.asset,
+            "tag": change.tag,
+            "data": change.data,
+        },
+    }
+    return json.dumps(payload, separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode()
+
+
+def signing_keys(subscription: Subscription) -> list[SigningKey]:
+    keys = []
+    for id_field, secret_field in (("key_id", "secret"), ("previous_key_id", "previous_secret")):
+        key_id, secret = subscription.secret(id_field), subscription.secret(secret_field)
+        if key_id and secret:
+            keys.append(SigningKey(key_id, secret))
+    return keys
+
+
+class WebhookDestination(Destination):
+    name: ClassVar[str] = "webhook"
+    config_model: ClassVar[type[DestinationConfig]] = WebhookConfig
+    secrets_model: ClassVar[type[DestinationSecrets]] = WebhookSecrets
+    order: ClassVar[int] = 30
+
+    def accepts(self, change: Change, subscription: Subscription) -> bool:
+        return True
+
+    @classmethod
+    def merge_secrets(cls, stored: Mapping[str, str], update: Mapping[str, str]) -> dict[str, str]:
+        # A new key id starts a rotation: the stored key keeps signing as the previous one until the admin writes
+        # the current key again (or a new previous key) to end the overlap.
+        merged = {**stored, **update}
+        new_id, old_id = update.get("key_id"), stored.get("key_id")
+        if new_id and old_id and new_id != old_id and "previous_key_id" not in update:
+            merged["previous_key_id"], merged["previous_secret"] = old_id, stored.get("secret", "")
+        elif new_id and new_id == old_id and "previous_key_id" not in update:
+            merged.pop("previous_key_id", None)
+            merged.pop("previous_secret", None)
+        return merged
+
+    def deliver(self, change: Change, subscription: Subscription, ledger: LedgerScope) -> DeliveryResult:
+        config: WebhookConfig = self.config(subscription)
+        keys = signing_keys(subscription)
+        if not keys:
+            raise PermanentDelivery("webhook subscription has no signing key")
+        delivery_id = ledger.key("post")
+
+        def send(prior: Step | None) -> Mapping[str, str]:
+            # An interrupted earlier attempt (prior in flight) is simply resent: receivers deduplicate on the
+            # webhook-id / Idempotency-Key, which is the same on every attempt.
+            body = body_of(change, subscription, delivery_id)
+            headers = {
+                "Content-Type": "application/json",
+                "User-Agent": "metalake-outbound/1",
+                **sign(keys, delivery_id, int(time.time()), body),
+            }
+            try:
+                answer = post(
+                    str(config.url),
+                    body,
+                    headers,
+                    guard=self.env.guard,
+                    timeout_s=self.env.settings.outbound.http_timeout_s,
+                )
+            except RefusedAddress as exc:
+                raise PermanentDelivery(f"webhook refused: {exc}") from None
+            except OSError as exc:
+                raise RetryableDelivery(f"webhook unreachable: {type(exc).__name__}") from None
+            if 200 <= answer.status < 300:
+                return {"status": str(answer.status)}
+            if answer.status in _RETRYABLE:
+                raise RetryableDelivery(
+                    f"webhook answered {answer.status}", parse_retry_after(answer.headers.get("retry-after"))
+                )
+            raise PermanentDelivery(f"webhook answered {answer.status}")
+
+        result = ledger.once("post", send)
+        return DeliveryResult("delivered", f"webhook {result.get('status', '')}".strip(), {"id": delivery_id})

@@ -1,0 +1,17 @@
+"""The guardrails of a closure, from settings (``METALAKE_PROPAGATION__*``)."""
+
+from __future__ import annotations
+
+from metalake.settings import Settings
+from processors.propagation.graph import Limits
+
+
+def limits_from(settings: Settings, max_depth: int | None = None) -> Limits:
+    """The configured limits; ``max_depth`` (a dry-run's own) replaces the configured depth."""
+    p = settings.propagation
+    return Limits(
+        max_depth=max_depth or p.max_depth,
+        max_fanout=p.max_fanout,
+        max_reached=p.max_reached,
+        time_budget_s=p.time_budget_s,
+    )

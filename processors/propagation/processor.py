@@ -1,0 +1,206 @@
+"""The propagation processor: committed changes in, propagated tags out, offsets committed last.
+
+Consumes ``metalake.changes`` (its own consumer group). Per tenant it keeps a :class:`TenantPropagation`, loaded from
+MongoDB the first time the tenant shows up (and every origin reconciled then, so a tag committed while the processor
+was away is propagated too), then kept current from the changes. A batch's affected origins are recomputed; their
+propagated/unpropagated events go to the tenant's priority topic (confirmed by Kafka), then one completed event per
+run to ``metalake.changes``; only then are the offsets committed. A crash in between replays the batch after a
+restart: the recompute finds the same rows with the same versions and ids, so stores and consumers see no change.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from metalake.events import CloudEvent
+from processors.propagation.events import completed_event, tag_event
+from processors.propagation.model import AssignmentKey
+from processors.propagation.tenant import CLASSIFICATIONS, TenantPropagation
+from tenants.naming import CHANGES_TOPIC
+
+log = logging.getLogger(__name__)
+
+CHANGED = "io.metalake.state.changed.v1"  # processors.enrichment.changes (not imported: it pulls in the job's code)
+Change = tuple[str, dict[str, Any]]  # (table, flat row)
+# Called once a batch's events are confirmed and before its offsets are committed (fault tests pause there).
+AfterPublishHook = Callable[[int], None]
+
+
+class Publisher(Protocol):
+    """What publishes the events (metalake.kafka.EventProducer): returns once Kafka confirmed every one, or raises."""
+
+    def publish(self, events: Sequence[CloudEvent], topic_for: Callable[[CloudEvent], str]) -> object: ...
+
+
+class Record(Protocol):
+    """The slice of a Kafka message the processor reads (confluent_kafka.Message has it)."""
+
+    def headers(self) -> Any: ...  # list of (name, bytes) pairs; the stub's union also admits str and dict
+    def value(self) -> bytes | None: ...
+    def partition(self) -> int | None: ...
+    def offset(self) -> int | None: ...
+
+
+def _header(msg: Record, name: str) -> str | None:
+    for key, value in msg.headers() or ():
+        if key == name and value is not None:
+            return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+    return None
+
+
+def read_change(msg: Record) -> tuple[str, Change] | None:
+    """(tenant, (table, row)) of a state change record; None for anything else on the topic (e.g. completed
+    events, ours included: the loop guard at the record level)."""
+    if _header(msg, "ce_type") != CHANGED:
+        return None
+    tenant = _header(msg, "ce_tenantid")
+    raw = msg.value()
+    if tenant is None or raw is None:
+        return None
+    try:
+        data = json.loads(raw)
+        row = {
+            **(data.get("state") or {}),
+            **data["key"],
+            "deleted": bool(data.get("deleted")),
+            "version": data.get("version"),
+            "event_id": data.get("event_id"),
+        }
+        return tenant, (str(data["table"]), row)
+    except (ValueError, KeyError, TypeError):
+        # Written by our own job against its schema; a record we cannot read is logged (never its payload) and
+        # skipped rather than blocking every tenant behind it.
+        log.warning("propagation.unreadable_change", extra={"partition": msg.partition(), "offset": msg.offset()})
+        return None
+
+
+@dataclass
+class BatchOutcome:
+    records: int = 0
+    changes: int = 0
+    runs: int = 0
+    added: int = 0
+    removed: int = 0
+    events: list[CloudEvent] = field(default_factory=list)
+    completed: list[CloudEvent] = field(default_factory=list)
+
+
+class PropagationProcessor:
+    """The batch handler of the consumer loop (:meth:`handle`), holding every tenant's state in memory."""
+
+    def __init__(
+        self,
+        load: Callable[[str], TenantPropagation],
+        producer: Publisher,
+        priority_topic: Callable[[str], str],
+        *,
+        tenants: Collection[str] | None = None,
+        after_publish: AfterPublishHook | None = None,
+    ) -> None:
+        self._load = load
+        self._producer = producer
+        self._priority_topic = priority_topic
+        self._tenants = frozenset(tenants) if tenants else None
+        self._after_publish = after_publish
+        self._states: dict[str, TenantPropagation] = {}
+        self._batches = 0
+
+    def state(self, tenant: str) -> TenantPropagation | None:
+        return self._states.get(tenant)
+
+    def bootstrap(self, tenant: str) -> tuple[TenantPropagation, set[AssignmentKey]]:
+        """Load the tenant from MongoDB (once); return its state and the origins to reconcile."""
+        held = self._states.get(tenant)
+        if held is not None:
+            return held, set()
+        started = time.monotonic()
+        state = self._load(tenant)
+        self._states[tenant] = state
+        log.info(
+            "propagation.tenant_loaded",
+            extra={
+                "tenant_id": tenant,
+                "edges": len(state.graph),
+                "assignments": len(state.assignments),
+                "propagated": len(state.rows),
+                "seconds": round(time.monotonic() - started, 3),
+            },
+        )
+        return state, state.origins()
+
+    def __call__(self, messages: Sequence[Record]) -> None:
+        """The ``BatchConsumer`` handler: returns once every event of the batch is confirmed by Kafka."""
+        self.handle(messages)
+
+    def handle(self, messages: Sequence[Record]) -> BatchOutcome:
+        outcome = BatchOutcome(records=len(messages))
+        by_tenant: dict[str, list[Change]] = {}
+        for msg in messages:
+            read = read_change(msg)
+            if read is None or (self._tenants is not None and read[0] not in self._tenants):
+                continue
+            by_tenant.setdefault(read[0], []).append(read[1])
+        for tenant in sorted(by_tenant):
+            self._run_tenant(tenant, by_tenant[tenant], outcome)
+        self.publish(outcome)
+        return outcome
+
+    def reconcile(self, tenant: str) -> BatchOutcome:
+        """Load the tenant (if not yet) and publish what its origins should reach but do not (startup)."""
+        outcome = BatchOutcome()
+        self._run_tenant(tenant, [], outcome)
+        self.publish(outcome)
+        return outcome
+
+    def _run_tenant(self, tenant: str, changes: list[Change], outcome: BatchOutcome) -> None:
+        state, affected = self.bootstrap(tenant)
+        own: set[AssignmentKey] = set()
+        for table, row in changes:
+            hit = state.apply(table, row)
+            affected |= hit
+            if table == CLASSIFICATIONS:
+                own |= hit
+        outcome.changes += len(changes)
+        for origin in sorted(affected):
+            plan = state.plan(origin)
+            outcome.runs += 1
+            if not plan.changed and origin not in own:
+                continue
+            outcome.added += len(plan.added)
+            outcome.removed += len(plan.removed)
+            outcome.events.extend(tag_event(tenant, row) for row in (*plan.added, *plan.removed))
+            assignment = state.assignments.get(origin)
+            outcome.completed.append(completed_event(plan, assignment.stamp[0] if assignment else 0))
+            if plan.truncated:
+                log.warning(
+                    "propagation.truncated",
+                    extra={"tenant_id": tenant, "tag": plan.tag, "reason": plan.reason, "reached": plan.reached},
+                )
+
+    def publish(self, outcome: BatchOutcome) -> None:
+        """Tags first (into each tenant's priority topic), then the completed events: a consumer that reads
+        "completed" can already count on the tags being in Kafka."""
+        if outcome.events:
+            self._producer.publish(outcome.events, lambda e: self._priority_topic(e.tenantid))
+        if outcome.completed:
+            self._producer.publish(outcome.completed, lambda e: CHANGES_TOPIC)
+        self._batches += 1
+        if outcome.events or outcome.completed:
+            log.info(
+                "propagation.published",
+                extra={
+                    "records": outcome.records,
+                    "changes": outcome.changes,
+                    "runs": outcome.runs,
+                    "added": outcome.added,
+                    "removed": outcome.removed,
+                    "completed": len(outcome.completed),
+                },
+            )
+            if self._after_publish is not None:
+                self._after_publish(self._batches)

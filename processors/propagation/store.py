@@ -1,0 +1,31 @@
+"""Loading a tenant's propagation state from its MongoDB projection (``metalake_<tenant>``).
+
+Read at a tenant's first change and by the dry-run. MongoDB holds every committed row (the changes topic is published
+after the upserts), so what is loaded is at least as new as any change that made us look.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pymongo.database import Database
+
+from processors.propagation.graph import Limits
+from processors.propagation.tenant import ASSETS, CLASSIFICATIONS, LINEAGE, PROPAGATED, TenantPropagation
+
+Doc = dict[str, Any]
+
+_COLLECTIONS = ((LINEAGE, "lineage"), (CLASSIFICATIONS, "classifications"), (PROPAGATED, "propagated_tags"))
+
+
+def load_tenant(database: Database[Doc], tenant: str, limits: Limits) -> TenantPropagation:
+    """The tenant's state: live and deleted lineage edges, classifications and propagated tags (tombstones keep
+    versions ordered), and the deleted assets (only those: a live asset needs no row here)."""
+    state = TenantPropagation(tenant, limits)
+    for table, collection in _COLLECTIONS:
+        for doc in database[collection].find({}, {"_id": 0}):
+            state.apply(table, doc)
+    deleted = database["assets"].find({"deleted": True}, {"_id": 0, "urn": 1, "version": 1, "event_id": 1})
+    for doc in deleted:
+        state.apply(ASSETS, {**doc, "deleted": True})
+    return state

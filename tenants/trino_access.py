@@ -1,0 +1,236 @@
+"""Trino access rules for every tenant, as a pure function, and the atomic writer of the rules file.
+
+Trino's file-based system access control reads one JSON file (``security.config-file``) and reloads it every
+``security.refresh-period``. :func:`build_rules` renders it from (service users, tenants, each tenant's masked
+columns): the service users keep full access; a tenant's two users (:func:`tenants.naming.trino_user`, plain and
+``.pii``) may only SELECT from tables in the tenant's schema; the plain user reads PII-tagged columns through a mask.
+Everything the rules do not grant is denied: other schemas and catalogs, the ``system`` catalog, procedures, table
+functions (only ``system.builtin`` functions may run), other users' queries. Rules match first-to-last, so the
+per-table rules carrying masks come before the tenant's schema-wide rule. See docs/serving.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Any, Literal
+
+from metalake.urn import AssetUrn, InvalidUrn
+from tenants.naming import trino_user, validate_tenant_id
+
+MaskStyle = Literal["null", "redact", "hash"]
+REDACTED = "****"
+_ALL_TABLE_PRIVILEGES = ["SELECT", "INSERT", "DELETE", "UPDATE", "OWNERSHIP", "GRANT_SELECT"]
+# A Trino schema that is a tenant's: tenant ids map '-' to '_' (names.trino_schema); these are Trino's own.
+_NOT_TENANT_SCHEMAS = frozenset({"information_schema", "default"})
+
+
+@dataclass(frozen=True)
+class TrinoColumn:
+    """A column of a table in Trino (lowercase, as Trino names them)."""
+
+    schema: str
+    table: str
+    column: str | None  # None: every column of the table (the table itself is tagged)
+
+
+@dataclass(frozen=True)
+class TenantAccess:
+    """One tenant's input to the rules: its id and the masked columns per table, each with its Trino type if known
+    (``None`` when the table is not registered yet or the type is unknown: the mask is then NULL, valid for any type).
+    """
+
+    tenant: str
+    masked: Mapping[str, Mapping[str, str | None]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        validate_tenant_id(self.tenant)
+
+
+def trino_schema(tenant: str) -> str:
+    return validate_tenant_id(tenant).replace("-", "_")
+
+
+def tenant_for_schema(schema: str) -> str | None:
+    """The tenant whose Trino schema this is, or None for a schema no tenant id maps to."""
+    if schema in _NOT_TENANT_SCHEMAS or "-" in schema:
+        return None
+    candidate = schema.replace("_", "-")
+    try:
+        return validate_tenant_id(candidate)
+    except ValueError:
+        return None
+
+
+def is_masked_tag(tag: str, patterns: Iterable[str]) -> bool:
+    """Whether ``tag`` is one of the PII tags (fnmatch patterns, case-sensitive, e.g. ``GDPR.*``)."""
+    return any(fnmatchcase(tag, pattern) for pattern in patterns)
+
+
+@dataclass(frozen=True)
+class MirroredSchema:
+    """A schema of another system whose tables the tenant mirrors, under the same names, in its Trino schema: a tag
+    on ``urn:metalake:<platform>:<instance>/<database>/<schema>/<table>/<column>`` then masks that column there too.
+    A tenant declares them in its registry settings, ``{"trino_sources": [{"platform", "instance", "database",
+    "schema"}]}``."""
+
+    platform: str
+    instance: str
+    database: str
+    schema: str
+
+    @property
+    def urn_prefix(self) -> str:
+        return str(AssetUrn(self.platform, self.instance, (self.database, self.schema))) + "/"
+
+
+def mirrored_schemas(tenant_settings: Mapping[str, Any]) -> list[MirroredSchema]:
+    """The tenant's ``trino_sources``; entries that are not four non-empty strings (or not a valid URN) are ignored."""
+    entries = tenant_settings.get("trino_sources")
+    out: list[MirroredSchema] = []
+    for entry in entries if isinstance(entries, list) else []:
+        if not isinstance(entry, Mapping):
+            continue
+        values = [entry.get(k) for k in ("platform", "instance", "database", "schema")]
+        if not all(isinstance(v, str) and v for v in values):
+            continue
+        source = MirroredSchema(*(str(v) for v in values))
+        try:
+            source.urn_prefix  # noqa: B018 - validates the platform and instance
+        except InvalidUrn:
+            continue
+        out.append(source)
+    return out
+
+
+def column_for_urn(
+    urn: str, tenant: str, *, catalog: str, instance: str, mirrored: Iterable[MirroredSchema] = ()
+) -> TrinoColumn | None:
+    """The Trino column (or whole table) an asset URN names inside the tenant's schema, or None.
+
+    ``urn:metalake:trino:<instance>/<catalog>/<schema>/<table>[/<column>]``: the URN scheme's database is the Trino
+    catalog; or a table of a schema the tenant mirrors (:class:`MirroredSchema`). URNs of other platforms, instances,
+    catalogs or of another tenant's schema map to nothing: a tenant's tags never change what another tenant's users
+    see.
+    """
+    try:
+        parsed = AssetUrn.parse(urn)
+    except InvalidUrn:
+        return None
+    if len(parsed.path) < 3:
+        return None
+    own = (
+        parsed.platform == "trino"
+        and parsed.instance == instance
+        and parsed.path[0] == catalog
+        and parsed.path[1].lower() == trino_schema(tenant)
+    )
+    if not own and not any(
+        (parsed.platform, parsed.instance, parsed.path[0], parsed.path[1])
+        == (m.platform, m.instance, m.database, m.schema)
+        for m in mirrored
+    ):
+        return None
+    table = parsed.path[2].lower()
+    column = parsed.path[3].lower() if len(parsed.path) == 4 else None
+    return TrinoColumn(trino_schema(tenant), table, column)
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def mask_expression(column: str, data_type: str | None, style: MaskStyle) -> str:
+    """The SQL the masked column reads as. NULL fits every type; strings get a constant or a hash if asked."""
+    is_text = data_type is not None and data_type.lower().startswith("varchar")
+    if style == "null" or not is_text:
+        return "NULL"
+    if style == "hash":
+        return f"to_hex(sha256(to_utf8({_ident(column)})))"
+    return f"'{REDACTED}'"
+
+
+def _exact(*names: str) -> str:
+    """A regex matching exactly these names (rules match users and objects by full regex)."""
+    return "^(" + "|".join(re.escape(n) for n in sorted(set(names))) + ")$"
+
+
+def build_rules(
+    service_users: Iterable[str],
+    tenants: Iterable[TenantAccess],
+    *,
+    catalog: str,
+    mask_style: MaskStyle = "redact",
+) -> dict[str, Any]:
+    """The rules JSON for Trino's file-based system access control. Pure and deterministic (sorted output)."""
+    services = _exact(*service_users)
+    accesses = sorted(tenants, key=lambda t: t.tenant)
+    tables: list[dict[str, Any]] = [{"user": services, "privileges": _ALL_TABLE_PRIVILEGES}]
+    for access in accesses:
+        schema = _exact(trino_schema(access.tenant))
+        plain, pii = trino_user(access.tenant), trino_user(access.tenant, pii=True)
+        tables.append({"user": _exact(pii), "catalog": _exact(catalog), "schema": schema, "privileges": ["SELECT"]})
+        for table in sorted(access.masked):
+            columns = access.masked[table]
+            tables.append(
+                {
+                    "user": _exact(plain),
+                    "catalog": _exact(catalog),
+                    "schema": schema,
+                    "table": _exact(table),
+                    "privileges": ["SELECT"],
+                    "columns": [
+                        {"name": name, "mask": mask_expression(name, columns[name], mask_style)}
+                        for name in sorted(columns)
+                    ],
+                }
+            )
+        tables.append({"user": _exact(plain), "catalog": _exact(catalog), "schema": schema, "privileges": ["SELECT"]})
+    rules: dict[str, Any] = {
+        "catalogs": [{"user": services, "allow": "all"}],
+        "schemas": [{"user": services, "owner": True}],
+        "tables": tables,
+        "functions": [
+            {"user": services, "privileges": ["EXECUTE", "GRANT_EXECUTE", "OWNERSHIP"]},
+            # Built-in scalar and aggregate functions only: catalog table functions (e.g. Delta's table_changes,
+            # which reads the change feed) are not granted to tenants.
+            {"catalog": "system", "schema": "builtin", "privileges": ["EXECUTE"]},
+        ],
+        "procedures": [{"user": services, "privileges": ["EXECUTE"]}],
+        "system_information": [{"user": services, "allow": ["read", "write"]}],
+        # Everyone may run queries and see their own; only service users see or kill other users' queries.
+        "queries": [{"user": services, "allow": ["execute", "kill", "view"]}, {"allow": ["execute"]}],
+    }
+    if accesses:
+        tenant_users = [trino_user(a.tenant, pii=p) for a in accesses for p in (False, True)]
+        rules["catalogs"].append({"user": _exact(*tenant_users), "catalog": _exact(catalog), "allow": "read-only"})
+    return rules
+
+
+def write_rules(path: Path, rules: Mapping[str, Any]) -> bool:
+    """Write the rules atomically (temp file in the same folder, then rename): Trino never reads half a file.
+
+    Returns False without touching the file when it already holds exactly these rules.
+    """
+    text = json.dumps(rules, indent=1, sort_keys=True) + "\n"
+    if path.is_file() and path.read_text() == text:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".rules-", suffix=".json", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return True

@@ -1,0 +1,54 @@
+"""Helpers for the Trino access tests: a tenant data table written with delta-rs, queries as a given Trino user."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trino
+from arro3.core import Array, DataType, Field, Schema, Table
+from deltalake import write_deltalake
+
+from metalake.settings import Settings
+from tenants.naming import TenantNames
+
+EMAILS = ["ada@example.org", "bob@example.org"]
+PII_COLUMNS = ("email", "phone", "name", "street", "iban")
+
+
+def _literal(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def make_data_table(settings: Settings, cursor: Any, names: TenantNames, table: str) -> None:
+    """A small Delta table written by delta-rs into the tenant's lake folder, registered in its Trino schema."""
+    schema = Schema(
+        [Field("id", DataType.int64(), nullable=True)]
+        + [Field(c, DataType.string(), nullable=True) for c in PII_COLUMNS]
+    )
+    arrays = [Array([1, 2], DataType.int64())] + [
+        Array(EMAILS if c == "email" else [f"{c}-1", f"{c}-2"], DataType.string()) for c in PII_COLUMNS
+    ]
+    path = names.lake_dir / table
+    path.mkdir(parents=True, exist_ok=True)
+    write_deltalake(str(path), Table.from_arrays(arrays, schema=schema), mode="overwrite")
+    location = "local:///" + str(names.lake_dir.relative_to(settings.lake_root))
+    cursor.execute(f'CREATE SCHEMA IF NOT EXISTS lake."{names.trino_schema}" WITH (location = {_literal(location)})')
+    cursor.fetchall()
+    cursor.execute(
+        f"CALL lake.system.register_table(schema_name => {_literal(names.trino_schema)}, "
+        f"table_name => {_literal(table)}, table_location => {_literal(location + '/' + table)})"
+    )
+    cursor.fetchall()
+
+
+def query_as(settings: Settings, user: str, sql: str) -> list[list[Any]] | str:
+    """Rows, or the Trino error name when the query fails."""
+    conn = trino.dbapi.connect(host=settings.trino.host, port=settings.trino.port, user=user, catalog="lake")
+    try:
+        cur = conn.cursor()
+        cur.execute(sql)
+        return [list(r) for r in cur.fetchall()]
+    except trino.exceptions.TrinoUserError as exc:
+        return str(exc.error_name)
+    finally:
+        conn.close()

@@ -1,0 +1,133 @@
+"""Shared by the outbound tests: changes as the enrichment job and propagation publish them, subscriptions, and
+settings that let the runtime reach the loopback fake servers."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from metalake.events import CloudEvent
+from metalake.settings import OutboundSettings, Settings
+from processors.outbound.change import PROPAGATION_COMPLETED, STATE_CHANGED, Change
+from processors.outbound.filters import Filters
+from processors.outbound.subscriptions import Subscription, SubscriptionStore
+
+SLACK_TOKEN = "xoxb-test-token"
+JIRA_EMAIL, JIRA_TOKEN = "bot@example.com", "jira-token"
+WEBHOOK_SECRET = "whsec_" + "c2VjcmV0LXNpZ25pbmcta2V5LWZvci10ZXN0cw=="
+
+
+def outbound_settings(settings: Settings, **outbound: Any) -> Settings:
+    values: dict[str, Any] = {
+        "allow_base_url_override": True,
+        "ssrf_allow": ["127.0.0.0/8"],
+        "backoff_initial_s": 0.05,
+        "backoff_max_s": 0.2,
+        "retry_initial_s": 0.5,
+        "retry_max_s": 2.0,
+        "subscriptions_ttl_s": 0.0,
+        "http_timeout_s": 5.0,
+        **outbound,
+    }
+    return settings.model_copy(update={"outbound": OutboundSettings(**values)})
+
+
+def classification_event(tenant: str, urn: str, tag: str, *, deleted: bool = False, version: int = 1) -> CloudEvent:
+    event_id = str(uuid.uuid4())
+    return CloudEvent(
+        id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"{tenant}|{urn}|{tag}|{version}|{event_id}")),
+        source="/processors/enrichment",
+        type=STATE_CHANGED,
+        time=datetime.now(UTC),
+        subject=urn,
+        tenantid=tenant,
+        partitionkey=f"{tenant}:{urn}",
+        data={
+            "table": "classifications",
+            "key": {"urn": urn, "tag": tag},
+            "deleted": deleted,
+            "version": version,
+            "event_id": event_id,
+            "state": {"source": "human", "propagate": True, "confidence": None, "rule": None, "actor": "jdoe"},
+        },
+    )
+
+
+def completed_event(
+    tenant: str, origin: str, tag: str, added: list[str], removed: list[str] | None = None
+) -> CloudEvent:
+    return CloudEvent(
+        id=str(uuid.uuid4()),
+        source="/processors/propagation",
+        type=PROPAGATION_COMPLETED,
+        time=datetime.now(UTC),
+        subject=origin,
+        tenantid=tenant,
+        partitionkey=f"{tenant}:{origin}",
+        data={
+            "origin": origin,
+            "tag": tag,
+            "added": added,
+            "removed": removed or [],
+            "reached": len(added),
+            "max_depth": 2,
+            "truncated": False,
+            "reason": None,
+        },
+    )
+
+
+def as_change(event: CloudEvent) -> Change:
+    return Change(
+        id=event.id,
+        type=event.type,
+        tenant=event.tenantid,
+        data=event.data,
+        subject=event.subject,
+        key=event.key,
+        headers=tuple(event.headers()),
+    )
+
+
+def subscribe(
+    store: SubscriptionStore,
+    tenant: str,
+    name: str,
+    destination: str,
+    config: dict[str, Any],
+    secrets: dict[str, str],
+    filters: Filters | None = None,
+) -> Subscription:
+    sub = store.create(tenant, name, destination, config, filters or Filters(), secrets)
+    assert sub is not None
+    return sub
+
+
+def slack_sub(
+    store: SubscriptionStore, tenant: str, base_url: str, name: str = "slack", **filters: Any
+) -> Subscription:
+    return subscribe(
+        store,
+        tenant,
+        name,
+        "slack",
+        {"channel": "C0123", "base_url": base_url},
+        {"token": SLACK_TOKEN},
+        Filters(**filters),
+    )
+
+
+def jira_sub(store: SubscriptionStore, tenant: str, server: str, name: str = "jira") -> Subscription:
+    return subscribe(
+        store,
+        tenant,
+        name,
+        "jira",
+        {"server": server, "email": JIRA_EMAIL, "project": "GOV"},
+        {"api_token": JIRA_TOKEN},
+    )
+
+
+def webhook_sub(store: SubscriptionStore, tenant: str, url: str, name: str = "hook") -> Subscription:
+    return subscribe(store, tenant, name, "webhook", {"url": url}, {"key_id": "k1", "secret": WEBHOOK_SECRET})

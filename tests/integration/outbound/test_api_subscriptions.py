@@ -1,0 +1,129 @@
+"""Subscriptions through the admin API with real tokens: CRUD, write-only secrets, webhook key rotation, and the
+test send reaching the local Slack and webhook servers."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from outbound_helpers import SLACK_TOKEN, WEBHOOK_SECRET, outbound_settings
+from pymongo import MongoClient
+from slack_server import SlackServer
+from tokens import auth_headers
+from webhook_server import WebhookServer
+
+from api.app import create_app
+from metalake.settings import Settings
+from metalake.stack import StackManager
+from processors.outbound.signing import verify
+from processors.outbound.subscriptions import SubscriptionStore
+from tenants.naming import CONTROL_DATABASE
+
+pytestmark = pytest.mark.integration
+
+NEW_SECRET = "rotated-signing-secret-0123456789"
+
+
+@pytest.fixture
+def api(settings: Settings, stack: StackManager) -> Iterator[TestClient]:
+    client: MongoClient[dict[str, Any]] = MongoClient(settings.mongo_uri, tz_aware=True)
+    with TestClient(create_app(outbound_settings(settings), mongo=client)) as test_client:
+        yield test_client
+    client.close()
+
+
+def test_crud_secrets_stay_write_only_and_test_send(api: TestClient, tenant: str) -> None:
+    slack = SlackServer(SLACK_TOKEN).start()
+    try:
+        admin = auth_headers(api, tenant=tenant, role="admin")
+        base = f"/v1/tenants/{tenant}/subscriptions"
+        body = {
+            "name": "pii-alerts",
+            "destination": "slack",
+            "config": {"channel": "C0123", "base_url": slack.base_url},
+            "secrets": {"token": SLACK_TOKEN},
+            "filters": {"event_types": ["classification.*"], "tags": ["PII"]},
+        }
+        created = api.post(base, json=body, headers=admin)
+        assert created.status_code == 201, created.text
+        assert created.headers["Location"] == f"{base}/pii-alerts"
+        view = created.json()
+        assert view["secret_fields"] == ["token"] and SLACK_TOKEN not in created.text
+        assert view["filters"] == {"event_types": ["classification.*"], "tags": ["PII"], "assets": []}
+        assert api.post(base, json=body, headers=admin).status_code == 409
+
+        got = api.get(f"{base}/pii-alerts", headers=admin)
+        assert got.status_code == 200 and SLACK_TOKEN not in got.text
+
+        sent = api.post(f"{base}/pii-alerts/test", headers=admin)
+        assert sent.status_code == 200, sent.text
+        assert sent.json()["status"] == "delivered"
+        (post,) = slack.posts()
+        assert post["channel"] == "C0123" and post["text"].startswith("PII tag added to urn:metalake:metalake:test/")
+
+        patched = api.patch(f"{base}/pii-alerts", json={"enabled": False, "filters": {"tags": ["GDPR"]}}, headers=admin)
+        assert patched.status_code == 200 and patched.json()["enabled"] is False
+        assert patched.json()["filters"]["tags"] == ["GDPR"]
+
+        bad = api.post(base, json={**body, "name": "bad", "config": {"channel": "no spaces"}}, headers=admin)
+        assert bad.status_code == 422 and bad.json()["field"] == "config/channel"
+        missing = api.post(base, json={**body, "name": "bad", "secrets": {}}, headers=admin)
+        assert missing.status_code == 422 and missing.json()["field"] == "secrets/token"
+        unknown = api.post(base, json={**body, "name": "bad", "destination": "fax"}, headers=admin)
+        assert unknown.status_code == 422 and unknown.json()["field"] == "destination"
+
+        api.post(base, json={**body, "name": "second"}, headers=admin)
+        first_page = api.get(base, params={"limit": 1}, headers=admin).json()
+        assert [s["name"] for s in first_page["items"]] == ["pii-alerts"] and first_page["next_cursor"]
+        second_page = api.get(base, params={"limit": 1, "cursor": first_page["next_cursor"]}, headers=admin).json()
+        assert [s["name"] for s in second_page["items"]] == ["second"] and second_page["next_cursor"] is None
+
+        reader = auth_headers(api, tenant=tenant, role="read-only", scope="tenant:read")
+        assert api.get(base, headers=reader).status_code == 200
+        assert api.post(base, json={**body, "name": "third"}, headers=reader).status_code == 403
+        other = auth_headers(api, tenant=f"{tenant}x", role="admin")
+        assert api.get(f"{base}/pii-alerts", headers=other).status_code == 404
+
+        assert api.delete(f"{base}/second", headers=admin).status_code == 204
+        assert api.get(f"{base}/second", headers=admin).status_code == 404
+    finally:
+        slack.stop()
+
+
+def test_webhook_key_rotation_signs_with_both_keys(api: TestClient, tenant: str) -> None:
+    old_receiver, new_receiver = WebhookServer(WEBHOOK_SECRET).start(), WebhookServer(NEW_SECRET)
+    try:
+        admin = auth_headers(api, tenant=tenant, role="admin")
+        base = f"/v1/tenants/{tenant}/subscriptions"
+        body = {
+            "name": "hook",
+            "destination": "webhook",
+            "config": {"url": f"{old_receiver.url}/in"},
+            "secrets": {"key_id": "k1", "secret": WEBHOOK_SECRET},
+        }
+        assert api.post(base, json=body, headers=admin).status_code == 201
+        rotated = api.patch(f"{base}/hook", json={"secrets": {"key_id": "k2", "secret": NEW_SECRET}}, headers=admin)
+        assert rotated.status_code == 200 and NEW_SECRET not in rotated.text
+        assert rotated.json()["secret_fields"] == ["key_id", "previous_key_id", "previous_secret", "secret"]
+
+        assert api.post(f"{base}/hook/test", headers=admin).status_code == 200
+        (delivery,) = old_receiver.verified  # verified with the old secret
+        headers, raw = delivery["headers"], old_receiver.requests[-1].body
+        assert headers["webhook-key-id"] == "k2 k1" and len(headers["webhook-signature"].split(" ")) == 2
+        verify(NEW_SECRET, headers, raw, int(time.time()))  # and with the new one
+
+        # Writing the current key again ends the overlap: one signature.
+        api.patch(f"{base}/hook", json={"secrets": {"key_id": "k2", "secret": NEW_SECRET}}, headers=admin)
+        store = SubscriptionStore(api.app.state.ctx.mongo[CONTROL_DATABASE])  # type: ignore[attr-defined]
+        assert sorted(store.stored_secrets(tenant, "hook")) == ["key_id", "secret"]
+
+        refused = api.patch(f"{base}/hook", json={"config": {"url": "http://169.254.169.254/latest"}}, headers=admin)
+        assert refused.status_code == 200
+        failed = api.post(f"{base}/hook/test", headers=admin)
+        assert failed.status_code == 502 and "metadata" in failed.json()["detail"]
+    finally:
+        old_receiver.stop()
+        new_receiver.stop()

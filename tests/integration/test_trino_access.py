@@ -1,0 +1,239 @@
+"""Trino enforcement on the real stack: a tenant's data table, its column tagged PII through an event, masked for
+the tenant's plain user, clear for its PII user, invisible to another tenant; regenerated as tags come and go,
+direct or propagated.
+
+The access runner (``metalake access run``) runs in a thread of the test with its own consumer group. The tenant is
+a dedicated one with its own streaming job process (``streamjob.Job``), so no other test's batch sits between its
+events and the rules. The delay from publishing a classification to a query seeing the mask is printed
+(docs/benchmarks.md has the figures).
+"""
+
+from __future__ import annotations
+
+import secrets
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from accessit import EMAILS, PII_COLUMNS, make_data_table, query_as
+from itest import wait_for
+from pymongo import MongoClient
+from streamjob import Job
+
+from metalake.events import new_event
+from metalake.kafka import EventProducer, ensure_topics
+from metalake.settings import Settings
+from metalake.stack import StackManager
+from processors.access.runner import run
+from processors.access.sync import AccessSync
+from tenants.model import Tier
+from tenants.naming import CONTROL_DATABASE, TenantNames, names_for, trino_user
+from tenants.registry import TenantRegistry
+
+pytestmark = pytest.mark.integration
+
+SOURCE = "/tests/access"
+
+
+@contextmanager
+def access_runner(settings: Settings) -> Iterator[Callable[[], None]]:
+    """``metalake access run`` in a thread; yields a check that fails the test at once if the runner died. Returns
+    once the runner's start-up sync is done (it saw the schemas made before it)."""
+    stop, ready = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            run(settings, group_id="metalake-access-it", stop=stop, ready=ready)
+        except BaseException as exc:  # noqa: BLE001 - reported through check()
+            errors.append(exc)
+
+    def check() -> None:
+        assert not errors, f"the access runner died: {errors!r}"
+
+    thread = threading.Thread(target=target, name="access-runner", daemon=True)
+    thread.start()
+    try:
+        wait_for("the access runner's start-up sync", lambda: check() or ready.is_set(), timeout_s=300)
+        yield check
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+    check()
+    assert not thread.is_alive()
+
+
+def _tag(tenant: str, urn: str, version: int, *, removed: bool = False) -> Any:
+    event_type = "io.metalake.classification.removed.v1" if removed else "io.metalake.classification.added.v1"
+    data: dict[str, Any] = {"urn": urn, "version": version, "tag": "PII", "actor": "dpo@example.org"}
+    if not removed:
+        data.update(source="human", confidence=1.0)
+    return new_event(event_type, tenant, data, source=SOURCE)
+
+
+def test_pii_columns_masked_per_tenant_identity_and_regenerated_on_tag_changes(
+    settings: Settings,
+    stack: StackManager,
+    tenant: str,
+    trino_cursor: Any,
+    mongo: MongoClient[dict[str, Any]],
+    tmp_path: Path,
+) -> None:
+    other = f"it-{secrets.token_hex(4)}"
+    names = names_for(tenant, settings.lake_root, dedicated=True)
+    other_names = names_for(other, settings.lake_root)
+    ensure_topics(settings, [names.priority_topic, names.bulk_topic])
+    job = Job(tenant, tmp_path / "job.log")
+    make_data_table(settings, trino_cursor, names, "people")
+    make_data_table(settings, trino_cursor, other_names, "people")
+    own = f'SELECT email, phone, name, street, iban FROM lake."{names.trino_schema}".people ORDER BY id'
+    try:
+        job.wait_ready(timeout_s=600)
+        with access_runner(settings) as runner_alive:
+            check_masks(settings, mongo, names, other_names, own, runner_alive)
+    finally:
+        job.stop()
+
+
+def check_masks(
+    settings: Settings,
+    mongo: MongoClient[dict[str, Any]],
+    names: TenantNames,
+    other_names: TenantNames,
+    own: str,
+    runner_alive: Callable[[], None],
+) -> None:
+    tenant, other = names.tenant_id, other_names.tenant_id
+    plain, pii, stranger = trino_user(tenant), trino_user(tenant, pii=True), trino_user(other)
+
+    # The runner's resync (at start, or the schema listing of the next render) gives both tenants their users.
+    wait_for("the tenant's user to read its table", lambda: isinstance(query_as(settings, plain, own), list), 60)
+    assert query_as(settings, plain, own) == [
+        [EMAILS[0], "phone-1", "name-1", "street-1", "iban-1"],
+        [EMAILS[1], "phone-2", "name-2", "street-2", "iban-2"],
+    ]
+    # Another tenant's users see neither the schema nor the table; the service user sees both.
+    assert query_as(settings, stranger, own) == "PERMISSION_DENIED"
+    assert query_as(settings, plain, f'SELECT * FROM lake."{other_names.trino_schema}".people') == "PERMISSION_DENIED"
+    schemas = query_as(settings, plain, "SELECT schema_name FROM lake.information_schema.schemata")
+    assert isinstance(schemas, list) and names.trino_schema in {r[0] for r in schemas}
+    assert other_names.trino_schema not in {r[0] for r in schemas}
+    assert query_as(settings, plain, "SELECT count(*) FROM system.runtime.queries") == "PERMISSION_DENIED"
+    assert query_as(settings, plain, f'INSERT INTO lake."{names.trino_schema}".people (id) VALUES (3)') == (
+        "PERMISSION_DENIED"
+    )
+
+    table_urn = f"urn:metalake:trino:{settings.access.trino_instance}/lake/{names.trino_schema}/people"
+    classifications = mongo[names.mongo_database]["classifications"]
+    delays, after_mongo = [], []
+    with EventProducer(settings) as producer:
+        for i, column in enumerate(PII_COLUMNS):
+            published = time.monotonic()
+            producer.publish([_tag(tenant, f"{table_urn}/{column}", 10 + i)], lambda e: names.priority_topic)
+            doc_id = f"{table_urn}/{column}|PII"
+            wait_for(f"{column}'s tag in MongoDB", lambda d=doc_id: classifications.find_one({"_id": d}), 300, 0.1)
+            in_mongo = time.monotonic()
+
+            def masked(col: str = column) -> bool:
+                runner_alive()
+                rows = query_as(settings, plain, f'SELECT "{col}" FROM lake."{names.trino_schema}".people')
+                return bool(rows == [["****"], ["****"]])
+
+            wait_for(f"{column} masked for the plain user", masked, timeout_s=120, interval_s=0.1)
+            delays.append(time.monotonic() - published)
+            after_mongo.append(time.monotonic() - in_mongo)
+
+        assert query_as(settings, plain, own) == [["****"] * 5, ["****"] * 5]
+        # The PII user reads the same columns in clear; the other tenant's identical table is untouched.
+        assert query_as(settings, pii, own) == [
+            [EMAILS[0], "phone-1", "name-1", "street-1", "iban-1"],
+            [EMAILS[1], "phone-2", "name-2", "street-2", "iban-2"],
+        ]
+        other_rows = query_as(
+            settings, stranger, f'SELECT email FROM lake."{other_names.trino_schema}".people ORDER BY id'
+        )
+        assert other_rows == [[EMAILS[0]], [EMAILS[1]]]
+        # The catalog's own metadata stays readable: the tag assignments themselves are not masked.
+        tagged = query_as(settings, plain, f'SELECT urn FROM lake."{names.trino_schema}".classifications')
+        assert isinstance(tagged, list) and {f"{table_urn}/email"} <= {r[0] for r in tagged}
+
+        # Removing the tag regenerates the rules the other way.
+        producer.publish([_tag(tenant, f"{table_urn}/email", 100, removed=True)], lambda e: names.priority_topic)
+        wait_for(
+            "email in clear again after the tag was removed",
+            lambda: (
+                query_as(settings, plain, f'SELECT email FROM lake."{names.trino_schema}".people ORDER BY id')
+                == [[EMAILS[0]], [EMAILS[1]]]
+            ),
+            timeout_s=300,
+            interval_s=0.1,
+        )
+
+        # A propagated tag (from an upstream column, as propagation writes it) masks like a direct one.
+        upstream = "urn:metalake:postgres:prod/crm/public/customers/email"
+        propagated = new_event(
+            "io.metalake.classification.propagated.v1",
+            tenant,
+            {
+                "urn": f"{table_urn}/email",
+                "version": 200,
+                "tag": "PII",
+                "origin": upstream,
+                "path": [upstream, f"{table_urn}/email"],
+                "depth": 1,
+            },
+            source=SOURCE,
+        )
+        producer.publish([propagated], lambda e: names.priority_topic)
+        wait_for(
+            "email masked by the propagated tag",
+            lambda: (
+                query_as(settings, plain, f'SELECT email FROM lake."{names.trino_schema}".people ORDER BY id')
+                == [["****"], ["****"]]
+            ),
+            timeout_s=300,
+            interval_s=0.1,
+        )
+    print(
+        f"\n[access] tag event -> masked in Trino: median {statistics.median(delays):.2f}s, "
+        f"min {min(delays):.2f}s, max {max(delays):.2f}s over {len(delays)} columns; "
+        f"of which after the tag was in MongoDB: median {statistics.median(after_mongo):.2f}s, "
+        f"min {min(after_mongo):.2f}s, max {max(after_mongo):.2f}s",
+        file=sys.__stderr__,
+    )
+
+
+def test_tags_on_a_mirrored_source_schema_mask_the_tenants_copy(
+    settings: Settings, stack: StackManager, tenant: str, trino_cursor: Any, mongo: MongoClient[dict[str, Any]]
+) -> None:
+    """A tenant that mirrors postgres prod/crm/public in its schema (registry settings ``trino_sources``): a PII tag
+    on the source column masks the copy. The tag document is upserted as the projection writes it; the event path
+    through the job is the test above."""
+    names = names_for(tenant, settings.lake_root)
+    make_data_table(settings, trino_cursor, names, "customers")
+    registry = TenantRegistry(mongo[CONTROL_DATABASE])
+    source = {"platform": "postgres", "instance": "prod", "database": "crm", "schema": "public"}
+    registry.create(tenant, Tier.POOLED, settings={"trino_sources": [source]})
+    try:
+        urn = "urn:metalake:postgres:prod/crm/public/customers/phone"
+        mongo[names.mongo_database]["classifications"].update_one(
+            {"_id": f"{urn}|GDPR.contact"},
+            {"$set": {"urn": urn, "tag": "GDPR.contact", "source": "human", "deleted": False, "version": 1}},
+            upsert=True,
+        )
+        assert AccessSync(settings, mongo).sync([tenant]) == [tenant]
+        sql = f'SELECT email, phone FROM lake."{names.trino_schema}".customers ORDER BY id'
+        wait_for(
+            "phone masked in the mirror",
+            lambda: query_as(settings, trino_user(tenant), sql) == [[EMAILS[0], "****"], [EMAILS[1], "****"]],
+            timeout_s=30,
+        )
+        assert query_as(settings, trino_user(tenant, pii=True), sql) == [[EMAILS[0], "phone-1"], [EMAILS[1], "phone-2"]]
+    finally:
+        registry.delete(tenant)

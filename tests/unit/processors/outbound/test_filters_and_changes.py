@@ -1,0 +1,83 @@
+"""Decoding changes, their kinds, and subscription filters on kinds, tags and asset patterns."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from processors.outbound.change import PROPAGATION_COMPLETED, STATE_CHANGED, Change, UndecodableChange, decode_change
+from processors.outbound.filters import Filters
+from processors.outbound.slack import SlackDestination
+from processors.outbound.subscriptions import Subscription
+
+URN = "urn:metalake:postgres:prod/shop/public/customers/email"
+
+
+def _change(table: str = "classifications", deleted: bool = False, tag: str = "PII") -> Change:
+    return Change(
+        "c1", STATE_CHANGED, "acme", {"table": table, "key": {"urn": URN, "tag": tag}, "deleted": deleted}, URN
+    )
+
+
+def test_kinds() -> None:
+    assert _change().kind == "classification.added"
+    assert _change(deleted=True).kind == "classification.removed"
+    assert _change("propagated_tags").kind == "tag.propagated"
+    assert _change("assets", deleted=True).kind == "assets.deleted"
+    assert _change("lineage_edges").kind == "lineage_edges.changed"
+    done = Change("c2", PROPAGATION_COMPLETED, "acme", {"origin": URN, "tag": "PII", "added": []})
+    assert (done.kind, done.asset, done.tag) == ("propagation.completed", URN, "PII")
+
+
+@pytest.mark.parametrize(
+    ("filters", "expected"),
+    [
+        (Filters(), True),
+        (Filters(event_types=("classification.*",)), True),
+        (Filters(event_types=(STATE_CHANGED,)), True),
+        (Filters(event_types=("propagation.completed",)), False),
+        (Filters(tags=("pii", "GDPR")), True),
+        (Filters(tags=("GDPR",)), False),
+        (Filters(assets=("urn:metalake:postgres:prod/shop/*",)), True),
+        (Filters(assets=("urn:metalake:postgres:prod/mart/*",)), False),
+        (Filters(event_types=("classification.added",), tags=("PII",), assets=("*email",)), True),
+        (Filters(event_types=("classification.added",), tags=("PII",), assets=("*phone",)), False),
+    ],
+)
+def test_filters(filters: Filters, expected: bool) -> None:
+    assert filters.matches(_change()) is expected
+
+
+def test_tag_filter_does_not_match_changes_without_a_tag() -> None:
+    asset = Change("c3", STATE_CHANGED, "acme", {"table": "assets", "key": {"urn": URN}, "deleted": False})
+    assert not Filters(tags=("PII",)).matches(asset)
+    assert Filters(assets=(URN,)).matches(asset)
+
+
+def test_filters_refuse_unknown_fields() -> None:
+    with pytest.raises(ValueError, match="extra"):
+        Filters.model_validate({"tagz": ["PII"]})
+
+
+def test_decode() -> None:
+    headers = [("ce_id", b"c1"), ("ce_type", STATE_CHANGED.encode()), ("ce_tenantid", b"acme"), ("other", b"\xff")]
+    change = decode_change(b"acme:" + URN.encode(), json.dumps({"table": "classifications"}).encode(), headers)
+    assert (change.id, change.tenant, change.kind) == ("c1", "acme", "classification.added")
+    with pytest.raises(UndecodableChange, match="ce_tenantid"):
+        decode_change(None, b"{}", headers[:2])
+    with pytest.raises(UndecodableChange, match="not JSON"):
+        decode_change(None, b"{nope", headers)
+    with pytest.raises(UndecodableChange, match="object"):
+        decode_change(None, b"[1]", headers)
+
+
+def test_slack_takes_per_asset_propagated_tags_only_when_asked() -> None:
+    slack = SlackDestination(env=None)  # type: ignore[arg-type]
+    plain = Subscription("acme", "s", "slack", {"channel": "C1"})
+    asked = Subscription("acme", "s", "slack", {"channel": "C1"}, Filters(event_types=("tag.*",)))
+    propagated = _change("propagated_tags")
+    assert slack.accepts(_change(), plain) and not slack.accepts(propagated, plain)
+    assert slack.accepts(propagated, asked)
+    untagged = Change("c4", STATE_CHANGED, "acme", {"table": "assets", "key": {"urn": URN}})
+    assert not slack.accepts(untagged, plain)

@@ -1,0 +1,183 @@
+"""The processor's batch handling: reading change records, publishing in order, deterministic replays."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+
+from metalake.events import CloudEvent, decode_record
+from processors.propagation.graph import Limits
+from processors.propagation.processor import CHANGED, PropagationProcessor, read_change
+from processors.propagation.tenant import TenantPropagation
+from tenants.naming import CHANGES_TOPIC
+
+A = "urn:metalake:pg:prod/db/s/src/email"
+B = "urn:metalake:pg:prod/db/s/mid/email"
+C = "urn:metalake:pg:prod/db/s/out/email"
+
+
+class FakeRecord:
+    def __init__(self, tenant: str, data: dict[str, Any], event_type: str = CHANGED) -> None:
+        self._headers = [("ce_type", event_type.encode()), ("ce_tenantid", tenant.encode())]
+        self._value = json.dumps(data).encode()
+
+    def headers(self) -> list[tuple[str, bytes]]:
+        return self._headers
+
+    def value(self) -> bytes:
+        return self._value
+
+    def partition(self) -> int:
+        return 0
+
+    def offset(self) -> int:
+        return 0
+
+
+class RecordingPublisher:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, CloudEvent]] = []
+
+    def publish(self, events: Sequence[CloudEvent], topic_for: Callable[[CloudEvent], str]) -> object:
+        self.sent.extend((topic_for(e), e) for e in events)
+        return None
+
+
+def change(table: str, key: dict[str, str], version: int, deleted: bool = False, **state: Any) -> dict[str, Any]:
+    return {
+        "table": table,
+        "key": key,
+        "deleted": deleted,
+        "version": version,
+        "event_id": f"ev{version}",
+        "state": state,
+    }
+
+
+def edges_only(tenant: str) -> TenantPropagation:
+    state = TenantPropagation(tenant, Limits())
+    state.apply("lineage_edges", {"upstream": A, "urn": B, "version": 1, "event_id": "l1", "deleted": False})
+    state.apply("lineage_edges", {"upstream": B, "urn": C, "version": 1, "event_id": "l2", "deleted": False})
+    return state
+
+
+def processor(publisher: RecordingPublisher, **kw: Any) -> PropagationProcessor:
+    return PropagationProcessor(edges_only, publisher, lambda t: f"prio.{t}", **kw)
+
+
+def tagged(version: int, deleted: bool = False) -> FakeRecord:
+    return FakeRecord(
+        "acme", change("classifications", {"urn": A, "tag": "PII"}, version, deleted, source="human", propagate=True)
+    )
+
+
+def test_a_tag_is_published_to_the_priority_topic_then_completed_to_changes() -> None:
+    publisher = RecordingPublisher()
+    outcome = processor(publisher).handle([tagged(100)])
+    assert (outcome.added, outcome.removed) == (2, 0)
+    topics = [t for t, _ in publisher.sent]
+    assert topics == ["prio.acme", "prio.acme", CHANGES_TOPIC]
+    first, second, completed = (e for _, e in publisher.sent)
+    assert first.type == "io.metalake.classification.propagated.v1"
+    assert first.data == {"urn": B, "version": 100, "tag": "PII", "origin": A, "path": [A, B], "depth": 1}
+    assert second.data["path"] == [A, B, C] and second.data["depth"] == 2
+    assert first.partitionkey == f"acme:{B}"
+    assert completed.type == "io.metalake.propagation.completed.v1"
+    assert completed.partitionkey == f"acme:{A}"
+    assert completed.data == {
+        "urn": A,
+        "version": 100,
+        "origin": A,
+        "tag": "PII",
+        "added": [B, C],
+        "removed": [],
+        "added_count": 2,
+        "removed_count": 0,
+        "reached": 2,
+        "max_depth": 2,
+        "truncated": False,
+        "reason": None,
+    }
+    # What was published decodes as a valid event of its type (schemas and envelope agree).
+    for _, event in publisher.sent:
+        decoded = decode_record(event.key, event.value(), event.headers())
+        assert decoded.data == event.data
+
+
+def test_a_replay_after_a_restart_publishes_the_same_ids() -> None:
+    first, second = RecordingPublisher(), RecordingPublisher()
+    processor(first).handle([tagged(100)])
+    processor(second).handle([tagged(100)])  # a new process: nothing committed, nothing in the stores yet
+    assert [e.id for _, e in first.sent] == [e.id for _, e in second.sent]
+
+
+def test_a_change_seen_twice_by_one_process_publishes_nothing_the_second_time() -> None:
+    publisher = RecordingPublisher()
+    proc = processor(publisher)
+    proc.handle([tagged(100)])
+    sent = len(publisher.sent)
+    outcome = proc.handle([tagged(100)])
+    assert (outcome.added, outcome.removed, len(publisher.sent)) == (0, 0, sent)
+
+
+def test_removal_publishes_unpropagations_with_newer_versions() -> None:
+    publisher = RecordingPublisher()
+    proc = processor(publisher)
+    proc.handle([tagged(100)])
+    publisher.sent.clear()
+    proc.handle([tagged(101, deleted=True)])
+    types = [(e.type, e.data["urn"], e.data["version"]) for _, e in publisher.sent]
+    assert types == [
+        ("io.metalake.classification.unpropagated.v1", B, 101),
+        ("io.metalake.classification.unpropagated.v1", C, 101),
+        ("io.metalake.propagation.completed.v1", A, 101),
+    ]
+    assert publisher.sent[-1][1].data["removed"] == [B, C]
+    assert publisher.sent[-1][1].data["reached"] == 0
+
+
+def test_a_tag_with_nothing_downstream_still_completes_with_zero() -> None:
+    publisher = RecordingPublisher()
+    record = FakeRecord("acme", change("classifications", {"urn": C, "tag": "PII"}, 5, source="human"))
+    processor(publisher).handle([record])
+    assert [(e.type, e.data["reached"]) for _, e in publisher.sent] == [("io.metalake.propagation.completed.v1", 0)]
+
+
+def test_other_records_and_other_tenants_are_skipped() -> None:
+    publisher = RecordingPublisher()
+    records = [
+        FakeRecord("acme", {"origin": A}, "io.metalake.propagation.completed.v1"),
+        FakeRecord("other", change("classifications", {"urn": A, "tag": "PII"}, 1, source="human")),
+    ]
+    outcome = processor(publisher, tenants=["acme"]).handle(records)
+    assert (outcome.changes, publisher.sent) == (0, [])
+
+
+def test_the_echo_of_a_propagated_tag_changes_nothing() -> None:
+    publisher = RecordingPublisher()
+    proc = processor(publisher)
+    proc.handle([tagged(100)])
+    publisher.sent.clear()
+    echo = FakeRecord(
+        "acme", change("propagated_tags", {"urn": B, "tag": "PII", "origin": A}, 100, path=[A, B], depth=1)
+    )
+    outcome = proc.handle([echo])
+    assert (outcome.runs, publisher.sent) == (0, [])
+
+
+@pytest.mark.parametrize("value", [b"not json", b"{}", b'{"table": "assets"}'])
+def test_unreadable_change_records_are_skipped(value: bytes) -> None:
+    record = FakeRecord("acme", {})
+    record._value = value
+    assert read_change(record) is None
+
+
+def test_the_hook_runs_after_publishing() -> None:
+    publisher = RecordingPublisher()
+    seen: list[int] = []
+    proc = processor(publisher, after_publish=lambda batch: seen.append(len(publisher.sent)))
+    proc.handle([tagged(100)])
+    assert seen == [3]
