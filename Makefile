@@ -4,8 +4,8 @@ BIN := $(VENV)/bin
 
 .PHONY: demo test bootstrap lint unit integration up down status
 
-demo: bootstrap ## Install everything, start the stack and the streaming job, run the demo
-	$(BIN)/metalake stack up --with-job
+demo: bootstrap ## Install everything, start the stack, the streaming job, the API and the processors, run the demo
+	$(BIN)/metalake stack up --with-processors
 	$(BIN)/metalake demo
 	@echo "The stack keeps running. Stop it with: $(BIN)/metalake stack down"
 

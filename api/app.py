@@ -10,12 +10,28 @@ from typing import Any
 from fastapi import APIRouter, FastAPI
 from pymongo import MongoClient
 
+from api.auth.runtime import build_auth
 from api.context import ApiContext
+from api.events import close_publisher
+from api.openapi import install_openapi
 from api.problems import install_problem_handlers
 from metalake.settings import Settings, load_settings
 
 # One module per resource under api/routes, each exposing ``router``. Add a line here to serve a new one.
-ROUTERS: tuple[str, ...] = ()
+ROUTERS: tuple[str, ...] = (
+    "health",
+    "oauth",
+    "clients",
+    "connectors",
+    "assets",
+    "sql",
+    "shares",
+    "tenants",
+    "erasures",
+    "audit",
+    "propagation",
+    "subscriptions",
+)
 
 
 def _router(module: str) -> APIRouter:
@@ -31,12 +47,15 @@ def create_app(settings: Settings | None = None, *, mongo: MongoClient[dict[str,
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
+        close_publisher(app)
         if mongo is None:
             client.close()
 
     app = FastAPI(title="metalake admin API", version="1", lifespan=lifespan)
     app.state.ctx = ApiContext(settings=settings, mongo=client)
+    app.state.auth = build_auth(settings, client)
     install_problem_handlers(app)
     for module in ROUTERS:
         app.include_router(_router(module))
+    install_openapi(app)
     return app

@@ -1,7 +1,29 @@
-"""Errors as RFC 9457 problem+json: the same :class:`Problem` and handlers the connector worker answers with."""
+"""Errors as RFC 9457 problem+json: the same :class:`Problem` and handlers the connector worker answers with, plus a
+last-resort handler so even an unexpected failure answers problem+json (and says nothing about its cause)."""
 
 from __future__ import annotations
 
-from connectors.runtime.problems import MEDIA_TYPE, Problem, install_problem_handlers, problem_response
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from connectors.runtime.problems import MEDIA_TYPE, Problem, problem_response
+from connectors.runtime.problems import install_problem_handlers as _install_common
 
 __all__ = ["MEDIA_TYPE", "Problem", "install_problem_handlers", "problem_response"]
+
+log = logging.getLogger(__name__)
+
+
+async def _on_unexpected(request: Request, exc: Exception) -> JSONResponse:
+    # The exception type goes to the log for the operator; the caller learns only that it was our fault.
+    log.error("unhandled error", extra={"path": request.url.path, "error": type(exc).__name__})
+    problem = Problem(500, "internal-error", "the server failed to answer this request; it has been logged")
+    return problem_response(problem, request.url.path)
+
+
+def install_problem_handlers(app: FastAPI) -> None:
+    """Problem, validation and HTTP errors as problem+json; anything unexpected as a 500 problem."""
+    _install_common(app)
+    app.add_exception_handler(Exception, _on_unexpected)

@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from api.cli import app as api_app
 from metalake.settings import find_project_root, get_settings
 from metalake.stack import StackError, StackManager
 
@@ -36,6 +37,14 @@ lake_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(lake_app, name="lake")
+app.add_typer(api_app, name="api")
+access_app = typer.Typer(
+    help="Trino access rules: each tenant's users see only its schema, PII-tagged columns masked without the PII "
+    "role. Rendered from the tenants registry and the tenants' tags into the rules file Trino reloads every second. "
+    "See docs/serving.md.",
+    no_args_is_help=True,
+)
+app.add_typer(access_app, name="access")
 
 
 def _manager() -> StackManager:
@@ -53,6 +62,13 @@ def stack_up(
         list[str] | None, typer.Argument(help="Only these services (default: all infrastructure).")
     ] = None,
     with_job: Annotated[bool, typer.Option("--with-job", help="Also start the Spark streaming job.")] = False,
+    with_processors: Annotated[
+        bool,
+        typer.Option(
+            "--with-processors",
+            help="Also start the job, the admin API and the processors (propagation, outbound, access).",
+        ),
+    ] = False,
 ) -> None:
     """Fetch (once), configure and start the services, waiting until each answers its health check.
 
@@ -60,7 +76,7 @@ def stack_up(
     """
     manager = _manager()
     try:
-        manager.up(services or None, with_job=with_job)
+        manager.up(services or None, with_job=with_job, with_processors=with_processors)
     except StackError as exc:
         raise _fail(str(exc)) from None
 
@@ -82,17 +98,20 @@ def stack_status() -> None:
     """Each service with its state, ports, pid and health. Exits 1 if any started service is unhealthy."""
     manager = _manager()
     rows = manager.status()
-    typer.echo(f"{'SERVICE':9} {'STATE':10} {'PID':>7}  {'PORTS':12} DETAIL")
+    typer.echo(f"{'SERVICE':11} {'STATE':10} {'PID':>7}  {'PORTS':12} DETAIL")
     for r in rows:
         ports = ",".join(str(p) for p in r.ports) or "-"
-        typer.echo(f"{r.name:9} {r.state:10} {r.pid or '-':>7}  {ports:12} {r.detail}")
+        typer.echo(f"{r.name:11} {r.state:10} {r.pid or '-':>7}  {ports:12} {r.detail}")
     if any(r.state == "unhealthy" for r in rows):
         raise typer.Exit(code=1)
 
 
 @stack_app.command("logs")
 def stack_logs(
-    service: Annotated[str, typer.Argument(help="kafka, ferretdb, trino, postgres or stream.")],
+    service: Annotated[
+        str,
+        typer.Argument(help="kafka, ferretdb, trino, postgres, stream, api, propagation, outbound or access."),
+    ],
     lines: Annotated[int, typer.Option("-n", "--lines", help="How many lines from the end.")] = 50,
     follow: Annotated[bool, typer.Option("-f", "--follow", help="Keep printing new lines.")] = False,
 ) -> None:
@@ -110,12 +129,15 @@ def stack_logs(
 
 @app.command("demo")
 def demo(
-    tenant: Annotated[str, typer.Option(help="Tenant to publish the demo events for.")] = "acme",
-    timeout: Annotated[float, typer.Option(help="Seconds to wait for the events to become visible.")] = 180.0,
+    tenant: Annotated[
+        str | None, typer.Option(help="Tenant to create (or reuse) for the demo (default: a fresh demo-<hex>).")
+    ] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds each wait may take before the demo gives up.")] = 300.0,
 ) -> None:
-    """Publish a few events (and one invalid record) and show what landed in Delta, MongoDB and Trino.
+    """The whole flow through the admin API: tenant, signed-webhook subscription, catalog with lineage, a PII tag,
+    its propagation, the webhooks, Trino and a SQL query as the tenant (see README).
 
-    Needs the stack and the streaming job: metalake stack up --with-job
+    Needs the stack with the job, the API and the processors: metalake stack up --with-processors
     """
     from metalake.demo import DemoError, run_demo
 
@@ -169,7 +191,8 @@ def connect_crawl(
     tenant: Annotated[str, typer.Option(help="The tenant the connector belongs to.")],
     name: Annotated[str, typer.Option(help="The connector's name.")],
 ) -> None:
-    """Run a configured source connector once, resuming from its stored offsets, and print the summary (JSON)."""
+    """Run every task of a configured source connector once, resuming from its stored offsets; print the report (JSON,
+    per task). Exits 1 if a task did not complete."""
     import json
 
     from connectors.runtime.errors import TaskFailed
@@ -190,6 +213,8 @@ def connect_crawl(
         runtime.publisher.close()
         runtime.offsets.close()
     typer.echo(json.dumps(summary.as_dict(), indent=2))
+    if summary.failed:  # some task failed, is FAILED, or Kafka did not confirm: the report says which
+        raise typer.Exit(code=1)
 
 
 def _lake(command: str, args: list[str]) -> typer.Exit:
@@ -269,6 +294,133 @@ def lake_prune(
 ) -> None:
     """Delete resolved incidents older than the recent window from MongoDB (Delta keeps the full history)."""
     raise _lake("prune", [*_tenant_opt(tenant), "--older-than-days", str(older_than_days)])
+
+
+@lake_app.command("init")
+def lake_init(
+    tenant: Annotated[str, typer.Option(help="The tenant whose Delta tables to create and register in Trino.")],
+) -> None:
+    """Create the tenant's Delta tables (audit included) and register them in Trino; idempotent. The admin API runs
+    it when it provisions a tenant, so the tenant is queryable before its first event."""
+    raise _lake("init", ["--tenant", tenant])
+
+
+@access_app.command("run")
+def access_run() -> None:
+    """Regenerate the rules as classifications and propagated tags change (consumes metalake.changes; Ctrl-C stops)."""
+    from metalake.telemetry import configure_telemetry
+    from processors.access.runner import run
+
+    settings = get_settings()
+    configure_telemetry(settings.telemetry, "access")
+    try:
+        run(settings)
+    except KeyboardInterrupt:
+        pass
+
+
+@access_app.command("sync")
+def access_sync(
+    tenant: Annotated[list[str] | None, typer.Option(help="Only refresh these tenants' masks (default: all).")] = None,
+) -> None:
+    """Refresh the tenants' masked columns from MongoDB and Trino once and rewrite the rules file."""
+    from typing import Any
+
+    from pymongo import MongoClient
+
+    from processors.access.sync import AccessSync
+
+    settings = get_settings()
+    client: MongoClient[dict[str, Any]] = MongoClient(settings.mongo_uri, tz_aware=True, socketTimeoutMS=60_000)
+    try:
+        done = AccessSync(settings, client).sync(tenant or None)
+    finally:
+        client.close()
+    typer.echo(f"rules for {len(done)} tenant(s) refreshed: {settings.access_rules_file}")
+
+
+outbound_app = typer.Typer(
+    help="The outbound runtime: committed changes (metalake.changes) to Slack, Jira and signed webhooks, per each "
+    "tenant's subscriptions. See docs/outbound.md.",
+    no_args_is_help=True,
+)
+app.add_typer(outbound_app, name="outbound")
+
+
+@outbound_app.command("run")
+def outbound_run() -> None:
+    """Run the outbound runtime in the foreground (SIGTERM/Ctrl-C stop it after the current batch).
+
+    Settings: METALAKE_OUTBOUND__* (consumer groups, retries and backoff, timeouts, SSRF allowlist).
+    """
+    from metalake.telemetry import configure_telemetry
+    from processors.outbound.run import run
+
+    settings = get_settings()
+    configure_telemetry(settings.telemetry, "outbound")
+    run(settings)
+
+
+propagation_app = typer.Typer(
+    help="Tag propagation along lineage (Apache Atlas semantics, column level): the processor that publishes "
+    "propagated tags, and a dry-run of what a tag would reach. See docs/propagation.md.",
+    no_args_is_help=True,
+)
+app.add_typer(propagation_app, name="propagation")
+
+
+@propagation_app.command("run")
+def propagation_run(
+    tenant: Annotated[
+        list[str] | None, typer.Option(help="Only these tenants (repeatable; default: all). Reconciled at start.")
+    ] = None,
+    group: Annotated[str | None, typer.Option(help="Consumer group (default: METALAKE_PROPAGATION__GROUP_ID).")] = None,
+    ready_file: Annotated[str | None, typer.Option(help="Written once the loop runs.")] = None,
+    progress_s: Annotated[float, typer.Option(help="Seconds between progress log lines.")] = 30.0,
+) -> None:
+    """Consume metalake.changes and publish propagated/unpropagated tags (SIGTERM/Ctrl-C stop it after the batch).
+
+    Settings: METALAKE_PROPAGATION__* (consumer group, batch size, guardrails). Logs are JSON on stderr.
+    """
+    from processors.propagation.run import main as run_main
+
+    args = [*(a for t in tenant or () for a in ("--tenant", t)), "--progress-s", str(progress_s)]
+    args += ["--group", group] if group else []
+    args += ["--ready-file", ready_file] if ready_file else []
+    run_main(args)
+
+
+@propagation_app.command("dry-run")
+def propagation_dry_run(
+    tenant: Annotated[str, typer.Option(help="The tenant that holds the asset.")],
+    urn: Annotated[str, typer.Option(help="The asset the tag would be put on.")],
+    tag: Annotated[str, typer.Option(help="The tag, e.g. PII.")],
+    max_depth: Annotated[int | None, typer.Option(help="Hops from the asset (default: the configured limit).")] = None,
+) -> None:
+    """Print (JSON) what the tag would reach from the asset, with path and depth, without changing anything."""
+    import json
+    from typing import Any
+
+    from pymongo import MongoClient
+
+    from processors.propagation import dry_run_tenant
+    from processors.propagation.config import limits_from
+    from processors.propagation.dry_run import InvalidDryRun, check_request
+    from tenants.naming import InvalidTenantId, names_for
+
+    settings = get_settings()
+    try:
+        names = names_for(tenant, settings.lake_root)
+        check_request(urn, tag)
+    except (InvalidTenantId, InvalidDryRun) as exc:
+        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(code=2) from None
+    client: MongoClient[dict[str, Any]] = MongoClient(settings.mongo_uri, tz_aware=True)
+    try:
+        result = dry_run_tenant(client[names.mongo_database], tenant, urn, tag, limits_from(settings, max_depth))
+    finally:
+        client.close()
+    typer.echo(json.dumps(result.as_dict(), indent=2))
 
 
 def main() -> None:

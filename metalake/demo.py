@@ -1,136 +1,319 @@
-"""``metalake demo``: publish a small catalog (and one invalid record), then show it in Delta, MongoDB and Trino."""
+"""``metalake demo``: the whole flow on the local stack, step by step with timings.
+
+The admin API creates a tenant and a signed-webhook subscription to a receiver the demo runs on loopback; a catalog
+(two tables, their columns, a column->column lineage edge) is published to Kafka; a column is tagged PII through the
+API; then the demo shows the classification and the propagated tag in MongoDB (through the API) and in Trino, the
+webhooks received with their signatures verified, a SQL query through the API as the tenant, and the Delta tables
+with the dead letter of an invalid record. Needs ``metalake stack up --with-processors``.
+"""
 
 from __future__ import annotations
 
+import functools
+import secrets
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
 
 import trino
-from pymongo import MongoClient
+from trino.dbapi import Cursor
 
-from metalake.events import CloudEvent, new_event, spec_for
+from metalake.demo_api import ApiClient, ApiError, admin_file, load_or_create_admin
+from metalake.demo_catalog import Catalog, demo_catalog, invalid_record
+from metalake.demo_receiver import Delivery, WebhookReceiver
+from metalake.events import spec_for
 from metalake.kafka import EventProducer, PublishError
 from metalake.settings import Settings
-from metalake.urn import asset_urn
-from tenants.naming import names_for
+from tenants.naming import TenantNames, names_for
 
 Echo = Callable[[str], None]
-SOURCE = "/connectors/demo"
+T = TypeVar("T")
+SUBSCRIPTION = "demo-webhook"
 
 
 class DemoError(RuntimeError):
     pass
 
 
-def demo_events(tenant: str, version: int) -> list[CloudEvent]:
-    db = ("postgres", "shop-prod", "shop")
-    table = asset_urn(*db, "public", "orders")
+class Steps:
+    """Numbered steps, each printed with how long it took."""
 
-    def upsert(urn: str, kind: str, name: str, **extra: Any) -> CloudEvent:
-        data = {"urn": urn, "version": version, "kind": kind, "name": name, **extra}
-        return new_event("io.metalake.asset.upserted.v1", tenant, data, source=SOURCE)
+    def __init__(self, echo: Echo) -> None:
+        self.echo = echo
+        self._n = 0
+        self.started = time.monotonic()
 
-    return [
-        upsert(asset_urn(*db), "database", "shop"),
-        upsert(asset_urn(*db, "public"), "schema", "public"),
-        upsert(table, "table", "orders", description="One row per order", owners=["data-eng@acme.example"]),
-        upsert(f"{table}/id", "column", "id", data_type="bigint"),
-        upsert(f"{table}/customer_email", "column", "customer_email", data_type="text"),
-    ]
-
-
-def _invalid_record(tenant: str) -> tuple[str, str, bytes, bytes, list[tuple[str, bytes]]]:
-    # A well-formed envelope whose data lacks the required `version`: it must land in the tenant's _dlq table.
-    headers = [
-        ("content-type", b"application/json"),
-        ("ce_specversion", b"1.0"),
-        ("ce_id", f"demo-invalid-{time.time_ns()}".encode()),
-        ("ce_source", SOURCE.encode()),
-        ("ce_type", b"io.metalake.asset.upserted.v1"),
-        ("ce_tenantid", tenant.encode()),
-    ]
-    value = b'{"urn": "urn:metalake:postgres:shop-prod/shop/public/broken", "kind": "table", "name": "broken"}'
-    return ("metalake.events.priority", "demo-invalid", f"{tenant}:broken".encode(), value, headers)
+    @contextmanager
+    def step(self, title: str) -> Iterator[None]:
+        self._n += 1
+        self.echo(f"\n[{self._n}] {title}")
+        t0 = time.monotonic()
+        yield
+        self.echo(f"    ({time.monotonic() - t0:.1f}s)")
 
 
-def _wait(what: str, check: Callable[[], bool], timeout_s: float, echo: Echo) -> float:
-    started = time.monotonic()
-    while time.monotonic() - started < timeout_s:
-        if check():
-            elapsed = time.monotonic() - started
-            echo(f"  {what}: visible after {elapsed:.1f}s")
-            return elapsed
-        time.sleep(0.25)
-    raise DemoError(
-        f"{what}: not visible after {timeout_s:.0f}s. Is the streaming job running? "
-        "Check: metalake stack status; metalake stack logs stream"
-    )
+def wait_for(what: str, check: Callable[[], T | None], timeout_s: float, logs: str, echo: Echo) -> T:
+    """Poll ``check`` until it returns something; on timeout name what did not arrive and the logs to read."""
+    t0 = time.monotonic()
+    while True:
+        found = check()
+        if found is not None and found is not False:
+            echo(f"    {what}: after {time.monotonic() - t0:.1f}s")
+            return found
+        if time.monotonic() - t0 > timeout_s:
+            raise DemoError(
+                f"{what}: did not arrive within {timeout_s:.0f}s. Check `metalake stack status` and read "
+                + " and ".join(f"`metalake stack logs {svc}`" for svc in logs.split())
+            )
+        time.sleep(0.5)
 
 
-def run_demo(settings: Settings, tenant: str, *, timeout_s: float, echo: Echo) -> None:
-    names = names_for(tenant, settings.lake_root)
-    version = time.time_ns() // 1000
-    events = demo_events(tenant, version)
-    echo(f"Publishing {len(events)} events and 1 invalid record for tenant {tenant!r} (version {version})")
+def run_demo(settings: Settings, tenant: str | None, *, timeout_s: float, echo: Echo) -> None:
+    tenant = tenant or f"demo-{secrets.token_hex(3)}"
+    steps = Steps(echo)
+    api = ApiClient(f"http://{settings.api.host}:{settings.api.port}")
     try:
-        with EventProducer(settings) as producer:
-            deliveries = producer.publish(events, lambda e: names.topic(spec_for(e.type).topic_class(e.data)))
-            producer.publish_raw([_invalid_record(tenant)])
-    except PublishError as exc:
-        raise DemoError(f"Kafka did not confirm the events: {exc}. Is the stack up? (metalake stack up)") from exc
-    for d, e in zip(deliveries, events, strict=True):
-        echo(f"  {e.data['kind']:8} {e.data['urn']}  -> {d.topic}[{d.partition}]@{d.offset}")
+        _admin(settings, api, steps)
+        _create_tenant(api, tenant, steps, timeout_s)
+        with WebhookReceiver(secrets.token_urlsafe(24)) as receiver:
+            _subscribe(api, tenant, receiver, steps)
+            names = names_for(tenant, settings.lake_root)
+            catalog = demo_catalog(tenant, time.time_ns() // 1_000_000)
+            _publish(settings, names, catalog, steps, timeout_s, api)
+            _tag(api, tenant, catalog, steps, timeout_s)
+            _show_trino(settings, names, catalog, steps, timeout_s)
+            _show_webhooks(api, tenant, receiver, catalog, steps, timeout_s)
+        _sql_as_tenant(api, tenant, steps)
+    except ApiError as exc:
+        raise DemoError(str(exc)) from exc
+    finally:
+        api.close()
+    echo(f"\nDone in {time.monotonic() - steps.started:.1f}s (tenant {tenant}).")
+    echo("Explore: metalake stack status | metalake stack logs <api|stream|propagation|outbound|access>")
 
-    table_urn = events[2].data["urn"]
-    mongo: MongoClient[dict[str, Any]] = MongoClient(settings.mongo_uri, serverSelectionTimeoutMS=5000)
-    assets = mongo[names.mongo_database]["assets"]
-    echo("Waiting for the streaming job:")
-    _wait(
-        "MongoDB",
-        lambda: assets.count_documents({"version": version}) == len(events),
-        timeout_s,
-        echo,
-    )
+
+def _admin(settings: Settings, api: ApiClient, steps: Steps) -> None:
+    with steps.step("Platform-admin API client and token"):
+        client_id, secret, created = load_or_create_admin(settings)
+        try:
+            token = api.token(client_id, secret)
+        except ApiError as exc:
+            if created or exc.status != 401:
+                raise
+            # The stored client is gone (e.g. a wiped .stack/data): make a new one.
+            admin_file(settings).unlink()
+            client_id, secret, created = load_or_create_admin(settings)
+            token = api.token(client_id, secret)
+        how = "created (secret stored once in" if created else "reused (secret in"
+        steps.echo(f"    client {client_id} {how} {admin_file(settings)}, owner-only, never printed)")
+        steps.echo(f"    token: {token['token_type']}, expires in {token['expires_in']}s, scope {token.get('scope')}")
+
+
+def _create_tenant(api: ApiClient, tenant: str, steps: Steps, timeout_s: float) -> None:
+    with steps.step(f"Create tenant {tenant!r} through the API (POST /v1/tenants)"):
+        resp = api.call("POST", "/v1/tenants", json={"id": tenant, "display_name": "metalake demo"}, expect=(202, 409))
+        steps.echo("    created; provisioning" if resp.status_code == 202 else "    exists already; reusing it")
+
+        def active() -> dict[str, Any] | None:
+            view: dict[str, Any] = api.json("GET", f"/v1/tenants/{tenant}")
+            return view if view.get("state") == "active" else None
+
+        wait_for("tenant state active (topics, Delta tables, Trino schema)", active, timeout_s, "api", steps.echo)
+
+
+def _subscribe(api: ApiClient, tenant: str, receiver: WebhookReceiver, steps: Steps) -> None:
+    with steps.step(f"Signed-webhook subscription {SUBSCRIPTION!r} to the demo's receiver {receiver.url}"):
+        body = {
+            "destination": "webhook",
+            "config": {"url": receiver.url},
+            "secrets": {"key_id": "demo", "secret": receiver.secret},
+            # Without filters a webhook gets every change (each asset); these are the tag changes.
+            "filters": {"event_types": ["classification.*", "tag.*", "propagation.*"]},
+        }
+        path = f"/v1/tenants/{tenant}/subscriptions"
+        resp = api.call("POST", path, json={"name": SUBSCRIPTION, **body}, expect=(201, 200, 409))
+        if resp.status_code == 409:  # a rerun on the same tenant: point it at this run's receiver and secret
+            update = {k: v for k, v in body.items() if k != "destination"}
+            api.call("PATCH", f"{path}/{SUBSCRIPTION}", json={**update, "enabled": True})
+        steps.echo(f"    {'updated' if resp.status_code == 409 else 'created'}; filters: {body['filters']}")
+
+
+def _publish(
+    settings: Settings, names: TenantNames, catalog: Catalog, steps: Steps, timeout_s: float, api: ApiClient
+) -> None:
+    tenant = names.tenant_id
+    with steps.step(f"Publish the catalog to Kafka ({len(catalog.events)} events) and 1 invalid record"):
+        try:
+            with EventProducer(settings) as producer:
+                deliveries = producer.publish(
+                    catalog.events, lambda e: names.topic(spec_for(e.type).topic_class(e.data))
+                )
+                producer.publish_raw([invalid_record(tenant, names.priority_topic)])
+        except PublishError as exc:
+            raise DemoError(f"Kafka did not confirm the events: {exc}. Read `metalake stack logs kafka`") from exc
+        for d, e in zip(deliveries, catalog.events, strict=True):
+            label = e.data.get("kind") or "lineage"
+            steps.echo(f"    {label:8} {e.data['urn']}  -> {d.topic}[{d.partition}]@{d.offset}")
+
+        def edge_in_mongo() -> dict[str, Any] | None:
+            params = {"urn": catalog.pii_column, "direction": "downstream", "depth": 1}
+            view: dict[str, Any] = api.json("GET", f"/v1/tenants/{tenant}/assets/lineage", params=params)
+            return view if view["edges"] else None
+
+        def asset_in_mongo() -> bool:
+            path = f"/v1/tenants/{tenant}/assets"
+            resp = api.call("GET", path, params={"urn": catalog.downstream_column}, expect=(200, 404))
+            # This run's version, not a previous run's (a rerun on the same tenant).
+            return resp.is_success and (resp.json().get("version") or 0) >= catalog.version
+
+        wait_for("assets in MongoDB (GET .../assets)", asset_in_mongo, timeout_s, "stream", steps.echo)
+        wait_for("lineage edge in MongoDB (GET .../assets/lineage)", edge_in_mongo, timeout_s, "stream", steps.echo)
+        steps.echo(f"    lineage: {catalog.pii_column} -> {catalog.downstream_column}")
+
+
+def _tags(api: ApiClient, tenant: str, urn: str, field: str, source: str | None = None) -> list[dict[str, Any]]:
+    view = api.json("GET", f"/v1/tenants/{tenant}/assets", params={"urn": urn})
+    return [t for t in view.get(field) or [] if t.get("tag") == "PII" and source in (None, t.get("source"))]
+
+
+def _tag(api: ApiClient, tenant: str, catalog: Catalog, steps: Steps, timeout_s: float) -> None:
+    with steps.step(f"Tag {catalog.pii_column} PII through the API (POST .../assets/tags)"):
+        if _tags(api, tenant, catalog.pii_column, "tags"):
+            # A rerun on the same tenant: untag first, so tagging is a change again (propagation, webhooks).
+            params = {"urn": catalog.pii_column, "tag": "PII"}
+            api.call("DELETE", f"/v1/tenants/{tenant}/assets/tags", params=params, expect=(202,))
+            wait_for(
+                "removal of the previous run's tag and its propagation",
+                lambda: not _tags(api, tenant, catalog.downstream_column, "propagated_tags"),
+                timeout_s,
+                "propagation stream",
+                steps.echo,
+            )
+        accepted = api.json(
+            "POST", f"/v1/tenants/{tenant}/assets/tags", json={"urn": catalog.pii_column, "tag": "PII"}, expect=(202,)
+        )
+        steps.echo(f"    accepted: {accepted['type']} {accepted['event_id']}")
+        tags = wait_for(
+            "classification in MongoDB (GET .../assets?urn=<column>)",
+            lambda: _tags(api, tenant, catalog.pii_column, "tags", source="human") or None,
+            timeout_s,
+            "stream",
+            steps.echo,
+        )
+        steps.echo(f"    {catalog.pii_column}: tags {[(t['tag'], t.get('source')) for t in tags]}")
+        propagated = wait_for(
+            "propagated tag in MongoDB on the downstream column",
+            lambda: _tags(api, tenant, catalog.downstream_column, "propagated_tags") or None,
+            timeout_s,
+            "propagation stream",
+            steps.echo,
+        )
+        for p in propagated:
+            steps.echo(
+                f"    {catalog.downstream_column}: propagated {p['tag']} from {p.get('origin')} depth {p.get('depth')}"
+            )
+
+
+def _show_trino(settings: Settings, names: TenantNames, catalog: Catalog, steps: Steps, timeout_s: float) -> None:
+    schema = names.trino_schema
     conn = trino.dbapi.connect(
         host=settings.trino.host, port=settings.trino.port, user=settings.trino.user, catalog=settings.trino.catalog
     )
     cur = conn.cursor()
-    # S608 below: the only identifiers put into SQL are the schema, from the validated tenant id, and fixed tables.
-    schema = names.trino_schema
+    try:
+        with steps.step(f"The same in Trino (lake.{schema}, the Delta tables the stream job writes)"):
+            # S608 below: the only identifiers put into SQL are the schema, from the validated tenant id, and fixed
+            # table names; values are parameters.
+            for table, urn in (("classifications", catalog.pii_column), ("propagated_tags", catalog.downstream_column)):
+                sql = f'SELECT urn, tag FROM "{schema}"."{table}" WHERE urn = ? AND tag = ?'  # noqa: S608
+                wait_for(
+                    f"{table} row in Trino",
+                    functools.partial(_rows, cur, sql, [urn, "PII"]),
+                    timeout_s,
+                    "stream",
+                    steps.echo,
+                )
+                steps.echo(f"    {table}: {urn} PII")
+            wait_for(
+                "dead letter of the invalid record in Trino",
+                lambda: _rows(cur, f'SELECT reason FROM "{schema}"."_dlq" LIMIT 1', []),  # noqa: S608
+                timeout_s,
+                "stream",
+                steps.echo,
+            )
+            steps.echo(f"    Delta tables under {names.lake_dir}:")
+            for table in ("events", "assets", "lineage_edges", "classifications", "propagated_tags", "_dlq"):
+                rows = _rows(cur, f'SELECT count(*) FROM "{schema}"."{table}"', []) or [[0]]  # noqa: S608
+                commits = _rows(cur, f'SELECT max(version) FROM "{schema}"."{table}$history"', []) or [[None]]  # noqa: S608
+                steps.echo(f"      {table:16} {rows[0][0]:6} rows, Delta version {commits[0][0]}")
+            dlq = _rows(cur, f'SELECT reason FROM "{schema}"."_dlq" ORDER BY ingested_at DESC LIMIT 1', [])  # noqa: S608
+            steps.echo(f"    newest dead letter: {dlq[0][0] if dlq else '-'}")
+    finally:
+        conn.close()
 
-    def in_trino() -> bool:
+
+def _rows(cur: Cursor, sql: str, params: list[Any]) -> list[list[Any]] | None:
+    try:
+        cur.execute(sql, params)
+        rows: list[list[Any]] = cur.fetchall()
+    except trino.exceptions.TrinoUserError:
+        return None  # schema or table not registered yet
+    return rows or None
+
+
+def _show_webhooks(
+    api: ApiClient, tenant: str, receiver: WebhookReceiver, catalog: Catalog, steps: Steps, timeout_s: float
+) -> None:
+    with steps.step("Signed webhooks received by the demo's receiver (signatures verified)"):
+        wanted = {
+            ("classification.added", catalog.pii_column),
+            ("propagation.completed", catalog.pii_column),
+            ("tag.propagated", catalog.downstream_column),
+        }
+
+        def arrived() -> list[Delivery] | None:
+            got = receiver.deliveries()
+            return got if wanted <= {(d.kind, d.asset) for d in got} else None
+
+        got = wait_for(
+            "webhooks " + ", ".join(kind for kind, _ in sorted(wanted)),
+            arrived,
+            timeout_s,
+            "outbound propagation",
+            steps.echo,
+        )
+        for d in got:
+            steps.echo(f"    {d.kind:22} {d.asset or '-'} {d.tag or ''}: {d.reason}")
+        bad = [d for d in got if not d.verified]
+        if bad:
+            raise DemoError(
+                f"{len(bad)} webhook(s) failed verification ({bad[0].reason}); read `metalake stack logs outbound`"
+            )
+        # The receiver stops with the demo: later changes of this tenant must not be retried against it.
+        api.call("PATCH", f"/v1/tenants/{tenant}/subscriptions/{SUBSCRIPTION}", json={"enabled": False})
+        steps.echo(f"    subscription {SUBSCRIPTION!r} disabled (the receiver stops with the demo)")
+
+
+def _sql_as_tenant(api: ApiClient, tenant: str, steps: Steps) -> None:
+    with steps.step("A SQL query through the API as the tenant (a read-only client of the tenant)"):
+        client = api.json(
+            "POST",
+            f"/v1/tenants/{tenant}/clients",
+            json={"name": "demo-reader", "role": "read-only"},
+            expect=(201, 200),
+        )
+        reader = ApiClient(api.base_url)
         try:
-            cur.execute(f'SELECT count(*) FROM "{schema}".assets WHERE version = ?', [version])  # noqa: S608
-            return bool(cur.fetchone()[0] == len(events))
-        except trino.exceptions.TrinoUserError:
-            return False  # schema or table not registered yet
-
-    _wait("Trino", in_trino, timeout_s, echo)
-
-    echo(f"\nMongoDB {names.mongo_database}.assets, the table document:")
-    doc = assets.find_one({"_id": table_urn}) or {}
-    for key in ("_id", "kind", "name", "qualified_name", "description", "owners", "version"):
-        echo(f"  {key:15} {doc.get(key)}")
-
-    # Shown to the reader, not executed.
-    echo(f'\nTrino: SELECT kind, qualified_name, data_type FROM lake."{schema}".assets WHERE version = {version}')  # noqa: S608
-    cur.execute(
-        f'SELECT kind, qualified_name, data_type FROM "{schema}".assets WHERE version = ? ORDER BY qualified_name',  # noqa: S608
-        [version],
-    )
-    for kind, qname, dtype in cur.fetchall():
-        echo(f"  {kind:8} {qname:35} {dtype or ''}")
-
-    echo(f"\nDelta tables under {names.lake_dir} (read through Trino):")
-    for table in ("events", "assets", "_dlq"):
-        cur.execute(f'SELECT count(*) FROM "{schema}"."{table}"')  # noqa: S608
-        rows = cur.fetchone()[0]
-        cur.execute(f'SELECT max(version) FROM "{schema}"."{table}$history"')  # noqa: S608
-        commits = cur.fetchone()[0]
-        echo(f"  {table:8} {rows:6} rows, Delta version {commits}")
-    cur.execute(f'SELECT reason FROM "{schema}"."_dlq" ORDER BY ingested_at DESC LIMIT 1')  # noqa: S608
-    echo(f"  newest dead letter: {cur.fetchone()[0]}")
-    conn.close()
-    mongo.close()
-    echo("\nDone. Explore: metalake stack status | metalake stack logs stream | metalake stack down")
+            token = reader.token(client["client_id"], client["client_secret"])
+            steps.echo(f"    client {client['client_id']} scope {token.get('scope')}")
+            sql = "SELECT urn, tag, origin, depth FROM propagated_tags ORDER BY urn"
+            result = reader.json("POST", f"/v1/tenants/{tenant}/sql", json={"sql": sql, "format": "json"})
+        finally:
+            reader.close()
+            # One reader per run: revoke it so reruns do not pile up clients.
+            api.call("DELETE", f"/v1/tenants/{tenant}/clients/{client['client_id']}", expect=(204, 200))
+        steps.echo(f"    POST /v1/tenants/{tenant}/sql  {sql}")
+        steps.echo("    " + " | ".join(c["name"] for c in result["columns"]))
+        for row in result["rows"]:
+            steps.echo("    " + " | ".join(str(v) for v in row))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import secrets
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -17,6 +19,11 @@ from metalake.stack.services.base import ServiceError
 from tenants.naming import CHANGES_TOPIC, CONNECT_OFFSETS_TOPIC, dlq_topic, event_topics
 
 Echo = Callable[[str], None]
+
+
+# Local secrets generated once into .stack/stack.env (kept across `up`s, never printed), so a fresh clone runs the
+# API with no manual step: the key that seals the API's token signing keys.
+GENERATED_SECRETS = ("METALAKE_API__KEY_ENCRYPTION_KEY",)
 
 
 class StackError(RuntimeError):
@@ -42,14 +49,16 @@ class StackManager:
     def context(self) -> StackContext:
         return self._ctx
 
-    def _select(self, names: Sequence[str] | None, with_job: bool) -> list[Service]:
+    def _select(self, names: Sequence[str] | None, with_job: bool, with_processors: bool = False) -> list[Service]:
         known = {s.name: s for s in SERVICES}
         if names is not None:  # an empty list selects nothing; None selects the default set
             unknown = [n for n in names if n not in known]
             if unknown:
                 raise StackError(f"unknown service(s) {', '.join(unknown)}; known: {', '.join(known)}")
             return [s for s in SERVICES if s.name in names]
-        return [s for s in SERVICES if s.infrastructure or with_job]
+        # The processors read what the job writes, so asking for them implies the job.
+        with_job = with_job or with_processors
+        return [s for s in SERVICES if s.infrastructure or (with_processors if s.processor else with_job)]
 
     def _pid_file(self, service: Service) -> Path:
         return self._ctx.run_dir(service.name) / "pid"
@@ -60,11 +69,13 @@ class StackManager:
 
     # -- up -------------------------------------------------------------------------------------------------------
 
-    def up(self, names: Sequence[str] | None = None, *, with_job: bool = False) -> None:
+    def up(self, names: Sequence[str] | None = None, *, with_job: bool = False, with_processors: bool = False) -> None:
         started = time.monotonic()
-        for service in self._select(names, with_job):
-            self._up_one(service)
+        selected = self._select(names, with_job, with_processors)
+        # Before any service starts: the API reads its generated key from this file.
         self._write_env_file()
+        for service in selected:
+            self._up_one(service)
         self._echo(f"stack is up ({time.monotonic() - started:.1f}s); stop it with: metalake stack down")
 
     def _up_one(self, service: Service) -> None:
@@ -72,14 +83,14 @@ class StackManager:
         if self._record(service) is not None:
             reason = service.probe(ctx)
             if reason is None:
-                self._echo(f"{name:9} already running")
+                self._echo(f"{name:11} already running")
                 return
             raise StackError(f"{name}: running but unhealthy ({reason}); see {ctx.log_file(name)}")
         for port in service.ports(ctx):
             if not port_free(ctx.host, port):
                 raise StackError(
                     f"{name}: port {ctx.host}:{port} is in use by another process; stop it or choose another port "
-                    f"(e.g. METALAKE_STACK__PORTS__{name.upper()}=<port>)"
+                    f"(e.g. {service.port_variable()}=<port>)"
                 )
         t0 = time.monotonic()
         try:
@@ -90,7 +101,7 @@ class StackManager:
             raise StackError(str(exc)) from exc
         fetched = time.monotonic() - t0
         ports = ",".join(str(p) for p in service.ports(ctx)) or "-"
-        self._echo(f"{name:9} fetched/configured in {fetched:.1f}s; starting on {ctx.host}:{ports}")
+        self._echo(f"{name:11} fetched/configured in {fetched:.1f}s; starting on {ctx.host}:{ports}")
         record, proc = process.spawn(
             argv,
             log_file=ctx.log_file(name),
@@ -101,7 +112,7 @@ class StackManager:
         self._wait_healthy(service, record, proc)
         if name == "kafka":
             self._create_topics()
-        self._echo(f"{name:9} healthy (pid {record.pid}) in {time.monotonic() - t0:.1f}s")
+        self._echo(f"{name:11} healthy (pid {record.pid}) in {time.monotonic() - t0:.1f}s")
 
     def _wait_healthy(self, service: Service, record: process.PidRecord, proc: subprocess.Popen[bytes]) -> None:
         ctx, name = self._ctx, service.name
@@ -131,7 +142,7 @@ class StackManager:
             self._ctx.settings, [CONNECT_OFFSETS_TOPIC], partitions=1, config={"cleanup.policy": "compact"}
         )
         if created:
-            self._echo(f"{'kafka':9} created topics: {', '.join(created)}")
+            self._echo(f"{'kafka':11} created topics: {', '.join(created)}")
 
     def _write_env_file(self) -> None:
         s = self._ctx.settings
@@ -145,19 +156,24 @@ class StackManager:
             f"METALAKE_STACK__PORTS__POSTGRES={s.stack.ports.postgres}",
         ]
         path = s.stack.dir / "stack.env"
+        lines += _generated_secrets(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("\n".join(lines) + "\n")
+        # Owner-only: the file holds generated secrets.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write("\n".join(lines) + "\n")
+        path.chmod(0o600)
 
     # -- down / status / logs -------------------------------------------------------------------------------------
 
     def down(self, names: Sequence[str] | None = None) -> None:
         # Reverse order: the job before the stores it writes to.
-        for service in reversed(self._select(names, with_job=True)):
+        for service in reversed(self._select(names, with_job=True, with_processors=True)):
             record = process.PidRecord.read(self._pid_file(service))
             if record is None:
                 continue
             if process.stop(record, self._ctx.settings.stack.stop_timeout_s):
-                self._echo(f"{service.name:9} stopped (pid {record.pid})")
+                self._echo(f"{service.name:11} stopped (pid {record.pid})")
             self._pid_file(service).unlink(missing_ok=True)
 
     def status(self) -> list[ServiceStatus]:
@@ -177,3 +193,21 @@ class StackManager:
     def log_path(self, name: str) -> Path:
         self._select([name], with_job=True)
         return self._ctx.log_file(name)
+
+
+def _generated_secrets(env_file: Path) -> list[str]:
+    """The generated-secret lines of the env file: kept when already there, else generated now. A secret the
+    environment sets itself is not generated (the environment wins over the file anyway)."""
+    kept: dict[str, str] = {}
+    if env_file.is_file():
+        for line in env_file.read_text().splitlines():
+            key, sep, value = line.partition("=")
+            if sep and key in GENERATED_SECRETS and value:
+                kept[key] = value
+    out = []
+    for key in GENERATED_SECRETS:
+        if key in kept:
+            out.append(f"{key}={kept[key]}")
+        elif not os.environ.get(key):
+            out.append(f"{key}={secrets.token_urlsafe(32)}")
+    return out

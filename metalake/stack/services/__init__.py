@@ -1,13 +1,26 @@
 """One module per service of the local stack; ``SERVICES`` lists them in start order."""
 
+from metalake.stack.services.api import Api
 from metalake.stack.services.base import Service, StackContext
 from metalake.stack.services.ferretdb import FerretDB
 from metalake.stack.services.kafka import Kafka
 from metalake.stack.services.postgres import Postgres
+from metalake.stack.services.processors import Access, Outbound, Propagation
 from metalake.stack.services.stream import StreamJob
 from metalake.stack.services.trino import Trino
 
-# Infrastructure first; the streaming job needs Kafka, FerretDB and (for table registration) Trino.
-SERVICES: tuple[Service, ...] = (Kafka(), FerretDB(), Trino(), Postgres(), StreamJob())
+# Infrastructure first; the streaming job needs Kafka, FerretDB and (for table registration) Trino; the API and the
+# processors of metalake.changes come last (they read what the job writes).
+SERVICES: tuple[Service, ...] = (
+    Kafka(),
+    FerretDB(),
+    Trino(),
+    Postgres(),
+    StreamJob(),
+    Api(),
+    Propagation(),
+    Outbound(),
+    Access(),
+)
 
 __all__ = ["SERVICES", "Service", "StackContext"]

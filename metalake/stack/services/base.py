@@ -77,10 +77,16 @@ class Service(ABC):
     name: str
     #: False for things the stack starts only on request (the streaming job).
     infrastructure: bool = True
+    #: True for the processors and the API, started only by ``up --with-processors`` (or by name).
+    processor: bool = False
 
     @abstractmethod
     def ports(self, ctx: StackContext) -> list[int]:
         """Loopback ports the service listens on; each must be free before start."""
+
+    def port_variable(self) -> str:
+        """The environment variable that moves the service's port (named when the port is taken)."""
+        return f"METALAKE_STACK__PORTS__{self.name.upper()}"
 
     @abstractmethod
     def fetch(self, ctx: StackContext) -> None:

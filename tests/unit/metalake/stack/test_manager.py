@@ -73,6 +73,10 @@ def test_status_of_a_fresh_stack_is_all_stopped(tmp_path: Path) -> None:
         ("trino", "stopped", None),
         ("postgres", "stopped", None),
         ("stream", "stopped", None),
+        ("api", "stopped", None),
+        ("propagation", "stopped", None),
+        ("outbound", "stopped", None),
+        ("access", "stopped", None),
     ]
 
 
@@ -93,7 +97,7 @@ def test_down_with_an_empty_selection_stops_nothing(tmp_path: Path) -> None:
         assert lines == []
         assert alive(record)
         StackManager(settings, tmp_path, echo=lines.append).down(["kafka"])
-        assert lines == [f"kafka     stopped (pid {record.pid})"]
+        assert lines == [f"kafka       stopped (pid {record.pid})"]
         assert proc.wait(timeout=5) is not None
     finally:
         proc.kill()

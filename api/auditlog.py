@@ -1,0 +1,146 @@
+"""The Delta ``audit`` tables as the API reads and appends them, with delta-rs (``deltalake``), never Spark.
+
+Same schema as ``processors.lake.audit`` (which ``metalake lake erase`` appends with Spark): ``at, actor, action,
+target_hash, result, counts``. A blind append commits in milliseconds and conflicts with no other writer (Delta
+retries an append that lost a version race), so an admin action's row is durable before the API answers. A unit test
+keeps the two schema definitions equal.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from arro3.core import Array, DataType, Field, Schema, Table
+from deltalake import DeltaTable, QueryBuilder, write_deltalake
+
+TIMESTAMP = DataType.timestamp("us", tz="UTC")
+COLUMNS = ("at", "actor", "action", "target_hash", "result", "counts")
+SCHEMA = Schema(
+    [
+        Field("at", TIMESTAMP, nullable=True),
+        Field("actor", DataType.string(), nullable=True),
+        Field("action", DataType.string(), nullable=True),
+        Field("target_hash", DataType.string(), nullable=True),
+        Field("result", DataType.string(), nullable=True),
+        Field("counts", DataType.string(), nullable=True),
+    ]
+)
+# Values that end up in the SQL text of a read: only these alphabets get there (delta-rs' SQL takes no parameters).
+ACTION_PATTERN = re.compile(r"[a-z][a-z0-9_.-]{0,99}")
+HASH_PATTERN = re.compile(r"[0-9a-f]{64}")
+
+
+@dataclass(frozen=True)
+class AuditRow:
+    at: datetime
+    actor: str
+    action: str
+    target_hash: str
+    result: str
+    counts: Mapping[str, int]
+
+
+def _micros(at: datetime) -> int:
+    return int((at - datetime(1970, 1, 1, tzinfo=UTC)).total_seconds() * 1_000_000)
+
+
+def _table(rows: Sequence[AuditRow]) -> Table:
+    at = Array([_micros(r.at) for r in rows], DataType.int64()).cast(TIMESTAMP)
+
+    def strings(values: Sequence[str]) -> Array:
+        return Array(list(values), DataType.string())
+
+    return Table.from_pydict(
+        {
+            "at": at,
+            "actor": strings([r.actor for r in rows]),
+            "action": strings([r.action for r in rows]),
+            "target_hash": strings([r.target_hash for r in rows]),
+            "result": strings([r.result for r in rows]),
+            "counts": strings([json.dumps(dict(r.counts), sort_keys=True) for r in rows]),
+        },
+        schema=SCHEMA,
+    )
+
+
+def append(path: Path, rows: Sequence[AuditRow]) -> None:
+    """Append rows, creating the table (this schema, no partitions) if it does not exist yet."""
+    for row in rows:
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in row.counts.values()):
+            raise TypeError("audit counts must be integers")
+    path.mkdir(parents=True, exist_ok=True)
+    write_deltalake(str(path), _table(rows), mode="append", configuration={"delta.enableDeletionVectors": "false"})
+
+
+def _literal(at: datetime) -> str:
+    return f"TIMESTAMP '{at.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%S.%fZ')}'"
+
+
+@dataclass(frozen=True)
+class AuditQuery:
+    """Filters of a read; ``before`` (at, action, target_hash) resumes a page after the last row of the previous."""
+
+    action: str | None = None
+    target_hash: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    before: tuple[datetime, str, str] | None = None
+    limit: int = 50
+
+    def where(self) -> str:
+        clauses = []
+        if self.action is not None:
+            if not ACTION_PATTERN.fullmatch(self.action):
+                raise ValueError("action: not an action name")
+            # An action filter ending in '.' selects a family (``connector.`` matches connector.create, ...).
+            clauses.append(
+                f"starts_with(action, '{self.action}')" if self.action.endswith(".") else f"action = '{self.action}'"
+            )
+        if self.target_hash is not None:
+            if not HASH_PATTERN.fullmatch(self.target_hash):
+                raise ValueError("target_hash: not a sha256 hex digest")
+            clauses.append(f"target_hash = '{self.target_hash}'")
+        if self.since is not None:
+            clauses.append(f"at >= {_literal(self.since)}")
+        if self.until is not None:
+            clauses.append(f"at < {_literal(self.until)}")
+        if self.before is not None:
+            at, action, target = self.before
+            if not ACTION_PATTERN.fullmatch(action) or not HASH_PATTERN.fullmatch(target):
+                raise ValueError("cursor: not a cursor of this listing")
+            t = _literal(at)
+            tie = f"action > '{action}' OR (action = '{action}' AND target_hash > '{target}')"
+            clauses.append(f"(at < {t} OR (at = {t} AND ({tie})))")
+        return " AND ".join(clauses) or "TRUE"
+
+
+def read(path: Path, query: AuditQuery) -> list[AuditRow]:
+    """Newest first (ties by action, then target hash). An absent table reads as empty."""
+    if not DeltaTable.is_deltatable(str(path)):
+        return []
+    table = DeltaTable(str(path))
+    sql = (
+        "SELECT at, actor, action, target_hash, result, counts FROM audit "  # noqa: S608 - validated literals only
+        f"WHERE {query.where()} ORDER BY at DESC, action ASC, target_hash ASC LIMIT {int(query.limit)}"
+    )
+    result = QueryBuilder().register("audit", table).execute(sql).read_all()
+    columns = {name: result.column(name).to_pylist() for name in COLUMNS}
+    rows = []
+    for i in range(result.num_rows):
+        at = columns["at"][i]
+        rows.append(
+            AuditRow(
+                at=at if at.tzinfo else at.replace(tzinfo=UTC),
+                actor=columns["actor"][i] or "",
+                action=columns["action"][i] or "",
+                target_hash=columns["target_hash"][i] or "",
+                result=columns["result"][i] or "",
+                counts=json.loads(columns["counts"][i] or "{}"),
+            )
+        )
+    return rows

@@ -1,0 +1,107 @@
+"""Where the resource server gets verification keys: a JWKS, cached, refreshed when an unknown kid shows up.
+
+A token signed with a key the cache has not seen (the issuer just rotated) triggers one refresh; refreshes are spaced
+by ``min_refresh_s`` so a stream of tokens with made-up kids cannot turn into a stream of JWKS fetches. The whole set
+is also refetched after ``max_age_s`` so retired keys drop out.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import httpx
+from joserfc.errors import JoseError
+from joserfc.jwk import ECKey, KeySet, RSAKey
+
+JwksSource = Callable[[], Mapping[str, Any]]
+VerificationKey = RSAKey | ECKey
+
+log = logging.getLogger(__name__)
+
+
+class KeySourceUnavailable(RuntimeError):
+    """The issuer's keys could not be fetched and none are cached: no token can be checked right now."""
+
+
+class JwksCache:
+    def __init__(
+        self,
+        source: JwksSource,
+        *,
+        min_refresh_s: float,
+        max_age_s: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._source = source
+        self._min_refresh_s = min_refresh_s
+        self._max_age_s = max_age_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._keys: dict[str, VerificationKey] = {}
+        self._fetched_at: float | None = None
+        self.fetches = 0
+
+    def get(self, kid: str) -> VerificationKey | None:
+        now = self._clock()
+        with self._lock:
+            stale = self._fetched_at is None or now - self._fetched_at >= self._max_age_s
+            key = self._keys.get(kid)
+            may_refresh = self._fetched_at is None or now - self._fetched_at >= self._min_refresh_s
+            if stale or (key is None and may_refresh):
+                self._refresh(now)
+                key = self._keys.get(kid)
+        return key
+
+    def _refresh(self, now: float) -> None:
+        self._fetched_at = now
+        self.fetches += 1
+        try:
+            data = dict(self._source())
+        except Exception as exc:
+            # The issuer blinked: keep verifying with the keys we have rather than refusing every token.
+            if not self._keys:
+                raise KeySourceUnavailable(type(exc).__name__) from exc
+            log.warning("jwks refresh failed; keeping %d cached keys", len(self._keys))
+            return
+        keys: dict[str, VerificationKey] = {}
+        for jwk in data.get("keys") or ():
+            # Only public signature keys of the allowed families: an "oct" key in a JWKS is never a verification key.
+            if not isinstance(jwk, dict) or jwk.get("kty") not in ("RSA", "EC") or jwk.get("use", "sig") != "sig":
+                continue
+            try:
+                key = KeySet.import_key_set({"keys": [jwk]}).keys[0]
+            except (JoseError, ValueError, TypeError):
+                continue  # RFC 7517 §5: skip a key we cannot use, keep the others
+            if isinstance(key, RSAKey | ECKey) and key.kid and not key.is_private:
+                keys[key.kid] = key
+        self._keys = keys
+
+
+def http_jwks(url: str, *, timeout_s: float = 5.0) -> JwksSource:
+    def fetch() -> Mapping[str, Any]:
+        response = httpx.get(url, timeout=timeout_s, follow_redirects=False)
+        response.raise_for_status()
+        body = response.json()
+        if not isinstance(body, dict) or not isinstance(body.get("keys"), list):
+            raise ValueError(f"{url} is not a JWKS")
+        return body
+
+    return fetch
+
+
+def discover_jwks_url(issuer: str, *, timeout_s: float = 5.0) -> str:
+    """The ``jwks_uri`` of an OIDC issuer, from its discovery document (RFC 8414 metadata as a fallback)."""
+    base = issuer.rstrip("/")
+    for path in ("/.well-known/openid-configuration", "/.well-known/oauth-authorization-server"):
+        response = httpx.get(base + path, timeout=timeout_s)
+        if response.status_code != 200:
+            continue
+        meta = response.json()
+        # The document must describe the issuer we were told to trust (OIDC Discovery §4.3).
+        if isinstance(meta, dict) and meta.get("issuer") == issuer and isinstance(meta.get("jwks_uri"), str):
+            return str(meta["jwks_uri"])
+    raise ValueError(f"no usable discovery document for issuer {issuer}")

@@ -1,0 +1,161 @@
+"""The built-in OAuth 2 authorization server, built on authlib: client credentials in, RFC 9068 JWTs out.
+
+authlib has no FastAPI integration for the server side, so this module is one: it turns a parsed token request into
+authlib's :class:`OAuth2Request`, and authlib's answer into (status, body, headers). Clients authenticate with
+``client_secret_basic`` or ``client_secret_post``; the token carries ``iss``, ``aud``, ``sub`` (the client id),
+``client_id``, ``exp``, ``iat``, ``nbf``, ``jti``, ``scope`` and the tenant claim, signed with the active key of
+:class:`~api.auth.keys.SigningKeyStore` (its ``kid`` in the header).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from authlib.oauth2.rfc6749 import AuthorizationServer, ClientMixin, OAuth2Request
+from authlib.oauth2.rfc6749.grants import ClientCredentialsGrant
+from authlib.oauth2.rfc6749.requests import BasicOAuth2Payload
+from authlib.oauth2.rfc9068 import JWTBearerTokenGenerator
+from joserfc.jwk import KeySet
+
+from api.auth.clients import ClientRecord, ClientStore
+from api.auth.keys import SigningKeyStore
+from api.security import Scope
+from metalake.settings import ApiSettings
+
+log = logging.getLogger(__name__)
+
+AUTH_METHODS = ("client_secret_basic", "client_secret_post")
+
+
+class OAuthClient(ClientMixin):  # type: ignore[misc]  # authlib is untyped
+    """A stored client as authlib sees it."""
+
+    def __init__(self, record: ClientRecord) -> None:
+        self.record = record
+
+    def get_client_id(self) -> str:
+        return self.record.client_id
+
+    def get_allowed_scope(self, scope: str | None) -> str | None:
+        granted = list(self.record.scopes)
+        if not scope:
+            return " ".join(granted)
+        wanted = scope.split()
+        # Asking for a scope the client does not hold is an error (invalid_scope), not a silent downgrade.
+        if not set(wanted) <= set(granted):
+            return None
+        return " ".join(s for s in granted if s in wanted)
+
+    def check_client_secret(self, client_secret: str) -> bool:
+        return self.record.verify(client_secret)
+
+    def check_endpoint_auth_method(self, method: str, endpoint: str) -> bool:
+        return endpoint == "token" and method in AUTH_METHODS
+
+    def check_grant_type(self, grant_type: str) -> bool:
+        return grant_type == "client_credentials"
+
+    def check_redirect_uri(self, redirect_uri: str) -> bool:
+        return False
+
+    def get_default_redirect_uri(self) -> None:
+        return None
+
+    def check_response_type(self, response_type: str) -> bool:
+        return False
+
+
+class _ClientCredentials(ClientCredentialsGrant):  # type: ignore[misc]
+    TOKEN_ENDPOINT_AUTH_METHODS = AUTH_METHODS
+
+
+class _TokenGenerator(JWTBearerTokenGenerator):  # type: ignore[misc]
+    def __init__(self, keys: SigningKeyStore, settings: ApiSettings) -> None:
+        super().__init__(
+            issuer=settings.issuer_url, alg=settings.signing_alg, expires_generator=settings.token_lifetime_s
+        )
+        self._keys = keys
+        self._settings = settings
+
+    def get_jwks(self) -> KeySet:
+        # A set with just the active key: joserfc then writes its kid into the header.
+        return KeySet([self._keys.signing_key()])
+
+    def get_audiences(self, client: OAuthClient, user: object, scope: str) -> str:
+        return self._settings.audience
+
+    def get_extra_claims(self, client: OAuthClient, grant_type: str, user: object, scope: str) -> dict[str, Any]:
+        claims: dict[str, Any] = {"nbf": int(time.time())}
+        if client.record.tenant is not None:
+            claims[self._settings.tenant_claim] = client.record.tenant
+        return claims
+
+
+class _Request(OAuth2Request):  # type: ignore[misc]
+    def __init__(self, uri: str, headers: Mapping[str, str], form: dict[str, str]) -> None:
+        super().__init__(method="POST", uri=uri, headers=headers)
+        self.payload = BasicOAuth2Payload(form)
+        self._form = form
+
+    @property
+    def form(self) -> dict[str, str]:
+        return self._form
+
+    @property
+    def args(self) -> dict[str, str]:
+        return {}
+
+
+TokenRequest = tuple[Mapping[str, str], dict[str, str]]
+TokenAnswer = tuple[int, dict[str, Any], list[tuple[str, str]]]
+
+
+class TokenServer(AuthorizationServer):  # type: ignore[misc]
+    """Answers ``POST /oauth/token``; ``tenant_usable`` refuses clients of suspended tenants."""
+
+    def __init__(
+        self,
+        clients: ClientStore,
+        keys: SigningKeyStore,
+        settings: ApiSettings,
+        tenant_usable: Callable[[str], bool],
+    ) -> None:
+        super().__init__(scopes_supported=[s.value for s in Scope])
+        self._clients = clients
+        self._settings = settings
+        self._tenant_usable = tenant_usable
+        self.register_grant(_ClientCredentials)
+        self.register_token_generator("default", _TokenGenerator(keys, settings))
+
+    def query_client(self, client_id: str) -> OAuthClient | None:
+        record = self._clients.get(client_id)
+        if record is None or not record.active:
+            return None
+        if record.tenant is not None and not self._tenant_usable(record.tenant):
+            log.info("token refused: tenant not active", extra={"client_id": client_id, "tenant": record.tenant})
+            return None
+        return OAuthClient(record)
+
+    def save_token(self, token: dict[str, Any], request: OAuth2Request) -> None:
+        # JWT access tokens are self-contained; only the fact of issuance is logged (never the token).
+        log.info("token issued", extra={"client_id": request.client.get_client_id(), "scope": token.get("scope")})
+
+    def send_signal(self, name: str, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    def create_oauth2_request(self, request: TokenRequest) -> OAuth2Request:
+        headers, form = request
+        # authlib refuses non-TLS URIs; TLS terminates in front of the API, so the issuer URL stands in for ours.
+        issuer = self._settings.issuer_url.rstrip("/")
+        uri = issuer + "/oauth/token" if issuer.startswith("https://") else "https://localhost/oauth/token"
+        return _Request(uri, headers, form)
+
+    def handle_response(self, status: int, body: Any, headers: Any) -> TokenAnswer:
+        return status, dict(body or {}), [(str(k), str(v)) for k, v in (headers or [])]
+
+    def token(self, headers: Mapping[str, str], form: dict[str, str]) -> TokenAnswer:
+        answer: TokenAnswer = self.create_token_response((headers, form))
+        return answer

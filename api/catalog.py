@@ -1,0 +1,180 @@
+"""Reads of one tenant's MongoDB projection (``metalake_<tenant>``): assets, tags, lineage edges, incidents.
+
+The documents are written by the streaming job (``processors.enrichment.projection``): ``_id`` is the state key
+(``urn``; ``urn|tag``; ``upstream|urn``; ``incident_id|urn``; ``urn|tag|origin`` for propagated tags), the key
+fields are also stored as fields, and a removal leaves a versioned tombstone (``deleted: true``) that every read here
+skips. Listings use keyset paging on a unique sort key, so a page never repeats or skips a document.
+
+Name-prefix search is an anchored, case-sensitive regular expression on ``name``: with the ``(name, _id)`` index in
+:data:`INDEXES` MongoDB turns it into an index range scan. FerretDB 1.x (SQLite backend) pushes down only ``_id``
+equality and scans the collection for any other filter (measured with ``explain``; see docs/api-resources.md).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pymongo import ASCENDING, IndexModel
+from pymongo.collection import Collection
+from pymongo.database import Database
+
+from api.paging import after
+
+Doc = dict[str, Any]
+
+ASSETS = "assets"
+CLASSIFICATIONS = "classifications"
+PROPAGATED = "propagated_tags"
+LINEAGE = "lineage"
+INCIDENTS = "incidents"
+
+# Indexes the reads below are shaped for (provisioning creates them; create_index is idempotent).
+INDEXES: Mapping[str, Sequence[IndexModel]] = {
+    ASSETS: (IndexModel([("name", ASCENDING), ("_id", ASCENDING)], name="name_id"),),
+    CLASSIFICATIONS: (IndexModel([("tag", ASCENDING), ("urn", ASCENDING)], name="tag_urn"),),
+    PROPAGATED: (IndexModel([("tag", ASCENDING), ("urn", ASCENDING)], name="tag_urn"),),
+    LINEAGE: (
+        IndexModel([("upstream", ASCENDING)], name="upstream"),
+        IndexModel([("urn", ASCENDING)], name="urn"),
+    ),
+    INCIDENTS: (IndexModel([("urn", ASCENDING), ("_id", ASCENDING)], name="urn_id"),),
+}
+
+LIVE: Doc = {"deleted": {"$ne": True}}
+# More URNs than this behind a tag filter: the caller must narrow the search (a name prefix) instead.
+MAX_TAG_CANDIDATES = 50_000
+
+
+def ensure_indexes(database: Database[Doc]) -> None:
+    for collection, indexes in INDEXES.items():
+        database[collection].create_indexes(list(indexes))
+
+
+class TooBroad(ValueError):
+    """A filter matches more candidates than a search may hold in one query."""
+
+
+@dataclass(frozen=True)
+class SearchPage:
+    docs: list[Doc]
+    has_more: bool
+
+
+def prefix_filter(prefix: str) -> Doc:
+    """Anchored and escaped: MongoDB can bound an index scan with it (no options, no leading wildcard)."""
+    return {"$regex": "^" + re.escape(prefix)}
+
+
+def tag_clause(tags: Sequence[str], classification: str | None) -> list[Doc]:
+    """One ``tag`` condition per requested tag, plus the family condition (``GDPR`` matches ``GDPR`` and ``GDPR.*``)."""
+    clauses: list[Doc] = [{"tag": tag} for tag in tags]
+    if classification is not None:
+        clauses.append({"$or": [{"tag": classification}, {"tag": prefix_filter(classification + ".")}]})
+    return clauses
+
+
+class Catalog:
+    """One tenant's projection. Every method is a bounded number of queries (no per-document round trips)."""
+
+    def __init__(self, database: Database[Doc]) -> None:
+        self._db = database
+
+    def _c(self, name: str) -> Collection[Doc]:
+        return self._db[name]
+
+    # -- assets and their tags -----------------------------------------------------------------------------------
+
+    def asset(self, urn: str) -> Doc | None:
+        """The asset document, tombstone included (the caller tells "deleted" from "never seen")."""
+        return self._c(ASSETS).find_one({"_id": urn})
+
+    def tags_of(self, urns: Sequence[str]) -> dict[str, list[Doc]]:
+        """Live direct classifications per URN, by tag."""
+        out: dict[str, list[Doc]] = {}
+        if not urns:
+            return out
+        for doc in self._c(CLASSIFICATIONS).find({"urn": {"$in": list(urns)}, **LIVE}).sort("_id", ASCENDING):
+            out.setdefault(doc["urn"], []).append(doc)
+        return out
+
+    def propagated_of(self, urns: Sequence[str]) -> dict[str, list[Doc]]:
+        """Live propagated tags per URN (empty until propagation writes ``propagated_tags``)."""
+        out: dict[str, list[Doc]] = {}
+        if not urns:
+            return out
+        for doc in self._c(PROPAGATED).find({"urn": {"$in": list(urns)}, **LIVE}).sort("_id", ASCENDING):
+            out.setdefault(doc["urn"], []).append(doc)
+        return out
+
+    def classification(self, urn: str, tag: str) -> Doc | None:
+        """The classification document (``urn|tag``), tombstone included."""
+        return self._c(CLASSIFICATIONS).find_one({"_id": f"{urn}|{tag}"})
+
+    def _tagged_urns(self, tags: Sequence[str], classification: str | None) -> set[str]:
+        """URNs holding every requested tag (direct or propagated) and, if given, a tag of the family."""
+        found: set[str] | None = None
+        for clause in tag_clause(tags, classification):
+            urns: set[str] = set()
+            for name in (CLASSIFICATIONS, PROPAGATED):
+                for doc in self._c(name).find({**clause, **LIVE}, {"urn": 1, "_id": 0}):
+                    urns.add(doc["urn"])
+                    if len(urns) > MAX_TAG_CANDIDATES:
+                        raise TooBroad("tag")
+            found = urns if found is None else found & urns
+        return found or set()
+
+    def search(
+        self,
+        *,
+        prefix: str | None,
+        tags: Sequence[str],
+        classification: str | None,
+        resume_after: Sequence[str] | None,
+        limit: int,
+    ) -> SearchPage:
+        """Live assets by name prefix (sorted by name, URN) or, without a prefix, by URN; filtered by tags."""
+        query: Doc = dict(LIVE)
+        sort_fields: tuple[str, ...] = ("name", "_id") if prefix is not None else ("_id",)
+        if prefix is not None:
+            query["name"] = prefix_filter(prefix)
+        if tags or classification is not None:
+            query["_id"] = {"$in": sorted(self._tagged_urns(tags, classification))}
+        if resume_after is not None:
+            query = {"$and": [query, after(sort_fields, resume_after)]}
+        cursor = self._c(ASSETS).find(query).sort([(f, ASCENDING) for f in sort_fields]).limit(limit + 1)
+        docs = list(cursor)
+        return SearchPage(docs[:limit], len(docs) > limit)
+
+    # -- lineage -------------------------------------------------------------------------------------------------
+
+    def edges_from(self, urns: Iterable[str], direction: str) -> list[Doc]:
+        """Live edges leaving ``urns`` downstream (they are the upstream) or upstream (they are the downstream)."""
+        field = "upstream" if direction == "downstream" else "urn"
+        return list(self._c(LINEAGE).find({field: {"$in": sorted(urns)}, **LIVE}).sort("_id", ASCENDING))
+
+    def summaries(self, urns: Sequence[str]) -> dict[str, Doc]:
+        """Name and kind of the live assets among ``urns``, one query."""
+        if not urns:
+            return {}
+        docs = self._c(ASSETS).find({"_id": {"$in": list(urns)}, **LIVE}, {"name": 1, "kind": 1})
+        return {d["_id"]: d for d in docs}
+
+    # -- incidents -----------------------------------------------------------------------------------------------
+
+    def incidents(
+        self, *, urn: str | None, state: str, resume_after: Sequence[str] | None, limit: int
+    ) -> tuple[list[Doc], bool]:
+        query: Doc = dict(LIVE)
+        if urn is not None:
+            query["urn"] = urn
+        if state == "open":
+            query["status"] = {"$ne": "resolved"}
+        elif state == "resolved":
+            query["status"] = "resolved"
+        if resume_after is not None:
+            query["_id"] = {"$gt": resume_after[0]}
+        docs = list(self._c(INCIDENTS).find(query).sort("_id", ASCENDING).limit(limit + 1))
+        return docs[:limit], len(docs) > limit

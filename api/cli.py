@@ -1,0 +1,104 @@
+"""``metalake api``: serve the admin API, bootstrap a platform administrator, rotate the signing keys."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Any
+
+import typer
+from pymongo import MongoClient
+
+from api import audit
+from api.auth.clients import ClientStore, Role
+from api.auth.keys import KeysUnavailable, SigningKeyStore
+from api.context import ApiContext
+from api.security import Principal, Scope
+from metalake.settings import Settings, load_settings
+from tenants.naming import CONTROL_DATABASE
+
+app = typer.Typer(
+    help="The tenant-admin API (FastAPI + the built-in OAuth 2 authorization server). Without a subcommand: serve "
+    "it with uvicorn on settings.api.host:port. Needs METALAKE_API__KEY_ENCRYPTION_KEY to issue tokens (see "
+    "docs/api.md).",
+    invoke_without_command=True,
+)
+
+
+# Who the audit names for what an operator does on the host (it holds the control plane's credentials anyway).
+CLI_PRINCIPAL = Principal(subject="cli", tenant=None, scopes=frozenset({Scope.PLATFORM_ADMIN.value}))
+
+
+def _mongo(settings: Settings) -> MongoClient[dict[str, Any]]:
+    return MongoClient(
+        settings.mongo_uri, serverSelectionTimeoutMS=settings.mongo.server_selection_timeout_ms, tz_aware=True
+    )
+
+
+def _fail(message: str) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(1)
+
+
+@app.callback()
+def serve(
+    ctx: typer.Context,
+    host: Annotated[str | None, typer.Option(help="Bind address (default settings.api.host).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (default settings.api.port).")] = None,
+    log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+) -> None:
+    """Serve the API (when no subcommand is given)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    import uvicorn
+
+    from api.app import create_app
+
+    settings = load_settings()
+    if host is not None:
+        settings.api.host = host
+    if port is not None:
+        settings.api.port = port
+    if settings.api.key_encryption_key is None and settings.api.external_issuer is None:
+        raise _fail(
+            "set METALAKE_API__KEY_ENCRYPTION_KEY (seals the token signing keys) or METALAKE_API__EXTERNAL_ISSUER"
+        )
+    # One process: rate limits and caches are per process (docs/api.md); scale out with more hosts.
+    uvicorn.run(create_app(settings), host=settings.api.host, port=settings.api.port, log_level=log_level)
+
+
+@app.command("create-admin")
+def create_admin(
+    name: Annotated[str, typer.Option(help="What the client is for.")] = "platform-admin",
+) -> None:
+    """Create a platform-admin API client and print its id and secret once (JSON on stdout)."""
+    settings = load_settings()
+    with _mongo(settings) as mongo:
+        record, secret = ClientStore(mongo[CONTROL_DATABASE]).create(None, Role.PLATFORM_ADMIN, name)
+        audit.record_platform(ApiContext(settings, mongo), CLI_PRINCIPAL, "client.create", record.client_id, audit.DONE)
+    out = {"client_id": record.client_id, "client_secret": secret, "scopes": list(record.scopes)}
+    sys.stdout.write(json.dumps(out) + "\n")
+    typer.echo("store the secret now: it is not shown again", err=True)
+
+
+@app.command("rotate-keys")
+def rotate_keys() -> None:
+    """Make a new signing key active; the previous one stays in the JWKS until its tokens have expired."""
+    settings = load_settings()
+    with _mongo(settings) as mongo:
+        store = SigningKeyStore(mongo[CONTROL_DATABASE], settings.api)
+        try:
+            active = store.rotate()
+        except KeysUnavailable as exc:
+            raise _fail(str(exc)) from None
+        audit.record_platform(ApiContext(settings, mongo), CLI_PRINCIPAL, "signing_key.rotate", active.kid, audit.DONE)
+        keys = [
+            {
+                "kid": k.kid,
+                "alg": k.alg,
+                "active": k.active,
+                "expires_at": k.expires_at.isoformat() if k.expires_at else None,
+            }
+            for k in store.keys()
+        ]
+    sys.stdout.write(json.dumps({"active": active.kid, "keys": keys}) + "\n")

@@ -1,0 +1,96 @@
+"""Runs a tenant's provisioning steps in order, recording each one done in the tenant document, so a run that
+crashed resumes with the first step not recorded (every step is idempotent, so one that ran but was not recorded
+simply runs again). Deprovisioning runs every step backwards regardless of the record, then deletes the document.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from api.provisioning.steps import STEPS, Step, StepContext, StepFailed
+from tenants.registry import TenantRecord, TenantRegistry, TenantState
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    tenant: str
+    ok: bool
+    ran: tuple[str, ...]
+    error: str | None = None
+    seconds: float = 0.0
+
+
+def _error(step: Step, exc: Exception) -> str:
+    # Only our own messages are shown whole; anything else is named by its type (it may quote a config value).
+    detail = str(exc) if isinstance(exc, StepFailed) else type(exc).__name__
+    return f"step {step.name}: {detail}"
+
+
+class Provisioner:
+    def __init__(self, registry: TenantRegistry, context: StepContext, steps: Sequence[Step] = STEPS) -> None:
+        self._registry = registry
+        self._ctx = context
+        self._steps = tuple(steps)
+
+    def pending(self, tenant: TenantRecord) -> list[str]:
+        """The steps the tenant still needs, in order."""
+        return [s.name for s in self._steps if s.applies(tenant) and s.name not in tenant.steps]
+
+    def provision(self, tenant_id: str) -> Outcome:
+        """Run the steps not yet recorded; on success the tenant becomes ``active`` (if it was ``provisioning``)."""
+        started = time.monotonic()
+        record = self._registry.get(tenant_id)
+        if record is None or record.state is TenantState.DELETING:
+            return Outcome(tenant_id, False, (), "tenant is gone or being deleted")
+        names = record.names(self._ctx.settings.lake_root)
+        ran: list[str] = []
+        self._registry.set_error(tenant_id, None)
+        for step in self._steps:
+            if not step.applies(record) or step.name in record.steps:
+                continue
+            try:
+                step.provision(self._ctx, record, names)
+            except Exception as exc:  # noqa: BLE001 - recorded on the tenant; the next run resumes here
+                error = _error(step, exc)
+                log.warning("tenants.provision_failed", extra={"tenant": tenant_id, "step": step.name})
+                self._registry.set_error(tenant_id, error)
+                return Outcome(tenant_id, False, tuple(ran), error, time.monotonic() - started)
+            if self._registry.mark_step(tenant_id, step.name, done=True) is None:
+                return Outcome(tenant_id, False, tuple(ran), "tenant deleted while provisioning")
+            ran.append(step.name)
+        self._registry.set_state(tenant_id, TenantState.ACTIVE, expected=[TenantState.PROVISIONING])
+        seconds = time.monotonic() - started
+        log.info("tenants.provisioned", extra={"tenant": tenant_id, "steps": ran, "seconds": round(seconds, 3)})
+        return Outcome(tenant_id, True, tuple(ran), None, seconds)
+
+    def deprovision(self, tenant_id: str) -> Outcome:
+        """Undo every step (last first) and delete the tenant document. The tenant must be in state ``deleting``."""
+        started = time.monotonic()
+        record = self._registry.get(tenant_id)
+        if record is None:
+            return Outcome(tenant_id, True, ())
+        if record.state is not TenantState.DELETING:
+            return Outcome(tenant_id, False, (), "tenant is not being deleted")
+        names = record.names(self._ctx.settings.lake_root)
+        ran: list[str] = []
+        for step in reversed(self._steps):
+            if not step.applies(record):
+                continue
+            try:
+                step.deprovision(self._ctx, record, names)
+            except Exception as exc:  # noqa: BLE001 - recorded on the tenant; a retry runs every step again
+                error = _error(step, exc)
+                log.warning("tenants.deprovision_failed", extra={"tenant": tenant_id, "step": step.name})
+                self._registry.set_error(tenant_id, error)
+                return Outcome(tenant_id, False, tuple(ran), error, time.monotonic() - started)
+            self._registry.mark_step(tenant_id, step.name, done=False)
+            ran.append(step.name)
+        self._registry.delete(tenant_id)
+        seconds = time.monotonic() - started
+        log.info("tenants.deprovisioned", extra={"tenant": tenant_id, "steps": ran, "seconds": round(seconds, 3)})
+        return Outcome(tenant_id, True, tuple(ran), None, seconds)

@@ -1,0 +1,279 @@
+"""The provisioning steps of a tenant. Each one is idempotent both ways: ``provision`` makes its resource exist (a
+second run finds it and does nothing), ``deprovision`` removes it and everything it holds (a second run finds nothing).
+
+The API never loads Spark: the Delta tables are created by ``python -m processors.lake.init`` in a subprocess (the
+same as ``metalake lake init``), which also creates the Trino schema and registers the tables, and the Trino access
+rules are rendered by ``python -m metalake access sync``. Every physical name comes from ``tenants.naming``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import trino
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient
+from pymongo import MongoClient
+
+from api.catalog import INDEXES
+from api.provisioning.launcher import JobLauncher
+from metalake.kafka.admin import ensure_topics
+from metalake.kafka.config import client_config
+from metalake.settings import Settings
+from tenants.naming import CONTROL_DATABASE, TenantNames
+from tenants.registry import TENANTS_COLLECTION, TenantRecord
+
+log = logging.getLogger(__name__)
+
+Doc = dict[str, Any]
+# (argv) -> (exit code, combined output tail); a seam for tests of the failure paths.
+Runner = Callable[[Sequence[str]], tuple[int, str]]
+
+
+class StepFailed(Exception):
+    """A step could not complete; the message is safe to show (no secrets, no payloads)."""
+
+
+def run_subprocess(argv: Sequence[str], timeout_s: float = 600.0) -> tuple[int, str]:
+    done = subprocess.run(
+        list(argv), capture_output=True, text=True, timeout=timeout_s, check=False, stdin=subprocess.DEVNULL
+    )
+    return done.returncode, (done.stderr or "")[-2000:]
+
+
+@dataclass(frozen=True)
+class StepContext:
+    settings: Settings
+    mongo: MongoClient[Doc]
+    launcher: JobLauncher
+    run: Runner = run_subprocess
+
+
+class Step(Protocol):
+    """One provisioning step. ``applies`` tells whether the tenant needs it (some are for dedicated tenants only)."""
+
+    name: str
+
+    def applies(self, tenant: TenantRecord) -> bool: ...
+
+    def provision(self, ctx: StepContext, tenant: TenantRecord, names: TenantNames) -> None: ...
+
+    def deprovision(self, ctx: StepContext, tenant: TenantRecord, names: TenantNames) -> None: ...
+
+
+def _dedicated(tenant: TenantRecord) -> bool:
+    return tenant.dedicated
+
+
+class TopicsStep:
+    """A dedicated tenant's event topics (pooled tenants share the platform's)."""
+
+    name = "topics"
+
+    def applies(self, tenant: TenantRecord) -> bool:
+        return _dedicated(tenant)
+
+    def provision(self, ctx: StepContext, tenant: TenantRecord, names: TenantNames) -> None:
+        ensure_topics(ctx.settings, [names.priority_topic, names.bulk_topic])
+
+    def deprovision(self, ctx: StepContext, tenant: TenantRecord, names: TenantNames) -> None:
+        admin = AdminClient(client_config(ctx.settings))
+        wanted = [names.priority_topic, names.bulk_topic]
+        existing = set(admin.list_topics(timeout=30).topics)
+        doomed = [t for t in wanted if t in existing]
+        if not doomed:
+            return
+        for topic, future in admin.delete_topics(doomed, operation_timeout=30).items():
+            try:
+                future.result(timeout=30)
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    raise StepFailed(f"deleting topic {topic} failed: {exc.args[0].name()}") from None
+
+
+class LakeStep:
+    """The Delta tables (with ``audit``), created by the lake CLI in a subprocess, which also registers them in
+    Trino; deprovisioning deletes the tenant's lake folder and its streaming checkpoints."""
+
+    name = "lake"
+
+    def applies(self, tenant: TenantRecord) -> bool:
+        return True
+
+    def provision(self, ctx: StepContext, tenant: TenantRecord, names: TenantNames) -> None:
+        code, tail = ctx.run([sys.executable, "-m", "processors.lake.init", "--tenant", names.tenant_id])
+        if code != 0:
+            last = tail.strip().splitlines()[-1:] or ["(no output)"]
+            raise StepFailed(f"lake init exited with {code}: {last[0][:300]}")
+
+    def deprovision(self, ctx: StepContext, tenant: TenantRecord, names: TenantNames) -> None:
+        shutil.rmtree(names.lake_dir, ignore_errors=True)
+        shutil.rmtree(ctx.settings.checkpoint_root / names.tenant_id, ignore_errors=True)
+        if names.lake_dir.exists():
+            raise StepFailed(f"could not delete the lake folder {names.lake_dir}")
+
+
+def _trino(settings: Settings) -> Any:
+    return trino.dbapi.connect(
+        host=settings.trino.host,
+        port=settings.trino.port,
+        user=settings.trino.user,
+        catalog=settings.trino.catalog,
+        request_timeout=60,
+    )
+
+
+class TrinoStep:
+    """The tenant's Trino schema. Created with the tables by ``LakeStep``; this step checks it is there (so a tenant
+    is never active without it) and drops it, tables first, when the tenant goes."""
+
+    name = "trino"
+
+    def applies(self, tenant: TenantRecord) -> bool:
+        return True
+
+    def provision(self, ctx: StepContext, tenant: TenantRecord, names: TenantNames) -> None:
+        conn = _trino(ctx.settings)
+        try:
+            cur = conn.cursor()
+            cur.execute(
+                f"SELECT count(*) FROM {ctx.settings.trino.catalog}.information_schema.tables "  # noqa: S608 - operator config
+                "WHERE table_schema = ? AND table_name = 'audit'",
+                [names.trino_schema],
+            )
+            if cur.fetchall()[0][0] != 1:
+                raise StepFailed(f"Trino has no table {names.trino_schema}.audit after lake init")
+        finally:
+            conn.close()
+
+    def deprovision(self, ctx: StepContext, tenant: TenantRecord, names: TenantNames) -> None:
+        catalog, schema = ctx.settings.trino.catalog, names.trino_schema
+        conn = _trino(ctx.settings)
+        try:
+            cur = conn.cursor()
+            schemata = f"SELECT schema_name FROM {catalog}.information_schema.schemata WHERE schema_name = ?"  # noqa: S608
+            cur.execute(schemata, [schema])
+            if not cur.fetchall():
+                return
+            cur.execute(f"SELECT table_name FROM {catalog}.information_schema.tables WHERE table_schema = ?", [schema])  # noqa: S608
+            for (table,) in cur.fetchall():
+                # DDL takes no bind parameters; names are from tenants.naming and Trino's own listing, quoted.
+                quoted = table.replace("'", "''")
+                cur.execute(
+                    f"CALL {catalog}.system.unregister_table(schema_name => '{schema}', table_name => '{quoted}')"
+                )
+                cur.fetchall()
+            cur.execute(f'DROP SCHEMA IF EXISTS {catalog}."{schema}"')
+            cur.fetchall()
+        finally:
+            conn.close()
+
+
+class MongoStep:
+    """The tenant's MongoDB database: the projection's collections and the API's indexes (``api.catalog.INDEXES``)."""
+
+    name = "mongo"
+
+    def applies(self, tenant: TenantRecord) -> bool:
+        return True
+
+    def provision(self, ctx: StepContext, tenant: TenantRecord, names: TenantNames) -> None:
+        # The indexes the API's reads use (the job itself reads by _id); creating one creates its collection. Only the
+        # missing ones, one at a time: FerretDB closes the connection on a multi-index createIndexes whose indexes
+        # all exist already, so a repeated run would fail.
+        db = ctx.mongo[names.mongo_database]
+        for collection, models in INDEXES.items():
+            existing = set(db[collection].index_information())
+            for model in models:
+                if model.document["name"] not in existing:
+                    db[collection].create_indexes([model])
+
+    def deprovision(self, ctx: StepContext, tenant: TenantRecord, names: TenantNames) -> None:
+        ctx.mongo.drop_database(names.mongo_database)
+
+
+class StreamStep:
+    """A dedicated tenant's own streaming query (pooled tenants are served by the pooled job)."""
+
+    name = "stream"
+
+    def applies(self, tenant: TenantRecord) -> bool:
+        return _dedicated(tenant)
+
+    def provision(self, ctx: StepContext, tenant: TenantRecord, names: TenantNames) -> None:
+        ctx.launcher.ensure_running(names.tenant_id)
+
+    def deprovision(self, ctx: StepContext, tenant: TenantRecord, names: TenantNames) -> None:
+        ctx.launcher.stop(names.tenant_id)
+
+
+class AccessStep:
+    """The Trino access rules: rendered from the control plane by ``metalake access sync``, so the tenant's users
+    reach its schema (and, once the tenant is gone or suspended, nothing)."""
+
+    name = "access"
+
+    def applies(self, tenant: TenantRecord) -> bool:
+        return True
+
+    def _sync(self, ctx: StepContext, tenant: str) -> None:
+        argv = [sys.executable, "-m", "metalake", "access", "sync", "--tenant", tenant]
+        code, tail = ctx.run(argv)
+        if code != 0:
+            last = tail.strip().splitlines()[-1:] or ["(no output)"]
+            raise StepFailed(f"access sync exited with {code}: {last[0][:300]}")
+
+    def provision(self, ctx: StepContext, tenant: TenantRecord, names: TenantNames) -> None:
+        self._sync(ctx, names.tenant_id)
+
+    def deprovision(self, ctx: StepContext, tenant: TenantRecord, names: TenantNames) -> None:
+        # The file is rendered from every tenant's stored state, and a tenant in state ``deleting`` gets no rules.
+        self._sync(ctx, names.tenant_id)
+
+
+class ControlPlaneStep:
+    """The tenant's documents in the control plane (connectors and their secrets and tasks, OAuth clients,
+    subscriptions, deliveries, erasures, access rules state...): every collection but ``tenants`` itself, matched by
+    the ``tenant`` field or an ``_id`` that is the tenant id or starts with ``<tenant>/``. Nothing to provision."""
+
+    name = "control"
+
+    def applies(self, tenant: TenantRecord) -> bool:
+        return True
+
+    def provision(self, ctx: StepContext, tenant: TenantRecord, names: TenantNames) -> None:
+        return None
+
+    def deprovision(self, ctx: StepContext, tenant: TenantRecord, names: TenantNames) -> None:
+        db = ctx.mongo[CONTROL_DATABASE]
+        query: Doc = {
+            "$or": [
+                {"tenant": names.tenant_id},
+                {"_id": names.tenant_id},
+                {"_id": {"$regex": f"^{re.escape(names.tenant_id)}/"}},
+            ]
+        }
+        for collection in db.list_collection_names():
+            if collection != TENANTS_COLLECTION and not collection.startswith("system."):
+                deleted = db[collection].delete_many(query).deleted_count
+                if deleted:
+                    log.info("tenants.control_deleted", extra={"collection": collection, "documents": deleted})
+
+
+# Provisioning order; deprovisioning runs the reverse (the query stops before its topics and tables go).
+STEPS: tuple[Step, ...] = (
+    TopicsStep(),
+    LakeStep(),
+    TrinoStep(),
+    MongoStep(),
+    ControlPlaneStep(),
+    StreamStep(),
+    AccessStep(),
+)

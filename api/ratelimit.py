@@ -1,0 +1,77 @@
+"""Per-client rate limits: an in-process token bucket per key (the OAuth client id), refilled continuously.
+
+In-process on purpose: the API runs as one process per host behind a load balancer, and a per-process bucket bounds
+what one client can take from that process without a shared store on the hot path. Each process of a deployment
+grants the configured rate, so the effective limit is the rate times the number of API processes.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from api.problems import Problem
+
+# Buckets untouched for this long are full again anyway; dropping them bounds memory under many client ids.
+_IDLE_EVICT_S = 600.0
+_MAX_BUCKETS = 100_000
+
+
+@dataclass
+class _Bucket:
+    tokens: float
+    updated: float
+
+
+class RateLimiter:
+    """``rate`` requests per second on average, bursts up to ``burst``; thread-safe (sync routes run in threads)."""
+
+    def __init__(self, rate: float, burst: int, *, clock: Callable[[], float] = time.monotonic) -> None:
+        if rate <= 0 or burst <= 0:
+            raise ValueError("rate and burst must be positive")
+        self._rate = rate
+        self._burst = float(burst)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._buckets: dict[str, _Bucket] = {}
+
+    def acquire(self, key: str) -> float:
+        """Take one token for ``key``: 0.0 when granted, else the seconds until one is available."""
+        now = self._clock()
+        with self._lock:
+            bucket = self._buckets.get(key)
+            if bucket is None:
+                if len(self._buckets) >= _MAX_BUCKETS:
+                    self._evict(now)
+                bucket = self._buckets[key] = _Bucket(self._burst, now)
+            bucket.tokens = min(self._burst, bucket.tokens + (now - bucket.updated) * self._rate)
+            bucket.updated = now
+            if bucket.tokens >= 1.0:
+                bucket.tokens -= 1.0
+                return 0.0
+            return (1.0 - bucket.tokens) / self._rate
+
+    def check(self, key: str) -> None:
+        """Raise a 429 problem with ``Retry-After`` when ``key`` is over its rate."""
+        wait = self.acquire(key)
+        if wait > 0:
+            retry_after = max(1, math.ceil(wait))
+            raise Problem(
+                429,
+                "rate-limited",
+                f"too many requests for this client; retry in {retry_after} s",
+                headers={"Retry-After": str(retry_after)},
+                extra={"retry_after": retry_after},
+            )
+
+    def _evict(self, now: float) -> None:
+        idle = [k for k, b in self._buckets.items() if now - b.updated > _IDLE_EVICT_S]
+        for k in idle:
+            del self._buckets[k]
+        if len(self._buckets) >= _MAX_BUCKETS:
+            # Everyone is active: forgetting the oldest only refills them early, it never blocks anyone wrongly.
+            oldest = min(self._buckets, key=lambda k: self._buckets[k].updated)
+            del self._buckets[oldest]

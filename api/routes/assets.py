@@ -1,0 +1,404 @@
+"""Assets of a tenant, read from its MongoDB projection; tags changed by publishing classification events.
+
+URNs contain ``/``, so they travel in the query string or the body, never in the path. Reads need ``tenant:read``
+(or ``tenant:admin``); tagging needs ``tenant:admin`` or ``events:write``. A tag change is an event like any other:
+it is published to the tenant's priority topic, the answer is 202 once Kafka confirmed it, and the projection shows
+it within seconds.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Query
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from api import audit
+from api.auth.deps import require_tenant
+from api.catalog import Catalog, Doc, TooBroad
+from api.context import ApiContext, ContextDep
+from api.events import EventPublisher, PublisherDep
+from api.lineage import DEFAULT_DEPTH, DEFAULT_NODES, MAX_DEPTH, MAX_NODES, Direction, traverse
+from api.paging import DEFAULT_LIMIT, CursorParam, Limit, Page, decode_cursor, encode_cursor
+from api.problems import Problem
+from api.security import Scope, TenantContext
+from metalake.events import new_event
+from metalake.events.validation import InvalidData
+from tenants.naming import names_for
+
+ADDED = "io.metalake.classification.added.v1"
+REMOVED = "io.metalake.classification.removed.v1"
+TAG_PATTERN = r"^[A-Za-z][A-Za-z0-9_.:/-]{0,127}$"
+URN_MAX = 2048
+
+ReadTenant = Annotated[TenantContext, Depends(require_tenant(Scope.TENANT_READ, Scope.TENANT_ADMIN))]
+# Changing a tag is sending an event about the tenant's catalog: an administrator or a client that sends events.
+TagWriter = Annotated[TenantContext, Depends(require_tenant(Scope.TENANT_ADMIN, Scope.EVENTS_WRITE))]
+TagName = Annotated[str, StringConstraints(pattern=TAG_PATTERN)]
+UrnQuery = Annotated[str, Query(min_length=1, max_length=URN_MAX, description="The asset URN.")]
+TagQuery = Annotated[str, Query(pattern=TAG_PATTERN, description="Tag name, e.g. `PII` or `GDPR.personal`.")]
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"description": "No valid access token."},
+    403: {"description": "The token lacks the scope."},
+    404: {"description": "No such tenant or asset (another tenant's objects answer 404 too)."},
+    422: {"description": "Invalid parameter (problem+json naming the field)."},
+}
+_LIST_ERRORS: dict[int | str, dict[str, Any]] = {
+    **_ERRORS,
+    400: {"description": "Bad cursor (problem+json naming `cursor`)."},
+}
+_PUBLISH_ERRORS: dict[int | str, dict[str, Any]] = {
+    **_ERRORS,
+    409: {"description": "The tag is propagated, not set on this asset: remove it at its origin."},
+    503: {"description": "Kafka did not confirm the event; nothing changed. Retry after `Retry-After` seconds."},
+}
+
+router = APIRouter(prefix="/v1/tenants/{tenant}/assets", tags=["assets"])
+
+# -- models ---------------------------------------------------------------------------------------------------------
+
+
+class TagView(BaseModel):
+    """A tag set on the asset itself, by a person or an automatic classifier, with its propagation options."""
+
+    model_config = ConfigDict(extra="allow")
+
+    tag: str
+    source: str | None = Field(default=None, description="human | auto | propagated")
+    propagate: bool | None = None
+    restrict_propagation_through_lineage: bool | None = None
+    remove_propagations_on_entity_delete: bool | None = None
+    confidence: float | None = None
+    rule: str | None = None
+    actor: str | None = None
+    version: int | None = None
+    updated_at: datetime | None = None
+
+
+class PropagatedTagView(BaseModel):
+    """A tag that reached the asset along lineage from ``origin``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    tag: str
+    origin: str | None = None
+    path: list[str] | None = None
+    depth: int | None = None
+    version: int | None = None
+
+
+class AssetView(BaseModel):
+    """An asset's current state with its tags. Fields the projection adds later (e.g. health) pass through."""
+
+    model_config = ConfigDict(
+        extra="allow",
+        json_schema_extra={
+            "example": {
+                "urn": "urn:metalake:postgres:prod/shop/public/orders",
+                "kind": "table",
+                "name": "orders",
+                "platform": "postgres",
+                "qualified_name": "shop.public.orders",
+                "description": "One row per order",
+                "owners": ["data@acme.example"],
+                "version": 1732240000000,
+                "tags": [{"tag": "PII", "source": "human", "propagate": True, "actor": "client-42"}],
+                "propagated_tags": [],
+            }
+        },
+    )
+
+    urn: str
+    kind: str | None = None
+    name: str | None = None
+    platform: str | None = None
+    qualified_name: str | None = None
+    description: str | None = None
+    data_type: str | None = None
+    owners: list[str] | None = None
+    properties: dict[str, Any] | None = None
+    version: int | None = None
+    event_time: datetime | None = None
+    updated_at: datetime | None = None
+    tags: list[TagView] = Field(default_factory=list)
+    propagated_tags: list[PropagatedTagView] = Field(default_factory=list)
+
+
+class AssetSummary(BaseModel):
+    urn: str
+    name: str | None = None
+    kind: str | None = None
+    platform: str | None = None
+    qualified_name: str | None = None
+    tags: list[str] = Field(default_factory=list, description="Direct and propagated tags, sorted, each once.")
+
+
+class TagChange(BaseModel):
+    """Put a tag on an asset. The propagation options are Apache Atlas's: ``propagate`` lets the tag flow along
+    lineage; ``restrict_propagation_through_lineage`` keeps it on this asset; ``remove_propagations_on_entity_delete``
+    removes what it propagated when the asset is deleted."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"example": {"urn": "urn:metalake:postgres:prod/shop/public/orders/email", "tag": "PII"}},
+    )
+
+    urn: str = Field(min_length=1, max_length=URN_MAX)
+    tag: str = Field(pattern=TAG_PATTERN)
+    propagate: bool = True
+    restrict_propagation_through_lineage: bool = False
+    remove_propagations_on_entity_delete: bool = False
+
+
+class TagAccepted(BaseModel):
+    status: Literal["accepted"] = "accepted"
+    event_id: str
+    type: str
+    urn: str
+    tag: str
+    version: int = Field(description="Orders this change among the asset's changes (ms).")
+
+
+class LineageNode(BaseModel):
+    urn: str
+    depth: int
+    name: str | None = None
+    kind: str | None = None
+
+
+class LineageEdge(BaseModel):
+    upstream: str
+    urn: str = Field(description="The downstream asset.")
+    transformation: str | None = None
+    blocked_tags: list[str] | None = None
+    propagation: str | None = Field(default=None, description="Tags flow: downstream (default), upstream, both, none.")
+
+
+class LineageView(BaseModel):
+    urn: str
+    direction: Direction
+    depth: int
+    nodes: list[LineageNode]
+    edges: list[LineageEdge]
+    truncated: bool = Field(description="Whether a bound (depth or node budget) cut the graph; `reason` says which.")
+    reason: str | None = None
+
+
+class IncidentView(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    incident_id: str
+    urn: str
+    status: str | None = None
+    incident_type: str | None = None
+    webhook_type: str | None = None
+    feedback: str | None = None
+    severity: str | None = None
+    owner: str | None = None
+    url: str | None = None
+    summary: str | None = None
+    version: int | None = None
+    event_time: datetime | None = None
+    updated_at: datetime | None = None
+
+
+# -- helpers --------------------------------------------------------------------------------------------------------
+
+_HIDDEN = frozenset({"_id", "deleted", "event_id"})
+
+
+def _public(doc: Doc) -> dict[str, Any]:
+    return {k: v for k, v in doc.items() if k not in _HIDDEN}
+
+
+def _catalog(ctx: ApiContext, tenant: str) -> Catalog:
+    return Catalog(ctx.mongo[names_for(tenant, ctx.settings.lake_root).mongo_database])
+
+
+def _live_asset(catalog: Catalog, urn: str) -> Doc:
+    doc = catalog.asset(urn)
+    if doc is None:
+        raise Problem(404, "not-found", "no such asset", field="urn")
+    if doc.get("deleted"):
+        raise Problem(404, "not-found", "the asset was deleted", field="urn")
+    return doc
+
+
+# -- routes ---------------------------------------------------------------------------------------------------------
+
+
+@router.get("", summary="Get an asset by URN", response_model=AssetView, responses=_ERRORS)
+def get_asset(tc: ReadTenant, ctx: ContextDep, urn: UrnQuery) -> dict[str, Any]:
+    """The asset's current state, its direct tags and the tags propagated to it."""
+    catalog = _catalog(ctx, tc.tenant)
+    doc = _live_asset(catalog, urn)
+    out = _public(doc)
+    out["urn"] = doc.get("urn") or doc["_id"]
+    out["tags"] = [_public(t) for t in catalog.tags_of([urn]).get(urn, [])]
+    out["propagated_tags"] = [_public(t) for t in catalog.propagated_of([urn]).get(urn, [])]
+    return out
+
+
+@router.get("/search", summary="Search assets", response_model=Page[AssetSummary], responses=_LIST_ERRORS)
+def search_assets(
+    tc: ReadTenant,
+    ctx: ContextDep,
+    prefix: Annotated[
+        str | None, Query(min_length=1, max_length=256, description="Name prefix (case-sensitive).")
+    ] = None,
+    tag: Annotated[list[TagName], Query(description="Only assets with this tag (repeat: all of them).")] = [],  # noqa: B006
+    classification: Annotated[
+        str | None, Query(pattern=TAG_PATTERN, description="Only assets with a tag of this family (`GDPR`: GDPR.*).")
+    ] = None,
+    limit: Limit = DEFAULT_LIMIT,
+    cursor: CursorParam = None,
+) -> Page[AssetSummary]:
+    """Live assets whose name starts with ``prefix`` (sorted by name, then URN; without a prefix, by URN), having
+    every ``tag`` (direct or propagated) and a tag of the ``classification`` family."""
+    kind = "assets.name" if prefix is not None else "assets.urn"
+    arity = 2 if prefix is not None else 1
+    resume = decode_cursor(kind, cursor, arity)
+    catalog = _catalog(ctx, tc.tenant)
+    try:
+        page = catalog.search(prefix=prefix, tags=tag, classification=classification, resume_after=resume, limit=limit)
+    except TooBroad:
+        raise Problem(422, "too-broad", "tag: too many assets carry this tag; add a name prefix", field="tag") from None
+    urns = [d["_id"] for d in page.docs]
+    direct, propagated = catalog.tags_of(urns), catalog.propagated_of(urns)
+    items = [
+        AssetSummary(
+            urn=d["_id"],
+            name=d.get("name"),
+            kind=d.get("kind"),
+            platform=d.get("platform"),
+            qualified_name=d.get("qualified_name"),
+            tags=sorted({t["tag"] for t in [*direct.get(d["_id"], []), *propagated.get(d["_id"], [])]}),
+        )
+        for d in page.docs
+    ]
+    next_cursor = None
+    if page.has_more and page.docs:
+        last = page.docs[-1]
+        next_cursor = encode_cursor(kind, [last["name"], last["_id"]] if prefix is not None else [last["_id"]])
+    return Page[AssetSummary](items=items, next_cursor=next_cursor)
+
+
+def _next_version(publisher: EventPublisher, held: Doc | None) -> int:
+    """The API's clock, but always past the version the projection holds for this (urn, tag): a person's change must
+    apply even if an earlier one carried a later clock (another API replica, a source's own sequence)."""
+    held_version = held.get("version") if held is not None else None
+    return publisher.clock.next(at_least=held_version + 1 if isinstance(held_version, int) else 0)
+
+
+def _publish_tag(tc: TenantContext, publisher: PublisherDep, event_type: str, data: dict[str, Any]) -> TagAccepted:
+    try:
+        event = new_event(event_type, tc.tenant, data, source=f"/tenants/{tc.tenant}/api")
+    except InvalidData as exc:
+        raise Problem(422, "invalid-request", str(exc), field=exc.field) from None
+    publisher.publish(event)
+    return TagAccepted(event_id=event.id, type=event_type, urn=data["urn"], tag=data["tag"], version=data["version"])
+
+
+@router.post("/tags", status_code=202, summary="Tag an asset", response_model=TagAccepted, responses=_PUBLISH_ERRORS)
+def add_tag(tc: TagWriter, ctx: ContextDep, publisher: PublisherDep, body: TagChange) -> TagAccepted:
+    """Publish ``io.metalake.classification.added.v1`` (source ``human``, actor: the caller). 202 once Kafka
+    confirmed it; the asset shows the tag as soon as the streaming job applied it (seconds)."""
+    catalog = _catalog(ctx, tc.tenant)
+    _live_asset(catalog, body.urn)
+    data = {
+        "urn": body.urn,
+        "version": _next_version(publisher, catalog.classification(body.urn, body.tag)),
+        "tag": body.tag,
+        "source": "human",
+        "propagate": body.propagate,
+        "restrict_propagation_through_lineage": body.restrict_propagation_through_lineage,
+        "remove_propagations_on_entity_delete": body.remove_propagations_on_entity_delete,
+        "actor": tc.principal.subject,
+    }
+    accepted = _publish_tag(tc, publisher, ADDED, data)
+    audit.record(ctx, tc.tenant, tc.principal, "asset.tag.add", f"{body.urn}|{body.tag}", audit.ACCEPTED)
+    return accepted
+
+
+@router.delete(
+    "/tags",
+    status_code=202,
+    summary="Remove a tag from an asset",
+    response_model=TagAccepted,
+    responses=_PUBLISH_ERRORS,
+)
+def remove_tag(tc: TagWriter, ctx: ContextDep, publisher: PublisherDep, urn: UrnQuery, tag: TagQuery) -> TagAccepted:
+    """Publish ``io.metalake.classification.removed.v1`` for a tag set on the asset itself (404 if it has none;
+    a propagated tag is removed at its origin: 409)."""
+    catalog = _catalog(ctx, tc.tenant)
+    held = catalog.classification(urn, tag)
+    if held is None or held.get("deleted"):
+        if any(t["tag"] == tag for t in catalog.propagated_of([urn]).get(urn, [])):
+            raise Problem(409, "tag-propagated", "tag: propagated to this asset; remove it at its origin", field="tag")
+        raise Problem(404, "not-found", "the asset has no such tag", field="tag")
+    data = {"urn": urn, "version": _next_version(publisher, held), "tag": tag, "actor": tc.principal.subject}
+    accepted = _publish_tag(tc, publisher, REMOVED, data)
+    audit.record(ctx, tc.tenant, tc.principal, "asset.tag.remove", f"{urn}|{tag}", audit.ACCEPTED)
+    return accepted
+
+
+@router.get("/lineage", summary="Lineage of an asset", response_model=LineageView, responses=_ERRORS)
+def lineage(
+    tc: ReadTenant,
+    ctx: ContextDep,
+    urn: UrnQuery,
+    direction: Direction = "downstream",
+    depth: Annotated[int, Query(ge=1, le=MAX_DEPTH, description="Hops to follow.")] = DEFAULT_DEPTH,
+    max_nodes: Annotated[int, Query(ge=1, le=MAX_NODES, description="Node budget.")] = DEFAULT_NODES,
+) -> LineageView:
+    """Assets up to ``depth`` hops upstream or downstream and the edges between them, breadth first (one query per
+    level). ``truncated`` tells whether the depth or the node budget cut the graph."""
+    catalog = _catalog(ctx, tc.tenant)
+    result = traverse(urn, direction, depth, max_nodes, catalog.edges_from)
+    if not result.reached:
+        _live_asset(catalog, urn)  # nothing around it: say whether the asset itself exists
+    info = catalog.summaries(list(result.reached))
+    nodes = [
+        LineageNode(urn=u, depth=d, name=info.get(u, {}).get("name"), kind=info.get(u, {}).get("kind"))
+        for u, d in sorted(result.reached.items(), key=lambda item: (item[1], item[0]))
+    ]
+    edges = [
+        LineageEdge(
+            upstream=e["upstream"],
+            urn=e["urn"],
+            transformation=e.get("transformation"),
+            blocked_tags=e.get("blocked_tags"),
+            propagation=e.get("propagation"),
+        )
+        for e in result.edges
+    ]
+    return LineageView(
+        urn=urn,
+        direction=direction,
+        depth=depth,
+        nodes=nodes,
+        edges=edges,
+        truncated=result.truncated,
+        reason=result.reason,
+    )
+
+
+@router.get("/incidents", summary="Incidents", response_model=Page[IncidentView], responses=_LIST_ERRORS)
+def incidents(
+    tc: ReadTenant,
+    ctx: ContextDep,
+    urn: Annotated[
+        str | None, Query(min_length=1, max_length=URN_MAX, description="One asset; all if omitted.")
+    ] = None,
+    state: Annotated[Literal["open", "resolved", "all"], Query(description="open: not resolved.")] = "all",
+    limit: Limit = DEFAULT_LIMIT,
+    cursor: CursorParam = None,
+) -> Page[IncidentView]:
+    """Monte Carlo incidents on the tenant's assets (one per incident and affected asset), by incident id."""
+    resume = decode_cursor("incidents", cursor, 1)
+    docs, more = _catalog(ctx, tc.tenant).incidents(urn=urn, state=state, resume_after=resume, limit=limit)
+    items = [IncidentView.model_validate(_public(d)) for d in docs]
+    next_cursor = encode_cursor("incidents", [docs[-1]["_id"]]) if more and docs else None
+    return Page[IncidentView](items=items, next_cursor=next_cursor)

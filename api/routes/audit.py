@@ -1,0 +1,160 @@
+"""Reading the audit trail: a tenant's (``/v1/tenants/{tenant}/audit``) and the platform's (``/v1/audit``: tenant
+lifecycle, which outlives deleted tenants). Newest first, cursor paging, filters by action and time, and by target:
+the target given is hashed here, as it is when rows are written, so clear values never reach the table."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query
+from fastapi.concurrency import run_in_threadpool
+from pydantic import BaseModel, Field
+
+from api import audit
+from api.auditlog import ACTION_PATTERN, AuditQuery, AuditRow, read
+from api.auth.deps import require, require_tenant
+from api.context import ContextDep
+from api.paging import CursorParam, Limit, decode_cursor, encode_cursor
+from api.problems import Problem
+from api.routes.tenants import ERRORS, problem_doc
+from api.security import Principal, Scope, TenantContext
+from tenants.naming import platform_audit_dir
+
+router = APIRouter(tags=["audit"])
+
+TenantAdmin = Annotated[TenantContext, Depends(require_tenant(Scope.TENANT_ADMIN))]
+PlatformAdmin = Annotated[Principal, Depends(require(Scope.PLATFORM_ADMIN))]
+
+READ_ERRORS: dict[int | str, dict[str, Any]] = {
+    **ERRORS,
+    400: problem_doc("the cursor is not one of this listing", "invalid-cursor", 400),
+    422: problem_doc("invalid filter (the parameter is named)", "invalid-request", 422),
+}
+
+ActionFilter = Annotated[
+    str | None,
+    Query(
+        max_length=100,
+        description="Only this action (e.g. `tenant.suspend`); ending in '.' selects a family (`erasure.`).",
+    ),
+]
+TargetFilter = Annotated[
+    str | None, Query(max_length=2000, description="Only rows about this target (hashed before the lookup).")
+]
+Since = Annotated[datetime | None, Query(description="Only rows at or after this time (ISO 8601 with zone).")]
+Until = Annotated[datetime | None, Query(description="Only rows before this time (ISO 8601 with zone).")]
+
+
+class AuditEntry(BaseModel):
+    at: datetime
+    actor: str = Field(description="The client id (token subject) that acted.", examples=["mlc_3f2a9c0d1e4b"])
+    action: str = Field(examples=["tenant.suspend"])
+    target_hash: str = Field(description="sha256 of the target (a tenant id, a connector name, a URN...).")
+    result: str = Field(description="accepted, done, refused or failed.", examples=["done"])
+    counts: dict[str, int] = Field(default_factory=dict, examples=[{"delta.assets": 1}])
+
+
+class AuditPage(BaseModel):
+    items: list[AuditEntry]
+    next_cursor: str | None = None
+
+
+def _query(
+    action: str | None,
+    target: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    cursor: str | None,
+    limit: int,
+) -> AuditQuery:
+    if action is not None and not ACTION_PATTERN.fullmatch(action):
+        raise Problem(422, "invalid-request", "action: lowercase words separated by '.'", field="action")
+    for name, value in (("since", since), ("until", until)):
+        if value is not None and value.tzinfo is None:
+            raise Problem(422, "invalid-request", f"{name}: needs a time zone (e.g. Z)", field=name)
+    before = None
+    key = decode_cursor("audit", cursor, 3)
+    if key is not None:
+        try:
+            before = (datetime.fromisoformat(key[0]), key[1], key[2])
+        except ValueError:
+            raise Problem(400, "invalid-cursor", "cursor: not a cursor of this listing", field="cursor") from None
+    return AuditQuery(
+        action=action,
+        target_hash=audit.target_hash(target) if target is not None else None,
+        since=since,
+        until=until,
+        before=before,
+        limit=limit + 1,
+    )
+
+
+def _page(path: Path, query: AuditQuery) -> dict[str, Any]:
+    try:
+        rows: list[AuditRow] = read(path, query)
+    except ValueError:
+        raise Problem(400, "invalid-cursor", "cursor: not a cursor of this listing", field="cursor") from None
+    limit = query.limit - 1
+    page = rows[:limit]
+    last = page[-1] if page else None
+    return {
+        "items": [
+            {
+                "at": r.at,
+                "actor": r.actor,
+                "action": r.action,
+                "target_hash": r.target_hash,
+                "result": r.result,
+                "counts": dict(r.counts),
+            }
+            for r in page
+        ],
+        "next_cursor": (
+            encode_cursor("audit", [last.at.isoformat(), last.action, last.target_hash])
+            if last is not None and len(rows) > limit
+            else None
+        ),
+    }
+
+
+@router.get(
+    "/v1/tenants/{tenant}/audit",
+    summary="The tenant's audit trail: who did what, when, with what result (newest first)",
+    response_model=AuditPage,
+    responses={**READ_ERRORS, 403: problem_doc("the token lacks tenant:admin", "insufficient-scope", 403)},
+)
+async def tenant_audit(
+    tc: TenantAdmin,
+    ctx: ContextDep,
+    limit: Limit = 50,
+    cursor: CursorParam = None,
+    action: ActionFilter = None,
+    target: TargetFilter = None,
+    since: Since = None,
+    until: Until = None,
+) -> dict[str, Any]:
+    query = _query(action, target, since, until, cursor, limit)
+    path = await run_in_threadpool(audit.tenant_audit_path, ctx, tc.tenant)
+    return await run_in_threadpool(_page, path, query)
+
+
+@router.get(
+    "/v1/audit",
+    summary="The platform's audit trail: tenants created, updated, suspended, resumed, deleted (newest first)",
+    response_model=AuditPage,
+    responses=READ_ERRORS,
+)
+async def platform_audit(
+    principal: PlatformAdmin,
+    ctx: ContextDep,
+    limit: Limit = 50,
+    cursor: CursorParam = None,
+    action: ActionFilter = None,
+    target: TargetFilter = None,
+    since: Since = None,
+    until: Until = None,
+) -> dict[str, Any]:
+    query = _query(action, target, since, until, cursor, limit)
+    return await run_in_threadpool(_page, platform_audit_dir(ctx.settings.lake_root), query)

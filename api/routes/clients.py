@@ -1,0 +1,192 @@
+"""API clients of a tenant: create, list, get, rotate, revoke. The secret is in the create and rotate answers only.
+
+Tenant administrators manage their tenant's clients; platform administrators any tenant's. Platform-admin clients
+are not made here (``metalake api create-admin``).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from http import HTTPStatus
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query
+from fastapi.concurrency import run_in_threadpool
+from pydantic import BaseModel, Field
+
+from api import audit
+from api.auth.clients import ClientConflict, ClientRecord, Role
+from api.auth.deps import auth_runtime, require_tenant
+from api.auth.runtime import AuthRuntime
+from api.context import ContextDep
+from api.problems import MEDIA_TYPE, Problem
+from api.security import Scope, TenantContext
+
+router = APIRouter(prefix="/v1/tenants/{tenant}/clients", tags=["clients"])
+
+AuthDep = Annotated[AuthRuntime, Depends(auth_runtime)]
+TenantAdmin = Annotated[TenantContext, Depends(require_tenant(Scope.TENANT_ADMIN))]
+
+TENANT_ROLES = (Role.READ_ONLY, Role.READ_WRITE, Role.ADMIN)
+
+
+def _problem_doc(description: str, slug: str, status: int) -> dict[str, Any]:
+    example = {"type": f"/problems/{slug}", "title": HTTPStatus(status).phrase, "status": status, "detail": description}
+    return {"description": description, "content": {MEDIA_TYPE: {"example": example}}}
+
+
+# 401, 403 and 429 are documented for every protected route by api.openapi.
+ERRORS: dict[int | str, dict[str, Any]] = {
+    404: _problem_doc("no such tenant or client", "client-not-found", 404),
+}
+
+
+class ClientCreate(BaseModel):
+    name: str = Field(min_length=1, max_length=100, description="What the client is for.", examples=["dashboards"])
+    role: Role = Field(
+        description="read-only (tenant:read sql:read), read-write (+ events:write) or admin (+ tenant:admin).",
+        examples=["read-only"],
+    )
+
+
+class ClientRotate(BaseModel):
+    overlap_seconds: int | None = Field(
+        default=None,
+        ge=0,
+        le=30 * 86_400,
+        description="How long the previous secret stays valid (default: settings.api.secret_overlap_s; 0 revokes "
+        "it at once).",
+        examples=[3600],
+    )
+
+
+class ClientView(BaseModel):
+    client_id: str = Field(examples=["mlc_3f2a9c0d1e4b5a6978877665"])
+    tenant: str | None = Field(examples=["acme"])
+    name: str = Field(examples=["dashboards"])
+    role: Role
+    scopes: list[str] = Field(examples=[["tenant:read", "sql:read"]])
+    state: str = Field(description="active or revoked", examples=["active"])
+    created_at: datetime
+    updated_at: datetime
+    revoked_at: datetime | None = None
+    secrets_valid: int = Field(description="How many secrets currently authenticate (2 during a rotation overlap).")
+    previous_secret_expires_at: datetime | None = Field(
+        default=None, description="When the previous secret stops working, during a rotation overlap."
+    )
+
+
+class ClientWithSecret(ClientView):
+    client_secret: str = Field(description="Shown once: store it now; it cannot be read again.")
+
+
+class ClientPage(BaseModel):
+    items: list[ClientView]
+    next_cursor: str | None = None
+
+
+def _view(record: ClientRecord) -> dict[str, Any]:
+    live = record.live_secrets(datetime.now(UTC))
+    previous = [s.expires_at for s in live if s.expires_at is not None]
+    return {
+        "client_id": record.client_id,
+        "tenant": record.tenant,
+        "name": record.name,
+        "role": record.role,
+        "scopes": list(record.scopes),
+        "state": record.state,
+        "created_at": record.created_at,
+        "updated_at": record.updated_at,
+        "revoked_at": record.revoked_at,
+        "secrets_valid": len(live),
+        "previous_secret_expires_at": max(previous) if previous else None,
+    }
+
+
+async def _audit(api: ContextDep, ctx: TenantContext, action: str, client_id: str) -> None:
+    # Recorded once the change is made: the row says it happened (a failed change raises before this).
+    await run_in_threadpool(audit.record, api, ctx.tenant, ctx.principal, action, client_id, audit.DONE)
+
+
+def _owned(auth: AuthRuntime, ctx: TenantContext, client_id: str) -> ClientRecord:
+    record = auth.clients.get(client_id)
+    # Another tenant's client answers exactly like a missing one.
+    if record is None or record.tenant != ctx.tenant:
+        raise Problem(404, "client-not-found", "no such client", field="client_id")
+    return record
+
+
+@router.post(
+    "",
+    status_code=201,
+    summary="Create an API client (the secret is shown once)",
+    response_model=ClientWithSecret,
+    responses={**ERRORS, 422: _problem_doc("invalid body", "invalid-request", 422)},
+)
+async def create_client(body: ClientCreate, ctx: TenantAdmin, auth: AuthDep, api: ContextDep) -> dict[str, Any]:
+    if body.role not in TENANT_ROLES:
+        raise Problem(422, "invalid-request", "role: must be read-only, read-write or admin", field="role")
+    record, secret = await run_in_threadpool(auth.clients.create, ctx.tenant, body.role, body.name)
+    await _audit(api, ctx, "client.create", record.client_id)
+    return {**_view(record), "client_secret": secret}
+
+
+@router.get("", summary="List the tenant's API clients", response_model=ClientPage, responses=ERRORS)
+async def list_clients(
+    ctx: TenantAdmin,
+    auth: AuthDep,
+    limit: Annotated[int, Query(ge=1, le=500, description="Page size.")] = 100,
+    cursor: Annotated[str | None, Query(max_length=200, description="next_cursor of the previous page.")] = None,
+) -> dict[str, Any]:
+    records = await run_in_threadpool(lambda: auth.clients.list(ctx.tenant, after=cursor, limit=limit + 1))
+    page = records[:limit]
+    return {
+        "items": [_view(r) for r in page],
+        "next_cursor": page[-1].client_id if len(records) > limit else None,
+    }
+
+
+@router.get("/{client_id}", summary="Get one API client", response_model=ClientView, responses=ERRORS)
+async def get_client(client_id: str, ctx: TenantAdmin, auth: AuthDep) -> dict[str, Any]:
+    return _view(await run_in_threadpool(_owned, auth, ctx, client_id))
+
+
+@router.post(
+    "/{client_id}/rotate",
+    summary="Rotate the client's secret (the new one is shown once)",
+    response_model=ClientWithSecret,
+    responses={**ERRORS, 409: _problem_doc("concurrent change or revoked client", "conflict", 409)},
+)
+async def rotate_client(
+    client_id: str, ctx: TenantAdmin, auth: AuthDep, api: ContextDep, body: ClientRotate | None = None
+) -> dict[str, Any]:
+    await run_in_threadpool(_owned, auth, ctx, client_id)
+    overlap = auth.settings.api.secret_overlap_s
+    if body is not None and body.overlap_seconds is not None:
+        overlap = body.overlap_seconds
+    try:
+        rotated = await run_in_threadpool(auth.clients.rotate, client_id, overlap)
+    except ClientConflict:
+        raise Problem(409, "conflict", "the client changed concurrently; retry", field="client_id") from None
+    if rotated is None:
+        raise Problem(409, "client-revoked", "a revoked client cannot be rotated", field="client_id")
+    record, secret = rotated
+    auth.client_cache.invalidate(client_id)
+    await _audit(api, ctx, "client.rotate", client_id)
+    return {**_view(record), "client_secret": secret}
+
+
+@router.delete(
+    "/{client_id}",
+    summary="Revoke the client: its secrets stop working, its tokens are refused",
+    response_model=ClientView,
+    responses=ERRORS,
+)
+async def revoke_client(client_id: str, ctx: TenantAdmin, auth: AuthDep, api: ContextDep) -> dict[str, Any]:
+    await run_in_threadpool(_owned, auth, ctx, client_id)
+    record = await run_in_threadpool(auth.clients.revoke, client_id)
+    if record is None:
+        raise Problem(404, "client-not-found", "no such client", field="client_id")
+    auth.client_cache.invalidate(client_id)
+    await _audit(api, ctx, "client.revoke", client_id)
+    return _view(record)

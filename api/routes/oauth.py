@@ -1,0 +1,253 @@
+"""The authorization server's public endpoints: the token endpoint, the JWKS and the RFC 8414 metadata."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Annotated, Any
+from urllib.parse import parse_qsl
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+from pymongo.errors import PyMongoError
+
+from api.auth.deps import SCOPE_DESCRIPTIONS, auth_runtime
+from api.auth.keys import KeysUnavailable
+from api.auth.runtime import AuthRuntime
+from api.auth.server import AUTH_METHODS
+from api.problems import MEDIA_TYPE, Problem
+
+router = APIRouter(tags=["oauth"])
+
+AuthDep = Annotated[AuthRuntime, Depends(auth_runtime)]
+
+_MAX_FORM_BYTES = 8 * 1024
+
+
+class TokenResponse(BaseModel):
+    access_token: str = Field(description="An RFC 9068 JWT (typ at+jwt).")
+    token_type: str = Field(description="Always Bearer.", examples=["Bearer"])
+    expires_in: int = Field(description="Seconds until the token expires.", examples=[900])
+    scope: str = Field(description="The granted scopes, space-separated.", examples=["tenant:read sql:read"])
+
+
+class Jwk(BaseModel):
+    model_config = {"extra": "allow"}
+    kty: str
+    kid: str
+    alg: str
+    use: str = "sig"
+
+
+class Jwks(BaseModel):
+    keys: list[Jwk]
+
+
+class ServerMetadata(BaseModel):
+    model_config = {"extra": "allow"}
+    issuer: str
+    token_endpoint: str
+    jwks_uri: str
+    grant_types_supported: list[str]
+    token_endpoint_auth_methods_supported: list[str]
+    scopes_supported: list[str]
+    response_types_supported: list[str]
+
+
+_OAUTH_ERROR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "problem+json that also carries the RFC 6749 error members.",
+    "required": ["type", "title", "status", "detail"],
+    "properties": {
+        "type": {"type": "string"},
+        "title": {"type": "string"},
+        "status": {"type": "integer"},
+        "detail": {"type": "string"},
+        "instance": {"type": "string"},
+        "error": {"type": "string", "examples": ["invalid_client"]},
+        "error_description": {"type": "string"},
+        "retry_after": {"type": "integer"},
+    },
+}
+
+
+def _oauth_error(description: str) -> dict[str, Any]:
+    return {"description": description, "content": {MEDIA_TYPE: {"schema": _OAUTH_ERROR_SCHEMA}}}
+
+
+_TOKEN_REQUEST_BODY: dict[str, Any] = {
+    "required": True,
+    "content": {
+        "application/x-www-form-urlencoded": {
+            "schema": {
+                "type": "object",
+                "required": ["grant_type"],
+                "properties": {
+                    "grant_type": {"type": "string", "enum": ["client_credentials"]},
+                    "scope": {"type": "string", "description": "Space-separated subset of the client's scopes."},
+                    "client_id": {"type": "string", "description": "For client_secret_post."},
+                    "client_secret": {"type": "string", "description": "For client_secret_post."},
+                },
+            },
+            "example": {"grant_type": "client_credentials", "scope": "tenant:read"},
+        }
+    },
+}
+
+
+def _client_id_hint(request: Request, form: dict[str, str]) -> str:
+    # Rate-limit key before authentication: the claimed client id (Basic or form), so guessing one client's
+    # secret is throttled per client; unauthenticated noise shares one bucket per peer address.
+    header = request.headers.get("authorization", "")
+    if header[:6].lower() == "basic ":
+        try:
+            return "token:" + base64.b64decode(header[6:], validate=True).decode().partition(":")[0]
+        except (binascii.Error, UnicodeDecodeError):
+            pass
+    if form.get("client_id"):
+        return "token:" + form["client_id"]
+    return "token-peer:" + (request.client.host if request.client else "unknown")
+
+
+def _answer(status: int, body: dict[str, Any], headers: list[tuple[str, str]], path: str) -> JSONResponse:
+    # authlib sets its own Content-Type; ours follows from the body we send.
+    out = {k: v for k, v in headers if k.lower() != "content-type"}
+    if status < 400:
+        return JSONResponse(body, status_code=status, headers=out)
+    error = str(body.get("error", "invalid_request"))
+    description = str(body.get("error_description") or error.replace("_", " "))
+    if error == "invalid_client":
+        # One answer for unknown, wrong-secret, revoked and suspended clients: nothing to enumerate.
+        description = "client authentication failed"
+        if "www-authenticate" in {k.lower() for k in out}:
+            out = {k: v for k, v in out.items() if k.lower() != "www-authenticate"}
+            out["WWW-Authenticate"] = (
+                f'Basic realm="metalake", error="invalid_client", error_description="{description}"'
+            )
+    body = {**body, "error_description": description}
+    problem = Problem(status, error.replace("_", "-"), description, extra=body, headers=out)
+    return JSONResponse(problem.body(path), status_code=status, media_type=MEDIA_TYPE, headers=out)
+
+
+@router.post(
+    "/oauth/token",
+    summary="Issue an access token (client credentials)",
+    description="RFC 6749 §4.4. Authenticate with HTTP Basic (client_secret_basic) or with client_id and "
+    "client_secret in the form (client_secret_post). The token is an RFC 9068 JWT; errors carry RFC 6749 "
+    "`error` members inside problem+json.",
+    response_model=TokenResponse,
+    responses={
+        200: {
+            "content": {
+                "application/json": {
+                    "example": {
+                        "access_token": "eyJhbGciOiJSUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6IjIwMjYxMTIyLWFiYyJ9...",
+                        "token_type": "Bearer",
+                        "expires_in": 900,
+                        "scope": "tenant:read sql:read",
+                    }
+                }
+            }
+        },
+        400: _oauth_error("invalid_request, unsupported_grant_type, invalid_scope or invalid_client"),
+        401: _oauth_error("invalid_client: unknown client, wrong secret, revoked, or its tenant is suspended"),
+        413: _oauth_error("the form is larger than 8 KiB"),
+        415: _oauth_error("the body is not application/x-www-form-urlencoded"),
+        429: _oauth_error("too many token requests for this client"),
+        503: _oauth_error("signing keys unavailable"),
+    },
+    openapi_extra={"requestBody": _TOKEN_REQUEST_BODY},
+)
+async def token(request: Request, auth: AuthDep) -> JSONResponse:
+    if auth.external:
+        raise Problem(
+            400,
+            "external-issuer",
+            "this API trusts tokens of an external issuer only; request tokens there",
+            extra={"error": "invalid_request", "issuer": auth.settings.api.external_issuer},
+        )
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type != "application/x-www-form-urlencoded":
+        raise Problem(
+            415,
+            "unsupported-media-type",
+            "send the token request as application/x-www-form-urlencoded",
+            extra={"error": "invalid_request"},
+        )
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > _MAX_FORM_BYTES:
+        raise Problem(413, "request-too-large", "the token request is too large", extra={"error": "invalid_request"})
+    raw = await request.body()
+    if len(raw) > _MAX_FORM_BYTES:
+        raise Problem(413, "request-too-large", "the token request is too large", extra={"error": "invalid_request"})
+    try:
+        pairs = parse_qsl(raw.decode("utf-8"), keep_blank_values=True, strict_parsing=False)
+    except UnicodeDecodeError:
+        raise Problem(400, "invalid-request", "the form is not UTF-8", extra={"error": "invalid_request"}) from None
+    form: dict[str, str] = {}
+    for name, value in pairs:
+        if name in form:
+            # RFC 6749 §3.2: parameters must not be repeated.
+            raise Problem(400, "invalid-request", f"{name}: repeated", field=name, extra={"error": "invalid_request"})
+        form[name] = value
+    auth.limiter.check(_client_id_hint(request, form))
+    try:
+        status, body, headers = await run_in_threadpool(auth.server.token, request.headers, form)
+    except KeysUnavailable as exc:
+        raise Problem(503, "signing-keys-unavailable", str(exc), extra={"error": "temporarily_unavailable"}) from None
+    except PyMongoError:
+        raise Problem(
+            503, "auth-unavailable", "the control plane is unreachable", extra={"error": "temporarily_unavailable"}
+        ) from None
+    return _answer(status, body, headers, request.url.path)
+
+
+@router.get(
+    "/.well-known/jwks.json",
+    summary="The public keys access tokens are signed with",
+    response_model=Jwks,
+    responses={
+        200: {
+            "content": {
+                "application/json": {
+                    "example": {
+                        "keys": [{"kty": "RSA", "kid": "20261122-3f2a9c0d1e4b", "alg": "RS256", "use": "sig", "n": "…"}]
+                    }
+                }
+            }
+        },
+        503: {"description": "the control plane is unreachable"},
+    },
+)
+async def jwks(auth: AuthDep) -> JSONResponse:
+    try:
+        keys = await run_in_threadpool(auth.keys.jwks)
+    except PyMongoError:
+        raise Problem(503, "auth-unavailable", "the control plane is unreachable") from None
+    # Short caching: a rotated key must reach resource servers well within a token lifetime.
+    return JSONResponse(keys, headers={"Cache-Control": "public, max-age=60"})
+
+
+def metadata_for(auth: AuthRuntime) -> dict[str, Any]:
+    issuer = auth.settings.api.issuer_url.rstrip("/")
+    return {
+        "issuer": auth.settings.api.issuer_url,
+        "token_endpoint": f"{issuer}/oauth/token",
+        "jwks_uri": f"{issuer}/.well-known/jwks.json",
+        "grant_types_supported": ["client_credentials"],
+        "token_endpoint_auth_methods_supported": list(AUTH_METHODS),
+        "scopes_supported": list(SCOPE_DESCRIPTIONS),
+        "response_types_supported": ["token"],
+        "token_endpoint_auth_signing_alg_values_supported": [auth.settings.api.signing_alg],
+    }
+
+
+@router.get(
+    "/.well-known/oauth-authorization-server",
+    summary="Authorization server metadata (RFC 8414)",
+    response_model=ServerMetadata,
+)
+def oauth_metadata(auth: AuthDep) -> dict[str, Any]:
+    return metadata_for(auth)

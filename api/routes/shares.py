@@ -1,0 +1,133 @@
+"""Share links of saved queries: ``POST /v1/tenants/{tenant}/shares``, then ``GET /share/{id}/data.csv|data.json``
+without a token until the link expires (then 410; an unknown link 404).
+
+A link runs its SQL at read time, as the tenant's non-PII identity whatever the creator's scopes (PII never leaves
+through a public link), with the same row and time limits as the SQL endpoint.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends
+from fastapi import Path as PathParam
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, Field
+
+from api import audit, sqlquery
+from api.auth.deps import require_tenant
+from api.context import ContextDep
+from api.problems import Problem
+from api.routes.sql import MAX_SQL_CHARS, QUERY_ERRORS, RESULT_CONTENT, limits_for, problem_doc, streaming
+from api.security import Scope, TenantContext
+from api.shares import ShareStore
+from tenants.naming import CONTROL_DATABASE
+from tenants.registry import TenantRegistry, TenantState
+
+router = APIRouter(tags=["shares"])
+
+SqlReader = Annotated[TenantContext, Depends(require_tenant(Scope.SQL_READ))]
+_GONE_STATES = frozenset({TenantState.SUSPENDED, TenantState.DELETING})
+
+
+class ShareCreate(BaseModel):
+    sql: str = Field(
+        min_length=1,
+        max_length=MAX_SQL_CHARS,
+        description="The query the link runs each time it is read (as the tenant, PII masked).",
+        examples=["SELECT kind, count(*) AS n FROM assets GROUP BY kind"],
+    )
+    expires_in_s: int | None = Field(
+        default=None,
+        gt=0,
+        description="Seconds until the link stops working (default settings.sql.share_default_ttl_s, at most "
+        "settings.sql.share_max_ttl_s).",
+        examples=[86400],
+    )
+    max_rows: int | None = Field(
+        default=None, gt=0, description="Row limit of each read (at most settings.sql.max_rows).", examples=[1000]
+    )
+
+
+class ShareCreated(BaseModel):
+    id: str = Field(description="The link's token: shown once, never stored (only its hash is).")
+    expires_at: datetime
+    csv_url: str = Field(examples=["/share/3q2-Vb.../data.csv"])
+    json_url: str = Field(examples=["/share/3q2-Vb.../data.json"])
+
+
+@router.post(
+    "/v1/tenants/{tenant}/shares",
+    status_code=201,
+    summary="Create a share link",
+    description="Checks the SQL against Trino as the tenant (EXPLAIN, nothing runs), stores it with the tenant and an "
+    "expiry, and returns the link's id once. Anyone with the link reads the rows, computed at read time, until it "
+    "expires.",
+    response_model=ShareCreated,
+    responses={k: v for k, v in QUERY_ERRORS.items() if k != 502},
+)
+async def create_share(body: ShareCreate, ctx: ContextDep, tenant_ctx: SqlReader) -> ShareCreated:
+    settings = ctx.settings.sql
+    ttl_s = body.expires_in_s or settings.share_default_ttl_s
+    if ttl_s > settings.share_max_ttl_s:
+        raise Problem(422, "invalid-request", f"expires_in_s: at most {settings.share_max_ttl_s}", field="expires_in_s")
+    tenant = tenant_ctx.tenant
+    await run_in_threadpool(_validate_sql, ctx, tenant, body.sql)
+    store = ShareStore(ctx.mongo[CONTROL_DATABASE])
+    # No TTL indexes on FerretDB: expired links are pruned here, where links are made.
+    await run_in_threadpool(store.purge_expired, datetime.now(UTC))
+    token, share = await run_in_threadpool(
+        store.create,
+        tenant,
+        body.sql,
+        created_by=tenant_ctx.principal.subject,
+        ttl=timedelta(seconds=ttl_s),
+        max_rows=body.max_rows,
+    )
+    await run_in_threadpool(audit.record, ctx, tenant, tenant_ctx.principal, "share.create", share.hash, audit.DONE)
+    return ShareCreated(
+        id=token, expires_at=share.expires_at, csv_url=f"/share/{token}/data.csv", json_url=f"/share/{token}/data.json"
+    )
+
+
+def _validate_sql(ctx: ContextDep, tenant: str, sql: str) -> None:
+    """EXPLAIN (TYPE VALIDATE) as the tenant: a syntax error or an unreadable table fails now, not at read time."""
+    limits = sqlquery.Limits(1, ctx.settings.sql.timeout_s)
+    query = sqlquery.start(ctx.settings, tenant, f"EXPLAIN (TYPE VALIDATE) {sql}", pii=False, limits=limits)
+    query.close()
+
+
+SHARE_ERRORS: dict[int | str, dict[str, Any]] = {
+    404: problem_doc("no such share link", "share-not-found", 404),
+    410: problem_doc("the share link expired", "share-expired", 410),
+    **{k: v for k, v in QUERY_ERRORS.items() if k in (400, 422, 502, 503)},
+}
+
+
+@router.get(
+    "/share/{share_id}/data.{extension}",
+    summary="Read a share link's rows",
+    description="Public (no token): runs the link's SQL now, as the tenant without PII rights, and streams the rows "
+    "as CSV (data.csv) or JSON (data.json) within the row and time limits. 404 for an unknown link, 410 once expired.",
+    response_model=None,
+    responses={200: {"content": RESULT_CONTENT}, **SHARE_ERRORS},
+)
+async def read_share(
+    ctx: ContextDep,
+    share_id: Annotated[str, PathParam(min_length=1, max_length=200, description="The link's id.")],
+    extension: Annotated[Literal["csv", "json"], PathParam(description="csv or json")],
+) -> StreamingResponse:
+    store = ShareStore(ctx.mongo[CONTROL_DATABASE])
+    share = await run_in_threadpool(store.get, share_id)
+    if share is None:
+        raise Problem(404, "share-not-found", "no such share link", field="share_id")
+    if share.expired(datetime.now(UTC)):
+        raise Problem(410, "share-expired", "the share link expired", field="share_id")
+    record = await run_in_threadpool(TenantRegistry(ctx.mongo[CONTROL_DATABASE]).get, share.tenant)
+    if record is not None and record.state in _GONE_STATES:
+        raise Problem(404, "share-not-found", "no such share link", field="share_id")
+    limits = limits_for(ctx, share.max_rows)
+    query = await run_in_threadpool(sqlquery.start, ctx.settings, share.tenant, share.sql, pii=False, limits=limits)
+    return streaming(query, extension)

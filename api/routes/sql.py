@@ -1,0 +1,123 @@
+"""``POST /v1/tenants/{tenant}/sql``: SQL for dashboards, run in Trino as the tenant's identity.
+
+Only the tenant's schema is readable (Trino's access rules, see docs/serving.md). PII-tagged columns are masked
+unless the token carries the ``pii:read`` scope, which runs the query as the tenant's PII user. Rows stream as JSON
+(default) or CSV (``"format": "csv"`` or ``Accept: text/csv``), within ``settings.sql`` row and time limits.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, Field
+from starlette.background import BackgroundTask
+
+from api import sqlquery
+from api.auth.deps import require_tenant
+from api.context import ContextDep
+from api.problems import MEDIA_TYPE
+from api.security import Scope, TenantContext
+
+router = APIRouter(prefix="/v1/tenants/{tenant}", tags=["sql"])
+
+# Not one of the five API scopes: a token must carry it explicitly (platform:admin does not imply it), so PII in
+# clear is always a deliberate grant.
+PII_SCOPE = "pii:read"
+MAX_SQL_CHARS = 100_000
+
+SqlReader = Annotated[TenantContext, Depends(require_tenant(Scope.SQL_READ))]
+
+
+def problem_doc(description: str, slug: str, status: int) -> dict[str, Any]:
+    example = {"type": f"/problems/{slug}", "title": description, "status": status, "detail": description}
+    return {"description": description, "content": {MEDIA_TYPE: {"example": example}}}
+
+
+QUERY_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: problem_doc("the SQL is invalid (Trino's message), or reads what the tenant may not read", "sql-error", 400),
+    401: problem_doc("missing or invalid access token", "invalid-token", 401),
+    403: problem_doc("the token lacks sql:read", "insufficient-scope", 403),
+    404: problem_doc("no such tenant", "tenant-not-found", 404),
+    422: problem_doc("invalid request, or the query did not finish within the time limit", "sql-time-limit", 422),
+    429: problem_doc("rate limit exceeded", "rate-limited", 429),
+    502: problem_doc("Trino failed the query", "trino-error", 502),
+    503: problem_doc("Trino is unreachable", "trino-unavailable", 503),
+}
+
+RESULT_EXAMPLE = {
+    "columns": [{"name": "email", "type": "varchar"}, {"name": "age", "type": "integer"}],
+    "rows": [["****", 31], ["****", 42]],
+    "row_count": 2,
+    "truncated": False,
+    "reason": None,
+}
+RESULT_CONTENT: dict[str, Any] = {
+    "application/json": {"example": RESULT_EXAMPLE},
+    "text/csv": {"schema": {"type": "string"}, "example": "email,age\r\n****,31\r\n****,42\r\n"},
+}
+
+
+class SqlRequest(BaseModel):
+    sql: str = Field(
+        min_length=1,
+        max_length=MAX_SQL_CHARS,
+        description="One statement. The tenant's schema is the default schema: `SELECT * FROM assets`.",
+        examples=["SELECT urn, name FROM assets WHERE kind = 'table' LIMIT 10"],
+    )
+    format: sqlquery.Format | None = Field(
+        default=None, description="json or csv; default from the Accept header, else json.", examples=["csv"]
+    )
+    max_rows: int | None = Field(
+        default=None, gt=0, description="Stop after this many rows (at most settings.sql.max_rows).", examples=[100]
+    )
+
+
+class QueryResult(BaseModel):
+    """The JSON form: the trailer fields follow the rows, since a limit may cut them."""
+
+    columns: list[dict[str, str]]
+    rows: list[list[Any]]
+    row_count: int
+    truncated: bool = Field(description="True when a limit (or a failure) ended the rows early.")
+    reason: str | None = Field(description="row_limit, time_limit or error when truncated.")
+
+
+def limits_for(ctx: ContextDep, max_rows: int | None) -> sqlquery.Limits:
+    ceiling = ctx.settings.sql.max_rows
+    return sqlquery.Limits(min(max_rows or ceiling, ceiling), ctx.settings.sql.timeout_s)
+
+
+def streaming(query: sqlquery.RunningQuery, fmt: sqlquery.Format, **headers: str) -> StreamingResponse:
+    return StreamingResponse(
+        sqlquery.stream(query, fmt),
+        media_type=sqlquery.MEDIA_TYPES[fmt],
+        headers={"Cache-Control": "no-store", **headers},
+        # Also when the body never started (the client left first): cancel the query, close the connection.
+        background=BackgroundTask(query.release),
+    )
+
+
+@router.post(
+    "/sql",
+    summary="Run SQL as the tenant",
+    description="Runs one SQL statement in Trino as the tenant's identity: only its schema is readable, PII-tagged "
+    "columns are masked unless the token has the pii:read scope. The rows stream as JSON or CSV and stop at the row "
+    "and time limits (the query is cancelled); the JSON form ends with row_count, truncated and reason.",
+    response_model=QueryResult,
+    responses={200: {"content": RESULT_CONTENT}, **QUERY_ERRORS},
+)
+async def run_sql(
+    body: SqlRequest,
+    ctx: ContextDep,
+    tenant_ctx: SqlReader,
+    accept: Annotated[str | None, Header(include_in_schema=False)] = None,
+) -> StreamingResponse:
+    fmt = sqlquery.negotiate(accept, body.format)
+    pii = PII_SCOPE in tenant_ctx.principal.scopes
+    query = await run_in_threadpool(
+        sqlquery.start, ctx.settings, tenant_ctx.tenant, body.sql, pii=pii, limits=limits_for(ctx, body.max_rows)
+    )
+    return streaming(query, fmt)

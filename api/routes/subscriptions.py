@@ -1,0 +1,334 @@
+"""A tenant's outbound subscriptions: Slack, Jira and signed-webhook destinations with filters, and a test send.
+
+Stored in the control plane (``processors.outbound.subscriptions``), where the outbound runtime reads them (cached
+for ``outbound.subscriptions_ttl_s``). Reads need ``tenant:read`` (or ``tenant:admin``), changes ``tenant:admin``.
+Secrets (Slack token, Jira API token, webhook signing keys) are write-only: answers name the stored secret fields,
+never their values. Writing a webhook key with a new ``key_id`` starts a rotation: the previous key keeps signing
+next to it until the current key is written again. See docs/outbound.md.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Path, Response
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+
+from api import audit
+from api.auth.deps import require_tenant
+from api.context import ContextDep
+from api.paging import DEFAULT_LIMIT, CursorParam, Limit, Page, decode_cursor, encode_cursor
+from api.problems import Problem
+from api.security import Scope, TenantContext
+from processors.outbound.change import STATE_CHANGED, Change
+from processors.outbound.destination import (
+    DeliveryError,
+    Destination,
+    DestinationEnv,
+    destination_classes,
+)
+from processors.outbound.filters import Filters
+from processors.outbound.ledger import Ledger
+from processors.outbound.ssrf import AddressGuard
+from processors.outbound.subscriptions import NAME_PATTERN, Subscription, SubscriptionStore
+from tenants.naming import CONTROL_DATABASE
+
+ReadTenant = Annotated[TenantContext, Depends(require_tenant(Scope.TENANT_READ, Scope.TENANT_ADMIN))]
+AdminTenant = Annotated[TenantContext, Depends(require_tenant(Scope.TENANT_ADMIN))]
+SubscriptionName = Annotated[
+    str, Path(pattern=NAME_PATTERN.pattern, description="The subscription's name within the tenant.")
+]
+PREFIX = "/v1/tenants/{tenant}/subscriptions"
+TEST_ASSET = "urn:metalake:metalake:test/subscriptions/test/test"
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"description": "No valid access token."},
+    403: {"description": "The token lacks the scope."},
+    404: {"description": "No such tenant or subscription (another tenant's objects answer 404 too)."},
+    422: {"description": "Invalid request, configuration or secrets (problem+json naming the field)."},
+}
+
+
+def _errors(*extra: tuple[int, str]) -> dict[int | str, dict[str, Any]]:
+    return {**_ERRORS, **{status: {"description": text} for status, text in extra}}
+
+
+def destinations() -> dict[str, type[Destination]]:
+    """The installed destination types (``metalake.outbound`` entry points). A dependency, so tests may swap it."""
+    return destination_classes()
+
+
+def subscription_store(ctx: ContextDep) -> SubscriptionStore:
+    return SubscriptionStore(ctx.mongo[CONTROL_DATABASE])
+
+
+DestinationsDep = Annotated[dict[str, type[Destination]], Depends(destinations)]
+StoreDep = Annotated[SubscriptionStore, Depends(subscription_store)]
+
+router = APIRouter(tags=["subscriptions"])
+
+_SLACK_EXAMPLE: dict[str, Any] = {
+    "name": "pii-alerts",
+    "destination": "slack",
+    "config": {"channel": "C0123"},
+    "secrets": {"token": "xoxb-…"},
+    "filters": {"event_types": ["classification.*", "propagation.completed"], "tags": ["PII", "GDPR"]},
+}
+
+# -- models -----------------------------------------------------------------------------------------------------------
+
+
+class SubscriptionCreate(BaseModel):
+    """A destination and what it wants. ``config`` and ``secrets`` follow the destination type: slack
+    (``channel``; secret ``token``), jira (``server``, ``email``, ``project``, ``issue_type``, ``tags``; secret
+    ``api_token``), webhook (``url``; secrets ``key_id``, ``secret``)."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"example": _SLACK_EXAMPLE})
+
+    name: str = Field(pattern=NAME_PATTERN.pattern)
+    destination: str = Field(min_length=1, max_length=64)
+    config: dict[str, Any] = Field(default_factory=dict)
+    secrets: dict[str, SecretStr | None] = Field(default_factory=dict, description="Write-only.")
+    filters: Filters = Field(default_factory=Filters)
+    enabled: bool = True
+
+
+class SubscriptionUpdate(BaseModel):
+    """Fields left out keep their value. ``secrets`` are merged into the stored ones."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"example": {"enabled": False}})
+
+    config: dict[str, Any] | None = None
+    secrets: dict[str, SecretStr | None] | None = Field(default=None, description="Write-only.")
+    filters: Filters | None = None
+    enabled: bool | None = None
+
+
+class SubscriptionView(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "example": {
+                "tenant": "acme",
+                "name": "pii-alerts",
+                "destination": "slack",
+                "config": {"channel": "C0123"},
+                "filters": {"event_types": ["classification.*"], "tags": ["PII"], "assets": []},
+                "enabled": True,
+                "secret_fields": ["token"],
+                "created_at": "2026-11-22T03:00:00Z",
+                "updated_at": "2026-11-22T03:00:00Z",
+            }
+        }
+    )
+
+    tenant: str
+    name: str
+    destination: str
+    config: dict[str, Any]
+    filters: Filters
+    enabled: bool
+    secret_fields: list[str] = Field(description="Names of the stored secrets; values are never returned.")
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+class TestSendView(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={"example": {"status": "delivered", "detail": "slack", "refs": {"ts": "1700000001.000100"}}}
+    )
+
+    status: str = Field(description="delivered or skipped")
+    detail: str
+    refs: dict[str, str]
+
+
+# -- helpers ----------------------------------------------------------------------------------------------------------
+
+
+def _view(sub: Subscription) -> SubscriptionView:
+    return SubscriptionView(
+        tenant=sub.tenant,
+        name=sub.name,
+        destination=sub.destination,
+        config=dict(sub.config),
+        filters=sub.filters,
+        enabled=sub.enabled,
+        secret_fields=list(sub.secret_fields),
+        created_at=sub.created_at,
+        updated_at=sub.updated_at,
+    )
+
+
+def _invalid(prefix: str, exc: ValidationError) -> Problem:
+    first = exc.errors()[0]
+    field = "/".join([prefix, *(str(p) for p in first["loc"])])
+    # pydantic's msg names the rule, never the value (which may be a secret).
+    return Problem(422, f"invalid-{prefix}", f"{field}: {first['msg']}", field=field)
+
+
+def _class(classes: Mapping[str, type[Destination]], name: str) -> type[Destination]:
+    if name not in classes:
+        raise Problem(
+            422, "unknown-destination", f"destination: one of {', '.join(sorted(classes))}", field="destination"
+        )
+    return classes[name]
+
+
+def _config(cls: type[Destination], config: Mapping[str, Any]) -> dict[str, Any]:
+    try:
+        return cls.config_model.model_validate(dict(config)).model_dump(mode="json")
+    except ValidationError as exc:
+        raise _invalid("config", exc) from None
+
+
+def _plain(values: Mapping[str, SecretStr | None]) -> dict[str, str]:
+    return {k: v.get_secret_value() for k, v in values.items() if v is not None}
+
+
+def _secrets(cls: type[Destination], stored: Mapping[str, str], update: Mapping[str, str]) -> dict[str, str]:
+    merged = cls.merge_secrets(stored, update)
+    try:
+        model = cls.secrets_model.model_validate(merged)
+    except ValidationError as exc:
+        raise _invalid("secrets", exc) from None
+    out: dict[str, str] = {}
+    for key, value in model:
+        if isinstance(value, SecretStr):
+            out[key] = value.get_secret_value()
+        elif value is not None:
+            out[key] = str(value)
+    return out
+
+
+def _get(store: SubscriptionStore, tenant: str, name: str) -> Subscription:
+    sub = store.get(tenant, name)
+    if sub is None:
+        raise Problem(404, "not-found", "no such subscription", field="name")
+    return sub
+
+
+# -- routes -----------------------------------------------------------------------------------------------------------
+
+
+@router.post(
+    PREFIX,
+    status_code=201,
+    summary="Create a subscription",
+    response_model=SubscriptionView,
+    responses=_errors((409, "A subscription of that name exists.")),
+)
+def create_subscription(
+    tc: AdminTenant,
+    body: SubscriptionCreate,
+    store: StoreDep,
+    classes: DestinationsDep,
+    ctx: ContextDep,
+    response: Response,
+) -> SubscriptionView:
+    """Create a destination; the runtime picks it up within its cache TTL."""
+    cls = _class(classes, body.destination)
+    config = _config(cls, body.config)
+    secrets = _secrets(cls, {}, _plain(body.secrets))
+    sub = store.create(tc.tenant, body.name, body.destination, config, body.filters, secrets, enabled=body.enabled)
+    if sub is None:
+        raise Problem(409, "subscription-exists", "a subscription of that name exists", field="name")
+    response.headers["Location"] = f"/v1/tenants/{tc.tenant}/subscriptions/{body.name}"
+    audit.record(ctx, tc.tenant, tc.principal, "subscription.create", body.name, audit.DONE)
+    return _view(sub)
+
+
+@router.get(PREFIX, summary="List subscriptions", response_model=Page[SubscriptionView], responses=_errors())
+def list_subscriptions(
+    tc: ReadTenant, store: StoreDep, limit: Limit = DEFAULT_LIMIT, cursor: CursorParam = None
+) -> Page[SubscriptionView]:
+    """The tenant's subscriptions by name (secrets by field name only)."""
+    resume = decode_cursor("subscriptions", cursor, 1)
+    subs = store.page(tc.tenant, after=resume[0] if resume else None, limit=limit + 1)
+    page = subs[:limit]
+    more = len(subs) > limit
+    return Page[SubscriptionView](
+        items=[_view(s) for s in page],
+        next_cursor=encode_cursor("subscriptions", [page[-1].name]) if more and page else None,
+    )
+
+
+@router.get(PREFIX + "/{name}", summary="Get a subscription", response_model=SubscriptionView, responses=_errors())
+def get_subscription(tc: ReadTenant, name: SubscriptionName, store: StoreDep) -> SubscriptionView:
+    """The configuration, filters and the names of the stored secrets."""
+    return _view(_get(store, tc.tenant, name))
+
+
+@router.patch(PREFIX + "/{name}", summary="Change a subscription", response_model=SubscriptionView, responses=_errors())
+def update_subscription(
+    tc: AdminTenant,
+    name: SubscriptionName,
+    body: SubscriptionUpdate,
+    store: StoreDep,
+    classes: DestinationsDep,
+    ctx: ContextDep,
+) -> SubscriptionView:
+    """Change configuration, filters, secrets (merged; a new webhook ``key_id`` starts a rotation) or ``enabled``."""
+    current = _get(store, tc.tenant, name)
+    cls = _class(classes, current.destination)
+    config = _config(cls, body.config) if body.config is not None else None
+    secrets = None
+    if body.secrets is not None:
+        secrets = _secrets(cls, store.stored_secrets(tc.tenant, name), _plain(body.secrets))
+    updated = store.update(tc.tenant, name, config=config, filters=body.filters, enabled=body.enabled, secrets=secrets)
+    if updated is None:
+        raise Problem(404, "not-found", "no such subscription", field="name")
+    audit.record(ctx, tc.tenant, tc.principal, "subscription.update", name, audit.DONE)
+    return _view(updated)
+
+
+@router.delete(PREFIX + "/{name}", status_code=204, summary="Delete a subscription", responses=_errors())
+def delete_subscription(tc: AdminTenant, name: SubscriptionName, store: StoreDep, ctx: ContextDep) -> Response:
+    """Delete the subscription and its secrets; pending retries for it are dropped by the runtime."""
+    if not store.delete(tc.tenant, name):
+        raise Problem(404, "not-found", "no such subscription", field="name")
+    audit.record(ctx, tc.tenant, tc.principal, "subscription.delete", name, audit.DONE)
+    return Response(status_code=204)
+
+
+@router.post(
+    PREFIX + "/{name}/test",
+    summary="Send a test message",
+    response_model=TestSendView,
+    responses=_errors((502, "The destination refused or could not be reached (problem+json says why).")),
+)
+def test_subscription(
+    tc: AdminTenant, name: SubscriptionName, store: StoreDep, classes: DestinationsDep, ctx: ContextDep
+) -> TestSendView:
+    """Deliver a synthetic "tag added" change for a test asset straight to the destination (not through Kafka),
+    once, with the subscription's configuration and secrets; filters are not applied."""
+    sub = store.with_secrets(_get(store, tc.tenant, name))
+    cls = _class(classes, sub.destination)
+    settings = ctx.settings
+    destination = cls(DestinationEnv(settings, AddressGuard.from_settings(settings.outbound.ssrf_allow)))
+    tag = (sub.config.get("tags") or sub.filters.tags or ("PII",))[0]
+    change_id = f"test-{uuid.uuid4()}"
+    change = Change(
+        id=change_id,
+        type=STATE_CHANGED,
+        tenant=tc.tenant,
+        subject=TEST_ASSET,
+        time=datetime.now(UTC).isoformat(),
+        data={
+            "table": "classifications",
+            "key": {"urn": TEST_ASSET, "tag": str(tag)},
+            "deleted": False,
+            "version": 0,
+            "event_id": change_id,
+            "state": {"source": "human", "actor": tc.principal.subject, "propagate": False},
+        },
+    )
+    try:
+        result = destination.deliver(change, sub, Ledger(ctx.mongo[CONTROL_DATABASE]).scope(tc.tenant, name, change_id))
+    except DeliveryError as exc:
+        audit.record(ctx, tc.tenant, tc.principal, "subscription.test", name, audit.FAILED)
+        raise Problem(502, "delivery-failed", str(exc)) from None
+    audit.record(ctx, tc.tenant, tc.principal, "subscription.test", name, audit.DONE)
+    return TestSendView(status=result.status, detail=result.detail, refs=dict(result.refs))

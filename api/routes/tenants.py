@@ -1,0 +1,403 @@
+"""Tenants: create (and provision), read, list, update, suspend, resume, delete (and deprovision). Platform admins.
+
+Provisioning and deprovisioning take seconds to a minute (the Delta tables are created by a Spark subprocess), so
+create and delete answer 202 with the tenant as it is, and run the steps after the response; poll
+``GET /v1/tenants/{tenant}`` until ``state`` is ``active`` (or the tenant is gone). See docs/tenants.md.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, BackgroundTasks, Depends, Query, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from pydantic import BaseModel, Field, field_validator
+
+from api import audit
+from api.auth.deps import require, require_tenant
+from api.context import ApiContext, ContextDep
+from api.paging import CursorParam, Limit, decode_cursor, encode_cursor
+from api.problems import MEDIA_TYPE, Problem
+from api.provisioning.launcher import LocalProcessLauncher
+from api.provisioning.provisioner import Outcome, Provisioner
+from api.provisioning.steps import StepContext
+from api.security import Principal, Scope, TenantContext
+from metalake.tenancy import RESERVED_TENANT_IDS, TENANT_ID_PATTERN
+from tenants.model import Tier
+from tenants.naming import CONTROL_DATABASE
+from tenants.registry import TenantExists, TenantRecord, TenantRegistry, TenantState
+
+router = APIRouter(prefix="/v1/tenants", tags=["tenants"])
+
+PlatformAdmin = Annotated[Principal, Depends(require(Scope.PLATFORM_ADMIN))]
+TenantAdminOfPlatform = Annotated[TenantContext, Depends(require_tenant(Scope.PLATFORM_ADMIN))]
+TenantReader = Annotated[TenantContext, Depends(require_tenant(Scope.TENANT_READ, Scope.TENANT_ADMIN))]
+
+MAX_SETTINGS_BYTES = 16 * 1024
+_SETTINGS_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
+
+
+def problem_doc(description: str, slug: str, status: int) -> dict[str, Any]:
+    """An OpenAPI response entry for a problem+json answer, with an example."""
+    example = {"type": f"/problems/{slug}", "title": description, "status": status, "detail": description}
+    return {"description": description, "content": {MEDIA_TYPE: {"example": example}}}
+
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    401: problem_doc("missing or invalid access token", "invalid-token", 401),
+    403: problem_doc("the token lacks platform:admin", "insufficient-scope", 403),
+    429: problem_doc("rate limit exceeded", "rate-limited", 429),
+}
+NOT_FOUND: dict[int | str, dict[str, Any]] = {404: problem_doc("no such tenant", "tenant-not-found", 404)}
+
+
+def _check_settings(value: dict[str, Any]) -> dict[str, Any]:
+    """A JSON object of at most 16 KiB whose keys (at every depth) MongoDB stores as they are."""
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for key, child in node.items():
+                if not _SETTINGS_KEY.fullmatch(key):
+                    raise ValueError("keys are letters, digits, '_' or '-', a letter first, at most 64 characters")
+                walk(child)
+        elif isinstance(node, list):
+            for child in node:
+                walk(child)
+
+    walk(value)
+    if len(json.dumps(value)) > MAX_SETTINGS_BYTES:
+        raise ValueError(f"at most {MAX_SETTINGS_BYTES} bytes of JSON")
+    return value
+
+
+class TenantCreate(BaseModel):
+    id: str = Field(
+        pattern=f"^{TENANT_ID_PATTERN.pattern}$",
+        description="3-40 characters: a lowercase letter, then lowercase letters, digits or '-'. Never changes.",
+        examples=["acme"],
+    )
+    tier: Tier = Field(
+        default=Tier.POOLED,
+        description="pooled: shared topics and streaming query; dedicated: its own topics and streaming query.",
+    )
+    display_name: str | None = Field(default=None, min_length=1, max_length=200, examples=["Acme Corp"])
+    settings: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Free-form tenant settings (JSON object, 16 KiB).",
+        examples=[{"region": "eu"}],
+    )
+
+    _settings_ok = field_validator("settings")(_check_settings)
+
+
+class TenantUpdate(BaseModel):
+    display_name: str | None = Field(default=None, min_length=1, max_length=200, examples=["Acme Corporation"])
+    settings: dict[str, Any] | None = Field(
+        default=None, description="Replaces the settings object as a whole.", examples=[{"region": "eu"}]
+    )
+    tier: Tier | None = Field(
+        default=None, description="Accepted only if unchanged: changing a tier would move live data (409)."
+    )
+
+    @field_validator("settings")
+    @classmethod
+    def _settings_ok(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return None if value is None else _check_settings(value)
+
+
+class Provisioning(BaseModel):
+    done: list[str] = Field(description="Steps recorded as done.", examples=[["topics", "lake"]])
+    pending: list[str] = Field(description="Steps still to run, in order.", examples=[["trino", "mongo"]])
+
+
+class TenantView(BaseModel):
+    id: str = Field(examples=["acme"])
+    tier: Tier
+    state: TenantState = Field(description="provisioning, active, suspended or deleting.")
+    display_name: str | None = Field(default=None, examples=["Acme Corp"])
+    settings: dict[str, Any] = Field(default_factory=dict)
+    created_at: datetime
+    updated_at: datetime
+    provisioning: Provisioning
+    error: str | None = Field(default=None, description="Why the last (de)provisioning run stopped, if it failed.")
+
+
+class TenantPage(BaseModel):
+    items: list[TenantView]
+    next_cursor: str | None = None
+
+
+def _registry(ctx: ApiContext) -> TenantRegistry:
+    return TenantRegistry(ctx.mongo[CONTROL_DATABASE])
+
+
+def provisioner(ctx: ContextDep) -> Provisioner:
+    """A dependency (tests override it to inject failures): the provisioner with the local launcher."""
+    context = StepContext(settings=ctx.settings, mongo=ctx.mongo, launcher=LocalProcessLauncher(ctx.settings))
+    return Provisioner(_registry(ctx), context)
+
+
+ProvisionerDep = Annotated[Provisioner, Depends(provisioner)]
+
+
+def _view(record: TenantRecord, prov: Provisioner) -> dict[str, Any]:
+    return {
+        "id": record.id,
+        "tier": record.tier,
+        "state": record.state,
+        "display_name": record.display_name,
+        "settings": dict(record.settings),
+        "created_at": record.created_at,
+        "updated_at": record.updated_at,
+        "provisioning": {"done": sorted(record.steps), "pending": prov.pending(record)},
+        "error": record.error,
+    }
+
+
+def _get(ctx: ApiContext, tenant: str) -> TenantRecord:
+    record = _registry(ctx).get(tenant)
+    if record is None:
+        raise Problem(404, "tenant-not-found", "no such tenant", field="tenant")
+    return record
+
+
+def _forget(request: Request, tenant: str) -> None:
+    """Drop the auth runtime's cached view of the tenant, so a suspension bites at once in this process."""
+    auth = getattr(request.app.state, "auth", None)
+    tenants = getattr(auth, "tenants", None)
+    if tenants is not None:
+        tenants.invalidate(tenant)
+
+
+def _run_provision(ctx: ApiContext, prov: Provisioner, principal: Principal, tenant: str) -> None:
+    outcome: Outcome = prov.provision(tenant)
+    result = audit.DONE if outcome.ok else audit.FAILED
+    counts = {"steps": len(outcome.ran), "ms": int(outcome.seconds * 1000)}
+    audit.record_platform(ctx, principal, "tenant.provision", tenant, result, counts=counts)
+    if _registry(ctx).get(tenant) is not None:
+        audit.record(ctx, tenant, principal, "tenant.provision", tenant, result, counts=counts)
+
+
+def _run_deprovision(ctx: ApiContext, prov: Provisioner, principal: Principal, tenant: str) -> None:
+    outcome = prov.deprovision(tenant)
+    result = audit.DONE if outcome.ok else audit.FAILED
+    counts = {"steps": len(outcome.ran), "ms": int(outcome.seconds * 1000)}
+    audit.record_platform(ctx, principal, "tenant.deprovision", tenant, result, counts=counts)
+
+
+@router.post(
+    "",
+    status_code=202,
+    summary="Create a tenant; it is provisioned after the answer (poll until state is active)",
+    response_model=TenantView,
+    responses={
+        **ERRORS,
+        409: problem_doc("a tenant with this id exists", "tenant-exists", 409),
+        422: problem_doc("invalid body (the field is named)", "invalid-request", 422),
+    },
+)
+async def create_tenant(
+    body: TenantCreate,
+    principal: PlatformAdmin,
+    ctx: ContextDep,
+    prov: ProvisionerDep,
+    background: BackgroundTasks,
+    response: Response,
+) -> dict[str, Any]:
+    if body.id in RESERVED_TENANT_IDS:
+        raise Problem(422, "invalid-request", "id: reserved for the platform", field="id")
+    registry = _registry(ctx)
+    try:
+        record = await run_in_threadpool(
+            registry.create, body.id, body.tier, display_name=body.display_name, settings=body.settings
+        )
+    except TenantExists:
+        await run_in_threadpool(audit.record_platform, ctx, principal, "tenant.create", body.id, audit.REFUSED)
+        raise Problem(409, "tenant-exists", "a tenant with this id exists", field="id") from None
+    await run_in_threadpool(audit.record_platform, ctx, principal, "tenant.create", body.id, audit.ACCEPTED)
+    background.add_task(_run_provision, ctx, prov, principal, body.id)
+    response.headers["Location"] = f"/v1/tenants/{body.id}"
+    return _view(record, prov)
+
+
+@router.get("", summary="List tenants (id order)", response_model=TenantPage, responses=ERRORS)
+async def list_tenants(
+    principal: PlatformAdmin,
+    ctx: ContextDep,
+    prov: ProvisionerDep,
+    limit: Limit = 50,
+    cursor: CursorParam = None,
+    state: Annotated[TenantState | None, Query(description="Only tenants in this state.")] = None,
+) -> dict[str, Any]:
+    after = decode_cursor("tenants", cursor, 1)
+    registry = _registry(ctx)
+    # A state filter is applied to pages of the id order, so a page may be short; the cursor still moves on.
+    records = await run_in_threadpool(registry.list, after=after[0] if after else None, limit=limit + 1)
+    page = records[:limit]
+    more = len(records) > limit
+    return {
+        "items": [_view(r, prov) for r in page if state is None or r.state is state],
+        "next_cursor": encode_cursor("tenants", [page[-1].id]) if more else None,
+    }
+
+
+@router.get(
+    "/{tenant}",
+    summary="Get a tenant (its state and provisioning progress)",
+    response_model=TenantView,
+    responses={**ERRORS, **NOT_FOUND},
+)
+async def get_tenant(tc: TenantReader, ctx: ContextDep, prov: ProvisionerDep) -> dict[str, Any]:
+    return _view(await run_in_threadpool(_get, ctx, tc.tenant), prov)
+
+
+@router.patch(
+    "/{tenant}",
+    summary="Update a tenant's display name or settings",
+    response_model=TenantView,
+    responses={
+        **ERRORS,
+        **NOT_FOUND,
+        409: problem_doc("the tier cannot change, or the tenant is being deleted", "tier-change-unsupported", 409),
+        422: problem_doc("invalid body (the field is named)", "invalid-request", 422),
+    },
+)
+async def update_tenant(
+    body: TenantUpdate, tc: TenantAdminOfPlatform, ctx: ContextDep, prov: ProvisionerDep
+) -> dict[str, Any]:
+    current = await run_in_threadpool(_get, ctx, tc.tenant)
+    if body.tier is not None and body.tier is not current.tier:
+        await run_in_threadpool(audit.record, ctx, tc.tenant, tc.principal, "tenant.update", tc.tenant, audit.REFUSED)
+        raise Problem(
+            409,
+            "tier-change-unsupported",
+            "tier: a tenant's tier cannot change in place (its events, topics and streaming checkpoints would have to "
+            "move while it runs); create a new tenant with the other tier and migrate",
+            field="tier",
+        )
+    if current.state is TenantState.DELETING:
+        raise Problem(409, "tenant-deleting", "the tenant is being deleted", field="tenant")
+    record = await run_in_threadpool(
+        _registry(ctx).update, tc.tenant, display_name=body.display_name, settings=body.settings
+    )
+    if record is None:
+        raise Problem(404, "tenant-not-found", "no such tenant", field="tenant")
+    await run_in_threadpool(audit.record, ctx, tc.tenant, tc.principal, "tenant.update", tc.tenant, audit.DONE)
+    await run_in_threadpool(audit.record_platform, ctx, tc.principal, "tenant.update", tc.tenant, audit.DONE)
+    return _view(record, prov)
+
+
+async def _transition(
+    request: Request,
+    tc: TenantContext,
+    ctx: ApiContext,
+    prov: Provisioner,
+    action: Literal["suspend", "resume"],
+) -> dict[str, Any]:
+    target, expected = (
+        (TenantState.SUSPENDED, [TenantState.ACTIVE, TenantState.SUSPENDED])
+        if action == "suspend"
+        else (TenantState.ACTIVE, [TenantState.SUSPENDED, TenantState.ACTIVE])
+    )
+    current = await run_in_threadpool(_get, ctx, tc.tenant)
+    record = await run_in_threadpool(_registry(ctx).set_state, tc.tenant, target, expected=expected)
+    name = f"tenant.{action}"
+    if record is None:
+        await run_in_threadpool(audit.record, ctx, tc.tenant, tc.principal, name, tc.tenant, audit.REFUSED)
+        raise Problem(
+            409,
+            "invalid-state",
+            f"state: a tenant that is {current.state.value} cannot {action}",
+            field="state",
+            extra={"state": current.state.value},
+        )
+    _forget(request, tc.tenant)
+    await run_in_threadpool(audit.record, ctx, tc.tenant, tc.principal, name, tc.tenant, audit.DONE)
+    await run_in_threadpool(audit.record_platform, ctx, tc.principal, name, tc.tenant, audit.DONE)
+    return _view(record, prov)
+
+
+STATE_ERRORS: dict[int | str, dict[str, Any]] = {
+    **ERRORS,
+    **NOT_FOUND,
+    409: problem_doc("the tenant is not in a state that allows this", "invalid-state", 409),
+}
+
+
+@router.post(
+    "/{tenant}/suspend",
+    summary="Suspend an active tenant: its tokens and its events are refused until it is resumed",
+    response_model=TenantView,
+    responses=STATE_ERRORS,
+)
+async def suspend_tenant(
+    request: Request, tc: TenantAdminOfPlatform, ctx: ContextDep, prov: ProvisionerDep
+) -> dict[str, Any]:
+    return await _transition(request, tc, ctx, prov, "suspend")
+
+
+@router.post(
+    "/{tenant}/resume",
+    summary="Resume a suspended tenant",
+    response_model=TenantView,
+    responses=STATE_ERRORS,
+)
+async def resume_tenant(
+    request: Request, tc: TenantAdminOfPlatform, ctx: ContextDep, prov: ProvisionerDep
+) -> dict[str, Any]:
+    return await _transition(request, tc, ctx, prov, "resume")
+
+
+@router.post(
+    "/{tenant}/provision",
+    status_code=202,
+    summary="Run the provisioning steps still pending (after a failure or a crash); idempotent",
+    response_model=TenantView,
+    responses=STATE_ERRORS,
+)
+async def reprovision_tenant(
+    tc: TenantAdminOfPlatform, ctx: ContextDep, prov: ProvisionerDep, background: BackgroundTasks
+) -> dict[str, Any]:
+    record = await run_in_threadpool(_get, ctx, tc.tenant)
+    if record.state is TenantState.DELETING:
+        raise Problem(409, "invalid-state", "state: the tenant is being deleted", field="state")
+    await run_in_threadpool(audit.record_platform, ctx, tc.principal, "tenant.reprovision", tc.tenant, audit.ACCEPTED)
+    background.add_task(_run_provision, ctx, prov, tc.principal, tc.tenant)
+    return _view(record, prov)
+
+
+@router.delete(
+    "/{tenant}",
+    status_code=202,
+    summary="Delete a tenant and erase all its data (confirm with ?confirm=<tenant id>); runs after the answer",
+    response_model=TenantView,
+    responses={
+        **ERRORS,
+        **NOT_FOUND,
+        422: problem_doc("confirm must repeat the tenant id", "confirmation-required", 422),
+    },
+)
+async def delete_tenant(
+    request: Request,
+    tc: TenantAdminOfPlatform,
+    ctx: ContextDep,
+    prov: ProvisionerDep,
+    background: BackgroundTasks,
+    confirm: Annotated[
+        str | None, Query(max_length=40, description="The tenant id again: deleting erases every piece of its data.")
+    ] = None,
+) -> dict[str, Any]:
+    await run_in_threadpool(_get, ctx, tc.tenant)
+    if confirm != tc.tenant:
+        raise Problem(422, "confirmation-required", "confirm: must equal the tenant id", field="confirm")
+    registry = _registry(ctx)
+    record = await run_in_threadpool(registry.set_state, tc.tenant, TenantState.DELETING)
+    if record is None:
+        raise Problem(404, "tenant-not-found", "no such tenant", field="tenant")
+    _forget(request, tc.tenant)
+    await run_in_threadpool(audit.record_platform, ctx, tc.principal, "tenant.delete", tc.tenant, audit.ACCEPTED)
+    background.add_task(_run_deprovision, ctx, prov, tc.principal, tc.tenant)
+    return _view(record, prov)

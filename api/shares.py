@@ -1,0 +1,85 @@
+"""Share links: a saved query of one tenant that anyone holding the link may run until it expires.
+
+Stored in the control plane (``metalake_control.shares``), one document per link, keyed by the sha256 of the link's
+token: the token itself (32 random bytes) is shown once and never stored, so a copy of the database opens no link.
+Looking a link up by the hash of the presented token needs no secret comparison in Python at all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pymongo.database import Database
+
+SHARES_COLLECTION = "shares"
+_TOKEN_BYTES = 32
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _aware(value: datetime) -> datetime:
+    # FerretDB returns naive datetimes unless the client asked for tz-aware ones: they are UTC.
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Share:
+    hash: str
+    tenant: str
+    sql: str
+    max_rows: int | None
+    created_by: str
+    created_at: datetime
+    expires_at: datetime
+
+    def expired(self, now: datetime) -> bool:
+        return now >= self.expires_at
+
+
+class ShareStore:
+    def __init__(self, control: Database[dict[str, Any]]) -> None:
+        self._shares = control[SHARES_COLLECTION]
+
+    def create(
+        self, tenant: str, sql: str, *, created_by: str, ttl: timedelta, max_rows: int | None = None
+    ) -> tuple[str, Share]:
+        """A new link: (the token, shown once; the stored share)."""
+        token = secrets.token_urlsafe(_TOKEN_BYTES)
+        now = datetime.now(UTC)
+        share = Share(token_hash(token), tenant, sql, max_rows, created_by, now, now + ttl)
+        self._shares.insert_one(
+            {
+                "_id": share.hash,
+                "tenant": tenant,
+                "sql": sql,
+                "max_rows": max_rows,
+                "created_by": created_by,
+                "created_at": share.created_at,
+                "expires_at": share.expires_at,
+            }
+        )
+        return token, share
+
+    def get(self, token: str) -> Share | None:
+        doc = self._shares.find_one({"_id": token_hash(token)})
+        if doc is None:
+            return None
+        return Share(
+            hash=doc["_id"],
+            tenant=doc["tenant"],
+            sql=doc["sql"],
+            max_rows=doc.get("max_rows"),
+            created_by=doc["created_by"],
+            created_at=_aware(doc["created_at"]),
+            expires_at=_aware(doc["expires_at"]),
+        )
+
+    def purge_expired(self, now: datetime) -> int:
+        """Delete links that expired (no TTL indexes on FerretDB: pruning is ours)."""
+        return self._shares.delete_many({"expires_at": {"$lte": now}}).deleted_count

@@ -1,0 +1,203 @@
+"""The SQL endpoint and share links on the real stack (Trino, FerretDB), with real access tokens.
+
+Two fresh tenants each get a data table; their rules come from ``AccessSync`` (what ``metalake access sync`` runs).
+The masked column's classification is upserted into MongoDB the way the projection writes it (the event path through
+the job is covered by test_trino_access.py).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import secrets
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from accessit import EMAILS, make_data_table, query_as
+from fastapi.testclient import TestClient
+from itest import wait_for
+from pymongo import MongoClient
+from tokens import api_settings, auth_headers
+
+from api.app import create_app
+from api.auth.deps import current_principal
+from api.security import Principal
+from metalake.settings import Settings
+from metalake.stack import StackManager
+from processors.access.sync import AccessSync
+from tenants.naming import names_for, trino_user
+
+pytestmark = pytest.mark.integration
+
+MASK = "****"
+
+
+@pytest.fixture
+def tenants(
+    settings: Settings, stack: StackManager, tenant: str, trino_cursor: Any, mongo: MongoClient[dict[str, Any]]
+) -> tuple[str, str]:
+    other = f"it-{secrets.token_hex(4)}"
+    for t in (tenant, other):
+        make_data_table(settings, trino_cursor, names_for(t, settings.lake_root), "people")
+    schema = names_for(tenant, settings.lake_root).trino_schema
+    urn = f"urn:metalake:trino:{settings.access.trino_instance}/lake/{schema}/people/email"
+    mongo[names_for(tenant, settings.lake_root).mongo_database]["classifications"].update_one(
+        {"_id": f"{urn}|PII"},
+        {"$set": {"urn": urn, "tag": "PII", "source": "human", "deleted": False, "version": 1, "event_id": "e1"}},
+        upsert=True,
+    )
+    AccessSync(settings, mongo).sync([tenant, other])
+    probe = f'SELECT email FROM lake."{schema}".people'
+    wait_for("Trino to reload the rules", lambda: query_as(settings, trino_user(tenant), probe) == [[MASK], [MASK]], 30)
+    return tenant, other
+
+
+@pytest.fixture
+def client(settings: Settings, mongo: MongoClient[dict[str, Any]]) -> Iterator[TestClient]:
+    app_settings = api_settings(settings)
+    app_settings.sql.max_rows = 50
+    with TestClient(create_app(app_settings, mongo=mongo)) as c:
+        yield c
+
+
+def _sql(client: TestClient, tenant: str, headers: dict[str, str], sql: str, **body: Any) -> Any:
+    return client.post(f"/v1/tenants/{tenant}/sql", json={"sql": sql, **body}, headers=headers)
+
+
+def test_sql_runs_as_the_tenant_only_in_its_schema(
+    settings: Settings, client: TestClient, tenants: tuple[str, str]
+) -> None:
+    a, b = tenants
+    headers = auth_headers(client, tenant=a, role="read-only")
+    schema_a = names_for(a, settings.lake_root).trino_schema
+    schema_b = names_for(b, settings.lake_root).trino_schema
+
+    ok = _sql(client, a, headers, "SELECT id, email, phone FROM people ORDER BY id")
+    assert ok.status_code == 200, ok.text
+    assert ok.headers["content-type"].startswith("application/json")
+    assert ok.json() == {
+        "columns": [
+            {"name": "id", "type": "bigint"},
+            {"name": "email", "type": "varchar"},
+            {"name": "phone", "type": "varchar"},
+        ],
+        "rows": [[1, MASK, "phone-1"], [2, MASK, "phone-2"]],
+        "row_count": 2,
+        "truncated": False,
+        "reason": None,
+    }
+
+    as_csv = _sql(client, a, {**headers, "Accept": "text/csv"}, "SELECT id, email FROM people ORDER BY id")
+    assert as_csv.status_code == 200 and as_csv.headers["content-type"].startswith("text/csv")
+    assert list(csv.reader(io.StringIO(as_csv.text))) == [["id", "email"], ["1", MASK], ["2", MASK]]
+
+    # Another tenant's table, by full name: refused with the same answer a missing table gets.
+    denied = _sql(client, a, headers, f'SELECT * FROM lake."{schema_b}".people')
+    missing = _sql(client, a, headers, 'SELECT * FROM lake."it_nosuch00".people')
+    for response in (denied, missing):
+        assert response.status_code == 400
+        assert response.headers["content-type"].startswith("application/problem+json")
+        assert response.json()["type"] == "/problems/sql-not-accessible"
+    assert denied.json()["detail"] == missing.json()["detail"]
+    assert b not in denied.text and schema_b not in denied.text
+    listed = _sql(client, a, headers, "SELECT schema_name FROM lake.information_schema.schemata").json()
+    assert {r[0] for r in listed["rows"]} == {schema_a}
+
+    # B's path with A's token: 404, as if B did not exist. A syntax error: 400 with Trino's message.
+    assert _sql(client, b, headers, "SELECT 1").status_code == 404
+    bad = _sql(client, a, headers, "SELEC 1")
+    assert bad.status_code == 400 and bad.json()["type"] == "/problems/sql-error"
+    assert "mismatched input 'SELEC'" in bad.json()["detail"]
+    # Writes are Trino's to refuse: the tenant's identity has SELECT only.
+    assert _sql(client, a, headers, "INSERT INTO people (id) VALUES (9)").status_code == 400
+    # No token, or a token without sql:read.
+    assert client.post(f"/v1/tenants/{a}/sql", json={"sql": "SELECT 1"}).status_code == 401
+    no_sql = auth_headers(client, tenant=a, role="read-only", scope="tenant:read")
+    assert _sql(client, a, no_sql, "SELECT 1").status_code == 403
+
+
+def test_the_pii_scope_reads_pii_in_clear(client: TestClient, tenants: tuple[str, str]) -> None:
+    a, _ = tenants
+    client.app.dependency_overrides[current_principal] = lambda: Principal(  # type: ignore[attr-defined]
+        "dpo", a, frozenset({"sql:read", "pii:read"})
+    )
+    try:
+        clear = _sql(client, a, {}, "SELECT email FROM people ORDER BY id")
+    finally:
+        client.app.dependency_overrides.clear()  # type: ignore[attr-defined]
+    assert clear.status_code == 200, clear.text
+    assert clear.json()["rows"] == [[EMAILS[0]], [EMAILS[1]]]
+
+
+def test_row_and_time_limits(client: TestClient, tenants: tuple[str, str], trino_cursor: Any) -> None:
+    a, _ = tenants
+    headers = auth_headers(client, tenant=a, role="read-only")
+    many = "SELECT x FROM UNNEST(sequence(1, 1000)) AS t(x) ORDER BY x"
+    capped = _sql(client, a, headers, many).json()  # settings.sql.max_rows = 50
+    assert (capped["row_count"], capped["truncated"], capped["reason"]) == (50, True, "row_limit")
+    assert [r[0] for r in capped["rows"]] == list(range(1, 51))
+    fewer = _sql(client, a, headers, many, max_rows=7, format="csv")
+    assert fewer.text.split("\r\n")[:-1] == ["x", *[str(i) for i in range(1, 8)]]
+
+    # A result far past the limit: the query is cancelled in Trino, not read to its end.
+    big = f"SELECT x, y FROM UNNEST(sequence(1, 10000)) a(x) CROSS JOIN UNNEST(sequence(1, 1000)) b(y) -- {a}"
+    assert _sql(client, a, headers, big).json()["reason"] == "row_limit"
+
+    def cancelled() -> bool:
+        trino_cursor.execute("SELECT state, error_code FROM system.runtime.queries WHERE query = ?", [big])
+        return trino_cursor.fetchall() == [["FAILED", "USER_CANCELED"]]
+
+    wait_for("Trino to report the query cancelled", cancelled, timeout_s=30)
+
+    client.app.state.ctx.settings.sql.timeout_s = 2  # type: ignore[attr-defined]
+    slow = (
+        "SELECT count(*) FROM UNNEST(sequence(1, 10000)) a(x) CROSS JOIN UNNEST(sequence(1, 10000)) b(y) "
+        "CROSS JOIN UNNEST(sequence(1, 10000)) c(z)"
+    )
+    started = time.monotonic()
+    response = _sql(client, a, headers, slow)
+    assert time.monotonic() - started < 30
+    assert response.status_code == 422 and response.json()["type"] == "/problems/sql-time-limit"
+
+
+def test_share_link_works_without_a_token_then_expires(client: TestClient, tenants: tuple[str, str]) -> None:
+    a, _ = tenants
+    headers = auth_headers(client, tenant=a, role="read-only")
+    created = client.post(
+        f"/v1/tenants/{a}/shares",
+        json={"sql": "SELECT id, email FROM people ORDER BY id", "expires_in_s": 4},
+        headers=headers,
+    )
+    assert created.status_code == 201, created.text
+    link = created.json()
+    token = link["id"]
+    assert link["csv_url"] == f"/share/{token}/data.csv" and len(token) >= 40
+    # Only the hash is stored.
+    stored = client.app.state.ctx.mongo["metalake_control"]["shares"]  # type: ignore[attr-defined]
+    assert stored.find_one({"_id": token}) is None and stored.count_documents({"tenant": a}) == 1
+
+    as_csv = client.get(link["csv_url"])
+    assert as_csv.status_code == 200, as_csv.text
+    assert list(csv.reader(io.StringIO(as_csv.text))) == [["id", "email"], ["1", MASK], ["2", MASK]]
+    as_json = client.get(link["json_url"])
+    assert as_json.status_code == 200 and as_json.json()["rows"] == [[1, MASK], [2, MASK]]
+    assert client.get(f"/share/{token[:-2]}xx/data.csv").status_code == 404
+
+    expires_at = datetime.fromisoformat(link["expires_at"].replace("Z", "+00:00"))
+    wait_for("the link to expire", lambda: datetime.now(UTC) > expires_at, timeout_s=30)
+    gone = client.get(link["csv_url"])
+    assert gone.status_code == 410 and gone.json()["type"] == "/problems/share-expired"
+    # Making a new link prunes the expired ones (no TTL indexes): the old id is then unknown.
+    again = client.post(f"/v1/tenants/{a}/shares", json={"sql": "SELECT 1"}, headers=headers)
+    assert again.status_code == 201
+    assert client.get(link["json_url"]).status_code == 404
+    assert client.get(again.json()["json_url"]).json()["rows"] == [[1]]
+
+    # Bad SQL and other tenants' tables are refused when the link is made, not when it is read.
+    bad = client.post(f"/v1/tenants/{a}/shares", json={"sql": "SELEC 1"}, headers=headers)
+    assert bad.status_code == 400
+    too_long = client.post(f"/v1/tenants/{a}/shares", json={"sql": "SELECT 1", "expires_in_s": 10**9}, headers=headers)
+    assert too_long.status_code == 422 and too_long.json()["field"] == "expires_in_s"

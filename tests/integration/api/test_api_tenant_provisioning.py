@@ -1,0 +1,250 @@
+"""Provisioning that stops half-way resumes where it stopped: a crash after a step did its work but before it was
+recorded, then ``POST .../provision`` runs the rest (the crashed step again: steps are idempotent). Also the
+request validation of the tenants routes, with the caller stood in by a dependency override."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from itest import trino_rows
+from pymongo import MongoClient
+
+from api.app import create_app
+from api.auth.deps import current_principal
+from api.erasures import EraseRunner, ErasureState, ErasureStore, run_erasure
+from api.provisioning.launcher import LocalProcessLauncher
+from api.provisioning.provisioner import Provisioner
+from api.provisioning.steps import STEPS, MongoStep, StepContext, run_subprocess
+from api.routes.tenants import provisioner
+from api.security import Principal
+from metalake.settings import Settings
+from metalake.stack import StackManager
+from tenants.model import Tier
+from tenants.naming import CONTROL_DATABASE, TenantNames, names_for
+from tenants.registry import TenantRecord, TenantRegistry, TenantState
+
+pytestmark = pytest.mark.integration
+
+Mongo = MongoClient[dict[str, Any]]
+ADMIN = Principal(subject="it-platform", tenant=None, scopes=frozenset({"platform:admin"}))
+
+
+class CrashAfterWork:
+    """The MongoDB step, which does its work and then "crashes" (raises) the first ``times`` runs."""
+
+    name = MongoStep.name
+
+    def __init__(self, times: int) -> None:
+        self.inner = MongoStep()
+        self.left = times
+
+    def applies(self, tenant: TenantRecord) -> bool:
+        return True
+
+    def provision(self, ctx: StepContext, tenant: TenantRecord, names: TenantNames) -> None:
+        self.inner.provision(ctx, tenant, names)
+        if self.left > 0:
+            self.left -= 1
+            raise RuntimeError("simulated crash")
+
+    def deprovision(self, ctx: StepContext, tenant: TenantRecord, names: TenantNames) -> None:
+        self.inner.deprovision(ctx, tenant, names)
+
+
+class Counting:
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def __call__(self, argv: Sequence[str]) -> tuple[int, str]:
+        self.calls.append(list(argv))
+        return run_subprocess(argv)
+
+    def count(self, module: str) -> int:
+        return sum(1 for argv in self.calls if argv[:3] == [sys.executable, "-m", module])
+
+
+@pytest.fixture
+def control(settings: Settings, stack: StackManager) -> Iterator[Mongo]:
+    client: Mongo = MongoClient(settings.mongo_uri, tz_aware=True)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def api(settings: Settings, control: Mongo) -> Iterator[TestClient]:
+    app = create_app(settings, mongo=control)
+    app.dependency_overrides[current_principal] = lambda: ADMIN
+    with TestClient(app) as client:
+        yield client
+
+
+def _use(api: TestClient, prov: Provisioner) -> None:
+    api.app.dependency_overrides[provisioner] = lambda: prov  # type: ignore[attr-defined]
+
+
+def test_a_crash_mid_way_resumes_with_the_steps_not_recorded(
+    settings: Settings, api: TestClient, control: Mongo, trino_cursor: Any, tenant: str
+) -> None:
+    runner, crash = Counting(), CrashAfterWork(times=1)
+    steps = tuple(crash if s.name == MongoStep.name else s for s in STEPS)
+    context = StepContext(settings, control, LocalProcessLauncher(settings), runner)
+    _use(api, Provisioner(TenantRegistry(control[CONTROL_DATABASE]), context, steps))
+    names = names_for(tenant, settings.lake_root)
+    try:
+        assert api.post("/v1/tenants", json={"id": tenant}).status_code == 202
+        stopped = api.get(f"/v1/tenants/{tenant}").json()
+        assert stopped["state"] == "provisioning"
+        assert stopped["error"] == "step mongo: RuntimeError"
+        assert stopped["provisioning"] == {"done": ["lake", "trino"], "pending": ["mongo", "control", "access"]}
+        # A token of a tenant still provisioning may not do anything platform-wide; suspending needs it active.
+        assert api.post(f"/v1/tenants/{tenant}/suspend").status_code == 409
+
+        resumed = api.post(f"/v1/tenants/{tenant}/provision")
+        assert resumed.status_code == 202
+        view = api.get(f"/v1/tenants/{tenant}").json()
+        assert (view["state"], view["error"]) == ("active", None)
+        assert view["provisioning"]["pending"] == []
+        assert runner.count("processors.lake.init") == 1  # the recorded steps did not run again
+        assert trino_rows(trino_cursor, f'SELECT count(*) FROM "{names.trino_schema}".events') == [(0,)]
+        # Provisioning again is a no-op.
+        assert api.post(f"/v1/tenants/{tenant}/provision").status_code == 202
+        assert runner.count("processors.lake.init") == 1
+    finally:
+        assert api.delete(f"/v1/tenants/{tenant}", params={"confirm": tenant}).status_code == 202
+    assert api.get(f"/v1/tenants/{tenant}").status_code == 404
+    assert not names.lake_dir.exists()
+    assert names.trino_schema not in {r[0] for r in trino_rows(trino_cursor, "SHOW SCHEMAS") or []}
+
+
+def test_deprovisioning_twice_is_harmless(settings: Settings, api: TestClient, control: Mongo, tenant: str) -> None:
+    """Every deprovision step finds nothing the second time (a delete that crashed is simply run again)."""
+    registry = TenantRegistry(control[CONTROL_DATABASE])
+    context = StepContext(settings, control, LocalProcessLauncher(settings))
+    prov = Provisioner(registry, context)
+    registry.create(tenant, Tier.POOLED)
+    registry.set_state(tenant, TenantState.DELETING)
+    first = prov.deprovision(tenant)
+    assert first.ok, first
+    registry.create(tenant, Tier.POOLED)
+    registry.set_state(tenant, TenantState.DELETING)
+    second = prov.deprovision(tenant)
+    assert second.ok and registry.get(tenant) is None
+
+
+def problem(response: Any, status: int, field: str | None) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    body: dict[str, Any] = response.json()
+    assert body.get("field") == field
+    return body
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"id": "Not_Valid"}, "id"),
+        ({"id": "ab"}, "id"),
+        ({"id": "control"}, "id"),
+        ({"id": "it-ok", "tier": "gold"}, "tier"),
+        ({"id": "it-ok", "settings": {"$where": 1}}, "settings"),
+        ({"id": "it-ok", "settings": {"a.b": 1}}, "settings"),
+    ],
+)
+def test_create_refuses_bad_input_naming_the_field(api: TestClient, body: dict[str, Any], field: str) -> None:
+    problem(api.post("/v1/tenants", json=body), 422, field)
+
+
+def test_scopes_and_unknown_tenants(api: TestClient, tenant: str) -> None:
+    for method, path in [
+        ("get", f"/v1/tenants/{tenant}"),
+        ("patch", f"/v1/tenants/{tenant}"),
+        ("post", f"/v1/tenants/{tenant}/suspend"),
+        ("post", f"/v1/tenants/{tenant}/resume"),
+        ("post", f"/v1/tenants/{tenant}/provision"),
+        ("delete", f"/v1/tenants/{tenant}?confirm={tenant}"),
+    ]:
+        kwargs: dict[str, Any] = {"json": {}} if method == "patch" else {}
+        problem(getattr(api, method)(path, **kwargs), 404, "tenant")
+    reader = Principal(subject="it-reader", tenant=tenant, scopes=frozenset({"tenant:read", "tenant:admin"}))
+    api.app.dependency_overrides[current_principal] = lambda: reader  # type: ignore[attr-defined]
+    assert api.post("/v1/tenants", json={"id": tenant}).status_code == 403
+    assert api.get("/v1/tenants").status_code == 403
+    assert api.get("/v1/audit").status_code == 403
+    problem(api.get("/v1/tenants/it-someone-else"), 404, "tenant")
+    problem(api.get(f"/v1/tenants/{tenant}/audit", params={"action": "Bad Action"}), 422, "action")
+    problem(api.get(f"/v1/tenants/{tenant}/audit", params={"cursor": "garbage"}), 400, "cursor")
+    assert api.get(f"/v1/tenants/{tenant}/audit").json() == {"items": [], "next_cursor": None}
+    problem(api.get(f"/v1/tenants/{tenant}/erasures/era_nothing"), 404, "erasure_id")
+
+
+def test_list_pages_through_tenants_in_id_order(api: TestClient, control: Mongo, tenant: str) -> None:
+    registry = TenantRegistry(control[CONTROL_DATABASE])
+    ids = [f"{tenant}-{i}" for i in range(5)]
+    for tenant_id in ids:
+        registry.create(tenant_id, Tier.POOLED)
+    try:
+        seen: list[str] = []
+        cursor = None
+        while True:
+            params = {"limit": "2", **({"cursor": cursor} if cursor else {})}
+            body = api.get("/v1/tenants", params=params).json()
+            seen += [t["id"] for t in body["items"] if t["id"].startswith(tenant)]
+            cursor = body["next_cursor"]
+            if cursor is None or len(seen) == len(ids):
+                break
+        assert seen == ids
+        provisioning = api.get("/v1/tenants", params={"state": "active", "limit": "500"}).json()["items"]
+        assert not any(t["id"] in ids for t in provisioning)
+    finally:
+        for tenant_id in ids:
+            registry.delete(tenant_id)
+
+
+def test_erasure_outcomes_are_recorded_without_the_urn(control: Mongo, tenant: str) -> None:
+    """The erase command's outcome on the status document: counts from its JSON report, or the kind of failure only
+    (its own error line may quote the URN). The command is stood in; the store is the real control plane."""
+    store = ErasureStore(control[CONTROL_DATABASE])
+    urn = "urn:metalake:postgres:it/shop/public/customers"
+    report = json.dumps({"delta_rows": {"assets": 1, "events": 3}, "mongo_documents": {"assets": 1}, "vacuumed": []})
+    argvs: list[list[str]] = []
+
+    def runner(code: int, out: str) -> EraseRunner:
+        def run(argv: Sequence[str]) -> tuple[int, str, str]:
+            argvs.append(list(argv))
+            return code, out, f"error: URN is not in canonical form; did you mean {urn!r}?"
+
+        return run
+
+    try:
+        done = store.create(tenant, hashlib.sha256(urn.encode()).hexdigest(), True, "it-dpo")
+        finished = run_erasure(store, tenant, done.id, urn, "it-dpo", True, runner(0, report))
+        assert finished is not None and finished.state is ErasureState.DONE
+        assert dict(finished.counts) == {"delta.assets": 1, "delta.events": 3, "mongo.assets": 1}
+        assert argvs[0][2:] == [
+            "processors.lake.erase",
+            "--tenant",
+            tenant,
+            "--urn",
+            urn,
+            "--actor",
+            "it-dpo",
+            "--include-children",
+        ]
+
+        for code, reason in [
+            (2, "refused by the erase command (unknown tenant lake or invalid URN)"),
+            (1, "exit code 1"),
+        ]:
+            failing = store.create(tenant, hashlib.sha256(urn.encode()).hexdigest(), False, "it-dpo")
+            failed = run_erasure(store, tenant, failing.id, urn, "it-dpo", False, runner(code, ""))
+            assert failed is not None and failed.state is ErasureState.FAILED and failed.error == reason
+        for doc in control[CONTROL_DATABASE]["erasures"].find({"tenant": tenant}):
+            assert urn not in str(doc)
+    finally:
+        control[CONTROL_DATABASE]["erasures"].delete_many({"tenant": tenant})

@@ -1,0 +1,184 @@
+"""The JWT attack matrix against the running app: tokens signed with the server's real key (or forged around it) are
+refused with 401 ``invalid_token`` problem+json; a rotated key keeps its tokens valid until it is retired.
+
+Each test uses its own key encryption key, so its signing keys (and their rotation) never touch the keys other test
+processes sign with in the shared control plane."""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from fastapi.testclient import TestClient
+from joserfc.jwk import RSAKey
+from jwt_forge import claims, hs256_with_public_key, sign, unsigned
+from pydantic import SecretStr
+from pymongo import MongoClient
+from tokens import api_settings, create_api_client, request_token
+
+from api.app import create_app
+from api.auth.keys import KeyEncryption
+from metalake.settings import Settings
+from tenants.naming import CONTROL_DATABASE
+
+pytestmark = pytest.mark.integration
+
+Mongo = MongoClient[dict[str, Any]]
+ISSUER, AUDIENCE = "http://127.0.0.1:8000", "metalake-api"
+
+
+@pytest.fixture
+def client(settings: Settings, mongo: Mongo) -> Iterator[TestClient]:
+    kek = f"attack-tests-{secrets.token_hex(8)}"
+    own = api_settings(
+        settings, issuer=ISSUER, jwks_min_refresh_s=0.0, jwks_max_age_s=1.0, leeway_s=5, client_cache_ttl_s=0.0
+    )
+    own.api.key_encryption_key = SecretStr(kek)
+    with TestClient(create_app(own, mongo=mongo)) as c:
+        yield c
+    mongo[CONTROL_DATABASE]["signing_keys"].delete_many({"kek_id": KeyEncryption(SecretStr(kek)).kek_id})
+
+
+def _signing_key(client: TestClient) -> RSAKey:
+    key = client.app.state.auth.keys.signing_key()  # type: ignore[attr-defined]
+    assert isinstance(key, RSAKey)
+    return key
+
+
+def _get(client: TestClient, tenant: str, token: str) -> Any:
+    return client.get(f"/v1/tenants/{tenant}/clients", headers={"Authorization": f"Bearer {token}"})
+
+
+def _assert_invalid(response: Any, reason: str) -> None:
+    assert response.status_code == 401, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    assert response.headers["www-authenticate"].startswith('Bearer realm="metalake", error="invalid_token"')
+    assert reason in response.json()["detail"], response.json()
+
+
+def test_attack_matrix(client: TestClient, tenant: str) -> None:
+    record, _ = create_api_client(client, tenant=tenant, role="admin")
+    key = _signing_key(client)
+    header = {"alg": "RS256", "typ": "at+jwt", "kid": key.kid}
+    now = int(time.time())
+
+    def body(**overrides: Any) -> dict[str, Any]:
+        base = {
+            "iss": ISSUER,
+            "aud": AUDIENCE,
+            "sub": record.client_id,
+            "client_id": record.client_id,
+            "tenant": tenant,
+            "scope": "tenant:admin",
+        }
+        return claims(**{**base, **overrides})
+
+    # The control: a token forged here but with everything right is accepted, so each refusal below is the attack.
+    assert _get(client, tenant, sign(key, header, body())).status_code == 200
+
+    public_pem = key.public_key.public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo)
+    stranger = RSAKey.generate_key(2048, parameters={"kid": "not-published", "alg": "RS256"}, private=True)
+    attacks: list[tuple[str, str, str]] = [
+        ("expired", sign(key, header, body(exp=now - 120, iat=now - 1000, nbf=now - 1000)), "expired"),
+        ("not yet valid", sign(key, header, body(nbf=now + 600)), "not yet valid"),
+        ("wrong issuer", sign(key, header, body(iss="https://evil.example")), "iss"),
+        ("wrong audience", sign(key, header, body(aud="some-other-api")), "aud"),
+        ("alg none", unsigned({**header, "alg": "none"}, body()), "not a signed JWT"),
+        ("alg none, signature kept", unsigned({**header, "alg": "none"}, body(), b"sig"), "algorithm"),
+        ("HS256 with the RSA public key", hs256_with_public_key(public_pem, header, body()), "algorithm"),
+        ("unknown kid", sign(stranger, {**header, "kid": "not-published"}, body()), "unknown signing key"),
+        ("kid of the real key, signed by another", sign(stranger, header, body()), "signature"),
+        ("wrong typ", sign(key, {**header, "typ": "JWT"}, body()), "typ"),
+        ("no typ", sign(key, {"alg": "RS256", "kid": key.kid}, body()), "typ"),
+        ("no client_id", sign(key, header, body(client_id=None)), "client_id"),
+        ("garbage", "not-a-jwt", "not a signed JWT"),
+    ]
+    for name, token, reason in attacks:
+        response = _get(client, tenant, token)
+        assert response.status_code == 401, name
+        _assert_invalid(response, reason)
+
+    # Missing scope: a valid token without tenant:admin is 403 insufficient_scope, not 401.
+    reader = _get(client, tenant, sign(key, header, body(scope="tenant:read")))
+    assert reader.status_code == 403
+    assert 'error="insufficient_scope"' in reader.headers["www-authenticate"]
+    # A (validly signed) token of another tenant answers 404, as if this tenant did not exist.
+    assert _get(client, tenant, sign(key, header, body(tenant=f"{tenant}-x"))).status_code == 404
+    # Not a bearer scheme / no token at all.
+    plain = client.get(f"/v1/tenants/{tenant}/clients", headers={"Authorization": "Basic Zm9vOmJhcg=="})
+    assert plain.status_code == 401 and plain.headers["www-authenticate"] == 'Bearer realm="metalake"'
+
+
+def test_rotated_key_stays_valid_until_retired(settings: Settings, mongo: Mongo, tenant: str) -> None:
+    kek = f"rotation-tests-{secrets.token_hex(8)}"
+    own = api_settings(
+        settings,
+        issuer=ISSUER,
+        token_lifetime_s=60,
+        leeway_s=5,
+        jwks_min_refresh_s=0.0,
+        jwks_max_age_s=0.5,
+        client_cache_ttl_s=0.0,
+    )
+    own.api.key_encryption_key = SecretStr(kek)
+    keys = mongo[CONTROL_DATABASE]["signing_keys"]
+    try:
+        with TestClient(create_app(own, mongo=mongo)) as client:
+            record, secret = create_api_client(client, tenant=tenant, role="admin")
+            old_token = request_token(client, record.client_id, secret)["access_token"]
+            old_key = _signing_key(client)
+            assert _get(client, tenant, old_token).status_code == 200
+
+            before = time.time()
+            rotated = client.app.state.auth.keys.rotate()  # type: ignore[attr-defined]
+            assert rotated.kid != old_key.kid
+            retired = next(k for k in client.app.state.auth.keys.keys() if k.kid == old_key.kid)  # type: ignore[attr-defined]
+            assert not retired.active and retired.expires_at is not None
+            # It stays published for one token lifetime plus the leeway: every token it signed expires before.
+            assert abs(retired.expires_at.timestamp() - (before + 65)) < 15
+            kids = {k["kid"] for k in client.get("/.well-known/jwks.json").json()["keys"]}
+            assert {old_key.kid, rotated.kid} <= kids
+            # Tokens of the old key still work; new tokens carry the new kid and work at once (unknown-kid refresh).
+            assert _get(client, tenant, old_token).status_code == 200
+            new_token = request_token(client, record.client_id, secret)["access_token"]
+            header = json.loads(base64.urlsafe_b64decode(new_token.split(".")[0] + "=="))
+            assert header["kid"] == rotated.kid
+            assert _get(client, tenant, new_token).status_code == 200
+
+            # The grace period ends (moved to the past here rather than waited for): the key leaves the JWKS, and even
+            # a token that is otherwise valid (forged with the old private key and a far exp) is refused.
+            keys.update_one({"_id": old_key.kid}, {"$set": {"expires_at": datetime.now(UTC) - timedelta(seconds=1)}})
+            kids = {k["kid"] for k in client.get("/.well-known/jwks.json").json()["keys"]}
+            assert old_key.kid not in kids and rotated.kid in kids
+            time.sleep(0.6)  # the resource server's cached JWKS ages out (jwks_max_age_s)
+            now = int(time.time())
+            late = sign(
+                old_key,
+                {"alg": "RS256", "typ": "at+jwt", "kid": old_key.kid},
+                claims(
+                    iss=ISSUER,
+                    aud=AUDIENCE,
+                    sub=record.client_id,
+                    client_id=record.client_id,
+                    tenant=tenant,
+                    scope="tenant:admin",
+                    exp=now + 600,
+                ),
+            )
+            _assert_invalid(_get(client, tenant, late), "unknown signing key")
+            _assert_invalid(_get(client, tenant, old_token), "unknown signing key")
+            assert (
+                _get(client, tenant, request_token(client, record.client_id, secret)["access_token"]).status_code == 200
+            )
+            # The next rotation deletes the expired key for good.
+            client.app.state.auth.keys.rotate()  # type: ignore[attr-defined]
+            assert keys.find_one({"_id": old_key.kid}) is None
+    finally:
+        keys.delete_many({"kek_id": KeyEncryption(SecretStr(kek)).kek_id})

@@ -1,0 +1,61 @@
+"""Client-secret hashing and the sealing of signing keys: pure functions, no database."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from pydantic import SecretStr
+
+from api.auth.clients import ROLE_SCOPES, ClientRecord, Role, SecretInfo, hash_secret, verify_secret
+from api.auth.keys import KeyEncryption, KeysUnavailable
+from api.security import Scope
+
+
+def test_hash_is_salted_and_verifies() -> None:
+    a, b = hash_secret("s3cret"), hash_secret("s3cret")
+    assert a != b and a.startswith("scrypt$")
+    assert "s3cret" not in a
+    assert verify_secret("s3cret", a) and verify_secret("s3cret", b)
+    assert not verify_secret("s3cret!", a)
+    assert not verify_secret("s3cret", "garbage")
+    assert not verify_secret("s3cret", "md5$1$2$3$AAAA$AAAA")
+
+
+def _record(*secrets: SecretInfo, state: str = "active") -> ClientRecord:
+    now = datetime.now(UTC)
+    return ClientRecord("mlc_x", "acme", Role.READ_ONLY, ("tenant:read",), "n", state, now, now, secrets)
+
+
+def test_record_accepts_live_secrets_only() -> None:
+    now = datetime.now(UTC)
+    current = SecretInfo(hash_secret("new"), now, None)
+    previous = SecretInfo(hash_secret("old"), now, now + timedelta(hours=1))
+    expired = SecretInfo(hash_secret("older"), now, now - timedelta(seconds=1))
+    record = _record(current, previous, expired)
+    assert record.verify("new") and record.verify("old")
+    assert not record.verify("older") and not record.verify("nope")
+    assert not _record(current, state="revoked").verify("new")
+
+
+def test_roles_map_to_scopes() -> None:
+    assert set(ROLE_SCOPES[Role.READ_ONLY]) == {Scope.TENANT_READ, Scope.SQL_READ}
+    assert Scope.EVENTS_WRITE in ROLE_SCOPES[Role.READ_WRITE] and Scope.TENANT_ADMIN not in ROLE_SCOPES[Role.READ_WRITE]
+    assert Scope.TENANT_ADMIN in ROLE_SCOPES[Role.ADMIN] and Scope.PLATFORM_ADMIN not in ROLE_SCOPES[Role.ADMIN]
+    assert ROLE_SCOPES[Role.PLATFORM_ADMIN] == (Scope.PLATFORM_ADMIN,)
+
+
+def test_sealed_keys_open_only_with_the_same_key_and_kid() -> None:
+    enc = KeyEncryption(SecretStr("a-key-encryption-key"))
+    sealed = enc.seal("kid-1", b'{"d": "private"}')
+    assert b"private" not in sealed
+    assert enc.open("kid-1", sealed) == b'{"d": "private"}'
+    with pytest.raises(KeysUnavailable):
+        enc.open("kid-2", sealed)  # the kid is bound as associated data
+    other = KeyEncryption(SecretStr("another-encryption-key"))
+    with pytest.raises(KeysUnavailable):
+        other.open("kid-1", sealed)
+    assert other.kek_id != enc.kek_id
+    assert KeyEncryption(SecretStr("a-key-encryption-key")).kek_id == enc.kek_id
+    with pytest.raises(KeysUnavailable):
+        KeyEncryption(SecretStr("short"))

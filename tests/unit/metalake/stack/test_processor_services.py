@@ -1,0 +1,113 @@
+"""The API and processor services of ``up --with-processors``: selection, generated secrets, start markers."""
+
+from __future__ import annotations
+
+import socket
+import stat
+from pathlib import Path
+
+import pytest
+
+from metalake.settings import ApiSettings, Settings, StackSettings, load_settings
+from metalake.stack import StackError, StackManager
+from metalake.stack.manager import GENERATED_SECRETS, _generated_secrets
+from metalake.stack.services import SERVICES
+from metalake.stack.services.base import StackContext
+from metalake.stack.services.processors import LOCAL_SSRF_ALLOW, Outbound, Propagation, local_env
+
+NEW = ["api", "propagation", "outbound", "access"]
+INFRA = ["kafka", "ferretdb", "trino", "postgres"]
+
+
+def _manager(tmp_path: Path) -> StackManager:
+    return StackManager(Settings(stack=StackSettings(dir=tmp_path / ".stack")), tmp_path, echo=lambda _: None)
+
+
+def _names(manager: StackManager, **flags: bool) -> list[str]:
+    return [s.name for s in manager._select(None, flags.get("with_job", False), flags.get("with_processors", False))]
+
+
+def test_with_processors_implies_the_job_and_with_job_does_not_start_processors(tmp_path: Path) -> None:
+    manager = _manager(tmp_path)
+    assert _names(manager) == INFRA
+    # The integration tests' fixture asks for the job only: their processors run under their own groups.
+    assert _names(manager, with_job=True) == [*INFRA, "stream"]
+    assert _names(manager, with_processors=True) == [*INFRA, "stream", *NEW]
+    # By name, a processor starts alone (the others are already running).
+    assert [s.name for s in manager._select(["outbound"], False)] == ["outbound"]
+
+
+def test_down_and_status_cover_the_new_services(tmp_path: Path) -> None:
+    manager = _manager(tmp_path)
+    assert [r.name for r in manager.status()][-4:] == NEW
+    assert [r.state for r in manager.status()] == ["stopped"] * len(SERVICES)
+    assert manager.log_path("access") == tmp_path / ".stack" / "logs" / "access.log"
+
+
+def test_the_generated_key_is_kept_across_ups_owner_only_and_never_echoed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for key in GENERATED_SECRETS:
+        monkeypatch.delenv(key, raising=False)
+    lines: list[str] = []
+    manager = StackManager(Settings(stack=StackSettings(dir=tmp_path / ".stack")), tmp_path, echo=lines.append)
+    manager._write_env_file()
+    env_file = tmp_path / ".stack" / "stack.env"
+    first = env_file.read_text()
+    key_line = next(line for line in first.splitlines() if line.startswith("METALAKE_API__KEY_ENCRYPTION_KEY="))
+    assert len(key_line.partition("=")[2]) >= 32
+    assert stat.S_IMODE(env_file.stat().st_mode) == 0o600
+    manager._write_env_file()
+    assert env_file.read_text() == first  # the same key: tokens and sealed signing keys stay valid
+    assert not any(key_line.partition("=")[2] in line for line in lines)
+    # The settings read it from the file (what the API process does).
+    monkeypatch.setenv("METALAKE_ENV_FILE", str(env_file))
+    secret = load_settings().api.key_encryption_key
+    assert secret is not None and secret.get_secret_value() == key_line.partition("=")[2]
+
+
+def test_a_key_the_environment_sets_is_not_generated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("METALAKE_API__KEY_ENCRYPTION_KEY", "set-by-the-operator-0123456789")
+    assert _generated_secrets(tmp_path / "missing.env") == []
+
+
+def test_the_ssrf_allowance_is_loopback_only_and_yields_to_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("METALAKE_OUTBOUND__SSRF_ALLOW", raising=False)
+    assert local_env()["METALAKE_OUTBOUND__SSRF_ALLOW"] == LOCAL_SSRF_ALLOW == '["127.0.0.1/32"]'
+    monkeypatch.setenv("METALAKE_OUTBOUND__SSRF_ALLOW", "[]")
+    assert local_env()["METALAKE_OUTBOUND__SSRF_ALLOW"] == "[]"
+
+
+def test_a_processor_is_healthy_only_once_this_start_logged_its_marker(tmp_path: Path) -> None:
+    ctx = StackContext(Settings(stack=StackSettings(dir=tmp_path / ".stack")), tmp_path)
+    service = Outbound()
+    log = ctx.log_file("outbound")
+    log.parent.mkdir(parents=True)
+    log.write_text('{"message": "outbound.started"}\n{"message": "outbound.stopped"}\n')  # a previous run
+    service.prepare(ctx)
+    assert service.probe(ctx) == "outbound.started not logged yet"
+    with log.open("a") as out:
+        out.write('{"message": "outbound.started", "group": "metalake-outbound"}\n')
+    assert service.probe(ctx) is None
+    assert service.ready_file(ctx).exists()
+    service.prepare(ctx)  # a restart forgets the previous start
+    assert service.probe(ctx) == "outbound.started not logged yet"
+
+
+def test_propagation_writes_its_own_ready_file(tmp_path: Path) -> None:
+    ctx = StackContext(Settings(stack=StackSettings(dir=tmp_path / ".stack")), tmp_path)
+    argv = Propagation().argv(ctx)
+    assert argv[argv.index("--ready-file") + 1] == str(ctx.run_dir("propagation") / "ready")
+    assert argv[argv.index("-m") + 1 : argv.index("--ready-file")] == ["metalake", "propagation", "run"]
+
+
+def test_a_busy_api_port_names_the_api_setting(tmp_path: Path) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(1)
+        port = sock.getsockname()[1]
+        settings = Settings(stack=StackSettings(dir=tmp_path / ".stack"), api=ApiSettings(port=port))
+        with pytest.raises(StackError) as err:
+            StackManager(settings, tmp_path, echo=lambda _: None).up(["api"])
+    assert f"api: port 127.0.0.1:{port} is in use by another process" in str(err.value)
+    assert "(e.g. METALAKE_API__PORT=<port>)" in str(err.value)
