@@ -15,6 +15,9 @@ from processors.enrichment.health import INSERT_DEFAULTS
 from processors.enrichment.state import ASSETS, StateSpec
 
 DUPLICATE_KEY = 11000
+# FerretDB 1.24 (SQLite) never answers an ``update`` command in which 100 or more statements match existing
+# documents (measured: 99 answer in 0.35 s, 100 hang), so statements go in commands of at most this many.
+UPDATE_CHUNK = 50
 
 
 def guarded_upsert(doc_id: str, version: int, event_id: str, fields: Mapping[str, Any]) -> dict[str, Any]:
@@ -62,7 +65,7 @@ def _stale(op: Mapping[str, Any], current: Mapping[str, tuple[int, str]]) -> boo
 
 
 def apply_upserts(
-    collection: Collection[dict[str, Any]], ops: Iterable[dict[str, Any]], chunk: int = 1000
+    collection: Collection[dict[str, Any]], ops: Iterable[dict[str, Any]], chunk: int = UPDATE_CHUNK
 ) -> tuple[int, int]:
     """Run the guarded upserts; return (applied, stale). Raises on any write error other than the stale signal.
 
@@ -98,7 +101,9 @@ def apply_upserts(
     return applied, stale
 
 
-def apply_updates(collection: Collection[dict[str, Any]], ops: Iterable[dict[str, Any]], chunk: int = 1000) -> int:
+def apply_updates(
+    collection: Collection[dict[str, Any]], ops: Iterable[dict[str, Any]], chunk: int = UPDATE_CHUNK
+) -> int:
     """Run guarded ``update`` statements that never insert (no duplicate-key signal to read); return how many
     documents matched. Raises on any write error."""
     matched = 0

@@ -62,3 +62,18 @@ def test_a_race_lost_after_the_read_is_skipped_not_fatal(collection: Collection[
     collection.find = find_then_race  # type: ignore[method-assign]
     assert apply_upserts(collection, ops) == (1, 1)
     assert {d["_id"]: d["name"] for d in original_find()} == {"r": "theirs", "s": "s"}
+
+
+def test_hundreds_of_updates_to_existing_documents_answer(mongo: MongoClient[dict[str, Any]], settings: Any) -> None:
+    # FerretDB never answers an update command in which 100+ statements match existing documents: the projection
+    # must chunk below that, or a batch that touches many known assets stalls the job (a socket timeout shows it).
+    client: MongoClient[dict[str, Any]] = MongoClient(settings.mongo_uri, socketTimeoutMS=30_000)
+    name = f"it_projection_{secrets.token_hex(4)}"
+    try:
+        collection = client[name]["assets"]
+        assert apply_upserts(collection, [guarded_upsert(f"u{i}", 1, "e", {"n": 1}) for i in range(300)]) == (300, 0)
+        assert apply_upserts(collection, [guarded_upsert(f"u{i}", 2, "e", {"n": 2}) for i in range(300)]) == (300, 0)
+        assert collection.count_documents({"n": 2}) == 300
+    finally:
+        client.drop_database(name)
+        client.close()
