@@ -16,6 +16,8 @@ class Scope(StrEnum):
     TENANT_READ = "tenant:read"
     EVENTS_WRITE = "events:write"
     SQL_READ = "sql:read"
+    # Read PII-tagged columns in clear through the SQL endpoint; granted per client, never implied by a role.
+    PII_READ = "pii:read"
 
 
 @dataclass(frozen=True)

@@ -153,7 +153,7 @@ class ClientStore:
     def ensure_indexes(self) -> None:
         self._clients.create_index([("tenant", ASCENDING), ("_id", ASCENDING)])
 
-    def create(self, tenant: str | None, role: Role, name: str) -> tuple[ClientRecord, str]:
+    def create(self, tenant: str | None, role: Role, name: str, *, pii: bool = False) -> tuple[ClientRecord, str]:
         if (tenant is None) != (role is Role.PLATFORM_ADMIN):
             raise ValueError("platform-admin clients have no tenant; every other client has one")
         client_id = f"mlc_{secrets.token_hex(12)}"
@@ -163,7 +163,7 @@ class ClientStore:
             "_id": client_id,
             "tenant": tenant,
             "role": role.value,
-            "scopes": [s.value for s in ROLE_SCOPES[role]],
+            "scopes": [s.value for s in ROLE_SCOPES[role]] + ([Scope.PII_READ.value] if pii else []),
             "name": name,
             "state": "active",
             "secrets": [{"hash": hash_secret(secret), "created_at": now, "expires_at": None}],

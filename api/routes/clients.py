@@ -47,6 +47,11 @@ class ClientCreate(BaseModel):
         description="read-only (tenant:read sql:read), read-write (+ events:write) or admin (+ tenant:admin).",
         examples=["read-only"],
     )
+    pii: bool = Field(
+        default=False,
+        description="Also grant pii:read: SQL through the API then reads PII-tagged columns in clear.",
+        examples=[False],
+    )
 
 
 class ClientRotate(BaseModel):
@@ -126,7 +131,9 @@ def _owned(auth: AuthRuntime, ctx: TenantContext, client_id: str) -> ClientRecor
 async def create_client(body: ClientCreate, ctx: TenantAdmin, auth: AuthDep, api: ContextDep) -> dict[str, Any]:
     if body.role not in TENANT_ROLES:
         raise Problem(422, "invalid-request", "role: must be read-only, read-write or admin", field="role")
-    record, secret = await run_in_threadpool(auth.clients.create, ctx.tenant, body.role, body.name)
+    record, secret = await run_in_threadpool(
+        lambda: auth.clients.create(ctx.tenant, body.role, body.name, pii=body.pii)
+    )
     await _audit(api, ctx, "client.create", record.client_id)
     return {**_view(record), "client_secret": secret}
 

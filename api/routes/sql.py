@@ -23,9 +23,9 @@ from api.security import Scope, TenantContext
 
 router = APIRouter(prefix="/v1/tenants/{tenant}", tags=["sql"])
 
-# Not one of the five API scopes: a token must carry it explicitly (platform:admin does not imply it), so PII in
-# clear is always a deliberate grant.
-PII_SCOPE = "pii:read"
+# Granted per client (``pii`` at creation), never by a role, and platform:admin does not imply it: PII in clear is
+# always a deliberate grant.
+PII_SCOPE = Scope.PII_READ.value
 MAX_SQL_CHARS = 100_000
 
 SqlReader = Annotated[TenantContext, Depends(require_tenant(Scope.SQL_READ))]

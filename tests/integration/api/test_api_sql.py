@@ -20,11 +20,9 @@ from accessit import EMAILS, make_data_table, query_as
 from fastapi.testclient import TestClient
 from itest import wait_for
 from pymongo import MongoClient
-from tokens import api_settings, auth_headers
+from tokens import api_settings, auth_headers, request_token
 
 from api.app import create_app
-from api.auth.deps import current_principal
-from api.security import Principal
 from metalake.settings import Settings
 from metalake.stack import StackManager
 from processors.access.sync import AccessSync
@@ -121,15 +119,19 @@ def test_sql_runs_as_the_tenant_only_in_its_schema(
 
 def test_the_pii_scope_reads_pii_in_clear(client: TestClient, tenants: tuple[str, str]) -> None:
     a, _ = tenants
-    client.app.dependency_overrides[current_principal] = lambda: Principal(  # type: ignore[attr-defined]
-        "dpo", a, frozenset({"sql:read", "pii:read"})
-    )
-    try:
-        clear = _sql(client, a, {}, "SELECT email FROM people ORDER BY id")
-    finally:
-        client.app.dependency_overrides.clear()  # type: ignore[attr-defined]
+    admin = auth_headers(client, tenant=a, role="admin")
+    body = {"name": "dpo", "role": "read-only", "pii": True}
+    made = client.post(f"/v1/tenants/{a}/clients", json=body, headers=admin)
+    assert made.status_code == 201, made.text
+    assert "pii:read" in made.json()["scopes"]
+    token = request_token(client, made.json()["client_id"], made.json()["client_secret"])
+    pii_reader = {"Authorization": f"Bearer {token['access_token']}"}
+    clear = _sql(client, a, pii_reader, "SELECT email FROM people ORDER BY id")
     assert clear.status_code == 200, clear.text
     assert clear.json()["rows"] == [[EMAILS[0]], [EMAILS[1]]]
+    # A role alone never grants it: the same query as a plain read-only client stays masked.
+    masked = _sql(client, a, auth_headers(client, tenant=a, role="read-only"), "SELECT email FROM people ORDER BY id")
+    assert masked.json()["rows"] != clear.json()["rows"]
 
 
 def test_row_and_time_limits(client: TestClient, tenants: tuple[str, str], trino_cursor: Any) -> None:
