@@ -60,8 +60,14 @@ def test_help_lists_the_commands() -> None:
     assert "create-admin" in result.stdout and "rotate-keys" in result.stdout and "--port" in result.stdout
 
 
-def test_serve_refuses_to_start_without_a_key_encryption_key() -> None:
+def test_serve_refuses_to_start_without_a_key_encryption_key(settings: Settings, tmp_path: Path) -> None:
+    # `metalake stack up` keeps a generated key in .stack/stack.env: read the stack's addresses without it.
+    stack_env = settings.stack.dir / "stack.env"
+    lines = stack_env.read_text().splitlines() if stack_env.is_file() else []
+    env_file = tmp_path / "stack.env"
+    env_file.write_text("".join(f"{line}\n" for line in lines if not line.startswith("METALAKE_API__")))
     env = {k: v for k, v in os.environ.items() if not k.startswith("METALAKE_API__")}
+    env.update(METALAKE_ENV_FILE=str(env_file), METALAKE_API__PORT=str(_free_port()))
     result = _run([], env)
     assert result.returncode == 1 and "METALAKE_API__KEY_ENCRYPTION_KEY" in result.stderr
 
