@@ -14,6 +14,7 @@ from api.auth.clients import ClientStore, Role
 from api.auth.keys import KeysUnavailable, SigningKeyStore
 from api.context import ApiContext
 from api.security import Principal, Scope
+from metalake.mongo import mongo_client
 from metalake.settings import Settings, load_settings
 from tenants.naming import CONTROL_DATABASE
 
@@ -30,9 +31,7 @@ CLI_PRINCIPAL = Principal(subject="cli", tenant=None, scopes=frozenset({Scope.PL
 
 
 def _mongo(settings: Settings) -> MongoClient[dict[str, Any]]:
-    return MongoClient(
-        settings.mongo_uri, serverSelectionTimeoutMS=settings.mongo.server_selection_timeout_ms, tz_aware=True
-    )
+    return mongo_client(settings)
 
 
 def _fail(message: str) -> typer.Exit:

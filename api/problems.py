@@ -4,6 +4,7 @@ last-resort handler so even an unexpected failure answers problem+json (and says
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
@@ -11,9 +12,15 @@ from fastapi.responses import JSONResponse
 from connectors.runtime.problems import MEDIA_TYPE, Problem, problem_response
 from connectors.runtime.problems import install_problem_handlers as _install_common
 
-__all__ = ["MEDIA_TYPE", "Problem", "install_problem_handlers", "problem_response"]
+__all__ = ["MEDIA_TYPE", "Problem", "install_problem_handlers", "problem_doc", "problem_response"]
 
 log = logging.getLogger(__name__)
+
+
+def problem_doc(description: str, slug: str, status: int) -> dict[str, Any]:
+    """An OpenAPI response entry for a problem+json answer, with an example."""
+    example = {"type": f"/problems/{slug}", "title": description, "status": status, "detail": description}
+    return {"description": description, "content": {MEDIA_TYPE: {"example": example}}}
 
 
 async def _on_unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -21,11 +21,12 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
-from pymongo import ASCENDING, MongoClient, ReturnDocument
+from pymongo import ASCENDING, ReturnDocument
 from pymongo.collection import Collection
 from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
+from metalake.mongo import mongo_client
 from metalake.settings import Settings
 from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE, TenantNames, names_for, validate_tenant_id
@@ -113,9 +114,7 @@ class TenantRegistry:
 
     @classmethod
     def connect(cls, settings: Settings) -> TenantRegistry:
-        client: MongoClient[Doc] = MongoClient(
-            settings.mongo_uri, serverSelectionTimeoutMS=settings.mongo.server_selection_timeout_ms, tz_aware=True
-        )
+        client = mongo_client(settings)
         return cls(client[CONTROL_DATABASE])
 
     def create(

@@ -17,8 +17,8 @@ from api.auditlog import ACTION_PATTERN, AuditQuery, AuditRow, read
 from api.auth.deps import require, require_tenant
 from api.context import ContextDep
 from api.paging import CursorParam, Limit, decode_cursor, encode_cursor
-from api.problems import Problem
-from api.routes.tenants import ERRORS, problem_doc
+from api.problems import Problem, problem_doc
+from api.routes.tenants import ERRORS
 from api.security import Principal, Scope, TenantContext
 from tenants.naming import platform_audit_dir
 
@@ -62,13 +62,14 @@ class AuditPage(BaseModel):
 
 
 def _query(
-    action: str | None,
-    target: str | None,
-    since: datetime | None,
-    until: datetime | None,
-    cursor: str | None,
-    limit: int,
+    limit: Limit = 50,
+    cursor: CursorParam = None,
+    action: ActionFilter = None,
+    target: TargetFilter = None,
+    since: Since = None,
+    until: Until = None,
 ) -> AuditQuery:
+    """The listing's query parameters (both trails take the same), checked: a dependency of both routes."""
     if action is not None and not ACTION_PATTERN.fullmatch(action):
         raise Problem(422, "invalid-request", "action: lowercase words separated by '.'", field="action")
     for name, value in (("since", since), ("until", until)):
@@ -89,6 +90,9 @@ def _query(
         before=before,
         limit=limit + 1,
     )
+
+
+Filters = Annotated[AuditQuery, Depends(_query)]
 
 
 def _page(path: Path, query: AuditQuery) -> dict[str, Any]:
@@ -128,14 +132,8 @@ def _page(path: Path, query: AuditQuery) -> dict[str, Any]:
 async def tenant_audit(
     tc: TenantAdmin,
     ctx: ContextDep,
-    limit: Limit = 50,
-    cursor: CursorParam = None,
-    action: ActionFilter = None,
-    target: TargetFilter = None,
-    since: Since = None,
-    until: Until = None,
+    query: Filters,
 ) -> dict[str, Any]:
-    query = _query(action, target, since, until, cursor, limit)
     path = await run_in_threadpool(audit.tenant_audit_path, ctx, tc.tenant)
     return await run_in_threadpool(_page, path, query)
 
@@ -149,12 +147,6 @@ async def tenant_audit(
 async def platform_audit(
     principal: PlatformAdmin,
     ctx: ContextDep,
-    limit: Limit = 50,
-    cursor: CursorParam = None,
-    action: ActionFilter = None,
-    target: TargetFilter = None,
-    since: Since = None,
-    until: Until = None,
+    query: Filters,
 ) -> dict[str, Any]:
-    query = _query(action, target, since, until, cursor, limit)
     return await run_in_threadpool(_page, platform_audit_dir(ctx.settings.lake_root), query)

@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Response
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from pydantic.config import JsonDict
 
 from api import audit
@@ -31,15 +31,14 @@ from api.security import Scope, TenantContext
 from connectors import registry
 from connectors.base import SourceConnector, WebhookConnector
 from connectors.registry import ConnectorClass, Plugin
-from connectors.runtime.control import ConnectorRecord, ConnectorState, ControlStore, TaskRecord, Tolerance
+from connectors.runtime.control import ConnectorRecord, ConnectorState, ControlStore, TaskRecord
 from connectors.runtime.errors import safe_reason
 from connectors.runtime.offsets import OffsetStore, OffsetsUnavailable
-from connectors.runtime.tasks import MAX_TASKS
-from connectors.runtime.transforms import TransformSpec
+from connectors.runtime.status import task_state
+from connectors.runtime.validation import MASK, ConnectorFields, InvalidConfig, put_validated
 from metalake.kafka import PublishError
 from tenants.naming import CONTROL_DATABASE
 
-MASK = "**********"
 NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 RETRY_AFTER_S = 5
 
@@ -81,24 +80,12 @@ PREFIX = "/v1/tenants/{tenant}/connectors"
 _MC_CONFIG: JsonDict = {"default_platform": "snowflake", "default_instance": "acme"}
 
 
-class ConnectorSpec(BaseModel):
+class ConnectorSpec(ConnectorFields):
     """A connector's configuration. ``config`` must satisfy the type's JSON Schema
     (``GET /v1/connector-plugins/{type}/schema``); secret fields may be sent as ``**********`` to keep them."""
 
     model_config = ConfigDict(
         extra="forbid", json_schema_extra={"example": {"type": "montecarlo", "config": _MC_CONFIG}}
-    )
-
-    type: str = Field(min_length=1, max_length=64)
-    config: dict[str, Any] = Field(default_factory=dict)
-    transforms: list[TransformSpec] = Field(default_factory=list)
-    errors_tolerance: Tolerance = Tolerance.ALL
-    tasks_max: int = Field(
-        default=1,
-        ge=1,
-        le=MAX_TASKS,
-        validation_alias=AliasChoices("tasks_max", "tasks.max"),
-        description="Connect's tasks.max: at most this many tasks share a source connector's work.",
     )
 
 
@@ -265,51 +252,21 @@ def _view(store: ControlStore, plugins: dict[str, Plugin], record: ConnectorReco
     )
 
 
-def _validated(
-    store: ControlStore, plugins: dict[str, Plugin], tenant: str, name: str, spec: ConnectorSpec
-) -> tuple[dict[str, Any], dict[str, SecretStr]]:
-    """The plain config and its secret fields, validated by the plugin's model (whose JSON Schema the API serves);
-    a secret field left out or masked keeps its stored value."""
-    cls = _plugin_class(plugins, spec.type)
-    if spec.tasks_max != 1 and not issubclass(cls, SourceConnector):
-        raise Problem(422, "invalid-config", "tasks_max: a webhook connector runs as one task", field="tasks_max")
-    values = dict(spec.config)
-    for key, stored in store.config_secrets(tenant, name).items():
-        if values.get(key, MASK) == MASK:
-            values[key] = stored
-    try:
-        config = cls.config_model.model_validate(values)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        field = "/".join(["config", *(str(p) for p in first["loc"])])
-        # pydantic's msg names the rule, never the value (which may be a secret).
-        raise Problem(422, "invalid-config", f"{field}: {first['msg']}", field=field) from None
-    secret_values = {k: v for k, v in config if isinstance(v, SecretStr)}
-    return config.model_dump(mode="json", exclude=set(secret_values)), secret_values
-
-
 def _put(
     store: ControlStore, plugins: dict[str, Plugin], tenant: str, name: str, spec: ConnectorSpec
 ) -> tuple[ConnectorRecord, bool]:
-    plain, secret_values = _validated(store, plugins, tenant, name, spec)
-    return store.put_connector(
-        tenant,
-        name,
-        spec.type,
-        plain,
-        config_secrets=secret_values,
-        transforms=spec.transforms,
-        errors_tolerance=spec.errors_tolerance,
-        tasks_max=spec.tasks_max,
-    )
+    """Validate ``config`` by the plugin's model (whose JSON Schema the API serves), then store it; a secret field
+    left out or masked keeps its stored value."""
+    cls = _plugin_class(plugins, spec.type)
+    try:
+        return put_validated(store, cls, tenant, name, spec)
+    except InvalidConfig as exc:
+        raise Problem(422, "invalid-config", exc.detail, field=exc.field) from None
 
 
 def _task_view(record: ConnectorRecord, task: TaskRecord) -> TaskStatusView:
-    # The worker's status rule (connectors.runtime.management): pausing a connector pauses its tasks, a FAILED task
-    # stays FAILED until it is restarted, and only a FAILED task shows its trace.
-    state = task.state
-    if record.state is ConnectorState.PAUSED and state is not ConnectorState.FAILED:
-        state = ConnectorState.PAUSED
+    # Only a FAILED task shows its trace.
+    state = task_state(record, task)
     return TaskStatusView(
         id=task.id,
         state=state.value,

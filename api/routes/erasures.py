@@ -19,8 +19,8 @@ from api import audit
 from api.auth.deps import require_tenant
 from api.context import ApiContext, ContextDep
 from api.erasures import ErasureRecord, ErasureState, ErasureStore, run_erasure
-from api.problems import Problem
-from api.routes.tenants import ERRORS, problem_doc
+from api.problems import Problem, problem_doc
+from api.routes.tenants import ERRORS
 from api.security import Principal, Scope, TenantContext
 from metalake.urn import AssetUrn, InvalidUrn
 from tenants.naming import CONTROL_DATABASE

@@ -19,8 +19,8 @@ from pydantic import BaseModel, Field
 from api import audit, sqlquery
 from api.auth.deps import require_tenant
 from api.context import ContextDep
-from api.problems import Problem
-from api.routes.sql import MAX_SQL_CHARS, QUERY_ERRORS, RESULT_CONTENT, limits_for, problem_doc, streaming
+from api.problems import Problem, problem_doc
+from api.routes.sql import MAX_SQL_CHARS, QUERY_ERRORS, RESULT_CONTENT, limits_for, streaming
 from api.security import Scope, TenantContext
 from api.shares import ShareStore
 from tenants.naming import CONTROL_DATABASE

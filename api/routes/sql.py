@@ -18,7 +18,7 @@ from starlette.background import BackgroundTask
 from api import sqlquery
 from api.auth.deps import require_tenant
 from api.context import ContextDep
-from api.problems import MEDIA_TYPE
+from api.problems import problem_doc
 from api.security import Scope, TenantContext
 
 router = APIRouter(prefix="/v1/tenants/{tenant}", tags=["sql"])
@@ -29,11 +29,6 @@ PII_SCOPE = Scope.PII_READ.value
 MAX_SQL_CHARS = 100_000
 
 SqlReader = Annotated[TenantContext, Depends(require_tenant(Scope.SQL_READ))]
-
-
-def problem_doc(description: str, slug: str, status: int) -> dict[str, Any]:
-    example = {"type": f"/problems/{slug}", "title": description, "status": status, "detail": description}
-    return {"description": description, "content": {MEDIA_TYPE: {"example": example}}}
 
 
 QUERY_ERRORS: dict[int | str, dict[str, Any]] = {

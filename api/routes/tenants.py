@@ -20,7 +20,7 @@ from api import audit
 from api.auth.deps import require, require_tenant
 from api.context import ApiContext, ContextDep
 from api.paging import CursorParam, Limit, decode_cursor, encode_cursor
-from api.problems import MEDIA_TYPE, Problem
+from api.problems import Problem, problem_doc
 from api.provisioning.launcher import LocalProcessLauncher
 from api.provisioning.provisioner import Outcome, Provisioner
 from api.provisioning.steps import StepContext
@@ -38,12 +38,6 @@ TenantReader = Annotated[TenantContext, Depends(require_tenant(Scope.TENANT_READ
 
 MAX_SETTINGS_BYTES = 16 * 1024
 _SETTINGS_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
-
-
-def problem_doc(description: str, slug: str, status: int) -> dict[str, Any]:
-    """An OpenAPI response entry for a problem+json answer, with an example."""
-    example = {"type": f"/problems/{slug}", "title": description, "status": status, "detail": description}
-    return {"description": description, "content": {MEDIA_TYPE: {"example": example}}}
 
 
 ERRORS: dict[int | str, dict[str, Any]] = {

@@ -27,12 +27,13 @@ from enum import StrEnum
 from typing import Any
 
 from pydantic import SecretStr
-from pymongo import ASCENDING, MongoClient, ReturnDocument
+from pymongo import ASCENDING, ReturnDocument
 from pymongo.collection import Collection
 from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
 from connectors.runtime.transforms import TRANSFORM_SPECS, TransformSpec
+from metalake.mongo import mongo_client
 from metalake.settings import Settings
 from tenants.naming import CONTROL_DATABASE, validate_tenant_id
 
@@ -172,9 +173,7 @@ class ControlStore:
 
     @classmethod
     def connect(cls, settings: Settings) -> ControlStore:
-        client: MongoClient[Doc] = MongoClient(
-            settings.mongo_uri, serverSelectionTimeoutMS=settings.mongo.server_selection_timeout_ms, tz_aware=True
-        )
+        client = mongo_client(settings)
         return cls(client[CONTROL_DATABASE])
 
     # -- configuration and state ------------------------------------------------------------------------------------

@@ -12,19 +12,18 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-from connectors.base import ConnectorConfig, SourceConnector
+from connectors.base import SourceConnector
 from connectors.runtime.context import PluginUnavailable, Runtime, RuntimeDep
-from connectors.runtime.control import ConnectorRecord, ConnectorState, TaskRecord, Tolerance
+from connectors.runtime.control import ConnectorRecord, ConnectorState, TaskRecord
 from connectors.runtime.errors import safe_reason
 from connectors.runtime.offsets import OffsetsUnavailable
 from connectors.runtime.problems import Problem
-from connectors.runtime.tasks import MAX_TASKS, worker_id
-from connectors.runtime.transforms import TransformSpec
+from connectors.runtime.status import task_state
+from connectors.runtime.tasks import worker_id
+from connectors.runtime.validation import MASK, ConnectorFields, InvalidConfig, put_validated
 from metalake.tenancy import InvalidTenantId, validate_tenant_id
-
-MASK = "**********"
 
 
 def require_admin(request: Request, runtime: RuntimeDep) -> None:
@@ -48,23 +47,9 @@ router = APIRouter(tags=["management"], dependencies=[Depends(require_admin)])
 # -- schemas --------------------------------------------------------------------------------------------------------
 
 
-class ConnectorPut(BaseModel):
+class ConnectorPut(ConnectorFields):
     """Create or replace a connector. ``config`` is checked against the type's config model (its JSON Schema is at
     ``GET /connector-plugins/{type}``); secret fields may be left out (or sent as ``**********``) to keep them."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    type: str = Field(min_length=1, max_length=64)
-    config: dict[str, Any] = Field(default_factory=dict)
-    transforms: list[TransformSpec] = Field(default_factory=list)
-    errors_tolerance: Tolerance = Tolerance.ALL
-    tasks_max: int = Field(
-        default=1,
-        ge=1,
-        le=MAX_TASKS,
-        validation_alias=AliasChoices("tasks_max", "tasks.max"),
-        description="Connect's tasks.max: at most this many tasks share a source connector's work.",
-    )
 
 
 class SecretPost(BaseModel):
@@ -126,10 +111,7 @@ def _kind(runtime: Runtime, record: ConnectorRecord) -> str | None:
 
 
 def _task_status(record: ConnectorRecord, task: TaskRecord) -> dict[str, Any]:
-    # Like Connect, pausing a connector pauses its tasks; a FAILED task stays FAILED until it is restarted.
-    state = task.state
-    if record.state is ConnectorState.PAUSED and state is not ConnectorState.FAILED:
-        state = ConnectorState.PAUSED
+    state = task_state(record, task)
     out: dict[str, Any] = {"id": task.id, "state": state.value, "worker_id": task.worker_id}
     if task.trace is not None and state is ConnectorState.FAILED:
         out["trace"] = task.trace
@@ -161,29 +143,16 @@ def _connect_status(runtime: Runtime, record: ConnectorRecord) -> dict[str, Any]
     }
 
 
-def _validated(
-    runtime: Runtime, tenant: str, name: str, body: ConnectorPut
-) -> tuple[dict[str, Any], dict[str, SecretStr]]:
-    """The plain config and the secret fields, validated by the plugin's model; stored secrets fill the gaps."""
+def _put(runtime: Runtime, tenant: str, name: str, body: ConnectorPut) -> tuple[ConnectorRecord, bool]:
+    """Validate ``config`` by the plugin's model (stored secrets fill the gaps), then store it."""
     try:
         cls = runtime.plugin_class(body.type)
     except PluginUnavailable as exc:
         raise Problem(422, "unknown-connector-type", str(exc), field="type") from None
-    values = dict(body.config)
-    for field, stored in runtime.store.config_secrets(tenant, name).items():
-        if values.get(field, MASK) == MASK:
-            values[field] = stored
-    if body.tasks_max > 1 and not issubclass(cls, SourceConnector):
-        raise Problem(422, "invalid-config", "tasks_max: a webhook connector runs one task", field="tasks_max")
     try:
-        config: ConnectorConfig = cls.config_model.model_validate(values)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        field = "config/" + "/".join(str(p) for p in first["loc"])
-        raise Problem(422, "invalid-config", f"{field}: {first['msg']}", field=field) from None
-    secret_values = {k: v for k, v in config if isinstance(v, SecretStr)}
-    plain = config.model_dump(mode="json", exclude=set(secret_values))
-    return plain, secret_values
+        return put_validated(runtime.store, cls, tenant, name, body)
+    except InvalidConfig as exc:
+        raise Problem(422, "invalid-config", exc.detail, field=exc.field) from None
 
 
 # -- plugins --------------------------------------------------------------------------------------------------------
@@ -227,17 +196,7 @@ def put_connector(
     tenant = _tenant(tenant)
     if not (1 <= len(name) <= 64) or not name.replace("-", "").replace("_", "").isalnum():
         raise Problem(422, "invalid-name", "name: 1-64 letters, digits, '-' or '_'", field="name")
-    plain, secret_values = _validated(runtime, tenant, name, body)
-    record, created = runtime.store.put_connector(
-        tenant,
-        name,
-        body.type,
-        plain,
-        config_secrets=secret_values,
-        transforms=body.transforms,
-        errors_tolerance=body.errors_tolerance,
-        tasks_max=body.tasks_max,
-    )
+    record, created = _put(runtime, tenant, name, body)
     runtime.lookups.invalidate(tenant)
     response.status_code = 201 if created else 200
     return _view(record, runtime)

@@ -11,7 +11,6 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
-from pymongo import MongoClient
 
 from connectors import registry
 from connectors.ingest import router as ingest_router
@@ -26,6 +25,7 @@ from connectors.runtime.offsets import OffsetStore
 from connectors.runtime.problems import install_problem_handlers
 from connectors.runtime.publisher import Publisher
 from connectors.runtime.webhooks import router as webhook_router
+from metalake.mongo import mongo_client
 from metalake.settings import Settings
 from tenants.naming import CONTROL_DATABASE
 
@@ -61,9 +61,7 @@ def build_runtime(
     dlq_counter: Counter | None = None,
 ) -> Runtime:
     """The worker's collaborators. ``plugins`` replaces the entry-point registry (tests, embedding)."""
-    client: MongoClient[dict[str, object]] = MongoClient(
-        settings.mongo_uri, serverSelectionTimeoutMS=settings.mongo.server_selection_timeout_ms, tz_aware=True
-    )
+    client = mongo_client(settings)
     database = client[CONTROL_DATABASE]
     return Runtime(
         settings=settings,

@@ -14,6 +14,7 @@ from typing import Any
 from pymongo import MongoClient
 
 from metalake.kafka import EventProducer, ensure_topics
+from metalake.mongo import mongo_client
 from metalake.settings import Settings, load_settings
 from metalake.telemetry import configure_telemetry
 from processors.outbound.destination import DestinationEnv, load_destinations
@@ -38,9 +39,7 @@ def build(settings: Settings, mongo: MongoClient[dict[str, Any]]) -> tuple[Outbo
 
 def run(settings: Settings) -> None:
     ensure_topics(settings, [CHANGES_TOPIC, RETRY_TOPIC, DLQ_TOPIC])
-    mongo: MongoClient[dict[str, Any]] = MongoClient(
-        settings.mongo_uri, serverSelectionTimeoutMS=settings.mongo.server_selection_timeout_ms, tz_aware=True
-    )
+    mongo = mongo_client(settings)
     outbound, producer = build(settings, mongo)
     runtime = Runtime(settings, outbound)
 

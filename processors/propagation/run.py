@@ -16,11 +16,9 @@ import threading
 import time
 from pathlib import Path
 from types import FrameType
-from typing import Any
-
-from pymongo import MongoClient
 
 from metalake.kafka import BatchConsumer, EventProducer
+from metalake.mongo import mongo_client
 from metalake.settings import Settings, get_settings
 from metalake.telemetry import configure_telemetry
 from processors.propagation.config import limits_from
@@ -65,9 +63,7 @@ def _fault_hook() -> AfterPublishHook | None:
 
 
 def run(settings: Settings, args: argparse.Namespace) -> None:
-    mongo: MongoClient[dict[str, Any]] = MongoClient(
-        settings.mongo_uri, serverSelectionTimeoutMS=settings.mongo.server_selection_timeout_ms, tz_aware=True
-    )
+    mongo = mongo_client(settings)
     directory = TenantDirectory.connect(settings)
     producer = EventProducer(settings)
     limits = limits_from(settings)

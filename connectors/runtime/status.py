@@ -1,0 +1,13 @@
+"""The status rule the worker's management routes and the admin API both show."""
+
+from __future__ import annotations
+
+from connectors.runtime.control import ConnectorRecord, ConnectorState, TaskRecord
+
+
+def task_state(record: ConnectorRecord, task: TaskRecord) -> ConnectorState:
+    """A task's state as shown: like Connect, pausing a connector pauses its tasks, and a FAILED task stays FAILED
+    until it is restarted."""
+    if record.state is ConnectorState.PAUSED and task.state is not ConnectorState.FAILED:
+        return ConnectorState.PAUSED
+    return task.state

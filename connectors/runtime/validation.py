@@ -1,0 +1,84 @@
+"""A connector configuration checked against its plugin's model, and stored once it passes: one rule for the
+worker's management routes and the admin API, which each turn :class:`InvalidConfig` into their own problem+json
+answer."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, ValidationError
+
+from connectors.base import SourceConnector
+from connectors.registry import ConnectorClass
+from connectors.runtime.control import ConnectorRecord, ControlStore, Tolerance
+from connectors.runtime.tasks import MAX_TASKS
+from connectors.runtime.transforms import TransformSpec
+
+MASK = "**********"
+
+
+class ConnectorFields(BaseModel):
+    """What a connector is configured with, as both management surfaces accept it (each adds its docs)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: str = Field(min_length=1, max_length=64)
+    config: dict[str, Any] = Field(default_factory=dict)
+    transforms: list[TransformSpec] = Field(default_factory=list)
+    errors_tolerance: Tolerance = Tolerance.ALL
+    tasks_max: int = Field(
+        default=1,
+        ge=1,
+        le=MAX_TASKS,
+        validation_alias=AliasChoices("tasks_max", "tasks.max"),
+        description="Connect's tasks.max: at most this many tasks share a source connector's work.",
+    )
+
+
+class InvalidConfig(ValueError):
+    """The configuration breaks a rule; ``field`` is the path at fault (``tasks_max`` or ``config/...``)."""
+
+    def __init__(self, field: str, detail: str) -> None:
+        super().__init__(detail)
+        self.field = field
+        self.detail = detail
+
+
+def validate_config(
+    cls: ConnectorClass, config: Mapping[str, Any], stored_secrets: Mapping[str, SecretStr], tasks_max: int
+) -> tuple[dict[str, Any], dict[str, SecretStr]]:
+    """The plain config and its secret fields, validated by the plugin's model; a secret field left out or sent
+    masked keeps its stored value."""
+    if tasks_max > 1 and not issubclass(cls, SourceConnector):
+        raise InvalidConfig("tasks_max", "tasks_max: a webhook connector runs one task")
+    values = dict(config)
+    for key, stored in stored_secrets.items():
+        if values.get(key, MASK) == MASK:
+            values[key] = stored
+    try:
+        model = cls.config_model.model_validate(values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = "/".join(["config", *(str(p) for p in first["loc"])])
+        # pydantic's msg names the rule, never the value (which may be a secret).
+        raise InvalidConfig(field, f"{field}: {first['msg']}") from None
+    secret_values = {k: v for k, v in model if isinstance(v, SecretStr)}
+    return model.model_dump(mode="json", exclude=set(secret_values)), secret_values
+
+
+def put_validated(
+    store: ControlStore, cls: ConnectorClass, tenant: str, name: str, spec: ConnectorFields
+) -> tuple[ConnectorRecord, bool]:
+    """Validate ``spec`` (raising :class:`InvalidConfig`), then create or replace the connector; True if created."""
+    plain, secret_values = validate_config(cls, spec.config, store.config_secrets(tenant, name), spec.tasks_max)
+    return store.put_connector(
+        tenant,
+        name,
+        spec.type,
+        plain,
+        config_secrets=secret_values,
+        transforms=spec.transforms,
+        errors_tolerance=spec.errors_tolerance,
+        tasks_max=spec.tasks_max,
+    )

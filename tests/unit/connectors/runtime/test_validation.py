@@ -1,0 +1,50 @@
+"""The config rule and the task-status rule the worker's management routes and the admin API share."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import SecretStr
+
+from connectors.montecarlo.connector import MonteCarloConnector
+from connectors.postgres.connector import PostgresCatalogConnector
+from connectors.runtime.control import ConnectorRecord, ConnectorState, TaskRecord
+from connectors.runtime.status import task_state
+from connectors.runtime.validation import MASK, InvalidConfig, validate_config
+
+PG = {"host": "db", "user": "crawler", "instance": "shop"}
+
+
+def test_a_masked_or_missing_secret_keeps_the_stored_one_and_secrets_come_back_apart() -> None:
+    stored = {"password": SecretStr("s3cret-stored")}
+    for config in (PG, {**PG, "password": MASK}):
+        plain, secrets = validate_config(PostgresCatalogConnector, config, stored, 2)
+        assert secrets["password"].get_secret_value() == "s3cret-stored"
+        assert "password" not in plain and plain["host"] == "db"
+    _, secrets = validate_config(PostgresCatalogConnector, {**PG, "password": "new-one"}, stored, 1)
+    assert secrets["password"].get_secret_value() == "new-one"
+
+
+def test_the_field_at_fault_is_named_and_the_value_never_quoted() -> None:
+    with pytest.raises(InvalidConfig) as caught:
+        validate_config(PostgresCatalogConnector, {**PG, "port": "not-a-port-s3cret"}, {}, 1)
+    assert caught.value.field == "config/port"
+    assert "s3cret" not in caught.value.detail
+    with pytest.raises(InvalidConfig) as caught:
+        validate_config(MonteCarloConnector, {"default_platform": "snowflake", "default_instance": "a"}, {}, 2)
+    assert caught.value.field == "tasks_max"
+
+
+@pytest.mark.parametrize(
+    ("connector", "task", "shown"),
+    [
+        (ConnectorState.RUNNING, ConnectorState.RUNNING, ConnectorState.RUNNING),
+        (ConnectorState.RUNNING, ConnectorState.FAILED, ConnectorState.FAILED),
+        (ConnectorState.PAUSED, ConnectorState.RUNNING, ConnectorState.PAUSED),
+        (ConnectorState.PAUSED, ConnectorState.FAILED, ConnectorState.FAILED),
+    ],
+)
+def test_pausing_a_connector_pauses_its_tasks_but_a_failed_task_stays_failed(
+    connector: ConnectorState, task: ConnectorState, shown: ConnectorState
+) -> None:
+    record = ConnectorRecord("acme", "pg", "postgres", {}, state=connector)
+    assert task_state(record, TaskRecord("acme", "pg", 0, {}, state=task)) is shown
