@@ -77,8 +77,15 @@ def append(path: Path, rows: Sequence[AuditRow]) -> None:
     write_deltalake(str(path), _table(rows), mode="append", configuration={"delta.enableDeletionVectors": "false"})
 
 
+# The query engine holds timestamps as nanoseconds since 1970 in 64 bits; no audit row lies outside these bounds,
+# so a filter beyond them is clamped to them (same answer, no overflow error).
+_EARLIEST = datetime(1678, 1, 1, tzinfo=UTC)
+_LATEST = datetime(2262, 1, 1, tzinfo=UTC)
+
+
 def _literal(at: datetime) -> str:
-    return f"TIMESTAMP '{at.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%S.%fZ')}'"
+    utc = min(max(at.astimezone(UTC), _EARLIEST), _LATEST)
+    return f"TIMESTAMP '{utc:%Y-%m-%dT%H:%M:%S.%f}Z'"
 
 
 @dataclass(frozen=True)
