@@ -15,12 +15,21 @@ Measured, each a median of ``--repeat`` runs:
   -> Spark job commits it (Delta, MongoDB, metalake.changes) -> processor recomputes and publishes the propagated
   tags -> Spark job commits them (Delta MERGE into ``propagated_tags``, MongoDB upserts). Timed: until the
   classification is in MongoDB, until the processor's completed event is on metalake.changes, until every
-  propagated tag is live in MongoDB, until Trino counts them all in the Delta table. Each round tags another origin,
-  so every propagated row is new (the key holds the origin). Removals are not timed here: on the local FerretDB
-  (SQLite backend) an ``update`` command that guards a few hundred existing documents stalls for minutes, and that is
-  what the job's projection sends for a removal of that many propagated tags (see docs/benchmarks.md). The lineage
-  itself is written straight into MongoDB's ``lineage`` collection (setup, not timed: the processor loads it from
-  there at start), not through Kafka and Delta.
+  propagated tag is live in MongoDB, until Trino counts them all in the Delta table, and until all notifications
+  were sent (unless ``--no-outbound``): the outbound runtime (``bench/outbound_child.py``: the build of
+  ``processors.outbound.run``, what ``metalake outbound run`` starts, scoped to the bench tenant's subscriptions so
+  it never delivers other tenants' changes, and the subscription kept in the tenant's own database so no other
+  runtime on the machine delivers it; consumer groups of its own; loopback let through its SSRF guard for that
+  process only) delivers the tenant's signed-webhook subscription to a loopback receiver in the bench, which
+  verifies the signatures and notes arrival times. Counted notifications (``bench/outbound_probe.py: COUNTED``): the
+  origin's ``classification.added`` and its ``propagation.completed``; the subscription filters out the per-column
+  ``tag.propagated`` changes (one delivery per reached column would time outbound throughput, not the tag's
+  notification). Each round tags another origin, so every propagated row is new (the key holds the origin).
+  Removals are not timed here. The lineage itself is written straight into MongoDB's ``lineage`` collection (setup,
+  not timed: the processor loads it from there at start), not through Kafka and Delta. At the default scale the
+  MongoDB projection bounds a round: the local FerretDB (SQLite) scans the collection for every guarded upsert, so
+  filling it with n propagated tags takes about 0.12 ms x n^2 (half an hour for 4 000 at load 13, see
+  docs/benchmarks.md); a round that times out reports the stages it reached.
 
     .stack/venv/bin/metalake stack up
     .stack/venv/bin/python bench/propagation_bench.py --repeat 3
@@ -41,7 +50,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -49,6 +58,9 @@ from typing import Any
 
 import trino
 from confluent_kafka import Consumer, TopicPartition
+
+# bench/ is on sys.path when this runs as a script.
+from outbound_probe import COUNTED, Receiver, new_secret, outbound_runtime, subscribe, unsubscribe
 from pymongo import MongoClient
 
 from metalake.events import CloudEvent, new_event
@@ -133,9 +145,9 @@ def in_memory(pairs: list[Pair], origins: list[str], repeat: int, limits: Limits
         reached.append(floor_n)
     return {
         "reached_per_origin": reached,
-        "floor_bfs_s": round(statistics.median(floors), 4),
-        "closure_s": round(statistics.median(closures), 4),
-        "plan_s": round(statistics.median(plans), 4),
+        "floor_bfs_s": round(statistics.median(floors), 6),
+        "closure_s": round(statistics.median(closures), 6),
+        "plan_s": round(statistics.median(plans), 6),
     }
 
 
@@ -199,8 +211,18 @@ def tag_event(tenant: str, origin: str, version: int) -> CloudEvent:
 class Probe:
     """Polls MongoDB, Trino and metalake.changes for one round; records when each first met its target."""
 
-    def __init__(self, settings: Settings, names: TenantNames, mongo: MongoClient[dict[str, Any]], cursor: Any) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        names: TenantNames,
+        mongo: MongoClient[dict[str, Any]],
+        cursor: Any,
+        receiver: Receiver | None = None,
+        count_every_s: float = 2.0,
+    ) -> None:
         self.names = names
+        self.count_every_s = count_every_s
+        self.receiver = receiver
         self.db = mongo[names.mongo_database]
         self.cursor = cursor
         self.changes = Consumer(
@@ -228,25 +250,42 @@ class Probe:
                 found += 1
         return found
 
-    def round(self, started: float, tags: int, live: int, timeout_s: float) -> dict[str, float]:
-        """Until ``tags`` classifications are in MongoDB, one completed event was published, and ``live``
-        propagated tags are live in MongoDB and in the Delta table (through Trino). Polls every half second: the
-        local FerretDB stores in SQLite, and readers slow its writer down."""
+    def round(self, started: float, origin: str, tags: int, live: int, timeout_s: float) -> dict[str, float]:
+        """Until ``tags`` classifications are in MongoDB, one completed event was published, ``live`` propagated
+        tags are live in MongoDB and in the Delta table (through Trino), and the receiver got the counted
+        notifications about ``origin`` (timed on arrival, not polled). Polls every half second, the two counts of
+        propagated tags every ``count_every_s``."""
         marks: dict[str, float] = {}
         schema = self.names.trino_schema
-        while len(marks) < 4:
+        wanted = 4 + (len(COUNTED) + 1 if self.receiver else 0)
+        next_count = 0.0
+        while len(marks) < wanted:
             if time.monotonic() - started > timeout_s:
-                raise RuntimeError(f"round timed out; reached so far: {marks}")
+                # Kept, not raised: what a stalled round did reach is the finding.
+                return {**{k: round(v, 3) for k, v in marks.items()}, "timed_out_s": timeout_s}
             if "completed" not in marks and self._completed():
                 marks["completed"] = time.monotonic() - started
             if "classification" not in marks and self.db["classifications"].count_documents({}) >= tags:
                 marks["classification"] = time.monotonic() - started
-            if "mongodb" not in marks and self.db["propagated_tags"].count_documents({"deleted": False}) == live:
-                marks["mongodb"] = time.monotonic() - started
-            if "trino" not in marks:
+            # The counts over the growing tables go every ``count_every_s`` only: on FerretDB (SQLite) a count reads
+            # every document, and readers slow the projection's writes down.
+            counting = time.monotonic() >= next_count
+            if counting:
+                next_count = time.monotonic() + self.count_every_s
+            if counting and "mongodb" not in marks:
+                if self.db["propagated_tags"].count_documents({"deleted": False}) == live:
+                    marks["mongodb"] = time.monotonic() - started
+            if counting and "trino" not in marks:
                 self.cursor.execute(f'SELECT count(*) FROM "{schema}".propagated_tags WHERE NOT deleted')  # noqa: S608
                 if self.cursor.fetchall()[0][0] == live:
                     marks["trino"] = time.monotonic() - started
+            if self.receiver is not None:
+                for kind in COUNTED:
+                    at = self.receiver.first(kind, origin, "PII")
+                    if at is not None:
+                        marks[f"hook_{kind}"] = at - started
+                if all(f"hook_{kind}" in marks for kind in COUNTED):
+                    marks["notified"] = max(marks[f"hook_{kind}"] for kind in COUNTED)
             time.sleep(0.5)
         return {k: round(v, 3) for k, v in marks.items()}
 
@@ -273,7 +312,18 @@ def pipeline(
     proc_cmd = ["-m", "processors.propagation.run", "--tenant", tenant, "--group", f"bench-{tenant}"]
     producer = EventProducer(settings)
     live = 0
+    out["log_dir"] = str(logs)
+    stack = ExitStack()
+    receiver: Receiver | None = None
     try:
+        if not args.no_outbound:
+            secret = new_secret()
+            receiver = stack.enter_context(Receiver(secret))
+            # The subscription lives in the tenant's own database: see bench/outbound_child.py.
+            subscribe(mongo, names.mongo_database, tenant, receiver.url, secret)
+            stack.callback(unsubscribe, mongo, names.mongo_database, tenant)
+            log = logs / f"{tenant}-outbound.log"
+            stack.enter_context(outbound_runtime(settings, tenant, names.mongo_database, log, 300))
         with child(job_cmd, logs / f"{tenant}-job.log", logs / f"{tenant}-job.ready", 300):
             # Warm-up (not timed): the job creates and registers the tenant's tables on its first event.
             warm = {"urn": "urn:metalake:bench:local/warmup", "version": 1, "kind": "database", "name": "warmup"}
@@ -290,22 +340,27 @@ def pipeline(
             started = time.monotonic()
             with child(proc_cmd, logs / f"{tenant}-processor.log", logs / f"{tenant}-processor.ready", 600):
                 out["processor_start_s"] = round(time.monotonic() - started, 1)  # loads the lineage from MongoDB
-                probe = Probe(settings, names, mongo, cursor)
+                probe = Probe(settings, names, mongo, cursor, receiver)
                 rounds: list[dict[str, Any]] = []
                 for r, (origin, expected) in enumerate(zip(origins, reach, strict=True)):
                     live += expected
                     t0 = time.monotonic()
                     producer.publish([tag_event(tenant, origin, 1000 + r)], lambda e: names.priority_topic)
-                    added = probe.round(t0, r + 1, live, args.timeout)
+                    added = probe.round(t0, origin, r + 1, live, args.timeout)
                     rounds.append({"origin": origin, "propagated": expected, **added})
                     print(json.dumps({"round": r, **rounds[-1]}), file=sys.stderr, flush=True)
+                    if "timed_out_s" in added:
+                        break  # the next round's counts would include this one's stragglers
                 probe.changes.close()
         out["rounds"] = rounds
+        keys = ("classification", "completed", "mongodb", "trino", *(f"hook_{k}" for k in COUNTED), "notified")
         out["median_s"] = {
-            k: round(statistics.median(r[k] for r in rounds), 3)
-            for k in ("classification", "completed", "mongodb", "trino")
+            k: round(statistics.median(r[k] for r in rounds), 3) for k in keys if all(k in r for r in rounds)
         }
+        if receiver is not None:
+            out["webhooks"] = {"received": len(receiver.deliveries), "rejected_signatures": receiver.rejected}
     finally:
+        stack.close()
         producer.close()
         registry.delete(tenant)
         if not args.keep:
@@ -326,6 +381,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per pipeline round")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--no-pipeline", action="store_true", help="only the in-memory measures")
+    parser.add_argument("--no-outbound", action="store_true", help="do not time the notifications")
     parser.add_argument("--keep", action="store_true", help="keep the bench tenant's MongoDB database")
     parser.add_argument("--log-dir", default=".stack/logs/bench")
     args = parser.parse_args()
@@ -363,6 +419,8 @@ def main() -> None:
         if not all(report["in_memory"]["reached_per_origin"]):
             raise SystemExit("the tag reaches nothing on this graph: nothing to time")
         report["pipeline"] = pipeline(settings, pairs, origins, report["in_memory"]["reached_per_origin"], args)
+        floor = report["in_memory"]["floor_bfs_s"]
+        report["ratio_to_floor"] = {k: round(v / floor) for k, v in report["pipeline"]["median_s"].items() if floor}
     print(json.dumps(report, indent=2))
 
 
