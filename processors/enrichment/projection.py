@@ -64,15 +64,47 @@ def _stale(op: Mapping[str, Any], current: Mapping[str, tuple[int, str]]) -> boo
     return held is not None and (new["version"], new["event_id"]) <= held
 
 
+def _inserted_document(op: Mapping[str, Any]) -> dict[str, Any]:
+    """The document the guarded upsert would create: its ``_id``, the insert defaults, then the fields."""
+    return {"_id": op["q"]["_id"], **op["u"].get("$setOnInsert", {}), **op["u"]["$set"]}
+
+
+def _insert_new(collection: Collection[dict[str, Any]], ops: list[dict[str, Any]]) -> tuple[int, list[dict[str, Any]]]:
+    """Insert the documents of upserts whose ``_id`` nobody held at the read; return (inserted, raced).
+
+    An ``insert`` finds its ``_id`` by index on FerretDB too, while a guarded upsert that creates a document scans the
+    collection (FerretDB pushes down only ``_id`` equality): measured 0.36 ms against 108 ms per document at 3,000
+    documents. A duplicate key means a concurrent writer created the document since the read: that upsert is returned
+    in ``raced`` and goes through the version guard like any held document.
+    """
+    inserted, raced, pending = 0, [], ops
+    while pending:
+        documents = [_inserted_document(op) for op in pending]
+        reply = collection.database.command({"insert": collection.name, "documents": documents, "ordered": True})
+        errors = reply.get("writeErrors", [])
+        if not errors:
+            inserted += len(pending)
+            break
+        first = errors[0]
+        if first.get("code") != DUPLICATE_KEY:
+            raise OperationFailure(f"MongoDB insert failed: {first.get('errmsg')}", first.get("code"), reply)
+        index = int(first["index"])
+        inserted += index
+        raced.append(pending[index])
+        pending = pending[index + 1 :]
+    return inserted, raced
+
+
 def apply_upserts(
     collection: Collection[dict[str, Any]], ops: Iterable[dict[str, Any]], chunk: int = UPDATE_CHUNK
 ) -> tuple[int, int]:
     """Run the guarded upserts; return (applied, stale). Raises on any write error other than the stale signal.
 
     Stale operations are dropped first with one read of the held versions (a replayed batch costs two round trips,
-    not one per document). The rest go as ``update`` commands in order: FerretDB stops at the first write error even
-    when asked for an unordered batch (and leaves ``n``/``nModified`` out of the reply, which breaks pymongo's
-    ``bulk_write``), so after a duplicate key (a concurrent newer write won the race) we resume past it.
+    not one per document); documents nobody held are inserted (see :func:`_insert_new`). The rest go as ``update``
+    commands in order: FerretDB stops at the first write error even when asked for an unordered batch (and leaves
+    ``n``/``nModified`` out of the reply, which breaks pymongo's ``bulk_write``), so after a duplicate key (a
+    concurrent newer write won the race) we resume past it.
     """
     applied = stale = 0
     pending = list(ops)
@@ -85,6 +117,9 @@ def apply_upserts(
         }
         fresh = [op for op in part if not _stale(op, current)]
         stale += len(part) - len(fresh)
+        inserted, raced = _insert_new(collection, [op for op in fresh if op["q"]["_id"] not in current])
+        applied += inserted
+        fresh = [op for op in fresh if op["q"]["_id"] in current] + raced
         while fresh:
             reply = collection.database.command({"update": collection.name, "updates": fresh, "ordered": True})
             errors = reply.get("writeErrors", [])

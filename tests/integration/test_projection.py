@@ -10,7 +10,7 @@ import pytest
 from pymongo import MongoClient
 from pymongo.collection import Collection
 
-from processors.enrichment.projection import apply_upserts, guarded_upsert
+from processors.enrichment.projection import _insert_new, apply_upserts, guarded_upsert
 
 pytestmark = pytest.mark.integration
 
@@ -77,3 +77,14 @@ def test_hundreds_of_updates_to_existing_documents_answer(mongo: MongoClient[dic
     finally:
         client.drop_database(name)
         client.close()
+
+
+def test_a_document_created_since_the_read_goes_through_the_guard(collection: Collection[dict[str, Any]]) -> None:
+    # Between apply_upserts' read and its insert, another writer may create the document: the insert's duplicate key
+    # hands that upsert back, and the version guard then decides (here: the other writer's newer version stays).
+    collection.insert_one({"_id": "b", "version": 5, "event_id": "e5", "name": "newest"})
+    ops = [guarded_upsert(i, 1, "e1", {"name": f"{i}1"}) for i in ("a", "b", "c")]
+    inserted, raced = _insert_new(collection, ops)
+    assert (inserted, [op["q"]["_id"] for op in raced]) == (2, ["b"])
+    assert apply_upserts(collection, raced) == (0, 1)
+    assert {d["_id"]: d["name"] for d in collection.find()} == {"a": "a1", "b": "newest", "c": "c1"}
