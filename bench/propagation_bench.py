@@ -26,10 +26,9 @@ Measured, each a median of ``--repeat`` runs:
   ``tag.propagated`` changes (one delivery per reached column would time outbound throughput, not the tag's
   notification). Each round tags another origin, so every propagated row is new (the key holds the origin).
   Removals are not timed here. The lineage itself is written straight into MongoDB's ``lineage`` collection (setup,
-  not timed: the processor loads it from there at start), not through Kafka and Delta. At the default scale the
-  MongoDB projection bounds a round: the local FerretDB (SQLite) scans the collection for every guarded upsert, so
-  filling it with n propagated tags takes about 0.12 ms x n^2 (half an hour for 4 000 at load 13, see
-  docs/benchmarks.md); a round that times out reports the stages it reached.
+  not timed: the processor loads it from there at start), not through Kafka and Delta. The MongoDB projection is the
+  longest step of a round on the local FerretDB (about 27 s for 3 927 new rows at load 3-4, see docs/benchmarks.md);
+  a round that times out reports the stages it reached.
 
     .stack/venv/bin/metalake stack up
     .stack/venv/bin/python bench/propagation_bench.py --repeat 3
