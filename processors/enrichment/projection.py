@@ -69,6 +69,32 @@ def _inserted_document(op: Mapping[str, Any]) -> dict[str, Any]:
     return {"_id": op["q"]["_id"], **op["u"].get("$setOnInsert", {}), **op["u"]["$set"]}
 
 
+def _ordered(
+    collection: Collection[dict[str, Any]], command: str, field: str, items: list[dict[str, Any]]
+) -> tuple[int, list[int]]:
+    """Send ``items`` as one ordered ``command``; return (applied, indexes that hit a duplicate key).
+
+    FerretDB stops at the first write error even when asked for an unordered batch (and leaves ``n``/``nModified``
+    out of the reply, which breaks pymongo's ``bulk_write``), so after a duplicate key we resume past it. Any other
+    write error raises.
+    """
+    applied, start = 0, 0
+    duplicates: list[int] = []
+    while start < len(items):
+        reply = collection.database.command({command: collection.name, field: items[start:], "ordered": True})
+        errors = reply.get("writeErrors", [])
+        if not errors:
+            return applied + len(items) - start, duplicates
+        first = errors[0]
+        if first.get("code") != DUPLICATE_KEY:
+            raise OperationFailure(f"MongoDB {command} failed: {first.get('errmsg')}", first.get("code"), reply)
+        index = start + int(first["index"])
+        applied += index - start
+        duplicates.append(index)
+        start = index + 1
+    return applied, duplicates
+
+
 def _insert_new(collection: Collection[dict[str, Any]], ops: list[dict[str, Any]]) -> tuple[int, list[dict[str, Any]]]:
     """Insert the documents of upserts whose ``_id`` nobody held at the read; return (inserted, raced).
 
@@ -77,22 +103,8 @@ def _insert_new(collection: Collection[dict[str, Any]], ops: list[dict[str, Any]
     documents. A duplicate key means a concurrent writer created the document since the read: that upsert is returned
     in ``raced`` and goes through the version guard like any held document.
     """
-    inserted, raced, pending = 0, [], ops
-    while pending:
-        documents = [_inserted_document(op) for op in pending]
-        reply = collection.database.command({"insert": collection.name, "documents": documents, "ordered": True})
-        errors = reply.get("writeErrors", [])
-        if not errors:
-            inserted += len(pending)
-            break
-        first = errors[0]
-        if first.get("code") != DUPLICATE_KEY:
-            raise OperationFailure(f"MongoDB insert failed: {first.get('errmsg')}", first.get("code"), reply)
-        index = int(first["index"])
-        inserted += index
-        raced.append(pending[index])
-        pending = pending[index + 1 :]
-    return inserted, raced
+    inserted, duplicates = _ordered(collection, "insert", "documents", [_inserted_document(op) for op in ops])
+    return inserted, [ops[i] for i in duplicates]
 
 
 def apply_upserts(
@@ -101,10 +113,8 @@ def apply_upserts(
     """Run the guarded upserts; return (applied, stale). Raises on any write error other than the stale signal.
 
     Stale operations are dropped first with one read of the held versions (a replayed batch costs two round trips,
-    not one per document); documents nobody held are inserted (see :func:`_insert_new`). The rest go as ``update``
-    commands in order: FerretDB stops at the first write error even when asked for an unordered batch (and leaves
-    ``n``/``nModified`` out of the reply, which breaks pymongo's ``bulk_write``), so after a duplicate key (a
-    concurrent newer write won the race) we resume past it.
+    not one per document); documents nobody held are inserted (see :func:`_insert_new`); the rest go as ordered
+    ``update`` commands (see :func:`_ordered`).
     """
     applied = stale = 0
     pending = list(ops)
@@ -120,19 +130,10 @@ def apply_upserts(
         inserted, raced = _insert_new(collection, [op for op in fresh if op["q"]["_id"] not in current])
         applied += inserted
         fresh = [op for op in fresh if op["q"]["_id"] in current] + raced
-        while fresh:
-            reply = collection.database.command({"update": collection.name, "updates": fresh, "ordered": True})
-            errors = reply.get("writeErrors", [])
-            if not errors:
-                applied += len(fresh)
-                break
-            first = errors[0]
-            if first.get("code") != DUPLICATE_KEY:
-                raise OperationFailure(f"MongoDB upsert failed: {first.get('errmsg')}", first.get("code"), reply)
-            index = int(first["index"])
-            applied += index
-            stale += 1
-            fresh = fresh[index + 1 :]
+        # A duplicate key on an update is the stale signal: a concurrent newer write won the race.
+        updated, duplicates = _ordered(collection, "update", "updates", fresh)
+        applied += updated
+        stale += len(duplicates)
     return applied, stale
 
 
