@@ -80,6 +80,20 @@ class JwksCache:
                 keys[key.kid] = key
         self._keys = keys
 
+    def remember(self, key: VerificationKey) -> None:
+        """Trust a key this process signs with before the next refresh would show it.
+
+        Right after a rotation the token endpoint signs with a key the cache may not have fetched yet, and the refresh
+        spacing would refuse the first tokens it issues. The key stays until the next refresh, which keeps only what
+        the source publishes.
+        """
+        public = key.as_dict(private=False)
+        imported = KeySet.import_key_set({"keys": [public]}).keys[0]
+        if isinstance(imported, RSAKey | ECKey) and imported.kid:
+            with self._lock:
+                if imported.kid not in self._keys:
+                    self._keys = {**self._keys, imported.kid: imported}
+
 
 def http_jwks(url: str, *, timeout_s: float = 5.0) -> JwksSource:
     def fetch() -> Mapping[str, Any]:

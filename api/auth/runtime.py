@@ -83,5 +83,12 @@ def build_auth(settings: Settings, mongo: MongoClient[dict[str, Any]]) -> AuthRu
         tenants=tenants,
         validator=validator,
         limiter=RateLimiter(api.rate_limit_per_s, api.rate_limit_burst),
-        server=TokenServer(clients, keys, api, lambda tenant: tenant_usable(tenants, tenant)),
+        server=TokenServer(
+            clients,
+            keys,
+            api,
+            lambda tenant: tenant_usable(tenants, tenant),
+            # An external issuer's tokens never come from our keys; ours are trusted as soon as we sign with them.
+            on_sign=(lambda key: None) if api.external_issuer else jwks.remember,
+        ),
     )

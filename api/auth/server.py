@@ -21,7 +21,7 @@ from authlib.oauth2.rfc9068 import JWTBearerTokenGenerator
 from joserfc.jwk import KeySet
 
 from api.auth.clients import ClientRecord, ClientStore
-from api.auth.keys import SigningKeyStore
+from api.auth.keys import SigningKey, SigningKeyStore
 from api.security import Scope
 from metalake.settings import ApiSettings
 
@@ -73,16 +73,19 @@ class _ClientCredentials(ClientCredentialsGrant):  # type: ignore[misc]
 
 
 class _TokenGenerator(JWTBearerTokenGenerator):  # type: ignore[misc]
-    def __init__(self, keys: SigningKeyStore, settings: ApiSettings) -> None:
+    def __init__(self, keys: SigningKeyStore, settings: ApiSettings, on_sign: Callable[[SigningKey], None]) -> None:
         super().__init__(
             issuer=settings.issuer_url, alg=settings.signing_alg, expires_generator=settings.token_lifetime_s
         )
         self._keys = keys
         self._settings = settings
+        self._on_sign = on_sign
 
     def get_jwks(self) -> KeySet:
+        key = self._keys.signing_key()
+        self._on_sign(key)
         # A set with just the active key: joserfc then writes its kid into the header.
-        return KeySet([self._keys.signing_key()])
+        return KeySet([key])
 
     def get_audiences(self, client: OAuthClient, user: object, scope: str) -> str:
         return self._settings.audience
@@ -114,7 +117,11 @@ TokenAnswer = tuple[int, dict[str, Any], list[tuple[str, str]]]
 
 
 class TokenServer(AuthorizationServer):  # type: ignore[misc]
-    """Answers ``POST /oauth/token``; ``tenant_usable`` refuses clients of suspended tenants."""
+    """Answers ``POST /oauth/token``; ``tenant_usable`` refuses clients of suspended tenants.
+
+    ``on_sign`` sees every key a token is signed with: the app hands it to its own validator's key cache, so a token
+    issued right after a rotation is accepted by the process that issued it without waiting for a JWKS refresh.
+    """
 
     def __init__(
         self,
@@ -122,13 +129,14 @@ class TokenServer(AuthorizationServer):  # type: ignore[misc]
         keys: SigningKeyStore,
         settings: ApiSettings,
         tenant_usable: Callable[[str], bool],
+        on_sign: Callable[[SigningKey], None] = lambda key: None,
     ) -> None:
         super().__init__(scopes_supported=[s.value for s in Scope])
         self._clients = clients
         self._settings = settings
         self._tenant_usable = tenant_usable
         self.register_grant(_ClientCredentials)
-        self.register_token_generator("default", _TokenGenerator(keys, settings))
+        self.register_token_generator("default", _TokenGenerator(keys, settings, on_sign))
 
     def query_client(self, client_id: str) -> OAuthClient | None:
         record = self._clients.get(client_id)

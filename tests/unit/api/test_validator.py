@@ -157,6 +157,28 @@ def test_unknown_kid_refreshes_once_per_interval(rsa: RSAKey) -> None:
     assert source.calls == 3
 
 
+def test_a_key_this_process_signs_with_is_trusted_before_the_next_refresh(rsa: RSAKey) -> None:
+    clock = Clock()
+    source = Source(rsa)
+    cache = JwksCache(source, min_refresh_s=10, max_age_s=300, clock=clock)
+    validator = AccessTokenValidator(cache, issuer=ISSUER, audience=AUDIENCE, leeway_s=5, tenant_claim="tenant")
+    validator.validate(sign(rsa, HEADER, claims()))
+    # Rotated a moment after the last refresh: the spacing refuses a refresh, so the new key is unknown...
+    new = RSAKey.generate_key(2048, parameters={"kid": "rsa-2", "alg": "RS256"}, private=True)
+    source.keys.append(new)
+    token = sign(new, {**HEADER, "kid": "rsa-2"}, claims())
+    _refused(validator, token, "unknown signing key")
+    # ...unless the token endpoint told the cache it signs with it; only the public half is kept.
+    cache.remember(new)
+    assert validator.validate(token).principal.subject == "mlc_test"
+    assert cache.get("rsa-2") is not None and not cache.get("rsa-2").is_private  # type: ignore[union-attr]
+    assert source.calls == 1
+    # The next refresh keeps only what the source publishes.
+    source.keys.remove(new)
+    clock.now += 301
+    _refused(validator, token, "unknown signing key")
+
+
 def test_retired_key_drops_out_when_the_set_ages(rsa: RSAKey) -> None:
     clock = Clock()
     source = Source(rsa)
