@@ -167,13 +167,18 @@ def outbound_runtime(
             time.sleep(1)
         yield proc
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        terminate(proc)
+
+
+def terminate(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM (the processors stop after their batch), then SIGKILL if it takes more than a minute."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def new_secret() -> str:

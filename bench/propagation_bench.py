@@ -42,7 +42,6 @@ import os
 import platform
 import random
 import secrets
-import signal
 import statistics
 import subprocess
 import sys
@@ -59,7 +58,7 @@ import trino
 from confluent_kafka import Consumer, TopicPartition
 
 # bench/ is on sys.path when this runs as a script.
-from outbound_probe import COUNTED, Receiver, new_secret, outbound_runtime, subscribe, unsubscribe
+from outbound_probe import COUNTED, Receiver, new_secret, outbound_runtime, subscribe, terminate, unsubscribe
 from pymongo import MongoClient
 
 from metalake.events import CloudEvent, new_event
@@ -168,13 +167,7 @@ def child(cmd: list[str], log: Path, ready: Path, timeout_s: float) -> Iterator[
             time.sleep(0.5)
         yield proc
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        terminate(proc)
 
 
 def seed_lineage(mongo: MongoClient[dict[str, Any]], names: TenantNames, pairs: list[Pair]) -> float:

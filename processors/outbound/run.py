@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import signal
 import sys
+from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
@@ -26,21 +27,31 @@ from processors.outbound.ssrf import AddressGuard
 from processors.outbound.subscriptions import SubscriptionCache, SubscriptionStore
 from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE
 
+Mongo = MongoClient[dict[str, Any]]
+# Where subscriptions are read: the control plane, or (the bench) a store scoped to one tenant.
+StoreFactory = Callable[[Mongo], SubscriptionStore]
 
-def build(settings: Settings, mongo: MongoClient[dict[str, Any]]) -> tuple[Outbound, EventProducer]:
+
+def control_plane_store(mongo: Mongo) -> SubscriptionStore:
+    return SubscriptionStore(mongo[CONTROL_DATABASE])
+
+
+def build(
+    settings: Settings, mongo: Mongo, store: StoreFactory = control_plane_store
+) -> tuple[Outbound, EventProducer]:
     control = mongo[CONTROL_DATABASE]
     guard = AddressGuard.from_settings(settings.outbound.ssrf_allow)
     destinations = load_destinations(DestinationEnv(settings, guard))
-    cache = SubscriptionCache(SubscriptionStore(control), settings.outbound.subscriptions_ttl_s)
+    cache = SubscriptionCache(store(mongo), settings.outbound.subscriptions_ttl_s)
     dispatcher = Dispatcher(cache, destinations, Ledger(control), RetryPolicy.from_settings(settings.outbound))
     producer = EventProducer(settings)
     return Outbound(settings, dispatcher, producer), producer
 
 
-def run(settings: Settings) -> None:
+def run(settings: Settings, store: StoreFactory = control_plane_store) -> None:
     ensure_topics(settings, [CHANGES_TOPIC, RETRY_TOPIC, DLQ_TOPIC])
     mongo = mongo_client(settings)
-    outbound, producer = build(settings, mongo)
+    outbound, producer = build(settings, mongo, store)
     runtime = Runtime(settings, outbound)
 
     def stop(signum: int, frame: FrameType | None) -> None:

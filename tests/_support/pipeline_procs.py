@@ -68,14 +68,18 @@ class PropagationProcess:
 
         wait_for("the propagation processor to be ready", probe, timeout_s=timeout_s)
 
+    def kill(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        return self.proc.wait(timeout=30)
+
     def stop(self) -> int:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
-                self.proc.send_signal(signal.SIGKILL)
-                self.proc.wait(timeout=30)
+                return self.kill()
         return self.proc.returncode
 
 

@@ -9,10 +9,7 @@ processor of the stack, if one runs, publishes the same events with the same ids
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,16 +17,15 @@ from typing import Any
 import pytest
 from itest import trino_rows, wait_for
 from kafka_tail import mark, read_since
+from pipeline_procs import PropagationProcess, dedicated_tenant
 from pymongo import MongoClient
 from streamjob import Job, publish_confirmed
 
 from metalake.events import CloudEvent, new_event
-from metalake.kafka import EventProducer, ensure_topics
+from metalake.kafka import EventProducer
 from metalake.settings import Settings
 from metalake.stack import StackManager
-from tenants.model import Tier
 from tenants.naming import CHANGES_TOPIC, TenantNames
-from tenants.registry import TenantDirectory, TenantRegistry, TenantState
 
 pytestmark = pytest.mark.integration
 
@@ -40,60 +36,12 @@ def col(table: str) -> str:
     return f"urn:metalake:postgres:prod/shop/public/{table}/email"
 
 
-class Processor:
-    """``metalake propagation run`` for one tenant, as a child process with its log in a file."""
-
-    def __init__(self, tenant: str, log: Path, group: str, env: dict[str, str] | None = None) -> None:
-        self.log = log
-        self.ready = log.with_suffix(".ready")
-        self.ready.unlink(missing_ok=True)
-        cmd = [sys.executable, "-m", "metalake", "propagation", "run", "--tenant", tenant, "--group", group]
-        with log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                [*cmd, "--ready-file", str(self.ready), "--progress-s", "5"],
-                env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-
-    def tail(self) -> str:
-        return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
-
-    def wait_ready(self) -> None:
-        def probe() -> bool:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"processor exited with {self.proc.returncode}:\n{self.tail()}")
-            return self.ready.exists()
-
-        wait_for("the propagation processor to be ready", probe, timeout_s=60)
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=30)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-
 @pytest.fixture
 def dedicated(
     settings: Settings, stack: StackManager, tenant: str, mongo: MongoClient[dict[str, Any]]
 ) -> Iterator[TenantNames]:
-    registry = TenantRegistry.connect(settings)
-    registry.create(tenant, Tier.DEDICATED)
-    registry.set_state(tenant, TenantState.ACTIVE)
-    names = TenantDirectory(registry, settings.lake_root, ttl_s=0).names(tenant)
-    assert names.dedicated
-    ensure_topics(settings, [names.priority_topic, names.bulk_topic])
-    yield names
-    registry.delete(tenant)
-    mongo.drop_database(names.mongo_database)
+    with dedicated_tenant(settings, mongo, tenant) as names:
+        yield names
 
 
 def publish(settings: Settings, names: TenantNames, events: list[CloudEvent]) -> None:
@@ -135,7 +83,7 @@ def test_a_pii_tag_propagates_to_mongodb_and_trino_and_leaves_when_removed(
 ) -> None:
     tenant = dedicated.tenant_id
     job = Job(tenant, tmp_path / "job.log")
-    processor = Processor(tenant, tmp_path / "processor.log", f"it-propagation-{tenant}")
+    processor = PropagationProcess(tenant, tmp_path / "processor.log", f"it-propagation-{tenant}")
     try:
         # users.email -> customers.email -> report.email; users.email -> hashed.email stops PII (a hashing step)
         publish(
@@ -225,7 +173,7 @@ def test_killed_after_publishing_before_committing_then_restarted_duplicates_no_
         job.stop()  # stopped: what the processor publishes now stays in Kafka, unapplied, until the restart below
 
     marker = tmp_path / "published"
-    crashed = Processor(
+    crashed = PropagationProcess(
         tenant, tmp_path / "processor-1.log", group, env={"METALAKE_FAULT_PAUSE_AFTER_PUBLISH": str(marker)}
     )
     try:
@@ -235,7 +183,7 @@ def test_killed_after_publishing_before_committing_then_restarted_duplicates_no_
         crashed.kill()  # SIGKILL after the events were confirmed, before the offsets were committed
     assert crashed.proc.returncode == -signal.SIGKILL
 
-    restarted = Processor(tenant, tmp_path / "processor-2.log", group)
+    restarted = PropagationProcess(tenant, tmp_path / "processor-2.log", group)
     job = Job(tenant, tmp_path / "job-2.log")
     try:
         restarted.wait_ready()

@@ -13,16 +13,15 @@ from __future__ import annotations
 import secrets
 import statistics
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from accessit import EMAILS, PII_COLUMNS, make_data_table, query_as
 from itest import wait_for
+from pipeline_procs import access_runner
 from pymongo import MongoClient
 from streamjob import Job
 
@@ -30,7 +29,6 @@ from metalake.events import new_event
 from metalake.kafka import EventProducer, ensure_topics
 from metalake.settings import Settings
 from metalake.stack import StackManager
-from processors.access.runner import run
 from processors.access.sync import AccessSync
 from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE, TenantNames, names_for, trino_user
@@ -39,34 +37,6 @@ from tenants.registry import TenantRegistry
 pytestmark = pytest.mark.integration
 
 SOURCE = "/tests/access"
-
-
-@contextmanager
-def access_runner(settings: Settings) -> Iterator[Callable[[], None]]:
-    """``metalake access run`` in a thread; yields a check that fails the test at once if the runner died. Returns
-    once the runner's start-up sync is done (it saw the schemas made before it)."""
-    stop, ready = threading.Event(), threading.Event()
-    errors: list[BaseException] = []
-
-    def target() -> None:
-        try:
-            run(settings, group_id="metalake-access-it", stop=stop, ready=ready)
-        except BaseException as exc:  # noqa: BLE001 - reported through check()
-            errors.append(exc)
-
-    def check() -> None:
-        assert not errors, f"the access runner died: {errors!r}"
-
-    thread = threading.Thread(target=target, name="access-runner", daemon=True)
-    thread.start()
-    try:
-        wait_for("the access runner's start-up sync", lambda: check() or ready.is_set(), timeout_s=300)
-        yield check
-    finally:
-        stop.set()
-        thread.join(timeout=60)
-    check()
-    assert not thread.is_alive()
 
 
 def _tag(tenant: str, urn: str, version: int, *, removed: bool = False) -> Any:
@@ -95,7 +65,7 @@ def test_pii_columns_masked_per_tenant_identity_and_regenerated_on_tag_changes(
     own = f'SELECT email, phone, name, street, iban FROM lake."{names.trino_schema}".people ORDER BY id'
     try:
         job.wait_ready(timeout_s=600)
-        with access_runner(settings) as runner_alive:
+        with access_runner(settings, "metalake-access-it") as runner_alive:
             check_masks(settings, mongo, names, other_names, own, runner_alive)
     finally:
         job.stop()

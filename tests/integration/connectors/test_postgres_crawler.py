@@ -11,8 +11,8 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import psycopg
 import pytest
+from pgit import connect, scratch_database
 
 from connectors.base import FORGET, ConnectorContext, SourceRecord, partition_key
 from connectors.postgres import PostgresCatalogConfig, PostgresCatalogConnector
@@ -55,24 +55,10 @@ CREATE MATERIALIZED VIEW hr.mv_names AS SELECT id, name FROM hr.t000;
 """
 
 
-def _connect(settings: Settings, dbname: str) -> psycopg.Connection[Any]:
-    return psycopg.connect(
-        host="127.0.0.1", port=settings.stack.ports.postgres, user="metalake", dbname=dbname, autocommit=True
-    )
-
-
 @pytest.fixture
 def database(settings: Settings, stack: StackManager) -> Iterator[str]:
-    name = f"it_{secrets.token_hex(4)}"
-    with _connect(settings, "postgres") as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        with _connect(settings, name) as conn:
-            conn.execute(_POPULATE)
+    with scratch_database(settings, _POPULATE) as name:
         yield name
-    finally:
-        with _connect(settings, "postgres") as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def _config(settings: Settings, database: str, **kw: Any) -> PostgresCatalogConfig:
@@ -176,7 +162,7 @@ def test_rerun_with_stored_offsets_emits_nothing(settings: Settings, database: s
 def test_altered_table_is_reemitted_alone(settings: Settings, database: str) -> None:
     crawler = _crawler(settings, database)
     offsets = _store({}, list(crawler.poll({})))
-    with _connect(settings, database) as conn:
+    with connect(settings, database) as conn:
         conn.execute("ALTER TABLE ops.t050 ADD COLUMN region text")
         conn.execute("ALTER TABLE ops.t050 DROP COLUMN note")
         conn.execute("COMMENT ON TABLE ops.t050 IS 'reshaped'")
@@ -205,7 +191,7 @@ def test_dropped_table_is_deleted_and_forgotten(settings: Settings, database: st
     offsets = _store({}, list(crawler.poll({})))
     key = partition_key({"database": database, "schema": "hr", "table": "t099"})
     assert key in offsets
-    with _connect(settings, database) as conn:
+    with connect(settings, database) as conn:
         conn.execute("DROP TABLE hr.t099")
 
     records = list(crawler.poll(offsets))

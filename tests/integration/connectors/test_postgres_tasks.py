@@ -9,15 +9,13 @@ DROP deleted by its owner only, and a re-split to 2 tasks without a single event
 from __future__ import annotations
 
 import json
-import secrets
 from collections import Counter
 from collections.abc import Iterator
-from typing import Any
 
-import psycopg
 import pytest
 from fastapi.testclient import TestClient
 from kafka_tail import Record, mark, of_tenant, read_since
+from pgit import connect, scratch_database
 from runtime_plugins import PLUGINS
 from worker_helpers import ADMIN, worker_settings
 
@@ -51,24 +49,10 @@ END $$;
 """
 
 
-def _connect(settings: Settings, dbname: str) -> psycopg.Connection[Any]:
-    return psycopg.connect(
-        host="127.0.0.1", port=settings.stack.ports.postgres, user="metalake", dbname=dbname, autocommit=True
-    )
-
-
 @pytest.fixture
 def database(settings: Settings, stack: StackManager) -> Iterator[str]:
-    name = f"it_{secrets.token_hex(4)}"
-    with _connect(settings, "postgres") as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        with _connect(settings, name) as conn:
-            conn.execute(_POPULATE)
+    with scratch_database(settings, _POPULATE) as name:
         yield name
-    finally:
-        with _connect(settings, "postgres") as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture
@@ -154,7 +138,7 @@ def test_tasks_split_emit_once_delete_by_owner_and_resplit_quietly(
     assert [t["last_run"]["records"] for t in status["tasks"]] == [t.records for t in report.tasks]
 
     # 2. A DROP is deleted by the task owning its schema, and only by it.
-    with _connect(settings, database) as conn:
+    with connect(settings, database) as conn:
         conn.execute("DROP TABLE gamma.t07")
     owner = next(i for i, u in enumerate(units) if (database, "gamma") in u)
     marks = mark(settings, PRIORITY_TOPIC), mark(settings, BULK_TOPIC)
@@ -181,7 +165,7 @@ def test_tasks_split_emit_once_delete_by_owner_and_resplit_quietly(
     assert [(t["id"], t["state"]) for t in status["tasks"]] == [(0, "RUNNING"), (1, "RUNNING")]
 
     # 4. After the re-split, a change is picked up by its new owner; pausing shows the tasks PAUSED.
-    with _connect(settings, database) as conn:
+    with connect(settings, database) as conn:
         conn.execute("ALTER TABLE omega.t00 ADD COLUMN region text")
     report = crawl(pg_runtime, tenant, "pg")
     assert sorted((t.records, t.deletions) for t in report.tasks) == [(0, 0), (5, 0)]  # the table and its 4 columns
