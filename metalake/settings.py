@@ -119,6 +119,8 @@ class ConnectSettings(BaseModel):
     offsets_load_timeout_s: float = Field(default=30.0, gt=0)
     # How long the webhook path may reuse a connector's control-plane record and secrets (0: read them every time).
     lookup_cache_ttl_s: float = Field(default=2.0, ge=0)
+    # A crawl holds a lease on its connector, renewed every third of this; a crawler that died frees it after this.
+    crawl_lease_s: float = Field(default=60.0, gt=0)
 
 
 class OutboundSettings(BaseModel):

@@ -18,6 +18,7 @@ from connectors.runtime.lookups import LookupCache
 from connectors.runtime.offsets import OffsetStore
 from connectors.runtime.publisher import Publisher
 from connectors.runtime.transforms import Chain
+from metalake.lease import LeaseStore
 from metalake.settings import Settings
 
 
@@ -40,6 +41,8 @@ class Runtime:
     task_io_factory: Callable[[], tuple[Publisher, OffsetStore]] | None = None
     # The webhook path's control-plane reads (off unless built with a TTL: see build_runtime).
     lookups: LookupCache[Any] = field(default_factory=lambda: LookupCache(0.0))
+    # Keeps two crawls of one connector from overlapping (None: no lease, for tests that build a runtime of fakes).
+    leases: LeaseStore | None = None
 
     def task_io(self) -> tuple[Publisher, OffsetStore]:
         if self.task_io_factory is not None:

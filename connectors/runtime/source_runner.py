@@ -30,6 +30,7 @@ from connectors.runtime.publisher import Publisher
 from connectors.runtime.tasks import check_configs, owned_offsets, trace_of, worker_id
 from connectors.runtime.transforms import Chain
 from metalake.kafka import PublishError
+from metalake.lease import LeaseHeld
 from metalake.telemetry import bind_tenant
 
 log = logging.getLogger(__name__)
@@ -258,7 +259,22 @@ def crawl(runtime: Runtime, tenant: str, name: str) -> CrawlReport:
     listed) marks the connector FAILED and raises. A task's failure marks that task FAILED with its trace and is in
     the report; the other tasks run on, and the FAILED task is skipped by later crawls until it is restarted (or the
     split changes). Kafka being unavailable fails nothing: the next run resumes from the stored offsets.
+
+    One crawl per connector at a time, across processes and machines (a lease in the control plane): a second one,
+    say a scheduler firing while a slow crawl still runs, is refused instead of splitting the same units again and
+    racing the first on the stored offsets.
     """
+    if runtime.leases is None:
+        return _crawl(runtime, tenant, name)
+    try:
+        exclusive = runtime.leases.held(f"{tenant}/{name}/crawl", runtime.settings.connect.crawl_lease_s)
+        with exclusive:
+            return _crawl(runtime, tenant, name)
+    except LeaseHeld as exc:
+        raise CrawlRefused(f"connector {tenant}/{name} is being crawled already: {exc}") from exc
+
+
+def _crawl(runtime: Runtime, tenant: str, name: str) -> CrawlReport:
     record = runtime.store.get_connector(tenant, name)
     if record is None:
         raise CrawlRefused(f"no connector {tenant}/{name}")

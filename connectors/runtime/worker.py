@@ -25,6 +25,7 @@ from connectors.runtime.offsets import OffsetStore
 from connectors.runtime.problems import install_problem_handlers
 from connectors.runtime.publisher import Publisher
 from connectors.runtime.webhooks import router as webhook_router
+from metalake.lease import LEASES, LeaseStore
 from metalake.mongo import mongo_client
 from metalake.settings import Settings
 from tenants.naming import CONTROL_DATABASE
@@ -72,6 +73,7 @@ def build_runtime(
         plugins=plugins_from(plugins) if plugins is not None else registry.plugins(),
         dlq_counter=dlq_counter,
         lookups=LookupCache(settings.connect.lookup_cache_ttl_s),
+        leases=LeaseStore(database[LEASES]),
     )
 
 

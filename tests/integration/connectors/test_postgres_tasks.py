@@ -21,7 +21,7 @@ from worker_helpers import ADMIN, worker_settings
 
 from connectors.postgres import PostgresCatalogConnector
 from connectors.runtime.context import Runtime
-from connectors.runtime.source_runner import crawl
+from connectors.runtime.source_runner import CrawlRefused, crawl
 from connectors.runtime.worker import build_runtime, create_app
 from metalake.settings import Settings
 from metalake.stack import StackManager
@@ -164,9 +164,14 @@ def test_tasks_split_emit_once_delete_by_owner_and_resplit_quietly(
     status = pg_worker.get(f"/connectors/{tenant}/pg/status", headers=ADMIN).json()
     assert [(t["id"], t["state"]) for t in status["tasks"]] == [(0, "RUNNING"), (1, "RUNNING")]
 
-    # 4. After the re-split, a change is picked up by its new owner; pausing shows the tasks PAUSED.
+    # 4. After the re-split, a change is picked up by its new owner; pausing shows the tasks PAUSED. A crawl that
+    # starts while another holds the connector's lease (another machine's scheduler) is refused and emits nothing.
     with connect(settings, database) as conn:
         conn.execute("ALTER TABLE omega.t00 ADD COLUMN region text")
+    assert pg_runtime.leases is not None
+    with pg_runtime.leases.held(f"{tenant}/pg/crawl", ttl_s=30, owner="other-host:4242:x"):
+        with pytest.raises(CrawlRefused, match=f"{tenant}/pg is being crawled already: .* held by other-host:4242"):
+            crawl(pg_runtime, tenant, "pg")
     report = crawl(pg_runtime, tenant, "pg")
     assert sorted((t.records, t.deletions) for t in report.tasks) == [(0, 0), (5, 0)]  # the table and its 4 columns
     assert pg_worker.put(f"/connectors/{tenant}/pg/pause", headers=ADMIN).status_code == 202

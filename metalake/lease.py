@@ -1,0 +1,124 @@
+"""Leases in a MongoDB collection: at most one live holder per key, across processes and machines.
+
+One document per key, ``{_id: key, owner, acquired_at, expires_at}``. Every operation is a single-document
+conditional write on ``_id`` (FerretDB has no transactions and pushes down only ``_id`` equality):
+
+- acquire: update the document if it is free or expired, else insert it; a duplicate key on the insert means a live
+  holder has it (or won the race), so the caller is refused;
+- renew: extend ``expires_at`` only while the caller is still the owner;
+- release: delete the document only if the caller is still the owner.
+
+A holder that dies stops renewing; its lease expires after ``ttl_s`` and the next caller takes it over. Clocks of the
+holders are compared through ``expires_at``: keep ``ttl_s`` well above the clock skew between machines.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pymongo import ReturnDocument
+from pymongo.collection import Collection
+from pymongo.errors import DuplicateKeyError, PyMongoError
+
+Doc = dict[str, Any]
+
+# The control-plane collection that holds the leases of every kind (keys start with the tenant id where they
+# belong to one, so deleting a tenant deletes its leases).
+LEASES = "leases"
+
+log = logging.getLogger(__name__)
+
+
+def new_owner() -> str:
+    """Names this holder in the lease document: which machine and process holds it, for an operator reading it."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
+@dataclass(frozen=True)
+class Lease:
+    key: str
+    owner: str
+    expires_at: datetime
+
+
+class LeaseHeld(RuntimeError):
+    """Another live holder has the lease; the message names it and until when it holds it."""
+
+    def __init__(self, key: str, holder: Doc | None) -> None:
+        owner = holder.get("owner") if holder else None
+        until = holder.get("expires_at") if holder else None
+        until_text = f" until {until:%H:%M:%S} UTC" if isinstance(until, datetime) else ""
+        super().__init__(f"{key} is held by {owner or 'another process'}{until_text}")
+        self.key = key
+
+
+class LeaseStore:
+    def __init__(self, collection: Collection[Doc], *, clock: Callable[[], datetime] | None = None) -> None:
+        self._leases = collection
+        self._clock = clock or (lambda: datetime.now(UTC))
+
+    def acquire(self, key: str, owner: str, ttl_s: float) -> Lease | None:
+        """The lease, if it was free, expired or already ours; ``None`` if a live holder has it."""
+        now = self._clock()
+        expires = now + timedelta(seconds=ttl_s)
+        fields = {"owner": owner, "acquired_at": now, "expires_at": expires}
+        free = {"_id": key, "$or": [{"owner": owner}, {"expires_at": {"$lte": now}}]}
+        if self._leases.find_one_and_update(free, {"$set": fields}, return_document=ReturnDocument.AFTER):
+            return Lease(key, owner, expires)
+        try:
+            self._leases.insert_one({"_id": key, **fields})
+        except DuplicateKeyError:
+            return None
+        return Lease(key, owner, expires)
+
+    def holder(self, key: str) -> Doc | None:
+        return self._leases.find_one({"_id": key})
+
+    def renew(self, lease: Lease, ttl_s: float) -> Lease | None:
+        """The lease with a later expiry, or ``None`` if it was lost (expired and taken over)."""
+        expires = self._clock() + timedelta(seconds=ttl_s)
+        done = self._leases.update_one({"_id": lease.key, "owner": lease.owner}, {"$set": {"expires_at": expires}})
+        return Lease(lease.key, lease.owner, expires) if done.matched_count else None
+
+    def release(self, lease: Lease) -> None:
+        self._leases.delete_one({"_id": lease.key, "owner": lease.owner})
+
+    @contextmanager
+    def held(self, key: str, ttl_s: float, owner: str | None = None) -> Iterator[Lease]:
+        """Hold ``key`` for the block, renewed in the background every third of ``ttl_s``; raises :class:`LeaseHeld`
+        if a live holder has it. If a renewal finds the lease lost (this process stalled past ``ttl_s``), the block
+        runs on: the work it guards must itself be safe to repeat, the lease only keeps two runs from overlapping in
+        the normal case."""
+        lease = self.acquire(key, owner or new_owner(), ttl_s)
+        if lease is None:
+            raise LeaseHeld(key, self.holder(key))
+        stop = threading.Event()
+
+        def keep() -> None:
+            current: Lease | None = lease
+            while current is not None and not stop.wait(ttl_s / 3):
+                try:
+                    current = self.renew(current, ttl_s)
+                except PyMongoError as exc:
+                    # MongoDB blinked: try again at the next tick; the lease lasts ttl_s from the last renewal.
+                    log.warning("lease renewal failed", extra={"lease": key, "error": type(exc).__name__})
+                if current is None:
+                    log.warning("lease lost", extra={"lease": key})
+
+        renewer = threading.Thread(target=keep, name=f"lease-{key}", daemon=True)
+        renewer.start()
+        try:
+            yield lease
+        finally:
+            stop.set()
+            renewer.join(timeout=ttl_s)
+            self.release(lease)

@@ -1,0 +1,102 @@
+"""Leases (metalake.lease) on the real FerretDB: one live holder, takeover after expiry, renewal, a race."""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from pymongo import MongoClient
+from pymongo.collection import Collection
+
+from metalake.lease import LEASES, LeaseHeld, LeaseStore
+from tenants.naming import CONTROL_DATABASE
+
+pytestmark = pytest.mark.integration
+
+Doc = dict[str, Any]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime.now(UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@pytest.fixture
+def leases(mongo: MongoClient[Doc]) -> Iterator[Collection[Doc]]:
+    collection = mongo[CONTROL_DATABASE][LEASES]
+    yield collection
+
+
+@pytest.fixture
+def key(leases: Collection[Doc]) -> Iterator[str]:
+    name = f"it-{secrets.token_hex(4)}/lease"
+    yield name
+    leases.delete_many({"_id": name})
+
+
+def test_one_holder_renewal_and_takeover_after_expiry(leases: Collection[Doc], key: str) -> None:
+    clock = Clock()
+    store = LeaseStore(leases, clock=clock)
+    first = store.acquire(key, "a", ttl_s=30)
+    assert first is not None and first.owner == "a"
+    assert store.acquire(key, "b", ttl_s=30) is None  # live holder
+    assert store.acquire(key, "a", ttl_s=30) is not None  # re-entrant for its owner
+
+    clock.now += timedelta(seconds=20)
+    renewed = store.renew(first, ttl_s=30)
+    assert renewed is not None and renewed.expires_at == clock.now + timedelta(seconds=30)
+    clock.now += timedelta(seconds=20)  # past the first expiry, within the renewed one
+    assert store.acquire(key, "b", ttl_s=30) is None
+
+    clock.now += timedelta(seconds=11)  # "a" died: expired, taken over
+    second = store.acquire(key, "b", ttl_s=30)
+    assert second is not None and store.holder(key)["owner"] == "b"  # type: ignore[index]
+    assert store.renew(first, ttl_s=30) is None  # "a" learns it lost the lease
+    store.release(first)  # a stale release does not free b's lease
+    assert store.holder(key)["owner"] == "b"  # type: ignore[index]
+    store.release(second)
+    assert store.holder(key) is None
+
+
+def test_held_refuses_a_second_holder_and_frees_at_exit(leases: Collection[Doc], key: str) -> None:
+    store = LeaseStore(leases)
+    with store.held(key, ttl_s=30, owner="host:1:a"):
+        with pytest.raises(LeaseHeld, match=r"held by host:1:a until \d\d:\d\d:\d\d UTC"), store.held(key, ttl_s=30):
+            pass
+    with store.held(key, ttl_s=30):
+        pass
+    assert store.holder(key) is None
+
+
+def test_held_renews_while_the_block_runs(leases: Collection[Doc], key: str) -> None:
+    store = LeaseStore(leases)
+    with store.held(key, ttl_s=1.5, owner="slow"):
+        first = store.holder(key)["expires_at"]  # type: ignore[index]
+        threading.Event().wait(2.5)  # longer than the ttl: only renewal keeps it
+        assert store.acquire(key, "other", ttl_s=30) is None
+        assert store.holder(key)["expires_at"] > first  # type: ignore[index]
+
+
+def test_racing_acquirers_get_one_lease(leases: Collection[Doc], key: str) -> None:
+    store = LeaseStore(leases)
+    start = threading.Barrier(8)
+    won: list[str] = []
+
+    def contend(owner: str) -> None:
+        start.wait()
+        if store.acquire(key, owner, ttl_s=30) is not None:
+            won.append(owner)
+
+    threads = [threading.Thread(target=contend, args=(f"o{i}",)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(won) == 1 and store.holder(key)["owner"] == won[0]  # type: ignore[index]
