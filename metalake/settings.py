@@ -130,6 +130,7 @@ class OutboundSettings(BaseModel):
     what still fails goes to the retry topic with a due time, and after ``retry_topic_max_attempts`` to the DLQ.
     ``ssrf_allow`` lists networks (CIDR) a destination may resolve to although the SSRF guard refuses them (tests
     allow ``127.0.0.0/8``). ``allow_base_url_override`` lets a subscription point Slack/Jira at another base URL.
+    ``ledger_retention_s`` bounds the delivery ledger (docs/outbound.md, "Ledger retention").
     """
 
     group_id: str = "metalake-outbound"
@@ -152,6 +153,21 @@ class OutboundSettings(BaseModel):
     slack_base_url: str = "https://slack.com/api/"
     allow_base_url_override: bool = False
     ssrf_allow: list[str] = Field(default_factory=list)
+    # How long a delivery-ledger step outlives its last write (and an anchor the delivered removal of its tag): it
+    # must cover every redelivery of a change (the retry topic's window, a consumer group replaying after a restart).
+    ledger_retention_s: float = Field(default=7 * 86_400, gt=0)
+    # Where the server has no TTL indexes (FerretDB 1.x), the runtime deletes expired ledger documents this often.
+    ledger_prune_interval_s: float = Field(default=3_600, gt=0)
+
+    @model_validator(mode="after")
+    def _retention_covers_retries(self) -> OutboundSettings:
+        window = self.retry_max_s * self.retry_topic_max_attempts
+        if self.ledger_retention_s < window:
+            raise ValueError(
+                f"ledger_retention_s ({self.ledger_retention_s:g}) is shorter than the retry topic's window "
+                f"(retry_max_s x retry_topic_max_attempts = {window:g} s): a retried change could post twice"
+            )
+        return self
 
 
 class ApiSettings(BaseModel):

@@ -32,8 +32,9 @@ from processors.outbound.destination import (
 )
 from processors.outbound.ledger import LedgerScope, Step
 from processors.outbound.messages import jira_comment, jira_description, jira_summary, mapping_get, worth_telling
+from processors.outbound.pinned_requests import guard_session
 from processors.outbound.retry import parse_retry_after
-from processors.outbound.ssrf import RefusedAddress
+from processors.outbound.ssrf import AddressGuard, RefusedAddress
 from processors.outbound.subscriptions import Subscription
 
 ANCHOR = "jira-issue"
@@ -62,6 +63,23 @@ def dedup_label(tenant: str, asset: str, tag: str) -> str:
 
 def _label(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-").lower() or "tag"
+
+
+class _GuardedJIRA(JIRA):
+    """The SDK's client with every connection of its session pinned to a guard-checked address (no DNS rebinding
+    between the check and the connect).
+
+    JIRA's constructor asks the server for serverInfo through its session before returning; that request must not
+    go out unguarded, so the constructor runs without it, the adapter is mounted, and serverInfo is read the way
+    the constructor would have (version and deployment type, which the SDK uses to choose endpoints).
+    """
+
+    def __init__(self, *, guard: AddressGuard, **kwargs: Any) -> None:
+        super().__init__(get_server_info=False, validate=False, **kwargs)
+        guard_session(self._session, guard)
+        info = self.server_info()
+        self._version = tuple(info["versionNumbers"])
+        self.deploymentType = info.get("deploymentType")
 
 
 class JiraDestination(Destination):
@@ -95,7 +113,8 @@ class JiraDestination(Destination):
         client = self._clients.get(cache_key)
         if client is None:
             client = _call(
-                lambda: JIRA(
+                lambda: _GuardedJIRA(
+                    guard=self.env.guard,
                     server=server,
                     basic_auth=(config.email, token),
                     options={"rest_api_version": "3"},
@@ -123,9 +142,15 @@ class JiraDestination(Destination):
             marker = ledger.key("comment")
             ledger.once("comment", lambda prior: self._comment(client, key, change, marker, prior))
             ledger.once("transition", lambda prior: self._transition(client, key, prior))
+            # The issue is closed: Slack threads stop linking it, and the anchor goes after the retention.
             ledger.set_anchor(
-                ANCHOR, asset, tag.casefold(), {"key": key, "url": f"{server}/browse/{key}", "open": False}
+                ANCHOR,
+                asset,
+                tag.casefold(),
+                {"key": key, "url": f"{server}/browse/{key}", "open": False},
+                released=True,
             )
+            ledger.unshare(ANCHOR, asset, tag.casefold())
             return DeliveryResult("delivered", "jira issue commented and transitioned", {"key": key})
 
         def ensure(prior: Step | None) -> Mapping[str, str]:
@@ -204,6 +229,9 @@ def _call(action: Callable[[], _T]) -> _T:
     """Run a Jira call, translating its failures into retryable or permanent ones (messages without bodies)."""
     try:
         return action()
+    except RefusedAddress as exc:
+        # Raised at connect time by the guarded session: the server's name now resolves to a refused address.
+        raise PermanentDelivery(f"jira server refused: {exc}") from None
     except JIRAError as exc:
         status = exc.status_code
         if status is None or status == 429 or status >= 500:

@@ -11,6 +11,12 @@ Two kinds of documents, each written with single-document operations only (Ferre
 - ``anchor``: state per (tenant, subscription, asset, tag) that later changes build on: the Slack thread (channel,
   ts), the Jira issue key; and ``shared``: per (tenant, asset, tag), what one subscription tells the others (the
   Jira issue a Slack thread links to).
+
+Expiry: a step only has to outlive the redeliveries of its change (offset commit lag, the retry topic's window), so
+every write of a step sets ``expires_at`` = now + ``retention``; an anchor lives as long as its tag is on the asset,
+so it gets ``expires_at`` only when the tag's removal was delivered (:meth:`LedgerScope.release_anchor`) and loses it
+when the tag comes back. MongoDB deletes expired documents through a TTL index on ``expires_at``
+(:meth:`Ledger.ensure_expiry`); FerretDB 1.x has no TTL indexes, so there the runtime calls :meth:`Ledger.prune`.
 """
 
 from __future__ import annotations
@@ -18,14 +24,19 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from pymongo import ReturnDocument
 from pymongo.collection import Collection
 from pymongo.database import Database
+from pymongo.errors import OperationFailure
 
 DELIVERIES = "deliveries"
+EXPIRY_INDEX = "expires_at_ttl"
+DEFAULT_RETENTION = timedelta(days=7)
+# MongoDB's code for a command or option the server does not implement (FerretDB 1.x answers TTL indexes with it).
+_NOT_IMPLEMENTED = 238
 
 Doc = dict[str, Any]
 
@@ -54,16 +65,58 @@ class Step:
     result: Mapping[str, Any]
 
 
+def expires_at(now: datetime, retention: timedelta) -> datetime:
+    """When a document written at ``now`` may go. Millisecond precision: what BSON dates keep."""
+    moment = now + retention
+    return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
+
+
+def expired_query(now: datetime, retention: timedelta) -> Doc:
+    """The documents a pruning pass deletes: past ``expires_at`` and not an ``in_flight`` step younger than
+    ``retention`` (a step's ``expires_at`` was computed with the retention of its writer, which may have been
+    shorter). Documents without ``expires_at`` (anchors of tags still on their asset) never match."""
+    return {
+        "expires_at": {"$lte": now},
+        "$or": [{"state": {"$ne": "in_flight"}}, {"started_at": {"$lte": now - retention}}],
+    }
+
+
 def _step(doc: Doc) -> Step:
     return Step(doc["_id"], doc["state"], int(doc.get("attempts", 0)), doc.get("started_at"), doc.get("result") or {})
 
 
 class Ledger:
-    def __init__(self, database: Database[Doc]) -> None:
+    def __init__(self, database: Database[Doc], retention: timedelta = DEFAULT_RETENTION) -> None:
         self._docs: Collection[Doc] = database[DELIVERIES]
+        self.retention = retention
 
     def scope(self, tenant: str, subscription: str, change_id: str) -> LedgerScope:
-        return LedgerScope(self._docs, tenant, subscription, change_id)
+        return LedgerScope(self._docs, tenant, subscription, change_id, self.retention)
+
+    def ensure_expiry(self) -> bool:
+        """Create the TTL index on ``expires_at``; ``False`` if the server has none (then :meth:`prune` must run)."""
+        try:
+            self._docs.create_index("expires_at", name=EXPIRY_INDEX, expireAfterSeconds=0)
+        except OperationFailure as exc:
+            if exc.code != _NOT_IMPLEMENTED:
+                raise
+            return False
+        return True
+
+    def prune(self, now: datetime | None = None, batch: int = 500) -> int:
+        """Delete expired documents in batches of ``batch`` (short writes: FerretDB's SQLite backend serialises
+        them, and deliveries wait behind each). Returns how many went."""
+        query = expired_query(now or _now(), self.retention)
+        removed = 0
+        while True:
+            ids = [d["_id"] for d in self._docs.find(query, {"_id": 1}, limit=batch)]
+            if not ids:
+                return removed
+            # The query again: a document a delivery refreshed since the find stays.
+            deleted = self._docs.delete_many({"_id": {"$in": ids}, **query}).deleted_count
+            removed += deleted
+            if len(ids) < batch or deleted == 0:
+                return removed
 
     def steps_of(self, tenant: str, subscription: str | None = None) -> list[Step]:
         query: Doc = {"kind": "step", "tenant": tenant}
@@ -75,15 +128,29 @@ class Ledger:
 class LedgerScope:
     """The ledger as one delivery (tenant, subscription, change) sees it."""
 
-    def __init__(self, docs: Collection[Doc], tenant: str, subscription: str, change_id: str) -> None:
+    def __init__(
+        self,
+        docs: Collection[Doc],
+        tenant: str,
+        subscription: str,
+        change_id: str,
+        retention: timedelta = DEFAULT_RETENTION,
+    ) -> None:
         self._docs = docs
         self.tenant, self.subscription, self.change_id = tenant, subscription, change_id
+        self._retention = retention
+
+    def _expiry(self, now: datetime) -> datetime:
+        return expires_at(now, self._retention)
 
     def key(self, operation: str) -> str:
         return idempotency_key(self.tenant, self.subscription, self.change_id, operation)
 
     def begin(self, operation: str) -> Step | None:
-        """Mark ``operation`` in flight; return the step as an earlier attempt left it (``None`` if first)."""
+        """Mark ``operation`` in flight; return the step as an earlier attempt left it (``None`` if first).
+
+        Every attempt moves ``expires_at`` on: a change still being redelivered keeps its steps."""
+        now = _now()
         before = self._docs.find_one_and_update(
             {"_id": self.key(operation)},
             {
@@ -94,8 +161,9 @@ class LedgerScope:
                     "change_id": self.change_id,
                     "operation": operation,
                     "state": "in_flight",
-                    "started_at": _now(),
+                    "started_at": now,
                 },
+                "$set": {"expires_at": self._expiry(now)},
                 "$inc": {"attempts": 1},
             },
             upsert=True,
@@ -104,9 +172,10 @@ class LedgerScope:
         return _step(before) if before is not None else None
 
     def done(self, operation: str, result: Mapping[str, Any]) -> None:
+        now = _now()
         self._docs.update_one(
             {"_id": self.key(operation)},
-            {"$set": {"state": "done", "result": dict(result), "done_at": _now()}},
+            {"$set": {"state": "done", "result": dict(result), "done_at": now, "expires_at": self._expiry(now)}},
         )
 
     def once(self, operation: str, call: Callable[[Step | None], Mapping[str, Any]]) -> Mapping[str, Any]:
@@ -127,21 +196,41 @@ class LedgerScope:
         doc = self._docs.find_one({"_id": _anchor_id(self.tenant, self.subscription, kind, asset, tag)})
         return doc.get("fields") if doc is not None else None
 
-    def set_anchor(self, kind: str, asset: str, tag: str, fields: Mapping[str, Any]) -> None:
+    def set_anchor(self, kind: str, asset: str, tag: str, fields: Mapping[str, Any], *, released: bool = False) -> None:
+        """Write ``fields`` into the anchor and keep it; ``released`` (the tag's removal was delivered): let it
+        expire after the retention instead, so what follows the removal (its propagation) still finds it."""
+        now = _now()
+        update: Doc = {
+            "$set": {**{f"fields.{k}": v for k, v in fields.items()}, "updated_at": now},
+            "$setOnInsert": {
+                "kind": "anchor",
+                "anchor": kind,
+                "tenant": self.tenant,
+                "subscription": self.subscription,
+                "asset": asset,
+                "tag": tag,
+            },
+        }
+        if released:
+            update["$set"]["expires_at"] = self._expiry(now)
+        else:
+            update["$unset"] = {"expires_at": ""}
+        self._docs.update_one(
+            {"_id": _anchor_id(self.tenant, self.subscription, kind, asset, tag)}, update, upsert=True
+        )
+
+    def release_anchor(self, kind: str, asset: str, tag: str) -> None:
+        """The tag's removal was delivered: the anchor expires after the retention (unless the tag comes back)."""
         self._docs.update_one(
             {"_id": _anchor_id(self.tenant, self.subscription, kind, asset, tag)},
-            {
-                "$set": {**{f"fields.{k}": v for k, v in fields.items()}, "updated_at": _now()},
-                "$setOnInsert": {
-                    "kind": "anchor",
-                    "anchor": kind,
-                    "tenant": self.tenant,
-                    "subscription": self.subscription,
-                    "asset": asset,
-                    "tag": tag,
-                },
-            },
-            upsert=True,
+            {"$set": {"expires_at": self._expiry(_now())}},
+        )
+
+    def keep_anchor(self, kind: str, asset: str, tag: str) -> None:
+        """The tag is on the asset (again): a released anchor no longer expires. Writes only if it was released."""
+        self._docs.update_one(
+            {"_id": _anchor_id(self.tenant, self.subscription, kind, asset, tag), "expires_at": {"$exists": True}},
+            {"$unset": {"expires_at": ""}},
         )
 
     def share(self, kind: str, asset: str, tag: str, value: Mapping[str, Any]) -> None:
@@ -151,10 +240,21 @@ class LedgerScope:
             {"_id": _anchor_id(self.tenant, "*", kind, asset, tag)},
             {
                 "$set": {f"fields.{self.subscription}": dict(value), "updated_at": _now()},
+                "$unset": {"expires_at": ""},
                 "$setOnInsert": {"kind": "shared", "anchor": kind, "tenant": self.tenant, "asset": asset, "tag": tag},
             },
             upsert=True,
         )
+
+    def unshare(self, kind: str, asset: str, tag: str) -> None:
+        """Withdraw this subscription's value (its issue was closed); once no subscription shares anything for
+        (asset, tag), the document expires after the retention."""
+        doc_id = _anchor_id(self.tenant, "*", kind, asset, tag)
+        now = _now()
+        self._docs.update_one(
+            {"_id": doc_id}, {"$unset": {f"fields.{self.subscription}": ""}, "$set": {"updated_at": now}}
+        )
+        self._docs.update_one({"_id": doc_id, "fields": {}}, {"$set": {"expires_at": self._expiry(now)}})
 
     def shared(self, kind: str, asset: str, tag: str) -> list[Mapping[str, Any]]:
         """What the tenant's subscriptions shared for (asset, tag), ordered by subscription name."""

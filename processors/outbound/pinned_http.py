@@ -24,23 +24,33 @@ class HttpAnswer:
     headers: Mapping[str, str]
 
 
+def connect_checked(guard: AddressGuard, host: str, port: int, timeout: float | None) -> socket.socket:
+    """A TCP connection to ``host``: resolved once through ``guard``, connected to the address it checked.
+
+    The only lookup of the connection, so a DNS answer that changes (rebinding) cannot slip in between the check
+    and the connect. Raises :class:`RefusedAddress` before connecting anywhere. Also used by the ``requests``
+    transport adapter of :mod:`processors.outbound.pinned_requests`.
+    """
+    return socket.create_connection((guard.resolve(host, port), port), timeout)
+
+
 class _PinnedHTTPConnection(http.client.HTTPConnection):
-    def __init__(self, host: str, port: int, address: str, timeout: float) -> None:
+    def __init__(self, host: str, port: int, guard: AddressGuard, timeout: float) -> None:
         super().__init__(host, port, timeout=timeout)
-        self._address = address
+        self._guard = guard
 
     def connect(self) -> None:
-        self.sock = socket.create_connection((self._address, self.port), self.timeout)
+        self.sock = connect_checked(self._guard, self.host, self.port, self.timeout)
 
 
 class _PinnedHTTPSConnection(http.client.HTTPSConnection):
-    def __init__(self, host: str, port: int, address: str, timeout: float, context: ssl.SSLContext) -> None:
+    def __init__(self, host: str, port: int, guard: AddressGuard, timeout: float, context: ssl.SSLContext) -> None:
         super().__init__(host, port, timeout=timeout, context=context)
-        self._address = address
+        self._guard = guard
         self._context = context
 
     def connect(self) -> None:
-        raw = socket.create_connection((self._address, self.port), self.timeout)
+        raw = connect_checked(self._guard, self.host, self.port, self.timeout)
         self.sock = self._context.wrap_socket(raw, server_hostname=self.host)
 
 
@@ -60,12 +70,11 @@ def post(
     if parts.username or parts.password:
         raise RefusedAddress("destination URL must not carry credentials")
     port = parts.port or (443 if parts.scheme == "https" else 80)
-    address = guard.resolve(parts.hostname, port)
     conn: http.client.HTTPConnection
     if parts.scheme == "https":
-        conn = _PinnedHTTPSConnection(parts.hostname, port, address, timeout_s, tls or ssl.create_default_context())
+        conn = _PinnedHTTPSConnection(parts.hostname, port, guard, timeout_s, tls or ssl.create_default_context())
     else:
-        conn = _PinnedHTTPConnection(parts.hostname, port, address, timeout_s)
+        conn = _PinnedHTTPConnection(parts.hostname, port, guard, timeout_s)
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     try:
         conn.request("POST", target, body=body, headers=dict(headers))

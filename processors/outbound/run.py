@@ -9,6 +9,7 @@ from __future__ import annotations
 import signal
 import sys
 from collections.abc import Callable
+from datetime import timedelta
 from types import FrameType
 from typing import Any
 
@@ -43,7 +44,12 @@ def build(
     guard = AddressGuard.from_settings(settings.outbound.ssrf_allow)
     destinations = load_destinations(DestinationEnv(settings, guard))
     cache = SubscriptionCache(store(mongo), settings.outbound.subscriptions_ttl_s)
-    dispatcher = Dispatcher(cache, destinations, Ledger(control), RetryPolicy.from_settings(settings.outbound))
+    dispatcher = Dispatcher(
+        cache,
+        destinations,
+        Ledger(control, timedelta(seconds=settings.outbound.ledger_retention_s)),
+        RetryPolicy.from_settings(settings.outbound),
+    )
     producer = EventProducer(settings)
     return Outbound(settings, dispatcher, producer), producer
 

@@ -10,7 +10,8 @@ rewinds to it until the due time; a due one is tried once for its one subscripti
 with the next attempt and a longer delay, or dead-lettered after ``retry_topic_max_attempts``. Both loops share one
 thread; within a batch, records with different keys are delivered by a pool of ``outbound.workers`` threads (one
 key's records in order), so one tenant's failing destination costs the others at most its short in-process retries
-in one worker.
+in one worker. Where the server has no TTL index (FerretDB 1.x), a thread of :mod:`processors.outbound.retention`
+deletes expired ledger documents.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from metalake.kafka.dlq import DeadLetter, dead_letter_headers
 from metalake.settings import Settings
 from processors.outbound.change import Change, UndecodableChange, decode_change
 from processors.outbound.dispatch import Dispatcher, Outcome
+from processors.outbound.retention import LedgerJanitor
 from processors.outbound.retry import (
     SUBSCRIPTION_HEADER,
     RetryInfo,
@@ -256,6 +258,7 @@ class Runtime:
         session = {"session.timeout.ms": settings.outbound.session_timeout_ms}
         self.main = BatchConsumer(settings, settings.outbound.group_id, [CHANGES_TOPIC], **session)
         self.retry = RetryConsumer(settings, outbound)
+        self.janitor = LedgerJanitor(outbound.dispatcher.ledger, settings.outbound.ledger_prune_interval_s)
         self.stopping = False
 
     def _handle(self, messages: Sequence[Message]) -> None:
@@ -269,9 +272,11 @@ class Runtime:
     def run(self) -> None:
         log.info("outbound.started", extra={"group": self.settings.outbound.group_id})
         try:
+            self.janitor.start()
             while not self.stopping:
                 self.run_once()
         finally:
+            self.janitor.stop()
             self.main.close()
             self.retry.close()
             self.outbound.close()

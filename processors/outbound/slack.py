@@ -40,6 +40,10 @@ _RETRYABLE_ERRORS = frozenset(
 # How far back an interrupted attempt's message is looked for (it was posted after the step was marked in flight).
 _LOOKBACK_S = 120
 DEFAULT_KINDS = frozenset({"classification.added", "classification.removed", "propagation.completed"})
+# A thread lives as long as its tag is on the asset: after a delivered removal it expires with the ledger's retention,
+# a later addition keeps it again.
+_REMOVALS = frozenset({"classification.removed", "tag.unpropagated"})
+_ADDITIONS = frozenset({"classification.added", "tag.propagated"})
 
 
 class SlackConfig(DestinationConfig):
@@ -115,6 +119,10 @@ class SlackDestination(Destination):
             )
             linked.add(key)
             ledger.set_anchor(THREAD, asset, tag, {"linked": sorted(linked)})
+        if change.kind in _REMOVALS:
+            ledger.release_anchor(THREAD, asset, tag)
+        elif thread is not None and change.kind in _ADDITIONS:
+            ledger.keep_anchor(THREAD, asset, tag)
         return DeliveryResult("delivered", "slack", {"channel": channel, "ts": str(posted["ts"])})
 
     def _post(
