@@ -15,6 +15,7 @@ from api.context import ApiContext
 from api.events import close_publisher
 from api.openapi import install_openapi
 from api.problems import install_problem_handlers
+from api.provisioning import resume
 from metalake.settings import Settings, load_settings
 
 # One module per resource under api/routes, each exposing ``router``. Add a line here to serve a new one.
@@ -46,7 +47,9 @@ def create_app(settings: Settings | None = None, *, mongo: MongoClient[dict[str,
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        stop_resume = resume.start(app.state.ctx)  # work a crash left unfinished, in a thread
         yield
+        stop_resume()
         close_publisher(app)
         if mongo is None:
             client.close()

@@ -60,9 +60,13 @@ class Provisioner:
                 log.warning("tenants.provision_failed", extra={"tenant": tenant_id, "step": step.name})
                 self._registry.set_error(tenant_id, error)
                 return Outcome(tenant_id, False, tuple(ran), error, time.monotonic() - started)
-            if self._registry.mark_step(tenant_id, step.name, done=True) is None:
+            marked = self._registry.mark_step(tenant_id, step.name, done=True)
+            if marked is None:
                 return Outcome(tenant_id, False, tuple(ran), "tenant deleted while provisioning")
             ran.append(step.name)
+            if marked.state is TenantState.DELETING:
+                # Stop: the deletion waits for this run's lease, then undoes what the steps made.
+                return Outcome(tenant_id, False, tuple(ran), "tenant being deleted", time.monotonic() - started)
         self._registry.set_state(tenant_id, TenantState.ACTIVE, expected=[TenantState.PROVISIONING])
         seconds = time.monotonic() - started
         log.info("tenants.provisioned", extra={"tenant": tenant_id, "steps": ran, "seconds": round(seconds, 3)})

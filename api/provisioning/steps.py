@@ -24,6 +24,8 @@ from pymongo import MongoClient
 
 from api.catalog import INDEXES
 from api.provisioning.launcher import JobLauncher
+from connectors.runtime.offsets import OffsetStore, OffsetsUnavailable
+from metalake.kafka import PublishError
 from metalake.kafka.admin import ensure_topics
 from metalake.kafka.config import client_config
 from metalake.settings import Settings
@@ -267,6 +269,35 @@ class ControlPlaneStep:
                     log.info("tenants.control_deleted", extra={"collection": collection, "documents": deleted})
 
 
+class OffsetsStep:
+    """The tenant's connector offsets in the compacted offsets topic: a tombstone for every live key, so compaction
+    removes them. The keys are read from the topic (``OffsetStore.forget_tenant``), so offsets of a connector deleted
+    long ago go too. Runs before ``ControlPlaneStep`` when deprovisioning (listed after it), while the connectors are
+    still documented. Nothing to provision."""
+
+    name = "offsets"
+
+    def applies(self, tenant: TenantRecord) -> bool:
+        return True
+
+    def provision(self, ctx: StepContext, tenant: TenantRecord, names: TenantNames) -> None:
+        return None
+
+    def deprovision(self, ctx: StepContext, tenant: TenantRecord, names: TenantNames) -> None:
+        store = OffsetStore(ctx.settings)
+        try:
+            forgotten = store.forget_tenant(names.tenant_id)
+        except OffsetsUnavailable:
+            raise StepFailed("the connector offsets topic could not be read to its end") from None
+        except PublishError:
+            # Its message names partition keys (source identifiers): not for the tenant document.
+            raise StepFailed("Kafka did not confirm every offset tombstone") from None
+        finally:
+            store.close()
+        if forgotten:
+            log.info("tenants.offsets_forgotten", extra={"tenant": names.tenant_id, "keys": forgotten})
+
+
 # Provisioning order; deprovisioning runs the reverse (the query stops before its topics and tables go).
 STEPS: tuple[Step, ...] = (
     TopicsStep(),
@@ -274,6 +305,7 @@ STEPS: tuple[Step, ...] = (
     TrinoStep(),
     MongoStep(),
     ControlPlaneStep(),
+    OffsetsStep(),
     StreamStep(),
     AccessStep(),
 )

@@ -1,13 +1,13 @@
 """GDPR erasure of an asset through the API: ``POST`` answers 202 with a status resource and runs
 ``metalake lake erase`` (as ``python -m processors.lake.erase``) after the answer; ``GET`` tells how it went.
 
-The URN travels in the body (URNs hold '/'), is validated and canonical, and is stored nowhere: the erasure document
-and every audit row hold its sha256. The erase command itself writes the ``erase.asset`` audit row with the counts.
+The URN travels in the body (URNs hold '/') and is validated and canonical. The erasure document and every audit row
+hold only its sha256; the URN itself is kept only until the erasure finishes, so an erasure a crash interrupted runs
+again (``api.provisioning.runs``). The erase command itself writes the ``erase.asset`` audit row with the counts.
 """
 
 from __future__ import annotations
 
-import logging
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -18,14 +18,13 @@ from pydantic import BaseModel, Field
 from api import audit
 from api.auth.deps import require_tenant
 from api.context import ApiContext, ContextDep
-from api.erasures import ErasureRecord, ErasureState, ErasureStore, run_erasure
+from api.erasures import ErasureRecord, ErasureState, ErasureStore
 from api.problems import Problem, problem_doc
+from api.provisioning.runs import PendingErasures, erase_asset
 from api.routes.tenants import ERRORS
 from api.security import Principal, Scope, TenantContext
 from metalake.urn import AssetUrn, InvalidUrn
 from tenants.naming import CONTROL_DATABASE
-
-log = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/v1/tenants/{tenant}/erasures", tags=["gdpr"])
 
@@ -94,15 +93,8 @@ def _canonical(urn: str) -> str:
 
 
 def _erase(ctx: ApiContext, principal: Principal, tenant: str, erasure_id: str, urn: str, children: bool) -> None:
-    store = _store(ctx)
-    try:
-        record = run_erasure(store, tenant, erasure_id, urn, principal.subject, children)
-    except Exception as exc:  # noqa: BLE001 - reported on the status resource and in the audit trail
-        # After the answer nobody sees the exception: the status resource and the audit trail must say it.
-        log.warning("api.erasure_error", extra={"tenant": tenant, "erasure": erasure_id, "error": type(exc).__name__})
-        record = store.update(tenant, erasure_id, ErasureState.FAILED, error=f"internal error: {type(exc).__name__}")
-    result = audit.DONE if record is not None and record.state is ErasureState.DONE else audit.FAILED
-    audit.record(ctx, tenant, principal, "erasure.finish", urn, result, counts=dict(record.counts) if record else None)
+    # Under the erasure's lease: a resumer (this or another replica) never runs it at the same time.
+    erase_asset(ctx, principal, tenant, erasure_id, urn, children, ctx.settings.api.lease_wait_s)
 
 
 @router.post(
@@ -119,6 +111,8 @@ async def request_erasure(
     record = await run_in_threadpool(
         _store(ctx).create, tc.tenant, audit.target_hash(urn), body.include_children, tc.principal.subject
     )
+    # Kept until the erasure finishes, so a crash does not lose it (the status document keeps only the hash).
+    await run_in_threadpool(PendingErasures(ctx).put, tc.tenant, record.id, urn)
     await run_in_threadpool(audit.record, ctx, tc.tenant, tc.principal, "erasure.request", urn, audit.ACCEPTED)
     background.add_task(_erase, ctx, tc.principal, tc.tenant, record.id, urn, body.include_children)
     response.headers["Location"] = f"/v1/tenants/{tc.tenant}/erasures/{record.id}"

@@ -21,9 +21,8 @@ from api.auth.deps import require, require_tenant
 from api.context import ApiContext, ContextDep
 from api.paging import CursorParam, Limit, decode_cursor, encode_cursor
 from api.problems import Problem, problem_doc
-from api.provisioning.launcher import LocalProcessLauncher
-from api.provisioning.provisioner import Outcome, Provisioner
-from api.provisioning.steps import StepContext
+from api.provisioning.provisioner import Provisioner
+from api.provisioning.runs import build_provisioner, deprovision_tenant, provision_tenant
 from api.security import Principal, Scope, TenantContext
 from metalake.tenancy import RESERVED_TENANT_IDS, TENANT_ID_PATTERN
 from tenants.model import Tier
@@ -130,8 +129,7 @@ def _registry(ctx: ApiContext) -> TenantRegistry:
 
 def provisioner(ctx: ContextDep) -> Provisioner:
     """A dependency (tests override it to inject failures): the provisioner with the local launcher."""
-    context = StepContext(settings=ctx.settings, mongo=ctx.mongo, launcher=LocalProcessLauncher(ctx.settings))
-    return Provisioner(_registry(ctx), context)
+    return build_provisioner(ctx)
 
 
 ProvisionerDep = Annotated[Provisioner, Depends(provisioner)]
@@ -167,19 +165,12 @@ def _forget(request: Request, tenant: str) -> None:
 
 
 def _run_provision(ctx: ApiContext, prov: Provisioner, principal: Principal, tenant: str) -> None:
-    outcome: Outcome = prov.provision(tenant)
-    result = audit.DONE if outcome.ok else audit.FAILED
-    counts = {"steps": len(outcome.ran), "ms": int(outcome.seconds * 1000)}
-    audit.record_platform(ctx, principal, "tenant.provision", tenant, result, counts=counts)
-    if _registry(ctx).get(tenant) is not None:
-        audit.record(ctx, tenant, principal, "tenant.provision", tenant, result, counts=counts)
+    # Under the tenant's lease: a resumer (this or another replica) never runs it at the same time.
+    provision_tenant(ctx, prov, principal, tenant, ctx.settings.api.lease_wait_s)
 
 
 def _run_deprovision(ctx: ApiContext, prov: Provisioner, principal: Principal, tenant: str) -> None:
-    outcome = prov.deprovision(tenant)
-    result = audit.DONE if outcome.ok else audit.FAILED
-    counts = {"steps": len(outcome.ran), "ms": int(outcome.seconds * 1000)}
-    audit.record_platform(ctx, principal, "tenant.deprovision", tenant, result, counts=counts)
+    deprovision_tenant(ctx, prov, principal, tenant, ctx.settings.api.lease_wait_s)
 
 
 @router.post(

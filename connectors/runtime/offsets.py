@@ -77,6 +77,18 @@ class OffsetStore:
         if records:
             self._producer_or_new().publish_raw(records)
 
+    def forget_tenant(self, tenant: str, timeout_s: float | None = None) -> int:
+        """Tombstone every live offset of the tenant's connectors; returns how many keys were tombstoned.
+
+        The keys come from the topic itself, not from the control plane, so the offsets of a connector deleted
+        earlier are found too. Returns once Kafka confirmed every tombstone (else :class:`PublishError`); raises
+        :class:`OffsetsUnavailable` if the topic cannot be read to its end.
+        """
+        live = {c: offsets for (t, c), offsets in self.load_all(timeout_s).items() if t == tenant and offsets}
+        for connector, offsets in live.items():
+            self.store(tenant, connector, dict.fromkeys(offsets))
+        return sum(len(offsets) for offsets in live.values())
+
     def load(self, tenant: str, connector: str, timeout_s: float | None = None) -> dict[str, Offset]:
         """The stored offset of every partition of one connector instance (last value per key wins)."""
         return self.load_all(timeout_s).get((tenant, connector), {})

@@ -6,6 +6,7 @@ stopped at the end; ones that were already running are left as they were.
 
 from __future__ import annotations
 
+import os
 import secrets
 import sys
 from collections.abc import Iterator
@@ -17,6 +18,11 @@ from pymongo import MongoClient
 
 from metalake.settings import Settings, find_project_root, load_settings
 from metalake.stack import StackManager
+
+# Every app these tests start (in process or as `metalake api`) shares one control plane with the other tests. The
+# API's resumer would pick up another test's tenant left in `provisioning` on purpose and provision it meanwhile:
+# off here, on in the tests of the resumer (tests/integration/api/test_tenant_resume.py).
+os.environ["METALAKE_API__RESUME"] = "false"
 
 
 @pytest.fixture(scope="session")

@@ -22,6 +22,7 @@ from tokens import auth_headers
 
 from api.app import create_app
 from api.provisioning.launcher import LocalProcessLauncher
+from connectors.runtime.offsets import OffsetStore
 from connectors.runtime.publisher import Publisher
 from connectors.runtime.transforms import Routed
 from metalake.kafka.config import client_config
@@ -79,6 +80,7 @@ def _assert_nothing_left(settings: Settings, control: Mongo, cursor: Any, names:
     assert TenantRegistry(control[CONTROL_DATABASE]).get(tenant) is None
     dedicated = names_for(tenant, settings.lake_root, dedicated=True)
     assert {dedicated.priority_topic, dedicated.bulk_topic} & _topics(settings) == set()
+    assert {c: o for (t, c), o in OffsetStore(settings).load_all().items() if t == tenant and o} == {}
 
 
 def _audit(api: TestClient, headers: dict[str, str], path: str, **params: str) -> list[dict[str, Any]]:
@@ -106,7 +108,7 @@ def test_pooled_tenant_end_to_end(
     view = api.get(f"/v1/tenants/{tenant}", headers=admin).json()
     assert view["state"] == "active", view
     assert view["tier"] == "pooled"
-    assert view["provisioning"] == {"done": ["access", "control", "lake", "mongo", "trino"], "pending": []}
+    assert view["provisioning"] == {"done": ["access", "control", "lake", "mongo", "offsets", "trino"], "pending": []}
     # Queryable before any event: the tables are registered in Trino.
     assert trino_rows(trino_cursor, f'SELECT count(*) FROM "{names.trino_schema}".assets') == [(0,)]
     assert {"assets", "classifications", "lineage", "incidents"} <= set(
@@ -179,7 +181,8 @@ def test_pooled_tenant_end_to_end(
     in_trino = trino_rows(trino_cursor, f'SELECT action, target_hash FROM "{names.trino_schema}".audit')
     assert ("erasure.request", _sha(table)) in (in_trino or [])
 
-    # Delete: confirmation required, then everything goes.
+    # Delete: confirmation required, then everything goes, the offsets of a connector deleted before too.
+    OffsetStore(settings).store(tenant, "deleted-before", {"public.customers": {"lsn": 7}})
     unconfirmed = api.delete(f"/v1/tenants/{tenant}", params={"confirm": "nope"}, headers=admin)
     assert unconfirmed.status_code == 422 and unconfirmed.json()["field"] == "confirm"
     deleted = api.delete(f"/v1/tenants/{tenant}", params={"confirm": tenant}, headers=admin)
@@ -202,7 +205,8 @@ def test_dedicated_tenant_gets_its_topics_and_streaming_query(
     try:
         view = api.get(f"/v1/tenants/{tenant}", headers=admin).json()
         assert view["state"] == "active", view
-        assert set(view["provisioning"]["done"]) == {"topics", "lake", "trino", "mongo", "control", "stream", "access"}
+        steps = {"topics", "lake", "trino", "mongo", "control", "offsets", "stream", "access"}
+        assert set(view["provisioning"]["done"]) == steps
         assert {names.priority_topic, names.bulk_topic} <= _topics(settings)
         assert launcher.status(tenant).state in {"starting", "running"}
 

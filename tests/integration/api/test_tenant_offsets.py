@@ -1,0 +1,117 @@
+"""Deleting a tenant tombstones its connector offsets in the compacted offsets topic (real Kafka), those of a
+connector deleted earlier too, and leaves other tenants' offsets alone."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from pymongo import MongoClient
+
+from api.provisioning.launcher import LocalProcessLauncher
+from api.provisioning.provisioner import Provisioner
+from api.provisioning.steps import STEPS, ControlPlaneStep, OffsetsStep, StepContext
+from connectors.runtime.control import ControlStore
+from connectors.runtime.offsets import OffsetStore
+from metalake.kafka.config import consumer_config
+from metalake.settings import Settings
+from metalake.stack import StackManager
+from tenants.model import Tier
+from tenants.naming import CONNECT_OFFSETS_TOPIC, CONTROL_DATABASE
+from tenants.registry import TenantRegistry, TenantState
+
+pytestmark = pytest.mark.integration
+
+Mongo = MongoClient[dict[str, Any]]
+
+
+@pytest.fixture
+def control(settings: Settings, stack: StackManager) -> Iterator[Mongo]:
+    client: Mongo = MongoClient(settings.mongo_uri, tz_aware=True)
+    yield client
+    client.close()
+
+
+def last_values(settings: Settings) -> dict[tuple[str, str, str], bytes | None]:
+    """The last value of every key of the offsets topic, read from the beginning to the end (None: a tombstone)."""
+    consumer = Consumer(consumer_config(settings, f"it-offsets-{uuid.uuid4().hex}"))
+    try:
+        topic = consumer.list_topics(CONNECT_OFFSETS_TOPIC, timeout=30).topics[CONNECT_OFFSETS_TOPIC]
+        ends: dict[int, int] = {}
+        starts = []
+        for partition in topic.partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(CONNECT_OFFSETS_TOPIC, partition), timeout=30)
+            if high > low:
+                ends[partition] = high
+                starts.append(TopicPartition(CONNECT_OFFSETS_TOPIC, partition, low))
+        consumer.assign(starts)
+        last: dict[tuple[str, str, str], bytes | None] = {}
+        while ends:
+            for msg in consumer.consume(num_messages=1000, timeout=1.0):
+                assert msg.error() is None, msg.error()
+                try:
+                    key = tuple(json.loads(msg.key() or b""))
+                except ValueError:
+                    continue
+                if len(key) == 3:
+                    last[(str(key[0]), str(key[1]), str(key[2]))] = msg.value()
+                partition, offset = msg.partition() or 0, msg.offset() or 0
+                if offset + 1 >= ends.get(partition, 0):
+                    ends.pop(partition, None)
+        return last
+    finally:
+        consumer.close()
+
+
+def test_deprovisioning_tombstones_every_offset_of_the_tenant_only(
+    settings: Settings, control: Mongo, tenant: str
+) -> None:
+    other = f"{tenant}-b"
+    store = OffsetStore(settings)
+    connectors = ControlStore(control[CONTROL_DATABASE])
+    registry = TenantRegistry(control[CONTROL_DATABASE])
+    try:
+        store.store(tenant, "pg", {"shop.public.a": {"lsn": 1}, "shop.public.b": {"lsn": 2}})
+        store.store(tenant, "deleted-before", {"p": {"page": 3}})  # no connector document any more
+        store.store(other, "pg", {"shop.public.a": {"lsn": 9}})
+        connectors.put_connector(tenant, "pg", "postgres", {"host": "db"})
+        registry.create(tenant, Tier.POOLED)
+        registry.set_state(tenant, TenantState.DELETING)
+
+        context = StepContext(settings, control, LocalProcessLauncher(settings))
+        prov = Provisioner(registry, context, (ControlPlaneStep(), OffsetsStep()))
+        outcome = prov.deprovision(tenant)
+        assert outcome.ok, outcome
+        assert outcome.ran == ("offsets", "control")  # while the connectors are still documented
+        assert registry.get(tenant) is None
+        assert connectors.get_connector(tenant, "pg") is None
+
+        last = last_values(settings)
+        mine = {k: v for k, v in last.items() if k[0] == tenant}
+        assert set(mine) == {
+            (tenant, "pg", "shop.public.a"),
+            (tenant, "pg", "shop.public.b"),
+            (tenant, "deleted-before", "p"),
+        }
+        assert set(mine.values()) == {None}  # the last record of each key is a tombstone
+        assert last[(other, "pg", "shop.public.a")] == b'{"lsn":9}'
+        loaded = OffsetStore(settings).load_all()
+        assert loaded.get((other, "pg")) == {"shop.public.a": {"lsn": 9}}
+        assert not any(offsets for (t, _), offsets in loaded.items() if t == tenant)
+        # Again: nothing live, nothing written.
+        assert store.forget_tenant(tenant) == 0
+    finally:
+        store.forget_tenant(other)
+        store.close()
+        connectors.delete_connector(tenant, "pg")
+        registry.delete(tenant)
+
+
+def test_offsets_step_undoes_before_the_control_plane_step() -> None:
+    """Deprovisioning runs STEPS backwards: the offsets go while the connector documents still exist."""
+    names = [s.name for s in STEPS]
+    assert names.index("offsets") > names.index("control")
