@@ -1,4 +1,5 @@
-"""GDPR erase of one asset: every row about its URN leaves every Delta table of the tenant and MongoDB, physically.
+"""GDPR erase of one asset: every row naming its URN leaves every Delta table of the tenant and MongoDB, physically:
+its own rows and other assets' rows that name it (edges to it, tags propagated from or through it: ``scope``).
 
 Steps: DELETE the rows (predicates in ``scope``: they compare hashes, so the Delta log records no URN), VACUUM the
 touched tables with a retention of 0 hours so the files that held the rows are deleted from disk, delete the MongoDB

@@ -5,6 +5,13 @@ and unless ``dry_run`` repair: Delta rows that MongoDB lacks or holds older go t
 (``spec_upsert`` + ``apply_upserts``); documents MongoDB holds newer than Delta (a hand edit: the job writes Delta
 first) are overwritten only if they still hold the value read; documents Delta lacks are deleted the same way.
 
+Then the assets' health (``health``, worst open severity, open count and ids), which the job writes to ``assets`` in
+a step of its own, guarded by its own pair ``(health_version, health_event_id)``: MongoDB read again (after the
+assets' repair, so a restored document is compared too), then Delta; values and pair compared (``compare_health``).
+Missing or older health goes through the job's guarded health update (``mongo_health_update``); anything else (a
+newer pair, or the same pair with other values, or Delta holding no pair) is overwritten only if the document still
+holds the pair read. Reported as the ``asset_health`` entry.
+
 MongoDB is read before Delta on purpose: the job commits Delta before MongoDB, so every document read was already in
 Delta when Delta is read, and a batch committed meanwhile can only make Delta newer, which the guarded upserts handle.
 Safe while the stream runs. Resolved incidents outside the recent window (``window``) are not restored.
@@ -27,16 +34,21 @@ from pymongo.collection import Collection
 from pyspark.sql import SparkSession
 
 from metalake.settings import get_settings
-from processors.enrichment.projection import apply_upserts, spec_upsert
-from processors.enrichment.state import INCIDENTS, STATE_SPECS, StateSpec
+from processors.enrichment.health import HEALTH, HEALTH_COLUMNS, HEALTH_FIELDS, mongo_health_update
+from processors.enrichment.projection import apply_updates, apply_upserts, spec_upsert
+from processors.enrichment.state import ASSETS, INCIDENTS, STATE_SPECS, StateSpec
 from processors.lake import window
-from processors.lake.diff import Difference, Held, compare
+from processors.lake.diff import Difference, Held, compare, compare_health
 from processors.lake.discover import tenant_names
 from processors.lake.runner import progress, run
 from processors.lake.sparkio import is_delta, lake_session, read_rows
 from tenants.naming import TenantNames
 
 log = logging.getLogger("processors.lake.reconcile")  # not __main__ under python -m
+
+# What the health comparison reads and compares; health_updated_at is left out (when it ran, not what it found), but
+# copied with the rest on repair.
+HEALTH_HELD = (*HEALTH_FIELDS, "health_version", "health_event_id")
 
 
 @dataclass
@@ -99,6 +111,30 @@ def reconcile_spec(
     return result
 
 
+def reconcile_health(
+    spark: SparkSession, collection: Collection[dict[str, Any]], names: TenantNames, dry_run: bool
+) -> SpecResult:
+    """Compare (and unless ``dry_run`` repair) the health columns of the assets both sides hold. ``upserted``
+    counts the job's guarded health updates that matched, ``replaced`` the overwrites guarded by the pair read."""
+    mongo = {str(d["_id"]): d for d in collection.find({}, dict.fromkeys(HEALTH_HELD, 1))}
+    path = names.delta_path(ASSETS.table)
+    rows: dict[str, dict[str, Any]] = {}
+    if is_delta(spark, path):
+        rows = {str(r["urn"]): r for r in read_rows(spark, path, ("urn", *HEALTH_COLUMNS))}
+    diff = compare_health(rows, mongo, HEALTH_HELD)
+    result = SpecResult(HEALTH.table, HEALTH.collection, len(rows), diff)
+    if dry_run or diff.total == 0:
+        return result
+    guarded = [i for i in [*diff.missing, *diff.behind] if rows[i]["health_version"] is not None]
+    result.upserted = apply_updates(collection, (mongo_health_update(rows[i]) for i in guarded))
+    for doc_id in sorted({*diff.missing, *diff.behind, *diff.ahead} - set(guarded)):
+        held = mongo[doc_id]
+        guard = {"_id": doc_id, **{c: held.get(c) for c in ("health_version", "health_event_id")}}
+        update = {"$set": {c: rows[doc_id][c] for c in HEALTH_COLUMNS}}
+        result.replaced += collection.update_one(guard, update).modified_count
+    return result
+
+
 def reconcile(
     spark: SparkSession,
     mongo: MongoClient[dict[str, Any]],
@@ -117,6 +153,11 @@ def reconcile(
         echo(f"  {result.delta_rows} rows in Delta, differences {result.difference.counts()}")
         log.info("lake.reconciled", extra={"dry_run": dry_run, **result.as_dict()})
         results.append(result)
+    echo(f"reconcile {names.tenant_id}: asset health -> {ASSETS.collection} ...")
+    health = reconcile_health(spark, database[ASSETS.collection], names, dry_run)
+    echo(f"  {health.delta_rows} rows in Delta, differences {health.difference.counts()}")
+    log.info("lake.reconciled", extra={"dry_run": dry_run, **health.as_dict()})
+    results.append(health)
     return results
 
 

@@ -2,6 +2,10 @@
 
 URNs are validated and canonical (``AssetUrn.parse``: percent-encoded ASCII segments). Delta predicates compare
 sha256 hashes, so neither SQL quoting nor the Delta log ever sees the URN.
+
+A row goes when it names the URN anywhere, not only as its own subject: an edge's other end, a propagated tag's
+origin or any hop of its path (its source or a step of its route is gone: like deleting the source, which removes
+its propagations). The event fields that can hold a URN are read from the event schemas (``urn_fields``).
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from metalake.events import event_types
 from metalake.urn import AssetUrn, InvalidUrn
 from processors.lake.errors import LakeUsageError
 
@@ -63,25 +68,56 @@ def _is(expr: str, value: str, include_children: bool, prefix: str) -> str:
     return f"({exact} OR sha2(substring({expr}, 1, {len(prefix)}), 256) = '{_sha(prefix)}')"
 
 
+_URN_PATTERN = "^urn:metalake:"
+
+
+def _is_urn(schema: Any) -> bool:
+    return isinstance(schema, dict) and str(schema.get("pattern", "")).startswith(_URN_PATTERN)
+
+
+def urn_fields() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The top-level fields of event data that hold a URN, from every known event schema: (single URNs, lists of
+    URNs), sorted. A new event type that names assets is covered by the erase without a change here."""
+    single: set[str] = set()
+    lists: set[str] = set()
+    for spec in event_types():
+        for name, prop in spec.schema.get("properties", {}).items():
+            if _is_urn(prop):
+                single.add(name)
+            elif isinstance(prop, dict) and prop.get("type") == "array" and _is_urn(prop.get("items")):
+                lists.add(name)
+    return tuple(sorted(single)), tuple(sorted(lists))
+
+
 def delta_predicates(target: EraseTarget) -> dict[str, str]:
     """Spark SQL DELETE predicates per Delta table name; they hold hashes only (see ``_is``).
 
-    ``events``: the subject is the URN, or the event's data names it as ``urn`` or ``upstream`` (an edge from it):
-    those rows hold the URN too and the erase must leave no copy. ``_dlq``: the record's Kafka key is
-    ``<tenant>:<urn>`` (binary column; URNs are ASCII, so characters are bytes).
+    ``events``: the subject is the URN, or the event's data names it in any URN field (``urn_fields``: e.g. the
+    ``upstream`` of an edge, the ``origin`` or a ``path`` hop of a propagated tag): those rows hold the URN too and
+    the erase must leave no copy. ``propagated_tags``: the URN is the row's asset, its origin or a hop of its path.
+    ``_dlq``: the record's Kafka key is ``<tenant>:<urn>`` (binary column; URNs are ASCII, so characters are bytes).
     """
     kids, prefix = target.include_children, target.child_prefix
 
     def on(expr: str) -> str:
         return _is(expr, target.urn, kids, prefix)
 
-    data_fields = (f"get_json_object(data, '$.{f}')" for f in ("urn", "upstream"))
+    def any_of(array: str) -> str:
+        # A null array (a field the event lacks) gives null: the row does not match.
+        return f"exists({array}, x -> {on('x')})"
+
+    single, lists = urn_fields()
+    in_data = [
+        *(on(f"get_json_object(data, '$.{f}')") for f in single),
+        *(any_of(f"from_json(get_json_object(data, '$.{f}'), 'array<string>')") for f in lists),
+    ]
     return {
-        "events": " OR ".join([on("subject"), *(on(e) for e in data_fields)]),
+        "events": " OR ".join([on("subject"), *in_data]),
         "assets": on("urn"),
         "classifications": on("urn"),
         "lineage_edges": f"{on('urn')} OR {on('upstream')}",
         "incidents": on("urn"),
+        "propagated_tags": f"{on('urn')} OR {on('origin')} OR {any_of('path')}",
         "_dlq": _is("raw_key", target.raw_key, kids, target.raw_key + "/"),
     }
 
@@ -94,12 +130,14 @@ def _mongo_match(field: str, target: EraseTarget) -> list[dict[str, Any]]:
 
 
 def mongo_filters(target: EraseTarget) -> dict[str, dict[str, Any]]:
-    """MongoDB delete filters per collection: by ``_id`` and by the URN fields the projection stores."""
+    """MongoDB delete filters per collection: by ``_id`` and by the URN fields the projection stores (a filter on
+    an array field such as ``path`` matches a document when any element matches)."""
     fields = {
         "assets": ("_id", "urn"),
         "classifications": ("urn",),
         "lineage": ("urn", "upstream"),
         "incidents": ("urn",),
+        "propagated_tags": ("urn", "origin", "path"),
     }
     return {
         collection: {"$or": [m for f in names for m in _mongo_match(f, target)]} for collection, names in fields.items()

@@ -1,5 +1,6 @@
 """GDPR erase on the real stack: the URN (and its columns) leaves every Delta table, the disk and MongoDB; other
-assets stay; the audit row names a hash, never the URN."""
+assets stay; the audit row names a hash, never the URN. Also out of other assets' rows: edges to it and tags that
+propagated from or through it."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from typing import Any
 import pytest
 from itest import trino_rows, wait_for
 from lakeit import event, lake_spark, publish, upsert
+from outbound_runtime import start_groups_at_end
+from pipeline_procs import PropagationProcess
 from pymongo import MongoClient
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -23,7 +26,7 @@ from metalake.urn import asset_urn
 from processors.enrichment.tables import TABLES
 from processors.lake.erase import erase
 from processors.lake.scope import erase_target
-from tenants.naming import TenantNames, names_for
+from tenants.naming import CHANGES_TOPIC, TenantNames, names_for
 
 pytestmark = pytest.mark.integration
 __all__ = ["lake_spark"]
@@ -118,10 +121,17 @@ def test_erase_removes_the_asset_and_its_columns_everywhere_and_audits_a_hash(
         "classifications": 1,
         "lineage_edges": 1,
         "incidents": 1,
+        "propagated_tags": 0,  # no propagation processor ran here: the last test covers them
         "_dlq": 1,
     }
-    assert sorted(report.vacuumed) == sorted(report.delta_rows)
-    assert report.mongo_documents == {"assets": 2, "classifications": 1, "lineage": 1, "incidents": 1}
+    assert sorted(report.vacuumed) == sorted(t for t, n in report.delta_rows.items() if n)
+    assert report.mongo_documents == {
+        "assets": 2,
+        "classifications": 1,
+        "lineage": 1,
+        "incidents": 1,
+        "propagated_tags": 0,
+    }
     assert _files_with_rows(lake_spark, names) == set()
     # Physically gone: the files that held the rows are deleted, and no data file holds the URN's bytes.
     assert not any(f.exists() for f in old_files)
@@ -152,3 +162,92 @@ def test_erase_removes_the_asset_and_its_columns_everywhere_and_audits_a_hash(
     # Erasing again finds nothing and says so.
     again = erase(lake_spark, mongo, settings, names, target, "dpo@it", grace_s=5)
     assert set(again.delta_rows.values()) == {0} and again.vacuumed == []
+
+
+# A -> B -> C, PII on A: the propagation processor puts it on B (path A, B) and C (path A, B, C); then B is erased.
+SOURCE, MIDDLE, SINK = (asset_urn("postgres", "it", "flow", "public", t) for t in ("source", "middle", "sink"))
+
+
+def _live_propagations(db: Any) -> dict[str, list[str]]:
+    return {d["urn"]: d["path"] for d in db["propagated_tags"].find({"deleted": False})}
+
+
+def test_erasing_a_lineage_hop_leaves_its_urn_in_no_row_of_any_table_or_collection(
+    settings: Settings,
+    tenant: str,
+    mongo: MongoClient[dict[str, Any]],
+    lake_spark: SparkSession,
+    tmp_path: Path,
+) -> None:
+    names = names_for(tenant, settings.lake_root)
+    db = mongo[names.mongo_database]
+    edge = "io.metalake.lineage.edge.added.v1"
+    publish(
+        settings,
+        [
+            *(upsert(tenant, urn, kind="table", name=urn.rsplit("/", 1)[1]) for urn in (SOURCE, MIDDLE, SINK)),
+            event(tenant, edge, urn=MIDDLE, upstream=SOURCE, version=1),
+            event(tenant, edge, urn=SINK, upstream=MIDDLE, version=1),
+            event(tenant, "io.metalake.classification.added.v1", urn=SOURCE, version=1, tag="PII", source="human"),
+        ],
+    )
+    wait_for("the assets", lambda: db["assets"].count_documents({}) == 3 or None)
+    wait_for("the edges", lambda: db["lineage"].count_documents({}) == 2 or None)
+    wait_for("the tag", lambda: db["classifications"].count_documents({}) == 1 or None)
+
+    # The processor reconciles the tenant at start: it propagates the tag committed before it ran.
+    group = f"it-erase-propagation-{tenant}"
+    start_groups_at_end(settings, {group: CHANGES_TOPIC})
+    processor = PropagationProcess(tenant, tmp_path / "propagation.log", group)
+    try:
+        processor.wait_ready()
+        expected = {MIDDLE: [SOURCE, MIDDLE], SINK: [SOURCE, MIDDLE, SINK]}
+        wait_for("the propagated tags", lambda: _live_propagations(db) == expected or None, timeout_s=120)
+    finally:
+        # Stopped before the erase, as the docs ask: it keeps the tenant's lineage in memory.
+        processor.stop()
+    assert processor.proc.returncode == 0, processor.tail()
+
+    report = erase(lake_spark, mongo, settings, names, erase_target(tenant, MIDDLE), "dpo@it", grace_s=5)
+
+    # B's own rows, the edges on either side of it, and both propagated tags: B's (it is the asset) and C's (its
+    # path runs through B). Events: B's upsert, both edges, both propagations (a shared processor may add copies).
+    counts = {t: n for t, n in report.delta_rows.items() if t != "events"}
+    assert counts == {
+        "assets": 1,
+        "classifications": 0,
+        "lineage_edges": 2,
+        "incidents": 0,
+        "propagated_tags": 2,
+        "_dlq": 0,
+    }
+    assert report.delta_rows["events"] >= 5
+    assert report.mongo_documents == {
+        "assets": 1,
+        "classifications": 0,
+        "lineage": 2,
+        "incidents": 0,
+        "propagated_tags": 2,
+    }
+    assert {"events", "assets", "lineage_edges", "propagated_tags"} <= set(report.vacuumed)
+
+    # No row of any Delta table of the tenant (audit included) names B, in any column.
+    tables = sorted(p.parent for p in names.lake_dir.rglob("_delta_log"))
+    assert {t.name for t in tables} >= {spec.name for spec in TABLES} | {"audit"}
+    for table in tables:
+        frame = lake_spark.read.format("delta").load(str(table))
+        text = F.concat_ws("\u0001", *(F.col(c).cast("string") for c in frame.columns))
+        assert frame.where(text.contains(MIDDLE)).count() == 0, table.name
+    needle = MIDDLE.encode()
+    assert [p for p in names.lake_dir.rglob("*.parquet") if needle in p.read_bytes()] == []
+    # Nor any document of any collection of the tenant's database.
+    for collection in db.list_collection_names():
+        holding = [d["_id"] for d in db[collection].find() if MIDDLE in json.dumps(d, default=str)]
+        assert holding == [], collection
+
+    # A keeps its tag (in Delta and MongoDB); A and C stay.
+    assert [d["_id"] for d in db["classifications"].find()] == [f"{SOURCE}|PII"]
+    tags = lake_spark.read.format("delta").load(str(names.delta_path("classifications"))).collect()
+    assert [(r["urn"], r["tag"], r["deleted"]) for r in tags] == [(SOURCE, "PII", False)]
+    assert sorted(d["_id"] for d in db["assets"].find()) == sorted([SOURCE, SINK])
+    assert db["propagated_tags"].count_documents({}) == 0

@@ -7,7 +7,7 @@ import hashlib
 import pytest
 
 from processors.lake.errors import LakeUsageError
-from processors.lake.scope import delta_predicates, erase_target, mongo_filters
+from processors.lake.scope import delta_predicates, erase_target, mongo_filters, urn_fields
 
 URN = "urn:metalake:postgres:prod/shop/public/customers"
 
@@ -19,12 +19,37 @@ def _sha(value: str) -> str:
 def test_delta_predicates_cover_every_table_and_never_spell_the_urn() -> None:
     for children in (False, True):
         predicates = delta_predicates(erase_target("acme", URN, children))
-        assert set(predicates) == {"events", "assets", "classifications", "lineage_edges", "incidents", "_dlq"}
+        assert set(predicates) == {
+            "events",
+            "assets",
+            "classifications",
+            "lineage_edges",
+            "incidents",
+            "propagated_tags",
+            "_dlq",
+        }
         assert not any("customers" in p for p in predicates.values())
     exact = delta_predicates(erase_target("acme", URN))
     assert exact["assets"] == f"sha2(urn, 256) = '{_sha(URN)}'"
     assert "upstream" in exact["lineage_edges"] and "$.upstream" in exact["events"]
     assert f"sha2(raw_key, 256) = '{_sha('acme:' + URN)}'" == exact["_dlq"]
+
+
+def test_event_urn_fields_come_from_the_schemas() -> None:
+    # Edges name their upstream; propagated tags their origin and path; completed propagations what they reached.
+    assert urn_fields() == (("origin", "upstream", "urn"), ("added", "path", "removed"))
+
+
+def test_rows_that_name_the_urn_as_origin_or_path_hop_match() -> None:
+    predicates = delta_predicates(erase_target("acme", URN))
+    hashed = f"sha2(x, 256) = '{_sha(URN)}'"
+    assert predicates["propagated_tags"] == (
+        f"sha2(urn, 256) = '{_sha(URN)}' OR sha2(origin, 256) = '{_sha(URN)}' OR exists(path, x -> {hashed})"
+    )
+    events = predicates["events"]
+    assert f"sha2(get_json_object(data, '$.origin'), 256) = '{_sha(URN)}'" in events
+    for name in ("path", "added", "removed"):
+        assert f"exists(from_json(get_json_object(data, '$.{name}'), 'array<string>'), x -> {hashed})" in events
 
 
 def test_children_match_the_prefix_with_a_slash_only() -> None:
@@ -37,6 +62,8 @@ def test_mongo_filters_match_ids_and_urn_fields() -> None:
     filters = mongo_filters(erase_target("acme", URN))
     assert filters["assets"] == {"$or": [{"_id": URN}, {"urn": URN}]}
     assert filters["lineage"] == {"$or": [{"urn": URN}, {"upstream": URN}]}
+    # An equality on the array field matches a document whose path holds the URN at any hop.
+    assert filters["propagated_tags"] == {"$or": [{"urn": URN}, {"origin": URN}, {"path": URN}]}
     with_children = mongo_filters(erase_target("acme", URN, include_children=True))["classifications"]
     assert with_children == {"$or": [{"urn": URN}, {"urn": {"$regex": "^" + URN.replace(".", "\\.") + "/"}}]}
 
