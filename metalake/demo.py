@@ -25,6 +25,7 @@ from metalake.demo_receiver import Delivery, WebhookReceiver
 from metalake.events import spec_for
 from metalake.kafka import EventProducer, PublishError
 from metalake.settings import Settings
+from metalake.trino_admin import admin_cursor
 from tenants.naming import TenantNames, names_for
 
 Echo = Callable[[str], None]
@@ -217,40 +218,35 @@ def _tag(api: ApiClient, tenant: str, catalog: Catalog, steps: Steps, timeout_s:
 
 def _show_trino(settings: Settings, names: TenantNames, catalog: Catalog, steps: Steps, timeout_s: float) -> None:
     schema = names.trino_schema
-    conn = trino.dbapi.connect(
-        host=settings.trino.host, port=settings.trino.port, user=settings.trino.user, catalog=settings.trino.catalog
-    )
-    cur = conn.cursor()
-    try:
-        with steps.step(f"The same in Trino (lake.{schema}, the Delta tables the stream job writes)"):
-            # S608 below: the only identifiers put into SQL are the schema, from the validated tenant id, and fixed
-            # table names; values are parameters.
-            for table, urn in (("classifications", catalog.pii_column), ("propagated_tags", catalog.downstream_column)):
-                sql = f'SELECT urn, tag FROM "{schema}"."{table}" WHERE urn = ? AND tag = ?'  # noqa: S608
-                wait_for(
-                    f"{table} row in Trino",
-                    functools.partial(_rows, cur, sql, [urn, "PII"]),
-                    timeout_s,
-                    "stream",
-                    steps.echo,
-                )
-                steps.echo(f"    {table}: {urn} PII")
+    with admin_cursor(settings) as cur, steps.step(
+        f"The same in Trino (lake.{schema}, the Delta tables the stream job writes)"
+    ):
+        # S608 below: the only identifiers put into SQL are the schema, from the validated tenant id, and fixed
+        # table names; values are parameters.
+        for table, urn in (("classifications", catalog.pii_column), ("propagated_tags", catalog.downstream_column)):
+            sql = f'SELECT urn, tag FROM "{schema}"."{table}" WHERE urn = ? AND tag = ?'  # noqa: S608
             wait_for(
-                "dead letter of the invalid record in Trino",
-                lambda: _rows(cur, f'SELECT reason FROM "{schema}"."_dlq" LIMIT 1', []),  # noqa: S608
+                f"{table} row in Trino",
+                functools.partial(_rows, cur, sql, [urn, "PII"]),
                 timeout_s,
                 "stream",
                 steps.echo,
             )
-            steps.echo(f"    Delta tables under {names.lake_dir}:")
-            for table in ("events", "assets", "lineage_edges", "classifications", "propagated_tags", "_dlq"):
-                rows = _rows(cur, f'SELECT count(*) FROM "{schema}"."{table}"', []) or [[0]]  # noqa: S608
-                commits = _rows(cur, f'SELECT max(version) FROM "{schema}"."{table}$history"', []) or [[None]]  # noqa: S608
-                steps.echo(f"      {table:16} {rows[0][0]:6} rows, Delta version {commits[0][0]}")
-            dlq = _rows(cur, f'SELECT reason FROM "{schema}"."_dlq" ORDER BY ingested_at DESC LIMIT 1', [])  # noqa: S608
-            steps.echo(f"    newest dead letter: {dlq[0][0] if dlq else '-'}")
-    finally:
-        conn.close()
+            steps.echo(f"    {table}: {urn} PII")
+        wait_for(
+            "dead letter of the invalid record in Trino",
+            lambda: _rows(cur, f'SELECT reason FROM "{schema}"."_dlq" LIMIT 1', []),  # noqa: S608
+            timeout_s,
+            "stream",
+            steps.echo,
+        )
+        steps.echo(f"    Delta tables under {names.lake_dir}:")
+        for table in ("events", "assets", "lineage_edges", "classifications", "propagated_tags", "_dlq"):
+            rows = _rows(cur, f'SELECT count(*) FROM "{schema}"."{table}"', []) or [[0]]  # noqa: S608
+            commits = _rows(cur, f'SELECT max(version) FROM "{schema}"."{table}$history"', []) or [[None]]  # noqa: S608
+            steps.echo(f"      {table:16} {rows[0][0]:6} rows, Delta version {commits[0][0]}")
+        dlq = _rows(cur, f'SELECT reason FROM "{schema}"."_dlq" ORDER BY ingested_at DESC LIMIT 1', [])  # noqa: S608
+        steps.echo(f"    newest dead letter: {dlq[0][0] if dlq else '-'}")
 
 
 def _rows(cur: Cursor, sql: str, params: list[Any]) -> list[list[Any]] | None:

@@ -17,7 +17,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import trino
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 from pymongo import MongoClient
@@ -29,6 +28,7 @@ from metalake.kafka import PublishError
 from metalake.kafka.admin import ensure_topics
 from metalake.kafka.config import client_config
 from metalake.settings import Settings
+from metalake.trino_admin import admin_cursor
 from tenants.naming import CONTROL_DATABASE, TenantNames
 from tenants.registry import TENANTS_COLLECTION, TenantRecord
 
@@ -122,16 +122,6 @@ class LakeStep:
             raise StepFailed(f"could not delete the lake folder {names.lake_dir}")
 
 
-def _trino(settings: Settings) -> Any:
-    return trino.dbapi.connect(
-        host=settings.trino.host,
-        port=settings.trino.port,
-        user=settings.trino.user,
-        catalog=settings.trino.catalog,
-        request_timeout=60,
-    )
-
-
 class TrinoStep:
     """The tenant's Trino schema. Created with the tables by ``LakeStep``; this step checks it is there (so a tenant
     is never active without it) and drops it, tables first, when the tenant goes."""
@@ -142,9 +132,7 @@ class TrinoStep:
         return True
 
     def provision(self, ctx: StepContext, tenant: TenantRecord, names: TenantNames) -> None:
-        conn = _trino(ctx.settings)
-        try:
-            cur = conn.cursor()
+        with admin_cursor(ctx.settings) as cur:
             cur.execute(
                 f"SELECT count(*) FROM {ctx.settings.trino.catalog}.information_schema.tables "  # noqa: S608 - operator config
                 "WHERE table_schema = ? AND table_name = 'audit'",
@@ -152,14 +140,10 @@ class TrinoStep:
             )
             if cur.fetchall()[0][0] != 1:
                 raise StepFailed(f"Trino has no table {names.trino_schema}.audit after lake init")
-        finally:
-            conn.close()
 
     def deprovision(self, ctx: StepContext, tenant: TenantRecord, names: TenantNames) -> None:
         catalog, schema = ctx.settings.trino.catalog, names.trino_schema
-        conn = _trino(ctx.settings)
-        try:
-            cur = conn.cursor()
+        with admin_cursor(ctx.settings) as cur:
             schemata = f"SELECT schema_name FROM {catalog}.information_schema.schemata WHERE schema_name = ?"  # noqa: S608
             cur.execute(schemata, [schema])
             if not cur.fetchall():
@@ -174,8 +158,6 @@ class TrinoStep:
                 cur.fetchall()
             cur.execute(f'DROP SCHEMA IF EXISTS {catalog}."{schema}"')
             cur.fetchall()
-        finally:
-            conn.close()
 
 
 class MongoStep:

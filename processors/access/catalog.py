@@ -2,38 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import trino
-
 from metalake.settings import Settings
-
-
-def _connect(settings: Settings) -> Any:
-    return trino.dbapi.connect(
-        host=settings.trino.host,
-        port=settings.trino.port,
-        user=settings.trino.user,
-        catalog=settings.trino.catalog,
-        request_timeout=30,
-    )
+from metalake.trino_admin import admin_cursor
 
 
 def schemas(settings: Settings) -> list[str]:
-    conn = _connect(settings)
-    try:
-        cur = conn.cursor()
+    with admin_cursor(settings, timeout_s=30) as cur:
         cur.execute("SELECT schema_name FROM information_schema.schemata")
         return [str(row[0]) for row in cur.fetchall()]
-    finally:
-        conn.close()
 
 
 def column_types(settings: Settings, schema: str) -> dict[str, dict[str, str]]:
     """``{table: {column: type}}`` of the tables registered in ``schema`` (empty if it does not exist)."""
-    conn = _connect(settings)
-    try:
-        cur = conn.cursor()
+    with admin_cursor(settings, timeout_s=30) as cur:
         cur.execute(
             "SELECT table_name, column_name, data_type FROM information_schema.columns WHERE table_schema = ?",
             [schema],
@@ -42,5 +23,3 @@ def column_types(settings: Settings, schema: str) -> dict[str, dict[str, str]]:
         for table, column, data_type in cur.fetchall():
             out.setdefault(str(table), {})[str(column)] = str(data_type)
         return out
-    finally:
-        conn.close()

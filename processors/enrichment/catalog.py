@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import logging
 
-import trino
-
 from metalake.settings import Settings
+from metalake.trino_admin import admin_cursor
 from tenants.naming import TenantNames
 
 log = logging.getLogger(__name__)
@@ -26,15 +25,7 @@ def register_tenant_tables(settings: Settings, names: TenantNames, tables: tuple
     """Create the tenant's schema and register the tables Trino does not know yet; return those registered."""
     catalog = settings.trino.catalog
     schema = names.trino_schema
-    conn = trino.dbapi.connect(
-        host=settings.trino.host,
-        port=settings.trino.port,
-        user=settings.trino.user,
-        catalog=catalog,
-        request_timeout=60,
-    )
-    try:
-        cur = conn.cursor()
+    with admin_cursor(settings) as cur:
         # DDL and CALL take no bind parameters in Trino: literals, from validated tenant ids and fixed table names.
         cur.execute(
             f'CREATE SCHEMA IF NOT EXISTS {catalog}."{schema}" WITH (location = {_literal(_location(settings, names))})'
@@ -55,5 +46,3 @@ def register_tenant_tables(settings: Settings, names: TenantNames, tables: tuple
             cur.fetchall()
             registered.append(name)
         return registered
-    finally:
-        conn.close()
