@@ -6,15 +6,14 @@ routes read exactly the shapes the job writes: ids, key fields, versions and ``d
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 from pymongo import MongoClient
 from pymongo.database import Database
+from stateseed import seed
 
 from api.app import create_app
 from api.auth.deps import current_principal
@@ -22,27 +21,14 @@ from api.catalog import ensure_indexes
 from api.security import Principal
 from metalake.settings import Settings
 from metalake.stack import StackManager
-from processors.enrichment.projection import apply_upserts, spec_upsert
-from processors.enrichment.state import ASSETS, CLASSIFICATIONS, INCIDENTS, LINEAGE, StateSpec
+from processors.enrichment.state import ASSETS, CLASSIFICATIONS, INCIDENTS, LINEAGE
 from tenants.naming import names_for
 
 pytestmark = pytest.mark.integration
 
-_versions = itertools.count(1)
-NOW = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
-
 
 def urn(*path: str) -> str:
     return "urn:metalake:postgres:prod/" + "/".join(path)
-
-
-def seed(db: Database[dict[str, Any]], spec: StateSpec, *, deleted: bool = False, **values: Any) -> None:
-    row: dict[str, Any] = dict.fromkeys((*spec.key, *spec.fields))
-    row.update(values)
-    version = next(_versions)
-    row.update(deleted=deleted, version=version, event_id=f"e{version:06d}", event_time=NOW, updated_at=NOW)
-    applied, _ = apply_upserts(db[spec.collection], [spec_upsert(spec)(row)])
-    assert applied == 1
 
 
 @pytest.fixture

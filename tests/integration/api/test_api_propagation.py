@@ -6,41 +6,27 @@ route reads exactly the shapes the job writes, tombstones included.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 from pymongo import MongoClient
 from pymongo.database import Database
+from stateseed import seed
 from tokens import auth_headers
 
 from api.app import create_app
 from metalake.settings import Settings
 from metalake.stack import StackManager
-from processors.enrichment.projection import apply_upserts, spec_upsert
-from processors.enrichment.state import ASSETS, CLASSIFICATIONS, LINEAGE, StateSpec
+from processors.enrichment.state import ASSETS, CLASSIFICATIONS, LINEAGE
 from tenants.naming import names_for
 
 pytestmark = pytest.mark.integration
 
-_versions = itertools.count(1)
-NOW = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
-
 
 def col(table: str) -> str:
     return f"urn:metalake:postgres:prod/shop/public/{table}/email"
-
-
-def seed(db: Database[dict[str, Any]], spec: StateSpec, *, deleted: bool = False, **values: Any) -> None:
-    row: dict[str, Any] = dict.fromkeys((*spec.key, *spec.fields))
-    row.update(values)
-    version = next(_versions)
-    row.update(deleted=deleted, version=version, event_id=f"e{version:06d}", event_time=NOW, updated_at=NOW)
-    applied, _ = apply_upserts(db[spec.collection], [spec_upsert(spec)(row)])
-    assert applied == 1
 
 
 @pytest.fixture
