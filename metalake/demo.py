@@ -218,8 +218,9 @@ def _tag(api: ApiClient, tenant: str, catalog: Catalog, steps: Steps, timeout_s:
 
 def _show_trino(settings: Settings, names: TenantNames, catalog: Catalog, steps: Steps, timeout_s: float) -> None:
     schema = names.trino_schema
-    with admin_cursor(settings) as cur, steps.step(
-        f"The same in Trino (lake.{schema}, the Delta tables the stream job writes)"
+    with (
+        admin_cursor(settings) as cur,
+        steps.step(f"The same in Trino (lake.{schema}, the Delta tables the stream job writes)"),
     ):
         # S608 below: the only identifiers put into SQL are the schema, from the validated tenant id, and fixed
         # table names; values are parameters.
