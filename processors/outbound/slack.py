@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, ClassVar
-from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr
 from slack_sdk import WebClient
@@ -28,6 +27,7 @@ from processors.outbound.destination import (
 )
 from processors.outbound.ledger import LedgerScope, Step
 from processors.outbound.messages import jira_link_message, mapping_get, slack_message, worth_telling
+from processors.outbound.pinned_slack import pinned_web_client
 from processors.outbound.retry import parse_retry_after
 from processors.outbound.ssrf import RefusedAddress
 from processors.outbound.subscriptions import Subscription
@@ -77,19 +77,19 @@ class SlackDestination(Destination):
 
     def _client(self, config: SlackConfig, subscription: Subscription) -> WebClient:
         outbound = self.env.settings.outbound
-        base_url = outbound.slack_base_url
-        if config.base_url and outbound.allow_base_url_override:
-            parts = urlsplit(config.base_url)
-            try:
-                self.env.guard.resolve(parts.hostname or "", parts.port or 443)
-            except RefusedAddress as exc:
-                raise PermanentDelivery(f"slack base_url refused: {exc}") from None
-            base_url = config.base_url
+        override = bool(config.base_url and outbound.allow_base_url_override)
+        base_url = config.base_url if override and config.base_url else outbound.slack_base_url
         token = subscription.secret("token")
         if not token:
             raise PermanentDelivery("slack subscription has no token")
-        # Retries are the runtime's (it honours Retry-After and moves on to the retry topic), not the SDK's.
-        return WebClient(token=token, base_url=base_url, timeout=int(outbound.http_timeout_s), retry_handlers=[])
+        try:
+            # Resolved once, checked, and every connection of the client goes to that address (pinned_slack).
+            # Retries are the runtime's (it honours Retry-After and moves on to the retry topic), not the SDK's.
+            return pinned_web_client(base_url, guard=self.env.guard, token=token, timeout=int(outbound.http_timeout_s))
+        except RefusedAddress as exc:
+            raise PermanentDelivery(f"slack base_url refused: {exc}") from None
+        except OSError as exc:  # the guard's lookup failed: may be transient
+            raise RetryableDelivery(f"slack unreachable: {type(exc).__name__}") from None
 
     def deliver(self, change: Change, subscription: Subscription, ledger: LedgerScope) -> DeliveryResult:
         config: SlackConfig = self.config(subscription)
@@ -148,6 +148,9 @@ class SlackDestination(Destination):
                 unfurl_links=False,
                 unfurl_media=False,
             )
+        except RefusedAddress as exc:
+            # A redirect, or a connection urllib made to another address: never retried into the same answer.
+            raise PermanentDelivery(f"slack refused: {exc}") from None
         except SlackApiError as exc:
             status = exc.response.status_code
             error = str(exc.response.get("error", "")) if isinstance(exc.response.data, dict) else ""

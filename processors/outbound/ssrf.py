@@ -92,6 +92,10 @@ class AddressGuard:
         if reason is not None and not self._allowed(address):
             raise RefusedAddress(f"destination resolves to a {reason}")
 
+    def exempted(self, address: IPAddress) -> bool:
+        """Whether ``address`` gets through only because the allowlist lets it (the policy itself refuses it)."""
+        return refusal(address) is not None and self._allowed(address)
+
     def resolve(self, host: str, port: int) -> str:
         """The address to connect to for ``host``; raises :class:`RefusedAddress` if any address is refused."""
         try:
