@@ -5,7 +5,6 @@ name that would rebind is never looked up again; redirects are refused before ur
 from __future__ import annotations
 
 import contextlib
-import datetime
 import ipaddress
 import json
 import socket
@@ -20,13 +19,10 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from fake_http import FakeServer, Reply, Seen
 from outbound_helpers import as_change, classification_event
 from pydantic import SecretStr
+from selfsigned import self_signed
 from slack_server import SlackServer
 
 from metalake.settings import OutboundSettings, Settings
@@ -48,28 +44,7 @@ PUBLIC, INTERNAL = "93.184.216.34", "10.0.0.7"
 
 
 def _certificate(tmp: Path) -> tuple[Path, Path]:
-    """A self-signed certificate for ``slack.test`` (also its own CA)."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "slack.test")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName("slack.test")]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = tmp / "cert.pem", tmp / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return cert_path, key_path
+    return self_signed(tmp, "slack.test")
 
 
 @dataclass
