@@ -13,6 +13,7 @@ from fake_http import FakeServer, Reply, Seen
 from jira_server import JiraServer
 from outbound_helpers import JIRA_EMAIL, JIRA_TOKEN, as_change, classification_event
 from pydantic import SecretStr
+from scripted_dns import ScriptedResolver
 
 from metalake.settings import OutboundSettings, Settings
 from processors.outbound.destination import DestinationEnv, PermanentDelivery
@@ -42,20 +43,7 @@ def echo() -> Iterator[_Echo]:
     server.stop()
 
 
-class _Resolver:
-    """Answers from a script per host (the last answer repeats) and records every lookup."""
-
-    def __init__(self, **answers: list[str]) -> None:
-        self.answers = {host.replace("_", "."): list(seq) for host, seq in answers.items()}
-        self.lookups: list[str] = []
-
-    def __call__(self, host: str, port: int) -> list[str]:
-        self.lookups.append(host)
-        seq = self.answers[host]
-        return [seq.pop(0) if len(seq) > 1 else seq[0]]
-
-
-def _session(resolver: _Resolver, allow: tuple[str, ...] = ("127.0.0.0/8",)) -> requests.Session:
+def _session(resolver: ScriptedResolver, allow: tuple[str, ...] = ("127.0.0.0/8",)) -> requests.Session:
     session = requests.Session()
     session.trust_env = False  # no proxy from the environment in the way
     guard_session(session, AddressGuard.from_settings(list(allow), resolver=resolver))
@@ -63,7 +51,7 @@ def _session(resolver: _Resolver, allow: tuple[str, ...] = ("127.0.0.0/8",)) -> 
 
 
 def test_connections_go_to_the_checked_address_with_the_host_name_kept(echo: _Echo) -> None:
-    resolver = _Resolver(hooks_test=["127.0.0.1"])
+    resolver = ScriptedResolver(hooks_test=["127.0.0.1"])
     with _session(resolver) as session:
         assert session.get(f"http://hooks.test:{echo.port}/x", timeout=5).status_code == 200
         assert isinstance(session.get_adapter("https://anything.example/"), GuardedAdapter)
@@ -72,21 +60,21 @@ def test_connections_go_to_the_checked_address_with_the_host_name_kept(echo: _Ec
 
 
 def test_an_internal_address_is_refused_before_connecting(echo: _Echo) -> None:
-    resolver = _Resolver(hooks_test=[INTERNAL])
+    resolver = ScriptedResolver(hooks_test=[INTERNAL])
     with _session(resolver, allow=()) as session, pytest.raises(RefusedAddress, match="private address"):
         session.get(f"http://hooks.test:{echo.port}/x", timeout=5)
     assert echo.requests == []
 
 
 def test_a_redirect_to_an_internal_address_is_refused_at_its_connect(echo: _Echo) -> None:
-    resolver = _Resolver(outer_test=["127.0.0.1"], inner_test=[INTERNAL])
+    resolver = ScriptedResolver(outer_test=["127.0.0.1"], inner_test=[INTERNAL])
     with _session(resolver, allow=("127.0.0.1/32",)) as session, pytest.raises(RefusedAddress):
         session.get(f"http://outer.test:{echo.port}/hop", timeout=5)
     assert resolver.lookups == ["outer.test", "inner.test"]
     assert [r.path for r in echo.requests] == ["/hop"]
 
 
-def _jira(resolver: _Resolver, allow: list[str]) -> JiraDestination:
+def _jira(resolver: ScriptedResolver, allow: list[str]) -> JiraDestination:
     settings = Settings().model_copy(update={"outbound": OutboundSettings(http_timeout_s=5, ssrf_allow=allow)})
     return JiraDestination(DestinationEnv(settings, AddressGuard.from_settings(allow, resolver=resolver)))
 
@@ -109,7 +97,7 @@ class _UnusedLedger:
 def test_jira_rebinding_between_check_and_connect_is_refused() -> None:
     # Public when the destination checks the server, internal when the SDK's session connects: nothing listens
     # on jira.test, so only the guarded connect can tell these apart from a plain connection error (retryable).
-    resolver = _Resolver(jira_test=[PUBLIC, INTERNAL])
+    resolver = ScriptedResolver(jira_test=[PUBLIC, INTERNAL])
     jira = _jira(resolver, [])
     change = as_change(classification_event("acme", "urn:metalake:postgres:prod/s/public/t/c", "PII"))
     with pytest.raises(PermanentDelivery, match="jira server refused: destination resolves to a private address"):
@@ -121,7 +109,7 @@ def test_jira_client_is_built_through_the_guarded_session() -> None:
     server = JiraServer(JIRA_EMAIL, JIRA_TOKEN)
     server.start()
     try:
-        resolver = _Resolver(jira_test=["127.0.0.1"])
+        resolver = ScriptedResolver(jira_test=["127.0.0.1"])
         jira = _jira(resolver, ["127.0.0.0/8"])
         sub = _sub(f"http://jira.test:{server.port}")
         client = jira._client(jira.config(sub), sub)

@@ -22,6 +22,7 @@ import pytest
 from fake_http import FakeServer, Reply, Seen
 from outbound_helpers import as_change, classification_event
 from pydantic import SecretStr
+from scripted_dns import ScriptedResolver
 from selfsigned import self_signed
 from slack_server import SlackServer
 
@@ -144,20 +145,7 @@ def inner() -> Iterator[FakeServer]:
     server.stop()
 
 
-class _Resolver:
-    """Answers from a script per host (the last answer repeats) and records every lookup."""
-
-    def __init__(self, **answers: list[str]) -> None:
-        self.answers = {host.replace("_", "."): list(seq) for host, seq in answers.items()}
-        self.lookups: list[str] = []
-
-    def __call__(self, host: str, port: int) -> list[str]:
-        self.lookups.append(host)
-        seq = self.answers[host]
-        return [seq.pop(0) if len(seq) > 1 else seq[0]]
-
-
-def _guard(resolver: _Resolver, allow: tuple[str, ...] = ("127.0.0.0/8",)) -> AddressGuard:
+def _guard(resolver: ScriptedResolver, allow: tuple[str, ...] = ("127.0.0.0/8",)) -> AddressGuard:
     return AddressGuard.from_settings(list(allow), resolver=resolver)
 
 
@@ -175,7 +163,7 @@ def test_post_message_reaches_the_checked_address_with_host_sni_and_certificate_
 ) -> None:
     # Rebinding: the name is allowed (loopback, allowlisted) at the check and internal for any later lookup. No
     # DNS knows slack.test, so a lookup by urllib itself would fail the call: the request arriving proves none.
-    resolver = _Resolver(slack_test=["127.0.0.1", INTERNAL])
+    resolver = ScriptedResolver(slack_test=["127.0.0.1", INTERNAL])
     client = pinned_web_client(
         f"https://slack.test:{tls_slack.port}/api/",
         guard=_guard(resolver),
@@ -198,7 +186,7 @@ def test_post_message_reaches_the_checked_address_with_host_sni_and_certificate_
 
 def test_the_certificate_is_checked_against_the_configured_name(tls_slack: TLSSlack) -> None:
     # The same server under a name its certificate does not carry: the TLS check fails before any request.
-    resolver = _Resolver(other_test=["127.0.0.1"])
+    resolver = ScriptedResolver(other_test=["127.0.0.1"])
     client = pinned_web_client(
         f"https://other.test:{tls_slack.port}/api/",
         guard=_guard(resolver),
@@ -215,7 +203,7 @@ def test_the_certificate_is_checked_against_the_configured_name(tls_slack: TLSSl
 def test_certificates_are_verified_against_the_system_store_by_default(tls_slack: TLSSlack) -> None:
     client = pinned_web_client(
         f"https://slack.test:{tls_slack.port}/api/",
-        guard=_guard(_Resolver(slack_test=["127.0.0.1"])),
+        guard=_guard(ScriptedResolver(slack_test=["127.0.0.1"])),
         token=TOKEN,
         timeout=5,
     )
@@ -226,7 +214,7 @@ def test_certificates_are_verified_against_the_system_store_by_default(tls_slack
 
 
 def test_an_internal_address_is_refused_before_any_connection(tls_slack: TLSSlack) -> None:
-    resolver = _Resolver(slack_test=[INTERNAL])
+    resolver = ScriptedResolver(slack_test=[INTERNAL])
     with pytest.raises(RefusedAddress, match="private address"):
         pinned_web_client(
             f"https://slack.test:{tls_slack.port}/api/", guard=_guard(resolver, ()), token=TOKEN, timeout=5
@@ -240,7 +228,7 @@ def test_a_redirect_is_refused_and_never_followed(tls_slack: TLSSlack, inner: Fa
     tls_slack.redirect_to = f"http://127.0.0.1:{inner.port}/latest/meta-data/"
     client = pinned_web_client(
         f"https://slack.test:{tls_slack.port}/{prefix}/api/",
-        guard=_guard(_Resolver(slack_test=["127.0.0.1"])),
+        guard=_guard(ScriptedResolver(slack_test=["127.0.0.1"])),
         token=TOKEN,
         timeout=5,
         cafile=tls_slack.cafile,
@@ -265,7 +253,7 @@ def test_ipv6_addresses_are_bracketed_and_reached(tmp_path: Path) -> None:
     try:
         client = pinned_web_client(
             f"https://slack.test:{state.port}/api/",
-            guard=_guard(_Resolver(slack_test=["::1"]), ("::1/128",)),
+            guard=_guard(ScriptedResolver(slack_test=["::1"]), ("::1/128",)),
             token=TOKEN,
             timeout=5,
             cafile=state.cafile,
@@ -280,7 +268,7 @@ def test_ipv6_addresses_are_bracketed_and_reached(tmp_path: Path) -> None:
 
 def test_the_default_port_and_host_header() -> None:
     client = pinned_web_client(
-        "https://slack.test/api/", guard=_guard(_Resolver(slack_test=[PUBLIC]), ()), token=TOKEN, timeout=5
+        "https://slack.test/api/", guard=_guard(ScriptedResolver(slack_test=[PUBLIC]), ()), token=TOKEN, timeout=5
     )
     assert client.base_url == f"https://{PUBLIC}:443/api/" and client.headers["Host"] == "slack.test"
     assert isinstance(client.ssl, PinnedTLSContext)
@@ -326,7 +314,7 @@ def test_through_a_proxy_the_tunnel_goes_to_the_checked_address(
 ) -> None:
     proxy_port, connects = connect_proxy
     monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{proxy_port}")
-    resolver = _Resolver(slack_test=["127.0.0.1", INTERNAL])
+    resolver = ScriptedResolver(slack_test=["127.0.0.1", INTERNAL])
     client = pinned_web_client(
         f"https://slack.test:{tls_slack.port}/api/",
         guard=_guard(resolver),
@@ -354,7 +342,7 @@ def test_through_a_proxy_the_tunnel_goes_to_the_checked_address(
 )
 def test_unusable_base_urls_are_refused(url: str, message: str) -> None:
     with pytest.raises(RefusedAddress, match=message):
-        pinned_web_client(url, guard=_guard(_Resolver(slack_test=[PUBLIC]), ()), token=TOKEN, timeout=5)
+        pinned_web_client(url, guard=_guard(ScriptedResolver(slack_test=[PUBLIC]), ()), token=TOKEN, timeout=5)
 
 
 # -- the status check, byte by byte ------------------------------------------------------------------------------------
@@ -393,7 +381,7 @@ def test_the_status_check_reads_status_lines_like_http_client(head: bytes, refus
 # -- the destination ---------------------------------------------------------------------------------------------------
 
 
-def _slack(resolver: _Resolver, allow: list[str]) -> SlackDestination:
+def _slack(resolver: ScriptedResolver, allow: list[str]) -> SlackDestination:
     outbound = OutboundSettings(http_timeout_s=5, ssrf_allow=allow, allow_base_url_override=True)
     settings = Settings().model_copy(update={"outbound": outbound})
     return SlackDestination(DestinationEnv(settings, AddressGuard.from_settings(allow, resolver=resolver)))
@@ -418,7 +406,7 @@ def test_the_destination_client_is_pinned_and_keeps_the_host_name() -> None:
     server = SlackServer(TOKEN)
     server.start()
     try:
-        resolver = _Resolver(slack_test=["127.0.0.1", INTERNAL])
+        resolver = ScriptedResolver(slack_test=["127.0.0.1", INTERNAL])
         slack = _slack(resolver, ["127.0.0.0/8"])
         sub = _sub(f"http://slack.test:{server.port}/api/")
         client = slack._client(cast(SlackConfig, slack.config(sub)), sub)
@@ -438,7 +426,7 @@ def test_the_destination_client_is_pinned_and_keeps_the_host_name() -> None:
     ],
 )
 def test_the_destination_refuses_before_the_ledger(answers: list[str], allow: list[str], message: str) -> None:
-    slack = _slack(_Resolver(slack_test=answers), allow)
+    slack = _slack(ScriptedResolver(slack_test=answers), allow)
     change = as_change(classification_event("acme", "urn:metalake:postgres:prod/s/public/t/c", "PII"))
     with pytest.raises(PermanentDelivery, match=f"slack base_url refused: .*{message}"):
         slack.deliver(change, _sub("http://slack.test/api/"), cast(LedgerScope, _UnusedLedger()))
@@ -446,7 +434,7 @@ def test_the_destination_refuses_before_the_ledger(answers: list[str], allow: li
 
 def test_a_redirect_is_a_permanent_failure_of_the_delivery(tls_slack: TLSSlack, inner: FakeServer) -> None:
     tls_slack.redirect_to = f"http://127.0.0.1:{inner.port}/"
-    slack = _slack(_Resolver(slack_test=["127.0.0.1"]), ["127.0.0.0/8"])
+    slack = _slack(ScriptedResolver(slack_test=["127.0.0.1"]), ["127.0.0.0/8"])
     client = pinned_web_client(
         f"https://slack.test:{tls_slack.port}/hop/api/",
         guard=slack.env.guard,
