@@ -36,15 +36,8 @@ MC_CONFIG = {"default_platform": "snowflake", "default_instance": "acme"}
 
 
 @pytest.fixture
-def mongo_tz(settings: Settings, stack: StackManager) -> Iterator[MongoClient[dict[str, Any]]]:
-    client: MongoClient[dict[str, Any]] = MongoClient(settings.mongo_uri, tz_aware=True)
-    yield client
-    client.close()
-
-
-@pytest.fixture
-def api(settings: Settings, mongo_tz: MongoClient[dict[str, Any]]) -> Iterator[TestClient]:
-    with TestClient(create_app(settings, mongo=mongo_tz)) as client:
+def api(settings: Settings, control: MongoClient[dict[str, Any]]) -> Iterator[TestClient]:
+    with TestClient(create_app(settings, mongo=control)) as client:
         yield client
 
 

@@ -24,7 +24,6 @@ from api.provisioning.steps import STEPS, MongoStep, StepContext, run_subprocess
 from api.routes.tenants import provisioner
 from api.security import Principal
 from metalake.settings import Settings
-from metalake.stack import StackManager
 from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE, TenantNames, names_for
 from tenants.registry import TenantRecord, TenantRegistry, TenantState
@@ -67,13 +66,6 @@ class Counting:
 
     def count(self, module: str) -> int:
         return sum(1 for argv in self.calls if argv[:3] == [sys.executable, "-m", module])
-
-
-@pytest.fixture
-def control(settings: Settings, stack: StackManager) -> Iterator[Mongo]:
-    client: Mongo = MongoClient(settings.mongo_uri, tz_aware=True)
-    yield client
-    client.close()
 
 
 @pytest.fixture

@@ -27,7 +27,6 @@ from connectors.runtime.publisher import Publisher
 from connectors.runtime.transforms import Routed
 from metalake.kafka.config import client_config
 from metalake.settings import Settings
-from metalake.stack import StackManager
 from metalake.urn import asset_urn
 from tenants.naming import CONTROL_DATABASE, TenantNames, names_for
 from tenants.registry import TenantDirectory, TenantRegistry
@@ -35,13 +34,6 @@ from tenants.registry import TenantDirectory, TenantRegistry
 pytestmark = pytest.mark.integration
 
 Mongo = MongoClient[dict[str, Any]]
-
-
-@pytest.fixture
-def control(settings: Settings, stack: StackManager) -> Iterator[Mongo]:
-    client: Mongo = MongoClient(settings.mongo_uri, tz_aware=True)
-    yield client
-    client.close()
 
 
 @pytest.fixture

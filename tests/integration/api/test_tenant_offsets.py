@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,7 +18,6 @@ from connectors.runtime.control import ControlStore
 from connectors.runtime.offsets import OffsetStore
 from metalake.kafka.config import consumer_config
 from metalake.settings import Settings
-from metalake.stack import StackManager
 from tenants.model import Tier
 from tenants.naming import CONNECT_OFFSETS_TOPIC, CONTROL_DATABASE
 from tenants.registry import TenantRegistry, TenantState
@@ -27,13 +25,6 @@ from tenants.registry import TenantRegistry, TenantState
 pytestmark = pytest.mark.integration
 
 Mongo = MongoClient[dict[str, Any]]
-
-
-@pytest.fixture
-def control(settings: Settings, stack: StackManager) -> Iterator[Mongo]:
-    client: Mongo = MongoClient(settings.mongo_uri, tz_aware=True)
-    yield client
-    client.close()
 
 
 def last_values(settings: Settings) -> dict[tuple[str, str, str], bytes | None]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -34,7 +33,6 @@ from api.provisioning.runs import (
 from api.provisioning.steps import StepContext
 from metalake.lease import LEASES, LeaseStore
 from metalake.settings import Settings
-from metalake.stack import StackManager
 from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE, TenantNames, names_for
 from tenants.registry import TENANTS_COLLECTION, TenantRecord, TenantRegistry, TenantState
@@ -43,13 +41,6 @@ pytestmark = pytest.mark.integration
 
 Mongo = MongoClient[dict[str, Any]]
 LONG_AGO = datetime.now(UTC) - timedelta(hours=1)
-
-
-@pytest.fixture
-def control(settings: Settings, stack: StackManager) -> Iterator[Mongo]:
-    client: Mongo = MongoClient(settings.mongo_uri, tz_aware=True)
-    yield client
-    client.close()
 
 
 @pytest.fixture
