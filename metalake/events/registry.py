@@ -47,6 +47,8 @@ _SPECS: tuple[EventTypeSpec, ...] = (
     EventTypeSpec("io.metalake.classification.unpropagated.v1", "A propagated tag no longer reaches an asset"),
     # Published to metalake.changes (not an event topic) after each propagation run; registered for its schema.
     EventTypeSpec("io.metalake.propagation.completed.v1", "A propagation run of one (origin, tag) is published"),
+    # Published to metalake.changes by a GDPR erase (processors.lake.erase); carries the URN's sha256, not the URN.
+    EventTypeSpec("io.metalake.asset.erased.v1", "A GDPR erase of one asset completed"),
 )
 _BY_NAME = {spec.name: spec for spec in _SPECS}
 

@@ -6,12 +6,17 @@ sha256 hashes, so neither SQL quoting nor the Delta log ever sees the URN.
 A row goes when it names the URN anywhere, not only as its own subject: an edge's other end, a propagated tag's
 origin or any hop of its path (its source or a step of its route is gone: like deleting the source, which removes
 its propagations). The event fields that can hold a URN are read from the event schemas (``urn_fields``).
+
+A dead letter (``_dlq``) is raw bytes that failed to decode, so no field is known to hold a URN: its key, value and
+headers are searched for the URN's text (``raw_pattern``) by a read-only Spark filter, which the Delta log never
+sees, and the rows found are deleted by their Kafka identity (``identity_predicate``), which names no URN.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -142,3 +147,48 @@ def mongo_filters(target: EraseTarget) -> dict[str, dict[str, Any]]:
     return {
         collection: {"$or": [m for f in names for m in _mongo_match(f, target)]} for collection, names in fields.items()
     }
+
+
+# Dead letters: the raw columns searched for the URN's text, and the columns that identify a row (its Kafka record).
+RAW_COLUMNS = ("raw_key", "raw_value", "raw_headers")
+DLQ_IDENTITY = ("kafka_topic", "kafka_partition", "kafka_offset")
+# A character that continues a URN segment (percent-encoded ASCII): the URN followed by one is another name.
+_NAME_CHAR = "A-Za-z0-9_%.~-"
+
+DlqIdentity = tuple[str | None, int | None, int | None]
+
+
+def raw_pattern(target: EraseTarget) -> str:
+    """A Java (Spark ``rlike``) regex for the URN's text in raw bytes read as UTF-8: its slashes also JSON-escaped
+    (``\\/``), not followed by a name character (a lookalike that only shares a prefix) nor, unless children go too,
+    by a slash (a child's URN). For a read-only filter only: it spells the URN, so it must never reach a DELETE."""
+    body = "\\\\?/".join(re.escape(part) for part in target.urn.split("/"))
+    stop = f"[{_NAME_CHAR}]" if target.include_children else f"[{_NAME_CHAR}]|\\\\?/"
+    return f"{body}(?!{stop})"
+
+
+def _literal(value: str | int | None) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, int):
+        return str(value)
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def identity_predicate(rows: Iterable[DlqIdentity]) -> str | None:
+    """A DELETE predicate for exactly these dead letters, by (topic, partition, offset): it names Kafka positions,
+    never a URN. None for no rows. Null-safe, so a row without a position is matched by its nulls."""
+    by_partition: dict[tuple[str | None, int | None], set[int | None]] = {}
+    for topic, partition, offset in rows:
+        by_partition.setdefault((topic, partition), set()).add(offset)
+    terms = []
+    for (topic, partition), offsets in sorted(
+        by_partition.items(), key=lambda kv: (kv[0][0] or "", -1 if kv[0][1] is None else kv[0][1])
+    ):
+        known = sorted(o for o in offsets if o is not None)
+        at = [f"kafka_offset IN ({', '.join(map(str, known))})"] if known else []
+        if None in offsets:
+            at.append("kafka_offset IS NULL")
+        where = at[0] if len(at) == 1 else f"({' OR '.join(at)})"
+        terms.append(f"(kafka_topic <=> {_literal(topic)} AND kafka_partition <=> {_literal(partition)} AND {where})")
+    return " OR ".join(terms) or None

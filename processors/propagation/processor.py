@@ -2,10 +2,12 @@
 
 Consumes ``metalake.changes`` (its own consumer group). Per tenant it keeps a :class:`TenantPropagation`, loaded from
 MongoDB the first time the tenant shows up (and every origin reconciled then, so a tag committed while the processor
-was away is propagated too), then kept current from the changes. A batch's affected origins are recomputed; their
-propagated/unpropagated events go to the tenant's priority topic (confirmed by Kafka), then one completed event per
-run to ``metalake.changes``; only then are the offsets committed. A crash in between replays the batch after a
-restart: the recompute finds the same rows with the same versions and ids, so stores and consumers see no change.
+was away is propagated too), then kept current from the changes. A GDPR erase deletes rows behind its back, so on its
+``io.metalake.asset.erased.v1`` the tenant is dropped, then loaded and reconciled again from MongoDB (already
+scrubbed). A batch's affected origins are recomputed; their propagated/unpropagated events go to the tenant's priority
+topic (confirmed by Kafka), then one completed event per run to ``metalake.changes``; only then are the offsets
+committed. A crash in between replays the batch after a restart: the recompute finds the same rows with the same
+versions and ids, so stores and consumers see no change.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from metalake.events import CloudEvent
+from processors.propagation.erasure import erased_tenant
 from processors.propagation.events import completed_event, tag_event
 from processors.propagation.model import AssignmentKey
 from processors.propagation.tenant import CLASSIFICATIONS, TenantPropagation
@@ -137,18 +140,35 @@ class PropagationProcessor:
         """The ``BatchConsumer`` handler: returns once every event of the batch is confirmed by Kafka."""
         self.handle(messages)
 
+    def _follows(self, tenant: str) -> bool:
+        return self._tenants is None or tenant in self._tenants
+
     def handle(self, messages: Sequence[Record]) -> BatchOutcome:
         outcome = BatchOutcome(records=len(messages))
         by_tenant: dict[str, list[Change]] = {}
         for msg in messages:
+            erased = erased_tenant(msg)
+            if erased is not None and self._follows(erased):
+                self.forget(erased)
+                # The reload reads MongoDB after every change before the erase was committed there: those changes
+                # are in it (or were erased), and replaying them could bring the erased asset back into memory.
+                by_tenant[erased] = []
+                continue
             read = read_change(msg)
-            if read is None or (self._tenants is not None and read[0] not in self._tenants):
+            if read is None or not self._follows(read[0]):
                 continue
             by_tenant.setdefault(read[0], []).append(read[1])
         for tenant in sorted(by_tenant):
+            # A tenant just forgotten is reloaded and reconciled here, even without a change of its own: a tag that
+            # also reaches an asset by a path that avoided the erased one gets that path back now.
             self._run_tenant(tenant, by_tenant[tenant], outcome)
         self.publish(outcome)
         return outcome
+
+    def forget(self, tenant: str) -> None:
+        """Drop what is held of ``tenant`` (an asset of it was erased): the next run reloads it from MongoDB."""
+        if self._states.pop(tenant, None) is not None:
+            log.info("propagation.tenant_forgotten", extra={"tenant_id": tenant, "reason": "asset_erased"})
 
     def reconcile(self, tenant: str) -> BatchOutcome:
         """Load the tenant (if not yet) and publish what its origins should reach but do not (startup)."""

@@ -8,13 +8,15 @@ import hashlib
 import json
 import re
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from itest import trino_rows, wait_for
+from kafka_tail import Record, mark, of_tenant, read_since
 from lakeit import event, lake_spark, publish, upsert
-from outbound_runtime import start_groups_at_end
+from outbound_runtime import caught_up, start_groups_at_end
 from pipeline_procs import PropagationProcess
 from pymongo import MongoClient
 from pyspark.sql import SparkSession
@@ -41,6 +43,11 @@ ERASED = (TABLE, COLUMN)
 ERASED_PATTERN = re.escape(TABLE) + r"(?![A-Za-z0-9_%.~-])"
 
 
+def _poison_body(asset: str) -> bytes:
+    """A dead letter's value naming ``asset`` as written (not through json.dumps, which would escape a backslash)."""
+    return ('{"asset":"' + asset + '","note":"customer"}').encode()
+
+
 def _seed(settings: Settings, tenant: str) -> None:
     incident = "com.montecarlodata.incident.opened.v1"
     publish(
@@ -58,18 +65,31 @@ def _seed(settings: Settings, tenant: str) -> None:
             event(tenant, incident, urn=OTHER, version=1, incident_id="inc-2", status="opened"),
         ],
     )
+
     # A poison record keyed by the URN: it lands in the tenant's _dlq with raw_key "<tenant>:<urn>".
-    headers = [
-        ("content-type", b"application/json"),
-        ("ce_specversion", b"1.0"),
-        ("ce_id", str(uuid.uuid4()).encode()),
-        ("ce_source", b"/tests/lake"),
-        ("ce_type", b"io.metalake.asset.upserted.v1"),
-        ("ce_tenantid", tenant.encode()),
-    ]
+    def headers() -> list[tuple[str, bytes]]:
+        return [
+            ("content-type", b"application/json"),
+            ("ce_specversion", b"1.0"),
+            ("ce_id", str(uuid.uuid4()).encode()),
+            ("ce_source", b"/tests/lake"),
+            ("ce_type", b"io.metalake.asset.upserted.v1"),
+            ("ce_tenantid", tenant.encode()),
+        ]
+
     value = json.dumps({"urn": TABLE, "kind": "table"}).encode()
+    # Poison records keyed by something else: one whose body names the table (slashes JSON-escaped, as some
+    # producers write them), which the erase must find in the raw bytes, and one naming only the lookalike, which stays.
+    body, lookalike = _poison_body(TABLE.replace("/", "\\/")), _poison_body(LOOKALIKE)
+    key = f"{tenant}:unrelated".encode()
     with EventProducer(settings) as producer:
-        producer.publish_raw([("metalake.events.priority", "bad", f"{tenant}:{TABLE}".encode(), value, headers)])
+        producer.publish_raw(
+            [
+                ("metalake.events.priority", "bad", f"{tenant}:{TABLE}".encode(), value, headers()),
+                ("metalake.events.priority", "bad-body", key, body, headers()),
+                ("metalake.events.priority", "bad-lookalike", key, lookalike, headers()),
+            ]
+        )
 
 
 def _files_with_rows(spark: SparkSession, names: TenantNames) -> set[Path]:
@@ -105,7 +125,8 @@ def test_erase_removes_the_asset_and_its_columns_everywhere_and_audits_a_hash(
     wait_for("the edges in MongoDB", lambda: db["lineage"].count_documents({}) == 2 or None)
     wait_for("the tags in MongoDB", lambda: db["classifications"].count_documents({}) == 2 or None)
     schema = names.trino_schema
-    wait_for("the dead letter in Trino", lambda: trino_rows(trino_cursor, f'SELECT reason FROM "{schema}"."_dlq"'))
+    dead_letters = f'SELECT count(*) FROM "{schema}"."_dlq"'
+    wait_for("the dead letters in Trino", lambda: trino_rows(trino_cursor, dead_letters) == [(3,)] or None)
     old_files = _files_with_rows(lake_spark, names)
     assert old_files, "the seeded rows are on disk before the erase"
 
@@ -114,7 +135,8 @@ def test_erase_removes_the_asset_and_its_columns_everywhere_and_audits_a_hash(
     # A short grace: only this test writes the tenant now (the production default spares files younger than 60 s).
     report = erase(lake_spark, mongo, settings, names, target, "dpo@it", lines.append, grace_s=5)
 
-    # Delta: every table, including the events (subject, upstream in data) and the _dlq (raw key).
+    # Delta: every table, including the events (subject, upstream in data) and the _dlq (raw key, raw body).
+    assert report.propagation_notified
     assert report.delta_rows == {
         "events": 5,  # two upserts, the tag on the column, the edge from the column, the incident
         "assets": 2,
@@ -122,7 +144,7 @@ def test_erase_removes_the_asset_and_its_columns_everywhere_and_audits_a_hash(
         "lineage_edges": 1,
         "incidents": 1,
         "propagated_tags": 0,  # no propagation processor ran here: the last test covers them
-        "_dlq": 1,
+        "_dlq": 2,  # keyed by the table, and the body naming it; not the lookalike's
     }
     assert sorted(report.vacuumed) == sorted(t for t, n in report.delta_rows.items() if n)
     assert report.mongo_documents == {
@@ -136,8 +158,12 @@ def test_erase_removes_the_asset_and_its_columns_everywhere_and_audits_a_hash(
     # Physically gone: the files that held the rows are deleted, and no data file holds the URN's bytes.
     assert not any(f.exists() for f in old_files)
     assert _grep(names.lake_dir, "*.parquet") == []
-    # The Delta log records the DELETE predicates as hashes: no commit file spells the URN.
+    # The Delta log records the DELETE predicates as hashes and Kafka positions: no commit file spells the URN.
     assert _grep(names.lake_dir, "*.json") == []
+    dlq_log = "\n".join(p.read_text() for p in (names.delta_path("_dlq") / "_delta_log").glob("*.json"))
+    assert "kafka_offset" in dlq_log and "customers" not in dlq_log  # Delta writes the IN as "= <offset>" terms
+    kept = lake_spark.read.format("delta").load(str(names.delta_path("_dlq"))).collect()
+    assert [bytes(r["raw_value"]) for r in kept] == [_poison_body(LOOKALIKE)]
 
     # Other assets stay, in Delta (read through Trino) and in MongoDB.
     assets = trino_rows(trino_cursor, f'SELECT urn FROM "{schema}".assets ORDER BY urn')
@@ -164,8 +190,24 @@ def test_erase_removes_the_asset_and_its_columns_everywhere_and_audits_a_hash(
     assert set(again.delta_rows.values()) == {0} and again.vacuumed == []
 
 
-# A -> B -> C, PII on A: the propagation processor puts it on B (path A, B) and C (path A, B, C); then B is erased.
-SOURCE, MIDDLE, SINK = (asset_urn("postgres", "it", "flow", "public", t) for t in ("source", "middle", "sink"))
+# A -> B -> C, PII on A: the propagation processor puts it on B (path A, B) and C (path A, B, C); then B is erased
+# while the processor runs. Then C -> D and A -> D: a processor still holding B would carry the tag to D along
+# A, B, C, D (naming B again); the one told of the erase reaches D along A, D only.
+SOURCE, MIDDLE, SINK, LATER = (
+    asset_urn("postgres", "it", "flow", "public", t) for t in ("source", "middle", "sink", "later")
+)
+
+
+def _edge_change_into(tenant: str, urn: str) -> Callable[[Record], bool]:
+    """The state change of a lineage edge into ``urn`` of ``tenant`` on metalake.changes."""
+
+    def keep(record: Record) -> bool:
+        if not of_tenant(tenant)(record) or record.value is None:
+            return False
+        data = json.loads(record.value)
+        return bool(data.get("table") == "lineage_edges" and (data.get("key") or {}).get("urn") == urn)
+
+    return keep
 
 
 def _live_propagations(db: Any) -> dict[str, list[str]]:
@@ -203,12 +245,27 @@ def test_erasing_a_lineage_hop_leaves_its_urn_in_no_row_of_any_table_or_collecti
         processor.wait_ready()
         expected = {MIDDLE: [SOURCE, MIDDLE], SINK: [SOURCE, MIDDLE, SINK]}
         wait_for("the propagated tags", lambda: _live_propagations(db) == expected or None, timeout_s=120)
+
+        # The processor keeps running: the erase's announcement makes it reload the tenant from MongoDB.
+        report = erase(lake_spark, mongo, settings, names, erase_target(tenant, MIDDLE), "dpo@it", grace_s=5)
+        assert report.propagation_notified
+        wait_for(
+            "the processor to reload the tenant",
+            lambda: processor.log.read_text().count('"propagation.tenant_loaded"') >= 2 or None,
+            timeout_s=60,
+        )
+        # C -> D alone first (a batch holding both edges would hide a stale B behind the shorter path): once the
+        # processor has consumed its change, nothing reaches D.
+        marks = mark(settings, CHANGES_TOPIC)
+        publish(settings, [event(tenant, edge, urn=LATER, upstream=SINK, version=2)])
+        read_since(settings, CHANGES_TOPIC, marks, _edge_change_into(tenant, LATER), expect=1, timeout_s=120)
+        wait_for("the processor to consume it", lambda: caught_up(settings, group, CHANGES_TOPIC) or None, timeout_s=60)
+        # A -> D: proves the processor is alive and propagating; D's tag comes straight from A.
+        publish(settings, [event(tenant, edge, urn=LATER, upstream=SOURCE, version=3)])
+        wait_for("the tag on D", lambda: _live_propagations(db) == {LATER: [SOURCE, LATER]} or None, timeout_s=120)
     finally:
-        # Stopped before the erase, as the docs ask: it keeps the tenant's lineage in memory.
         processor.stop()
     assert processor.proc.returncode == 0, processor.tail()
-
-    report = erase(lake_spark, mongo, settings, names, erase_target(tenant, MIDDLE), "dpo@it", grace_s=5)
 
     # B's own rows, the edges on either side of it, and both propagated tags: B's (it is the asset) and C's (its
     # path runs through B). Events: B's upsert, both edges, both propagations (a shared processor may add copies).
@@ -231,7 +288,8 @@ def test_erasing_a_lineage_hop_leaves_its_urn_in_no_row_of_any_table_or_collecti
     }
     assert {"events", "assets", "lineage_edges", "propagated_tags"} <= set(report.vacuumed)
 
-    # No row of any Delta table of the tenant (audit included) names B, in any column.
+    # No row of any Delta table of the tenant (audit included) names B, in any column: no tag propagated after the
+    # erase went through it (the events table keeps every propagation ever published).
     tables = sorted(p.parent for p in names.lake_dir.rglob("_delta_log"))
     assert {t.name for t in tables} >= {spec.name for spec in TABLES} | {"audit"}
     for table in tables:
@@ -250,4 +308,5 @@ def test_erasing_a_lineage_hop_leaves_its_urn_in_no_row_of_any_table_or_collecti
     tags = lake_spark.read.format("delta").load(str(names.delta_path("classifications"))).collect()
     assert [(r["urn"], r["tag"], r["deleted"]) for r in tags] == [(SOURCE, "PII", False)]
     assert sorted(d["_id"] for d in db["assets"].find()) == sorted([SOURCE, SINK])
-    assert db["propagated_tags"].count_documents({}) == 0
+    assert [(d["urn"], d["path"]) for d in db["propagated_tags"].find()] == [(LATER, [SOURCE, LATER])]
+    assert sorted((d["upstream"], d["urn"]) for d in db["lineage"].find()) == sorted([(SINK, LATER), (SOURCE, LATER)])

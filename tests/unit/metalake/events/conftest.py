@@ -97,6 +97,12 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "truncated": False,
         "reason": None,
     },
+    "io.metalake.asset.erased.v1": {
+        "version": 1714564900000,
+        "erasure_id": "0b6f1c1e-3f4a-4d2b-9a8e-5c7d6e5f4a3b",
+        "urn_sha256": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+        "include_children": True,
+    },
 }
 
 

@@ -28,6 +28,7 @@ def test_the_registered_types() -> None:
         "io.metalake.classification.propagated.v1",
         "io.metalake.classification.unpropagated.v1",
         "io.metalake.propagation.completed.v1",
+        "io.metalake.asset.erased.v1",
     ]
 
 
@@ -47,11 +48,22 @@ def test_schema_is_valid_draft_2020_12(name: str) -> None:
     assert schema["additionalProperties"] is False
 
 
-@pytest.mark.parametrize("name", NAMES)
+# A GDPR erase names its asset by the URN's sha256 only: the erased URN must be stored nowhere, its event included.
+ERASED = "io.metalake.asset.erased.v1"
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if n != ERASED])
 def test_every_type_carries_urn_and_version(name: str) -> None:
     schema = spec_for(name).schema
     assert {"urn", "version"} <= set(schema["required"])
     assert schema["properties"]["version"]["type"] == "integer"
+
+
+def test_the_erased_event_carries_a_hash_and_no_urn_field() -> None:
+    schema = spec_for(ERASED).schema
+    assert {"version", "urn_sha256"} <= set(schema["required"])
+    assert schema["properties"]["version"]["type"] == "integer"
+    assert not [p for p in schema["properties"].values() if "urn:metalake" in str(p.get("pattern", ""))]
 
 
 @pytest.mark.parametrize("name", NAMES)

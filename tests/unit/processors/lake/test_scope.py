@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import hashlib
+import re
 
 import pytest
 
 from processors.lake.errors import LakeUsageError
-from processors.lake.scope import delta_predicates, erase_target, mongo_filters, urn_fields
+from processors.lake.scope import (
+    delta_predicates,
+    erase_target,
+    identity_predicate,
+    mongo_filters,
+    raw_pattern,
+    urn_fields,
+)
 
 URN = "urn:metalake:postgres:prod/shop/public/customers"
 
@@ -84,3 +92,42 @@ def test_target_hash_is_the_sha256_of_the_urn() -> None:
 def test_invalid_urns_are_refused_with_the_reason(urn: str, message: str) -> None:
     with pytest.raises(LakeUsageError, match=message):
         erase_target("acme", urn)
+
+
+# Dead letters: Spark's rlike is Java regex; the constructs raw_pattern uses (escapes, "?", "[...]", "(?!...)") read
+# the same in Python's re, so the pattern's meaning is checked here and on the real stack by the erase test.
+LOOKALIKE = URN + "_archive"
+
+
+@pytest.mark.parametrize(
+    ("raw", "exact", "with_children"),
+    [
+        (f'{{"urn":"{URN}","kind":"table"}}', True, True),
+        (URN, True, True),
+        (f'{{"urn":"{URN.replace("/", chr(92) + "/")}"}}', True, True),  # JSON may escape the slashes
+        (f'{{"urn":"{URN}/email"}}', False, True),  # a child: only when children go too
+        (f'{{"urn":"{URN}\\/email"}}', False, True),
+        (f'{{"urn":"{LOOKALIKE}"}}', False, False),  # shares the prefix, another name
+        (f'{{"urn":"{URN}.v2"}}', False, False),
+        ('{"urn":"urn:metalake:postgres:prod/shop/public/orders"}', False, False),
+        (b"\xff\xfe not utf-8 " + URN.encode(), True, True),
+    ],
+)
+def test_raw_pattern_finds_the_urn_text_and_not_other_names(raw: str | bytes, exact: bool, with_children: bool) -> None:
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    assert bool(re.search(raw_pattern(erase_target("acme", URN)), text)) is exact
+    assert bool(re.search(raw_pattern(erase_target("acme", URN, include_children=True)), text)) is with_children
+
+
+def test_dead_letters_are_deleted_by_kafka_position_which_names_no_urn() -> None:
+    rows = [("metalake.events.priority", 1, 9), ("metalake.events.priority", 1, 5), ("metalake.events.bulk", 0, 7)]
+    assert identity_predicate(rows) == (
+        "(kafka_topic <=> 'metalake.events.bulk' AND kafka_partition <=> 0 AND kafka_offset IN (7))"
+        " OR (kafka_topic <=> 'metalake.events.priority' AND kafka_partition <=> 1 AND kafka_offset IN (5, 9))"
+    )
+    assert identity_predicate([]) is None
+    odd = identity_predicate([("it's", None, None), ("it's", None, 3)])
+    assert (
+        odd
+        == "(kafka_topic <=> 'it\\'s' AND kafka_partition <=> NULL AND (kafka_offset IN (3) OR kafka_offset IS NULL))"
+    )
