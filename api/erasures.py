@@ -13,6 +13,7 @@ import logging
 import secrets
 import subprocess
 import sys
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -28,6 +29,7 @@ log = logging.getLogger(__name__)
 ERASURES_COLLECTION = "erasures"
 
 Doc = dict[str, Any]
+ERASE_ID_NAMESPACE = uuid.UUID("6f1d5c3e-8a0b-5f4e-9c2d-7b6a5e4d3c2b")
 # (argv) -> (exit code, stdout, stderr tail)
 EraseRunner = Callable[[Sequence[str]], tuple[int, str, str]]
 
@@ -51,6 +53,8 @@ class ErasureRecord:
     updated_at: datetime
     counts: Mapping[str, int] = field(default_factory=dict)
     error: str | None = None
+    # Done, but an operator still has something to do (the erase's own fixed words, never a value).
+    action_required: str | None = None
 
 
 def _record(doc: Doc) -> ErasureRecord:
@@ -65,6 +69,7 @@ def _record(doc: Doc) -> ErasureRecord:
         updated_at=doc["updated_at"],
         counts={str(c["name"]): int(c["n"]) for c in doc.get("counts") or []},
         error=doc.get("error"),
+        action_required=doc.get("action_required"),
     )
 
 
@@ -103,8 +108,14 @@ class ErasureStore:
         *,
         counts: Mapping[str, int] | None = None,
         error: str | None = None,
+        action_required: str | None = None,
     ) -> ErasureRecord | None:
-        changes: Doc = {"state": state.value, "updated_at": datetime.now(UTC), "error": error}
+        changes: Doc = {
+            "state": state.value,
+            "updated_at": datetime.now(UTC),
+            "error": error,
+            "action_required": action_required,
+        }
         if counts is not None:
             # A list, not an object: the names hold '.', which FerretDB refuses in field names.
             changes["counts"] = [{"name": name, "n": n} for name, n in sorted(counts.items())]
@@ -151,6 +162,9 @@ def run_erasure(
         urn,
         "--actor",
         actor,
+        # The erase's announcement takes a UUID: one derived from ours, so a resumed erasure announces the same id.
+        "--erasure-id",
+        str(uuid.uuid5(ERASE_ID_NAMESPACE, f"{tenant}/{erasure_id}")),
         *(["--include-children"] if include_children else []),
     ]
     code, stdout, _stderr = runner(argv)  # its lines may quote the URN: not kept
@@ -159,7 +173,14 @@ def run_erasure(
             report = json.loads(stdout)
         except ValueError:
             report = {}
-        return store.update(tenant, erasure_id, ErasureState.DONE, counts=_counts(report))
+        action = report.get("action_required")
+        return store.update(
+            tenant,
+            erasure_id,
+            ErasureState.DONE,
+            counts=_counts(report),
+            action_required=action if isinstance(action, str) else None,
+        )
     # The command's own error line may quote the URN (e.g. "did you mean ..."): keep only the kind of failure.
     reason = "refused by the erase command (unknown tenant lake or invalid URN)" if code == 2 else f"exit code {code}"
     log.warning("api.erasure_failed", extra={"tenant": tenant, "erasure": erasure_id, "code": code})

@@ -249,6 +249,10 @@ def lake_erase(
         bool, typer.Option("--include-children", help="Also erase the assets under the URN (a table's columns).")
     ] = False,
     yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation (required without a TTY).")] = False,
+    erasure_id: Annotated[
+        str | None,
+        typer.Option(help="A UUID naming this erase in its announcement and report (default: a new one)."),
+    ] = None,
 ) -> None:
     """GDPR erase: remove every row about the URN from the tenant's Delta tables (then VACUUM them with 0 hours of
     retention, so the files are gone from disk and time travel before the erase is lost) and from MongoDB.
@@ -272,7 +276,7 @@ def lake_erase(
         what = f"{urn} and everything under it" if include_children else urn
         typer.confirm(f"Erase {what} from tenant {tenant}, permanently?", abort=True)
     args = ["--tenant", tenant, "--urn", urn, "--actor", actor, *(["--include-children"] if include_children else [])]
-    raise _lake("erase", args)
+    raise _lake("erase", [*args, *(["--erasure-id", erasure_id] if erasure_id else [])])
 
 
 @lake_app.command("reconcile")

@@ -60,6 +60,11 @@ class ErasureView(BaseModel):
         default_factory=dict, description="Rows removed per Delta table and documents per collection (when done)."
     )
     error: str | None = None
+    action_required: str | None = Field(
+        default=None,
+        description="Set on a done erasure when an operator must still act: e.g. Kafka did not confirm the erase's "
+        "announcement, so the propagation processor must be restarted to forget the asset.",
+    )
 
 
 def _store(ctx: ApiContext) -> ErasureStore:
@@ -78,6 +83,7 @@ def _view(record: ErasureRecord) -> dict[str, Any]:
         "updated_at": record.updated_at,
         "counts": dict(record.counts),
         "error": record.error,
+        "action_required": record.action_required,
     }
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -17,7 +18,7 @@ from pymongo import MongoClient
 
 from api.app import create_app
 from api.auth.deps import current_principal
-from api.erasures import EraseRunner, ErasureState, ErasureStore, run_erasure
+from api.erasures import ERASE_ID_NAMESPACE, EraseRunner, ErasureState, ErasureStore, run_erasure
 from api.provisioning.launcher import LocalProcessLauncher
 from api.provisioning.provisioner import Provisioner
 from api.provisioning.steps import STEPS, MongoStep, StepContext, run_subprocess
@@ -204,7 +205,16 @@ def test_erasure_outcomes_are_recorded_without_the_urn(control: Mongo, tenant: s
     (its own error line may quote the URN). The command is stood in; the store is the real control plane."""
     store = ErasureStore(control[CONTROL_DATABASE])
     urn = "urn:metalake:postgres:it/shop/public/customers"
-    report = json.dumps({"delta_rows": {"assets": 1, "events": 3}, "mongo_documents": {"assets": 1}, "vacuumed": []})
+    restart = "restart the propagation processor (metalake propagation run) so it forgets the asset"
+    report = json.dumps(
+        {
+            "delta_rows": {"assets": 1, "events": 3},
+            "mongo_documents": {"assets": 1},
+            "vacuumed": [],
+            "propagation_notified": False,
+            "action_required": restart,
+        }
+    )
     argvs: list[list[str]] = []
 
     def runner(code: int, out: str) -> EraseRunner:
@@ -219,6 +229,9 @@ def test_erasure_outcomes_are_recorded_without_the_urn(control: Mongo, tenant: s
         finished = run_erasure(store, tenant, done.id, urn, "it-dpo", True, runner(0, report))
         assert finished is not None and finished.state is ErasureState.DONE
         assert dict(finished.counts) == {"delta.assets": 1, "delta.events": 3, "mongo.assets": 1}
+        assert finished.action_required == restart  # Kafka did not confirm the announcement: the operator acts
+        # The announcement's id: a UUID derived from the erasure's, the same on every run of it.
+        announced = str(uuid.uuid5(ERASE_ID_NAMESPACE, f"{tenant}/{done.id}"))
         assert argvs[0][2:] == [
             "processors.lake.erase",
             "--tenant",
@@ -227,6 +240,8 @@ def test_erasure_outcomes_are_recorded_without_the_urn(control: Mongo, tenant: s
             urn,
             "--actor",
             "it-dpo",
+            "--erasure-id",
+            announced,
             "--include-children",
         ]
 
