@@ -22,6 +22,9 @@ consumers' own batch logs (the job's ``enrichment.batch_done`` step timings; the
     .stack/venv/bin/python bench/stream_bench.py --tenants 1,10 --windows 1 --windows-at-max 1 --fresh-windows 1
     # time-boxed (~18 min on 2 loaded cores; freshness first, 2 windows at the largest tenant count)
     .stack/venv/bin/python bench/stream_bench.py --windows 3 --windows-at-max 2 --fresh-windows 2 --freshness-first
+    # the job with enrichment.tenant_parallelism 1, 2 and 4 side by side (A/B, windows alternate, no baselines)
+    .stack/venv/bin/python bench/stream_bench.py --sides job --job-parallelism 1,2,4 --tenants 10 --windows 4 \
+        --windows-at-max 4 --fresh-windows 0
 
 Writes a JSON result file (``--out``) and prints a markdown table.
 """
@@ -59,6 +62,17 @@ from tenants.naming import names_for
 BENCH_DIR = Path(__file__).resolve().parent
 SIDES = ("job", "baseline", "baseline_mongo")
 SHORT = {"job": "j", "baseline": "b", "baseline_mongo": "m"}
+PARALLEL_JOB = "job-p"  # + N: the job with enrichment.tenant_parallelism = N (--job-parallelism)
+
+
+def is_job(name: str) -> bool:
+    return name == "job" or name.startswith(PARALLEL_JOB)
+
+
+def short(name: str) -> str:
+    return f"j{name.removeprefix(PARALLEL_JOB)}" if name.startswith(PARALLEL_JOB) else SHORT[name]
+
+
 PROBES_PER_S = 4
 FRESH_ASSETS = 100  # the steady load cycles over this many assets (per tenant at most)
 
@@ -174,27 +188,31 @@ def asset_event(tenant: str, index: int, version: int, run: str) -> CloudEvent:
 
 
 def side_topic(name: str, settings: Settings, run: str) -> str:
-    return names_for(f"bench-{run}-{SHORT[name]}", settings.lake_root, dedicated=True).priority_topic
+    return names_for(f"bench-{run}-{short(name)}", settings.lake_root, dedicated=True).priority_topic
 
 
 def start_side(name: str, settings: Settings, run: str, max_tenants: int, workdir: Path) -> Side:
     topic = side_topic(name, settings, run)
-    tenants = [f"b{SHORT[name]}{run}-{i}" for i in range(max_tenants)]
+    tenants = [f"b{short(name)}{run}-{i}" for i in range(max_tenants)]
     # One log per invocation: a --reuse run must not read the batches or the ready marker of an earlier one.
     stamp = datetime.now(UTC).strftime("%H%M%S")
     log_path = workdir / f"{name}-{stamp}.log"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    if name == "job":
-        ready = workdir / f"job-{stamp}.ready"
+    if name.startswith(PARALLEL_JOB):
+        env["METALAKE_ENRICHMENT__TENANT_PARALLELISM"] = name.removeprefix(PARALLEL_JOB)
+    if is_job(name):
+        ready = workdir / f"{name}-{stamp}.ready"
+        # The plain job keeps the names of earlier runs (--reuse); each parallelism variant has its own.
+        suffix = "" if name == "job" else f"-{short(name)}"
         cmd = [
             sys.executable,
             str(BENCH_DIR / "stream_job.py"),
             "--topic",
             topic,
             "--query-name",
-            f"bench-{run}",
+            f"bench-{run}{suffix}",
             "--checkpoint",
-            str(workdir / "checkpoint"),
+            str(workdir / f"checkpoint{suffix}"),
             "--ready-file",
             str(ready),
         ]
@@ -214,7 +232,7 @@ def start_side(name: str, settings: Settings, run: str, max_tenants: int, workdi
     with log_path.open("ab") as out:
         proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
     log = BatchLog(log_path, event)
-    if name == "job":
+    if is_job(name):
         return Side(name, topic, tenants, proc, log, ready.exists)
     return Side(name, topic, tenants, proc, log, lambda: log.contains('"baseline.ready"'))
 
@@ -230,7 +248,7 @@ def warm_up(side: Side, producer: EventProducer, settings: Settings, run: str, t
     t0 = time.monotonic()
     publish(producer, [asset_event(t, 0, 1, run) for t in side.tenants], side.topic)
     done = side.wait_records(before + len(side.tenants), timeout_s)
-    if side.name != "job":
+    if not is_job(side.name):
         for tenant in side.tenants:
             register_tenant_tables(settings, names_for(tenant, settings.lake_root), ("events",))
     return {"tenants": len(side.tenants), "seconds": round(done - t0, 2)}
@@ -260,6 +278,7 @@ def throughput_window(
             sum(int(b["records"]) for b in batches) / max(sum(float(b["seconds"]) for b in batches), 1e-6), 1
         ),
         "publish_s": round(published, 3),
+        "load_avg": os.getloadavg()[0],
         "batches": [{k: b.get(k) for k in ("records", "tenants", "seconds", "steps", "commits")} for b in batches],
     }
 
@@ -371,7 +390,7 @@ def freshness_window(
 def commit_costs(side: str, batches: list[dict[str, Any]]) -> dict[str, Any]:
     """Per Delta commit of a batch: the job's steps are summed over the batch's tenants (one events append and one
     assets MERGE per tenant); the baseline times every write_deltalake itself."""
-    if side == "job":
+    if is_job(side):
         per_append = [b["steps"].get("events", 0.0) / b["tenants"] for b in batches if b.get("tenants")]
         per_merge = [b["steps"].get("merge_assets", 0.0) / b["tenants"] for b in batches if b.get("tenants")]
         return {
@@ -423,6 +442,8 @@ def summarize(args: argparse.Namespace, sides: list[Side], meta: dict[str, Any])
                 "windows_events_per_s": [w["events_per_s"] for w in windows],
                 "busy_events_per_s": median([w["busy_events_per_s"] for w in windows]),
                 "batch_s": median([b["seconds"] for b in batches]),
+                "windows_batch_s": [[b["seconds"] for b in w["batches"]] for w in windows],
+                "windows_load_avg": [w.get("load_avg") for w in windows],
                 "batches_per_window": median([len(w["batches"]) for w in windows]),
                 **commit_costs(side.name, batches),
                 "delta_log": side.results.get("delta_log", {}).get(str(n)),
@@ -485,6 +506,18 @@ def markdown(summary: dict[str, Any]) -> str:
         ]
         if ratios:
             lines.append(f"| {n} | ratio job / | {', '.join(ratios)} | | | | | | | |")
+        base = f"{PARALLEL_JOB}1"
+        speedups = [
+            f"{side} {row[side]['events_per_s'] / row[base]['events_per_s']:.2f}"
+            for side in row
+            if side.startswith(PARALLEL_JOB)
+            and side != base
+            and base in row
+            and row[side]["events_per_s"]
+            and row[base]["events_per_s"]
+        ]
+        if speedups:
+            lines.append(f"| {n} | events/s vs {base} | {', '.join(speedups)} | | | | | | | |")
     lines += [
         "",
         "| consumer | probes | MongoDB p50 | MongoDB p99 | Trino p50 | Trino p99 | unseen |",
@@ -522,6 +555,11 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--sides", default=",".join(SIDES), help=f"consumers to run (default {','.join(SIDES)})")
     parser.add_argument(
+        "--job-parallelism",
+        help="run the job once per value, e.g. 1,2,4: sides job-p1, job-p2, job-p4 with "
+        "METALAKE_ENRICHMENT__TENANT_PARALLELISM set, in place of the side job (same run, windows alternate)",
+    )
+    parser.add_argument(
         "--reuse",
         metavar="RUN",
         help="reuse the topics, tenants, checkpoint and consumer groups of an earlier run (its id): the job then "
@@ -533,6 +571,9 @@ def parse_args() -> argparse.Namespace:
     args.sides = [s for s in args.sides.split(",") if s]
     if unknown := set(args.sides) - set(SIDES):
         parser.error(f"--sides: unknown {sorted(unknown)}; known: {', '.join(SIDES)}")
+    if args.job_parallelism:
+        variants = [f"{PARALLEL_JOB}{int(p)}" for p in args.job_parallelism.split(",")]
+        args.sides = [v for s in args.sides for v in (variants if s == "job" else [s])]
     if args.fresh_tenants > max(args.tenants):
         parser.error("--fresh-tenants must not exceed the largest --tenants")
     return args
@@ -556,7 +597,9 @@ def run_phases(
             )
             since_ms = int(time.time() * 1000)
             for w in range(windows):
-                for side in [s for s in sides if "stalled" not in s.results]:
+                live = [s for s in sides if "stalled" not in s.results]
+                # Rotate who goes first: a side never always runs right after the same other side.
+                for side in live[w % len(live) :] + live[: w % len(live)] if live else []:
                     try:
                         r = throughput_window(side, producer, n, args.events, seq, run)
                     except Stalled as exc:

@@ -3,7 +3,8 @@
 The job only knows the shared pooled topics or one dedicated tenant's topics; a benchmark with N tenants needs the
 pooled code path (one query, rows split by tenant) without reading anybody else's events. This runs the job's own
 pieces (``BatchWriter`` with no tenant filter, the same Kafka source options and supervisor) on one topic of the
-benchmark, with its own query name (Delta txnAppId) and checkpoint.
+benchmark, with its own query name (Delta txnAppId) and checkpoint. Settings come from the environment as for the job,
+e.g. ``METALAKE_ENRICHMENT__TENANT_PARALLELISM`` (the bench's ``--job-parallelism`` sets it).
 
     .stack/venv/bin/python bench/stream_job.py --topic T --query-name Q --checkpoint DIR --ready-file F
 """
@@ -63,6 +64,7 @@ def main() -> None:
         for q in supervisor.queries:
             q.stop()
     finally:
+        writer.close()
         changes.close()
         mongo.close()
         spark.stop()

@@ -87,6 +87,8 @@ class EnrichmentSettings(BaseModel):
 
     auto_classify: bool = True
     pii_terms: dict[str, list[str]] = Field(default_factory=dict)
+    # Tenants of one micro-batch written at once, each on its own thread and SparkSession (1: one after the other).
+    tenant_parallelism: int = Field(default=1, ge=1, le=32)
 
 
 class TelemetrySettings(BaseModel):

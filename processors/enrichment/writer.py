@@ -5,6 +5,10 @@ is skipped by Delta; the MongoDB upserts are version-guarded, so replaying them 
 Kafka offsets to the checkpoint only after this function returns. The assets' health is a second MERGE into
 ``assets`` in the same batch, under its own txnAppId (``<query>.health``): one appId per table and batch can commit
 only once.
+
+The tenants of a batch are written one after the other, or (``enrichment.tenant_parallelism`` > 1) on a bounded pool
+of threads, each with its own SparkSession (processors.enrichment.tenant_pool): the batch still ends only when every
+tenant has, and fails if any did.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from processors.enrichment.parse import ParsedRow, foreign_tenant, parse_rows
 from processors.enrichment.projection import apply_updates, apply_upserts, spec_upsert
 from processors.enrichment.state import ASSETS, INCIDENTS, META, STATE_SPECS, StateSpec, fold
 from processors.enrichment.tables import DLQ, EVENTS, TABLES, ensure_tables, source_schema, typed
+from processors.enrichment.tenant_pool import TenantPool
 from tenants.naming import CHANGES_TOPIC, TenantNames, names_for, unrouted_lake_dir
 
 log = logging.getLogger(__name__)
@@ -156,10 +161,12 @@ def retry_conflicts(commit: Callable[[], object], table: str) -> None:
 
 
 class StepTimer:
-    """Wall time per step of a batch, logged with the batch so slow steps show up without a profiler."""
+    """Wall time per step of a batch, logged with the batch so slow steps show up without a profiler. Summed over
+    the batch's tenants: with tenants written in parallel the steps add up to more than the batch's wall time."""
 
     def __init__(self) -> None:
         self.steps: dict[str, float] = {}
+        self._lock = threading.Lock()  # tenant threads add to the same step
 
     @contextmanager
     def __call__(self, step: str) -> Iterator[None]:
@@ -167,7 +174,9 @@ class StepTimer:
         try:
             yield
         finally:
-            self.steps[step] = round(self.steps.get(step, 0.0) + time.monotonic() - started, 3)
+            elapsed = time.monotonic() - started
+            with self._lock:
+                self.steps[step] = round(self.steps.get(step, 0.0) + elapsed, 3)
 
 
 class BatchWriter:
@@ -185,22 +194,32 @@ class BatchWriter:
         changes: EventProducer | None = None,
         tables_lock: threading.Lock | None = None,
         incident_index: IncidentIndex | None = None,
+        publish_lock: threading.Lock | None = None,
     ) -> None:
         self._changes = changes
+        # EventProducer.publish waits with ``flush``, which is not safe from two threads on one client (one may return
+        # before the other's delivery reports ran): one lock per producer, shared by every writer that uses it.
+        self._publish_lock = publish_lock or threading.Lock()
         # Shared by the queries of one process: two concurrent creations of a tenant's tables race on the same
         # folders ("location is not empty and not a Delta table"), which is not a retryable Delta conflict.
         self._tables_lock = tables_lock or threading.Lock()
         # Shared by the queries of one process too: its lock serializes the health step, so each health computation
         # reads the incidents table after every earlier one wrote (a later health never holds older incident rows
-        # than one it overwrites), and its index of URNs with incidents sees every query's incidents.
+        # than one it overwrites), and its index of URNs with incidents sees every query's incidents. That guarantee
+        # is per tenant (each has its own incidents table), but the lock is per process: tenant threads take turns
+        # for the health step and the MongoDB upserts, while their Delta appends and MERGEs overlap.
         self._incidents = incident_index or IncidentIndex()
         self._settings = settings
         self._only_tenant = only_tenant
         self._app_id = app_id
         self._mongo = mongo
         self._after_delta = after_delta
+        # A tenant is in one batch task at a time, so its entries are only added by one thread (set.add holds the GIL).
         self._ready_tenants: set[str] = set()
         self._registered_tenants: set[str] = set()
+        self._pool: TenantPool[SparkSession] = TenantPool(
+            settings.enrichment.tenant_parallelism, lambda base: base.newSession()
+        )
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
@@ -216,9 +235,15 @@ class BatchWriter:
                         row = foreign_tenant(row, self._only_tenant)
                     by_tenant.setdefault(row.tenant, []).append(row)
                 _link_producers(by_tenant)
-            for tenant in sorted(by_tenant, key=lambda t: t or ""):
-                with bind_tenant(tenant):
-                    self._write_tenant(spark, tenant, by_tenant[tenant], batch_id, timer)
+
+            def task(tenant: str | None) -> Callable[[SparkSession], None]:
+                def write(session: SparkSession) -> None:
+                    with bind_tenant(tenant):
+                        self._write_tenant(session, tenant, by_tenant[tenant], batch_id, timer)
+
+                return write
+
+            self._pool.run(spark, [task(t) for t in sorted(by_tenant, key=lambda t: t or "")])
         elapsed = time.monotonic() - started
         batch_seconds.record(elapsed)
         log.info(
@@ -227,10 +252,15 @@ class BatchWriter:
                 "batch_id": batch_id,
                 "records": len(raw),
                 "tenants": len(by_tenant),
+                "tenant_parallelism": self._pool.parallelism,
                 "seconds": round(elapsed, 3),
                 "steps": timer.steps,
             },
         )
+
+    def close(self) -> None:
+        """Stop the tenant threads (after the batch they are in, if any)."""
+        self._pool.close()
 
     def _write_tenant(
         self, spark: SparkSession, tenant: str | None, rows: list[ParsedRow], batch_id: int, timer: StepTimer
@@ -286,7 +316,8 @@ class BatchWriter:
             with timer("changes"):
                 published = [e for spec, folded in states for e in change_events(tenant, spec, folded)]
                 published += change_events(tenant, HEALTH, change_rows(health))
-                self._changes.publish(published, lambda e: CHANGES_TOPIC)
+                with self._publish_lock:
+                    self._changes.publish(published, lambda e: CHANGES_TOPIC)
             self._auto_classify(tenant, states[0][1], timer)
         events_in.add(len(valid), {"tenant": tenant})
         log.info(
@@ -358,7 +389,8 @@ class BatchWriter:
             events = auto_classifications(tenant, assets, DEFAULT_RULES, enrichment.pii_terms.get(tenant, ()))
             if events:
                 names = names_for(tenant, self._settings.lake_root, dedicated=self._only_tenant is not None)
-                self._changes.publish(events, lambda e: names.priority_topic)
+                with self._publish_lock:
+                    self._changes.publish(events, lambda e: names.priority_topic)
                 auto_tags.add(len(events), {"tenant": tenant})
 
     def _append(

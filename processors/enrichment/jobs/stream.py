@@ -187,6 +187,7 @@ def run(settings: Settings, args: argparse.Namespace) -> None:
     changes = EventProducer(settings)
     tables_lock = threading.Lock()
     incident_index = IncidentIndex()
+    publish_lock = threading.Lock()  # one producer, written to by every query's (and tenant's) thread
     writers = [
         BatchWriter(
             settings,
@@ -197,6 +198,7 @@ def run(settings: Settings, args: argparse.Namespace) -> None:
             changes=changes,
             tables_lock=tables_lock,
             incident_index=incident_index,
+            publish_lock=publish_lock,
         )
         for plan in plans
     ]
@@ -218,6 +220,8 @@ def run(settings: Settings, args: argparse.Namespace) -> None:
         for q in supervisor.queries:
             q.stop()
     finally:
+        for writer in writers:
+            writer.close()
         changes.close()
         mongo.close()
         spark.stop()
