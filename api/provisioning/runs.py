@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
@@ -77,34 +77,41 @@ def build_provisioner(ctx: ApiContext) -> Provisioner:
     return Provisioner(TenantRegistry(ctx.mongo[CONTROL_DATABASE]), context)
 
 
+def _tenant_run(
+    ctx: ApiContext,
+    principal: Principal,
+    tenant: str,
+    wait_s: float,
+    action: str,
+    run: Callable[[str], Outcome],
+    *,
+    tenant_audit: bool,
+) -> Outcome | None:
+    """``run`` the tenant's lifecycle work under its lease, then the audit rows; ``None`` if the lease was not had."""
+    with leased(ctx, tenant_key(tenant), wait_s) as held:
+        if not held:
+            return None
+        outcome = run(tenant)
+    result = audit.DONE if outcome.ok else audit.FAILED
+    counts = {"steps": len(outcome.ran), "ms": int(outcome.seconds * 1000)}
+    audit.record_platform(ctx, principal, action, tenant, result, counts=counts)
+    if tenant_audit and TenantRegistry(ctx.mongo[CONTROL_DATABASE]).get(tenant) is not None:
+        audit.record(ctx, tenant, principal, action, tenant, result, counts=counts)
+    return outcome
+
+
 def provision_tenant(
     ctx: ApiContext, prov: Provisioner, principal: Principal, tenant: str, wait_s: float
 ) -> Outcome | None:
     """Run the tenant's pending provisioning steps under its lease, with the audit rows; ``None`` if not run."""
-    with leased(ctx, tenant_key(tenant), wait_s) as held:
-        if not held:
-            return None
-        outcome = prov.provision(tenant)
-    result = audit.DONE if outcome.ok else audit.FAILED
-    counts = {"steps": len(outcome.ran), "ms": int(outcome.seconds * 1000)}
-    audit.record_platform(ctx, principal, "tenant.provision", tenant, result, counts=counts)
-    if TenantRegistry(ctx.mongo[CONTROL_DATABASE]).get(tenant) is not None:
-        audit.record(ctx, tenant, principal, "tenant.provision", tenant, result, counts=counts)
-    return outcome
+    return _tenant_run(ctx, principal, tenant, wait_s, "tenant.provision", prov.provision, tenant_audit=True)
 
 
 def deprovision_tenant(
     ctx: ApiContext, prov: Provisioner, principal: Principal, tenant: str, wait_s: float
 ) -> Outcome | None:
-    """Deprovision the tenant (state ``deleting``) under its lease, with the platform audit row."""
-    with leased(ctx, tenant_key(tenant), wait_s) as held:
-        if not held:
-            return None
-        outcome = prov.deprovision(tenant)
-    result = audit.DONE if outcome.ok else audit.FAILED
-    counts = {"steps": len(outcome.ran), "ms": int(outcome.seconds * 1000)}
-    audit.record_platform(ctx, principal, "tenant.deprovision", tenant, result, counts=counts)
-    return outcome
+    """Deprovision the tenant (state ``deleting``) under its lease, with the platform audit row (its own table goes)."""
+    return _tenant_run(ctx, principal, tenant, wait_s, "tenant.deprovision", prov.deprovision, tenant_audit=False)
 
 
 class PendingErasures:

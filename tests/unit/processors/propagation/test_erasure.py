@@ -9,6 +9,8 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from kafka_record import Record
+
 from metalake.events import CloudEvent, decode_record
 from processors.propagation.erasure import ERASED_TYPE, erased_event, erased_tenant
 from processors.propagation.graph import Limits
@@ -37,23 +39,6 @@ class Store:
             state.apply("lineage_edges", row)
         state.apply("classifications", PII)
         return state
-
-
-class Record:
-    def __init__(self, headers: list[tuple[str, bytes]], value: bytes) -> None:
-        self._headers, self._value = headers, value
-
-    def headers(self) -> list[tuple[str, bytes]]:
-        return self._headers
-
-    def value(self) -> bytes:
-        return self._value
-
-    def partition(self) -> int:
-        return 0
-
-    def offset(self) -> int:
-        return 0
 
 
 def of_event(event: CloudEvent) -> Record:

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
+from kafka_record import Record
 
 from metalake.events import CloudEvent, decode_record
 from processors.propagation.graph import Limits
@@ -19,22 +20,8 @@ B = "urn:metalake:pg:prod/db/s/mid/email"
 C = "urn:metalake:pg:prod/db/s/out/email"
 
 
-class FakeRecord:
-    def __init__(self, tenant: str, data: dict[str, Any], event_type: str = CHANGED) -> None:
-        self._headers = [("ce_type", event_type.encode()), ("ce_tenantid", tenant.encode())]
-        self._value = json.dumps(data).encode()
-
-    def headers(self) -> list[tuple[str, bytes]]:
-        return self._headers
-
-    def value(self) -> bytes:
-        return self._value
-
-    def partition(self) -> int:
-        return 0
-
-    def offset(self) -> int:
-        return 0
+def FakeRecord(tenant: str, data: dict[str, Any], event_type: str = CHANGED) -> Record:
+    return Record([("ce_type", event_type.encode()), ("ce_tenantid", tenant.encode())], json.dumps(data).encode())
 
 
 class RecordingPublisher:

@@ -1,0 +1,21 @@
+"""A consumed Kafka record as processors read it (headers, value, partition, offset), for unit tests."""
+
+from __future__ import annotations
+
+
+class Record:
+    def __init__(self, headers: list[tuple[str, bytes]], value: bytes, partition: int = 0, offset: int = 0) -> None:
+        self._headers, self._value = headers, value
+        self._partition, self._offset = partition, offset
+
+    def headers(self) -> list[tuple[str, bytes]]:
+        return self._headers
+
+    def value(self) -> bytes:
+        return self._value
+
+    def partition(self) -> int:
+        return self._partition
+
+    def offset(self) -> int:
+        return self._offset
