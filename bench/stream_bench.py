@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 import trino
+from processors.enrichment.catalog import register_tenant_tables
 from pymongo import MongoClient
 
 from metalake.events import CloudEvent, new_event
@@ -56,7 +57,6 @@ from metalake.kafka import EventProducer
 from metalake.kafka.admin import ensure_topics
 from metalake.settings import Settings, load_settings
 from metalake.urn import asset_urn
-from processors.enrichment.catalog import register_tenant_tables
 from tenants.naming import names_for
 
 BENCH_DIR = Path(__file__).resolve().parent

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from types import FrameType
 
+from processors.enrichment.writer import BatchWriter
 from pymongo import MongoClient
 
 from metalake.kafka import EventProducer
@@ -27,7 +28,6 @@ from metalake.telemetry import configure_telemetry
 from processors.enrichment.health import IncidentIndex
 from processors.enrichment.jobs.stream import QueryPlan, _start, _Supervisor
 from processors.enrichment.session import build_spark
-from processors.enrichment.writer import BatchWriter
 
 
 def main() -> None:

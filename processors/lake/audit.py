@@ -16,8 +16,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import StringType, StructField, StructType, TimestampType
 
 from metalake.settings import Settings
-from processors.enrichment.catalog import register_tenant_tables
-from processors.enrichment.writer import retry_conflicts
+from processors.enrichment.commits import retry_conflicts
+from tenants.lake_catalog import register_tables
 from tenants.naming import TenantNames
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ def ensure_audit_table(spark: SparkSession, settings: Settings, names: TenantNam
 
     retry_conflicts(create, "audit")
     try:
-        register_tenant_tables(settings, names, ("audit",))
+        register_tables(settings, names, ("audit",))
     except Exception as exc:  # noqa: BLE001 - the audit row matters, the Trino view of it can come later
         log.warning("lake.audit_register_failed", extra={"error": type(exc).__name__})
 

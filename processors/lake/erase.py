@@ -45,7 +45,7 @@ from pyspark.sql import functions as F
 
 from metalake.kafka import EventProducer, PublishError
 from metalake.settings import Settings, get_settings
-from processors.enrichment.writer import retry_conflicts
+from processors.enrichment.commits import retry_conflicts
 from processors.lake import audit
 from processors.lake.discover import tenant_names
 from processors.lake.errors import LakeUsageError

@@ -23,8 +23,8 @@ from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
 from metalake.settings import get_settings
+from processors.enrichment.commits import retry_conflicts
 from processors.enrichment.tables import TABLES
-from processors.enrichment.writer import retry_conflicts
 from processors.lake.discover import selected_tenants
 from processors.lake.errors import LakeUsageError
 from processors.lake.runner import progress, run

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from itest import trino_rows, wait_for
 from lakeit import lake_spark
+from processors.enrichment.catalog import register_tenant_tables
 from pymongo import MongoClient
 from pyspark.sql import SparkSession
 from streamjob import Job, publish_confirmed
@@ -26,7 +27,6 @@ from metalake.kafka import EventProducer, ensure_topics
 from metalake.settings import Settings
 from metalake.stack import StackManager
 from metalake.urn import asset_urn
-from processors.enrichment.catalog import register_tenant_tables
 from processors.enrichment.tables import typed
 from tenants.naming import TenantNames, names_for
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 from delta.exceptions import ConcurrentAppendException, MetadataChangedException
+from processors.enrichment.writer import CONFLICT_ATTEMPTS, retry_conflicts
 
 from processors.enrichment import writer
-from processors.enrichment.writer import CONFLICT_ATTEMPTS, retry_conflicts
 
 
 @pytest.fixture(autouse=True)
