@@ -36,7 +36,7 @@ AUDIT = StructType(
 
 def ensure_audit_table(spark: SparkSession, settings: Settings, names: TenantNames) -> None:
     """Create the table if missing and register it in Trino (best effort: Trino down must not block an erase)."""
-    path = str(names.delta_path("audit"))
+    path = str(names.table("audit").path)
 
     def create() -> None:
         DeltaTable.createIfNotExists(spark).location(path).addColumns(AUDIT).execute()
@@ -62,5 +62,5 @@ def record(
         raise TypeError("audit counts must be integers")
     row = (datetime.now(UTC), actor, action, target_hash, result, json.dumps(dict(counts), sort_keys=True))
     frame = spark.createDataFrame([row], AUDIT)
-    path = str(names.delta_path("audit"))
+    path = str(names.table("audit").path)
     retry_conflicts(lambda: frame.write.format("delta").mode("append").save(path), "audit")

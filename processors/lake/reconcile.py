@@ -1,5 +1,9 @@
 """Rebuild the MongoDB projection of a tenant from Delta and report the difference (0 on a healthy tenant).
 
+The tenant's Delta rows are those of its tier (``discover``): a dedicated tenant's own tables, a pooled tenant's
+rows of the shared tables (read with its predicate: its bucket's files, its id). A folder the old layout left for a
+pooled tenant is no longer written, so it is not read.
+
 For each state spec: read MongoDB's ``(version, event_id)`` per document, then the Delta table, compare (``diff``),
 and unless ``dry_run`` repair: Delta rows that MongoDB lacks or holds older go through the job's own guarded upserts
 (``spec_upsert`` + ``apply_upserts``); documents MongoDB holds newer than Delta (a hand edit: the job writes Delta
@@ -39,7 +43,7 @@ from processors.enrichment.projection import apply_updates, apply_upserts, spec_
 from processors.enrichment.state import ASSETS, INCIDENTS, STATE_SPECS, StateSpec
 from processors.lake import window
 from processors.lake.diff import Difference, Held, compare, compare_health
-from processors.lake.discover import tenant_names
+from processors.lake.discover import connect
 from processors.lake.runner import progress, run
 from processors.lake.sparkio import is_delta, lake_session, read_rows
 from tenants.naming import TenantNames
@@ -91,10 +95,10 @@ def reconcile_spec(
     window_before: datetime,
 ) -> SpecResult:
     mongo = {str(d["_id"]): _held(d) for d in collection.find({}, {"version": 1, "event_id": 1})}
-    path = names.delta_path(spec.table)
+    place = names.table(spec.table)
     rows: dict[str, dict[str, Any]] = {}
-    if is_delta(spark, path):
-        rows = {spec.mongo_id(r): r for r in read_rows(spark, path, spec.columns)}
+    if is_delta(spark, place.path):
+        rows = {spec.mongo_id(r): r for r in read_rows(spark, place.path, spec.columns, place.predicate)}
     ignore = [i for i, r in rows.items() if spec is INCIDENTS and window.outside_window(r, window_before)]
     diff = compare({i: (r["version"], r["event_id"]) for i, r in rows.items()}, mongo, ignore)
     result = SpecResult(spec.table, spec.collection, len(rows), diff)
@@ -117,10 +121,10 @@ def reconcile_health(
     """Compare (and unless ``dry_run`` repair) the health columns of the assets both sides hold. ``upserted``
     counts the job's guarded health updates that matched, ``replaced`` the overwrites guarded by the pair read."""
     mongo = {str(d["_id"]): d for d in collection.find({}, dict.fromkeys(HEALTH_HELD, 1))}
-    path = names.delta_path(ASSETS.table)
+    place = names.table(ASSETS.table)
     rows: dict[str, dict[str, Any]] = {}
-    if is_delta(spark, path):
-        rows = {str(r["urn"]): r for r in read_rows(spark, path, ("urn", *HEALTH_COLUMNS))}
+    if is_delta(spark, place.path):
+        rows = {str(r["urn"]): r for r in read_rows(spark, place.path, ("urn", *HEALTH_COLUMNS), place.predicate)}
     diff = compare_health(rows, mongo, HEALTH_HELD)
     result = SpecResult(HEALTH.table, HEALTH.collection, len(rows), diff)
     if dry_run or diff.total == 0:
@@ -179,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = get_settings()
 
     def body() -> dict[str, Any]:
-        names = tenant_names(args.tenant, settings.lake_root)
+        with connect(settings) as directory:
+            names = directory.named(args.tenant)
         spark = lake_session(settings, "metalake-lake-reconcile")
         mongo: MongoClient[dict[str, Any]] = MongoClient(
             settings.mongo_uri, serverSelectionTimeoutMS=settings.mongo.server_selection_timeout_ms

@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 from itest import trino_rows, wait_for
 from lakeit import lake_spark
-from processors.enrichment.catalog import register_tenant_tables
 from pymongo import MongoClient
 from pyspark.sql import SparkSession
 from streamjob import Job, publish_confirmed
@@ -28,6 +27,7 @@ from metalake.settings import Settings
 from metalake.stack import StackManager
 from metalake.urn import asset_urn
 from processors.enrichment.tables import typed
+from tenants.lake_catalog import register_tables
 from tenants.naming import TenantNames, names_for
 
 pytestmark = pytest.mark.integration
@@ -73,7 +73,7 @@ def _old_tables(spark: SparkSession, settings: Settings, names: TenantNames) -> 
         values = {**old_row[table], "deleted": False, "version": 1, "event_id": "old", "event_time": T0}
         frame = spark.createDataFrame([tuple(values.get(c) for c in columns)], typed(columns))
         frame.write.format("delta").mode("errorifexists").save(str(names.delta_path(table)))
-    register_tenant_tables(settings, names, tuple(OLD_COLUMNS))
+    register_tables(settings, names, tuple(OLD_COLUMNS))
 
 
 def _event(tenant: str, event_type: str, data: dict[str, Any]) -> CloudEvent:

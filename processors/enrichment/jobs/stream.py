@@ -54,7 +54,17 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--available-now", action="store_true", help="Process what is in Kafka now, then stop (backfills, tests)."
     )
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--topics",
+        help="PRIORITY,BULK: read these topics instead of the pooled ones, with the pooled tables as the target "
+        "(benchmarks run the job on topics of their own). Not with --tenant.",
+    )
+    args = parser.parse_args(argv)
+    if args.topics and args.tenant:
+        parser.error("--topics and --tenant exclude each other: a dedicated tenant's job reads its own topics")
+    if args.topics and len(args.topics.split(",")) != len(TOPIC_CLASSES):
+        parser.error("--topics takes two topic names: PRIORITY,BULK")
+    return args
 
 
 def _fault_batch(variable: str) -> int | None:
@@ -70,7 +80,8 @@ def _kill(point: str, batch_id: int) -> None:
 
 def _after_lake_hook() -> AfterLakeHook | None:
     """METALAKE_FAULT_KILL_AFTER_DELTA=<batch id>: die after the lake batch's Delta commits, before Spark records
-    its offsets (and, the projection being paused by METALAKE_FAULT_HOLD_PROJECTION, before MongoDB has it)."""
+    its offsets. With METALAKE_FAULT_LAKE_ONLY=1 the projection queries do not run, so MongoDB stays behind: the
+    crash lands between the two stores."""
     target = _fault_batch("METALAKE_FAULT_KILL_AFTER_DELTA")
     if target is None:
         return None
@@ -113,7 +124,8 @@ def _plan(settings: Settings, args: argparse.Namespace) -> list[QueryPlan]:
             return names.checkpoint_dir(settings.checkpoint_root, name)
     else:
         base = args.query_name or spark.query_name
-        topics = dict(zip(TOPIC_CLASSES, event_topics(), strict=True))
+        chosen = args.topics.split(",") if args.topics else event_topics()
+        topics = dict(zip(TOPIC_CLASSES, chosen, strict=True))
 
         def checkpoint(name: str) -> Path:
             return settings.checkpoint_root / "_pooled" / name
@@ -137,6 +149,8 @@ def _plan(settings: Settings, args: argparse.Namespace) -> list[QueryPlan]:
         )
         for tc in TOPIC_CLASSES
     ]
+    if os.environ.get("METALAKE_FAULT_LAKE_ONLY"):
+        return [lake]
     return [lake, *projections]
 
 
