@@ -1,4 +1,4 @@
-"""The pooled streaming job: the event topics -> per-tenant Delta tables -> MongoDB.
+"""The streaming job: the event topics -> Delta (the lake query) and -> MongoDB (the projection queries).
 
 Run it with ``metalake stack up --with-job`` (managed) or ``python -m processors.enrichment.jobs.stream`` (foreground).
 """
@@ -41,11 +41,14 @@ log = logging.getLogger("processors.enrichment.jobs.stream")
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m processors.enrichment.jobs.stream",
-        description="Stream metalake events from Kafka into per-tenant Delta tables and the MongoDB projection.",
+        description="Stream metalake events from Kafka into Delta (the pooled tables, or a dedicated tenant's own) and, "
+        "in queries of their own, into the MongoDB projection.",
     )
     parser.add_argument("--ready-file", type=Path, help="Touched once the streaming query runs (for supervisors).")
     parser.add_argument(
-        "--query-name", help="Base name of the queries (<base>-priority, <base>-bulk): Delta txnAppIds, checkpoints."
+        "--query-name",
+        help="Base name of the queries (<base>-lake, <base>-mongo-priority, <base>-mongo-bulk): checkpoints, and the "
+        "lake query's Delta txnAppId.",
     )
     parser.add_argument(
         "--tenant",
