@@ -41,8 +41,8 @@ log = logging.getLogger("processors.enrichment.jobs.stream")
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m processors.enrichment.jobs.stream",
-        description="Stream metalake events from Kafka into Delta (the pooled tables, or a dedicated tenant's own) and, "
-        "in queries of their own, into the MongoDB projection.",
+        description="Stream metalake events from Kafka into Delta (the pooled tables, or a dedicated tenant's own) "
+        "and, in queries of their own, into the MongoDB projection.",
     )
     parser.add_argument("--ready-file", type=Path, help="Touched once the streaming query runs (for supervisors).")
     parser.add_argument(
