@@ -6,10 +6,12 @@ FerretDB). Per size, the median of ``--statements`` single-statement commands ea
 - ``upsert_stale``: the same refused by the guard (older version; the duplicate-key "stale" signal);
 - ``insert``: a plain ``insert`` of a new document, for reference;
 
-then the projection's own path, ``apply_upserts`` on a batch of ``--batch`` operations (half new documents, half
-newer versions of held ones) and its replay (all stale), per operation, median of ``--reps``; and the pre-read the
-projection used to make, ``find({_id: {$in: 50 ids}})``. Uses a scratch collection that it drops at the end; pass a
-database of a bench tenant (it is dropped with the tenant).
+then, per operation and median of ``--reps``, batches of ``--batch`` operations (``mixed``: half new documents, half
+newer versions of held ones; ``replay``: the same again, all stale; ``held``: newer versions of held documents only;
+``new``: new documents only) through ``apply_upserts`` and through its insert-first way (``insert_first``), and
+``apply_upserts`` on ``--large-batch`` new documents; and the pre-read the projection used to make,
+``find({_id: {$in: 50 ids}})``. Uses a scratch collection that it drops at the end; pass a database of a bench
+tenant (it is dropped with the tenant).
 
     .stack/venv/bin/python bench/ferretdb_scan_probe.py --database metalake_bench-prop-abc123
 """
@@ -30,7 +32,7 @@ from pymongo.collection import Collection
 from pymongo.database import Database
 
 from metalake.settings import load_settings
-from processors.enrichment.projection import apply_upserts, guarded_upsert
+from processors.enrichment.projection import _insert_new, _upsert_one, apply_upserts, guarded_upsert
 
 Doc = dict[str, Any]
 
@@ -85,22 +87,42 @@ def _single_statements(
     }
 
 
-def _projection(scratch: Collection[Doc], size: int, batch: int, reps: int, counters: _Counters) -> dict[str, Any]:
-    """``apply_upserts`` as the job calls it: a batch of new and held documents, then the same batch replayed."""
-    mixed, replays = [], []
+def _insert_first(scratch: Collection[Doc], ops: list[Doc]) -> None:
+    """apply_upserts' other way for a chunk: insert the documents as new, then the held ones through the guard."""
+    _, held = _insert_new(scratch, ops)
+    for op in held:
+        _upsert_one(scratch, op)
+
+
+def _projection(
+    scratch: Collection[Doc], size: int, batch: int, reps: int, counters: _Counters, insert_first: bool = False
+) -> dict[str, Any]:
+    """A batch of new and held documents, its replay (all stale), a batch of newer versions of held documents only
+    and one of new documents only; through ``apply_upserts`` (whose first chunk goes through the guard one upsert
+    at a time) or, with ``insert_first``, inserted first."""
+    apply: Callable[[Collection[Doc], list[Doc]], object] = _insert_first if insert_first else apply_upserts
+    runs: list[Callable[[], object]] = []
     for rep in range(reps):
-        held = [f"k{(rep * batch + i) * 7919 % size}" for i in range(batch // 2)]
+        held = [f"k{((rep + insert_first * reps) * batch + i) * 7919 % size}" for i in range(batch)]
         version = counters.newer()
-        ops = [guarded_upsert(doc_id, version, "c", {"deleted": False}) for doc_id in held]
-        ops += [guarded_upsert(counters.new_id(), 1, "c", {"deleted": False}) for _ in range(batch - len(held))]
-        mixed.append(lambda ops=ops: apply_upserts(scratch, ops))
-        replays.append(lambda ops=ops: apply_upserts(scratch, ops))
-    runs = list(itertools.chain.from_iterable(zip(mixed, replays, strict=True)))  # each replay after its batch
+        ops = [guarded_upsert(doc_id, version, "c", {"deleted": False}) for doc_id in held[: batch // 2]]
+        ops += [guarded_upsert(counters.new_id(), 1, "c", {"deleted": False}) for _ in range(batch - len(ops))]
+        newer = [guarded_upsert(doc_id, version + 1, "c", {"deleted": False}) for doc_id in held]
+        new = [guarded_upsert(counters.new_id(), 1, "c", {"deleted": False}) for _ in range(batch)]
+        runs += [lambda ops=ops: apply(scratch, ops), lambda ops=ops: apply(scratch, ops)]
+        runs += [lambda newer=newer: apply(scratch, newer), lambda new=new: apply(scratch, new)]
+        counters.newer()
     times = [_ms(run) / batch for run in runs]
-    return {
-        "apply_upserts_mixed_ms_per_op": round(statistics.median(times[0::2]), 3),
-        "apply_upserts_replay_ms_per_op": round(statistics.median(times[1::2]), 3),
-    }
+    name = "insert_first" if insert_first else "apply_upserts"
+    kinds = ("mixed", "replay", "held", "new")
+    return {f"{name}_{k}_ms_per_op": round(statistics.median(times[i :: len(kinds)]), 3) for i, k in enumerate(kinds)}
+
+
+def _large_new_batch(scratch: Collection[Doc], batch: int, reps: int, counters: _Counters) -> dict[str, Any]:
+    """apply_upserts on ``batch`` new documents: after its first chunk it inserts first."""
+    batches = [[guarded_upsert(counters.new_id(), 1, "c", {}) for _ in range(batch)] for _ in range(reps)]
+    runs = [lambda ops=ops: apply_upserts(scratch, ops) for ops in batches]
+    return {f"apply_upserts_new{batch}_ms_per_op": _median_ms(runs, per=batch)}
 
 
 def main() -> None:
@@ -110,6 +132,7 @@ def main() -> None:
     parser.add_argument("--statements", type=int, default=9, help="single statements per measure (median)")
     parser.add_argument("--batch", type=int, default=20, help="operations per apply_upserts batch")
     parser.add_argument("--reps", type=int, default=3, help="apply_upserts batches per measure (median)")
+    parser.add_argument("--large-batch", type=int, default=500, help="new documents of one large apply_upserts")
     args = parser.parse_args()
     mongo: MongoClient[Doc] = MongoClient(load_settings().mongo_uri, tz_aware=True)
     db = mongo[args.database]
@@ -125,6 +148,8 @@ def main() -> None:
             row: dict[str, Any] = {"docs": size}
             row |= _single_statements(db, scratch, size, args.statements, counters)
             row |= _projection(scratch, size, args.batch, args.reps, counters)
+            row |= _projection(scratch, size, args.batch, args.reps, counters, insert_first=True)
+            row |= _large_new_batch(scratch, args.large_batch, args.reps, counters)
             pre_read = {"find": scratch.name, "filter": {"_id": {"$in": [f"k{i}" for i in range(50)]}}}
             row["find_in50_ms"] = _median_ms([_command(db, pre_read) for _ in range(args.reps)])
             plan = db.command({"explain": {"find": scratch.name, "filter": guarded_upsert("k1", 9, "z", {})["q"]}})

@@ -17,6 +17,9 @@ from processors.enrichment.state import ASSETS, StateSpec
 DUPLICATE_KEY = 11000
 # Operations per step of apply_upserts: one ``insert`` command carries this many documents.
 UPDATE_CHUNK = 50
+# The share of new documents in a chunk from which the next chunk is inserted first (see insert_first_next): the
+# measured medians break even at about 40 %; half leaves a margin for their noise.
+INSERT_FIRST_SHARE = 0.5
 
 # Every ``update`` statement goes in a command of its own. FerretDB 1.24 keeps, until the command ends, a backend
 # connection for each statement that matched a document (the PostgreSQL pool has 50; SQLite hung at 100): a command
@@ -113,25 +116,45 @@ def _update_one(collection: Collection[dict[str, Any]], op: dict[str, Any]) -> d
     return collection.database.command({"update": collection.name, "updates": [op], "ordered": True})
 
 
+def insert_first_next(created: int, total: int) -> bool:
+    """Whether the next chunk should go insert-first, given how many of this chunk's ``total`` operations created a
+    document. Inserting first costs one cheap command for new documents but a failed insert more for each held one
+    (docs/benchmarks.md, 2026-11-25: 0.2-0.4 ms against 3.4-4.0 ms per new document, 5.6-7.5 against 4.0-4.5 ms per
+    held one), so it pays from about :data:`INSERT_FIRST_SHARE` new documents on."""
+    return total > 0 and created / total >= INSERT_FIRST_SHARE
+
+
+def _upsert_one(collection: Collection[dict[str, Any]], op: dict[str, Any]) -> tuple[bool, bool]:
+    """Send one guarded upsert; return (applied, created). Not applied: the duplicate-key signal, a newer document
+    won (the guard's filter matched nothing, so the upsert tried to insert an ``_id`` that exists)."""
+    reply = _update_one(collection, op)
+    if _write_errors(reply, "update"):
+        return False, False
+    return True, bool(reply.get("upserted"))
+
+
 def apply_upserts(
     collection: Collection[dict[str, Any]], ops: Iterable[dict[str, Any]], chunk: int = UPDATE_CHUNK
 ) -> tuple[int, int]:
     """Run the guarded upserts; return (applied, stale). Raises on any write error other than the stale signal.
 
     No read comes first (FerretDB never pushes ``$in`` down: such a read scans the collection). Per ``chunk`` of
-    operations, the documents are inserted as new (see :func:`_insert_new`); the upserts whose ``_id`` was held go
-    one by one through the version guard, where a duplicate key means a newer document won: stale.
+    operations, either every upsert goes alone through the version guard, or, when the chunk before it was mostly
+    new documents (:func:`insert_first_next`), the documents are first inserted as new (:func:`_insert_new`) and
+    only the upserts whose ``_id`` was held go through the guard. The first chunk goes through the guard: a small
+    batch, the near-real-time case, mostly updates documents that exist.
     """
     applied = stale = 0
+    insert_first = False
     pending = list(ops)
     for start in range(0, len(pending), chunk):
-        inserted, held = _insert_new(collection, pending[start : start + chunk])
-        applied += inserted
+        part = pending[start : start + chunk]
+        created, held = _insert_new(collection, part) if insert_first else (0, part)
+        applied += created
         for op in held:
-            if _write_errors(_update_one(collection, op), "update"):
-                stale += 1
-            else:
-                applied += 1
+            done, new = _upsert_one(collection, op)
+            applied, stale, created = applied + int(done), stale + int(not done), created + int(new)
+        insert_first = insert_first_next(created, len(part))
     return applied, stale
 
 

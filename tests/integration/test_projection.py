@@ -50,10 +50,11 @@ def test_a_tie_in_version_goes_to_the_greater_event_id(collection: Collection[di
 
 
 def test_a_race_lost_after_the_insert_is_skipped_not_fatal(collection: Collection[dict[str, Any]]) -> None:
-    # A concurrent writer lands between our insert (which found "r" held at an older version) and our guarded
-    # update: the guard in the update filter still refuses the stale write, and the rest of the batch goes on.
+    # A concurrent writer lands between an insert-first chunk's insert (which found "r" held at an older version) and
+    # the guarded update: the guard in the update filter still refuses the stale write, and the rest goes on.
     collection.insert_one({"_id": "r", "version": 1, "event_id": "a", "name": "old"})
-    ops = [guarded_upsert("r", 2, "e", {"name": "mine"}), guarded_upsert("s", 1, "e", {"name": "s"})]
+    # Chunks of one: "q" is new, so the next chunk ("r") is inserted first.
+    ops = [guarded_upsert(i, 2, "e", {"name": "mine"}) for i in ("q", "r", "s")]
     database = collection.database
     original = database.command
 
@@ -65,10 +66,10 @@ def test_a_race_lost_after_the_insert_is_skipped_not_fatal(collection: Collectio
 
     database.command = insert_then_race  # type: ignore[method-assign]
     try:
-        assert apply_upserts(collection, ops) == (1, 1)
+        assert apply_upserts(collection, ops, chunk=1) == (2, 1)
     finally:
         del database.command
-    assert {d["_id"]: d["name"] for d in collection.find()} == {"r": "theirs", "s": "s"}
+    assert {d["_id"]: d["name"] for d in collection.find()} == {"q": "mine", "r": "theirs", "s": "mine"}
 
 
 def test_stale_writes_among_held_documents_are_counted_one_by_one(collection: Collection[dict[str, Any]]) -> None:
@@ -80,10 +81,22 @@ def test_stale_writes_among_held_documents_are_counted_one_by_one(collection: Co
     assert {d["_id"] for d in collection.find({"name": "held"})} == {"h3", "h6"}
 
 
-def test_repeated_ids_in_one_batch_end_at_the_newest(collection: Collection[dict[str, Any]]) -> None:
-    ops = [guarded_upsert("a", v, "e", {"name": f"a{v}"}) for v in (2, 1, 3)]
-    assert apply_upserts(collection, ops) == (2, 1)
+@pytest.mark.parametrize("chunk", [50, 2])  # all through the guard; the second chunk inserted first
+def test_repeated_ids_in_one_batch_end_at_the_newest(collection: Collection[dict[str, Any]], chunk: int) -> None:
+    ops = [guarded_upsert(i, 1, "e", {"name": f"{i}1"}) for i in ("x", "y")]
+    ops += [guarded_upsert("a", v, "e", {"name": f"a{v}"}) for v in (2, 1, 3)]
+    assert apply_upserts(collection, ops, chunk=chunk) == (4, 1)
     assert collection.find_one({"_id": "a"})["name"] == "a3"  # type: ignore[index]
+
+
+def test_a_large_batch_of_new_documents_then_its_replay(collection: Collection[dict[str, Any]]) -> None:
+    ops = [guarded_upsert(f"n{i}", 1, "e", {"name": f"n{i}"}) for i in range(180)]
+    assert apply_upserts(collection, ops) == (180, 0)  # after the first chunk, inserted first
+    mixed = [guarded_upsert(f"n{i}", 2 if i % 3 else 1, "e", {"name": "again"}) for i in range(0, 180, 2)]
+    mixed += [guarded_upsert(f"m{i}", 1, "e", {"name": "m"}) for i in range(90)]
+    assert apply_upserts(collection, mixed) == (150, 30)
+    assert collection.count_documents({"name": "again"}) == 60
+    assert collection.count_documents({}) == 270
 
 
 def test_hundreds_of_updates_to_existing_documents_answer(mongo: MongoClient[dict[str, Any]], settings: Any) -> None:
