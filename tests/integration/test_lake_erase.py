@@ -9,7 +9,7 @@ import hashlib
 import json
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -126,6 +126,10 @@ def _files_with_rows(spark: SparkSession, names: TenantNames, pattern: str) -> s
         hits = matching.select(F.input_file_name().alias("f")).distinct().collect()
         found |= {Path(r["f"].removeprefix("file:")) for r in hits}
     return found
+
+
+def _delta_counts(spark: SparkSession, names: TenantNames, tables: Iterable[str]) -> dict[str, int]:
+    return {t: _tenant_frame(spark, names.table(t)).count() for t in tables}
 
 
 def _folders(names: TenantNames) -> set[Path]:
@@ -278,6 +282,10 @@ def test_erasing_a_lineage_hop_leaves_its_urn_in_no_row_of_any_table_or_collecti
         processor.wait_ready()
         expected = {MIDDLE: [SOURCE, MIDDLE], SINK: [SOURCE, MIDDLE, SINK]}
         wait_for("the propagated tags", lambda: _live_propagations(db) == expected or None, timeout_s=120)
+        # MongoDB leads Delta (the job's projection queries write it apart from the lake query): erase once Delta
+        # holds the rows too, or rows still in flight would land after the erase.
+        held = {"assets": 3, "lineage_edges": 2, "propagated_tags": 2}
+        wait_for("the rows in Delta", lambda: _delta_counts(lake_spark, names, held) == held or None, timeout_s=180)
 
         # The processor keeps running: the erase's announcement makes it reload the tenant from MongoDB.
         report = erase(lake_spark, mongo, settings, names, erase_target(tenant, MIDDLE), "dpo@it", grace_s=5)
