@@ -5,8 +5,9 @@ The API never loads Spark. A pooled tenant is provisioned in seconds without it:
 tables (created by the streaming job), so its Trino schema only gets views over them (``tenants.lake_catalog``) and
 its own ``audit`` table, created with delta-rs. A dedicated tenant's own Delta tables are created by
 ``python -m processors.lake.init --dedicated`` in a subprocess (a JVM), which also registers them in Trino. The Trino
-access rules are rendered in-process (``processors.access.sync``, which needs no Spark either). Every physical name
-comes from ``tenants.naming``.
+access rules are rendered in-process (``processors.access.sync``, which needs no Spark either). Deleting a tenant's
+rows of the shared tables does need Spark: deprovisioning runs ``python -m processors.lake.drop`` in a subprocess.
+Every physical name comes from ``tenants.naming``.
 """
 
 from __future__ import annotations
@@ -118,8 +119,9 @@ def _last_line(tail: str) -> str:
 class LakeStep:
     """Where the tenant's data lives, readable in Trino. Pooled: views over the shared tables in its schema and its
     own ``audit`` table (delta-rs), no Spark. Dedicated: its own Delta tables, created and registered by the lake
-    CLI in a subprocess. Deprovisioning deletes the tenant's lake folder (a pooled tenant's holds its ``audit``
-    only) and its streaming checkpoints; its Trino schema goes in ``TrinoStep``."""
+    CLI in a subprocess. Deprovisioning runs ``python -m processors.lake.drop`` (Spark): the tenant's rows of the
+    shared tables and its lake folder (a pooled tenant's holds its ``audit`` only); then its streaming checkpoints go.
+    Its Trino schema goes in ``TrinoStep``, which runs before."""
 
     name = "lake"
 
@@ -147,10 +149,14 @@ class LakeStep:
         register_tables(ctx.settings, names, ("audit",))
 
     def deprovision(self, ctx: StepContext, tenant: TenantRecord, names: TenantNames) -> None:
-        shutil.rmtree(names.lake_dir, ignore_errors=True)
+        # Deleting rows of the shared tables needs Spark (DELETE, then VACUUM of the files removed): slow, but
+        # deprovisioning may be; the lake CLI also deletes the tenant's folder, and is idempotent.
+        code, tail = ctx.run([sys.executable, "-m", "processors.lake.drop", "--tenant", names.tenant_id])
+        if code != 0:
+            raise StepFailed(f"lake drop exited with {code}: {_last_line(tail)}")
         shutil.rmtree(ctx.settings.checkpoint_root / names.tenant_id, ignore_errors=True)
         if names.lake_dir.exists():
-            raise StepFailed(f"could not delete the lake folder {names.lake_dir}")
+            raise StepFailed(f"the lake folder {names.lake_dir} is still there after lake drop")
 
 
 class TrinoStep:

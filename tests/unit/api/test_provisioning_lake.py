@@ -95,3 +95,16 @@ def test_only_waiting_errors_are_retried_by_the_resumer() -> None:
     assert not waiting(provisioner_mod._error(lake, RuntimeError("secret in a message")))
     assert provisioner_mod._error(lake, RuntimeError("secret")) == "step lake: RuntimeError"
     assert not waiting(None)
+
+
+@pytest.mark.parametrize("tier", [Tier.POOLED, Tier.DEDICATED])
+def test_deprovisioning_runs_the_lake_drop_and_checks_the_folder_is_gone(tmp_path: Path, tier: Tier) -> None:
+    runner = Runner()
+    ctx = _ctx(tmp_path, runner)
+    record = _record(tier)
+    names = record.names(ctx.settings.lake_root)
+    LakeStep().deprovision(ctx, record, names)
+    assert runner.calls == [[sys.executable, "-m", "processors.lake.drop", "--tenant", "acme"]]
+    names.delta_path("audit").mkdir(parents=True)  # a drop that said it succeeded but left the folder
+    with pytest.raises(StepFailed, match="still there"):
+        LakeStep().deprovision(ctx, record, names)
