@@ -71,7 +71,8 @@ def test_lake_commands_on_a_dedicated_tenant_touch_its_own_tables_only(
             for i, urn in enumerate(urns):
                 publish_confirmed(producer, [upsert(tenant, urn, kind="table", name=f"t{i}")], dedicated)
                 wait_for(f"asset {i}", lambda n=i + 1: assets.count_documents({}) == n or None, timeout_s=180)
-            tag = event(tenant, "io.metalake.classification.added.v1", urn=urns[0], version=1, tag="PII", source="h")
+            added = "io.metalake.classification.added.v1"
+            tag = event(tenant, added, urn=urns[0], version=1, tag="PII", source="human")
             publish_confirmed(producer, [tag], dedicated)
         classifications = mongo[dedicated.mongo_database]["classifications"]
         wait_for("the tag", lambda: classifications.count_documents({}) == 1 or None, timeout_s=180)
