@@ -76,6 +76,17 @@ def test_lake_commands_on_a_dedicated_tenant_touch_its_own_tables_only(
             publish_confirmed(producer, [tag], dedicated)
         classifications = mongo[dedicated.mongo_database]["classifications"]
         wait_for("the tag", lambda: classifications.count_documents({}) == 1 or None, timeout_s=180)
+        # MongoDB leads Delta (the projection queries write it apart from the lake query): wait for Delta too.
+        own = {t: dedicated.table(t).path for t in ("assets", "classifications")}
+
+        def in_delta() -> bool | None:
+            assert job.alive, job.tail()
+            counts = {
+                t: lake_spark.read.format("delta").load(str(p)).count() if p.is_dir() else 0 for t, p in own.items()
+            }
+            return counts == {"assets": 3, "classifications": 1} or None
+
+        wait_for("the rows in the tenant's own tables", in_delta, timeout_s=180, interval_s=2)
     finally:
         job.stop()
 
