@@ -150,6 +150,12 @@ def test_two_overlapping_incidents_degrade_the_table_until_both_are_resolved_exa
 
         _publish(settings, dedicated, [_incident(tenant, "a", "resolved", 130, "SEV-3")])
         _wait_health(db, ("healthy", None, 0, []), job)
+        # The projection queries lead the lake query: Delta gets there in its own batch.
+        wait_for(
+            "the healthy table in Delta",
+            lambda: _delta_health(trino_cursor, schema) == ("healthy", None, 0, []) or None,
+            timeout_s=300,
+        )
     finally:
         job.stop()
     assert job.proc.returncode == 0, job.tail()
