@@ -27,7 +27,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from metalake.settings import get_settings
-from processors.lake.discover import connect, shared_place
+from processors.lake.discover import connect, has_pooled_rows, shared_place
 from processors.lake.purge import (
     UNTRACKED_GRACE_S,
     count_rows,
@@ -87,8 +87,12 @@ def remove_folder(names: TenantNames, report: DropReport) -> None:
 
 
 def needs_spark(names: TenantNames) -> bool:
-    """Whether any shared table exists to look in (a lake with dedicated tenants only has none)."""
-    return any((pooled_table_path(names.lake_root, t) / "_delta_log").is_dir() for t in POOLED_TABLES)
+    """Whether the shared tables hold rows of the tenant, read without Spark (delta-rs, its bucket's files): a
+    tenant deleted before any event of it landed (most deletions right after a provisioning) starts no JVM. Every
+    state row comes from an event committed to ``events`` earlier in the same batch, and dead letters are in
+    ``_dlq``: no row there means no row anywhere."""
+    exists = any((pooled_table_path(names.lake_root, t) / "_delta_log").is_dir() for t in POOLED_TABLES)
+    return exists and has_pooled_rows(names)
 
 
 def drop(
