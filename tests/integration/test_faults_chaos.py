@@ -200,6 +200,9 @@ def test_duplicated_and_shuffled_deliveries_end_at_the_newest_version(
                 time.sleep(rng.uniform(0.5, 3.0))
         wait_for_events(trino_cursor, dedicated, len(deliveries), timeout_s=180, job=job)
         wait_for("MongoDB at the newest versions", lambda: mongo_assets(mongo, dedicated) == expected, timeout_s=60)
+        wait_for(
+            "Delta at the newest versions", lambda: delta_assets(trino_cursor, dedicated) == expected, timeout_s=120
+        )
         assert job.alive, job.tail()
     finally:
         job.stop()
@@ -277,6 +280,8 @@ def test_one_percent_poison_is_dead_lettered_and_the_stream_stays_up(
         wait_for_events(trino_cursor, dedicated, len(valid) + len(later), timeout_s=120, job=job)
         expected = newest_states(valid + later)
         wait_for("MongoDB caught up", lambda: mongo_assets(mongo, dedicated) == expected, timeout_s=60)
+        # The projection queries lead the lake query: the last events may be appended before their MERGE.
+        wait_for("Delta caught up", lambda: delta_assets(trino_cursor, dedicated) == expected, timeout_s=120)
         assert job.alive, job.tail()
     finally:
         job.stop()
