@@ -53,8 +53,10 @@ def test_maintain_compacts_small_files_and_keeps_every_row(
     assert set(reports) == set(POOLED_TABLES)
     assert {r.where for r in reports.values()} == {bucket}
     assert reports["events"].files_before >= 3
-    assert reports["events"].files_after < reports["events"].files_before
-    assert reports["assets"].files_after < reports["assets"].files_before
+    # The job keeps appending to the shared tables (other tests' tenants share the bucket): the count after may have
+    # grown again; what OPTIMIZE itself removed shows the compaction.
+    assert reports["events"].compacted >= 3
+    assert reports["assets"].compacted >= 2
     assert all(r.seconds > 0 for r in reports.values())
     assert f"maintain _pooled/events WHERE {bucket} ..." in lines
     assert f"maintain {tenant}/audit ..." in lines  # its own table: skipped if it has none yet, but looked at
