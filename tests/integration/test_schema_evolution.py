@@ -145,6 +145,13 @@ def test_new_fields_land_on_tables_made_by_an_older_spec_and_trino_reads_old_and
             lambda: _alive(job) and db["lineage"].find_one({"_id": f"{NEW_TABLE}|{OLD_TABLE}"}),
             timeout_s=300,
         )
+        # MongoDB leads Delta (the projection queries do not wait for the lake query): the edge in Delta too.
+        sql = f'SELECT count(*) FROM "{schema}".lineage_edges WHERE upstream = ?'
+        wait_for(
+            "the new edge in Delta",
+            lambda: (_alive(job) and trino_rows(trino_cursor, sql, [NEW_TABLE]) == [(1,)]) or None,
+            timeout_s=300,
+        )
     finally:
         job.stop()
     assert job.proc.returncode == 0, job.tail()
