@@ -68,13 +68,33 @@ def _table(rows: Sequence[AuditRow]) -> Table:
     )
 
 
+# The same table properties whether the first append or ensure_table creates the table.
+_CONFIGURATION = {"delta.enableDeletionVectors": "false"}
+
+
 def append(path: Path, rows: Sequence[AuditRow]) -> None:
     """Append rows, creating the table (this schema, no partitions) if it does not exist yet."""
     for row in rows:
         if not all(isinstance(v, int) and not isinstance(v, bool) for v in row.counts.values()):
             raise TypeError("audit counts must be integers")
     path.mkdir(parents=True, exist_ok=True)
-    write_deltalake(str(path), _table(rows), mode="append", configuration={"delta.enableDeletionVectors": "false"})
+    write_deltalake(str(path), _table(rows), mode="append", configuration=_CONFIGURATION)
+
+
+def ensure_table(path: Path) -> bool:
+    """Create the empty table (this schema, no partitions) unless it exists, so Trino can register it before the
+    first row; True if it was created. Two creators racing: the loser's commit of version 0 fails, and the table
+    exists, which is all either wanted."""
+    if DeltaTable.is_deltatable(str(path)):
+        return False
+    path.mkdir(parents=True, exist_ok=True)
+    try:
+        DeltaTable.create(str(path), SCHEMA, mode="ignore", configuration=_CONFIGURATION)
+    except Exception:
+        if not DeltaTable.is_deltatable(str(path)):
+            raise
+        return False
+    return True
 
 
 # The query engine holds timestamps as nanoseconds since 1970 in 64 bits; no audit row lies outside these bounds,

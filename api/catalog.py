@@ -6,8 +6,9 @@ fields are also stored as fields, and a removal leaves a versioned tombstone (``
 skips. Listings use keyset paging on a unique sort key, so a page never repeats or skips a document.
 
 Name-prefix search is an anchored, case-sensitive regular expression on ``name``: with the ``(name, _id)`` index in
-:data:`INDEXES` MongoDB turns it into an index range scan. FerretDB 1.x (SQLite backend) pushes down only ``_id``
-equality and scans the collection for any other filter (measured with ``explain``; see docs/api-resources.md).
+:data:`INDEXES` MongoDB turns it into an index range scan. FerretDB 1.24 (PostgreSQL backend, the local stack) pushes
+down only top-level scalar equality (served by an index for ``_id`` and ``urn``, see docs/local-stack.md) and filters
+regular expressions, ranges and ``$in`` after reading the collection (see docs/api-resources.md).
 """
 
 from __future__ import annotations

@@ -7,9 +7,11 @@ commit per tenant ``events`` table carrying a ``txn`` action per Kafka partition
 version = last offset, as kafka-delta-ingest records its progress), optionally (``--mongo``) the same guarded
 MongoDB upserts of the assets the job makes, then a synchronous Kafka offset commit. Prints one JSON line per batch.
 
-It does not: MERGE the state tables (assets, lineage, ...), compute health, publish change events, write the
-dead letters to a ``_dlq`` table (they are only counted), create or evolve tables beyond the first append, or
-register anything in Trino (the benchmark registers the ``events`` tables once).
+Unlike the job (since issue 10: one shared table per kind for all pooled tenants, one commit per table and batch),
+it keeps a table per tenant, so its commits per batch grow with the tenants of the batch. It does not: MERGE the
+state tables (assets, lineage, ...), compute health, publish change events, write the dead letters to a ``_dlq``
+table (they are only counted), create or evolve tables beyond the first append, or register anything in Trino (the
+benchmark registers the first tenant's ``events`` table, the one its freshness probes query).
 
     .stack/venv/bin/python bench/stream_baseline.py --topic T --group G [--mongo]
 """

@@ -1,32 +1,48 @@
-"""Streaming benchmark: Kafka -> Delta + MongoDB, the enrichment job against a confluent-kafka + delta-rs baseline.
+"""Streaming benchmark: Kafka -> Delta + MongoDB, the real enrichment job against confluent-kafka + delta-rs baselines.
 
-Three consumers run side by side in one run, each on its own fresh topic and its own fresh tenants (so they neither
-read nor disturb anybody else's data):
+Three consumers run side by side in one run, each on fresh topics of its own and fresh tenants of its own (so they
+neither read nor disturb anybody else's events):
 
-- ``job``: the enrichment job's pooled query (bench/stream_job.py: the job's BatchWriter, Kafka source and
-  supervisor, on the benchmark's topic). Per tenant and batch: events append, state MERGE, health, MongoDB upserts,
-  change events, auto-classification, as in production.
-- ``baseline``: bench/stream_baseline.py, confluent-kafka + ``deltalake`` as kafka-delta-ingest works: consume a batch,
-  parse + validate, group by tenant, one append commit per tenant ``events`` table, then commit the offsets.
+- ``job``: the enrichment job itself, ``python -m processors.enrichment.jobs.stream --query-name bench-<run>
+  --topics <priority>,<bulk>``: its lake query (both topics -> the pooled tenants' shared Delta tables under
+  ``<lake>/_pooled``, one commit per table and micro-batch) and its two projection queries (priority, bulk ->
+  MongoDB, health, ``metalake.changes``), as in production. Checkpoints: ``<checkpoint root>/_pooled/bench-<run>-*``.
+- ``baseline``: bench/stream_baseline.py, confluent-kafka + ``deltalake`` as kafka-delta-ingest works: consume a
+  batch, parse + validate, group by tenant, one append commit per tenant's own ``events`` table, commit the offsets.
 - ``baseline_mongo``: the same plus the job's guarded MongoDB upserts of the assets.
 
-Phases: a warm-up (one event per tenant: creates every tenant's tables, registers the baseline tables in Trino);
-throughput (a backlog of ``--events`` asset events over N tenants, for each N of ``--tenants``, timed from the first
-publish until the consumer logged the batch holding the last one; ``--windows`` rounds, sides interleaved); freshness
-(a steady ``--rate`` events/s over ``--fresh-tenants`` tenants for ``--fresh-seconds``; 4 probe events a second on the
-first tenant, each timed from publish until visible in MongoDB and in Trino). Delta commit cost comes from the
-consumers' own batch logs (the job's ``enrichment.batch_done`` step timings; the baseline times each
-``write_deltalake``). Needs the stack (``metalake stack up``); the pooled job is not used.
+Phases:
+1. warm-up: one asset event per tenant (the largest ``--tenants``); the job registers each new tenant's Trino views
+   over the shared tables (its registrar thread): the bench waits for them, so they do not load the windows.
+2. throughput: for each N of ``--tenants``, ``--windows`` rounds (sides interleaved, who goes first rotates) of a
+   backlog of ``--events`` asset events over N tenants, timed from the first publish until the consumer logged the
+   batch that holds the window's last event: for Delta (the job's ``enrichment.lake_batch_done`` ``events`` sum) and
+   for MongoDB (the ``enrichment.projection_batch_done`` ``records`` sum over both projection queries; the
+   baseline's batch does both). Reported: events/s into Delta and into MongoDB, their ratio to the baselines, the
+   median step timings of the lake batches (parse, events, fold, merge_assets, health ...) and of the projection
+   batches (collect, mongo, health, changes ...), and the Delta commits per batch read from the ``_delta_log``
+   commitInfo (the job: the shared ``events`` and ``assets`` tables, only the commits whose ``txn`` appId is the
+   bench's lake query; the baselines: their tenants' own ``events`` tables).
+3. freshness: a steady ``--rate`` events/s over ``--fresh-tenants`` tenants for ``--fresh-seconds``; 4 probe events
+   a second go to the first tenant, each timed from Kafka's acknowledgement (the publish call returning) until
+   visible in MongoDB (the asset document's version), in Trino ``assets`` (the asset's version through the tenant's
+   view) and in Trino ``events`` (its event id). The job only has ``assets`` in Trino; ``baseline`` has no MongoDB.
 
-    .stack/venv/bin/python bench/stream_bench.py                        # full run, ~15 min on 2 cores
-    .stack/venv/bin/python bench/stream_bench.py --tenants 1,10 --windows 1 --windows-at-max 1 --fresh-windows 1
-    # time-boxed (~18 min on 2 loaded cores; freshness first, 2 windows at the largest tenant count)
-    .stack/venv/bin/python bench/stream_bench.py --windows 3 --windows-at-max 2 --fresh-windows 2 --freshness-first
-    # the job with enrichment.tenant_parallelism 1, 2 and 4 side by side (A/B, windows alternate, no baselines)
-    .stack/venv/bin/python bench/stream_bench.py --sides job --job-parallelism 1,2,4 --tenants 10 --windows 4 \
-        --windows-at-max 4 --fresh-windows 0
+Goals (issue 10), checked at the end: the job >= 1,000 events/s into Delta and into MongoDB at every tenant count,
+flat within 25 % from the fewest to the most tenants, and >= the ``baseline_mongo`` rate; freshness MongoDB p50 <= 1 s
+and p99 <= 2.5 s, Trino assets p50 <= 4 s and p99 <= 8 s, Trino events p99 <= 5 s.
 
-Writes a JSON result file (``--out``) and prints a markdown table.
+The stack must be up (``metalake stack up``). The stack's own streaming job (``metalake stack up --with-job``) shares
+the pooled Delta tables and the cores with the bench: stop it first (``metalake stack down stream``); the bench
+refuses to run while it is running unless ``--allow-running-job`` (numbers then are not clean).
+
+    .stack/venv/bin/python bench/stream_bench.py                        # full run (~45-60 min on 2 quiet cores)
+    # smoke run (~10 min on a loaded machine)
+    .stack/venv/bin/python bench/stream_bench.py --tenants 1,10 --events 300 --windows 1 --fresh-windows 1 \\
+        --fresh-seconds 10 --rate 20 --fresh-tenants 5
+    .stack/venv/bin/python bench/stream_bench.py --sides job --reuse 1a2b3c   # the job again, tenants and views kept
+
+Writes a JSON result file (``--out``; ``partial.json`` beside it after every window) and prints markdown tables.
 """
 
 from __future__ import annotations
@@ -42,7 +58,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -50,31 +66,38 @@ from typing import Any
 
 import trino
 from pymongo import MongoClient
+from trino.exceptions import TrinoQueryError
 
 from metalake.events import CloudEvent, new_event
 from metalake.kafka import EventProducer
 from metalake.kafka.admin import ensure_topics
 from metalake.settings import Settings, load_settings
 from metalake.urn import asset_urn
-from processors.enrichment.catalog import register_tenant_tables
-from tenants.naming import names_for
+from tenants.lake_catalog import register_tables
+from tenants.naming import names_for, pooled_table_path
 
 BENCH_DIR = Path(__file__).resolve().parent
 SIDES = ("job", "baseline", "baseline_mongo")
 SHORT = {"job": "j", "baseline": "b", "baseline_mongo": "m"}
-PARALLEL_JOB = "job-p"  # + N: the job with enrichment.tenant_parallelism = N (--job-parallelism)
-
-
-def is_job(name: str) -> bool:
-    return name == "job" or name.startswith(PARALLEL_JOB)
-
-
-def short(name: str) -> str:
-    return f"j{name.removeprefix(PARALLEL_JOB)}" if name.startswith(PARALLEL_JOB) else SHORT[name]
-
+LAKE_EVENT = "enrichment.lake_batch_done"
+PROJECTION_EVENT = "enrichment.projection_batch_done"
+BASELINE_EVENT = "baseline.batch_done"
+# The shared tables a bench window writes (asset events: an events append, an assets MERGE, maybe a health MERGE).
+JOB_TABLES = ("events", "assets")
 
 PROBES_PER_S = 4
 FRESH_ASSETS = 100  # the steady load cycles over this many assets (per tenant at most)
+# Issue 10's goals.
+GOAL_EVENTS_PER_S = 1000.0
+GOAL_FLAT = 0.25  # the slowest tenant count at most 25 % below the fastest
+GOAL_FRESHNESS = {  # (kind, percentile) -> seconds
+    ("mongo", "p50"): 1.0,
+    ("mongo", "p99"): 2.5,
+    ("trino_assets", "p50"): 4.0,
+    ("trino_assets", "p99"): 8.0,
+    ("trino_events", "p99"): 5.0,
+}
+FRESH_KINDS = ("mongo", "trino_assets", "trino_events")
 
 
 def say(msg: str) -> None:
@@ -97,11 +120,14 @@ class Stalled(RuntimeError):
 
 
 class BatchLog:
-    """The batch lines a consumer process writes to its log (JSON lines among Spark's own output), as they come."""
+    """The batch lines of one kind (``event``) that a consumer process writes to its log (JSON lines among Spark's
+    own output), as they come. ``count`` names the field that says how many of the bench's events a batch made
+    durable: the lake's ``events`` (valid events), the projection's and the baseline's ``records``."""
 
-    def __init__(self, path: Path, event: str) -> None:
+    def __init__(self, path: Path, event: str, count: str) -> None:
         self.path = path
         self.event = event
+        self.count = count
         self.batches: list[dict[str, Any]] = []  # each with "seen": monotonic time we read it
         self._pos = 0
         self._partial = b""
@@ -117,7 +143,9 @@ class BatchLog:
         self._partial = lines.pop()
         seen = time.monotonic()
         for line in lines:
-            if not line.startswith(b"{"):
+            # Spark's console progress bar shares lines with the log: "\r[Stage 3:>   (0 + 2) / 3]\r{...}".
+            line = line[line.find(b'{"') :] if b'{"' in line else b""
+            if not line:
                 continue
             try:
                 record = json.loads(line)
@@ -127,50 +155,81 @@ class BatchLog:
                 record["seen"] = seen
                 self.batches.append(record)
 
-    def records(self) -> int:
-        return sum(int(b["records"]) for b in self.batches)
+    def total(self) -> int:
+        return sum(int(b.get(self.count) or 0) for b in self.batches)
 
     def contains(self, text: str) -> bool:
         return self.path.exists() and text in self.path.read_text(errors="replace")
 
 
+def reached_at(batches: Iterable[dict[str, Any]], count: str, target: int) -> float | None:
+    """The ``seen`` time of the batch with which the running sum of ``count`` reaches ``target``; None if never."""
+    running = 0
+    for b in batches:
+        running += int(b.get(count) or 0)
+        if running >= target:
+            return float(b["seen"])
+    return None
+
+
 @dataclass
 class Side:
+    """One consumer process and its batch logs by target: ``delta`` and, when it writes MongoDB, ``mongo`` (for a
+    baseline both are the same log: one batch does both)."""
+
     name: str
-    topic: str
+    topics: tuple[str, str]  # priority, bulk (the baselines read the first only)
     tenants: list[str]
     proc: subprocess.Popen[bytes]
-    log: BatchLog
+    logs: dict[str, BatchLog]
     ready: Callable[[], bool]
     results: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def topic(self) -> str:
+        return self.topics[0]
 
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def tail(self) -> str:
-        return self.log.path.read_text(errors="replace")[-3000:] if self.log.path.exists() else ""
+    def poll(self) -> None:
+        for log in {id(log): log for log in self.logs.values()}.values():
+            log.poll()
 
-    def wait_records(self, total: int, timeout_s: float, stall_s: float | None = None) -> float:
-        """Until the logged batches hold ``total`` records; the monotonic time the last needed batch was read.
+    def tail(self) -> str:
+        path = self.logs["delta"].path
+        return path.read_text(errors="replace")[-3000:] if path.exists() else ""
+
+    def totals(self) -> dict[str, int]:
+        self.poll()
+        return {target: log.total() for target, log in self.logs.items()}
+
+    def marks(self) -> dict[str, int]:
+        return {target: len(log.batches) for target, log in self.logs.items()}
+
+    def wait(self, targets: dict[str, int], timeout_s: float, stall_s: float | None = None) -> dict[str, float]:
+        """Until each target's log holds its count; the monotonic time each was reached (the batch was read).
         Raises ``Stalled`` when no batch at all was logged for ``stall_s``."""
         deadline = time.monotonic() + timeout_s
-        progress = (len(self.log.batches), time.monotonic())
+        progress = (0, time.monotonic())
+        done: dict[str, float] = {}
         while time.monotonic() < deadline:
-            if len(self.log.batches) != progress[0]:
-                progress = (len(self.log.batches), time.monotonic())
+            self.poll()
+            logged = sum(len(log.batches) for log in self.logs.values())
+            if logged != progress[0]:
+                progress = (logged, time.monotonic())
             elif stall_s is not None and time.monotonic() - progress[1] > stall_s:
                 raise Stalled(f"{self.name}: no batch finished for {stall_s:.0f}s")
+            for target, want in targets.items():
+                log = self.logs[target]
+                if target not in done and (at := reached_at(log.batches, log.count, want)) is not None:
+                    done[target] = at
+            if len(done) == len(targets):
+                return done
             if not self.alive():
                 raise SystemExit(f"{self.name} died:\n{self.tail()}")
-            self.log.poll()
-            if self.log.records() >= total:
-                running = 0
-                for b in self.log.batches:
-                    running += int(b["records"])
-                    if running >= total:
-                        return float(b["seen"])
             time.sleep(0.1)
-        raise SystemExit(f"{self.name}: {total} records not processed after {timeout_s:.0f}s:\n{self.tail()}")
+        raise SystemExit(f"{self.name}: {targets} not reached after {timeout_s:.0f}s (got {done}):\n{self.tail()}")
 
 
 def asset_event(tenant: str, index: int, version: int, run: str) -> CloudEvent:
@@ -187,100 +246,146 @@ def asset_event(tenant: str, index: int, version: int, run: str) -> CloudEvent:
     )
 
 
-def side_topic(name: str, settings: Settings, run: str) -> str:
-    return names_for(f"bench-{run}-{short(name)}", settings.lake_root, dedicated=True).priority_topic
+def side_topics(name: str, settings: Settings, run: str) -> tuple[str, str]:
+    names = names_for(f"bench-{run}-{SHORT[name]}", settings.lake_root, dedicated=True)
+    return names.priority_topic, names.bulk_topic
+
+
+def side_tenants(name: str, run: str, count: int) -> list[str]:
+    return [f"b{SHORT[name]}{run}-{i}" for i in range(count)]
+
+
+def job_query(run: str) -> str:
+    return f"bench-{run}"
 
 
 def start_side(name: str, settings: Settings, run: str, max_tenants: int, workdir: Path) -> Side:
-    topic = side_topic(name, settings, run)
-    tenants = [f"b{short(name)}{run}-{i}" for i in range(max_tenants)]
+    topics = side_topics(name, settings, run)
+    tenants = side_tenants(name, run, max_tenants)
     # One log per invocation: a --reuse run must not read the batches or the ready marker of an earlier one.
     stamp = datetime.now(UTC).strftime("%H%M%S")
     log_path = workdir / f"{name}-{stamp}.log"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    if name.startswith(PARALLEL_JOB):
-        env["METALAKE_ENRICHMENT__TENANT_PARALLELISM"] = name.removeprefix(PARALLEL_JOB)
-    if is_job(name):
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "METALAKE_TELEMETRY__LOG_FORMAT": "json"}
+    if name == "job":
         ready = workdir / f"{name}-{stamp}.ready"
-        # The plain job keeps the names of earlier runs (--reuse); each parallelism variant has its own.
-        suffix = "" if name == "job" else f"-{short(name)}"
         cmd = [
             sys.executable,
-            str(BENCH_DIR / "stream_job.py"),
-            "--topic",
-            topic,
+            "-m",
+            "processors.enrichment.jobs.stream",
             "--query-name",
-            f"bench-{run}{suffix}",
-            "--checkpoint",
-            str(workdir / f"checkpoint{suffix}"),
+            job_query(run),
+            "--topics",
+            ",".join(topics),
             "--ready-file",
             str(ready),
         ]
-        event = "enrichment.batch_done"
     else:
         cmd = [
             sys.executable,
             str(BENCH_DIR / "stream_baseline.py"),
             "--topic",
-            topic,
+            topics[0],
             "--group",
             f"bench-{run}-{name}",
         ]
         if name == "baseline_mongo":
             cmd.append("--mongo")
-        event = "baseline.batch_done"
     with log_path.open("ab") as out:
         proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
-    log = BatchLog(log_path, event)
-    if is_job(name):
-        return Side(name, topic, tenants, proc, log, ready.exists)
-    return Side(name, topic, tenants, proc, log, lambda: log.contains('"baseline.ready"'))
+    if name == "job":
+        logs = {
+            "delta": BatchLog(log_path, LAKE_EVENT, "events"),
+            "mongo": BatchLog(log_path, PROJECTION_EVENT, "records"),
+        }
+        return Side(name, topics, tenants, proc, logs, ready.exists)
+    log = BatchLog(log_path, BASELINE_EVENT, "records")
+    logs = {"delta": log, "mongo": log} if name == "baseline_mongo" else {"delta": log}
+    return Side(name, topics, tenants, proc, logs, lambda: log.contains('"baseline.ready"'))
 
 
 def publish(producer: EventProducer, events: Sequence[CloudEvent], topic: str) -> None:
     producer.publish(events, lambda e: topic)
 
 
+def trino_cursor(settings: Settings) -> Any:
+    conn = trino.dbapi.connect(
+        host=settings.trino.host, port=settings.trino.port, user="bench", catalog=settings.trino.catalog
+    )
+    return conn.cursor()
+
+
+def wait_views(settings: Settings, tenants: Sequence[str], timeout_s: float) -> float | None:
+    """Until every tenant's schema holds the views the registrar makes last (``_dlq``; ``events`` and ``assets``
+    come before it); seconds waited, None on time-out (the bench goes on: only the first tenant is queried)."""
+    schemas = sorted(names_for(t, settings.lake_root).trino_schema for t in tenants)
+    cur = trino_cursor(settings)
+    t0 = time.monotonic()
+    marks = ",".join("?" * len(schemas))
+    sql = (
+        f"SELECT count(*) FROM {settings.trino.catalog}.information_schema.tables "  # noqa: S608 - fixed names
+        f"WHERE table_name = '_dlq' AND table_schema IN ({marks})"
+    )
+    while time.monotonic() - t0 < timeout_s:
+        try:
+            cur.execute(sql, schemas)
+            if int(cur.fetchall()[0][0]) >= len(schemas):
+                return round(time.monotonic() - t0, 2)
+        except TrinoQueryError as exc:
+            say(f"waiting for the views: {exc.message}")
+        time.sleep(2)
+    return None
+
+
 def warm_up(side: Side, producer: EventProducer, settings: Settings, run: str, timeout_s: float) -> dict[str, Any]:
-    """One event per tenant: the job creates each tenant's tables (and registers them in Trino), delta-rs creates
-    the ``events`` table; then the baseline's tables are registered in Trino."""
-    before = side.log.records()
+    """One event per tenant: the job adds each tenant's rows to the shared tables and makes its Trino views (the
+    bench waits for them); delta-rs creates each baseline tenant's ``events`` table, the bench registers the first
+    tenant's in Trino (the only one freshness queries)."""
+    before = side.totals()
     t0 = time.monotonic()
     publish(producer, [asset_event(t, 0, 1, run) for t in side.tenants], side.topic)
-    done = side.wait_records(before + len(side.tenants), timeout_s)
-    if not is_job(side.name):
-        for tenant in side.tenants:
-            register_tenant_tables(settings, names_for(tenant, settings.lake_root), ("events",))
-    return {"tenants": len(side.tenants), "seconds": round(done - t0, 2)}
+    done = side.wait({k: v + len(side.tenants) for k, v in before.items()}, timeout_s)
+    out: dict[str, Any] = {"tenants": len(side.tenants), "seconds": round(max(done.values()) - t0, 2)}
+    if side.name == "job":
+        out["views_s"] = wait_views(settings, side.tenants, timeout_s)
+        if out["views_s"] is None:
+            say(f"job: not every tenant's Trino views after {timeout_s:.0f}s; going on")
+    else:
+        register_tables(settings, names_for(side.tenants[0], settings.lake_root), ("events",))
+    return out
+
+
+def window_batches(log: BatchLog, first: int, until: float) -> list[dict[str, Any]]:
+    return [b for b in log.batches[first:] if b["seen"] <= until]
 
 
 def throughput_window(
     side: Side, producer: EventProducer, n: int, events: int, seq: list[int], run: str
 ) -> dict[str, Any]:
-    side.log.poll()
-    before = side.log.records()
-    first_batch = len(side.log.batches)
+    before = side.totals()
+    first = side.marks()
     seq[0] += 1  # one version per window: every event of a window updates an asset of an earlier one
     batch = [asset_event(side.tenants[i % n], i // n, seq[0], run) for i in range(events)]
     t0 = time.monotonic()
     publish(producer, batch, side.topic)
     published = time.monotonic() - t0
-    # A 50-tenant batch of the job takes minutes on a loaded machine: only a much longer silence is a stall.
-    done = side.wait_records(before + events, timeout_s=1200, stall_s=600)
-    batches = [b for b in side.log.batches[first_batch:] if b["seen"] <= done]
-    elapsed = done - t0
-    return {
-        "events": events,
-        "seconds": round(elapsed, 3),
-        "events_per_s": round(events / elapsed, 1),
-        # Records over the time spent inside the batches: excludes waiting for a trigger or the batch latency.
-        "busy_events_per_s": round(
-            sum(int(b["records"]) for b in batches) / max(sum(float(b["seconds"]) for b in batches), 1e-6), 1
-        ),
-        "publish_s": round(published, 3),
-        "load_avg": os.getloadavg()[0],
-        "batches": [{k: b.get(k) for k in ("records", "tenants", "seconds", "steps", "commits")} for b in batches],
-    }
+    # A large batch of the job takes minutes on a loaded machine: only a much longer silence is a stall.
+    done = side.wait({k: v + events for k, v in before.items()}, timeout_s=1800, stall_s=600)
+    out: dict[str, Any] = {"events": events, "publish_s": round(published, 3), "load_avg": os.getloadavg()[0]}
+    for target, at in done.items():
+        log = side.logs[target]
+        batches = window_batches(log, first[target], at)
+        elapsed = at - t0
+        out[target] = {
+            "seconds": round(elapsed, 3),
+            "events_per_s": round(events / elapsed, 1),
+            # Events over the time spent inside the batches: excludes waiting for a trigger or between batches.
+            "busy_events_per_s": round(
+                sum(int(b.get(log.count) or 0) for b in batches) / max(sum(float(b["seconds"]) for b in batches), 1e-6),
+                1,
+            ),
+            "batches": [{k: b.get(k) for k in ("query", log.count, "tenants", "seconds", "steps")} for b in batches],
+        }
+    return out
 
 
 @dataclass
@@ -290,19 +395,31 @@ class Probe:
     event_id: str
     version: int
     t0: float
-    mongo: float | None = None
-    trino: float | None = None
+    seen: dict[str, float] = field(default_factory=dict)  # kind -> seconds after the acknowledgement
+
+
+def probe_kinds(side: str) -> tuple[str, ...]:
+    """What a side makes visible: the job MongoDB and both Trino tables; the baselines only ``events`` in Trino
+    (their own tables) and, ``baseline_mongo``, MongoDB."""
+    return {"job": FRESH_KINDS, "baseline": ("trino_events",), "baseline_mongo": ("mongo", "trino_events")}[side]
+
+
+def mark_seen(probes: Iterable[Probe], kind: str, now: float) -> None:
+    """Record when the probes (just found visible) were first seen as ``kind``."""
+    for p in probes:
+        p.seen.setdefault(kind, now - p.t0)
 
 
 def freshness_window(
     side: Side, settings: Settings, n: int, rate: float, seconds: float, seq: list[int], run: str
 ) -> dict[str, Any]:
     """A steady ``rate`` over ``n`` tenants; the first event of each 1/PROBES_PER_S tick goes to the first tenant
-    and is timed until MongoDB (not for ``baseline``) and Trino see it."""
+    and is timed from its acknowledgement until MongoDB and Trino show it."""
     probes: list[Probe] = []
     lock = threading.Lock()
     stop = threading.Event()
     tick = 1 / PROBES_PER_S
+    kinds = probe_kinds(side.name)
 
     def produce() -> None:
         with EventProducer(settings) as producer:
@@ -318,11 +435,12 @@ def freshness_window(
                     seq[0] += 1
                     tenant = side.tenants[0] if i == 0 else side.tenants[i % n]
                     batch.append(asset_event(tenant, seq[0] % FRESH_ASSETS, seq[0], run))
-                t0 = time.monotonic()
+                # The probe is the batch's first record; the publish call returns once Kafka acknowledged them all.
                 publish(producer, batch, side.topic)
+                acked = time.monotonic()
                 with lock:
                     probes.append(
-                        Probe(side.tenants[0], batch[0].data["urn"], batch[0].id, batch[0].data["version"], t0)
+                        Probe(side.tenants[0], batch[0].data["urn"], batch[0].id, batch[0].data["version"], acked)
                     )
                 next_at += tick
                 time.sleep(max(0.0, next_at - time.monotonic()))
@@ -330,104 +448,171 @@ def freshness_window(
     names = names_for(side.tenants[0], settings.lake_root)
     mongo: MongoClient[dict[str, Any]] = MongoClient(settings.mongo_uri)
     assets = mongo[names.mongo_database]["assets"]
-    conn = trino.dbapi.connect(
-        host=settings.trino.host, port=settings.trino.port, user="bench", catalog=settings.trino.catalog
-    )
-    cur = conn.cursor()
-    check_mongo = side.name != "baseline"
+    cur = trino_cursor(settings)
+    schema = f'{settings.trino.catalog}."{names.trino_schema}"'
     producer = threading.Thread(target=produce, daemon=True)
     producer.start()
     deadline = time.monotonic() + seconds + 180
     last_trino = 0.0
+    trino_errors = 0
     try:
         while time.monotonic() < deadline:
             with lock:
-                pending_m = [p for p in probes if check_mongo and p.mongo is None]
-                pending_t = [p for p in probes if p.trino is None]
-            if not producer.is_alive() and not pending_m and not pending_t:
+                pending = {k: [p for p in probes if k not in p.seen] for k in kinds}
+            if not producer.is_alive() and not any(pending.values()):
                 break
             if not side.alive():
                 raise SystemExit(f"{side.name} died:\n{side.tail()}")
-            if pending_m:
+            if pending.get("mongo"):
                 # The steady load cycles over a set of assets: a probe is seen once its version (or a newer) is.
                 held = {
                     d["_id"]: d.get("version", 0)
-                    for d in assets.find({"_id": {"$in": [p.urn for p in pending_m]}}, {"version": 1})
+                    for d in assets.find({"_id": {"$in": [p.urn for p in pending["mongo"]]}}, {"version": 1})
                 }
-                now = time.monotonic()
-                for p in pending_m:
-                    if held.get(p.urn, 0) >= p.version:
-                        p.mongo = now - p.t0
-            if pending_t and time.monotonic() - last_trino > 0.25:
+                seen = [p for p in pending["mongo"] if held.get(p.urn, 0) >= p.version]
+                mark_seen(seen, "mongo", time.monotonic())
+            if (pending.get("trino_events") or pending.get("trino_assets")) and time.monotonic() - last_trino > 0.25:
                 last_trino = time.monotonic()
-                marks = ",".join("?" * len(pending_t))
-                cur.execute(
-                    f'SELECT event_id FROM "{names.trino_schema}".events WHERE event_id IN ({marks})',  # noqa: S608
-                    [p.event_id for p in pending_t],
-                )
-                found = {r[0] for r in cur.fetchall()}
-                now = time.monotonic()
-                for p in pending_t:
-                    if p.event_id in found:
-                        p.trino = now - p.t0
+                try:
+                    if pending.get("trino_events"):
+                        ids = [p.event_id for p in pending["trino_events"]]
+                        cur.execute(
+                            f"SELECT event_id FROM {schema}.events WHERE event_id IN ({','.join('?' * len(ids))})",  # noqa: S608
+                            ids,
+                        )
+                        found = {r[0] for r in cur.fetchall()}
+                        seen = [p for p in pending["trino_events"] if p.event_id in found]
+                        mark_seen(seen, "trino_events", time.monotonic())
+                    if pending.get("trino_assets"):
+                        urns = sorted({p.urn for p in pending["trino_assets"]})
+                        cur.execute(
+                            f"SELECT urn, version FROM {schema}.assets WHERE urn IN ({','.join('?' * len(urns))})",  # noqa: S608
+                            urns,
+                        )
+                        versions = {r[0]: int(r[1] or 0) for r in cur.fetchall()}
+                        seen = [p for p in pending["trino_assets"] if versions.get(p.urn, 0) >= p.version]
+                        mark_seen(seen, "trino_assets", time.monotonic())
+                except TrinoQueryError as exc:
+                    trino_errors += 1
+                    if trino_errors <= 3:
+                        say(f"{side.name}: Trino: {exc.message}")
             time.sleep(0.05)
     finally:
         stop.set()
         producer.join(timeout=30)
-        conn.close()
+        cur.connection.close()
         mongo.close()
-    mongo_s = [p.mongo for p in probes if p.mongo is not None]
-    trino_s = [p.trino for p in probes if p.trino is not None]
-    return {
-        "probes": len(probes),
-        "mongo_s": [round(v, 3) for v in mongo_s],
-        "trino_s": [round(v, 3) for v in trino_s],
-        "unseen_mongo": (len(probes) - len(mongo_s)) if check_mongo else None,
-        "unseen_trino": len(probes) - len(trino_s),
-    }
-
-
-def commit_costs(side: str, batches: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per Delta commit of a batch: the job's steps are summed over the batch's tenants (one events append and one
-    assets MERGE per tenant); the baseline times every write_deltalake itself."""
-    if is_job(side):
-        per_append = [b["steps"].get("events", 0.0) / b["tenants"] for b in batches if b.get("tenants")]
-        per_merge = [b["steps"].get("merge_assets", 0.0) / b["tenants"] for b in batches if b.get("tenants")]
-        return {
-            "append_s": median(per_append),
-            "merge_assets_s": median(per_merge),
-            "commits_per_batch": median([2 * b["tenants"] for b in batches]),
-        }
-    per_append = [c["seconds"] for b in batches for c in b.get("commits") or []]
-    return {"append_s": median(per_append), "commits_per_batch": median([b["tenants"] for b in batches])}
-
-
-def delta_commits(settings: Settings, tenants: Sequence[str], since_ms: int, until_ms: int) -> list[dict[str, Any]]:
-    """The commitInfo of every commit made in [since_ms, until_ms] to the tenants' events and assets tables, read
-    from the Delta logs themselves (both engines record a timestamp and operationMetrics)."""
-    out = []
-    for tenant in tenants:
-        names = names_for(tenant, settings.lake_root)
-        for table in ("events", "assets"):
-            for commit in sorted(names.delta_path(table).glob("_delta_log/*.json")):
-                for line in commit.read_text().splitlines():
-                    info = json.loads(line).get("commitInfo")
-                    if info and since_ms <= int(info["timestamp"]) <= until_ms:
-                        out.append({"table": table, **info})
+    out: dict[str, Any] = {"probes": len(probes), "trino_errors": trino_errors}
+    for kind in kinds:
+        values = [p.seen[kind] for p in probes if kind in p.seen]
+        out[f"{kind}_s"] = [round(v, 3) for v in values]
+        out[f"unseen_{kind}"] = len(probes) - len(values)
     return out
 
 
-def delta_log_costs(commits: list[dict[str, Any]]) -> dict[str, Any]:
-    """Delta's own timings: Spark's MERGE executionTimeMs (scan + rewrite + commit), delta-rs' execution_time_ms."""
+# -- the Delta logs ----------------------------------------------------------------------------------------------
+
+
+def read_commits(log_dir: Path, since_ms: int, until_ms: int) -> list[dict[str, Any]]:
+    """The commitInfo of each commit in ``log_dir`` (a ``_delta_log``) made in [since_ms, until_ms], with the
+    commit's ``txn`` appIds (``app_ids``); add/remove lines are not parsed. Files older than the window are skipped
+    by their modification time (a minute's margin)."""
+    out = []
+    for path in sorted(log_dir.glob("*.json")):
+        try:
+            if path.stat().st_mtime * 1000 < since_ms - 60_000:
+                continue
+            text = path.read_text()
+        except FileNotFoundError:
+            continue
+        info: dict[str, Any] | None = None
+        apps: list[str] = []
+        for line in text.splitlines():
+            if line.startswith('{"commitInfo"'):
+                info = json.loads(line)["commitInfo"]
+            elif line.startswith('{"txn"'):
+                apps.append(json.loads(line)["txn"]["appId"])
+        if info is not None and since_ms <= int(info["timestamp"]) <= until_ms:
+            out.append({**info, "version": int(path.stem), "app_ids": apps})
+    return out
+
+
+def job_commits(settings: Settings, run: str, since_ms: int, until_ms: int) -> list[dict[str, Any]]:
+    """The bench job's commits to the shared tables: those carrying its lake query's txn (``<query>-lake``, and
+    ``<query>-lake.health`` for the health MERGE); another writer of the shared tables (the stack's own job) has
+    other appIds."""
+    query = f"{job_query(run)}-lake"
+    out = []
+    for table in JOB_TABLES:
+        log_dir = pooled_table_path(settings.lake_root, table) / "_delta_log"
+        for c in read_commits(log_dir, since_ms, until_ms):
+            if any(a == query or a.startswith(f"{query}.") for a in c["app_ids"]):
+                out.append({"table": table, **c})
+    return out
+
+
+def baseline_commits(settings: Settings, tenants: Sequence[str], since_ms: int, until_ms: int) -> list[dict[str, Any]]:
+    out = []
+    for tenant in tenants:
+        log_dir = names_for(tenant, settings.lake_root).delta_path("events") / "_delta_log"
+        out += [{"table": "events", **c} for c in read_commits(log_dir, since_ms, until_ms)]
+    return out
+
+
+def delta_log_costs(commits: list[dict[str, Any]], batches: int) -> dict[str, Any]:
+    """Commits per batch (all, and per table), and Delta's own timings: Spark's MERGE executionTimeMs (scan +
+    rewrite + commit), delta-rs' execution_time_ms."""
     merges = [c for c in commits if c.get("operation") == "MERGE"]
     rs_writes = [c for c in commits if "execution_time_ms" in (c.get("operationMetrics") or {})]
+    tables: dict[str, int] = {}
+    for c in commits:
+        tables[c["table"]] = tables.get(c["table"], 0) + 1
     return {
         "commits": len(commits),
+        "batches": batches,
+        "commits_per_batch": round(len(commits) / batches, 2) if batches else None,
+        "per_table_per_batch": {t: round(k / batches, 2) for t, k in sorted(tables.items())} if batches else {},
         "merge_execution_ms": median([float(c["operationMetrics"]["executionTimeMs"]) for c in merges]),
         "merge_scan_ms": median([float(c["operationMetrics"]["scanTimeMs"]) for c in merges]),
         "merge_rewrite_ms": median([float(c["operationMetrics"]["rewriteTimeMs"]) for c in merges]),
         "delta_rs_write_ms": median([float(c["operationMetrics"]["execution_time_ms"]) for c in rs_writes]),
     }
+
+
+# -- summary -----------------------------------------------------------------------------------------------------
+
+
+def step_medians(batches: Iterable[dict[str, Any]]) -> dict[str, float]:
+    """The median of each step over the batches that ran it (a step a batch skipped, e.g. ``health`` without
+    incidents, is not a zero)."""
+    by_step: dict[str, list[float]] = {}
+    for b in batches:
+        for step, seconds in (b.get("steps") or {}).items():
+            by_step.setdefault(step, []).append(float(seconds))
+    return {step: round(statistics.median(v), 3) for step, v in sorted(by_step.items())}
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 3) if a and b else None
+
+
+def summarize_throughput(windows: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {"windows": len(windows), "publish_s": median([w["publish_s"] for w in windows])}
+    for target in ("delta", "mongo"):
+        got = [w[target] for w in windows if target in w]
+        if not got:
+            out[target] = None
+            continue
+        batches = [b for g in got for b in g["batches"]]
+        out[target] = {
+            "events_per_s": median([g["events_per_s"] for g in got]),
+            "windows_events_per_s": [g["events_per_s"] for g in got],
+            "busy_events_per_s": median([g["busy_events_per_s"] for g in got]),
+            "batch_s": median([float(b["seconds"]) for b in batches]),
+            "batches_per_window": median([len(g["batches"]) for g in got]),
+            "steps": step_medians(batches),
+        }
+    return out
 
 
 def summarize(args: argparse.Namespace, sides: list[Side], meta: dict[str, Any]) -> dict[str, Any]:
@@ -436,35 +621,82 @@ def summarize(args: argparse.Namespace, sides: list[Side], meta: dict[str, Any])
         row: dict[str, Any] = {}
         for side in sides:
             windows = side.results.get("throughput", {}).get(str(n), [])
-            batches = [b for w in windows for b in w["batches"]]
+            if not windows:
+                continue
             row[side.name] = {
-                "events_per_s": median([w["events_per_s"] for w in windows]),
-                "windows_events_per_s": [w["events_per_s"] for w in windows],
-                "busy_events_per_s": median([w["busy_events_per_s"] for w in windows]),
-                "batch_s": median([b["seconds"] for b in batches]),
-                "windows_batch_s": [[b["seconds"] for b in w["batches"]] for w in windows],
+                **summarize_throughput(windows),
                 "windows_load_avg": [w.get("load_avg") for w in windows],
-                "batches_per_window": median([len(w["batches"]) for w in windows]),
-                **commit_costs(side.name, batches),
                 "delta_log": side.results.get("delta_log", {}).get(str(n)),
             }
         out["throughput"][str(n)] = row
     for side in sides:
         windows = side.results.get("freshness", [])
-        mongo_all = [v for w in windows for v in w["mongo_s"]]
-        trino_all = [v for w in windows for v in w["trino_s"]]
-        out["freshness"][side.name] = {
-            "probes": sum(w["probes"] for w in windows),
-            "mongo_p50_s": pct(mongo_all, 0.5),
-            "mongo_p99_s": pct(mongo_all, 0.99),
-            "trino_p50_s": pct(trino_all, 0.5),
-            "trino_p99_s": pct(trino_all, 0.99),
-            "windows_mongo_p50_s": [pct(w["mongo_s"], 0.5) for w in windows],
-            "windows_trino_p50_s": [pct(w["trino_s"], 0.5) for w in windows],
-            "unseen": sum((w["unseen_mongo"] or 0) + w["unseen_trino"] for w in windows),
-        }
+        if not windows:
+            continue
+        f: dict[str, Any] = {"probes": sum(w["probes"] for w in windows)}
+        for kind in probe_kinds(side.name):
+            values = [v for w in windows for v in w.get(f"{kind}_s", [])]
+            f[kind] = {
+                "p50_s": pct(values, 0.5),
+                "p99_s": pct(values, 0.99),
+                "max_s": max(values) if values else None,
+                "windows_p50_s": [pct(w.get(f"{kind}_s", []), 0.5) for w in windows],
+                "unseen": sum(w.get(f"unseen_{kind}", 0) for w in windows),
+            }
+        out["freshness"][side.name] = f
+    out["goals"] = goals(out)
     out["warm_up"] = {s.name: s.results.get("warm_up") for s in sides}
     out["stalled"] = {s.name: s.results["stalled"] for s in sides if "stalled" in s.results}
+    return out
+
+
+def rate(summary: dict[str, Any], n: str, side: str, target: str) -> float | None:
+    r = summary["throughput"].get(n, {}).get(side)
+    return r[target]["events_per_s"] if r and r.get(target) else None
+
+
+def goals(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """Issue 10's goals for the job, each with what was measured and whether it holds (None: not measured)."""
+    out: list[dict[str, Any]] = []
+    counts = list(summary["throughput"])
+    for target in ("delta", "mongo"):
+        rates = {n: rate(summary, n, "job", target) for n in counts}
+        measured = [v for v in rates.values() if v is not None]
+        worst = min(measured) if measured else None
+        out.append(
+            {
+                "goal": f"job events/s into {target} >= {GOAL_EVENTS_PER_S:.0f} at every tenant count",
+                "measured": rates,
+                "ok": None if worst is None else worst >= GOAL_EVENTS_PER_S,
+            }
+        )
+        flat = round(1 - min(measured) / max(measured), 3) if len(measured) > 1 and max(measured) else None
+        out.append(
+            {
+                "goal": f"job events/s into {target} flat within {GOAL_FLAT:.0%} over the tenant counts",
+                "measured": flat,
+                "ok": None if flat is None else flat <= GOAL_FLAT,
+            }
+        )
+        vs = {n: ratio(rates[n], rate(summary, n, "baseline_mongo", "mongo")) for n in counts}
+        known = [v for v in vs.values() if v is not None]
+        out.append(
+            {
+                "goal": f"job events/s into {target} >= baseline_mongo's",
+                "measured": vs,
+                "ok": min(known) >= 1.0 if known else None,
+            }
+        )
+    fresh = summary["freshness"].get("job", {})
+    for (kind, p), limit in GOAL_FRESHNESS.items():
+        value = (fresh.get(kind) or {}).get(f"{p}_s")
+        out.append(
+            {
+                "goal": f"job freshness {kind} {p} <= {limit:g} s",
+                "measured": value,
+                "ok": None if value is None else value <= limit,
+            }
+        )
     return out
 
 
@@ -472,109 +704,156 @@ def fmt(v: float | None, unit: str = "", digits: int = 2) -> str:
     return "-" if v is None else f"{v:.{digits}f}{unit}"
 
 
+def steps_cell(steps: dict[str, float] | None) -> str:
+    return ", ".join(f"{k} {v:.2f}" for k, v in steps.items()) if steps else "-"
+
+
 def delta_cell(d: dict[str, Any] | None) -> str:
     if not d:
         return "-"
+    tables = " + ".join(f"{t} {k:g}" for t, k in d["per_table_per_batch"].items())
+    out = f"{fmt(d['commits_per_batch'], '', 2)} ({tables})" if tables else fmt(d["commits_per_batch"])
     if d["merge_execution_ms"] is not None:
-        return (
-            f"{d['commits']}, MERGE {fmt(d['merge_execution_ms'], '', 0)} (scan {fmt(d['merge_scan_ms'], '', 0)}, "
+        out += (
+            f"; MERGE {fmt(d['merge_execution_ms'], ' ms', 0)} (scan {fmt(d['merge_scan_ms'], '', 0)}, "
             f"rewrite {fmt(d['merge_rewrite_ms'], '', 0)})"
         )
-    return f"{d['commits']}, write {fmt(d['delta_rs_write_ms'], '', 0)}"
+    if d["delta_rs_write_ms"] is not None:
+        out += f"; write {fmt(d['delta_rs_write_ms'], ' ms', 0)}"
+    return out
 
 
 def markdown(summary: dict[str, Any]) -> str:
     lines = [
-        "| tenants | consumer | events/s (median) | windows | busy events/s | batch s | Delta append / commit "
-        "| MERGE assets / tenant | commits / batch | Delta log: commits, engine-reported ms |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| tenants | consumer | Delta events/s | windows | MongoDB events/s | windows | busy Delta ev/s "
+        "| Delta batch s | batches / window | Delta steps (median s) | MongoDB steps (median s) "
+        "| Delta commits / batch |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for n, row in summary["throughput"].items():
         for side, r in row.items():
-            append_ms = None if r["append_s"] is None else r["append_s"] * 1000
-            merge_ms = None if r.get("merge_assets_s") is None else r["merge_assets_s"] * 1000
+            d, m = r.get("delta") or {}, r.get("mongo") or {}
+            mongo_steps = m.get("steps") if side == "job" else None
             lines.append(
-                f"| {n} | {side} | **{fmt(r['events_per_s'], '', 1)}** | {r['windows_events_per_s']} "
-                f"| {fmt(r['busy_events_per_s'], '', 1)} | {fmt(r['batch_s'])} | {fmt(append_ms, ' ms', 0)} "
-                f"| {fmt(merge_ms, ' ms', 0)} "
-                f"| {fmt(r['commits_per_batch'], '', 0)} | {delta_cell(r.get('delta_log'))} |"
+                f"| {n} | {side} | **{fmt(d.get('events_per_s'), '', 1)}** | {d.get('windows_events_per_s', '-')} "
+                f"| **{fmt(m.get('events_per_s'), '', 1)}** | {m.get('windows_events_per_s', '-')} "
+                f"| {fmt(d.get('busy_events_per_s'), '', 1)} | {fmt(d.get('batch_s'))} "
+                f"| {fmt(d.get('batches_per_window'), '', 1)} | {steps_cell(d.get('steps'))} "
+                f"| {steps_cell(mongo_steps)} | {delta_cell(r.get('delta_log'))} |"
             )
-        ratios = [
-            f"{side} {row['job']['events_per_s'] / row[side]['events_per_s']:.3f}"
-            for side in row
-            if side != "job" and "job" in row and row[side]["events_per_s"] and row["job"]["events_per_s"]
-        ]
-        if ratios:
-            lines.append(f"| {n} | ratio job / | {', '.join(ratios)} | | | | | | | |")
-        base = f"{PARALLEL_JOB}1"
-        speedups = [
-            f"{side} {row[side]['events_per_s'] / row[base]['events_per_s']:.2f}"
-            for side in row
-            if side.startswith(PARALLEL_JOB)
-            and side != base
-            and base in row
-            and row[side]["events_per_s"]
-            and row[base]["events_per_s"]
-        ]
-        if speedups:
-            lines.append(f"| {n} | events/s vs {base} | {', '.join(speedups)} | | | | | | | |")
+        if "job" in row:
+            ratios = [
+                f"{target} / {side} {v:.2f}"
+                for target, side in (("delta", "baseline"), ("delta", "baseline_mongo"), ("mongo", "baseline_mongo"))
+                if (v := ratio(rate(summary, n, "job", target), rate(summary, n, side, "delta"))) is not None
+            ]
+            if ratios:
+                lines.append(f"| {n} | ratio job | {', '.join(ratios)} | | | | | | | | | |")
     lines += [
         "",
-        "| consumer | probes | MongoDB p50 | MongoDB p99 | Trino p50 | Trino p99 | unseen |",
-        "|---|---|---|---|---|---|---|",
+        "| consumer | probes | MongoDB p50 | MongoDB p99 | Trino assets p50 | Trino assets p99 | Trino events p50 "
+        "| Trino events p99 | unseen (MongoDB, assets, events) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for side, f in summary["freshness"].items():
-        lines.append(
-            f"| {side} | {f['probes']} | {fmt(f['mongo_p50_s'], ' s')} | {fmt(f['mongo_p99_s'], ' s')} "
-            f"| {fmt(f['trino_p50_s'], ' s')} | {fmt(f['trino_p99_s'], ' s')} | {f['unseen']} |"
-        )
+        cells = []
+        unseen = []
+        for kind in FRESH_KINDS:
+            k = f.get(kind)
+            cells += [fmt(k["p50_s"], " s"), fmt(k["p99_s"], " s")] if k else ["-", "-"]
+            unseen.append(str(k["unseen"]) if k else "-")
+        lines.append(f"| {side} | {f['probes']} | {' | '.join(cells)} | {', '.join(unseen)} |")
+    lines += ["", "| goal (issue 10) | measured | holds |", "|---|---|---|"]
+    for g in summary.get("goals", []):
+        holds = {True: "yes", False: "**no**", None: "-"}[g["ok"]]
+        lines.append(f"| {g['goal']} | {g['measured']} | {holds} |")
     return "\n".join(lines)
 
 
-def parse_args() -> argparse.Namespace:
+# -- the run -----------------------------------------------------------------------------------------------------
+
+
+def stream_job_running(status: str) -> str | None:
+    """The pid (or "?") of the stack's streaming job if ``metalake stack status`` shows its process (state
+    ``running`` or ``unhealthy``, e.g. still starting), else None."""
+    for line in status.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[0] == "stream" and parts[1] != "stopped":
+            return parts[2] if len(parts) > 2 and parts[2] != "-" else "?"
+    return None
+
+
+def check_stack_job(allow: bool) -> None:
+    try:
+        status = subprocess.run(
+            [sys.executable, "-m", "metalake", "stack", "status"], capture_output=True, text=True, timeout=120
+        ).stdout
+    except subprocess.TimeoutExpired:
+        say("warning: `metalake stack status` did not answer in 120 s; cannot tell whether the stack's job runs")
+        return
+    pid = stream_job_running(status)
+    if pid is None:
+        return
+    message = (
+        f"the stack's own streaming job is running (pid {pid}): it writes the same shared Delta tables and takes "
+        "the same cores as the bench's job. Stop it for clean numbers: `metalake stack down stream` "
+        "(and `metalake stack up --with-job` after)"
+    )
+    if not allow:
+        raise SystemExit(f"error: {message}; or pass --allow-running-job to measure anyway.")
+    say(f"warning: {message}. Going on (--allow-running-job): the numbers are not clean.")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tenants", default="1,10,50", help="tenant counts for throughput (default 1,10,50)")
-    parser.add_argument("--events", type=int, default=300, help="events per throughput window (default 300)")
+    parser.add_argument(
+        "--tenants", default="1,10,50,200", help="pooled tenant counts for throughput (default 1,10,50,200)"
+    )
+    parser.add_argument(
+        "--events",
+        type=int,
+        default=10_000,
+        help="asset events per throughput window (default 10000: tens of seconds at the 1,000 events/s goal "
+        "with the trigger and batch latency, so the rate is a sustained one)",
+    )
     parser.add_argument("--windows", type=int, default=3, help="throughput windows per tenant count (default 3)")
     parser.add_argument(
-        "--windows-at-max",
-        type=int,
-        default=2,
-        help="throughput windows for the largest tenant count (default 2; one job window at 50 tenants "
-        "is one batch of 100 Delta commits, several minutes on 2 cores)",
+        "--windows-at-max", type=int, help="throughput windows for the largest tenant count (default: --windows)"
     )
     parser.add_argument("--fresh-windows", type=int, default=2, help="freshness windows per consumer (default 2)")
-    parser.add_argument("--fresh-seconds", type=float, default=15, help="seconds of steady load per window")
-    parser.add_argument("--rate", type=float, default=10, help="steady load, events/s (default 10)")
-    parser.add_argument("--fresh-tenants", type=int, default=1, help="tenants the steady load spreads over")
+    parser.add_argument(
+        "--fresh-seconds", type=float, default=30, help="seconds of steady load per freshness window (default 30)"
+    )
+    parser.add_argument("--rate", type=float, default=200, help="steady load of the freshness phase, events/s (200)")
+    parser.add_argument(
+        "--fresh-tenants", type=int, default=50, help="tenants the steady load spreads over (default 50)"
+    )
     parser.add_argument(
         "--freshness-first",
         action="store_true",
         help="measure freshness right after the warm-up, before throughput (a time-boxed run keeps it even when "
-        "the slow 50-tenant windows are cut short)",
+        "the throughput windows are cut short)",
     )
     parser.add_argument("--sides", default=",".join(SIDES), help=f"consumers to run (default {','.join(SIDES)})")
     parser.add_argument(
-        "--job-parallelism",
-        help="run the job once per value, e.g. 1,2,4: sides job-p1, job-p2, job-p4 with "
-        "METALAKE_ENRICHMENT__TENANT_PARALLELISM set, in place of the side job (same run, windows alternate)",
-    )
-    parser.add_argument(
         "--reuse",
         metavar="RUN",
-        help="reuse the topics, tenants, checkpoint and consumer groups of an earlier run (its id): the job then "
-        "skips creating 8 Delta tables per tenant (~10-20 s each on 2 cores) in the warm-up",
+        help="reuse the topics, tenants, job query name (so its checkpoints) and consumer groups of an earlier run "
+        "(its id): the tenants' Trino views and the baselines' tables exist, so the warm-up is short",
+    )
+    parser.add_argument(
+        "--allow-running-job",
+        action="store_true",
+        help="run even though `metalake stack status` shows the stack's own streaming job running (by default the "
+        "bench refuses: that job shares the pooled Delta tables and the cores, so the numbers would not be clean)",
     )
     parser.add_argument("--out", type=Path, help="JSON result file (default .stack/bench/stream-<run>/result.json)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     args.tenants = [int(n) for n in args.tenants.split(",")]
     args.sides = [s for s in args.sides.split(",") if s]
     if unknown := set(args.sides) - set(SIDES):
         parser.error(f"--sides: unknown {sorted(unknown)}; known: {', '.join(SIDES)}")
-    if args.job_parallelism:
-        variants = [f"{PARALLEL_JOB}{int(p)}" for p in args.job_parallelism.split(",")]
-        args.sides = [v for s in args.sides for v in (variants if s == "job" else [s])]
-    if args.fresh_tenants > max(args.tenants):
+    if args.fresh_windows and args.fresh_tenants > max(args.tenants):
         parser.error("--fresh-tenants must not exceed the largest --tenants")
     return args
 
@@ -583,12 +862,14 @@ def run_phases(
     args: argparse.Namespace, settings: Settings, sides: list[Side], run: str, save: Callable[[], object]
 ) -> None:
     """Warm-up, throughput, freshness; ``save`` after every window, so an interrupted run keeps what it measured."""
-    seq = [1]  # the warm-up wrote version 1
+    # Versions start at the clock (ms): above those of any earlier run on the same assets (--reuse), or a probe
+    # would be "seen" at once by an older, higher version. The warm-up's version 1 only has to be counted.
+    seq = [int(time.time() * 1000)]
     with EventProducer(settings) as producer:
         for side in sides:
-            say(f"{side.name}: warm-up, one event for each of {len(side.tenants)} new tenants")
+            say(f"{side.name}: warm-up, one event for each of {len(side.tenants)} tenants")
             side.results["warm_up"] = warm_up(side, producer, settings, run, timeout_s=1200)
-            say(f"{side.name}: warm-up took {side.results['warm_up']['seconds']} s")
+            say(f"{side.name}: warm-up {side.results['warm_up']}")
         if args.freshness_first:
             freshness_phase(args, settings, sides, run, seq, save)
         for n in args.tenants:
@@ -608,15 +889,22 @@ def run_phases(
                         save()
                         continue
                     side.results.setdefault("throughput", {}).setdefault(str(n), []).append(r)
-                    say(
-                        f"throughput n={n} window {w + 1}/{windows} {side.name}: {r['events_per_s']} ev/s "
-                        f"({r['seconds']} s, {len(r['batches'])} batches)"
+                    rates = ", ".join(
+                        f"{t} {r[t]['events_per_s']} ev/s ({r[t]['seconds']} s, {len(r[t]['batches'])} batches)"
+                        for t in ("delta", "mongo")
+                        if t in r
                     )
+                    say(f"throughput n={n} window {w + 1}/{windows} {side.name}: {rates}")
                     save()
             until_ms = int(time.time() * 1000)
             for side in sides:
-                commits = delta_commits(settings, side.tenants[:n], since_ms, until_ms)
-                side.results.setdefault("delta_log", {})[str(n)] = delta_log_costs(commits)
+                windows_n = side.results.get("throughput", {}).get(str(n), [])
+                batches = sum(len(r["delta"]["batches"]) for r in windows_n)
+                if side.name == "job":
+                    commits = job_commits(settings, run, since_ms, until_ms)
+                else:
+                    commits = baseline_commits(settings, side.tenants[:n], since_ms, until_ms)
+                side.results.setdefault("delta_log", {})[str(n)] = delta_log_costs(commits, batches)
     if not args.freshness_first:
         freshness_phase(args, settings, sides, run, seq, save)
 
@@ -633,10 +921,11 @@ def freshness_phase(
         for side in [s for s in sides if "stalled" not in s.results]:
             r = freshness_window(side, settings, args.fresh_tenants, args.rate, args.fresh_seconds, seq, run)
             side.results.setdefault("freshness", []).append(r)
-            say(
-                f"freshness window {w + 1}/{args.fresh_windows} {side.name}: {r['probes']} probes, MongoDB p50 "
-                f"{fmt(pct(r['mongo_s'], 0.5), ' s')}, Trino p50 {fmt(pct(r['trino_s'], 0.5), ' s')}"
+            seen = ", ".join(
+                f"{k} p50 {fmt(pct(r[f'{k}_s'], 0.5), ' s')} p99 {fmt(pct(r[f'{k}_s'], 0.99), ' s')}"
+                for k in probe_kinds(side.name)
             )
+            say(f"freshness window {w + 1}/{args.fresh_windows} {side.name}: {r['probes']} probes, {seen}")
             save()
 
 
@@ -644,6 +933,7 @@ def main() -> None:
     args = parse_args()
     # Stopped with SIGTERM: unwind, so the finally below stops the consumer processes too.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))
+    check_stack_job(args.allow_running_job)
     settings = load_settings()
     run = args.reuse or secrets.token_hex(3)
     workdir = Path(".stack/bench") / f"stream-{run}"
@@ -653,7 +943,7 @@ def main() -> None:
     max_tenants = max(args.tenants)
     sides: list[Side] = []
     try:
-        ensure_topics(settings, [side_topic(name, settings, run) for name in args.sides])
+        ensure_topics(settings, [t for name in args.sides for t in side_topics(name, settings, run)])
         for name in args.sides:
             sides.append(start_side(name, settings, run, max_tenants, workdir))
         for side in sides:
@@ -687,10 +977,13 @@ def main() -> None:
         "load_avg_end": os.getloadavg(),
         "command": " ".join(sys.argv),
         "trigger": settings.spark.trigger_interval,
+        "projection_trigger": settings.spark.projection_trigger_interval,
         "max_offsets_per_trigger": settings.spark.max_offsets_per_trigger,
+        "projection_max_offsets_per_trigger": settings.spark.projection_max_offsets_per_trigger,
         "events_per_window": args.events,
         "rate": args.rate,
         "fresh_tenants": args.fresh_tenants,
+        "stack_job_allowed": args.allow_running_job,
         "wall_s": round(time.monotonic() - started, 1),
     }
     raw = {s.name: s.results for s in sides}

@@ -30,7 +30,8 @@ connect_app = typer.Typer(
 )
 app.add_typer(connect_app, name="connect")
 lake_app = typer.Typer(
-    help="Lake operations on the Delta tables and the MongoDB projection: maintain, erase (GDPR), reconcile, prune. "
+    help="Lake operations on the Delta tables and the MongoDB projection: maintain, erase (GDPR), reconcile, prune, "
+    "init, drop (tenant deletion). "
     "Each runs `python -m processors.lake.<command>` in a subprocess (Spark starts only there): progress on stderr, "
     "a JSON report on stdout; exit 0 done, 1 failed, 2 refused (unknown tenant, invalid URN, unsafe option). "
     "See docs/lake.md.",
@@ -228,12 +229,15 @@ def _tenant_opt(tenant: str | None) -> list[str]:
 
 @lake_app.command("maintain")
 def lake_maintain(
-    tenant: Annotated[str | None, typer.Option(help="Only this tenant (default: every tenant in the lake).")] = None,
+    tenant: Annotated[
+        str | None, typer.Option(help="Only this tenant (default: every tenant, and the shared tables whole).")
+    ] = None,
     retention_hours: Annotated[
         int, typer.Option(help="VACUUM keeps files removed less than this long ago; 168 (Delta's minimum) or more.")
     ] = 168,
 ) -> None:
-    """Compact small files (OPTIMIZE), checkpoint and VACUUM every Delta table of the tenant(s).
+    """Compact small files (OPTIMIZE), checkpoint and VACUUM the Delta tables of the tenant(s): the shared tables
+    once (a named pooled tenant: its bucket's partitions), dedicated tenants' own tables, every tenant's audit.
 
     Safe while the streaming job runs: commit conflicts are retried. Prints files and bytes before/after per table.
     """
@@ -254,17 +258,19 @@ def lake_erase(
         typer.Option(help="A UUID naming this erase in its announcement and report (default: a new one)."),
     ] = None,
 ) -> None:
-    """GDPR erase: remove every row about the URN from the tenant's Delta tables (then VACUUM them with 0 hours of
-    retention, so the files are gone from disk and time travel before the erase is lost) and from MongoDB.
+    """GDPR erase: remove every row about the URN from the tenant's Delta rows (then VACUUM the touched tables with 0
+    hours of retention, so the files are gone from disk and time travel before the erase is lost: for every tenant of
+    a touched shared table) and from MongoDB.
 
     Records the erase in the tenant's audit table with the URN's sha256, never the URN. Cannot be undone.
     """
-    from processors.lake.discover import tenant_names
+    from processors.lake.discover import connect
     from processors.lake.errors import EXIT_USAGE, LakeUsageError
     from processors.lake.scope import erase_target
 
     try:  # refuse a typo before asking, and before Spark starts
-        names = tenant_names(tenant, get_settings().lake_root)
+        with connect(get_settings()) as directory:
+            names = directory.named(tenant)
         erase_target(names.tenant_id, urn, include_children)
     except LakeUsageError as exc:
         typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
@@ -291,7 +297,7 @@ def lake_reconcile(
 
 @lake_app.command("prune")
 def lake_prune(
-    tenant: Annotated[str | None, typer.Option(help="Only this tenant (default: every tenant in the lake).")] = None,
+    tenant: Annotated[str | None, typer.Option(help="Only this tenant (default: every tenant).")] = None,
     older_than_days: Annotated[
         int, typer.Option(help="Resolved incidents last updated longer ago than this leave MongoDB.")
     ] = 30,
@@ -303,10 +309,33 @@ def lake_prune(
 @lake_app.command("init")
 def lake_init(
     tenant: Annotated[str, typer.Option(help="The tenant whose Delta tables to create and register in Trino.")],
+    dedicated: Annotated[
+        bool, typer.Option("--dedicated", help="The tenant is dedicated: it gets tables of its own.")
+    ] = False,
 ) -> None:
-    """Create the tenant's Delta tables (audit included) and register them in Trino; idempotent. The admin API runs
-    it when it provisions a tenant, so the tenant is queryable before its first event."""
-    raise _lake("init", ["--tenant", tenant])
+    """Create the tenant's Delta tables (its own if dedicated, else the shared ones if missing; audit included) and
+    register them in Trino; idempotent. The admin API runs it when it provisions a tenant, so the tenant is
+    queryable before its first event."""
+    raise _lake("init", ["--tenant", tenant, *(["--dedicated"] if dedicated else [])])
+
+
+@lake_app.command("drop")
+def lake_drop(
+    tenant: Annotated[str, typer.Option(help="The tenant whose Delta rows and lake folder to delete.")],
+    yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation (required without a TTY).")] = False,
+) -> None:
+    """Delete a tenant's Delta data: its rows of the shared tables (then VACUUM the touched tables with 0 hours of
+    retention: time travel before the drop is lost for every tenant of those tables) and its lake folder (a
+    dedicated tenant's tables, every tenant's audit). MongoDB, Trino and topics are not touched. Cannot be undone.
+    """
+    from processors.lake.errors import EXIT_USAGE
+
+    if not yes:
+        if not sys.stdin.isatty():
+            typer.secho("error: refusing to drop without a terminal to confirm; pass --yes", fg="red", err=True)
+            raise typer.Exit(code=EXIT_USAGE)
+        typer.confirm(f"Delete every Delta row of tenant {tenant}, permanently?", abort=True)
+    raise _lake("drop", ["--tenant", tenant])
 
 
 @access_app.command("run")

@@ -26,7 +26,7 @@ from metalake.events import spec_for
 from metalake.kafka import EventProducer, PublishError
 from metalake.settings import Settings
 from metalake.trino_admin import admin_cursor
-from tenants.naming import TenantNames, names_for
+from tenants.naming import TRINO_POOLED_SCHEMA, TenantNames, names_for
 
 Echo = Callable[[str], None]
 T = TypeVar("T")
@@ -241,11 +241,17 @@ def _show_trino(settings: Settings, names: TenantNames, catalog: Catalog, steps:
             "stream",
             steps.echo,
         )
-        steps.echo(f"    Delta tables under {names.lake_dir}:")
+        where = "shared by the pooled tenants, rows keyed by tenant" if not names.dedicated else "its own"
+        steps.echo(f"    Delta tables ({where}):")
         for table in ("events", "assets", "lineage_edges", "classifications", "propagated_tags", "_dlq"):
+            lake_table = names.table(table)
             rows = _rows(cur, f'SELECT count(*) FROM "{schema}"."{table}"', []) or [[0]]  # noqa: S608
-            commits = _rows(cur, f'SELECT max(version) FROM "{schema}"."{table}$history"', []) or [[None]]  # noqa: S608
-            steps.echo(f"      {table:16} {rows[0][0]:6} rows, Delta version {commits[0][0]}")
+            # A pooled tenant's tables are views: the shared table's history is the platform's to read.
+            history = (
+                f'"{TRINO_POOLED_SCHEMA}"."{table}$history"' if lake_table.shared else f'"{schema}"."{table}$history"'
+            )
+            commits = _rows(cur, f"SELECT max(version) FROM {history}", []) or [[None]]  # noqa: S608
+            steps.echo(f"      {table:16} {rows[0][0]:6} rows, Delta version {commits[0][0]} at {lake_table.path}")
         dlq = _rows(cur, f'SELECT reason FROM "{schema}"."_dlq" ORDER BY ingested_at DESC LIMIT 1', [])  # noqa: S608
         steps.echo(f"    newest dead letter: {dlq[0][0] if dlq else '-'}")
 

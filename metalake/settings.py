@@ -72,9 +72,17 @@ class LakeSettings(BaseModel):
 
 
 class SparkSettings(BaseModel):
+    """The streaming job. The lake query (both event topics into Delta) runs every ``trigger_interval`` at most;
+    the projection queries (one per topic class into MongoDB) every ``projection_trigger_interval``, so a catalog
+    change reaches MongoDB without waiting for the lake's commits."""
+
     master: str = "local[2]"
     trigger_interval: str = "1 second"
-    max_offsets_per_trigger: int = 20_000
+    max_offsets_per_trigger: int = 50_000
+    projection_trigger_interval: str = "100 milliseconds"
+    projection_max_offsets_per_trigger: int = 5_000
+    # Delta's spark.databricks.delta.merge.materializeSource for the lake query's MERGEs (auto: Delta's default).
+    merge_materialize_source: Literal["auto", "none", "all"] = "auto"
     shuffle_partitions: int = 2
     driver_memory: str = "2g"
     jars_dir: Path | None = None
@@ -87,8 +95,6 @@ class EnrichmentSettings(BaseModel):
 
     auto_classify: bool = True
     pii_terms: dict[str, list[str]] = Field(default_factory=dict)
-    # Tenants of one micro-batch written at once, each on its own thread and SparkSession (1: one after the other).
-    tenant_parallelism: int = Field(default=1, ge=1, le=32)
 
 
 class TelemetrySettings(BaseModel):

@@ -6,6 +6,7 @@ underscore where a target forbids it (Trino schemas), which stays injective beca
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -15,8 +16,11 @@ from metalake.tenancy import TENANT_ID_PATTERN, InvalidTenantId, validate_tenant
 __all__ = [
     "TENANT_ID_PATTERN",
     "InvalidTenantId",
+    "LakeTable",
     "TenantNames",
     "names_for",
+    "pooled_table_path",
+    "tenant_bucket",
     "trino_user",
     "validate_tenant_id",
 ]
@@ -42,6 +46,59 @@ DELTA_TABLES = (
     "audit",
     "_dlq",
 )
+
+# Pooled tenants share one Delta table per kind of data under ``<lake root>/_pooled/<table>`` (a leading underscore:
+# no tenant id can take the folder), with the tenant as two columns: ``tenant_id`` and ``tenant_bucket``. The tables
+# are partitioned by the bucket, so a tenant's reads, MERGEs and deletes touch the files of its bucket only (about
+# 1/POOLED_BUCKETS of the table) and a micro-batch commits once per table whatever its number of tenants. The bucket
+# count is part of the data: it never changes for a lake. ``audit`` stays per tenant (written by the API with delta-rs).
+POOLED_DIR = "_pooled"
+POOLED_BUCKETS = 16
+POOLED_TABLES = tuple(t for t in DELTA_TABLES if t != "audit")
+TENANT_COLUMNS = ("tenant_id", "tenant_bucket")
+# The Trino schema that holds the shared tables; tenants read them only through the views in their own schema.
+TRINO_POOLED_SCHEMA = "_pooled"
+
+
+def tenant_bucket(tenant_id: str) -> int:
+    """The partition of the pooled tables that holds a tenant's rows: crc32 of the id modulo ``POOLED_BUCKETS``
+    (Spark's ``crc32`` gives the same number, so SQL can derive it too)."""
+    return zlib.crc32(validate_tenant_id(tenant_id).encode()) % POOLED_BUCKETS
+
+
+def pooled_table_path(lake_root: Path, table: str) -> Path:
+    if table not in POOLED_TABLES:
+        raise KeyError(f"{table!r} is not a pooled table; pooled: {', '.join(POOLED_TABLES)}")
+    return lake_root / POOLED_DIR / table
+
+
+@dataclass(frozen=True)
+class LakeTable:
+    """Where one tenant's rows of one logical table live: a whole table of its own (``tenant_id`` None), or its rows
+    of a shared pooled table (``tenant_id`` and ``bucket`` set). Build with :meth:`TenantNames.table`."""
+
+    name: str
+    path: Path
+    tenant_id: str | None = None
+    bucket: int | None = None
+
+    @property
+    def shared(self) -> bool:
+        return self.tenant_id is not None
+
+    @property
+    def predicate(self) -> str | None:
+        """The SQL predicate (Spark and Trino) that selects the tenant's rows of a shared table, bucket first so
+        partition pruning applies; None for a table of its own. Tenant ids are validated: no quoting needed."""
+        if self.tenant_id is None:
+            return None
+        return f"tenant_bucket = {self.bucket} AND tenant_id = '{self.tenant_id}'"
+
+    def where(self, predicate: str | None) -> str | None:
+        """``predicate`` limited to the tenant's rows (None stays None for a table of its own)."""
+        if self.predicate is None:
+            return predicate
+        return self.predicate if predicate is None else f"{self.predicate} AND ({predicate})"
 
 
 def dlq_topic(stage: Stage) -> str:
@@ -84,9 +141,18 @@ class TenantNames:
         return self.lake_root / self.tenant_id
 
     def delta_path(self, table: str) -> Path:
+        """The folder of a table of the tenant's own (a dedicated tenant's tables; every tenant's ``audit``). For a
+        pooled tenant's data use :meth:`table`, which knows the shared tables."""
         if table not in DELTA_TABLES:
             raise KeyError(f"unknown Delta table {table!r}; known: {', '.join(DELTA_TABLES)}")
         return self.lake_dir / table
+
+    def table(self, table: str) -> LakeTable:
+        """Where the tenant's rows of ``table`` live: its own folder if dedicated (and for ``audit``), else its rows
+        of the pooled table."""
+        if self.dedicated or table == "audit":
+            return LakeTable(table, self.delta_path(table))
+        return LakeTable(table, pooled_table_path(self.lake_root, table), self.tenant_id, tenant_bucket(self.tenant_id))
 
     @property
     def mongo_database(self) -> str:

@@ -7,6 +7,12 @@ columns): the service users keep full access; a tenant's two users (:func:`tenan
 Everything the rules do not grant is denied: other schemas and catalogs, the ``system`` catalog, procedures, table
 functions (only ``system.builtin`` functions may run), other users' queries. Rules match first-to-last, so the
 per-table rules carrying masks come before the tenant's schema-wide rule. See docs/serving.md.
+
+A pooled tenant's schema holds ``SECURITY DEFINER`` views over the shared tables of schema ``_pooled``
+(``tenants.lake_catalog``): a view runs with its owner's (the platform user's) rights, so the tenant's users need
+SELECT on their own schema only, and no rule ever names ``_pooled``: it, its tables and their ``$history``, ``$files``,
+``$partitions`` and ``$properties`` tables stay denied (and unlisted) for every tenant user. A mask is a rule on the
+view's column, which Trino applies like one on a table's.
 """
 
 from __future__ import annotations
@@ -22,13 +28,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from metalake.urn import AssetUrn, InvalidUrn
-from tenants.naming import trino_user, validate_tenant_id
+from tenants.naming import TRINO_POOLED_SCHEMA, trino_user, validate_tenant_id
 
 MaskStyle = Literal["null", "redact", "hash"]
 REDACTED = "****"
 _ALL_TABLE_PRIVILEGES = ["SELECT", "INSERT", "DELETE", "UPDATE", "OWNERSHIP", "GRANT_SELECT"]
-# A Trino schema that is a tenant's: tenant ids map '-' to '_' (names.trino_schema); these are Trino's own.
-_NOT_TENANT_SCHEMAS = frozenset({"information_schema", "default"})
+# A Trino schema that is a tenant's: tenant ids map '-' to '_' (names.trino_schema); these are Trino's own, and the
+# shared tables' (which no tenant id could map to anyway: ids start with a letter).
+_NOT_TENANT_SCHEMAS = frozenset({"information_schema", "default", TRINO_POOLED_SCHEMA})
 
 
 @dataclass(frozen=True)

@@ -1,16 +1,20 @@
 """Runs a tenant's provisioning steps in order, recording each one done in the tenant document, so a run that
 crashed resumes with the first step not recorded (every step is idempotent, so one that ran but was not recorded
 simply runs again). Deprovisioning runs every step backwards regardless of the record, then deletes the document.
+
+A failed run records its error on the tenant and waits for ``POST .../provision``; a step that waits on another
+component (``StepWaiting``) records an error marked as such (:func:`waiting`), which the resumer retries by itself.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from api.provisioning.steps import STEPS, Step, StepContext, StepFailed
+from api.provisioning.steps import STEPS, Step, StepContext, StepFailed, StepWaiting
 from tenants.registry import TenantRecord, TenantRegistry, TenantState
 
 log = logging.getLogger(__name__)
@@ -25,10 +29,18 @@ class Outcome:
     seconds: float = 0.0
 
 
+_WAITING = re.compile(r"step [a-z_]+ waiting: ")
+
+
 def _error(step: Step, exc: Exception) -> str:
     # Only our own messages are shown whole; anything else is named by its type (it may quote a config value).
     detail = str(exc) if isinstance(exc, StepFailed) else type(exc).__name__
-    return f"step {step.name}: {detail}"
+    return f"step {step.name} waiting: {detail}" if isinstance(exc, StepWaiting) else f"step {step.name}: {detail}"
+
+
+def waiting(error: str | None) -> bool:
+    """Whether a tenant's recorded error is a step waiting on another component (retried without being asked)."""
+    return error is not None and _WAITING.match(error) is not None
 
 
 class Provisioner:

@@ -5,7 +5,9 @@ died while it keeps running.
 
 An item is picked up when nobody holds its lease and either its lease expired (its runner died) or it has not
 changed for ``api.resume_grace_s`` (its request's own run never started); a tenant whose last run failed (``error``
-set) is not: it waits for ``POST .../provision`` or another ``DELETE``, like before. The item then runs through
+set) is not: it waits for ``POST .../provision`` or another ``DELETE``, like before, unless the failure was a step
+waiting on another component (``provisioner.waiting``: the shared tables the streaming job registers at start),
+retried every ``api.resume_grace_s`` (the failure stamps the tenant's ``updated_at``). The item then runs through
 ``api.provisioning.runs``, under the same lease as a run a request scheduled, so two never overlap.
 """
 
@@ -19,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 
 from api.context import ApiContext
 from api.erasures import ERASURES_COLLECTION, ErasureState, ErasureStore
-from api.provisioning.provisioner import Provisioner
+from api.provisioning.provisioner import Provisioner, waiting
 from api.provisioning.runs import (
     RESUMER,
     PendingErasures,
@@ -74,7 +76,9 @@ class Resumer:
     def _tenants(self) -> None:
         # The registry holds one small document per tenant: listing it whole is cheap.
         for record in TenantRegistry(self.ctx.mongo[CONTROL_DATABASE]).list():
-            if record.state not in (TenantState.PROVISIONING, TenantState.DELETING) or record.error is not None:
+            if record.state not in (TenantState.PROVISIONING, TenantState.DELETING):
+                continue
+            if record.error is not None and not waiting(record.error):
                 continue
             if not self.scope(record.id):
                 continue

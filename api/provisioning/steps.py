@@ -1,9 +1,13 @@
 """The provisioning steps of a tenant. Each one is idempotent both ways: ``provision`` makes its resource exist (a
 second run finds it and does nothing), ``deprovision`` removes it and everything it holds (a second run finds nothing).
 
-The API never loads Spark: the Delta tables are created by ``python -m processors.lake.init`` in a subprocess (the
-same as ``metalake lake init``), which also creates the Trino schema and registers the tables, and the Trino access
-rules are rendered by ``python -m metalake access sync``. Every physical name comes from ``tenants.naming``.
+The API never loads Spark. A pooled tenant is provisioned in seconds without it: its data lives in the shared pooled
+tables (created by the streaming job), so its Trino schema only gets views over them (``tenants.lake_catalog``) and
+its own ``audit`` table, created with delta-rs. A dedicated tenant's own Delta tables are created by
+``python -m processors.lake.init --dedicated`` in a subprocess (a JVM), which also registers them in Trino. The Trino
+access rules are rendered in-process (``processors.access.sync``, which needs no Spark either). Deleting a tenant's
+rows of the shared tables does need Spark: deprovisioning runs ``python -m processors.lake.drop`` in a subprocess.
+Every physical name comes from ``tenants.naming``.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 from pymongo import MongoClient
 
+from api import auditlog
 from api.catalog import INDEXES
 from api.provisioning.launcher import JobLauncher
 from connectors.runtime.offsets import OffsetStore, OffsetsUnavailable
@@ -29,6 +34,8 @@ from metalake.kafka.admin import ensure_topics
 from metalake.kafka.config import client_config
 from metalake.settings import Settings
 from metalake.trino_admin import admin_cursor
+from processors.access.sync import AccessSync
+from tenants.lake_catalog import register_tables, register_tenant
 from tenants.naming import CONTROL_DATABASE, TenantNames
 from tenants.registry import TENANTS_COLLECTION, TenantRecord
 
@@ -41,6 +48,11 @@ Runner = Callable[[Sequence[str]], tuple[int, str]]
 
 class StepFailed(Exception):
     """A step could not complete; the message is safe to show (no secrets, no payloads)."""
+
+
+class StepWaiting(StepFailed):
+    """A step waits on something another component makes (the shared tables, registered by the streaming job when
+    it starts): the run stops like a failure, but the resumer retries it by itself."""
 
 
 def run_subprocess(argv: Sequence[str], timeout_s: float = 600.0) -> tuple[int, str]:
@@ -100,9 +112,16 @@ class TopicsStep:
                     raise StepFailed(f"deleting topic {topic} failed: {exc.args[0].name()}") from None
 
 
+def _last_line(tail: str) -> str:
+    return (tail.strip().splitlines()[-1:] or ["(no output)"])[0][:300]
+
+
 class LakeStep:
-    """The Delta tables (with ``audit``), created by the lake CLI in a subprocess, which also registers them in
-    Trino; deprovisioning deletes the tenant's lake folder and its streaming checkpoints."""
+    """Where the tenant's data lives, readable in Trino. Pooled: views over the shared tables in its schema and its
+    own ``audit`` table (delta-rs), no Spark. Dedicated: its own Delta tables, created and registered by the lake
+    CLI in a subprocess. Deprovisioning runs ``python -m processors.lake.drop`` (Spark): the tenant's rows of the
+    shared tables and its lake folder (a pooled tenant's holds its ``audit`` only); then its streaming checkpoints go.
+    Its Trino schema goes in ``TrinoStep``, which runs before."""
 
     name = "lake"
 
@@ -110,21 +129,40 @@ class LakeStep:
         return True
 
     def provision(self, ctx: StepContext, tenant: TenantRecord, names: TenantNames) -> None:
-        code, tail = ctx.run([sys.executable, "-m", "processors.lake.init", "--tenant", names.tenant_id])
+        if names.dedicated:
+            self._init_dedicated(ctx, names)
+        else:
+            self._views_and_audit(ctx, names)
+
+    def _init_dedicated(self, ctx: StepContext, names: TenantNames) -> None:
+        argv = [sys.executable, "-m", "processors.lake.init", "--tenant", names.tenant_id, "--dedicated"]
+        code, tail = ctx.run(argv)
         if code != 0:
-            last = tail.strip().splitlines()[-1:] or ["(no output)"]
-            raise StepFailed(f"lake init exited with {code}: {last[0][:300]}")
+            raise StepFailed(f"lake init exited with {code}: {_last_line(tail)}")
+
+    def _views_and_audit(self, ctx: StepContext, names: TenantNames) -> None:
+        try:
+            register_tenant(ctx.settings, names)
+        except LookupError as exc:
+            raise StepWaiting(f"{exc} (the streaming job registers them when it starts)") from None
+        auditlog.ensure_table(names.delta_path("audit"))
+        register_tables(ctx.settings, names, ("audit",))
 
     def deprovision(self, ctx: StepContext, tenant: TenantRecord, names: TenantNames) -> None:
-        shutil.rmtree(names.lake_dir, ignore_errors=True)
+        # Deleting rows of the shared tables needs Spark (DELETE, then VACUUM of the files removed): slow, but
+        # deprovisioning may be; the lake CLI also deletes the tenant's folder, and is idempotent.
+        code, tail = ctx.run([sys.executable, "-m", "processors.lake.drop", "--tenant", names.tenant_id])
+        if code != 0:
+            raise StepFailed(f"lake drop exited with {code}: {_last_line(tail)}")
         shutil.rmtree(ctx.settings.checkpoint_root / names.tenant_id, ignore_errors=True)
         if names.lake_dir.exists():
-            raise StepFailed(f"could not delete the lake folder {names.lake_dir}")
+            raise StepFailed(f"the lake folder {names.lake_dir} is still there after lake drop")
 
 
 class TrinoStep:
-    """The tenant's Trino schema. Created with the tables by ``LakeStep``; this step checks it is there (so a tenant
-    is never active without it) and drops it, tables first, when the tenant goes."""
+    """The tenant's Trino schema. Created by ``LakeStep``; this step checks it is there (so a tenant is never active
+    without it) and drops it, views and tables first, when the tenant goes. Dropping a view or unregistering a table
+    leaves the data alone: the shared tables stay, and the tenant's own folder goes in ``LakeStep``."""
 
     name = "trino"
 
@@ -139,7 +177,7 @@ class TrinoStep:
                 [names.trino_schema],
             )
             if cur.fetchall()[0][0] != 1:
-                raise StepFailed(f"Trino has no table {names.trino_schema}.audit after lake init")
+                raise StepFailed(f"Trino has no table {names.trino_schema}.audit after the lake step")
 
     def deprovision(self, ctx: StepContext, tenant: TenantRecord, names: TenantNames) -> None:
         catalog, schema = ctx.settings.trino.catalog, names.trino_schema
@@ -148,13 +186,20 @@ class TrinoStep:
             cur.execute(schemata, [schema])
             if not cur.fetchall():
                 return
-            cur.execute(f"SELECT table_name FROM {catalog}.information_schema.tables WHERE table_schema = ?", [schema])  # noqa: S608
-            for (table,) in cur.fetchall():
+            cur.execute(
+                f"SELECT table_name, table_type FROM {catalog}.information_schema.tables WHERE table_schema = ?",  # noqa: S608
+                [schema],
+            )
+            for table, table_type in cur.fetchall():
                 # DDL takes no bind parameters; names are from tenants.naming and Trino's own listing, quoted.
-                quoted = table.replace("'", "''")
-                cur.execute(
-                    f"CALL {catalog}.system.unregister_table(schema_name => '{schema}', table_name => '{quoted}')"
-                )
+                if table_type == "VIEW":
+                    quoted_name = table.replace('"', '""')
+                    cur.execute(f'DROP VIEW IF EXISTS {catalog}."{schema}"."{quoted_name}"')
+                else:
+                    quoted = table.replace("'", "''")
+                    cur.execute(
+                        f"CALL {catalog}.system.unregister_table(schema_name => '{schema}', table_name => '{quoted}')"
+                    )
                 cur.fetchall()
             cur.execute(f'DROP SCHEMA IF EXISTS {catalog}."{schema}"')
             cur.fetchall()
@@ -199,27 +244,21 @@ class StreamStep:
 
 
 class AccessStep:
-    """The Trino access rules: rendered from the control plane by ``metalake access sync``, so the tenant's users
-    reach its schema (and, once the tenant is gone or suspended, nothing)."""
+    """The Trino access rules: rendered from the control plane (``processors.access.sync``, the code of ``metalake
+    access sync``), so the tenant's users reach its schema (and, once the tenant is gone or suspended, nothing). Run
+    in-process: a Python subprocess would cost its imports, about as long as the rest of a pooled provisioning."""
 
     name = "access"
 
     def applies(self, tenant: TenantRecord) -> bool:
         return True
 
-    def _sync(self, ctx: StepContext, tenant: str) -> None:
-        argv = [sys.executable, "-m", "metalake", "access", "sync", "--tenant", tenant]
-        code, tail = ctx.run(argv)
-        if code != 0:
-            last = tail.strip().splitlines()[-1:] or ["(no output)"]
-            raise StepFailed(f"access sync exited with {code}: {last[0][:300]}")
-
     def provision(self, ctx: StepContext, tenant: TenantRecord, names: TenantNames) -> None:
-        self._sync(ctx, names.tenant_id)
+        AccessSync(ctx.settings, ctx.mongo).sync([names.tenant_id])
 
     def deprovision(self, ctx: StepContext, tenant: TenantRecord, names: TenantNames) -> None:
         # The file is rendered from every tenant's stored state, and a tenant in state ``deleting`` gets no rules.
-        self._sync(ctx, names.tenant_id)
+        AccessSync(ctx.settings, ctx.mongo).sync([names.tenant_id])
 
 
 class ControlPlaneStep:

@@ -1,7 +1,8 @@
 """Tenants: create (and provision), read, list, update, suspend, resume, delete (and deprovision). Platform admins.
 
-Provisioning and deprovisioning take seconds to a minute (the Delta tables are created by a Spark subprocess), so
-create and delete answer 202 with the tenant as it is, and run the steps after the response; poll
+Provisioning takes about 2 s for a pooled tenant and tens of seconds for a dedicated one (its Delta tables are created
+by a Spark subprocess); deprovisioning deletes the tenant's rows with Spark, a minute or more. So create and delete
+answer 202 with the tenant as it is, and run the steps after the response; poll
 ``GET /v1/tenants/{tenant}`` until ``state`` is ``active`` (or the tenant is gone). See docs/tenants.md.
 """
 

@@ -6,7 +6,7 @@ import os
 import secrets
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,12 +50,10 @@ class StackManager:
         return self._ctx
 
     def _select(self, names: Sequence[str] | None, with_job: bool, with_processors: bool = False) -> list[Service]:
-        known = {s.name: s for s in SERVICES}
         if names is not None:  # an empty list selects nothing; None selects the default set
-            unknown = [n for n in names if n not in known]
-            if unknown:
-                raise StackError(f"unknown service(s) {', '.join(unknown)}; known: {', '.join(known)}")
-            return [s for s in SERVICES if s.name in names]
+            _check_known(names)
+            wanted = with_requirements(names, {s.name: s.requires for s in SERVICES})
+            return [s for s in SERVICES if s.name in wanted]
         # The processors read what the job writes, so asking for them implies the job.
         with_job = with_job or with_processors
         return [s for s in SERVICES if s.infrastructure or (with_processors if s.processor else with_job)]
@@ -72,6 +70,11 @@ class StackManager:
     def up(self, names: Sequence[str] | None = None, *, with_job: bool = False, with_processors: bool = False) -> None:
         started = time.monotonic()
         selected = self._select(names, with_job, with_processors)
+        # Every port before anything is fetched or started: a taken port of the last service must not leave the
+        # first ones half started.
+        for service in selected:
+            if self._record(service) is None:
+                self._check_ports_free(service)
         # Before any service starts: the API reads its generated key from this file.
         self._write_env_file()
         for service in selected:
@@ -86,12 +89,7 @@ class StackManager:
                 self._echo(f"{name:11} already running")
                 return
             raise StackError(f"{name}: running but unhealthy ({reason}); see {ctx.log_file(name)}")
-        for port in service.ports(ctx):
-            if not port_free(ctx.host, port):
-                raise StackError(
-                    f"{name}: port {ctx.host}:{port} is in use by another process; stop it or choose another port "
-                    f"(e.g. {service.port_variable()}=<port>)"
-                )
+        self._check_ports_free(service)
         t0 = time.monotonic()
         try:
             service.fetch(ctx)
@@ -113,6 +111,15 @@ class StackManager:
         if name == "kafka":
             self._create_topics()
         self._echo(f"{name:11} healthy (pid {record.pid}) in {time.monotonic() - t0:.1f}s")
+
+    def _check_ports_free(self, service: Service) -> None:
+        ctx = self._ctx
+        for port in service.ports(ctx):
+            if not port_free(ctx.host, port):
+                raise StackError(
+                    f"{service.name}: port {ctx.host}:{port} is in use by another process; stop it or choose another "
+                    f"port (e.g. {service.port_variable()}=<port>)"
+                )
 
     def _wait_healthy(self, service: Service, record: process.PidRecord, proc: subprocess.Popen[bytes]) -> None:
         ctx, name = self._ctx, service.name
@@ -167,8 +174,14 @@ class StackManager:
     # -- down / status / logs -------------------------------------------------------------------------------------
 
     def down(self, names: Sequence[str] | None = None) -> None:
+        selected = list(SERVICES)
+        if names is not None:
+            _check_known(names)
+            # A service goes down with whatever requires it (FerretDB with PostgreSQL), not only by name.
+            dependents = with_dependents(names, {s.name: s.requires for s in SERVICES})
+            selected = [s for s in SERVICES if s.name in dependents]
         # Reverse order: the job before the stores it writes to.
-        for service in reversed(self._select(names, with_job=True, with_processors=True)):
+        for service in reversed(selected):
             record = process.PidRecord.read(self._pid_file(service))
             if record is None:
                 continue
@@ -191,8 +204,36 @@ class StackManager:
         return out
 
     def log_path(self, name: str) -> Path:
-        self._select([name], with_job=True)
+        _check_known([name])
         return self._ctx.log_file(name)
+
+
+def _check_known(names: Sequence[str]) -> None:
+    known = [s.name for s in SERVICES]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise StackError(f"unknown service(s) {', '.join(unknown)}; known: {', '.join(known)}")
+
+
+def with_requirements(names: Iterable[str], requires: Mapping[str, Sequence[str]]) -> set[str]:
+    """``names`` and, transitively, every service they require."""
+    out: set[str] = set()
+    pending = list(names)
+    while pending:
+        name = pending.pop()
+        if name not in out:
+            out.add(name)
+            pending.extend(requires.get(name, ()))
+    return out
+
+
+def with_dependents(names: Iterable[str], requires: Mapping[str, Sequence[str]]) -> set[str]:
+    """``names`` and, transitively, every service that requires one of them."""
+    required_by: dict[str, list[str]] = {}
+    for service, needs in requires.items():
+        for need in needs:
+            required_by.setdefault(need, []).append(service)
+    return with_requirements(names, required_by)
 
 
 def _generated_secrets(env_file: Path) -> list[str]:

@@ -15,9 +15,18 @@ from processors.enrichment.health import INSERT_DEFAULTS
 from processors.enrichment.state import ASSETS, StateSpec
 
 DUPLICATE_KEY = 11000
-# FerretDB 1.24 (SQLite) never answers an ``update`` command in which 100 or more statements match existing
-# documents (measured: 99 answer in 0.35 s, 100 hang), so statements go in commands of at most this many.
+# Operations per step of apply_upserts: one ``insert`` command carries this many documents.
 UPDATE_CHUNK = 50
+# The share of new documents in a chunk from which the next chunk is inserted first (see insert_first_next): the
+# measured medians break even at about 40 %; half leaves a margin for their noise.
+INSERT_FIRST_SHARE = 0.5
+
+# Every ``update`` statement goes in a command of its own. FerretDB 1.24 keeps, until the command ends, a backend
+# connection for each statement that matched a document (the PostgreSQL pool has 50; SQLite hung at 100): a command
+# with that many matching statements, or several concurrent commands adding up to it, never answers and leaves
+# FerretDB wedged for every client. FerretDB also reports a failed statement as index 0 with no count, so within a
+# multi-statement command it cannot say which statement was stale. One statement per command costs a round trip on
+# loopback, small beside the statement itself (measured in docs/benchmarks.md).
 
 
 def guarded_upsert(doc_id: str, version: int, event_id: str, fields: Mapping[str, Any]) -> dict[str, Any]:
@@ -58,53 +67,70 @@ def spec_upsert(spec: StateSpec) -> Callable[[Mapping[str, Any]], dict[str, Any]
     return build
 
 
-def _stale(op: Mapping[str, Any], current: Mapping[str, tuple[int, str]]) -> bool:
-    held = current.get(op["q"]["_id"])
-    new = op["u"]["$set"]
-    return held is not None and (new["version"], new["event_id"]) <= held
-
-
 def _inserted_document(op: Mapping[str, Any]) -> dict[str, Any]:
     """The document the guarded upsert would create: its ``_id``, the insert defaults, then the fields."""
     return {"_id": op["q"]["_id"], **op["u"].get("$setOnInsert", {}), **op["u"]["$set"]}
 
 
-def _ordered(
-    collection: Collection[dict[str, Any]], command: str, field: str, items: list[dict[str, Any]]
-) -> tuple[int, list[int]]:
-    """Send ``items`` as one ordered ``command``; return (applied, indexes that hit a duplicate key).
+def first_per_id(ops: list[dict[str, Any]]) -> tuple[list[int], list[int]]:
+    """Split the positions of ``ops`` into the first operation on each ``_id`` and the later ones (in order)."""
+    seen: set[Any] = set()
+    first: list[int] = []
+    later: list[int] = []
+    for i, op in enumerate(ops):
+        doc_id = op["q"]["_id"]
+        (later if doc_id in seen else first).append(i)
+        seen.add(doc_id)
+    return first, later
 
-    FerretDB stops at the first write error even when asked for an unordered batch (and leaves ``n``/``nModified``
-    out of the reply, which breaks pymongo's ``bulk_write``), so after a duplicate key we resume past it. Any other
-    write error raises.
-    """
-    applied, start = 0, 0
-    duplicates: list[int] = []
-    while start < len(items):
-        reply = collection.database.command({command: collection.name, field: items[start:], "ordered": True})
-        errors = reply.get("writeErrors", [])
-        if not errors:
-            return applied + len(items) - start, duplicates
-        first = errors[0]
-        if first.get("code") != DUPLICATE_KEY:
-            raise OperationFailure(f"MongoDB {command} failed: {first.get('errmsg')}", first.get("code"), reply)
-        index = start + int(first["index"])
-        applied += index - start
-        duplicates.append(index)
-        start = index + 1
-    return applied, duplicates
+
+def _write_errors(reply: Mapping[str, Any], command: str) -> list[int]:
+    """The indexes of the statements that hit a duplicate key; raises on any other write error."""
+    duplicates = []
+    for error in reply.get("writeErrors", []):
+        if error.get("code") != DUPLICATE_KEY:
+            raise OperationFailure(f"MongoDB {command} failed: {error.get('errmsg')}", error.get("code"), reply)
+        duplicates.append(int(error["index"]))
+    return duplicates
 
 
 def _insert_new(collection: Collection[dict[str, Any]], ops: list[dict[str, Any]]) -> tuple[int, list[dict[str, Any]]]:
-    """Insert the documents of upserts whose ``_id`` nobody held at the read; return (inserted, raced).
+    """Insert the documents of upserts whose ``_id`` is new to the collection; return (inserted, held): the upserts
+    whose ``_id`` was already there, in order, for the version guard to decide.
 
-    An ``insert`` finds its ``_id`` by index on FerretDB too, while a guarded upsert that creates a document scans the
-    collection (FerretDB pushes down only ``_id`` equality): measured 0.36 ms against 108 ms per document at 3,000
-    documents. A duplicate key means a concurrent writer created the document since the read: that upsert is returned
-    in ``raced`` and goes through the version guard like any held document.
+    An insert finds a held ``_id`` by the unique index and costs a fraction of a guarded upsert that creates the
+    document (which first runs its query), so a batch of new documents is one cheap command. Unordered: the reply
+    lists every duplicate key, where an ordered insert would stop at the first. Only one operation per ``_id`` is
+    inserted, so the order in which the server takes the documents cannot matter.
     """
-    inserted, duplicates = _ordered(collection, "insert", "documents", [_inserted_document(op) for op in ops])
-    return inserted, [ops[i] for i in duplicates]
+    first, later = first_per_id(ops)
+    documents = [_inserted_document(ops[i]) for i in first]
+    reply = collection.database.command({"insert": collection.name, "documents": documents, "ordered": False})
+    duplicates = {first[i] for i in _write_errors(reply, "insert")}
+    held = sorted(duplicates | set(later))
+    return len(first) - len(duplicates), [ops[i] for i in held]
+
+
+def _update_one(collection: Collection[dict[str, Any]], op: dict[str, Any]) -> dict[str, Any]:
+    """Send one ``update`` statement alone (see the note at the top); return the reply."""
+    return collection.database.command({"update": collection.name, "updates": [op], "ordered": True})
+
+
+def insert_first_next(created: int, total: int) -> bool:
+    """Whether the next chunk should go insert-first, given how many of this chunk's ``total`` operations created a
+    document. Inserting first costs one cheap command for new documents but a failed insert more for each held one
+    (docs/benchmarks.md, 2026-11-25: 0.2-0.4 ms against 3.4-4.0 ms per new document, 5.6-7.5 against 4.0-4.5 ms per
+    held one), so it pays from about :data:`INSERT_FIRST_SHARE` new documents on."""
+    return total > 0 and created / total >= INSERT_FIRST_SHARE
+
+
+def _upsert_one(collection: Collection[dict[str, Any]], op: dict[str, Any]) -> tuple[bool, bool]:
+    """Send one guarded upsert; return (applied, created). Not applied: the duplicate-key signal, a newer document
+    won (the guard's filter matched nothing, so the upsert tried to insert an ``_id`` that exists)."""
+    reply = _update_one(collection, op)
+    if _write_errors(reply, "update"):
+        return False, False
+    return True, bool(reply.get("upserted"))
 
 
 def apply_upserts(
@@ -112,28 +138,23 @@ def apply_upserts(
 ) -> tuple[int, int]:
     """Run the guarded upserts; return (applied, stale). Raises on any write error other than the stale signal.
 
-    Stale operations are dropped first with one read of the held versions (a replayed batch costs two round trips,
-    not one per document); documents nobody held are inserted (see :func:`_insert_new`); the rest go as ordered
-    ``update`` commands (see :func:`_ordered`).
+    No read comes first (FerretDB never pushes ``$in`` down: such a read scans the collection). Per ``chunk`` of
+    operations, either every upsert goes alone through the version guard, or, when the chunk before it was mostly
+    new documents (:func:`insert_first_next`), the documents are first inserted as new (:func:`_insert_new`) and
+    only the upserts whose ``_id`` was held go through the guard. The first chunk goes through the guard: a small
+    batch, the near-real-time case, mostly updates documents that exist.
     """
     applied = stale = 0
+    insert_first = False
     pending = list(ops)
     for start in range(0, len(pending), chunk):
         part = pending[start : start + chunk]
-        ids = [op["q"]["_id"] for op in part]
-        current = {
-            d["_id"]: (d.get("version", -1), d.get("event_id", ""))
-            for d in collection.find({"_id": {"$in": ids}}, {"version": 1, "event_id": 1})
-        }
-        fresh = [op for op in part if not _stale(op, current)]
-        stale += len(part) - len(fresh)
-        inserted, raced = _insert_new(collection, [op for op in fresh if op["q"]["_id"] not in current])
-        applied += inserted
-        fresh = [op for op in fresh if op["q"]["_id"] in current] + raced
-        # A duplicate key on an update is the stale signal: a concurrent newer write won the race.
-        updated, duplicates = _ordered(collection, "update", "updates", fresh)
-        applied += updated
-        stale += len(duplicates)
+        created, held = _insert_new(collection, part) if insert_first else (0, part)
+        applied += created
+        for op in held:
+            done, new = _upsert_one(collection, op)
+            applied, stale, created = applied + int(done), stale + int(not done), created + int(new)
+        insert_first = insert_first_next(created, len(part))
     return applied, stale
 
 
@@ -141,12 +162,12 @@ def apply_updates(
     collection: Collection[dict[str, Any]], ops: Iterable[dict[str, Any]], chunk: int = UPDATE_CHUNK
 ) -> int:
     """Run guarded ``update`` statements that never insert (no duplicate-key signal to read); return how many
-    documents matched. Raises on any write error."""
+    documents matched. Raises on any write error. Each statement is its own command (see the note at the top), so
+    ``chunk`` no longer changes what is sent; it stays for the callers."""
+    del chunk
     matched = 0
-    pending = list(ops)
-    for start in range(0, len(pending), chunk):
-        part = pending[start : start + chunk]
-        reply = collection.database.command({"update": collection.name, "updates": part, "ordered": True})
+    for op in ops:
+        reply = _update_one(collection, op)
         errors = reply.get("writeErrors", [])
         if errors:
             first = errors[0]

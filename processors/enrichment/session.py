@@ -48,6 +48,11 @@ def build_spark(settings: Settings, app_name: str) -> SparkSession:
         .config("spark.sql.shuffle.partitions", str(settings.spark.shuffle_partitions))
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.enabled", "false")
+        # The console progress bar writes "\r[Stage ...]" into the job's log, on the lines of its JSON records.
+        .config("spark.ui.showConsoleProgress", "false")
+        # The streaming job's queries submit jobs at once: FAIR pools keep the projection's small jobs from queueing
+        # behind the lake query's MERGEs (each query names its pool).
+        .config("spark.scheduler.mode", "FAIR")
         .config("spark.driver.host", settings.stack.host)
         .config("spark.driver.bindAddress", settings.stack.host)
         .config("spark.local.dir", str(scratch / "tmp"))

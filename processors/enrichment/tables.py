@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
@@ -33,7 +34,7 @@ from pyspark.sql.types import (
 
 from processors.enrichment.health import HEALTH_COLUMNS
 from processors.enrichment.state import STATE_SPECS, StateSpec
-from tenants.naming import TenantNames
+from tenants.naming import POOLED_TABLES, TENANT_COLUMNS, TenantNames, pooled_table_path, unrouted_lake_dir
 
 log = logging.getLogger(__name__)
 
@@ -166,6 +167,70 @@ TABLES: tuple[TableSpec, ...] = (
 )
 SCHEMAS = {spec.name: spec.schema for spec in TABLES}
 
+TENANT = _schema(("tenant_id", StringType()), ("tenant_bucket", IntegerType()))
+
+
+def pooled_spec(spec: TableSpec) -> TableSpec:
+    """The shared table of a kind: the tenant columns first, partitioned by the tenant's bucket (after the date for
+    ``events``), so a tenant's reads, MERGEs and deletes prune to its bucket's files."""
+    return TableSpec(
+        spec.name, StructType([*TENANT.fields, *spec.schema.fields]), (*spec.partition_by, "tenant_bucket")
+    )
+
+
+POOLED_SPECS: Mapping[str, TableSpec] = {spec.name: pooled_spec(spec) for spec in TABLES if spec.name in POOLED_TABLES}
+
+# Spark SQL type names (``DataType.simpleString``) of the state columns, for schemas built outside Spark (Arrow).
+SQL_TYPES: Mapping[str, str] = {name: dtype.simpleString() for name, dtype in COLUMN_TYPES.items()}
+_BY_SQL: Mapping[str, DataType] = {
+    dtype.simpleString(): dtype
+    for dtype in (*COLUMN_TYPES.values(), BinaryType(), DateType(), TimestampType(), IntegerType())
+}
+
+
+def spark_schema(columns: Sequence[tuple[str, str]]) -> StructType:
+    """A Spark schema from (name, Spark SQL type name) pairs (``rows.PARSED_COLUMNS``, ``rows.folded_columns``)."""
+    return _schema(*((name, _BY_SQL[sql]) for name, sql in columns))
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where one query writes: the pooled tables (shared by every pooled tenant, rows keyed by the tenant columns)
+    or a dedicated tenant's own tables (no tenant columns). ``spec`` and ``path`` answer per logical table."""
+
+    lake_root: Path
+    tenant: TenantNames | None = None
+
+    @property
+    def shared(self) -> bool:
+        return self.tenant is None
+
+    def spec(self, table: str) -> TableSpec:
+        return POOLED_SPECS[table] if self.shared else next(t for t in TABLES if t.name == table)
+
+    def path(self, table: str) -> str:
+        if self.tenant is None:
+            return str(pooled_table_path(self.lake_root, table))
+        return str(self.tenant.delta_path(table))
+
+    @property
+    def tenant_columns(self) -> tuple[str, ...]:
+        """The columns that say whose a row is: written and matched on in shared tables only."""
+        return TENANT_COLUMNS if self.shared else ()
+
+    def tables(self) -> list[tuple[TableSpec, str]]:
+        """Every table the query writes, with its path: the pooled query also writes the unrouted dead letters
+        (records naming no valid tenant), which keep the plain ``_dlq`` schema."""
+        out = [(self.spec(t.name), self.path(t.name)) for t in TABLES]
+        if self.shared:
+            out.append((TableSpec("_dlq", DLQ), self.unrouted_dlq))
+        return out
+
+    @property
+    def unrouted_dlq(self) -> str:
+        """Dead letters that name no valid tenant (the pooled query only)."""
+        return str(unrouted_lake_dir(self.lake_root) / "_dlq")
+
 
 def missing_columns(held: StructType, wanted: StructType) -> list[StructField]:
     """The columns of ``wanted`` that ``held`` lacks, in ``wanted``'s order. Names compare case-insensitively, as
@@ -192,12 +257,11 @@ def add_columns_sql(path: str, columns: Sequence[StructField]) -> str:
     return f"ALTER TABLE delta.`{quoted}` ADD COLUMNS ({ddl})"
 
 
-def ensure_tables(spark: SparkSession, names: TenantNames) -> dict[str, list[str]]:
-    """Create the tenant's missing tables and add the columns its existing tables lack; return the columns added per
-    table. Safe to call again (and concurrently with writers: a conflict is a retryable Delta conflict)."""
+def ensure_tables(spark: SparkSession, tables: Sequence[tuple[TableSpec, str]]) -> dict[str, list[str]]:
+    """Create the missing tables and add the columns existing ones lack; return the columns added per table. Safe to
+    call again (and concurrently with writers: a conflict is a retryable Delta conflict)."""
     added: dict[str, list[str]] = {}
-    for spec in TABLES:
-        path = str(names.delta_path(spec.name))
+    for spec, path in tables:
         builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(spec.schema)
         if spec.partition_by:
             builder = builder.partitionedBy(*spec.partition_by)

@@ -16,8 +16,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import StringType, StructField, StructType, TimestampType
 
 from metalake.settings import Settings
-from processors.enrichment.catalog import register_tenant_tables
-from processors.enrichment.writer import retry_conflicts
+from processors.enrichment.commits import retry_conflicts
+from tenants.lake_catalog import register_tables
 from tenants.naming import TenantNames
 
 log = logging.getLogger(__name__)
@@ -36,14 +36,14 @@ AUDIT = StructType(
 
 def ensure_audit_table(spark: SparkSession, settings: Settings, names: TenantNames) -> None:
     """Create the table if missing and register it in Trino (best effort: Trino down must not block an erase)."""
-    path = str(names.delta_path("audit"))
+    path = str(names.table("audit").path)
 
     def create() -> None:
         DeltaTable.createIfNotExists(spark).location(path).addColumns(AUDIT).execute()
 
     retry_conflicts(create, "audit")
     try:
-        register_tenant_tables(settings, names, ("audit",))
+        register_tables(settings, names, ("audit",))
     except Exception as exc:  # noqa: BLE001 - the audit row matters, the Trino view of it can come later
         log.warning("lake.audit_register_failed", extra={"error": type(exc).__name__})
 
@@ -62,5 +62,5 @@ def record(
         raise TypeError("audit counts must be integers")
     row = (datetime.now(UTC), actor, action, target_hash, result, json.dumps(dict(counts), sort_keys=True))
     frame = spark.createDataFrame([row], AUDIT)
-    path = str(names.delta_path("audit"))
+    path = str(names.table("audit").path)
     retry_conflicts(lambda: frame.write.format("delta").mode("append").save(path), "audit")

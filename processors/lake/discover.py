@@ -1,17 +1,57 @@
-"""Which tenants exist in the lake: folders under the lake root named like a tenant id. Pure file-system reads."""
+"""Which tenants the lake commands act on, and where each one's rows are: the one place that decides a tenant's tier.
+
+A tenant's tier comes from the tenant registry (``metalake_control.tenants``) when it is registered. A tenant nobody
+registered (tests and the demo publish events for such tenants) is pooled, unless it has table folders of its own
+(``<lake>/<tenant>/assets/_delta_log``): an unregistered dedicated tenant, or a tenant of a lake written by the old
+layout, which gave every tenant its own tables.
+
+A tenant exists when the registry knows it, it has a lake folder (its ``audit`` table, or tables of its own), its
+MongoDB projection database exists, or the shared tables hold rows of it. The shared tables are read with delta-rs
+(no Spark): a named tenant's check reads its bucket only.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Protocol
 
+from deltalake import DeltaTable, QueryBuilder
+
+from metalake.mongo import mongo_client
+from metalake.settings import Settings
 from metalake.tenancy import InvalidTenantId
 from processors.lake.errors import LakeUsageError
-from tenants.naming import TenantNames, names_for, validate_tenant_id
+from tenants.naming import (
+    CONTROL_DATABASE,
+    POOLED_TABLES,
+    LakeTable,
+    TenantNames,
+    names_for,
+    pooled_table_path,
+    validate_tenant_id,
+)
+from tenants.registry import TenantRecord, TenantRegistry
+
+# Every valid event lands in ``events`` and every dead letter naming a valid tenant in ``_dlq``; the state tables
+# are derived from events. So these two name every tenant with rows in the shared tables.
+TENANT_EVIDENCE = ("events", "_dlq")
+_DATABASE_PREFIX = "metalake_"
+
+
+class Registry(Protocol):
+    """What discovery reads of the tenant registry (``tenants.registry.TenantRegistry``)."""
+
+    def get(self, tenant_id: str) -> TenantRecord | None: ...
+
+    def list(self) -> list[TenantRecord]: ...
 
 
 def lake_tenants(lake_root: Path) -> list[str]:
-    """Tenant ids with a folder under ``lake_root``, sorted. Folders that are not tenant ids (``_unrouted``, Trino's
-    ``_trino_metastore``) are skipped; a missing lake root means no tenants."""
+    """Tenant ids with a folder under ``lake_root``, sorted. Folders that are not tenant ids (``_pooled``,
+    ``_unrouted``, Trino's ``_trino_metastore``) are skipped; a missing lake root means no tenants."""
     if not lake_root.is_dir():
         return []
     found = []
@@ -25,20 +65,123 @@ def lake_tenants(lake_root: Path) -> list[str]:
     return found
 
 
-def tenant_names(tenant: str, lake_root: Path) -> TenantNames:
-    """The names of an existing tenant. Raises LakeUsageError (naming the folder looked at) when the id is invalid
-    or the tenant has no folder in the lake: a typo must not silently act on nothing."""
+def has_own_tables(lake_root: Path, tenant: str) -> bool:
+    """Whether the tenant has Delta tables of its own (``audit`` alone does not count: every tenant has one)."""
+    return (names_for(tenant, lake_root, dedicated=True).delta_path("assets") / "_delta_log").is_dir()
+
+
+def projection_tenants(databases: Iterable[str]) -> list[str]:
+    """Tenant ids of the MongoDB projection databases (``metalake_<tenant>``) among ``databases``."""
+    found = []
+    for name in databases:
+        if not name.startswith(_DATABASE_PREFIX) or name == CONTROL_DATABASE:
+            continue
+        try:
+            found.append(validate_tenant_id(name.removeprefix(_DATABASE_PREFIX)))
+        except InvalidTenantId:
+            continue
+    return sorted(found)
+
+
+def _query(path: Path, sql: str) -> list[object]:
+    """The first column of ``sql`` over the Delta table at ``path`` (registered as ``t``); [] for no table."""
+    if not (path / "_delta_log").is_dir():
+        return []
+    result = QueryBuilder().register("t", DeltaTable(str(path))).execute(sql).read_all()
+    return list(result.column(0).to_pylist()) if result.num_rows else []
+
+
+def pooled_tenant_ids(lake_root: Path) -> set[str]:
+    """The tenants with rows in the shared tables (a scan of the ``tenant_id`` column of ``TENANT_EVIDENCE``)."""
+    found: set[str] = set()
+    for table in TENANT_EVIDENCE:
+        found |= {str(t) for t in _query(pooled_table_path(lake_root, table), "SELECT DISTINCT tenant_id FROM t")}
+    return found
+
+
+def has_pooled_rows(names: TenantNames) -> bool:
+    """Whether the shared tables hold rows of the tenant (its bucket's files only)."""
+    for table in TENANT_EVIDENCE:
+        place = shared_place(names, table)
+        if _query(place.path, f"SELECT 1 FROM t WHERE {place.predicate} LIMIT 1"):  # noqa: S608 - validated id
+            return True
+    return False
+
+
+def shared_place(names: TenantNames, table: str) -> LakeTable:
+    """The tenant's rows of the shared ``table``, whatever its tier."""
+    return replace(names, dedicated=False).table(table)
+
+
+def places(names: TenantNames, table: str) -> list[LakeTable]:
+    """Every place the tenant's rows of ``table`` may be, its tier's first: a pooled tenant may still have a folder
+    written by the old layout, and a tenant with folders of its own may have rows in the shared table (an old-layout
+    tenant the pooled job now writes). Erase and drop act on all of them; a place may not exist."""
+    primary = names.table(table)
+    if table not in POOLED_TABLES:
+        return [primary]
+    other = replace(names, dedicated=not names.dedicated).table(table)
+    return [primary, other]
+
+
+@dataclass(frozen=True)
+class Directory:
+    """The tenants of one lake: their tier (``resolve``), whether a named one exists (``named``), all of them."""
+
+    lake_root: Path
+    registry: Registry
+    databases: Callable[[], Iterable[str]]
+
+    def resolve(self, tenant: str) -> TenantNames:
+        """The tenant's names with its tier; LakeUsageError for an invalid id."""
+        try:
+            tenant = validate_tenant_id(tenant)
+        except InvalidTenantId as exc:
+            raise LakeUsageError(str(exc)) from None
+        record = self.registry.get(tenant)
+        if record is not None:
+            return record.names(self.lake_root)
+        return names_for(tenant, self.lake_root, dedicated=has_own_tables(self.lake_root, tenant))
+
+    def exists(self, names: TenantNames) -> bool:
+        """Cheapest evidence first: a registered tenant resolves without the rest."""
+        return (
+            self.registry.get(names.tenant_id) is not None
+            or names.lake_dir.is_dir()
+            or names.mongo_database in set(self.databases())
+            or has_pooled_rows(names)
+        )
+
+    def named(self, tenant: str) -> TenantNames:
+        """An existing tenant's names. LakeUsageError (naming where it looked) for an unknown one: a typo must not
+        silently act on nothing."""
+        names = self.resolve(tenant)
+        if not self.exists(names):
+            raise LakeUsageError(
+                f"unknown tenant {tenant!r}: not in the tenant registry, no lake folder at {names.lake_dir}, "
+                f"no MongoDB database {names.mongo_database}, no rows in the shared tables"
+            )
+        return names
+
+    def all(self) -> list[TenantNames]:
+        """Every tenant: registered, with a lake folder, with a projection database, or with rows in the shared
+        tables. Sorted by id."""
+        ids = {r.id for r in self.registry.list()}
+        ids |= set(lake_tenants(self.lake_root))
+        ids |= set(projection_tenants(self.databases()))
+        ids |= pooled_tenant_ids(self.lake_root)
+        return [self.resolve(t) for t in sorted(ids)]
+
+    def selected(self, tenant: str | None) -> list[TenantNames]:
+        """One named tenant (which must exist) or every tenant."""
+        return [self.named(tenant)] if tenant is not None else self.all()
+
+
+@contextmanager
+def connect(settings: Settings) -> Iterator[Directory]:
+    """The directory of the configured lake, reading the registry and database names from MongoDB."""
+    client = mongo_client(settings)
     try:
-        names = names_for(tenant, lake_root)
-    except InvalidTenantId as exc:
-        raise LakeUsageError(str(exc)) from None
-    if not names.lake_dir.is_dir():
-        raise LakeUsageError(f"unknown tenant {tenant!r}: no lake folder at {names.lake_dir}")
-    return names
-
-
-def selected_tenants(tenant: str | None, lake_root: Path) -> list[TenantNames]:
-    """One named tenant (which must exist) or every tenant found under the lake root."""
-    if tenant is not None:
-        return [tenant_names(tenant, lake_root)]
-    return [names_for(t, lake_root) for t in lake_tenants(lake_root)]
+        yield Directory(settings.lake_root, TenantRegistry(client[CONTROL_DATABASE]), client.list_database_names)
+    finally:
+        client.close()

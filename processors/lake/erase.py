@@ -1,15 +1,15 @@
-"""GDPR erase of one asset: every row naming its URN leaves every Delta table of the tenant and MongoDB, physically:
-its own rows and other assets' rows that name it (edges to it, tags propagated from or through it: ``scope``).
+"""GDPR erase of one asset: every row naming its URN leaves the tenant's Delta rows and MongoDB, physically: its own
+rows and other assets' rows that name it (edges to it, tags propagated from or through it: ``scope``).
 
-Steps: DELETE the rows (predicates in ``scope``: they compare hashes, so the Delta log records no URN), VACUUM the
-touched tables with a retention of 0 hours so the files that held the rows are deleted from disk, delete the MongoDB
-documents, and append an audit row holding the URN's sha256 and counts only.
+Steps: DELETE the rows (predicates in ``scope``: they compare hashes, so the Delta log records no URN), each limited
+to the tenant's rows (``LakeTable.where``: its bucket and id on a shared pooled table), purge the files that held
+them from disk (``purge``: VACUUM with a retention of 0 hours, touched tables only), delete the MongoDB documents, and
+append an audit row holding the URN's sha256 and counts only. A pooled tenant's rows are in the shared tables; a
+folder the old layout left for it is erased too (``discover.places``), so no copy stays behind.
 
 The 0-hour VACUUM is what GDPR asks and it has a price: time travel to versions before the erase no longer works on
-the touched tables. It runs in two passes that never delete a file a concurrent writer is about to commit: LITE with
-0 hours (exactly the files the Delta log marks removed), then a full VACUUM that spares untracked files younger than
-a grace period (60 s), after waiting until the leftovers of lost commit races, which may hold the rows, are older.
-Events about the URN published after the erase recreate it: stop the source first.
+the touched tables, for every tenant of a touched shared table. Events about the URN published after the erase
+recreate it: stop the source first.
 
 Dead letters are raw bytes: those whose key, value or headers spell the URN are found by a read-only filter and
 deleted by their Kafka position (``scope.raw_pattern``, ``scope.identity_predicate``), so the log still names no URN.
@@ -29,26 +29,30 @@ import operator
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import reduce
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
 
 from confluent_kafka import KafkaException
-from delta.tables import DeltaTable
 from pymongo import MongoClient
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from metalake.kafka import EventProducer, PublishError
 from metalake.settings import Settings, get_settings
-from processors.enrichment.writer import retry_conflicts
 from processors.lake import audit
-from processors.lake.discover import tenant_names
+from processors.lake.discover import connect, places
 from processors.lake.errors import LakeUsageError
+from processors.lake.purge import (
+    UNTRACKED_GRACE_S,
+    count_rows,
+    delete_rows,
+    purge_removed,
+    purge_untracked,
+    relative,
+)
 from processors.lake.runner import progress, run
 from processors.lake.scope import (
     DLQ_IDENTITY,
@@ -63,14 +67,10 @@ from processors.lake.scope import (
 from processors.lake.sparkio import is_delta, lake_session
 from processors.propagation.erasure import erased_event
 from processors.propagation.processor import Publisher
-from tenants.naming import CHANGES_TOPIC, TenantNames
+from tenants.naming import CHANGES_TOPIC, LakeTable, TenantNames
 
 log = logging.getLogger("processors.lake.erase")  # not __main__ under python -m
 
-RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
-# A streaming batch writes its files and commits them within seconds; an untracked file older than this is a
-# leftover of a write that lost a commit race, never a file a running write is about to commit.
-UNTRACKED_GRACE_S = 60.0
 DLQ = "_dlq"
 RESTART_PROCESSOR = (
     "the propagation processor was not told of the erase (Kafka did not confirm it): restart every running "
@@ -96,57 +96,6 @@ class EraseReport:
         }
 
 
-@contextmanager
-def _no_retention_check(spark: SparkSession) -> Iterator[None]:
-    """Delta's retention safety check off for the enclosed calls only (restored even on failure)."""
-    previous = spark.conf.get(RETENTION_CHECK, "true") or "true"
-    spark.conf.set(RETENTION_CHECK, "false")
-    try:
-        yield
-    finally:
-        spark.conf.set(RETENTION_CHECK, previous)
-
-
-def purge_removed(spark: SparkSession, path: Path) -> None:
-    """VACUUM LITE with 0 hours: delete now every file the Delta log marks removed (the DELETE's), and only those.
-    Delta falls back to a full listing only when LITE lacks the log since the last vacuum."""
-    with _no_retention_check(spark):
-        try:
-            spark.sql(f"VACUUM delta.`{path}` RETAIN 0 HOURS LITE").collect()
-        except Exception as exc:  # Delta raises a generic error when LITE lacks the log since the last vacuum
-            if "VACUUM_LITE" not in str(exc):
-                raise
-            log.warning("lake.vacuum_full_fallback", extra={"table": path.name})
-            spark.sql(f"VACUUM delta.`{path}` RETAIN 0 HOURS").collect()
-
-
-def untracked_files(spark: SparkSession, path: Path) -> list[Path]:
-    """Data files under the table folder that the current snapshot does not reference: leftovers of writes that
-    lost a commit race (they may hold the erased rows) or writes still in flight."""
-    live = {unquote(urlparse(f).path) for f in spark.read.format("delta").load(str(path)).inputFiles()}
-    return [p for p in path.rglob("*.parquet") if "_delta_log" not in p.parts and str(p) not in live]
-
-
-def purge_untracked(spark: SparkSession, paths: list[Path], grace_s: float, sleep: Callable[[float], None]) -> None:
-    """Delete the untracked files of the tables with a full VACUUM that spares files younger than ``grace_s`` (a
-    concurrent writer's files before its commit). First wait until every untracked file seen now is older than
-    the grace, so a leftover written just before the erase is not spared."""
-    now = time.time()
-    youngest = max((p.stat().st_mtime for t in paths for p in untracked_files(spark, t)), default=None)
-    if youngest is not None and now - youngest < grace_s:
-        sleep(grace_s - (now - youngest) + 1)
-    with _no_retention_check(spark):
-        for path in paths:
-            DeltaTable.forPath(spark, str(path)).vacuum(grace_s / 3600)
-
-
-def _delete(spark: SparkSession, path: Path, predicate: str) -> None:
-    def delete() -> None:
-        DeltaTable.forPath(spark, str(path)).delete(predicate)
-
-    retry_conflicts(delete, path.name)
-
-
 def dead_letters_naming(frame: DataFrame, target: EraseTarget) -> list[tuple[str | None, int | None, int | None]]:
     """The Kafka positions of the dead letters whose raw key, value or headers spell the URN. A read: no Delta
     commit records the filter, which has to spell the URN (raw bytes have no field to hash)."""
@@ -158,6 +107,29 @@ def dead_letters_naming(frame: DataFrame, target: EraseTarget) -> list[tuple[str
     return [(r["kafka_topic"], r["kafka_partition"], r["kafka_offset"]) for r in rows]
 
 
+def _erase_place(
+    spark: SparkSession, place: LakeTable, predicate: str, target: EraseTarget, report: EraseReport
+) -> bool:
+    """DELETE the rows of one place naming the target, limited to the tenant's rows (``place.where``), then purge
+    the files the DELETE removed; True when it had rows."""
+    if place.name == DLQ:
+        # Only the tenant's dead letters are searched: another tenant's raw bytes may spell the same URN.
+        tenant_rows = spark.read.format("delta").load(str(place.path))
+        if place.predicate is not None:
+            tenant_rows = tenant_rows.where(place.predicate)
+        by_position = identity_predicate(dead_letters_naming(tenant_rows, target))
+        predicate = f"{predicate} OR {by_position}" if by_position else predicate
+    # Count first: DELETE reports nothing to Python, and a table without matches must not get an empty commit
+    # (nor a VACUUM that would cost its time travel, every tenant's on a shared table, for nothing).
+    matched = count_rows(spark, place.path, place.where(predicate))
+    report.delta_rows[place.name] = report.delta_rows.get(place.name, 0) + matched
+    if matched == 0:
+        return False
+    delete_rows(spark, place, predicate)
+    purge_removed(spark, place.path)
+    return True
+
+
 def erase_delta(
     spark: SparkSession,
     names: TenantNames,
@@ -166,23 +138,18 @@ def erase_delta(
     grace_s: float = UNTRACKED_GRACE_S,
     sleep: Callable[[float], None] = time.sleep,
 ) -> None:
+    """Every place of every table (``discover.places``: the tier's, and what the old layout left), the tenant's rows
+    only. The purge runs on the touched tables only: on a shared one it costs every tenant's time travel."""
+    touched: list[Path] = []
     for table, predicate in delta_predicates(target).items():
-        path = names.delta_path(table)
-        if not is_delta(spark, path):
-            continue
-        if table == DLQ:
-            by_position = identity_predicate(dead_letters_naming(spark.read.format("delta").load(str(path)), target))
-            predicate = f"{predicate} OR {by_position}" if by_position else predicate
-        # Count first: DELETE reports nothing to Python, and a table without matches must not get an empty commit
-        # (nor a VACUUM that would cost its time travel for nothing).
-        matched = spark.read.format("delta").load(str(path)).where(predicate).count()
-        report.delta_rows[table] = matched
-        if matched == 0:
-            continue
-        _delete(spark, path, predicate)
-        purge_removed(spark, path)
-        report.vacuumed.append(table)
-    purge_untracked(spark, [names.delta_path(t) for t in report.vacuumed], grace_s, sleep)
+        for place in places(names, table):
+            if not is_delta(spark, place.path):
+                continue
+            report.delta_rows.setdefault(table, 0)
+            if _erase_place(spark, place, predicate, target, report):
+                touched.append(place.path)
+                report.vacuumed.append(relative(names.lake_root, place.path))
+    purge_untracked(spark, touched, grace_s, sleep)
 
 
 def erase_mongo(
@@ -289,7 +256,8 @@ def main(argv: list[str] | None = None) -> int:
         # Validate before Spark starts: a typo must be refused in a second, not after the JVM boots.
         if not args.actor.strip():
             raise LakeUsageError("--actor must name who requests the erase")
-        names = tenant_names(args.tenant, settings.lake_root)
+        with connect(settings) as directory:
+            names = directory.named(args.tenant)
         target = erase_target(names.tenant_id, args.urn, args.include_children)
         spark = lake_session(settings, "metalake-lake-erase")
         mongo: MongoClient[dict[str, Any]] = MongoClient(

@@ -1,6 +1,8 @@
 """The recent window of MongoDB: delete the incident documents of resolved incidents last updated more than N days
 ago. Delta keeps the full history; ``reconcile`` applies the same window so it does not bring them back. No TTL
-index: FerretDB has none, and a TTL could not express "resolved only" anyway. Needs MongoDB only, no Spark.
+index: FerretDB has none, and a TTL could not express "resolved only" anyway. Needs MongoDB only, no Spark: it never
+touches Delta, so a tenant's tier does not matter (each tenant has its own projection database either way). Every
+tenant is the registry's, the lake's and the shared tables' tenants (``discover``).
 
     python -m processors.lake.prune [--tenant T] [--older-than-days N]
 """
@@ -19,7 +21,7 @@ from pymongo import MongoClient
 from metalake.settings import get_settings
 from processors.enrichment.state import INCIDENTS
 from processors.lake import window
-from processors.lake.discover import selected_tenants
+from processors.lake.discover import connect
 from processors.lake.errors import LakeUsageError
 from processors.lake.runner import progress, run
 from tenants.naming import TenantNames
@@ -47,7 +49,7 @@ def prune(
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m processors.lake.prune", description=__doc__.split("\n")[0])
-    parser.add_argument("--tenant", help="Only this tenant (default: every tenant under the lake root).")
+    parser.add_argument("--tenant", help="Only this tenant (default: every tenant).")
     parser.add_argument(
         "--older-than-days",
         type=int,
@@ -64,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     def body() -> dict[str, Any]:
         if args.older_than_days < 0:
             raise LakeUsageError("--older-than-days must be 0 or more")
-        tenants = selected_tenants(args.tenant, settings.lake_root)
+        with connect(settings) as directory:
+            tenants = directory.selected(args.tenant)
         mongo: MongoClient[dict[str, Any]] = MongoClient(
             settings.mongo_uri, serverSelectionTimeoutMS=settings.mongo.server_selection_timeout_ms
         )

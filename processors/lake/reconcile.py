@@ -1,5 +1,9 @@
 """Rebuild the MongoDB projection of a tenant from Delta and report the difference (0 on a healthy tenant).
 
+The tenant's Delta rows are those of its tier (``discover``): a dedicated tenant's own tables, a pooled tenant's
+rows of the shared tables (read with its predicate: its bucket's files, its id). A folder the old layout left for a
+pooled tenant is no longer written, so it is not read.
+
 For each state spec: read MongoDB's ``(version, event_id)`` per document, then the Delta table, compare (``diff``),
 and unless ``dry_run`` repair: Delta rows that MongoDB lacks or holds older go through the job's own guarded upserts
 (``spec_upsert`` + ``apply_upserts``); documents MongoDB holds newer than Delta (a hand edit: the job writes Delta
@@ -12,9 +16,12 @@ Missing or older health goes through the job's guarded health update (``mongo_he
 newer pair, or the same pair with other values, or Delta holding no pair) is overwritten only if the document still
 holds the pair read. Reported as the ``asset_health`` entry.
 
-MongoDB is read before Delta on purpose: the job commits Delta before MongoDB, so every document read was already in
-Delta when Delta is read, and a batch committed meanwhile can only make Delta newer, which the guarded upserts handle.
-Safe while the stream runs. Resolved incidents outside the recent window (``window``) are not restored.
+The job writes MongoDB in projection queries of their own, apart from (usually a moment before) the lake query's
+Delta commit, so a document ahead of Delta or missing from it may be in flight: those are read again from Delta after
+``SETTLE_S`` and count (and are repaired) only if they still differ. Missing and behind documents are repaired by
+guarded upserts, which a newer concurrent write wins. Run it while the lake query keeps up: one lagging by more than
+``SETTLE_S`` would make documents it has yet to commit look like hand edits. Safe while the stream runs. Resolved
+incidents outside the recent window (``window``) are not restored.
 
     python -m processors.lake.reconcile --tenant T [--dry-run]
 """
@@ -24,6 +31,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -39,13 +47,16 @@ from processors.enrichment.projection import apply_updates, apply_upserts, spec_
 from processors.enrichment.state import ASSETS, INCIDENTS, STATE_SPECS, StateSpec
 from processors.lake import window
 from processors.lake.diff import Difference, Held, compare, compare_health
-from processors.lake.discover import tenant_names
+from processors.lake.discover import connect
 from processors.lake.runner import progress, run
 from processors.lake.sparkio import is_delta, lake_session, read_rows
 from tenants.naming import TenantNames
 
 log = logging.getLogger("processors.lake.reconcile")  # not __main__ under python -m
 
+# How long the lake query gets to commit what the projection queries already wrote to MongoDB, before a document
+# ahead of Delta or missing from it counts as a difference: many of its triggers (1 s) and batches.
+SETTLE_S = 15.0
 # What the health comparison reads and compares; health_updated_at is left out (when it ran, not what it found), but
 # copied with the rest on repair.
 HEALTH_HELD = (*HEALTH_FIELDS, "health_version", "health_event_id")
@@ -82,6 +93,20 @@ def _guard(doc_id: str, held: Held) -> dict[str, Any]:
     return {"_id": doc_id, "version": held[0], "event_id": held[1]}
 
 
+def _delta_rows(
+    spark: SparkSession, names: TenantNames, table: str, columns: tuple[str, ...], key: Callable[[dict[str, Any]], str]
+) -> dict[str, dict[str, Any]]:
+    """The tenant's rows of ``table`` by document id (its rows of the shared table for a pooled tenant)."""
+    place = names.table(table)
+    if not is_delta(spark, place.path):
+        return {}
+    return {key(r): r for r in read_rows(spark, place.path, columns, place.predicate)}
+
+
+def _pairs(rows: dict[str, dict[str, Any]]) -> dict[str, Held]:
+    return {i: (r["version"], r["event_id"]) for i, r in rows.items()}
+
+
 def reconcile_spec(
     spark: SparkSession,
     collection: Collection[dict[str, Any]],
@@ -89,14 +114,25 @@ def reconcile_spec(
     spec: StateSpec,
     dry_run: bool,
     window_before: datetime,
+    settle: Callable[[], None] = lambda: time.sleep(SETTLE_S),
 ) -> SpecResult:
     mongo = {str(d["_id"]): _held(d) for d in collection.find({}, {"version": 1, "event_id": 1})}
-    path = names.delta_path(spec.table)
-    rows: dict[str, dict[str, Any]] = {}
-    if is_delta(spark, path):
-        rows = {spec.mongo_id(r): r for r in read_rows(spark, path, spec.columns)}
+
+    def read() -> dict[str, dict[str, Any]]:
+        return _delta_rows(spark, names, spec.table, spec.columns, spec.mongo_id)
+
+    rows = read()
     ignore = [i for i, r in rows.items() if spec is INCIDENTS and window.outside_window(r, window_before)]
-    diff = compare({i: (r["version"], r["event_id"]) for i, r in rows.items()}, mongo, ignore)
+    diff = compare(_pairs(rows), mongo, ignore)
+    if diff.ahead or diff.extra:
+        # The projection queries write MongoDB apart from (usually before) the lake query's Delta commit: a document
+        # ahead of Delta, or missing from it, may be in flight. Only what still is once the lake query had time to
+        # commit is a hand edit (or a lake query far behind: see docs/lake.md).
+        settle()
+        rows = {**rows, **read()}
+        again = compare(_pairs(rows), {i: mongo[i] for i in [*diff.ahead, *diff.extra]})
+        diff.ahead = [i for i in diff.ahead if i in again.ahead]
+        diff.extra = [i for i in diff.extra if i in again.extra]
     result = SpecResult(spec.table, spec.collection, len(rows), diff)
     if dry_run or diff.total == 0:
         return result
@@ -112,16 +148,25 @@ def reconcile_spec(
 
 
 def reconcile_health(
-    spark: SparkSession, collection: Collection[dict[str, Any]], names: TenantNames, dry_run: bool
+    spark: SparkSession,
+    collection: Collection[dict[str, Any]],
+    names: TenantNames,
+    dry_run: bool,
+    settle: Callable[[], None] = lambda: time.sleep(SETTLE_S),
 ) -> SpecResult:
     """Compare (and unless ``dry_run`` repair) the health columns of the assets both sides hold. ``upserted``
     counts the job's guarded health updates that matched, ``replaced`` the overwrites guarded by the pair read."""
     mongo = {str(d["_id"]): d for d in collection.find({}, dict.fromkeys(HEALTH_HELD, 1))}
-    path = names.delta_path(ASSETS.table)
-    rows: dict[str, dict[str, Any]] = {}
-    if is_delta(spark, path):
-        rows = {str(r["urn"]): r for r in read_rows(spark, path, ("urn", *HEALTH_COLUMNS))}
+
+    def read() -> dict[str, dict[str, Any]]:
+        return _delta_rows(spark, names, ASSETS.table, ("urn", *HEALTH_COLUMNS), lambda r: str(r["urn"]))
+
+    rows = read()
     diff = compare_health(rows, mongo, HEALTH_HELD)
+    if diff.ahead:  # as in reconcile_spec: MongoDB's health may lead Delta's for a batch
+        settle()
+        rows = {**rows, **read()}
+        diff.ahead = [i for i in diff.ahead if i in compare_health(rows, mongo, HEALTH_HELD).ahead]
     result = SpecResult(HEALTH.table, HEALTH.collection, len(rows), diff)
     if dry_run or diff.total == 0:
         return result
@@ -179,7 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = get_settings()
 
     def body() -> dict[str, Any]:
-        names = tenant_names(args.tenant, settings.lake_root)
+        with connect(settings) as directory:
+            names = directory.named(args.tenant)
         spark = lake_session(settings, "metalake-lake-reconcile")
         mongo: MongoClient[dict[str, Any]] = MongoClient(
             settings.mongo_uri, serverSelectionTimeoutMS=settings.mongo.server_selection_timeout_ms

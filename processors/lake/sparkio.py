@@ -43,10 +43,15 @@ def from_micros(value: int | None) -> datetime | None:
     return None if value is None else EPOCH + timedelta(microseconds=value)
 
 
-def read_rows(spark: SparkSession, path: Path, columns: Sequence[str]) -> Iterator[dict[str, Any]]:
-    """The table's rows as dicts of ``columns``, streamed to the driver partition by partition. Timestamps are aware
-    UTC datetimes whatever the machine's time zone, so they compare and store like the job's own values."""
+def read_rows(
+    spark: SparkSession, path: Path, columns: Sequence[str], where: str | None = None
+) -> Iterator[dict[str, Any]]:
+    """The table's rows (those matching ``where``: a tenant's of a shared table) as dicts of ``columns``, streamed to
+    the driver partition by partition. Timestamps are aware UTC datetimes whatever the machine's time zone, so they
+    compare and store like the job's own values."""
     frame = spark.read.format("delta").load(str(path))
+    if where is not None:
+        frame = frame.where(where)
     stamps = {f.name for f in frame.schema.fields if isinstance(f.dataType, TimestampType)}
     selected = [F.unix_micros(F.col(c)).alias(c) if c in stamps else F.col(c) for c in columns]
     for row in frame.select(*selected).toLocalIterator():

@@ -104,8 +104,8 @@ class Ledger:
         return True
 
     def prune(self, now: datetime | None = None, batch: int = 500) -> int:
-        """Delete expired documents in batches of ``batch`` (short writes: FerretDB's SQLite backend serialises
-        them, and deliveries wait behind each). Returns how many went."""
+        """Delete expired documents in batches of ``batch`` (short writes: deliveries write the same collection, and
+        FerretDB's SQLite backend serialised them all). Returns how many went."""
         query = expired_query(now or _now(), self.retention)
         removed = 0
         while True:

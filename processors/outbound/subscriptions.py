@@ -194,11 +194,9 @@ class SubscriptionStore:
     def active(self, tenant: str) -> list[Subscription]:
         """The tenant's enabled subscriptions with their secrets, for delivery."""
         subs = [_record(d) for d in self._subs.find({"tenant": tenant, "enabled": True}).sort("name", ASCENDING)]
-        if not subs:
-            return []
-        ids = [subscription_id(tenant, s.name) for s in subs]
-        values = {d["_id"]: d.get("values") or {} for d in self._secrets.find({"_id": {"$in": ids}})}
-        return [_record(self._subs_doc(s), values.get(subscription_id(tenant, s.name))) for s in subs]
+        # One lookup by `_id` per subscription: FerretDB pushes `_id` equality down to an index, never `$in` (that
+        # read would scan every tenant's secrets).
+        return [self.with_secrets(s) for s in subs]
 
     def delete(self, tenant: str, name: str) -> bool:
         doc_id = subscription_id(tenant, name)

@@ -1,4 +1,5 @@
-"""Helpers for the Trino access tests: a tenant data table written with delta-rs, queries as a given Trino user."""
+"""Helpers for the Trino access tests: a tenant data table written with delta-rs, queries as a given Trino user, a
+tenant's schema dropped."""
 
 from __future__ import annotations
 
@@ -52,3 +53,23 @@ def query_as(settings: Settings, user: str, sql: str) -> list[list[Any]] | str:
         return str(exc.error_name)
     finally:
         conn.close()
+
+
+def drop_schema(settings: Settings, cursor: Any, names: TenantNames) -> None:
+    """Drop the tenant's Trino schema: views dropped, tables unregistered (their data stays), then the schema."""
+    catalog, schema = settings.trino.catalog, names.trino_schema
+    cursor.execute(
+        f"SELECT table_name, table_type FROM {catalog}.information_schema.tables WHERE table_schema = ?",
+        [schema],
+    )
+    for table, table_type in cursor.fetchall():
+        if table_type == "VIEW":
+            cursor.execute(f'DROP VIEW IF EXISTS {catalog}."{schema}"."{table}"')
+        else:
+            cursor.execute(
+                f"CALL {catalog}.system.unregister_table(schema_name => {_literal(schema)}, "
+                f"table_name => {_literal(table)})"
+            )
+        cursor.fetchall()
+    cursor.execute(f'DROP SCHEMA IF EXISTS {catalog}."{schema}"')
+    cursor.fetchall()

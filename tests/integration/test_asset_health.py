@@ -88,7 +88,7 @@ def test_two_overlapping_incidents_degrade_the_table_until_both_are_resolved_exa
 ) -> None:
     tenant, schema = dedicated.tenant_id, dedicated.trino_schema
     db = mongo[dedicated.mongo_database]
-    query = f"metalake-dedicated-{tenant}-priority"
+    query = f"metalake-dedicated-{tenant}-lake"
     checkpoint = dedicated.checkpoint_dir(settings.checkpoint_root, query)
 
     job = Job(tenant, tmp_path / "job-1.log")
@@ -115,9 +115,13 @@ def test_two_overlapping_incidents_degrade_the_table_until_both_are_resolved_exa
         job.stop()
     assert job.proc.returncode == 0, job.tail()
 
-    # B's resolution, in a batch killed between its Delta commits (health included) and MongoDB.
+    # B's resolution, in a lake batch killed after its Delta commits (health included), MongoDB held back.
     batch = next_batch_id(checkpoint)
-    crashed = Job(tenant, tmp_path / "job-2.log", env={"METALAKE_FAULT_KILL_AFTER_DELTA": str(batch)})
+    crashed = Job(
+        tenant,
+        tmp_path / "job-2.log",
+        env={"METALAKE_FAULT_KILL_AFTER_DELTA": str(batch), "METALAKE_FAULT_LAKE_ONLY": "1"},
+    )
     crashed.wait_ready()
     b_resolved = _incident(tenant, "b", "resolved", 120, "SEV-1")
     _publish(settings, dedicated, [b_resolved])
@@ -146,6 +150,12 @@ def test_two_overlapping_incidents_degrade_the_table_until_both_are_resolved_exa
 
         _publish(settings, dedicated, [_incident(tenant, "a", "resolved", 130, "SEV-3")])
         _wait_health(db, ("healthy", None, 0, []), job)
+        # The projection queries lead the lake query: Delta gets there in its own batch.
+        wait_for(
+            "the healthy table in Delta",
+            lambda: _delta_health(trino_cursor, schema) == ("healthy", None, 0, []) or None,
+            timeout_s=300,
+        )
     finally:
         job.stop()
     assert job.proc.returncode == 0, job.tail()

@@ -1,6 +1,7 @@
-"""GDPR erase on the real stack: the URN (and its columns) leaves every Delta table, the disk and MongoDB; other
-assets stay; the audit row names a hash, never the URN. Also out of other assets' rows: edges to it and tags that
-propagated from or through it."""
+"""GDPR erase on the real stack, for a pooled tenant (its rows of the shared tables): the URN (and its columns) leaves
+every Delta table, the disk and MongoDB; other assets stay; the audit row names a hash, never the URN. Also out of
+other assets' rows: edges to it and tags that propagated from or through it. URNs hold the tenant id, so no other
+test's rows of the shared tables spell them (test_lake_drop erases a URN two tenants share)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import hashlib
 import json
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,7 @@ from lakeit import event, lake_spark, publish, upsert
 from outbound_runtime import caught_up, start_groups_at_end
 from pipeline_procs import PropagationProcess
 from pymongo import MongoClient
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from metalake.kafka import EventProducer
@@ -28,19 +30,34 @@ from metalake.urn import asset_urn
 from processors.enrichment.tables import TABLES
 from processors.lake.erase import erase
 from processors.lake.scope import erase_target
-from tenants.naming import CHANGES_TOPIC, TenantNames, names_for
+from tenants.naming import CHANGES_TOPIC, DELTA_TABLES, LakeTable, TenantNames, names_for
 
 pytestmark = pytest.mark.integration
 __all__ = ["lake_spark"]
 
-TABLE = asset_urn("postgres", "it", "shop", "public", "customers")
-# Not a name the automatic classifier tags: its events would arrive after the erase and bring the URN back.
-COLUMN = f"{TABLE}/notes"
-LOOKALIKE = asset_urn("postgres", "it", "shop", "public", "customers_archive")  # shares the prefix, not a child
-OTHER = asset_urn("postgres", "it", "shop", "public", "orders")
-ERASED = (TABLE, COLUMN)
-# The table's URN not followed by a character that would make it another name (the column's "/" does match).
-ERASED_PATTERN = re.escape(TABLE) + r"(?![A-Za-z0-9_%.~-])"
+
+@dataclass(frozen=True)
+class Urns:
+    """The assets of one tenant's erase test: the table to erase, its column, a lookalike and another table."""
+
+    table: str
+    column: str
+    lookalike: str
+    other: str
+
+    @classmethod
+    def of(cls, tenant: str) -> Urns:
+        def urn(name: str) -> str:
+            return asset_urn("postgres", tenant, "shop", "public", name)
+
+        # notes: not a name the automatic classifier tags: its events would arrive after the erase and bring it back.
+        # customers_archive shares the table's prefix without being a child.
+        return cls(urn("customers"), f"{urn('customers')}/notes", urn("customers_archive"), urn("orders"))
+
+    @property
+    def pattern(self) -> str:
+        """The table's URN not followed by a character that would make it another name (a child's "/" matches)."""
+        return re.escape(self.table) + r"(?![A-Za-z0-9_%.~-])"
 
 
 def _poison_body(asset: str) -> bytes:
@@ -49,6 +66,8 @@ def _poison_body(asset: str) -> bytes:
 
 
 def _seed(settings: Settings, tenant: str) -> None:
+    u = Urns.of(tenant)
+    TABLE, COLUMN, LOOKALIKE, OTHER = u.table, u.column, u.lookalike, u.other
     incident = "com.montecarlodata.incident.opened.v1"
     publish(
         settings,
@@ -92,22 +111,36 @@ def _seed(settings: Settings, tenant: str) -> None:
         )
 
 
-def _files_with_rows(spark: SparkSession, names: TenantNames) -> set[Path]:
-    """The data files that hold a row naming an erased URN, in any column (all cast to text)."""
+def _tenant_frame(spark: SparkSession, place: LakeTable) -> DataFrame:
+    frame = spark.read.format("delta").load(str(place.path))
+    return frame if place.predicate is None else frame.where(place.predicate)
+
+
+def _files_with_rows(spark: SparkSession, names: TenantNames, pattern: str) -> set[Path]:
+    """The data files that hold a row of the tenant naming an erased URN, in any column (all cast to text)."""
     found: set[Path] = set()
     for spec in TABLES:
-        frame = spark.read.format("delta").load(str(names.delta_path(spec.name)))
+        frame = _tenant_frame(spark, names.table(spec.name))
         text = F.concat_ws("\u0001", *(F.col(c).cast("string") for c in frame.columns))
-        matching = frame.where(F.regexp_like(text, F.lit(ERASED_PATTERN)))
+        matching = frame.where(F.regexp_like(text, F.lit(pattern)))
         hits = matching.select(F.input_file_name().alias("f")).distinct().collect()
         found |= {Path(r["f"].removeprefix("file:")) for r in hits}
     return found
 
 
-def _grep(folder: Path, pattern: str) -> list[Path]:
+def _delta_counts(spark: SparkSession, names: TenantNames, tables: Iterable[str]) -> dict[str, int]:
+    return {t: _tenant_frame(spark, names.table(t)).count() for t in tables}
+
+
+def _folders(names: TenantNames) -> set[Path]:
+    """Where the tenant's tables live: the shared tables' folder and its own (audit) for a pooled tenant."""
+    return {names.table(t).path.parent for t in DELTA_TABLES}
+
+
+def _grep(names: TenantNames, glob: str, pattern: str) -> list[Path]:
     """Files whose raw bytes name an erased URN (the lookalike, which only shares a prefix, does not count)."""
-    needle = re.compile(ERASED_PATTERN.encode())
-    return [p for p in folder.rglob(pattern) if needle.search(p.read_bytes())]
+    needle = re.compile(pattern.encode())
+    return [p for folder in _folders(names) for p in folder.rglob(glob) if needle.search(p.read_bytes())]
 
 
 def test_erase_removes_the_asset_and_its_columns_everywhere_and_audits_a_hash(
@@ -118,6 +151,9 @@ def test_erase_removes_the_asset_and_its_columns_everywhere_and_audits_a_hash(
     lake_spark: SparkSession,
 ) -> None:
     names = names_for(tenant, settings.lake_root)
+    assert names.table("assets").shared
+    u = Urns.of(tenant)
+    TABLE, LOOKALIKE, OTHER = u.table, u.lookalike, u.other
     db = mongo[names.mongo_database]
     _seed(settings, tenant)
     wait_for("the assets in MongoDB", lambda: db["assets"].count_documents({}) == 4 or None)
@@ -127,7 +163,7 @@ def test_erase_removes_the_asset_and_its_columns_everywhere_and_audits_a_hash(
     schema = names.trino_schema
     dead_letters = f'SELECT count(*) FROM "{schema}"."_dlq"'
     wait_for("the dead letters in Trino", lambda: trino_rows(trino_cursor, dead_letters) == [(3,)] or None)
-    old_files = _files_with_rows(lake_spark, names)
+    old_files = _files_with_rows(lake_spark, names, u.pattern)
     assert old_files, "the seeded rows are on disk before the erase"
 
     lines: list[str] = []
@@ -146,7 +182,7 @@ def test_erase_removes_the_asset_and_its_columns_everywhere_and_audits_a_hash(
         "propagated_tags": 0,  # no propagation processor ran here: the last test covers them
         "_dlq": 2,  # keyed by the table, and the body naming it; not the lookalike's
     }
-    assert sorted(report.vacuumed) == sorted(t for t, n in report.delta_rows.items() if n)
+    assert sorted(report.vacuumed) == sorted(f"_pooled/{t}" for t, n in report.delta_rows.items() if n)
     assert report.mongo_documents == {
         "assets": 2,
         "classifications": 1,
@@ -154,15 +190,16 @@ def test_erase_removes_the_asset_and_its_columns_everywhere_and_audits_a_hash(
         "incidents": 1,
         "propagated_tags": 0,
     }
-    assert _files_with_rows(lake_spark, names) == set()
+    assert _files_with_rows(lake_spark, names, u.pattern) == set()
     # Physically gone: the files that held the rows are deleted, and no data file holds the URN's bytes.
     assert not any(f.exists() for f in old_files)
-    assert _grep(names.lake_dir, "*.parquet") == []
+    assert _grep(names, "*.parquet", u.pattern) == []
     # The Delta log records the DELETE predicates as hashes and Kafka positions: no commit file spells the URN.
-    assert _grep(names.lake_dir, "*.json") == []
-    dlq_log = "\n".join(p.read_text() for p in (names.delta_path("_dlq") / "_delta_log").glob("*.json"))
-    assert "kafka_offset" in dlq_log and "customers" not in dlq_log  # Delta writes the IN as "= <offset>" terms
-    kept = lake_spark.read.format("delta").load(str(names.delta_path("_dlq"))).collect()
+    assert _grep(names, "*.json", u.pattern) == []
+    dlq_log = "\n".join(p.read_text() for p in (names.table("_dlq").path / "_delta_log").glob("*.json"))
+    assert "kafka_offset" in dlq_log and tenant in dlq_log  # the IN as "= <offset>" terms, the tenant predicate
+    assert re.search(u.pattern, dlq_log) is None
+    kept = _tenant_frame(lake_spark, names.table("_dlq")).collect()
     assert [bytes(r["raw_value"]) for r in kept] == [_poison_body(LOOKALIKE)]
 
     # Other assets stay, in Delta (read through Trino) and in MongoDB.
@@ -182,7 +219,7 @@ def test_erase_removes_the_asset_and_its_columns_everywhere_and_audits_a_hash(
     assert (row["actor"], row["action"], row["result"]) == ("dpo@it", "erase.asset_and_children", "done")
     assert row["target_hash"] == hashlib.sha256(TABLE.encode()).hexdigest()
     assert json.loads(row["counts"])["delta.events"] == 5
-    assert not any(urn in str(v) for v in row.values() for urn in ERASED)
+    assert not any(urn in str(v) for v in row.values() for urn in (TABLE, u.column))
     assert not any(b"customers" in p.read_bytes() for p in names.delta_path("audit").rglob("*") if p.is_file())
 
     # Erasing again finds nothing and says so.
@@ -193,9 +230,8 @@ def test_erase_removes_the_asset_and_its_columns_everywhere_and_audits_a_hash(
 # A -> B -> C, PII on A: the propagation processor puts it on B (path A, B) and C (path A, B, C); then B is erased
 # while the processor runs. Then C -> D and A -> D: a processor still holding B would carry the tag to D along
 # A, B, C, D (naming B again); the one told of the erase reaches D along A, D only.
-SOURCE, MIDDLE, SINK, LATER = (
-    asset_urn("postgres", "it", "flow", "public", t) for t in ("source", "middle", "sink", "later")
-)
+def _flow(tenant: str) -> tuple[str, str, str, str]:
+    return tuple(asset_urn("postgres", tenant, "flow", "public", t) for t in ("source", "middle", "sink", "later"))  # type: ignore[return-value]
 
 
 def _edge_change_into(tenant: str, urn: str) -> Callable[[Record], bool]:
@@ -222,6 +258,7 @@ def test_erasing_a_lineage_hop_leaves_its_urn_in_no_row_of_any_table_or_collecti
     tmp_path: Path,
 ) -> None:
     names = names_for(tenant, settings.lake_root)
+    SOURCE, MIDDLE, SINK, LATER = _flow(tenant)
     db = mongo[names.mongo_database]
     edge = "io.metalake.lineage.edge.added.v1"
     publish(
@@ -245,6 +282,10 @@ def test_erasing_a_lineage_hop_leaves_its_urn_in_no_row_of_any_table_or_collecti
         processor.wait_ready()
         expected = {MIDDLE: [SOURCE, MIDDLE], SINK: [SOURCE, MIDDLE, SINK]}
         wait_for("the propagated tags", lambda: _live_propagations(db) == expected or None, timeout_s=120)
+        # MongoDB leads Delta (the job's projection queries write it apart from the lake query): erase once Delta
+        # holds the rows too, or rows still in flight would land after the erase.
+        held = {"assets": 3, "lineage_edges": 2, "propagated_tags": 2}
+        wait_for("the rows in Delta", lambda: _delta_counts(lake_spark, names, held) == held or None, timeout_s=180)
 
         # The processor keeps running: the erase's announcement makes it reload the tenant from MongoDB.
         report = erase(lake_spark, mongo, settings, names, erase_target(tenant, MIDDLE), "dpo@it", grace_s=5)
@@ -286,18 +327,16 @@ def test_erasing_a_lineage_hop_leaves_its_urn_in_no_row_of_any_table_or_collecti
         "incidents": 0,
         "propagated_tags": 2,
     }
-    assert {"events", "assets", "lineage_edges", "propagated_tags"} <= set(report.vacuumed)
+    assert {f"_pooled/{t}" for t in ("events", "assets", "lineage_edges", "propagated_tags")} <= set(report.vacuumed)
 
     # No row of any Delta table of the tenant (audit included) names B, in any column: no tag propagated after the
     # erase went through it (the events table keeps every propagation ever published).
-    tables = sorted(p.parent for p in names.lake_dir.rglob("_delta_log"))
-    assert {t.name for t in tables} >= {spec.name for spec in TABLES} | {"audit"}
-    for table in tables:
-        frame = lake_spark.read.format("delta").load(str(table))
+    for table in DELTA_TABLES:
+        frame = _tenant_frame(lake_spark, names.table(table))
         text = F.concat_ws("\u0001", *(F.col(c).cast("string") for c in frame.columns))
-        assert frame.where(text.contains(MIDDLE)).count() == 0, table.name
+        assert frame.where(text.contains(MIDDLE)).count() == 0, table
     needle = MIDDLE.encode()
-    assert [p for p in names.lake_dir.rglob("*.parquet") if needle in p.read_bytes()] == []
+    assert [p for f in _folders(names) for p in f.rglob("*.parquet") if needle in p.read_bytes()] == []
     # Nor any document of any collection of the tenant's database.
     for collection in db.list_collection_names():
         holding = [d["_id"] for d in db[collection].find() if MIDDLE in json.dumps(d, default=str)]
@@ -305,7 +344,7 @@ def test_erasing_a_lineage_hop_leaves_its_urn_in_no_row_of_any_table_or_collecti
 
     # A keeps its tag (in Delta and MongoDB); A and C stay.
     assert [d["_id"] for d in db["classifications"].find()] == [f"{SOURCE}|PII"]
-    tags = lake_spark.read.format("delta").load(str(names.delta_path("classifications"))).collect()
+    tags = _tenant_frame(lake_spark, names.table("classifications")).collect()
     assert [(r["urn"], r["tag"], r["deleted"]) for r in tags] == [(SOURCE, "PII", False)]
     assert sorted(d["_id"] for d in db["assets"].find()) == sorted([SOURCE, SINK])
     assert [(d["urn"], d["path"]) for d in db["propagated_tags"].find()] == [(LATER, [SOURCE, LATER])]

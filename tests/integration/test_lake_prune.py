@@ -1,4 +1,5 @@
-"""``prune`` deletes only resolved incidents older than the window, from the named tenant only; the CLI runs it."""
+"""``prune`` deletes only resolved incidents older than the window, from the named tenant only; the CLI runs it. It
+touches MongoDB only, so the tenant's tier does not matter: a tenant is known by its projection database too."""
 
 from __future__ import annotations
 
@@ -58,17 +59,15 @@ def test_the_cli_prunes_a_tenant_and_refuses_an_unknown_one(
     settings: Settings, incident_tenant: TenantNames, mongo: MongoClient[dict[str, Any]]
 ) -> None:
     cli = [sys.executable, "-m", "metalake", "lake", "prune"]
-    incident_tenant.lake_dir.mkdir(parents=True)  # the CLI acts on tenants the lake knows
-    try:
-        done = subprocess.run(
-            [*cli, "--tenant", incident_tenant.tenant_id, "--older-than-days", "4"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-    finally:
-        incident_tenant.lake_dir.rmdir()
+    # Known by its MongoDB database alone: no registry entry, no lake folder, no Delta rows.
+    assert not incident_tenant.lake_dir.exists()
+    done = subprocess.run(
+        [*cli, "--tenant", incident_tenant.tenant_id, "--older-than-days", "4"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report == {"older_than_days": 4, "deleted": {incident_tenant.tenant_id: 2}, "total": 2}
@@ -79,3 +78,4 @@ def test_the_cli_prunes_a_tenant_and_refuses_an_unknown_one(
     )
     assert refused.returncode == 2
     assert f"no lake folder at {settings.lake_root / 'no-such-tenant'}" in refused.stderr
+    assert "no MongoDB database metalake_no-such-tenant" in refused.stderr

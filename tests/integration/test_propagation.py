@@ -200,10 +200,9 @@ def test_killed_after_publishing_before_committing_then_restarted_duplicates_no_
 
         wait_for("both copies in the events table", copies, timeout_s=180)
         assert (trino_rows(trino_cursor, counts) or [(0, 0)])[0][1] == 2
-        rows = trino_rows(
-            trino_cursor, f'SELECT count(*), count(DISTINCT (urn, tag, origin)) FROM "{schema}".propagated_tags'
-        )
-        assert rows == [(2, 2)]
+        # The lake batch appends events before its MERGEs: wait for the state table too.
+        tags = f'SELECT count(*), count(DISTINCT (urn, tag, origin)) FROM "{schema}".propagated_tags'
+        wait_for("the propagated tags in Delta", lambda: trino_rows(trino_cursor, tags) == [(2, 2)], timeout_s=120)
         assert mongo[dedicated.mongo_database]["propagated_tags"].count_documents({}) == 2
     finally:
         restarted.stop()

@@ -26,8 +26,8 @@ from metalake.kafka import EventProducer, ensure_topics
 from metalake.settings import Settings
 from metalake.stack import StackManager
 from metalake.urn import asset_urn
-from processors.enrichment.catalog import register_tenant_tables
 from processors.enrichment.tables import typed
+from tenants.lake_catalog import register_tables
 from tenants.naming import TenantNames, names_for
 
 pytestmark = pytest.mark.integration
@@ -73,7 +73,7 @@ def _old_tables(spark: SparkSession, settings: Settings, names: TenantNames) -> 
         values = {**old_row[table], "deleted": False, "version": 1, "event_id": "old", "event_time": T0}
         frame = spark.createDataFrame([tuple(values.get(c) for c in columns)], typed(columns))
         frame.write.format("delta").mode("errorifexists").save(str(names.delta_path(table)))
-    register_tenant_tables(settings, names, tuple(OLD_COLUMNS))
+    register_tables(settings, names, tuple(OLD_COLUMNS))
 
 
 def _event(tenant: str, event_type: str, data: dict[str, Any]) -> CloudEvent:
@@ -143,6 +143,13 @@ def test_new_fields_land_on_tables_made_by_an_older_spec_and_trino_reads_old_and
         wait_for(
             "the new edge in MongoDB",
             lambda: _alive(job) and db["lineage"].find_one({"_id": f"{NEW_TABLE}|{OLD_TABLE}"}),
+            timeout_s=300,
+        )
+        # MongoDB leads Delta (the projection queries do not wait for the lake query): the edge in Delta too.
+        sql = f'SELECT count(*) FROM "{schema}".lineage_edges WHERE upstream = ?'
+        wait_for(
+            "the new edge in Delta",
+            lambda: (_alive(job) and trino_rows(trino_cursor, sql, [NEW_TABLE]) == [(1,)]) or None,
             timeout_s=300,
         )
     finally:

@@ -144,5 +144,6 @@ def test_newest_version_wins_whatever_the_arrival_order(
     doc = assets.find_one({"_id": urn})
     assert doc is not None and (doc["version"], doc["description"]) == (300, "v300")
     schema = names.trino_schema
-    rows = trino_rows(trino_cursor, f'SELECT version, description FROM "{schema}".assets WHERE urn = ?', [urn])
-    assert rows == [(300, "v300")]
+    # MongoDB leads Delta (the projection queries do not wait for the lake query): wait for the lake's batch too.
+    sql = f'SELECT version, description FROM "{schema}".assets WHERE urn = ?'
+    wait_for("v300 in Delta", lambda: trino_rows(trino_cursor, sql, [urn]) == [(300, "v300")] or None, timeout_s=180)

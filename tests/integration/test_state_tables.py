@@ -80,7 +80,7 @@ def test_tags_and_lineage_land_in_delta_and_mongodb(
         ),
     )
     assert tags == [("GDPR", False, 1, "auto", 0.75), ("PII", True, 3, "human", None)]
-    edges = trino_rows(
-        trino_cursor, f'SELECT upstream, urn, blocked_tags, transformation, deleted FROM "{schema}".lineage_edges'
-    )
-    assert edges == [(email, hashed, ["PII"], "sha256", True)]
+    # The tags' MERGE and the edges' MERGE may land in different lake batches: wait for the edge too.
+    sql = f'SELECT upstream, urn, blocked_tags, transformation, deleted FROM "{schema}".lineage_edges'
+    expected = [(email, hashed, ["PII"], "sha256", True)]
+    wait_for("the removed edge in Delta", lambda: trino_rows(trino_cursor, sql) == expected or None, timeout_s=180)

@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from accessit import EMAILS, PII_COLUMNS, make_data_table, query_as
-from itest import wait_for
+from accessit import EMAILS, PII_COLUMNS, drop_schema, make_data_table, query_as
+from itest import trino_rows, wait_for
+from lakeit import publish, upsert
 from pipeline_procs import access_runner
 from pymongo import MongoClient
 from streamjob import Job
@@ -29,9 +30,11 @@ from metalake.events import new_event
 from metalake.kafka import EventProducer, ensure_topics
 from metalake.settings import Settings
 from metalake.stack import StackManager
+from metalake.urn import asset_urn
 from processors.access.sync import AccessSync
+from tenants.lake_catalog import register_tenant
 from tenants.model import Tier
-from tenants.naming import CONTROL_DATABASE, TenantNames, names_for, trino_user
+from tenants.naming import CONTROL_DATABASE, TRINO_POOLED_SCHEMA, TenantNames, names_for, trino_user
 from tenants.registry import TenantRegistry
 
 pytestmark = pytest.mark.integration
@@ -207,3 +210,80 @@ def test_tags_on_a_mirrored_source_schema_mask_the_tenants_copy(
         assert query_as(settings, trino_user(tenant, pii=True), sql) == [[EMAILS[0], "phone-1"], [EMAILS[1], "phone-2"]]
     finally:
         registry.delete(tenant)
+
+
+# The metadata tables Trino's Delta connector exposes next to a table; the shared tables' must stay unreachable.
+METADATA_SUFFIXES = ("", "$history", "$files", "$partitions", "$properties")
+
+
+def test_a_pooled_tenants_users_read_its_views_and_never_the_shared_tables(
+    settings: Settings, stack: StackManager, tenant: str, trino_cursor: Any, mongo: MongoClient[dict[str, Any]]
+) -> None:
+    """Two pooled tenants whose rows share the ``_pooled`` tables: each one's users read their rows through the
+    views of their schema, masked on a tagged view column for the plain user; nothing of ``_pooled`` (tables,
+    metadata tables, listing) nor of the other tenant is reachable. The events go through the pooled streaming job."""
+    other = f"it-{secrets.token_hex(4)}"
+    names, other_names = names_for(tenant, settings.lake_root), names_for(other, settings.lake_root)
+    registry = TenantRegistry(mongo[CONTROL_DATABASE])
+    mine = asset_urn("postgres", "it", "shop", "public", f"{tenant}-customers")
+    theirs = asset_urn("postgres", "it", "shop", "public", f"{other}-customers")
+    try:
+        for n in (names, other_names):
+            registry.create(n.tenant_id, Tier.POOLED)
+            register_tenant(settings, n)
+        publish(
+            settings, [upsert(tenant, mine, kind="table", name="Ada"), upsert(other, theirs, kind="table", name="Bob")]
+        )
+        for n, urn in ((names, mine), (other_names, theirs)):
+
+            def through_view(n: TenantNames = n, urn: str = urn) -> bool:
+                return trino_rows(trino_cursor, f'SELECT urn FROM lake."{n.trino_schema}".assets') == [(urn,)]
+
+            wait_for(f"{n.tenant_id}'s asset through its view", through_view, timeout_s=300, interval_s=1)
+        column = f"urn:metalake:trino:{settings.access.trino_instance}/lake/{names.trino_schema}/assets/name"
+        mongo[names.mongo_database]["classifications"].update_one(
+            {"_id": f"{column}|PII"},
+            {"$set": {"urn": column, "tag": "PII", "source": "human", "deleted": False, "version": 1}},
+            upsert=True,
+        )
+        assert AccessSync(settings, mongo).sync([tenant, other]) == sorted([tenant, other])
+        check_pooled_isolation(settings, names, other_names, mine)
+    finally:
+        for n in (names, other_names):
+            drop_schema(settings, trino_cursor, n)
+            registry.delete(n.tenant_id)
+            mongo.drop_database(n.mongo_database)
+            mongo[CONTROL_DATABASE]["trino_access"].delete_one({"_id": n.tenant_id})
+        AccessSync(settings, mongo).render()
+
+
+def check_pooled_isolation(settings: Settings, names: TenantNames, other_names: TenantNames, mine: str) -> None:
+    plain, pii = trino_user(names.tenant_id), trino_user(names.tenant_id, pii=True)
+    own = f'SELECT urn, name FROM lake."{names.trino_schema}".assets'
+    # The access sync read the view's column types (information_schema): a varchar gets the text mask, not NULL.
+    wait_for("name masked on the view", lambda: query_as(settings, plain, own) == [[mine, "****"]], timeout_s=30)
+    assert query_as(settings, pii, own) == [[mine, "Ada"]]
+    shared = [
+        f'SELECT count(*) FROM lake."{TRINO_POOLED_SCHEMA}"."{table}{suffix}"'
+        for table in ("assets", "events", "classifications")
+        for suffix in METADATA_SUFFIXES
+    ]
+    # The service user keeps the shared tables and their metadata tables (Trino 476 has no ``$files``: not found).
+    existing = [sql for sql in shared if isinstance(query_as(settings, settings.trino.user, sql), list)]
+    assert len(existing) == 12, existing
+    for user in (plain, pii):
+        for sql in shared:
+            assert query_as(settings, user, sql) == ("PERMISSION_DENIED" if sql in existing else "TABLE_NOT_FOUND")
+        assert query_as(settings, user, f'SELECT * FROM lake."{other_names.trino_schema}".assets') == (
+            "PERMISSION_DENIED"
+        )
+        schemas = query_as(settings, user, "SHOW SCHEMAS FROM lake")
+        assert isinstance(schemas, list)
+        listed = {r[0] for r in schemas}
+        assert names.trino_schema in listed and not {TRINO_POOLED_SCHEMA, other_names.trino_schema} & listed
+        tables = f"SELECT table_name FROM lake.information_schema.tables WHERE table_schema = '{TRINO_POOLED_SCHEMA}'"
+        assert query_as(settings, user, tables) == []
+        # A view has no metadata tables of its own that could lead to the shared table's.
+        assert not isinstance(
+            query_as(settings, user, f'SELECT * FROM lake."{names.trino_schema}"."assets$history"'), list
+        )

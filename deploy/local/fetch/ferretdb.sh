@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds FerretDB v1 (SQLite backend) from the Go module proxy through the wrapper module in deploy/local/ferretdb.
+# Builds FerretDB v1 (PostgreSQL backend) from the Go module proxy through the wrapper module in deploy/local/ferretdb.
 source "$(dirname "$0")/common.sh"
 SRC="$REPO_DIR/deploy/local/ferretdb"
 VERSION=$(cat "$SRC/go.mod" "$SRC/go.sum" "$SRC/main.go" | sha256sum | cut -c1-16)

@@ -9,13 +9,14 @@ from metalake.stack.services.processors import Access, Outbound, Propagation
 from metalake.stack.services.stream import StreamJob
 from metalake.stack.services.trino import Trino
 
-# Infrastructure first; the streaming job needs Kafka, FerretDB and (for table registration) Trino; the API and the
-# processors of metalake.changes come last (they read what the job writes).
+# Infrastructure first, each after what it ``requires`` (FerretDB stores in PostgreSQL); the streaming job needs Kafka,
+# FerretDB and (for table registration) Trino; the API and the processors of metalake.changes come last (they read
+# what the job writes).
 SERVICES: tuple[Service, ...] = (
     Kafka(),
+    Postgres(),
     FerretDB(),
     Trino(),
-    Postgres(),
     StreamJob(),
     Api(),
     Propagation(),

@@ -79,6 +79,8 @@ class Service(ABC):
     infrastructure: bool = True
     #: True for the processors and the API, started only by ``up --with-processors`` (or by name).
     processor: bool = False
+    #: Services that must be running before this one starts (started with it, stopped after it).
+    requires: tuple[str, ...] = ()
 
     @abstractmethod
     def ports(self, ctx: StackContext) -> list[int]:

@@ -1,4 +1,5 @@
-"""PostgreSQL from Debian: a real source for the catalog crawler. Runs as the ``postgres`` user when we are root."""
+"""PostgreSQL from Debian: FerretDB's storage (database ``ferretdb``) and a real source for the catalog crawler. Runs as
+the ``postgres`` user when we are root."""
 
 from __future__ import annotations
 
@@ -19,6 +20,11 @@ def _bin_dir() -> Path:
     if not found:
         raise ServiceError("postgres: no server binary under /usr/lib/postgresql; run: apt-get install postgresql")
     return Path(found[-1]).parent
+
+
+def psql_path() -> Path:
+    """The psql of the same PostgreSQL version as the server."""
+    return _bin_dir() / "psql"
 
 
 def _as_postgres_user(argv: list[str]) -> list[str]:

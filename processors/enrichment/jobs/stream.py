@@ -1,4 +1,4 @@
-"""The pooled streaming job: the event topics -> per-tenant Delta tables -> MongoDB.
+"""The streaming job: the event topics -> Delta (the lake query) and -> MongoDB (the projection queries).
 
 Run it with ``metalake stack up --with-job`` (managed) or ``python -m processors.enrichment.jobs.stream`` (foreground).
 """
@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from pymongo import MongoClient
 from pyspark.sql import SparkSession
@@ -25,8 +26,11 @@ from metalake.kafka import EventProducer
 from metalake.settings import Settings, get_settings
 from metalake.telemetry import configure_telemetry
 from processors.enrichment.health import IncidentIndex
+from processors.enrichment.lake import AfterLakeHook, LakeWriter
+from processors.enrichment.projector import AfterMongoHook, ProjectionWriter
+from processors.enrichment.registrar import TrinoRegistrar
 from processors.enrichment.session import build_spark
-from processors.enrichment.writer import AfterDeltaHook, BatchWriter
+from processors.enrichment.tables import Layout
 from tenants.naming import TopicClass, event_topics, names_for
 
 TOPIC_CLASSES: tuple[TopicClass, ...] = ("priority", "bulk")
@@ -37,11 +41,14 @@ log = logging.getLogger("processors.enrichment.jobs.stream")
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m processors.enrichment.jobs.stream",
-        description="Stream metalake events from Kafka into per-tenant Delta tables and the MongoDB projection.",
+        description="Stream metalake events from Kafka into Delta (the pooled tables, or a dedicated tenant's own) "
+        "and, in queries of their own, into the MongoDB projection.",
     )
     parser.add_argument("--ready-file", type=Path, help="Touched once the streaming query runs (for supervisors).")
     parser.add_argument(
-        "--query-name", help="Base name of the queries (<base>-priority, <base>-bulk): Delta txnAppIds, checkpoints."
+        "--query-name",
+        help="Base name of the queries (<base>-lake, <base>-mongo-priority, <base>-mongo-bulk): checkpoints, and the "
+        "lake query's Delta txnAppId.",
     )
     parser.add_argument(
         "--tenant",
@@ -50,21 +57,47 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--available-now", action="store_true", help="Process what is in Kafka now, then stop (backfills, tests)."
     )
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--topics",
+        help="PRIORITY,BULK: read these topics instead of the pooled ones, with the pooled tables as the target "
+        "(benchmarks run the job on topics of their own). Not with --tenant.",
+    )
+    args = parser.parse_args(argv)
+    if args.topics and args.tenant:
+        parser.error("--topics and --tenant exclude each other: a dedicated tenant's job reads its own topics")
+    if args.topics and len(args.topics.split(",")) != len(TOPIC_CLASSES):
+        parser.error("--topics takes two topic names: PRIORITY,BULK")
+    return args
 
 
-def _fault_hook() -> AfterDeltaHook | None:
-    """Fault tests set METALAKE_FAULT_KILL_AFTER_DELTA=<batch id> to die between the Delta commit and MongoDB."""
-    target = os.environ.get("METALAKE_FAULT_KILL_AFTER_DELTA")
-    if not target:
+def _fault_batch(variable: str) -> int | None:
+    """Fault tests name a batch id in an environment variable; the job kills itself (SIGKILL) at that point."""
+    value = os.environ.get(variable)
+    return int(value) if value else None
+
+
+def _kill(point: str, batch_id: int) -> None:
+    log.warning("fault.kill", extra={"point": point, "batch_id": batch_id})
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _after_lake_hook() -> AfterLakeHook | None:
+    """METALAKE_FAULT_KILL_AFTER_DELTA=<batch id>: die after the lake batch's Delta commits, before Spark records
+    its offsets. With METALAKE_FAULT_LAKE_ONLY=1 the projection queries do not run, so MongoDB stays behind: the
+    crash lands between the two stores."""
+    target = _fault_batch("METALAKE_FAULT_KILL_AFTER_DELTA")
+    if target is None:
         return None
+    return lambda batch_id: _kill("after_delta", batch_id) if batch_id == target else None
 
-    def kill(tenant: str, batch_id: int) -> None:
-        if batch_id == int(target):
-            log.warning("fault.kill_after_delta", extra={"batch_id": batch_id})
-            os.kill(os.getpid(), signal.SIGKILL)
 
-    return kill
+def _after_mongo_hook() -> AfterMongoHook | None:
+    """METALAKE_FAULT_KILL_AFTER_MONGO=<batch id>: die after a projection batch's MongoDB writes, before its changes
+    are published and its offsets recorded."""
+    target = _fault_batch("METALAKE_FAULT_KILL_AFTER_MONGO")
+    if target is None:
+        return None
+    return lambda tenant, batch_id: _kill("after_mongo", batch_id) if batch_id == target else None
 
 
 @dataclass(frozen=True)
@@ -72,39 +105,70 @@ class QueryPlan:
     name: str
     topics: list[str]
     checkpoint: Path
+    trigger: str
+    max_offsets: int
+    # The Spark scheduler pool: the projection's small jobs run beside the lake's, not queued behind its MERGEs.
+    pool: str
 
 
 def _plan(settings: Settings, args: argparse.Namespace) -> list[QueryPlan]:
-    """One query per topic class, so a backlog of columns on the bulk topic never delays the priority topic.
+    """The lake query over both topics (one commit per table and batch), and one projection query per topic class,
+    so a backlog of columns on the bulk topic never delays the priority topic in MongoDB.
 
-    Pooled by default; with ``--tenant`` the dedicated tenant's own topics and checkpoints. The query name is also
-    the Delta ``txnAppId``: the two queries write the same tables and must not share it.
-    """
+    Pooled by default; with ``--tenant`` the dedicated tenant's own topics and checkpoints. The lake query's name is
+    also the Delta ``txnAppId``."""
+    spark = settings.spark
     if args.tenant:
         names = names_for(args.tenant, settings.lake_root, dedicated=True)
         base = args.query_name or f"metalake-dedicated-{args.tenant}"
-        return [
-            QueryPlan(f"{base}-{tc}", [names.topic(tc)], names.checkpoint_dir(settings.checkpoint_root, f"{base}-{tc}"))
-            for tc in TOPIC_CLASSES
-        ]
-    base = args.query_name or settings.spark.query_name
-    topics = dict(zip(TOPIC_CLASSES, event_topics(), strict=True))
-    return [
-        QueryPlan(f"{base}-{tc}", [topics[tc]], settings.checkpoint_root / "_pooled" / f"{base}-{tc}")
+        topics = {tc: names.topic(tc) for tc in TOPIC_CLASSES}
+
+        def checkpoint(name: str) -> Path:
+            return names.checkpoint_dir(settings.checkpoint_root, name)
+    else:
+        base = args.query_name or spark.query_name
+        chosen = args.topics.split(",") if args.topics else event_topics()
+        topics = dict(zip(TOPIC_CLASSES, chosen, strict=True))
+
+        def checkpoint(name: str) -> Path:
+            return settings.checkpoint_root / "_pooled" / name
+
+    lake = QueryPlan(
+        f"{base}-lake",
+        [topics[tc] for tc in TOPIC_CLASSES],
+        checkpoint(f"{base}-lake"),
+        spark.trigger_interval,
+        spark.max_offsets_per_trigger,
+        "lake",
+    )
+    projections = [
+        QueryPlan(
+            f"{base}-mongo-{tc}",
+            [topics[tc]],
+            checkpoint(f"{base}-mongo-{tc}"),
+            spark.projection_trigger_interval,
+            spark.projection_max_offsets_per_trigger,
+            f"mongo-{tc}",
+        )
         for tc in TOPIC_CLASSES
     ]
+    if os.environ.get("METALAKE_FAULT_LAKE_ONLY"):
+        return [lake]
+    return [lake, *projections]
 
 
 def _start(
-    spark: SparkSession, settings: Settings, plan: QueryPlan, writer: BatchWriter, available_now: bool
+    spark: SparkSession, settings: Settings, plan: QueryPlan, writer: Callable[..., None], available_now: bool
 ) -> StreamingQuery:
+    # A thread-local property the query's thread inherits: its jobs go to its own pool of the FAIR scheduler.
+    spark.sparkContext.setLocalProperty("spark.scheduler.pool", plan.pool)
     source = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", settings.kafka_bootstrap)
         .option("subscribe", ",".join(plan.topics))
         .option("startingOffsets", "earliest")
         .option("includeHeaders", "true")
-        .option("maxOffsetsPerTrigger", settings.spark.max_offsets_per_trigger)
+        .option("maxOffsetsPerTrigger", plan.max_offsets)
         .load()
     )
     stream = (
@@ -113,7 +177,7 @@ def _start(
     if available_now:
         stream = stream.trigger(availableNow=True)
     else:
-        stream = stream.trigger(processingTime=settings.spark.trigger_interval)
+        stream = stream.trigger(processingTime=plan.trigger)
     query = stream.start()
     log.info("stream.started", extra={"query": plan.name, "topics": plan.topics, "checkpoint": str(plan.checkpoint)})
     return query
@@ -181,26 +245,38 @@ class _Supervisor:
 def run(settings: Settings, args: argparse.Namespace) -> None:
     plans = _plan(settings, args)
     spark = build_spark(settings, plans[0].name.rsplit("-", 1)[0])
-    mongo: MongoClient[dict[str, object]] = MongoClient(
+    mongo: MongoClient[dict[str, Any]] = MongoClient(
         settings.mongo_uri, serverSelectionTimeoutMS=settings.mongo.server_selection_timeout_ms
     )
     changes = EventProducer(settings)
-    tables_lock = threading.Lock()
-    incident_index = IncidentIndex()
-    publish_lock = threading.Lock()  # one producer, written to by every query's (and tenant's) thread
-    writers = [
-        BatchWriter(
+    publish_lock = threading.Lock()  # one producer, written to by both projection queries' threads
+    incidents = IncidentIndex()
+    names = names_for(args.tenant, settings.lake_root, dedicated=True) if args.tenant else None
+    layout = Layout(settings.lake_root, names)
+    registrar = TrinoRegistrar(settings, dedicated=names)
+    lake = LakeWriter(
+        settings,
+        plans[0].name,
+        layout,
+        only_tenant=args.tenant,
+        after_lake=_after_lake_hook(),
+        tenants_seen=registrar.saw,
+    )
+    added = lake.prepare(spark)
+    registrar.start(columns_changed=bool(added))
+    writers: list[Callable[..., None]] = [lake]
+    writers += [
+        ProjectionWriter(
             settings,
             plan.name,
             mongo,
-            after_delta=_fault_hook(),
+            changes,
+            incidents,
             only_tenant=args.tenant,
-            changes=changes,
-            tables_lock=tables_lock,
-            incident_index=incident_index,
             publish_lock=publish_lock,
+            after_mongo=_after_mongo_hook(),
         )
-        for plan in plans
+        for plan in plans[1:]
     ]
     supervisor = _Supervisor(
         lambda i: _start(spark, settings, plans[i], writers[i], args.available_now), len(plans), args.available_now
@@ -220,8 +296,7 @@ def run(settings: Settings, args: argparse.Namespace) -> None:
         for q in supervisor.queries:
             q.stop()
     finally:
-        for writer in writers:
-            writer.close()
+        registrar.close()
         changes.close()
         mongo.close()
         spark.stop()

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from accessit import EMAILS, make_data_table, query_as
+from accessit import EMAILS, drop_schema, make_data_table, query_as
 from fastapi.testclient import TestClient
 from itest import wait_for
 from pymongo import MongoClient
@@ -26,7 +26,8 @@ from api.app import create_app
 from metalake.settings import Settings
 from metalake.stack import StackManager
 from processors.access.sync import AccessSync
-from tenants.naming import names_for, trino_user
+from tenants.lake_catalog import register_tenant
+from tenants.naming import POOLED_TABLES, TRINO_POOLED_SCHEMA, names_for, trino_user
 
 pytestmark = pytest.mark.integration
 
@@ -203,3 +204,28 @@ def test_share_link_works_without_a_token_then_expires(client: TestClient, tenan
     assert bad.status_code == 400
     too_long = client.post(f"/v1/tenants/{a}/shares", json={"sql": "SELECT 1", "expires_in_s": 10**9}, headers=headers)
     assert too_long.status_code == 422 and too_long.json()["field"] == "expires_in_s"
+
+
+def test_a_pooled_tenant_queries_its_views_never_the_shared_tables(
+    settings: Settings, client: TestClient, tenants: tuple[str, str], trino_cursor: Any
+) -> None:
+    """Provisioning gives a pooled tenant views over the shared tables in its schema: the endpoint reads them by
+    their short names; the shared tables and their metadata tables get the answer a missing table gets."""
+    a, _ = tenants
+    names = names_for(a, settings.lake_root)
+    register_tenant(settings, names)
+    headers = auth_headers(client, tenant=a, role="read-only")
+    try:
+        for table in POOLED_TABLES:
+            counted = _sql(client, a, headers, f'SELECT count(*) FROM "{table}" WHERE false')
+            assert counted.status_code == 200, (table, counted.text)
+            assert counted.json()["rows"] == [[0]]
+        missing = _sql(client, a, headers, 'SELECT * FROM lake."it_nosuch00".assets').json()["detail"]
+        for hidden in ("assets", "assets$history", "assets$partitions", "events$properties"):
+            denied = _sql(client, a, headers, f'SELECT * FROM lake."{TRINO_POOLED_SCHEMA}"."{hidden}"')
+            assert denied.status_code == 400 and denied.json()["type"] == "/problems/sql-not-accessible", hidden
+            assert denied.json()["detail"] == missing
+        listed = _sql(client, a, headers, "SELECT schema_name FROM lake.information_schema.schemata").json()
+        assert {r[0] for r in listed["rows"]} == {names.trino_schema}
+    finally:
+        drop_schema(settings, trino_cursor, names)

@@ -28,7 +28,7 @@ from connectors.runtime.transforms import Routed
 from metalake.kafka.config import client_config
 from metalake.settings import Settings
 from metalake.urn import asset_urn
-from tenants.naming import CONTROL_DATABASE, TenantNames, names_for
+from tenants.naming import CONTROL_DATABASE, POOLED_TABLES, TRINO_POOLED_SCHEMA, TenantNames, names_for
 from tenants.registry import TenantDirectory, TenantRegistry
 
 pytestmark = pytest.mark.integration
@@ -68,6 +68,13 @@ def _assert_nothing_left(settings: Settings, control: Mongo, cursor: Any, names:
     # A MongoDB database exists while it has collections (listDatabases is slow on FerretDB with many databases).
     assert control[names.mongo_database].list_collection_names() == []
     assert names.trino_schema not in _trino_schemas(cursor)
+    # No row of the tenant in the shared tables (lake drop deleted them; a dedicated tenant never had any).
+    pooled = names_for(tenant, settings.lake_root)
+    for table in POOLED_TABLES:
+        rows = trino_rows(
+            cursor, f'SELECT count(*) FROM "{TRINO_POOLED_SCHEMA}"."{table}" WHERE {pooled.table(table).predicate}'
+        )
+        assert rows in (None, [(0,)]), (table, rows)
     assert _control_leftovers(control, tenant) == {}
     assert TenantRegistry(control[CONTROL_DATABASE]).get(tenant) is None
     dedicated = names_for(tenant, settings.lake_root, dedicated=True)

@@ -30,7 +30,7 @@ from api.provisioning.runs import (
     provision_tenant,
     tenant_key,
 )
-from api.provisioning.steps import StepContext
+from api.provisioning.steps import StepContext, StepWaiting
 from metalake.lease import LEASES, LeaseStore
 from metalake.settings import Settings
 from tenants.model import Tier
@@ -192,6 +192,53 @@ def test_a_live_holder_is_left_alone_and_a_dead_ones_work_taken_over(
         assert resumer.ran == [key, key]
     finally:
         _cleanup(control, tenant)
+
+
+class WaitsOnce:
+    """A step that waits on another component (as the lake step does while the shared tables are not registered)
+    on its first run and succeeds after."""
+
+    name = "waits"
+
+    def __init__(self) -> None:
+        self.runs = 0
+
+    def applies(self, tenant: TenantRecord) -> bool:
+        return True
+
+    def provision(self, ctx: StepContext, tenant: TenantRecord, names: TenantNames) -> None:
+        self.runs += 1
+        if self.runs == 1:
+            raise StepWaiting("shared tables not registered in Trino yet: events")
+
+    def deprovision(self, ctx: StepContext, tenant: TenantRecord, names: TenantNames) -> None:
+        return None
+
+
+def test_a_waiting_step_is_retried_by_the_resumer_and_a_failed_one_is_not(
+    settings: Settings, control: Mongo, ctx: ApiContext, tenant: str
+) -> None:
+    failed = f"{tenant}-f"
+    registry = _interrupted(control, tenant)
+    _interrupted(control, failed)
+    step = WaitsOnce()
+    prov = Provisioner(registry, StepContext(settings, control, LocalProcessLauncher(settings)), (step,))
+    try:
+        first = prov.provision(tenant)
+        assert not first.ok and first.error == "step waits waiting: shared tables not registered in Trino yet: events"
+        registry.set_error(failed, "step lake: lake init exited with 1")
+        for t in (tenant, failed):  # past the grace period
+            control[CONTROL_DATABASE][TENANTS_COLLECTION].update_one({"_id": t}, {"$set": {"updated_at": LONG_AGO}})
+        resumer = Resumer(ctx, make_provisioner=lambda _ctx: prov, scope=lambda t: t in (tenant, failed))
+        resumer.sweep()
+        assert resumer.ran == [tenant_key(tenant)]
+        record = registry.get(tenant)
+        assert record is not None and (record.state, record.error) == (TenantState.ACTIVE, None)
+        still = registry.get(failed)
+        assert still is not None and still.state is TenantState.PROVISIONING and still.error is not None
+    finally:
+        _cleanup(control, tenant)
+        _cleanup(control, failed)
 
 
 def test_the_request_path_takes_the_same_lease(

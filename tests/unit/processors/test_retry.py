@@ -1,17 +1,17 @@
-"""Delta commit conflicts between the priority and bulk queries are retried; other errors are not."""
+"""Delta commit conflicts (a lake command beside the job) are retried; other errors are not."""
 
 from __future__ import annotations
 
 import pytest
 from delta.exceptions import ConcurrentAppendException, MetadataChangedException
 
-from processors.enrichment import writer
-from processors.enrichment.writer import CONFLICT_ATTEMPTS, retry_conflicts
+from processors.enrichment import commits
+from processors.enrichment.commits import CONFLICT_ATTEMPTS, retry_conflicts
 
 
 @pytest.fixture(autouse=True)
 def no_sleep(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(writer.time, "sleep", lambda _: None)
+    monkeypatch.setattr(commits.time, "sleep", lambda _: None)
 
 
 def test_a_conflict_is_retried_until_the_commit_goes_through() -> None:

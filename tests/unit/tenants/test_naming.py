@@ -162,3 +162,31 @@ def test_unrouted_dir_cannot_be_a_tenant() -> None:
     assert path == Path("/lake/_unrouted")
     with pytest.raises(InvalidTenantId):
         validate_tenant_id(path.name)
+
+
+def test_pooled_tenant_tables_are_its_rows_of_the_shared_tables() -> None:
+    from tenants.naming import POOLED_BUCKETS, tenant_bucket
+
+    table = names_for("acme", LAKE).table("assets")
+    assert table.path == LAKE / "_pooled" / "assets"
+    assert table.shared and table.tenant_id == "acme"
+    assert table.bucket == tenant_bucket("acme") and 0 <= table.bucket < POOLED_BUCKETS
+    assert table.predicate == f"tenant_bucket = {table.bucket} AND tenant_id = 'acme'"
+    assert table.where("urn = 'x'") == f"{table.predicate} AND (urn = 'x')"
+
+
+def test_dedicated_tables_and_every_audit_table_are_the_tenants_own() -> None:
+    own = names_for("acme", LAKE, dedicated=True).table("assets")
+    assert own.path == LAKE / "acme" / "assets" and not own.shared and own.predicate is None
+    assert own.where("urn = 'x'") == "urn = 'x'"
+    assert names_for("acme", LAKE).table("audit").path == LAKE / "acme" / "audit"
+
+
+def test_tenant_bucket_matches_sparks_crc32_modulo() -> None:
+    import zlib
+
+    from tenants.naming import POOLED_BUCKETS, tenant_bucket
+
+    # Spark SQL: pmod(crc32(tenant_id), 16); crc32 is unsigned there as in zlib.
+    assert tenant_bucket("acme") == zlib.crc32(b"acme") % POOLED_BUCKETS
+    assert len({tenant_bucket(f"t-{i:03d}") for i in range(200)}) == POOLED_BUCKETS

@@ -10,6 +10,7 @@ import pytest
 
 from metalake.settings import Settings, StackPorts, StackSettings
 from metalake.stack import StackError, StackManager
+from metalake.stack.manager import with_dependents, with_requirements
 from metalake.stack.process import alive, spawn
 from metalake.stack.services.base import ServiceError, StackContext
 
@@ -26,9 +27,16 @@ def _settings(tmp_path: Path, **ports: int) -> Settings:
     return Settings(stack=StackSettings(dir=tmp_path / ".stack", ports=StackPorts(**ports)))
 
 
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 def test_a_busy_port_is_refused_before_anything_is_fetched(tmp_path: Path, busy_port: int) -> None:
     lines: list[str] = []
-    manager = StackManager(_settings(tmp_path, ferretdb=busy_port), tmp_path, echo=lines.append)
+    # FerretDB brings PostgreSQL along: its port is checked too, before PostgreSQL is fetched or started.
+    manager = StackManager(_settings(tmp_path, ferretdb=busy_port, postgres=_free_port()), tmp_path, echo=lines.append)
     with pytest.raises(StackError) as err:
         manager.up(["ferretdb"])
     message = str(err.value)
@@ -40,7 +48,7 @@ def test_a_busy_port_is_refused_before_anything_is_fetched(tmp_path: Path, busy_
 
 def test_unknown_service_names_the_known_ones(tmp_path: Path) -> None:
     manager = StackManager(_settings(tmp_path), tmp_path, echo=lambda _: None)
-    with pytest.raises(StackError, match=r"unknown service\(s\) zookeeper; known: kafka, ferretdb, trino"):
+    with pytest.raises(StackError, match=r"unknown service\(s\) zookeeper; known: kafka, postgres, ferretdb, trino"):
         manager.up(["zookeeper"])
 
 
@@ -69,9 +77,9 @@ def test_status_of_a_fresh_stack_is_all_stopped(tmp_path: Path) -> None:
     manager = StackManager(_settings(tmp_path), tmp_path, echo=lambda _: None)
     assert [(s.name, s.state, s.pid) for s in manager.status()] == [
         ("kafka", "stopped", None),
+        ("postgres", "stopped", None),
         ("ferretdb", "stopped", None),
         ("trino", "stopped", None),
-        ("postgres", "stopped", None),
         ("stream", "stopped", None),
         ("api", "stopped", None),
         ("propagation", "stopped", None),
@@ -101,3 +109,33 @@ def test_down_with_an_empty_selection_stops_nothing(tmp_path: Path) -> None:
         assert proc.wait(timeout=5) is not None
     finally:
         proc.kill()
+
+
+def test_a_service_starts_with_what_it_requires_and_stops_with_what_requires_it(tmp_path: Path) -> None:
+    settings = _settings(tmp_path)
+    manager = StackManager(settings, tmp_path, echo=lambda _: None)
+    assert [s.name for s in manager._select(["ferretdb"], with_job=False)] == ["postgres", "ferretdb"]
+    assert [s.name for s in manager._select(["postgres"], with_job=False)] == ["postgres"]
+    records = {}
+    for name in ("postgres", "ferretdb", "kafka"):
+        run = tmp_path / ".stack" / "run" / name
+        records[name] = spawn(
+            ["/bin/sleep", "30"], log_file=tmp_path / f"{name}.log", pid_file=run / "pid", cwd=tmp_path, env={}
+        )
+    try:
+        lines: list[str] = []
+        StackManager(settings, tmp_path, echo=lines.append).down(["postgres"])
+        # FerretDB first: it stores in PostgreSQL. Kafka, which needs neither, keeps running.
+        assert [line.split()[0] for line in lines] == ["ferretdb", "postgres"]
+        assert alive(records["kafka"][0])
+    finally:
+        for _record, proc in records.values():
+            proc.kill()
+
+
+def test_requirements_and_dependents_are_transitive() -> None:
+    requires = {"c": ["b"], "b": ["a"], "a": [], "x": []}
+    assert with_requirements(["c"], requires) == {"a", "b", "c"}
+    assert with_requirements(["x"], requires) == {"x"}
+    assert with_dependents(["a"], requires) == {"a", "b", "c"}
+    assert with_dependents(["c"], requires) == {"c"}

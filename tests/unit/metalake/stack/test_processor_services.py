@@ -16,7 +16,7 @@ from metalake.stack.services.base import StackContext
 from metalake.stack.services.processors import LOCAL_SSRF_ALLOW, Outbound, Propagation, local_env
 
 NEW = ["api", "propagation", "outbound", "access"]
-INFRA = ["kafka", "ferretdb", "trino", "postgres"]
+INFRA = ["kafka", "postgres", "ferretdb", "trino"]
 
 
 def _manager(tmp_path: Path) -> StackManager:

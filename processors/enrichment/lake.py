@@ -1,0 +1,373 @@
+"""The lake query's ``foreachBatch``: one micro-batch of both event topics into Delta, once per table, whatever the
+number of tenants in it.
+
+The record work runs on executors (``rows``: parse, fold, health, through ``mapInArrow``); the driver collects only a
+summary (tenants, valid and dead-letter counts, which state tables have rows). Writes, in order: ``events`` (append),
+``_dlq`` (append), one MERGE per state table with rows (newest (version, event id) wins), then the assets' health
+(a MERGE of the health columns, from the incidents table as committed). Each carries txnAppId/txnVersion = (query,
+batch id) (the health MERGE ``<query>.health``: one appId per table and batch commits once), so a batch replayed after
+a crash commits nothing twice; Spark records the Kafka offsets only after this returns.
+
+A pooled query writes the shared tables, its MERGEs matching on the tenant columns with a literal predicate on the
+batch's buckets (partition pruning, and disjoint conflict sets for a concurrent writer of other buckets); a
+dedicated tenant's query writes the tenant's own tables. MongoDB is the projection query's (``projection_writer``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from delta.tables import DeltaTable
+from opentelemetry import metrics, trace
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from metalake.settings import Settings
+from processors.enrichment.commits import StepTimer, retry_conflicts
+from processors.enrichment.health import HEALTH_COLUMNS, INCIDENT_COLUMNS, INSERT_DEFAULTS, asset_health
+from processors.enrichment.rows import (
+    PARSED_COLUMNS,
+    arrow_schema,
+    fold_batches,
+    folded_columns,
+    parse_batches,
+)
+from processors.enrichment.state import ASSETS, INCIDENTS, META, STATE_SPECS, StateSpec
+from processors.enrichment.tables import DLQ, EVENTS, SQL_TYPES, Layout, ensure_tables, spark_schema
+from tenants.naming import tenant_bucket
+
+log = logging.getLogger(__name__)
+tracer = trace.get_tracer(__name__)
+meter = metrics.get_meter(__name__)
+events_in = meter.create_counter("metalake.enrichment.events", description="Valid events written to Delta")
+dlq_records = meter.create_counter("metalake.enrichment.dlq", description="Records sent to a _dlq table")
+batch_seconds = meter.create_histogram("metalake.enrichment.batch.duration", unit="s")
+
+KAFKA_COLUMNS = ("key", "value", "headers", "topic", "partition", "offset", "timestamp")
+PARSED_SPARK = spark_schema(PARSED_COLUMNS)
+FOLDED_COLUMNS = folded_columns(SQL_TYPES)
+FOLDED_ARROW = arrow_schema(FOLDED_COLUMNS)
+FOLDED_SPARK = spark_schema(FOLDED_COLUMNS)
+HEALTH_OUT = (
+    ("tenant_id", "string"),
+    ("tenant_bucket", "int"),
+    ("urn", "string"),
+    *tuple((c, SQL_TYPES[c]) for c in HEALTH_COLUMNS),
+)
+HEALTH_SPARK = spark_schema(HEALTH_OUT)
+# A health row applies unless the held one was computed from newer incident rows (equal: the same one, replayed).
+HEALTH_GUARD = (
+    "t.health_version IS NULL OR s.health_version > t.health_version"
+    " OR (s.health_version = t.health_version AND s.health_event_id >= t.health_event_id)"
+)
+
+# Hook for fault tests: called after the batch's Delta commits, before the batch returns (offsets not yet recorded).
+AfterLakeHook = Callable[[int], None]
+# Told the tenants of each batch (the job registers new ones in Trino off the batch's thread).
+TenantsSeen = Callable[[set[str]], None]
+
+
+def _newer(s: str, t: str) -> str:
+    return f"{s}.version > {t}.version OR ({s}.version = {t}.version AND {s}.event_id > {t}.event_id)"
+
+
+@dataclass(frozen=True)
+class BatchSummary:
+    """What the driver learns of a batch: one small aggregate of the parsed rows."""
+
+    tenants: frozenset[str]
+    buckets: frozenset[int]
+    valid: int
+    dead: int
+    unrouted: int
+    state_tables: frozenset[str]
+
+    @classmethod
+    def of(cls, parsed: DataFrame) -> BatchSummary:
+        rows = parsed.groupBy("tenant_id", "tenant_bucket", "valid", "state_table").count().collect()
+        return cls(
+            tenants=frozenset(r["tenant_id"] for r in rows if r["tenant_id"]),
+            buckets=frozenset(r["tenant_bucket"] for r in rows if r["tenant_bucket"] is not None),
+            valid=sum(r["count"] for r in rows if r["valid"]),
+            dead=sum(r["count"] for r in rows if not r["valid"] and r["tenant_id"]),
+            unrouted=sum(r["count"] for r in rows if not r["tenant_id"]),
+            state_tables=frozenset(r["state_table"] for r in rows if r["state_table"]),
+        )
+
+
+class LakeWriter:
+    def __init__(
+        self,
+        settings: Settings,
+        app_id: str,
+        layout: Layout,
+        *,
+        only_tenant: str | None = None,
+        after_lake: AfterLakeHook | None = None,
+        tenants_seen: TenantsSeen | None = None,
+    ) -> None:
+        self._settings = settings
+        self._app_id = app_id
+        self._layout = layout
+        self._only_tenant = only_tenant
+        self._after_lake = after_lake
+        self._tenants_seen = tenants_seen
+        # (tenant, urn) of every asset with incident rows: a batch of asset upserts computes health only for those
+        # (a bulk batch holds thousands of columns, nearly always without incidents). Loaded from the table at start.
+        self._incident_urns: set[tuple[str, str]] = set()
+
+    def prepare(self, spark: SparkSession) -> dict[str, list[str]]:
+        """Create the tables (and add columns a newer job has) before the query starts; return the columns added."""
+        added: dict[str, list[str]] = {}
+        retry_conflicts(lambda: added.update(ensure_tables(spark, self._layout.tables())), "*")
+        incidents = spark.read.format("delta").load(self._layout.path(INCIDENTS.table))
+        self._incident_urns = {
+            (r["tenant_id"], r["urn"]) for r in incidents.select(*self._tenant_or_literal(), "urn").distinct().collect()
+        }
+        return added
+
+    def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
+        started = time.monotonic()
+        timer = StepTimer()
+        now = datetime.now(UTC)
+        spark = batch_df.sparkSession
+        with tracer.start_as_current_span("enrichment.lake_batch", attributes={"batch.id": batch_id}):
+            parsed = (
+                batch_df.select(*KAFKA_COLUMNS)
+                .mapInArrow(parse_batches(self._only_tenant), PARSED_SPARK)
+                .persist(StorageLevel.MEMORY_AND_DISK)
+            )
+            folded: DataFrame | None = None
+            try:
+                with timer("parse"):
+                    summary = BatchSummary.of(parsed)
+                if self._tenants_seen is not None and summary.tenants:
+                    # Before the writes: a new tenant's views are being made while its rows are committed.
+                    self._tenants_seen(set(summary.tenants))
+                self._append_events(parsed, summary, now, batch_id, timer)
+                self._append_dead_letters(parsed, summary, now, batch_id, timer)
+                if summary.state_tables:
+                    with timer("fold"):
+                        folded = (
+                            parsed.where(F.col("state_table").isNotNull())
+                            .repartition("tenant_id", "state_table", "state_key")
+                            .mapInArrow(fold_batches(FOLDED_ARROW, now), FOLDED_SPARK)
+                            .persist(StorageLevel.MEMORY_AND_DISK)
+                        )
+                    for spec in STATE_SPECS:
+                        if spec.table in summary.state_tables:
+                            with timer(f"merge_{spec.table}"):
+                                self._merge(spark, spec, folded, summary, batch_id)
+                    self._health(spark, folded, summary, now, batch_id, timer)
+                if self._after_lake is not None:
+                    self._after_lake(batch_id)
+            finally:
+                parsed.unpersist()
+                if folded is not None:
+                    folded.unpersist()
+        events_in.add(summary.valid)
+        elapsed = time.monotonic() - started
+        batch_seconds.record(elapsed, {"query": self._app_id})
+        log.info(
+            "enrichment.lake_batch_done",
+            extra={
+                "query": self._app_id,
+                "batch_id": batch_id,
+                "events": summary.valid,
+                "dead_letters": summary.dead + summary.unrouted,
+                "tenants": len(summary.tenants),
+                "seconds": round(elapsed, 3),
+                "steps": timer.steps,
+            },
+        )
+
+    # -- writes ------------------------------------------------------------------------------------------------
+
+    def _tenant(self) -> list[Column]:
+        return [F.col(c) for c in self._layout.tenant_columns]
+
+    def _append(self, frame: DataFrame, path: str, batch_id: int) -> None:
+        retry_conflicts(
+            lambda: (
+                frame.write.format("delta")
+                .mode("append")
+                .option("txnAppId", self._app_id)
+                .option("txnVersion", batch_id)
+                .save(path)
+            ),
+            path,
+        )
+
+    def _append_events(
+        self, parsed: DataFrame, summary: BatchSummary, now: datetime, batch_id: int, timer: StepTimer
+    ) -> None:
+        if not summary.valid:
+            return
+        columns = [F.lit(now).alias(c) if c == "ingested_at" else F.col(c) for c in EVENTS.fieldNames()]
+        with timer("events"):
+            self._append(parsed.where("valid").select(*self._tenant(), *columns), self._layout.path("events"), batch_id)
+
+    def _append_dead_letters(
+        self, parsed: DataFrame, summary: BatchSummary, now: datetime, batch_id: int, timer: StepTimer
+    ) -> None:
+        columns = [F.lit(now).alias(c) if c == "ingested_at" else F.col(c) for c in DLQ.fieldNames()]
+        if summary.dead:
+            with timer("dlq"):
+                dead = parsed.where("NOT valid AND tenant_id IS NOT NULL")
+                self._append(dead.select(*self._tenant(), *columns), self._layout.path("_dlq"), batch_id)
+            dlq_records.add(summary.dead)
+            log.warning("enrichment.dead_letters", extra={"batch_id": batch_id, "count": summary.dead})
+        if summary.unrouted:
+            with timer("dlq_unrouted"):
+                self._append(parsed.where("tenant_id IS NULL").select(*columns), self._layout.unrouted_dlq, batch_id)
+            dlq_records.add(summary.unrouted, {"tenant": "_unrouted"})
+
+    def _on(self, keys: tuple[str, ...], summary: BatchSummary) -> str:
+        on = [f"t.{k} = s.{k}" for k in (*self._layout.tenant_columns, *keys)]
+        if self._layout.shared:
+            # A literal on the partition column: MERGE reads and rewrites only the batch's buckets.
+            on.append(f"t.tenant_bucket IN ({', '.join(map(str, sorted(summary.buckets)))})")
+        return " AND ".join(on)
+
+    def _merge(
+        self, spark: SparkSession, spec: StateSpec, folded: DataFrame, summary: BatchSummary, batch_id: int
+    ) -> None:
+        tenant_columns = self._layout.tenant_columns
+        source = folded.where(F.col("state_table") == spec.table).select(*tenant_columns, *spec.columns)
+        update: dict[str, str | Column] = {}
+        for c in spec.fields:
+            s_col, t_col = F.col(f"s.{c}"), F.col(f"t.{c}")
+            # Carried fields keep the old value when the event left them out; a removal keeps every value.
+            update[c] = (
+                F.coalesce(s_col, t_col) if c in spec.carried else F.when(F.col("s.deleted"), t_col).otherwise(s_col)
+            )
+        update.update({c: F.col(f"s.{c}") for c in META})
+        # Named columns, not INSERT *: the table may hold more columns than the spec (derived ones, or ones a newer
+        # job added), which then start null or at their defaults.
+        insert: dict[str, str | Column] = {c: F.col(f"s.{c}") for c in (*tenant_columns, *spec.columns)}
+        if spec is ASSETS:
+            insert.update({c: F.lit(v) for c, v in INSERT_DEFAULTS.items()})
+        condition = _newer("s", "t")
+        if spec.protect_human:
+            # A removal always applies (it keeps the held values, so a person's tag stays theirs as a tombstone).
+            auto_over_human = "coalesce(t.source, '') = 'human' AND coalesce(s.source, '') = 'auto'"
+            condition = f"({condition}) AND (s.deleted OR NOT ({auto_over_human}))"
+        self._commit_merge(
+            spark,
+            spec.table,
+            self._app_id,
+            batch_id,
+            lambda table: (
+                table.alias("t")
+                .merge(source.alias("s"), self._on(spec.key, summary))
+                .whenMatchedUpdate(condition=condition, set=update)
+                .whenNotMatchedInsert(values=insert)
+                .execute()
+            ),
+        )
+
+    def _commit_merge(
+        self,
+        spark: SparkSession,
+        table: str,
+        app_id: str,
+        batch_id: int,
+        merge: Callable[[DeltaTable], object],
+    ) -> None:
+        # MERGE has no writer options: Delta reads the idempotency pair from the session's conf, consumed by each
+        # attempt (auto-reset), so it is set before every one. One query per session thread: no other MERGE shares it.
+        conf = spark.conf
+        conf.set("spark.databricks.delta.write.txnVersion.autoReset.enabled", "true")
+        # Delta refuses "none" for a cached source (checkSourcePlanIsNotCached), and the folded rows are cached so
+        # that the MERGEs do not fold again: "auto" unless a benchmark says otherwise.
+        conf.set("spark.databricks.delta.merge.materializeSource", self._settings.spark.merge_materialize_source)
+        path = self._layout.path(table)
+
+        def attempt() -> None:
+            conf.set("spark.databricks.delta.write.txnAppId", app_id)
+            conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
+            merge(DeltaTable.forPath(spark, path))
+
+        retry_conflicts(attempt, table)
+
+    def _health(
+        self,
+        spark: SparkSession,
+        folded: DataFrame,
+        summary: BatchSummary,
+        now: datetime,
+        batch_id: int,
+        timer: StepTimer,
+    ) -> None:
+        """Recompute the health of the batch's incidents' assets, and of the batch's assets that have incident rows,
+        from the incidents table as committed (this batch's MERGE included), and MERGE it into ``assets``.
+
+        Assets with incidents are included: an incident may name an asset the catalog learns of later (the health
+        MERGE matches no row then), and that asset's first upsert must pick its incidents up. Incidents are few
+        beside assets, so the affected URNs and their incident rows come to the driver; the batch's assets do not
+        (they are matched against the known incident URNs on the executors)."""
+        if INCIDENTS.table not in summary.state_tables and not (
+            ASSETS.table in summary.state_tables and summary.tenants & {t for t, _ in self._incident_urns}
+        ):
+            return
+        with timer("health"):
+            key = F.concat_ws("|", "tenant_id", "urn")
+            with_incidents = F.col("state_table") == INCIDENTS.table
+            if self._incident_urns:
+                known = [f"{t}|{u}" for t, u in self._incident_urns]
+                with_incidents = with_incidents | ((F.col("state_table") == ASSETS.table) & key.isin(known))
+            affected = {
+                (r["tenant_id"], r["urn"])
+                for r in folded.where(with_incidents).select("tenant_id", "urn").distinct().collect()
+            }
+            self._incident_urns |= {(t, u) for t, u in affected}
+            if not affected:
+                return
+            incidents = spark.read.format("delta").load(self._layout.path(INCIDENTS.table))
+            if self._layout.shared:
+                incidents = incidents.where(F.col("tenant_bucket").isin(sorted(summary.buckets)))
+            wanted = incidents.select(*self._tenant_or_literal(), *INCIDENT_COLUMNS).where(
+                F.concat_ws("|", "tenant_id", "urn").isin([f"{t}|{u}" for t, u in sorted(affected)])
+            )
+            by_tenant: dict[str, list[dict[str, Any]]] = {}
+            for row in wanted.collect():
+                by_tenant.setdefault(row["tenant_id"], []).append(row.asDict())
+            rows = [
+                (tenant, tenant_bucket(tenant), h["urn"], *(h[c] for c in HEALTH_COLUMNS))
+                for tenant, incident_rows in sorted(by_tenant.items())
+                for h in asset_health(incident_rows, now)
+            ]
+            if not rows:
+                return
+            source = spark.createDataFrame(rows, HEALTH_SPARK).select(
+                *self._layout.tenant_columns, "urn", *HEALTH_COLUMNS
+            )
+            self._commit_merge(
+                spark,
+                ASSETS.table,
+                f"{self._app_id}.health",
+                batch_id,
+                lambda table: (
+                    table.alias("t")
+                    .merge(source.alias("s"), self._on(("urn",), summary))
+                    .whenMatchedUpdate(condition=HEALTH_GUARD, set={c: F.col(f"s.{c}") for c in HEALTH_COLUMNS})
+                    .execute()
+                ),
+            )
+
+    def _tenant_or_literal(self) -> list[Column]:
+        """The tenant columns, or for a dedicated tenant's own tables (which have none) its id and bucket as
+        literals, so the health step joins the same way on both layouts."""
+        if self._layout.tenant is None:
+            return self._tenant()
+        own = self._layout.tenant.tenant_id
+        return [F.lit(own).alias("tenant_id"), F.lit(tenant_bucket(own)).cast("int").alias("tenant_bucket")]
+
+
+__all__ = ["AfterLakeHook", "BatchSummary", "LakeWriter"]

@@ -1,0 +1,197 @@
+"""The projection queries' ``foreachBatch``: one micro-batch of one event topic into MongoDB, then ``metalake.changes``.
+
+Its own query (per topic class, with its own checkpoint and a short trigger) so MongoDB never waits behind the lake's
+Delta commits, and the priority topic never behind a bulk backlog. Per tenant of the batch: fold the events per state
+(``state.fold``), version-guarded upserts (``projection``), the assets' health from the incidents MongoDB holds, then
+the changes and the automatic classifications are published, and only then does the batch return (Spark records the
+offsets after that). A replay re-applies nothing (the guards) and republishes identical change ids.
+
+Records are parsed here on the driver: a projection batch is small (the trigger is short) and MongoDB is written from
+the driver anyway. Dead letters are the lake query's: invalid records are skipped here.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from opentelemetry import metrics, trace
+from pymongo import MongoClient
+from pyspark.sql import DataFrame
+
+from metalake.kafka import EventProducer
+from metalake.settings import Settings
+from metalake.telemetry import bind_tenant, extract_context
+from processors.enrichment.changes import auto_classifications, change_events
+from processors.enrichment.classify import DEFAULT_RULES
+from processors.enrichment.commits import StepTimer
+from processors.enrichment.health import (
+    HEALTH,
+    INCIDENT_COLUMNS,
+    IncidentIndex,
+    asset_health,
+    change_rows,
+    mongo_health_update,
+)
+from processors.enrichment.parse import ParsedRow, foreign_tenant, parse_rows
+from processors.enrichment.projection import apply_updates, apply_upserts, spec_upsert
+from processors.enrichment.state import ASSETS, INCIDENTS, STATE_SPECS, fold
+from tenants.naming import CHANGES_TOPIC, names_for
+
+log = logging.getLogger(__name__)
+tracer = trace.get_tracer(__name__)
+meter = metrics.get_meter(__name__)
+projected = meter.create_counter("metalake.projection.events", description="Valid events projected into MongoDB")
+auto_tags = meter.create_counter("metalake.enrichment.auto_tags", description="Classifications made by rules")
+batch_seconds = meter.create_histogram("metalake.projection.batch.duration", unit="s")
+# Kafka's timestamp (the producer's acknowledged append) to MongoDB holding the event: the freshness users see.
+freshness = meter.create_histogram("metalake.projection.freshness", unit="s")
+
+MAX_SPAN_LINKS = 128
+# Hook for fault tests: called after a tenant's MongoDB writes, before its changes are published.
+AfterMongoHook = Callable[[str, int], None]
+
+
+def _link_producers(rows: list[ParsedRow]) -> None:
+    """Link the batch span to the spans that produced its events (one trace from webhook to store)."""
+    span = trace.get_current_span()
+    for row in [r for r in rows if r.traceparent][:MAX_SPAN_LINKS]:
+        ctx = trace.get_current_span(extract_context([("ce_traceparent", (row.traceparent or "").encode())]))
+        span.add_link(ctx.get_span_context(), {"event.id": row.event_id or ""})
+
+
+class ProjectionWriter:
+    def __init__(
+        self,
+        settings: Settings,
+        name: str,
+        mongo: MongoClient[dict[str, Any]],
+        changes: EventProducer,
+        incidents: IncidentIndex,
+        *,
+        only_tenant: str | None = None,
+        publish_lock: threading.Lock | None = None,
+        after_mongo: AfterMongoHook | None = None,
+    ) -> None:
+        self._settings = settings
+        self._name = name
+        self._mongo = mongo
+        self._changes = changes
+        # Shared by the process's projection queries: its lock orders the health step per process, so a later
+        # computation never holds older incident documents than one it overwrites; its index of URNs with incidents
+        # spares a bulk batch of columns the incident reads.
+        self._incidents = incidents
+        self._only_tenant = only_tenant
+        # EventProducer.publish waits with ``flush``, which is not safe from two threads on one client.
+        self._publish_lock = publish_lock
+        self._after_mongo = after_mongo
+
+    def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
+        started = time.monotonic()
+        timer = StepTimer()
+        with tracer.start_as_current_span(
+            "enrichment.projection_batch", attributes={"batch.id": batch_id, "query": self._name}
+        ):
+            with timer("collect"):
+                raw = batch_df.select("key", "value", "headers", "topic", "partition", "offset", "timestamp").collect()
+            by_tenant: dict[str, list[ParsedRow]] = {}
+            for row in parse_rows(raw):
+                if self._only_tenant is not None and row.tenant != self._only_tenant:
+                    row = foreign_tenant(row, self._only_tenant)
+                if row.valid and row.tenant:
+                    by_tenant.setdefault(row.tenant, []).append(row)
+            for tenant in sorted(by_tenant):
+                with bind_tenant(tenant):
+                    _link_producers(by_tenant[tenant])
+                    self._project(tenant, by_tenant[tenant], batch_id, timer)
+        done = time.time()
+        for row in (r for rows in by_tenant.values() for r in rows):
+            if row.kafka_time is not None:
+                freshness.record(max(0.0, done - row.kafka_time.timestamp()))
+        elapsed = time.monotonic() - started
+        batch_seconds.record(elapsed, {"query": self._name})
+        log.info(
+            "enrichment.projection_batch_done",
+            extra={
+                "query": self._name,
+                "batch_id": batch_id,
+                "records": len(raw),
+                "tenants": len(by_tenant),
+                "seconds": round(elapsed, 3),
+                "steps": timer.steps,
+            },
+        )
+
+    def _project(self, tenant: str, rows: list[ParsedRow], batch_id: int, timer: StepTimer) -> None:
+        now = datetime.now(UTC)
+        names = names_for(tenant, self._settings.lake_root, dedicated=self._only_tenant is not None)
+        database = self._mongo[names.mongo_database]
+        states = [(spec, fold(spec, rows, now)) for spec in STATE_SPECS]
+        applied = stale = 0
+        with timer("mongo"):
+            for spec, folded in states:
+                if folded:
+                    a, st = apply_upserts(database[spec.collection], map(spec_upsert(spec), folded))
+                    applied, stale = applied + a, stale + st
+        by_table = {spec.table: folded for spec, folded in states}
+        with self._incidents.lock, timer("health"):
+            # After the assets' upserts: a new asset document exists by now and gets its health.
+            health = self._health(tenant, database, by_table, now)
+        if self._after_mongo is not None:
+            self._after_mongo(tenant, batch_id)
+        with timer("changes"):
+            published = [e for spec, folded in states for e in change_events(tenant, spec, folded)]
+            published += change_events(tenant, HEALTH, change_rows(health))
+            self._publish(published, lambda e: CHANGES_TOPIC)
+        self._auto_classify(tenant, by_table[ASSETS.table], names.priority_topic, timer)
+        projected.add(len(rows), {"tenant": tenant})
+        log.debug(
+            "enrichment.tenant_projected",
+            extra={"batch_id": batch_id, "events": len(rows), "mongo_applied": applied, "mongo_stale": stale},
+        )
+
+    def _health(
+        self, tenant: str, database: Any, by_table: Mapping[str, list[dict[str, Any]]], now: datetime
+    ) -> list[dict[str, Any]]:
+        """The health of this batch's incidents' assets, and of this batch's assets that have incidents, from the
+        incident documents MongoDB holds now (this batch's included); set on the asset documents, returned."""
+        incidents = database[INCIDENTS.collection]
+        if not self._incidents.loaded(tenant):
+            self._incidents.load(tenant, (str(u) for u in incidents.distinct("urn")))
+        urns = self._incidents.to_compute(
+            tenant, (r["urn"] for r in by_table[INCIDENTS.table]), (r["urn"] for r in by_table[ASSETS.table])
+        )
+        if not urns:
+            return []
+        held = incidents.find({"urn": {"$in": urns}}, dict.fromkeys(INCIDENT_COLUMNS, 1))
+        rows = asset_health(held, now)
+        apply_updates(database[ASSETS.collection], map(mongo_health_update, rows))
+        return rows
+
+    def _publish(self, events: list[Any], topic: Callable[[Any], str]) -> None:
+        if not events:
+            return
+        if self._publish_lock is None:
+            self._changes.publish(events, topic)
+            return
+        with self._publish_lock:
+            self._changes.publish(events, topic)
+
+    def _auto_classify(self, tenant: str, assets: list[dict[str, Any]], topic: str, timer: StepTimer) -> None:
+        """Publish classification events for the batch's columns that the rules tag. They come back through the
+        pipeline like any event; the classifications state never lets them overwrite a person's decision."""
+        enrichment = self._settings.enrichment
+        if not enrichment.auto_classify:
+            return
+        with timer("auto_classify"):
+            events = auto_classifications(tenant, assets, DEFAULT_RULES, enrichment.pii_terms.get(tenant, ()))
+            if events:
+                self._publish(events, lambda e: topic)
+                auto_tags.add(len(events), {"tenant": tenant})
+
+
+__all__ = ["AfterMongoHook", "ProjectionWriter"]

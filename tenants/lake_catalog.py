@@ -1,0 +1,139 @@
+"""What Trino's ``lake`` catalog holds for each tenant, created idempotently through the platform's Trino user.
+
+Every tenant reads its schema (``TenantNames.trino_schema``) with the same table names and columns whatever its tier:
+- the shared pooled tables are registered once in the ``_pooled`` schema, which no tenant's access rules grant;
+- a pooled tenant's schema holds a ``SECURITY DEFINER`` view per table that selects its rows (its bucket first, so
+  Trino prunes to the bucket's files) without the tenant columns; the view runs with the platform's rights, so the
+  tenant's user needs SELECT on its own schema only, and never sees the shared table, its rows of other tenants or
+  its metadata tables (``$history``, ``$files``, ``$partitions``, ``$properties``: views have none);
+- a dedicated tenant's schema holds its own tables, registered by location.
+DDL and CALL take no bind parameters in Trino: names are literals built from validated tenant ids and fixed names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from metalake.settings import Settings
+from metalake.trino_admin import admin_cursor
+from tenants.naming import POOLED_TABLES, TENANT_COLUMNS, TRINO_POOLED_SCHEMA, TenantNames, pooled_table_path
+
+
+def _literal(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _location(settings: Settings, path: Path) -> str:
+    """A ``local://`` URI relative to the catalog's local.location (the lake root)."""
+    return "local:///" + str(path.relative_to(settings.lake_root))
+
+
+def _known_tables(cur: Any, catalog: str, schema: str) -> set[str]:
+    # The catalog name is operator configuration, not request input; the schema is a bound parameter.
+    cur.execute(f"SELECT table_name FROM {catalog}.information_schema.tables WHERE table_schema = ?", [schema])  # noqa: S608
+    return {row[0] for row in cur.fetchall()}
+
+
+def _register(cur: Any, settings: Settings, schema: str, tables: Iterable[tuple[str, Path]]) -> list[str]:
+    catalog = settings.trino.catalog
+    known = _known_tables(cur, catalog, schema)
+    registered = []
+    for name, path in tables:
+        if name in known:
+            continue
+        cur.execute(
+            f"CALL {catalog}.system.register_table(schema_name => {_literal(schema)}, "
+            f"table_name => {_literal(name)}, table_location => {_literal(_location(settings, path))})"
+        )
+        cur.fetchall()
+        registered.append(name)
+    return registered
+
+
+def _create_schema(cur: Any, settings: Settings, names: TenantNames) -> None:
+    """The tenant's schema; a dedicated tenant's located at its lake folder. A pooled tenant's schema holds views
+    (and the ``audit`` table, registered by location), so it needs no folder of its own."""
+    where = f" WITH (location = {_literal(_location(settings, names.lake_dir))})" if names.dedicated else ""
+    cur.execute(f'CREATE SCHEMA IF NOT EXISTS {settings.trino.catalog}."{names.trino_schema}"{where}')
+    cur.fetchall()
+
+
+def register_pooled_tables(settings: Settings, tables: Sequence[str] = POOLED_TABLES) -> list[str]:
+    """Register the shared tables (which must exist in the lake) in the ``_pooled`` schema; return those new."""
+    catalog = settings.trino.catalog
+    with admin_cursor(settings) as cur:
+        cur.execute(f'CREATE SCHEMA IF NOT EXISTS {catalog}."{TRINO_POOLED_SCHEMA}"')
+        cur.fetchall()
+        return _register(
+            cur, settings, TRINO_POOLED_SCHEMA, ((t, pooled_table_path(settings.lake_root, t)) for t in tables)
+        )
+
+
+def pooled_columns(settings: Settings) -> dict[str, list[str]]:
+    """The columns of each registered shared table, in table order, without the tenant columns."""
+    catalog = settings.trino.catalog
+    with admin_cursor(settings) as cur:
+        cur.execute(
+            f"SELECT table_name, column_name FROM {catalog}.information_schema.columns "  # noqa: S608 - see above
+            "WHERE table_schema = ? ORDER BY table_name, ordinal_position",
+            [TRINO_POOLED_SCHEMA],
+        )
+        out: dict[str, list[str]] = {}
+        for table, column in cur.fetchall():
+            if column not in TENANT_COLUMNS:
+                out.setdefault(table, []).append(column)
+        return out
+
+
+def view_sql(catalog: str, names: TenantNames, table: str, columns: Sequence[str]) -> str:
+    """The tenant's view of a shared table: its rows, the table's columns less the tenant columns."""
+    lake_table = names.table(table)
+    if not lake_table.shared:
+        raise ValueError(f"{names.tenant_id} is dedicated: its tables are its own, not views")
+    selected = ", ".join(f'"{c}"' for c in columns)
+    view = f'{catalog}."{names.trino_schema}"."{names.trino_table(table)}"'
+    shared = f'{catalog}."{TRINO_POOLED_SCHEMA}"."{table}"'
+    query = f"SELECT {selected} FROM {shared} WHERE {lake_table.predicate}"  # noqa: S608 - validated names only
+    return f"CREATE OR REPLACE VIEW {view} SECURITY DEFINER AS {query}"
+
+
+def register_tenant(
+    settings: Settings,
+    names: TenantNames,
+    tables: Sequence[str] = POOLED_TABLES,
+    columns: dict[str, list[str]] | None = None,
+    *,
+    replace: bool = False,
+) -> list[str]:
+    """Create the tenant's schema and what it reads: views over the shared tables (pooled) or its own tables
+    registered by location (dedicated). Returns the tables or views created. A pooled tenant's existing views are
+    kept unless ``replace`` (after the shared tables gained columns); ``columns`` saves a lookup per tenant."""
+    catalog = settings.trino.catalog
+    schema = names.trino_schema
+    with admin_cursor(settings) as cur:
+        _create_schema(cur, settings, names)
+        if names.dedicated:
+            return _register(cur, settings, schema, ((t, names.delta_path(t)) for t in tables))
+        known = set() if replace else _known_tables(cur, catalog, schema)
+        shared = columns if columns is not None else pooled_columns(settings)
+        missing = [t for t in tables if t not in shared]
+        if missing:
+            raise LookupError(f"shared tables not registered in Trino yet: {', '.join(missing)}")
+        created = []
+        for table in tables:
+            if names.trino_table(table) in known:
+                continue
+            cur.execute(view_sql(catalog, names, table, shared[table]))
+            cur.fetchall()
+            created.append(table)
+        return created
+
+
+def register_tables(settings: Settings, names: TenantNames, tables: Sequence[str]) -> list[str]:
+    """Register tables of the tenant's own folder (a dedicated tenant's data, any tenant's ``audit``) in its schema;
+    return those new."""
+    with admin_cursor(settings) as cur:
+        _create_schema(cur, settings, names)
+        return _register(cur, settings, names.trino_schema, ((t, names.delta_path(t)) for t in tables))
