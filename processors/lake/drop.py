@@ -107,6 +107,11 @@ def drop(
     report = DropReport(names.tenant_id, "dedicated" if names.dedicated else "pooled")
     if spark is not None:
         drop_shared_rows(spark, names, report, grace_s, sleep, echo)
+    else:
+        # The same report as a Spark pass that found nothing: a zero for every shared table that exists.
+        report.shared_rows = {
+            t: 0 for t in POOLED_TABLES if (pooled_table_path(names.lake_root, t) / "_delta_log").is_dir()
+        }
     echo(f"drop {names.tenant_id}: removing {names.lake_dir} ...")
     remove_folder(names, report)
     return report

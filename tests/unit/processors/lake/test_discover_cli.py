@@ -197,3 +197,20 @@ def test_lake_help_lists_the_commands() -> None:
     result = CliRunner().invoke(app, ["lake", "--help"])
     assert result.exit_code == 0
     assert all(c in result.output for c in ("maintain", "erase", "reconcile", "prune", "init", "drop"))
+
+
+def test_drop_without_spark_reads_rows_with_delta_rs_and_reports_zero_per_shared_table(tmp_path: Path) -> None:
+    from processors.lake.drop import drop, needs_spark
+
+    first, neighbour = _same_bucket_pair()
+    _shared_rows(tmp_path, "events", [neighbour])
+    _shared_rows(tmp_path, "_dlq", [neighbour])
+    (tmp_path / first / "audit").mkdir(parents=True)
+    names = names_for(first, tmp_path)
+    # Its bucket's files hold only the neighbour's rows: no JVM, and the report says so table by table.
+    assert not needs_spark(names)
+    assert needs_spark(names_for(neighbour, tmp_path))
+    report = drop(None, names, echo=lambda _line: None)
+    assert report.shared_rows == {"events": 0, "_dlq": 0}
+    assert (report.vacuumed, report.removed) == ([], [first])
+    assert not (tmp_path / first).exists()
