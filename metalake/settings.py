@@ -81,6 +81,8 @@ class SparkSettings(BaseModel):
     max_offsets_per_trigger: int = 50_000
     projection_trigger_interval: str = "100 milliseconds"
     projection_max_offsets_per_trigger: int = 5_000
+    # Tenants of a projection batch written to MongoDB at once (a thread each; one tenant's writes stay in order).
+    projection_workers: int = Field(default=4, ge=1)
     # Delta's spark.databricks.delta.merge.materializeSource for the lake query's MERGEs (auto: Delta's default).
     merge_materialize_source: Literal["auto", "none", "all"] = "auto"
     shuffle_partitions: int = 2

@@ -8,14 +8,22 @@ offsets after that). A replay re-applies nothing (the guards) and republishes id
 
 Records are parsed here on the driver: a projection batch is small (the trigger is short) and MongoDB is written from
 the driver anyway. Dead letters are the lake query's: invalid records are skipped here.
+
+The tenants of a batch are written on a small thread pool (``spark.projection_workers``): tenants live in databases
+of their own, so their writes are independent, while one tenant's writes stay in order on one thread. A batch's
+changes and automatic classifications are then published in one call (one wait for Kafka's acknowledgements, not
+one per tenant).
 """
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,6 +31,7 @@ from opentelemetry import metrics, trace
 from pymongo import MongoClient
 from pyspark.sql import DataFrame
 
+from metalake.events import CloudEvent
 from metalake.kafka import EventProducer
 from metalake.settings import Settings
 from metalake.telemetry import bind_tenant, extract_context
@@ -64,6 +73,15 @@ def _link_producers(rows: list[ParsedRow]) -> None:
         span.add_link(ctx.get_span_context(), {"event.id": row.event_id or ""})
 
 
+@dataclass(frozen=True)
+class _Written:
+    """One tenant's part of a batch once MongoDB holds it: what to announce, and its folded assets to classify."""
+
+    changes: list[CloudEvent]
+    assets: list[dict[str, Any]]
+    priority_topic: str
+
+
 class ProjectionWriter:
     def __init__(
         self,
@@ -89,6 +107,7 @@ class ProjectionWriter:
         # EventProducer.publish waits with ``flush``, which is not safe from two threads on one client.
         self._publish_lock = publish_lock
         self._after_mongo = after_mongo
+        self._pool = ThreadPoolExecutor(settings.spark.projection_workers, thread_name_prefix=f"{name}-tenant")
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
@@ -104,10 +123,12 @@ class ProjectionWriter:
                     row = foreign_tenant(row, self._only_tenant)
                 if row.valid and row.tenant:
                     by_tenant.setdefault(row.tenant, []).append(row)
-            for tenant in sorted(by_tenant):
-                with bind_tenant(tenant):
-                    _link_producers(by_tenant[tenant])
-                    self._project(tenant, by_tenant[tenant], batch_id, timer)
+            with timer("mongo"):
+                written = self._write_all(by_tenant)
+            if self._after_mongo is not None:
+                for tenant in sorted(written):
+                    self._after_mongo(tenant, batch_id)
+            self._announce(written, timer)
         done = time.time()
         for row in (r for rows in by_tenant.values() for r in rows):
             if row.kafka_time is not None:
@@ -126,33 +147,62 @@ class ProjectionWriter:
             },
         )
 
-    def _project(self, tenant: str, rows: list[ParsedRow], batch_id: int, timer: StepTimer) -> None:
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+    def _write_all(self, by_tenant: Mapping[str, list[ParsedRow]]) -> dict[str, _Written]:
+        """Every tenant's MongoDB writes, several tenants at once; raises the first failure (the batch then fails
+        and is replayed: the writes that did happen are no-ops the second time)."""
+
+        def write(tenant: str) -> _Written:
+            with bind_tenant(tenant):
+                _link_producers(by_tenant[tenant])
+                return self._write(tenant, by_tenant[tenant])
+
+        # A context copy per task: the batch span and log fields follow each tenant into its worker thread.
+        futures = {t: self._pool.submit(contextvars.copy_context().run, write, t) for t in sorted(by_tenant)}
+        return {tenant: future.result() for tenant, future in futures.items()}
+
+    def _write(self, tenant: str, rows: list[ParsedRow]) -> _Written:
         now = datetime.now(UTC)
         names = names_for(tenant, self._settings.lake_root, dedicated=self._only_tenant is not None)
         database = self._mongo[names.mongo_database]
         states = [(spec, fold(spec, rows, now)) for spec in STATE_SPECS]
         applied = stale = 0
-        with timer("mongo"):
-            for spec, folded in states:
-                if folded:
-                    a, st = apply_upserts(database[spec.collection], map(spec_upsert(spec), folded))
-                    applied, stale = applied + a, stale + st
+        for spec, folded in states:
+            if folded:
+                a, st = apply_upserts(database[spec.collection], map(spec_upsert(spec), folded))
+                applied, stale = applied + a, stale + st
         by_table = {spec.table: folded for spec, folded in states}
-        with self._incidents.lock, timer("health"):
+        with self._incidents.lock:
             # After the assets' upserts: a new asset document exists by now and gets its health.
             health = self._health(tenant, database, by_table, now)
-        if self._after_mongo is not None:
-            self._after_mongo(tenant, batch_id)
-        with timer("changes"):
-            published = [e for spec, folded in states for e in change_events(tenant, spec, folded)]
-            published += change_events(tenant, HEALTH, change_rows(health))
-            self._publish(published, lambda e: CHANGES_TOPIC)
-        self._auto_classify(tenant, by_table[ASSETS.table], names.priority_topic, timer)
+        changes = [e for spec, folded in states for e in change_events(tenant, spec, folded)]
+        changes += change_events(tenant, HEALTH, change_rows(health))
         projected.add(len(rows), {"tenant": tenant})
         log.debug(
-            "enrichment.tenant_projected",
-            extra={"batch_id": batch_id, "events": len(rows), "mongo_applied": applied, "mongo_stale": stale},
+            "enrichment.tenant_projected", extra={"events": len(rows), "mongo_applied": applied, "mongo_stale": stale}
         )
+        return _Written(changes, by_table[ASSETS.table], names.priority_topic)
+
+    def _announce(self, written: Mapping[str, _Written], timer: StepTimer) -> None:
+        """Publish what MongoDB now holds on ``metalake.changes`` and the automatic classifications of the batch's
+        columns on each tenant's priority topic, in one call."""
+        events = [e for tenant in sorted(written) for e in written[tenant].changes]
+        topics: dict[str, str] = {}
+        enrichment = self._settings.enrichment
+        if enrichment.auto_classify:
+            with timer("auto_classify"):
+                for tenant in sorted(written):
+                    tags = auto_classifications(
+                        tenant, written[tenant].assets, DEFAULT_RULES, enrichment.pii_terms.get(tenant, ())
+                    )
+                    topics.update((e.id, written[tenant].priority_topic) for e in tags)
+                    events += tags
+                    if tags:
+                        auto_tags.add(len(tags), {"tenant": tenant})
+        with timer("changes"):
+            self._publish(events, lambda e: topics.get(e.id, CHANGES_TOPIC))
 
     def _health(
         self, tenant: str, database: Any, by_table: Mapping[str, list[dict[str, Any]]], now: datetime
@@ -180,18 +230,6 @@ class ProjectionWriter:
             return
         with self._publish_lock:
             self._changes.publish(events, topic)
-
-    def _auto_classify(self, tenant: str, assets: list[dict[str, Any]], topic: str, timer: StepTimer) -> None:
-        """Publish classification events for the batch's columns that the rules tag. They come back through the
-        pipeline like any event; the classifications state never lets them overwrite a person's decision."""
-        enrichment = self._settings.enrichment
-        if not enrichment.auto_classify:
-            return
-        with timer("auto_classify"):
-            events = auto_classifications(tenant, assets, DEFAULT_RULES, enrichment.pii_terms.get(tenant, ()))
-            if events:
-                self._publish(events, lambda e: topic)
-                auto_tags.add(len(events), {"tenant": tenant})
 
 
 __all__ = ["AfterMongoHook", "ProjectionWriter"]

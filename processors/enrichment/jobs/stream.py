@@ -264,8 +264,7 @@ def run(settings: Settings, args: argparse.Namespace) -> None:
     )
     added = lake.prepare(spark)
     registrar.start(columns_changed=bool(added))
-    writers: list[Callable[..., None]] = [lake]
-    writers += [
+    projectors = [
         ProjectionWriter(
             settings,
             plan.name,
@@ -278,6 +277,7 @@ def run(settings: Settings, args: argparse.Namespace) -> None:
         )
         for plan in plans[1:]
     ]
+    writers: list[Callable[..., None]] = [lake, *projectors]
     supervisor = _Supervisor(
         lambda i: _start(spark, settings, plans[i], writers[i], args.available_now), len(plans), args.available_now
     )
@@ -297,6 +297,8 @@ def run(settings: Settings, args: argparse.Namespace) -> None:
             q.stop()
     finally:
         registrar.close()
+        for projector in projectors:
+            projector.close()
         changes.close()
         mongo.close()
         spark.stop()
