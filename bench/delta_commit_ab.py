@@ -69,13 +69,13 @@ KAFKA_SCHEMA = StructType(
 )
 STATE_TABLES = ("assets", "classifications", "lineage_edges", "incidents", "propagated_tags")
 STATS_KEYS = {
-    "events": "tenant_id,tenant_bucket,event_id",
-    "_dlq": "tenant_id,tenant_bucket",
-    "assets": "tenant_id,tenant_bucket,urn",
-    "classifications": "tenant_id,tenant_bucket,urn,tag",
-    "lineage_edges": "tenant_id,tenant_bucket,upstream,urn",
-    "incidents": "tenant_id,tenant_bucket,incident_id",
-    "propagated_tags": "tenant_id,tenant_bucket,urn,tag,origin",
+    "events": "tenant_id,event_id",
+    "_dlq": "tenant_id",
+    "assets": "tenant_id,urn",
+    "classifications": "tenant_id,urn,tag",
+    "lineage_edges": "tenant_id,upstream,urn",
+    "incidents": "tenant_id,incident_id",
+    "propagated_tags": "tenant_id,urn,tag,origin",
 }
 VARIANTS: dict[str, dict[str, dict[str, str]]] = {
     "baseline": {},
