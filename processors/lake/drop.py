@@ -21,7 +21,6 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -38,7 +37,7 @@ from processors.lake.purge import (
 )
 from processors.lake.runner import progress, run
 from processors.lake.sparkio import is_delta, lake_session
-from tenants.naming import POOLED_TABLES, TenantNames, pooled_table_path
+from tenants.naming import POOLED_TABLES, LakeTable, TenantNames, pooled_table_path
 
 
 @dataclass
@@ -61,7 +60,7 @@ def drop_shared_rows(
     echo: Callable[[str], None] = progress,
 ) -> None:
     """DELETE the tenant's rows from each shared table holding any, then purge the files removed."""
-    touched: list[Path] = []
+    touched: list[LakeTable] = []
     for table in POOLED_TABLES:
         place = shared_place(names, table)
         if not is_delta(spark, place.path):
@@ -73,7 +72,7 @@ def drop_shared_rows(
         echo(f"drop {names.tenant_id}: deleting {rows} rows from {relative(names.lake_root, place.path)} ...")
         delete_rows(spark, place, None)
         purge_removed(spark, place.path)
-        touched.append(place.path)
+        touched.append(place)
         report.vacuumed.append(relative(names.lake_root, place.path))
     purge_untracked(spark, touched, grace_s, sleep)
 

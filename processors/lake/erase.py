@@ -32,7 +32,6 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import reduce
-from pathlib import Path
 from typing import Any
 
 from confluent_kafka import KafkaException
@@ -140,14 +139,14 @@ def erase_delta(
 ) -> None:
     """Every place of every table (``discover.places``: the tier's, and what the old layout left), the tenant's rows
     only. The purge runs on the touched tables only: on a shared one it costs every tenant's time travel."""
-    touched: list[Path] = []
+    touched: list[LakeTable] = []
     for table, predicate in delta_predicates(target).items():
         for place in places(names, table):
             if not is_delta(spark, place.path):
                 continue
             report.delta_rows.setdefault(table, 0)
             if _erase_place(spark, place, predicate, target, report):
-                touched.append(place.path)
+                touched.append(place)
                 report.vacuumed.append(relative(names.lake_root, place.path))
     purge_untracked(spark, touched, grace_s, sleep)
 

@@ -3,7 +3,8 @@
 DELETE only marks the files that held the rows removed in the Delta log; time travel still reads them. Two VACUUM
 passes delete them without ever deleting a file a concurrent writer is about to commit: LITE with 0 hours (exactly
 the files the Delta log marks removed), then a full VACUUM that spares untracked files younger than a grace period
-(60 s), after waiting until the leftovers of lost commit races, which may hold the rows, are older.
+(60 s), after waiting until the leftovers of lost commit races, which may hold the rows, are older (on a shared
+table, those of the tenant's bucket: the only files that can hold its rows).
 
 Either pass is table-wide: on a shared pooled table it also deletes the files other tenants' writes removed, so time
 travel to versions before the purge is lost for every tenant of that table (docs/lake.md). Deletion vectors are off
@@ -81,17 +82,29 @@ def untracked_files(spark: SparkSession, path: Path) -> list[Path]:
     return [p for p in path.rglob("*.parquet") if "_delta_log" not in p.parts and str(p) not in live]
 
 
-def purge_untracked(spark: SparkSession, paths: list[Path], grace_s: float, sleep: Callable[[float], None]) -> None:
+def could_hold(place: LakeTable, file: Path) -> bool:
+    """Whether an untracked data file of ``place`` may hold the tenant's rows: any file of a table of its own; of a
+    shared table (partitioned by bucket) only the files in its bucket's folders."""
+    return place.bucket is None or f"tenant_bucket={place.bucket}" in file.parts
+
+
+def purge_untracked(
+    spark: SparkSession, places: list[LakeTable], grace_s: float, sleep: Callable[[float], None]
+) -> None:
     """Delete the untracked files of the tables with a full VACUUM that spares files younger than ``grace_s`` (a
-    concurrent writer's files before its commit). First wait until every untracked file seen now is older than
-    the grace, so a leftover written just before the purge is not spared."""
+    concurrent writer's files before its commit). First wait until every untracked file seen now that may hold the
+    tenant's rows is older than the grace, so such a leftover written just before the purge is not spared. On a
+    shared table the job keeps writing other buckets meanwhile: their files hold none of the tenant's rows, so they
+    do not make the purge wait (they are spared by the grace, and deleted by a later purge or maintain)."""
     now = time.time()
-    youngest = max((p.stat().st_mtime for t in paths for p in untracked_files(spark, t)), default=None)
+    youngest = max(
+        (p.stat().st_mtime for t in places for p in untracked_files(spark, t.path) if could_hold(t, p)), default=None
+    )
     if youngest is not None and now - youngest < grace_s:
         sleep(grace_s - (now - youngest) + 1)
     with _no_retention_check(spark):
-        for path in paths:
-            DeltaTable.forPath(spark, str(path)).vacuum(grace_s / 3600)
+        for place in places:
+            DeltaTable.forPath(spark, str(place.path)).vacuum(grace_s / 3600)
 
 
 def relative(lake_root: Path, path: Path) -> str:

@@ -214,3 +214,20 @@ def test_drop_without_spark_reads_rows_with_delta_rs_and_reports_zero_per_shared
     assert report.shared_rows == {"events": 0, "_dlq": 0}
     assert (report.vacuumed, report.removed) == ([], [first])
     assert not (tmp_path / first).exists()
+
+
+def test_only_untracked_files_of_the_tenants_bucket_make_a_shared_purge_wait(tmp_path: Path) -> None:
+    from processors.lake.purge import could_hold
+
+    pooled = names_for("acme", tmp_path)
+    shared = pooled.table("events")
+    bucket = shared.bucket
+    day = "event_date=2026-11-26"
+    assert shared.shared and bucket is not None
+    assert could_hold(shared, shared.path / day / f"tenant_bucket={bucket}" / "part-0.parquet")
+    other = (bucket + 1) % 16
+    assert not could_hold(shared, shared.path / day / f"tenant_bucket={other}" / "part-0.parquet")
+    # A prefix is not a bucket: tenant_bucket=1 is not tenant_bucket=11.
+    assert not could_hold(shared, shared.path / f"tenant_bucket={bucket}1" / "part-0.parquet")
+    own = names_for("acme", tmp_path, dedicated=True).table("events")
+    assert could_hold(own, own.path / day / "part-0.parquet")
