@@ -72,14 +72,20 @@ def test_tags_and_lineage_land_in_delta_and_mongodb(
     )
 
     schema = names_for(tenant, settings.lake_root).trino_schema
-    tags = wait_for(
-        "the tags in Trino",
-        lambda: trino_rows(
-            trino_cursor,
-            f'SELECT tag, deleted, version, source, confidence FROM "{schema}".classifications ORDER BY tag',
+    # MongoDB leads Delta (the projection queries do not wait for the lake query): wait for the removal in Delta.
+    wanted = [("GDPR", False, 1, "auto", 0.75), ("PII", True, 3, "human", None)]
+    wait_for(
+        "the tags in Trino, the removal included",
+        lambda: (
+            trino_rows(
+                trino_cursor,
+                f'SELECT tag, deleted, version, source, confidence FROM "{schema}".classifications ORDER BY tag',
+            )
+            == wanted
+            or None
         ),
+        timeout_s=180,
     )
-    assert tags == [("GDPR", False, 1, "auto", 0.75), ("PII", True, 3, "human", None)]
     # The tags' MERGE and the edges' MERGE may land in different lake batches: wait for the edge too.
     sql = f'SELECT upstream, urn, blocked_tags, transformation, deleted FROM "{schema}".lineage_edges'
     expected = [(email, hashed, ["PII"], "sha256", True)]

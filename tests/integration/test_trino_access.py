@@ -132,9 +132,14 @@ def check_masks(
             settings, stranger, f'SELECT email FROM lake."{other_names.trino_schema}".people ORDER BY id'
         )
         assert other_rows == [[EMAILS[0]], [EMAILS[1]]]
-        # The catalog's own metadata stays readable: the tag assignments themselves are not masked.
-        tagged = query_as(settings, plain, f'SELECT urn FROM lake."{names.trino_schema}".classifications')
-        assert isinstance(tagged, list) and {f"{table_urn}/email"} <= {r[0] for r in tagged}
+
+        # The catalog's own metadata stays readable: the tag assignments themselves are not masked. (The masks follow
+        # MongoDB, which leads the lake query's Delta tables: wait for the tags there.)
+        def tagged() -> bool:
+            rows = query_as(settings, plain, f'SELECT urn FROM lake."{names.trino_schema}".classifications')
+            return isinstance(rows, list) and {f"{table_urn}/email"} <= {r[0] for r in rows}
+
+        wait_for("the tags readable in the tenant's classifications table", tagged, timeout_s=180)
 
         # Removing the tag regenerates the rules the other way.
         producer.publish([_tag(tenant, f"{table_urn}/email", 100, removed=True)], lambda e: names.priority_topic)
