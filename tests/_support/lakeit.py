@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -32,6 +35,20 @@ def publish(settings: Settings, events: list[CloudEvent]) -> None:
         assert len(producer.publish(events, topic_for)) == len(events)
 
 
+def drop_tenant(tenant: str) -> dict[str, Any]:
+    """``python -m processors.lake.drop --tenant T`` as deprovisioning runs it; its JSON report."""
+    done = subprocess.run(
+        [sys.executable, "-m", "processors.lake.drop", "--tenant", tenant],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
 @pytest.fixture(scope="session")
 def lake_spark(settings: Settings) -> Iterator[SparkSession]:
     """One local Spark session for every lake test of the run (each costs seconds and about 1 GB)."""
@@ -42,4 +59,4 @@ def lake_spark(settings: Settings) -> Iterator[SparkSession]:
     spark.stop()
 
 
-__all__ = ["event", "lake_spark", "publish", "upsert"]
+__all__ = ["drop_tenant", "event", "lake_spark", "publish", "upsert"]

@@ -4,16 +4,13 @@ the shared ones), and drop removes its whole lake folder."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from itest import wait_for
-from lakeit import event, lake_spark, upsert
+from lakeit import drop_tenant, event, lake_spark, upsert
 from pymongo import MongoClient
 from pyspark.sql import SparkSession
 from streamjob import Job, publish_confirmed
@@ -38,19 +35,6 @@ def dedicated(settings: Settings, stack: StackManager, tenant: str) -> Iterator[
     names = names_for(tenant, settings.lake_root, dedicated=True)
     ensure_topics(settings, [names.priority_topic, names.bulk_topic])
     yield names
-
-
-def _drop(tenant: str) -> dict[str, Any]:
-    done = subprocess.run(
-        [sys.executable, "-m", "processors.lake.drop", "--tenant", tenant],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    report: dict[str, Any] = json.loads(done.stdout)
-    return report
 
 
 def test_lake_commands_on_a_dedicated_tenant_touch_its_own_tables_only(
@@ -108,6 +92,6 @@ def test_lake_commands_on_a_dedicated_tenant_touch_its_own_tables_only(
     assert sorted(report.vacuumed) == sorted(f"{tenant}/{t}" for t in ("events", "assets", "classifications"))
     assert sorted(d["_id"] for d in assets.find()) == urns[1:]
 
-    dropped = _drop(tenant)
+    dropped = drop_tenant(tenant)
     assert (dropped["tier"], dropped["removed"], dropped["vacuumed"]) == ("dedicated", [tenant], [])
     assert not names.lake_dir.exists()

@@ -4,15 +4,12 @@ other as it was."""
 
 from __future__ import annotations
 
-import json
 import secrets
-import subprocess
-import sys
 from typing import Any
 
 import pytest
 from itest import wait_for
-from lakeit import event, lake_spark, publish, upsert
+from lakeit import drop_tenant, event, lake_spark, publish, upsert
 from pymongo import MongoClient
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -61,19 +58,6 @@ def _rows(spark: SparkSession, names: TenantNames) -> dict[str, list[str]]:
     return out
 
 
-def _drop(tenant: str) -> dict[str, Any]:
-    done = subprocess.run(
-        [sys.executable, "-m", "processors.lake.drop", "--tenant", tenant],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    report: dict[str, Any] = json.loads(done.stdout)
-    return report
-
-
 def test_erasing_and_dropping_a_pooled_tenant_leaves_its_bucket_neighbour_intact(
     settings: Settings, tenant: str, mongo: MongoClient[dict[str, Any]], lake_spark: SparkSession
 ) -> None:
@@ -104,7 +88,7 @@ def test_erasing_and_dropping_a_pooled_tenant_leaves_its_bucket_neighbour_intact
     assert mongo[neighbour.mongo_database]["assets"].count_documents({}) == 2
     assert doomed.delta_path("audit").is_dir()  # the erase's audit row
 
-    dropped = _drop(tenant)
+    dropped = drop_tenant(tenant)
     assert (dropped["tenant"], dropped["tier"], dropped["removed"]) == (tenant, "pooled", [tenant])
     assert dropped["shared_rows"]["assets"] == 1 and dropped["shared_rows"]["events"] >= 1
     assert {t: len(r) for t, r in _rows(lake_spark, doomed).items()} == dict.fromkeys(POOLED_TABLES, 0)
@@ -112,5 +96,5 @@ def test_erasing_and_dropping_a_pooled_tenant_leaves_its_bucket_neighbour_intact
     assert _rows(lake_spark, neighbour) == before
 
     # Again: nothing left, nothing touched, still a success (a deprovisioning may retry).
-    again = _drop(tenant)
+    again = drop_tenant(tenant)
     assert set(again["shared_rows"].values()) == {0} and again["vacuumed"] == [] and again["removed"] == []
