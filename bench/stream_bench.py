@@ -786,7 +786,7 @@ def stream_job_running(status: str) -> str | None:
 def check_stack_job(allow: bool) -> None:
     try:
         status = subprocess.run(
-            [sys.executable, "-m", "metalake", "stack", "status"], capture_output=True, text=True, timeout=120
+            [sys.executable, "-m", "ops", "stack", "status"], capture_output=True, text=True, timeout=120
         ).stdout
     except subprocess.TimeoutExpired:
         say("warning: `metalake stack status` did not answer in 120 s; cannot tell whether the stack's job runs")

@@ -1,3 +1,7 @@
-"""metalake's shared kernel: settings, the event envelope, Kafka I/O, telemetry, the local stack and the CLI."""
+"""metalake's shared kernel: settings, the event envelope and registry, Kafka I/O, MongoDB access, telemetry.
+
+The bottom layer: every deployable (``api``, ``connectors``, ``processors``) and ``tenants`` may import it; it imports
+none of them (import-linter enforces it). The ``metalake`` command, the local stack and the demo live in ``ops``.
+"""
 
 __version__ = "0.1.0"

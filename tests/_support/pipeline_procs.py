@@ -48,7 +48,7 @@ class PropagationProcess:
         self.log = log
         self.ready = log.with_suffix(".ready")
         self.ready.unlink(missing_ok=True)
-        cmd = [sys.executable, "-m", "metalake", "propagation", "run", "--tenant", tenant, "--group", group]
+        cmd = [sys.executable, "-m", "ops", "propagation", "run", "--tenant", tenant, "--group", group]
         with log.open("ab") as out:
             self.proc = subprocess.Popen(
                 [*cmd, "--ready-file", str(self.ready), "--progress-s", "5"],

@@ -17,7 +17,7 @@ import trino
 from pymongo import MongoClient
 
 from metalake.settings import Settings, find_project_root, load_settings
-from metalake.stack import StackManager
+from ops.stack import StackManager
 
 # Every app these tests start (in process or as `metalake api`) shares one control plane with the other tests. The
 # API's resumer would pick up another test's tenant left in `provisioning` on purpose and provision it meanwhile:

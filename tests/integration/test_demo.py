@@ -17,7 +17,7 @@ import pytest
 from pymongo import MongoClient
 
 from metalake.settings import Settings, find_project_root
-from metalake.stack import StackManager
+from ops.stack import StackManager
 from tenants.naming import names_for
 
 SERVICES = ["api", "propagation", "outbound", "access"]
@@ -70,7 +70,7 @@ def test_the_demo_shows_the_whole_flow(
 
 def _demo(tenant: str) -> subprocess.CompletedProcess[str]:
     result = subprocess.run(
-        [sys.executable, "-m", "metalake", "demo", "--tenant", tenant, "--timeout", "420"],
+        [sys.executable, "-m", "ops", "demo", "--tenant", tenant, "--timeout", "420"],
         cwd=find_project_root(),
         capture_output=True,
         text=True,

@@ -33,8 +33,8 @@ from streamjob import (
 from metalake.events import CloudEvent, new_event
 from metalake.kafka import EventProducer, ensure_topics
 from metalake.settings import Settings
-from metalake.stack import StackManager
 from metalake.urn import asset_urn
+from ops.stack import StackManager
 from tenants.naming import TenantNames, names_for
 
 pytestmark = pytest.mark.integration

@@ -13,8 +13,8 @@ from pymongo import MongoClient
 from pymongo.database import Database
 
 from metalake.settings import Settings
-from metalake.stack import StackManager
-from metalake.stack.services.ferretdb import DATABASE
+from ops.stack import StackManager
+from ops.stack.services.ferretdb import DATABASE
 from processors.enrichment.projection import guarded_upsert
 from tests._support.pgit import connect
 

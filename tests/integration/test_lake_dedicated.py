@@ -17,8 +17,8 @@ from streamjob import Job, publish_confirmed
 
 from metalake.kafka import EventProducer, ensure_topics
 from metalake.settings import Settings
-from metalake.stack import StackManager
 from metalake.urn import asset_urn
+from ops.stack import StackManager
 from processors.lake.discover import connect
 from processors.lake.erase import erase
 from processors.lake.maintain import maintain

@@ -58,7 +58,7 @@ def test_prune_deletes_only_old_resolved_incidents(
 def test_the_cli_prunes_a_tenant_and_refuses_an_unknown_one(
     settings: Settings, incident_tenant: TenantNames, mongo: MongoClient[dict[str, Any]]
 ) -> None:
-    cli = [sys.executable, "-m", "metalake", "lake", "prune"]
+    cli = [sys.executable, "-m", "ops", "lake", "prune"]
     # Known by its MongoDB database alone: no registry entry, no lake folder, no Delta rows.
     assert not incident_tenant.lake_dir.exists()
     done = subprocess.run(

@@ -102,7 +102,7 @@ def test_reconcile_reports_zero_then_exactly_the_broken_documents_and_repairs_th
 
     # The CLI path (a subprocess with its own Spark) agrees: nothing left to repair.
     done = subprocess.run(
-        [sys.executable, "-m", "metalake", "lake", "reconcile", "--tenant", tenant, "--dry-run"],
+        [sys.executable, "-m", "ops", "lake", "reconcile", "--tenant", tenant, "--dry-run"],
         capture_output=True,
         text=True,
         timeout=300,

@@ -35,7 +35,7 @@ from webhook_server import WebhookServer
 from metalake.events import CloudEvent, new_event
 from metalake.kafka import EventProducer
 from metalake.settings import Settings
-from metalake.stack import StackManager
+from ops.stack import StackManager
 from processors.outbound.filters import Filters
 from processors.outbound.subscriptions import SubscriptionStore
 from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE, TenantNames, trino_user

@@ -24,7 +24,7 @@ from streamjob import Job, publish_confirmed
 from metalake.events import CloudEvent, new_event
 from metalake.kafka import EventProducer
 from metalake.settings import Settings
-from metalake.stack import StackManager
+from ops.stack import StackManager
 from tenants.naming import CHANGES_TOPIC, TenantNames
 
 pytestmark = pytest.mark.integration

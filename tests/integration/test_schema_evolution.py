@@ -24,8 +24,8 @@ from streamjob import Job, publish_confirmed
 from metalake.events import CloudEvent, new_event
 from metalake.kafka import EventProducer, ensure_topics
 from metalake.settings import Settings
-from metalake.stack import StackManager
 from metalake.urn import asset_urn
+from ops.stack import StackManager
 from processors.enrichment.tables import typed
 from tenants.lake_catalog import register_tables
 from tenants.naming import TenantNames, names_for

@@ -9,7 +9,7 @@ import pytest
 from pymongo import MongoClient
 
 from metalake.settings import Settings
-from metalake.stack import StackManager
+from ops.stack import StackManager
 from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE
 from tenants.registry import TenantDirectory, TenantExists, TenantRegistry, TenantState

@@ -29,8 +29,8 @@ from streamjob import Job
 from metalake.events import new_event
 from metalake.kafka import EventProducer, ensure_topics
 from metalake.settings import Settings
-from metalake.stack import StackManager
 from metalake.urn import asset_urn
+from ops.stack import StackManager
 from processors.access.sync import AccessSync
 from tenants.lake_catalog import register_tenant
 from tenants.model import Tier

@@ -1,4 +1,4 @@
--- Run by the stack (metalake/stack/services/ferretdb.py) in the maintenance database, with -v db=<name>; idempotent.
+-- Run by the stack (ops/stack/services/ferretdb.py) in the maintenance database, with -v db=<name>; idempotent.
 -- FerretDB refuses a database whose encoding is not UTF8 or whose collation/ctype is not C, POSIX, C.UTF-8 or
 -- en_US.UTF-8; the cluster's own default follows the machine's locale, so the database names its locale itself.
 SELECT format('CREATE DATABASE %I ENCODING %L LC_COLLATE %L LC_CTYPE %L TEMPLATE template0', :'db', 'UTF8', 'C.UTF-8', 'C.UTF-8')

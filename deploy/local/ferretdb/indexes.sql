@@ -1,4 +1,4 @@
--- Run by the stack (metalake/stack/services/ferretdb.py) in FerretDB's database; idempotent.
+-- Run by the stack (ops/stack/services/ferretdb.py) in FerretDB's database; idempotent.
 --
 -- FerretDB 1.24 pushes a top-level scalar equality down as `_jsonb->'k' @> value`. Its own indexes are btree
 -- expression indexes, which cannot serve `@>`; a GIN index on the same expression can (FerretDB issue 4646). The

@@ -10,7 +10,7 @@ from pymongo import MongoClient
 
 from metalake.mongo import mongo_client
 from metalake.settings import Settings
-from metalake.stack import StackManager
+from ops.stack import StackManager
 
 
 @pytest.fixture

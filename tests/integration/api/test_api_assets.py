@@ -20,7 +20,7 @@ from api.auth.deps import current_principal
 from api.catalog import ensure_indexes
 from api.security import Principal
 from metalake.settings import Settings
-from metalake.stack import StackManager
+from ops.stack import StackManager
 from processors.enrichment.state import ASSETS, CLASSIFICATIONS, INCIDENTS, LINEAGE
 from tenants.naming import names_for
 

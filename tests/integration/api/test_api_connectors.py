@@ -27,7 +27,7 @@ from api.auditlog import AuditQuery, read
 from connectors.runtime.control import ConnectorState, ControlStore
 from connectors.runtime.worker import create_app as create_worker
 from metalake.settings import Settings
-from metalake.stack import StackManager
+from ops.stack import StackManager
 from tenants.naming import CONTROL_DATABASE
 
 pytestmark = pytest.mark.integration

@@ -18,7 +18,7 @@ from tokens import auth_headers
 
 from api.app import create_app
 from metalake.settings import Settings
-from metalake.stack import StackManager
+from ops.stack import StackManager
 from processors.enrichment.state import ASSETS, CLASSIFICATIONS, LINEAGE
 from tenants.naming import names_for
 

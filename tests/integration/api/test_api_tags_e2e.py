@@ -20,8 +20,8 @@ from api.app import create_app
 from metalake.events import CloudEvent, new_event, spec_for
 from metalake.kafka import EventProducer
 from metalake.settings import Settings
-from metalake.stack import StackManager
 from metalake.urn import asset_urn
+from ops.stack import StackManager
 from tenants.naming import PRIORITY_TOPIC, names_for
 
 pytestmark = pytest.mark.integration

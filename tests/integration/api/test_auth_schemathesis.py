@@ -29,7 +29,7 @@ from tokens import api_settings, auth_headers
 
 from api.app import create_app
 from metalake.settings import load_settings
-from metalake.stack import StackManager
+from ops.stack import StackManager
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,7 @@ from worker_helpers import worker_settings
 
 from connectors.runtime.worker import build_runtime, create_app
 from metalake.settings import Settings
-from metalake.stack import StackManager
+from ops.stack import StackManager
 
 
 @pytest.fixture(scope="module")

@@ -19,8 +19,8 @@ from connectors.postgres import PostgresCatalogConfig, PostgresCatalogConnector
 from connectors.postgres.catalog import CatalogError, list_databases
 from metalake.events import decode_record, spec_for
 from metalake.settings import Settings
-from metalake.stack import StackManager
 from metalake.urn import asset_urn
+from ops.stack import StackManager
 
 pytestmark = pytest.mark.integration
 

@@ -24,8 +24,8 @@ from connectors.runtime.context import Runtime
 from connectors.runtime.source_runner import CrawlRefused, crawl
 from connectors.runtime.worker import build_runtime, create_app
 from metalake.settings import Settings
-from metalake.stack import StackManager
 from metalake.urn import asset_urn
+from ops.stack import StackManager
 from tenants.naming import BULK_TOPIC, PRIORITY_TOPIC
 
 pytestmark = pytest.mark.integration

@@ -15,7 +15,7 @@ from worker_helpers import ADMIN, configure_hook, post_signed, worker_settings
 
 from connectors.runtime.worker import create_app
 from metalake.settings import Settings
-from metalake.stack import StackManager
+from ops.stack import StackManager
 from tenants.naming import PRIORITY_TOPIC
 
 pytestmark = pytest.mark.integration

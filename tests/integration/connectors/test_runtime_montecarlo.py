@@ -18,7 +18,7 @@ from worker_helpers import ADMIN, worker_settings
 
 from connectors.runtime.worker import create_app
 from metalake.settings import Settings
-from metalake.stack import StackManager
+from ops.stack import StackManager
 from tenants.naming import names_for
 
 pytestmark = pytest.mark.integration

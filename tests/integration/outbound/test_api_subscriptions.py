@@ -17,7 +17,7 @@ from webhook_server import WebhookServer
 
 from api.app import create_app
 from metalake.settings import Settings
-from metalake.stack import StackManager
+from ops.stack import StackManager
 from processors.outbound.signing import verify
 from processors.outbound.subscriptions import SubscriptionStore
 from tenants.naming import CONTROL_DATABASE

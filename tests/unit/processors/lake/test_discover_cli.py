@@ -12,7 +12,7 @@ import pytest
 from deltalake import write_deltalake
 from typer.testing import CliRunner
 
-from metalake.cli import app
+from ops.cli import app
 from processors.lake import discover
 from processors.lake.discover import Directory, lake_tenants, places, projection_tenants
 from processors.lake.errors import LakeUsageError

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from metalake.stack.process import PidRecord, alive, exit_code, spawn, stop, tail
+from ops.stack.process import PidRecord, alive, exit_code, spawn, stop, tail
 
 SLEEP = shutil.which("sleep") or "/bin/sleep"
 SH = shutil.which("sh") or "/bin/sh"

@@ -9,8 +9,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from metalake.stack.health import tcp_probe
-from metalake.stack.services.base import Service, ServiceError, StackContext
+from ops.stack.health import tcp_probe
+from ops.stack.services.base import Service, ServiceError, StackContext
 
 SUPERUSER = "metalake"
 

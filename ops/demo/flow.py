@@ -19,13 +19,13 @@ from typing import Any, TypeVar
 import trino
 from trino.dbapi import Cursor
 
-from metalake.demo_api import ApiClient, ApiError, admin_file, load_or_create_admin
-from metalake.demo_catalog import Catalog, demo_catalog, invalid_record
-from metalake.demo_receiver import Delivery, WebhookReceiver
 from metalake.events import spec_for
 from metalake.kafka import EventProducer, PublishError
 from metalake.settings import Settings
 from metalake.trino_admin import admin_cursor
+from ops.demo.api_client import ApiClient, ApiError, admin_file, load_or_create_admin
+from ops.demo.catalog import Catalog, demo_catalog, invalid_record
+from ops.demo.receiver import Delivery, WebhookReceiver
 from tenants.naming import TRINO_POOLED_SCHEMA, TenantNames, names_for
 
 Echo = Callable[[str], None]

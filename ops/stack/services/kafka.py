@@ -6,8 +6,8 @@ import subprocess
 import uuid
 
 from metalake.java import find_java
-from metalake.stack.health import kafka_probe
-from metalake.stack.services.base import Service, ServiceError, StackContext
+from ops.stack.health import kafka_probe
+from ops.stack.services.base import Service, ServiceError, StackContext
 
 _LOG4J2 = """\
 status = warn

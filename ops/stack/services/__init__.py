@@ -1,13 +1,13 @@
 """One module per service of the local stack; ``SERVICES`` lists them in start order."""
 
-from metalake.stack.services.api import Api
-from metalake.stack.services.base import Service, StackContext
-from metalake.stack.services.ferretdb import FerretDB
-from metalake.stack.services.kafka import Kafka
-from metalake.stack.services.postgres import Postgres
-from metalake.stack.services.processors import Access, Outbound, Propagation
-from metalake.stack.services.stream import StreamJob
-from metalake.stack.services.trino import Trino
+from ops.stack.services.api import Api
+from ops.stack.services.base import Service, StackContext
+from ops.stack.services.ferretdb import FerretDB
+from ops.stack.services.kafka import Kafka
+from ops.stack.services.postgres import Postgres
+from ops.stack.services.processors import Access, Outbound, Propagation
+from ops.stack.services.stream import StreamJob
+from ops.stack.services.trino import Trino
 
 # Infrastructure first, each after what it ``requires`` (FerretDB stores in PostgreSQL); the streaming job needs Kafka,
 # FerretDB and (for table registration) Trino; the API and the processors of metalake.changes come last (they read

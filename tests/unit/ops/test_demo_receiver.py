@@ -9,7 +9,7 @@ import json
 import time
 import urllib.request
 
-from metalake.demo_receiver import WebhookReceiver, verify
+from ops.demo.receiver import WebhookReceiver, verify
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 HEADERS = {

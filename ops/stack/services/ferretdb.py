@@ -11,9 +11,9 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from metalake.stack.health import mongo_probe
-from metalake.stack.services.base import Service, ServiceError, StackContext
-from metalake.stack.services.postgres import SUPERUSER, psql_path
+from ops.stack.health import mongo_probe
+from ops.stack.services.base import Service, ServiceError, StackContext
+from ops.stack.services.postgres import SUPERUSER, psql_path
 
 #: The PostgreSQL database that holds every MongoDB database (one schema each).
 DATABASE = "ferretdb"

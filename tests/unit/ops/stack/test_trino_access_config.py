@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 from metalake.settings import Settings, StackSettings
-from metalake.stack.services.base import StackContext
-from metalake.stack.services.trino import Trino
+from ops.stack.services.base import StackContext
+from ops.stack.services.trino import Trino
 
 
 def _properties(path: Path) -> dict[str, str]:

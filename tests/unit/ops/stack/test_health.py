@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from metalake.stack.health import port_free, port_open, tcp_probe
+from ops.stack.health import port_free, port_open, tcp_probe
 
 HOST = "127.0.0.1"
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 from metalake.java import JavaNotFound
 from metalake.settings import Settings
-from metalake.stack import process
-from metalake.stack.health import port_free
-from metalake.stack.services import SERVICES, Service, StackContext
-from metalake.stack.services.base import ServiceError
+from ops.stack import process
+from ops.stack.health import port_free
+from ops.stack.services import SERVICES, Service, StackContext
+from ops.stack.services.base import ServiceError
 from tenants.naming import CHANGES_TOPIC, CONNECT_OFFSETS_TOPIC, dlq_topic, event_topics
 
 Echo = Callable[[str], None]

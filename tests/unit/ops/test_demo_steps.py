@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from metalake.demo import DemoError, Steps, wait_for
+from ops.demo.flow import DemoError, Steps, wait_for
 
 
 def test_a_wait_that_times_out_names_what_did_not_arrive_and_the_logs() -> None:

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from metalake.settings import Settings, StackPorts, StackSettings
-from metalake.stack import StackError, StackManager
-from metalake.stack.manager import with_dependents, with_requirements
-from metalake.stack.process import alive, spawn
-from metalake.stack.services.base import ServiceError, StackContext
+from ops.stack import StackError, StackManager
+from ops.stack.manager import with_dependents, with_requirements
+from ops.stack.process import alive, spawn
+from ops.stack.services.base import ServiceError, StackContext
 
 
 @pytest.fixture

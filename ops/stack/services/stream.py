@@ -6,7 +6,7 @@ import os
 import sys
 from pathlib import Path
 
-from metalake.stack.services.base import Service, StackContext
+from ops.stack.services.base import Service, StackContext
 
 
 class StreamJob(Service):

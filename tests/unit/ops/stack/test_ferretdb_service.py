@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from metalake.settings import Settings, StackPorts, StackSettings
-from metalake.stack.services.base import StackContext
-from metalake.stack.services.ferretdb import DATABASE, FerretDB, postgresql_url, psql_argv
-from metalake.stack.services.postgres import SUPERUSER
+from ops.stack.services.base import StackContext
+from ops.stack.services.ferretdb import DATABASE, FerretDB, postgresql_url, psql_argv
+from ops.stack.services.postgres import SUPERUSER
 
 REPO = Path(__file__).resolve().parents[4]
 SQL = REPO / "deploy" / "local" / "ferretdb"

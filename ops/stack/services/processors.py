@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from metalake.stack.services.base import Service, StackContext
+from ops.stack.services.base import Service, StackContext
 
 #: What the local stack lets the outbound runtime (and the API's subscription test) deliver to: loopback only, so
 #: ``metalake demo`` can receive its signed webhooks. Explicit local configuration, never a default of the settings;
@@ -53,7 +53,7 @@ class ProcessorService(Service):
         self._offset_file(ctx).write_text(str(log.stat().st_size if log.exists() else 0))
 
     def argv(self, ctx: StackContext) -> list[str]:
-        return [sys.executable, "-m", "metalake", *self.command]
+        return [sys.executable, "-m", "ops", *self.command]
 
     def env(self, ctx: StackContext) -> dict[str, str]:
         return local_env()

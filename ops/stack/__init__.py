@@ -1,5 +1,5 @@
 """The local stack: fetch, configure, start, health-check and stop real services on loopback, without Docker."""
 
-from metalake.stack.manager import StackError, StackManager
+from ops.stack.manager import StackError, StackManager
 
 __all__ = ["StackError", "StackManager"]

@@ -37,7 +37,7 @@ def load_or_create_admin(settings: Settings) -> tuple[str, str, bool]:
         doc = json.loads(path.read_text())
         return doc["client_id"], doc["client_secret"], False
     result = subprocess.run(
-        [sys.executable, "-m", "metalake", "api", "create-admin", "--name", "metalake-demo"],
+        [sys.executable, "-m", "ops", "api", "create-admin", "--name", "metalake-demo"],
         capture_output=True,
         text=True,
         timeout=120,

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from metalake.settings import ApiSettings, Settings, StackSettings, load_settings
-from metalake.stack import StackError, StackManager
-from metalake.stack.manager import GENERATED_SECRETS, _generated_secrets
-from metalake.stack.services import SERVICES
-from metalake.stack.services.base import StackContext
-from metalake.stack.services.processors import LOCAL_SSRF_ALLOW, Outbound, Propagation, local_env
+from ops.stack import StackError, StackManager
+from ops.stack.manager import GENERATED_SECRETS, _generated_secrets
+from ops.stack.services import SERVICES
+from ops.stack.services.base import StackContext
+from ops.stack.services.processors import LOCAL_SSRF_ALLOW, Outbound, Propagation, local_env
 
 NEW = ["api", "propagation", "outbound", "access"]
 INFRA = ["kafka", "postgres", "ferretdb", "trino"]
@@ -98,7 +98,7 @@ def test_propagation_writes_its_own_ready_file(tmp_path: Path) -> None:
     ctx = StackContext(Settings(stack=StackSettings(dir=tmp_path / ".stack")), tmp_path)
     argv = Propagation().argv(ctx)
     assert argv[argv.index("--ready-file") + 1] == str(ctx.run_dir("propagation") / "ready")
-    assert argv[argv.index("-m") + 1 : argv.index("--ready-file")] == ["metalake", "propagation", "run"]
+    assert argv[argv.index("-m") + 1 : argv.index("--ready-file")] == ["ops", "propagation", "run"]
 
 
 def test_a_busy_api_port_names_the_api_setting(tmp_path: Path) -> None:

@@ -7,8 +7,8 @@ import sys
 import urllib.error
 import urllib.request
 
-from metalake.stack.services.base import Service, StackContext
-from metalake.stack.services.processors import local_env
+from ops.stack.services.base import Service, StackContext
+from ops.stack.services.processors import local_env
 
 
 class Api(Service):
@@ -30,7 +30,7 @@ class Api(Service):
 
     def argv(self, ctx: StackContext) -> list[str]:
         api = ctx.settings.api
-        return [sys.executable, "-m", "metalake", "api", "--host", api.host, "--port", str(api.port)]
+        return [sys.executable, "-m", "ops", "api", "--host", api.host, "--port", str(api.port)]
 
     def env(self, ctx: StackContext) -> dict[str, str]:
         return local_env()

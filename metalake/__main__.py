@@ -1,3 +1,0 @@
-from metalake.cli import main
-
-main()

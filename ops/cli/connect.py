@@ -1,0 +1,72 @@
+"""``metalake connect``: the connector worker and crawls of source connectors."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from metalake.settings import get_settings
+from ops.cli.common import fail
+
+app = typer.Typer(
+    help="The connector worker: webhooks, the ingest API and the management API; crawls of source connectors.",
+    no_args_is_help=True,
+)
+
+
+@app.command("run")
+def connect_run(
+    host: Annotated[str | None, typer.Option(help="Bind address (default: METALAKE_CONNECT__HOST, loopback).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (default: METALAKE_CONNECT__PORT, 8083).")] = None,
+) -> None:
+    """Serve the worker in the foreground. Needs METALAKE_CONNECT__ADMIN_TOKEN (or METALAKE_CONNECT__DEV_MODE=true)."""
+    import uvicorn
+
+    from connectors.runtime.worker import WorkerConfigError, create_app
+    from metalake.telemetry import configure_telemetry
+
+    settings = get_settings()
+    configure_telemetry(settings.telemetry, "connect")
+    try:
+        application = create_app(settings)
+    except WorkerConfigError as exc:
+        raise fail(str(exc)) from None
+    uvicorn.run(
+        application,
+        host=host or settings.connect.host,
+        port=port or settings.connect.port,
+        log_config=None,  # keep the JSON logging configure_telemetry installed
+        access_log=False,
+    )
+
+
+@app.command("crawl")
+def connect_crawl(
+    tenant: Annotated[str, typer.Option(help="The tenant the connector belongs to.")],
+    name: Annotated[str, typer.Option(help="The connector's name.")],
+) -> None:
+    """Run every task of a configured source connector once, resuming from its stored offsets; print the report (JSON,
+    per task). Exits 1 if a task did not complete."""
+    import json
+
+    from connectors.runtime.errors import TaskFailed
+    from connectors.runtime.offsets import OffsetsUnavailable
+    from connectors.runtime.source_runner import CrawlRefused, crawl
+    from connectors.runtime.worker import build_runtime
+    from metalake.kafka import PublishError
+    from metalake.telemetry import configure_telemetry
+
+    settings = get_settings()
+    configure_telemetry(settings.telemetry, "connect")
+    runtime = build_runtime(settings)
+    try:
+        summary = crawl(runtime, tenant, name)
+    except (CrawlRefused, TaskFailed, PublishError, OffsetsUnavailable) as exc:
+        raise fail(str(exc)) from None
+    finally:
+        runtime.publisher.close()
+        runtime.offsets.close()
+    typer.echo(json.dumps(summary.as_dict(), indent=2))
+    if summary.failed:  # some task failed, is FAILED, or Kafka did not confirm: the report says which
+        raise typer.Exit(code=1)

@@ -1,0 +1,1 @@
+"""The demo: the whole flow end to end through the admin API, printing what happened (``metalake demo``)."""
