@@ -47,16 +47,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _fault_hook() -> AfterPublishHook | None:
-    """Fault tests set METALAKE_FAULT_PAUSE_AFTER_PUBLISH=<file>: after the first batch that published, the process
-    writes the file and waits, before committing, for the test to kill it."""
-    marker = os.environ.get("METALAKE_FAULT_PAUSE_AFTER_PUBLISH")
-    if not marker:
+def _fault_hook(marker: Path | None) -> AfterPublishHook | None:
+    """``faults.pause_after_publish`` (fault tests): after the first batch that published, the process writes the
+    file and waits, before committing, for the test to kill it."""
+    if marker is None:
         return None
 
     def pause(batch: int) -> None:
         log.warning("fault.pause_after_publish", extra={"batch": batch})
-        Path(marker).write_text(f"{os.getpid()}\n")
+        marker.write_text(f"{os.getpid()}\n")
         threading.Event().wait()
 
     return pause
@@ -72,7 +71,7 @@ def run(settings: Settings, args: argparse.Namespace) -> None:
         producer,
         lambda tenant: directory.names(tenant).priority_topic,
         tenants=args.tenant,
-        after_publish=_fault_hook(),
+        after_publish=_fault_hook(settings.faults.pause_after_publish),
     )
     consumer = BatchConsumer(settings, args.group or settings.propagation.group_id, [CHANGES_TOPIC])
     stopping = threading.Event()

@@ -2,7 +2,7 @@
 
 Two overlapping incidents on one table: the first arrives before the catalog knows the table; the table is degraded
 until both are resolved. Duplicated and out-of-order incident events change nothing, and a batch replayed after a
-kill between the Delta commit and MongoDB (``METALAKE_FAULT_KILL_AFTER_DELTA``) lands its health exactly once.
+kill between the Delta commit and MongoDB (``METALAKE_FAULTS__KILL_AFTER_DELTA``) lands its health exactly once.
 Owners and descriptions carry over an upsert that leaves them out. One dedicated-tenant job (``streamjob.Job``).
 """
 
@@ -120,7 +120,7 @@ def test_two_overlapping_incidents_degrade_the_table_until_both_are_resolved_exa
     crashed = Job(
         tenant,
         tmp_path / "job-2.log",
-        env={"METALAKE_FAULT_KILL_AFTER_DELTA": str(batch), "METALAKE_FAULT_LAKE_ONLY": "1"},
+        env={"METALAKE_FAULTS__KILL_AFTER_DELTA": str(batch), "METALAKE_FAULTS__LAKE_ONLY": "1"},
     )
     crashed.wait_ready()
     b_resolved = _incident(tenant, "b", "resolved", 120, "SEV-1")

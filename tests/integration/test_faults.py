@@ -2,8 +2,8 @@
 
 The test runs its own streaming job for a dedicated tenant (``streamjob.Job``: its own topics and checkpoint), so the
 shared pooled job cannot touch its data, and kills it with SIGKILL from inside the batch
-(METALAKE_FAULT_KILL_AFTER_DELTA with the projection held back by METALAKE_FAULT_LAKE_ONLY, or
-METALAKE_FAULT_KILL_AFTER_MONGO). The other fault tests are in ``test_faults_*.py``.
+(METALAKE_FAULTS__KILL_AFTER_DELTA with the projection held back by METALAKE_FAULTS__LAKE_ONLY, or
+METALAKE_FAULTS__KILL_AFTER_MONGO). The other fault tests are in ``test_faults_*.py``.
 """
 
 from __future__ import annotations
@@ -64,7 +64,9 @@ def test_kill_after_delta_commit_then_restart_loses_and_duplicates_nothing(
         producer.publish(events, lambda e: dedicated.topic(spec_for(e.type).topic_class(e.data)))
 
     crashed = Job(
-        tenant, tmp_path / "job-1.log", env={"METALAKE_FAULT_KILL_AFTER_DELTA": "0", "METALAKE_FAULT_LAKE_ONLY": "1"}
+        tenant,
+        tmp_path / "job-1.log",
+        env={"METALAKE_FAULTS__KILL_AFTER_DELTA": "0", "METALAKE_FAULTS__LAKE_ONLY": "1"},
     )
     try:
         code = crashed.proc.wait(timeout=300)

@@ -101,7 +101,7 @@ def test_five_random_kills_lose_and_duplicate_nothing(
     """Five SIGKILLs at random moments, each followed by a restart, then a clean run until idle:
 
     - two or three kinds of kill: a random delay after the job is ready (anywhere in a batch or between batches) and
-      ``METALAKE_FAULT_KILL_AFTER_DELTA`` at a chosen batch id of the lake query (after its Delta commits, before
+      ``METALAKE_FAULTS__KILL_AFTER_DELTA`` at a chosen batch id of the lake query (after its Delta commits, before
       its offsets; the projection queries run meanwhile, so MongoDB may lead or lag Delta);
     - events arrive in waves, before and during each run, tables on the priority topic and columns on bulk, with
       repeated and out-of-order versions, in small micro-batches (``maxOffsetsPerTrigger``) so a run spans several;
@@ -127,7 +127,7 @@ def test_five_random_kills_lose_and_duplicate_nothing(
             if kind == "after_delta":
                 # The next batch the lake query runs (a replay of an uncommitted one counts) or the one after it.
                 target = next_batch_id(lake_checkpoint) + rng.randint(0, 1)
-                job = Job(tenant, log, env={**small_batches, "METALAKE_FAULT_KILL_AFTER_DELTA": str(target)})
+                job = Job(tenant, log, env={**small_batches, "METALAKE_FAULTS__KILL_AFTER_DELTA": str(target)})
                 try:
                     job.wait_ready()
                     publish_confirmed(producer, tail, dedicated)

@@ -174,7 +174,7 @@ def test_killed_after_publishing_before_committing_then_restarted_duplicates_no_
 
     marker = tmp_path / "published"
     crashed = PropagationProcess(
-        tenant, tmp_path / "processor-1.log", group, env={"METALAKE_FAULT_PAUSE_AFTER_PUBLISH": str(marker)}
+        tenant, tmp_path / "processor-1.log", group, env={"METALAKE_FAULTS__PAUSE_AFTER_PUBLISH": str(marker)}
     )
     try:
         wait_for("the processor to publish", lambda: marker.exists() or crashed.proc.poll() is not None, timeout_s=90)

@@ -23,7 +23,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from metalake.kafka import EventProducer
-from metalake.settings import Settings, get_settings
+from metalake.settings import FaultSettings, Settings, get_settings
 from metalake.telemetry import configure_telemetry
 from processors.enrichment.health import IncidentIndex
 from processors.enrichment.lake import AfterLakeHook, LakeWriter
@@ -70,31 +70,25 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def _fault_batch(variable: str) -> int | None:
-    """Fault tests name a batch id in an environment variable; the job kills itself (SIGKILL) at that point."""
-    value = os.environ.get(variable)
-    return int(value) if value else None
-
-
 def _kill(point: str, batch_id: int) -> None:
     log.warning("fault.kill", extra={"point": point, "batch_id": batch_id})
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _after_lake_hook() -> AfterLakeHook | None:
-    """METALAKE_FAULT_KILL_AFTER_DELTA=<batch id>: die after the lake batch's Delta commits, before Spark records
-    its offsets. With METALAKE_FAULT_LAKE_ONLY=1 the projection queries do not run, so MongoDB stays behind: the
-    crash lands between the two stores."""
-    target = _fault_batch("METALAKE_FAULT_KILL_AFTER_DELTA")
+def _after_lake_hook(faults: FaultSettings) -> AfterLakeHook | None:
+    """``faults.kill_after_delta``: die after that lake batch's Delta commits, before Spark records its offsets. With
+    ``faults.lake_only`` the projection queries do not run, so MongoDB stays behind: the crash lands between the two
+    stores."""
+    target = faults.kill_after_delta
     if target is None:
         return None
     return lambda batch_id: _kill("after_delta", batch_id) if batch_id == target else None
 
 
-def _after_mongo_hook() -> AfterMongoHook | None:
-    """METALAKE_FAULT_KILL_AFTER_MONGO=<batch id>: die after a projection batch's MongoDB writes, before its changes
-    are published and its offsets recorded."""
-    target = _fault_batch("METALAKE_FAULT_KILL_AFTER_MONGO")
+def _after_mongo_hook(faults: FaultSettings) -> AfterMongoHook | None:
+    """``faults.kill_after_mongo``: die after that projection batch's MongoDB writes, before its changes are
+    published and its offsets recorded."""
+    target = faults.kill_after_mongo
     if target is None:
         return None
     return lambda tenant, batch_id: _kill("after_mongo", batch_id) if batch_id == target else None
@@ -152,7 +146,7 @@ def _plan(settings: Settings, args: argparse.Namespace) -> list[QueryPlan]:
         )
         for tc in TOPIC_CLASSES
     ]
-    if os.environ.get("METALAKE_FAULT_LAKE_ONLY"):
+    if settings.faults.lake_only:
         return [lake]
     return [lake, *projections]
 
@@ -259,7 +253,7 @@ def run(settings: Settings, args: argparse.Namespace) -> None:
         plans[0].name,
         layout,
         only_tenant=args.tenant,
-        after_lake=_after_lake_hook(),
+        after_lake=_after_lake_hook(settings.faults),
         tenants_seen=registrar.saw,
     )
     added = lake.prepare(spark)
@@ -273,7 +267,7 @@ def run(settings: Settings, args: argparse.Namespace) -> None:
             incidents,
             only_tenant=args.tenant,
             publish_lock=publish_lock,
-            after_mongo=_after_mongo_hook(),
+            after_mongo=_after_mongo_hook(settings.faults),
         )
         for plan in plans[1:]
     ]

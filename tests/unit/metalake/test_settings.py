@@ -125,3 +125,14 @@ def test_find_project_root(tmp_path: Path) -> None:
 def test_find_project_root_falls_back_to_start(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text("")  # no deploy/local: not a metalake checkout
     assert find_project_root(tmp_path) == tmp_path.resolve()
+
+
+def test_fault_points_are_off_by_default_and_set_only_through_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    from metalake.settings import FaultSettings, Settings
+
+    assert Settings().faults == FaultSettings()
+    assert not Settings().faults.lake_only and Settings().faults.kill_after_delta is None
+    monkeypatch.setenv("METALAKE_FAULTS__KILL_AFTER_DELTA", "7")
+    monkeypatch.setenv("METALAKE_FAULTS__LAKE_ONLY", "1")
+    faults = Settings().faults
+    assert (faults.kill_after_delta, faults.lake_only) == (7, True)

@@ -37,7 +37,7 @@ def test_topics_of_a_benchmark_replace_the_pooled_ones(tmp_path: Path) -> None:
 
 
 def test_the_lake_only_fault_point_holds_the_projection_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("METALAKE_FAULT_LAKE_ONLY", "1")
+    monkeypatch.setenv("METALAKE_FAULTS__LAKE_ONLY", "1")
     assert [p.name for p in _plan(_settings(tmp_path), _parse_args([]))] == ["metalake-pooled-lake"]
 
 
