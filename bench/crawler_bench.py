@@ -33,6 +33,7 @@ from connectors.base import ConnectorContext, partition_key
 from connectors.postgres import PostgresCatalogConfig, PostgresCatalogConnector
 from connectors.postgres.catalog import COLUMNS_SQL
 from metalake.settings import load_settings
+from ops.stack.paths import use_checkout_stack
 
 DATABASE = "bench_catalog"
 TABLES_PER_SCHEMA = 1000
@@ -207,4 +208,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    use_checkout_stack()  # settings read the checkout's .stack/ (in this process and its children)
     main()

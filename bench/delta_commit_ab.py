@@ -50,6 +50,7 @@ from pyspark.sql.types import (
 from metalake.events import new_event
 from metalake.settings import Settings, load_settings
 from metalake.urn import asset_urn
+from ops.stack.paths import use_checkout_stack
 from processors.enrichment.lake import LakeWriter
 from processors.enrichment.session import build_spark
 from processors.enrichment.tables import Layout, ensure_tables
@@ -139,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
 
     settings = load_settings()
     run = secrets.token_hex(3)
-    root = settings.stack.dir / "bench" / f"delta-ab-{run}"
+    root = settings.local_stack_dir / "bench" / f"delta-ab-{run}"
     spark = build_spark(settings, f"delta-ab-{run}")
     captured = _BatchLog()
     logging.getLogger("processors.enrichment.lake").addHandler(captured)
@@ -184,4 +185,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    use_checkout_stack()  # settings read the checkout's .stack/ (in this process and its children)
     sys.exit(main())

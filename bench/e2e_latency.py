@@ -26,6 +26,7 @@ from metalake.events import new_event
 from metalake.kafka import EventProducer
 from metalake.settings import load_settings
 from metalake.urn import asset_urn
+from ops.stack.paths import use_checkout_stack
 from tenants.naming import names_for
 
 
@@ -112,4 +113,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    use_checkout_stack()  # settings read the checkout's .stack/ (in this process and its children)
     main()

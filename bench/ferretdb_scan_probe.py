@@ -32,6 +32,7 @@ from pymongo.collection import Collection
 from pymongo.database import Database
 
 from metalake.settings import load_settings
+from ops.stack.paths import use_checkout_stack
 from processors.enrichment.projection import _insert_new, _upsert_one, apply_upserts, guarded_upsert
 
 Doc = dict[str, Any]
@@ -161,4 +162,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    use_checkout_stack()  # settings read the checkout's .stack/ (in this process and its children)
     main()

@@ -17,6 +17,7 @@ from typing import Any
 
 from metalake.settings import load_settings
 from metalake.telemetry import configure_telemetry
+from ops.stack.paths import use_checkout_stack
 from processors.outbound.run import run
 from processors.outbound.subscriptions import Subscription, SubscriptionStore
 
@@ -41,4 +42,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    use_checkout_stack()  # settings read the checkout's .stack/ (in this process and its children)
     main()

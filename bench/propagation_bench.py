@@ -64,6 +64,7 @@ from pymongo import MongoClient
 from metalake.events import CloudEvent, new_event
 from metalake.kafka import EventProducer, ensure_topics
 from metalake.settings import Settings, load_settings
+from ops.stack.paths import use_checkout_stack
 from processors.propagation.graph import Edge, Limits, LineageGraph, closure
 from processors.propagation.model import Assignment
 from processors.propagation.tenant import TenantPropagation
@@ -417,4 +418,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    use_checkout_stack()  # settings read the checkout's .stack/ (in this process and its children)
     main()

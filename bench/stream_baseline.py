@@ -34,6 +34,7 @@ from pymongo import MongoClient
 
 from metalake.kafka.config import consumer_config
 from metalake.settings import get_settings
+from ops.stack.paths import use_checkout_stack
 from processors.enrichment.parse import ParsedRow, parse_record
 from processors.enrichment.projection import apply_upserts, spec_upsert
 from processors.enrichment.state import ASSETS, fold
@@ -201,4 +202,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    use_checkout_stack()  # settings read the checkout's .stack/ (in this process and its children)
     main()

@@ -73,6 +73,7 @@ from metalake.kafka import EventProducer
 from metalake.kafka.admin import ensure_topics
 from metalake.settings import Settings, load_settings
 from metalake.urn import asset_urn
+from ops.stack.paths import use_checkout_stack
 from tenants.lake_catalog import register_tables
 from tenants.naming import names_for, pooled_table_path
 
@@ -996,4 +997,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    use_checkout_stack()  # settings read the checkout's .stack/ (in this process and its children)
     main()

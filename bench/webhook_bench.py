@@ -33,6 +33,8 @@ from typing import Any
 
 import httpx
 
+from ops.stack.paths import use_checkout_stack
+
 SECRET = "bench-" + "x" * 40
 
 
@@ -218,4 +220,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    use_checkout_stack()  # settings read the checkout's .stack/ (in this process and its children)
     main()

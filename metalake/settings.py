@@ -1,32 +1,21 @@
 """Typed settings for every metalake process, read from the environment (prefix ``METALAKE_``, nesting ``__``).
 
-The local stack writes the addresses it started to ``.stack/stack.env``; processes read that file too, so a
-``metalake stack up --kafka-port 19092`` is picked up everywhere without exporting anything. Real environment
-variables win over the file.
+A process reads the environment and, if ``METALAKE_ENV_FILE`` names one, that file (real variables win); it discovers
+nothing on disk. The operator tooling (``ops``) points itself and the processes it starts at a checkout's local stack
+by setting ``METALAKE_STACK__DIR`` and ``METALAKE_ENV_FILE`` (``.stack/stack.env``, where the stack writes the
+addresses it started). Elsewhere the lake and checkpoint roots must be set explicitly; addresses default to loopback.
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal, TypeVar
 
 from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
-
-
-def find_project_root(start: Path | None = None) -> Path:
-    """The checkout that holds deploy/local, found upwards from ``start`` (default: the working directory)."""
-    here = (start or Path.cwd()).resolve()
-    for candidate in (here, *here.parents):
-        if (candidate / "deploy" / "local").is_dir() and (candidate / "pyproject.toml").is_file():
-            return candidate
-    return here
-
-
-def default_stack_dir() -> Path:
-    return find_project_root() / ".stack"
 
 
 class StackPorts(BaseModel):
@@ -40,7 +29,11 @@ class StackPorts(BaseModel):
 
 
 class StackSettings(BaseModel):
-    dir: Path = Field(default_factory=default_stack_dir)
+    """The local stack (operator tooling). ``dir`` is set by ``ops`` for a checkout's stack; when set, the lake,
+    checkpoint, Spark scratch and jar folders default to its ``data/`` and ``cache/``. Addresses left unset are
+    derived from ``host`` and ``ports``."""
+
+    dir: Path | None = None
     ports: StackPorts = StackPorts()
     host: str = "127.0.0.1"
     start_timeout_s: float = 180.0
@@ -87,7 +80,11 @@ class SparkSettings(BaseModel):
     merge_materialize_source: Literal["auto", "none", "all"] = "auto"
     shuffle_partitions: int = 2
     driver_memory: str = "2g"
+    # The address the driver binds and advertises (local masters: loopback; a cluster needs one its executors reach).
+    driver_host: str = "127.0.0.1"
     jars_dir: Path | None = None
+    # Spark's local dir, warehouse and Derby home (default: the stack's data/spark, else the system temp folder).
+    scratch_dir: Path | None = None
     query_name: str = "metalake-pooled"
 
 
@@ -273,11 +270,9 @@ class FaultSettings(BaseModel):
     pause_after_publish: Path | None = None
 
 
-def _stack_env_files() -> tuple[Path, ...]:
+def _env_files() -> tuple[Path, ...]:
     explicit = os.environ.get("METALAKE_ENV_FILE")
-    if explicit:
-        return (Path(explicit),)
-    return (default_stack_dir() / "stack.env",)
+    return (Path(explicit),) if explicit else ()
 
 
 class Settings(BaseSettings):
@@ -303,51 +298,69 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _derive_addresses(self) -> Settings:
-        host, ports, data = self.stack.host, self.stack.ports, self.stack.dir / "data"
+        host, ports, stack_dir = self.stack.host, self.stack.ports, self.stack.dir
         self.kafka.bootstrap_servers = self.kafka.bootstrap_servers or f"{host}:{ports.kafka}"
         self.mongo.uri = self.mongo.uri or f"mongodb://{host}:{ports.ferretdb}/"
         self.trino.host = self.trino.host or host
         self.trino.port = self.trino.port or ports.trino
-        self.lake.root = (self.lake.root or data / "lake").resolve()
-        self.lake.checkpoint_root = (self.lake.checkpoint_root or data / "checkpoints").resolve()
-        self.spark.jars_dir = self.spark.jars_dir or self.stack.dir / "cache" / "spark" / "jars"
+        if stack_dir is not None:
+            data = stack_dir / "data"
+            self.lake.root = self.lake.root or data / "lake"
+            self.lake.checkpoint_root = self.lake.checkpoint_root or data / "checkpoints"
+            self.spark.jars_dir = self.spark.jars_dir or stack_dir / "cache" / "spark" / "jars"
+            self.spark.scratch_dir = self.spark.scratch_dir or data / "spark"
+            self.access.rules_file = self.access.rules_file or stack_dir / "run" / "trino" / "etc" / "rules.json"
+        self.lake.root = self.lake.root.resolve() if self.lake.root else None
+        self.lake.checkpoint_root = self.lake.checkpoint_root.resolve() if self.lake.checkpoint_root else None
+        self.spark.scratch_dir = self.spark.scratch_dir or Path(tempfile.gettempdir()) / "metalake-spark"
         return self
 
     @property
     def kafka_bootstrap(self) -> str:
-        return _derived(self.kafka.bootstrap_servers, "kafka.bootstrap_servers")
+        return _required(self.kafka.bootstrap_servers, "kafka.bootstrap_servers")
 
     @property
     def mongo_uri(self) -> str:
-        return _derived(self.mongo.uri, "mongo.uri")
+        return _required(self.mongo.uri, "mongo.uri")
 
     @property
     def lake_root(self) -> Path:
-        return _derived(self.lake.root, "lake.root")
+        return _required(self.lake.root, "lake.root")
 
     @property
     def checkpoint_root(self) -> Path:
-        return _derived(self.lake.checkpoint_root, "lake.checkpoint_root")
+        return _required(self.lake.checkpoint_root, "lake.checkpoint_root")
 
     @property
     def access_rules_file(self) -> Path:
-        """The Trino access rules file: ``access.rules_file``, or the local Trino's ``etc/rules.json``."""
-        return self.access.rules_file or self.stack.dir / "run" / "trino" / "etc" / "rules.json"
+        """The Trino access rules file Trino reloads (``access.rules_file``; the local stack's Trino's by default)."""
+        return _required(self.access.rules_file, "access.rules_file")
+
+    @property
+    def local_stack_dir(self) -> Path:
+        """The local stack's folder, for what only exists there (the local launcher's run and log folders)."""
+        return _required(self.stack.dir, "stack.dir")
 
 
 _T = TypeVar("_T")
 
 
-def _derived(value: _T | None, name: str) -> _T:
-    # _derive_addresses fills these fields, so None means one was set back to None after validation.
+class SettingMissing(RuntimeError):
+    """A setting this process needs has no value: named with its environment variable."""
+
+
+def _required(value: _T | None, name: str) -> _T:
     if value is None:
-        raise RuntimeError(f"settings: {name} is unset (it is derived when Settings is validated)")
+        variable = "METALAKE_" + name.upper().replace(".", "__")
+        raise SettingMissing(
+            f"settings: {name} is unset; set {variable} (the local stack's tooling sets it for a checkout)"
+        )
     return value
 
 
 def load_settings() -> Settings:
     """Fresh settings from the environment and the stack's env file."""
-    files = [f for f in _stack_env_files() if f.is_file()]
+    files = [f for f in _env_files() if f.is_file()]
     return Settings(_env_file=files or None)
 
 

@@ -59,10 +59,10 @@ class LocalProcessLauncher:
         self._stop_timeout_s = stop_timeout_s
 
     def run_dir(self, tenant: str) -> Path:
-        return self._settings.stack.dir / "run" / "tenant-jobs" / validate_tenant_id(tenant)
+        return self._settings.local_stack_dir / "run" / "tenant-jobs" / validate_tenant_id(tenant)
 
     def log_file(self, tenant: str) -> Path:
-        return self._settings.stack.dir / "logs" / f"stream-{validate_tenant_id(tenant)}.log"
+        return self._settings.local_stack_dir / "logs" / f"stream-{validate_tenant_id(tenant)}.log"
 
     def _pid(self, tenant: str) -> int | None:
         try:

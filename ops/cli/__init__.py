@@ -13,6 +13,8 @@ import typer
 from typer import _click as click
 from typer.core import TyperGroup
 
+from ops.stack.paths import use_checkout_stack
+
 
 @dataclass(frozen=True)
 class Entry:
@@ -78,5 +80,7 @@ def root() -> None:
 
 
 def main() -> None:
+    # The operator's command works on the checkout it runs in: it and every process it starts use its .stack/.
+    use_checkout_stack()
     # Named as the console script also under `python -m ops` (the stack starts processes that way).
     app(prog_name="metalake")

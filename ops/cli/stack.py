@@ -7,9 +7,10 @@ from typing import Annotated
 
 import typer
 
-from metalake.settings import find_project_root, get_settings
+from metalake.settings import get_settings
 from ops.cli.common import fail
 from ops.stack import StackError, StackManager
+from ops.stack.paths import find_project_root
 
 app = typer.Typer(
     help="The local stack: Kafka (KRaft), FerretDB, Trino, PostgreSQL and the Spark streaming job, on loopback, "

@@ -23,7 +23,7 @@ class ApiError(RuntimeError):
 
 
 def admin_file(settings: Settings) -> Path:
-    return settings.stack.dir / "demo-admin.json"
+    return settings.local_stack_dir / "demo-admin.json"
 
 
 def load_or_create_admin(settings: Settings) -> tuple[str, str, bool]:

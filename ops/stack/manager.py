@@ -162,7 +162,7 @@ class StackManager:
             f"METALAKE_LAKE__CHECKPOINT_ROOT={s.checkpoint_root}",
             f"METALAKE_STACK__PORTS__POSTGRES={s.stack.ports.postgres}",
         ]
-        path = s.stack.dir / "stack.env"
+        path = s.local_stack_dir / "stack.env"
         lines += _generated_secrets(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         # Owner-only: the file holds generated secrets.

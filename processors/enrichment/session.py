@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -30,13 +31,13 @@ def build_spark(settings: Settings, app_name: str) -> SparkSession:
     if "JAVA_HOME" not in os.environ:
         # Spark 4.2 runs on Java 17 or 21; a newer default JDK on the machine would fail in odd places.
         os.environ["JAVA_HOME"] = str(find_java(17, 21, env_var="METALAKE_SPARK_JAVA_HOME").parent.parent)
-    # Bind the driver to loopback: the stack is loopback-only, and the host name may resolve elsewhere.
-    os.environ.setdefault("SPARK_LOCAL_IP", settings.stack.host)
+    # Bind the driver where settings say (loopback by default): the host name may resolve elsewhere.
+    os.environ.setdefault("SPARK_LOCAL_IP", settings.spark.driver_host)
     # Python workers must run this interpreter (the venv that has metalake installed), not `python3` on PATH.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    if settings.spark.jars_dir is None:  # Settings derives it; None only if cleared after validation
-        raise SparkSetupError("settings.spark.jars_dir is unset")
-    scratch = settings.stack.dir / "data" / "spark"
+    if settings.spark.jars_dir is None:
+        raise SparkSetupError("settings.spark.jars_dir is unset: set METALAKE_SPARK__JARS_DIR (the Delta/Kafka jars)")
+    scratch = settings.spark.scratch_dir or Path(tempfile.gettempdir()) / "metalake-spark"
     scratch.mkdir(parents=True, exist_ok=True)
     spark = (
         SparkSession.builder.appName(app_name)
@@ -53,8 +54,8 @@ def build_spark(settings: Settings, app_name: str) -> SparkSession:
         # The streaming job's queries submit jobs at once: FAIR pools keep the projection's small jobs from queueing
         # behind the lake query's MERGEs (each query names its pool).
         .config("spark.scheduler.mode", "FAIR")
-        .config("spark.driver.host", settings.stack.host)
-        .config("spark.driver.bindAddress", settings.stack.host)
+        .config("spark.driver.host", settings.spark.driver_host)
+        .config("spark.driver.bindAddress", settings.spark.driver_host)
         .config("spark.local.dir", str(scratch / "tmp"))
         .config("spark.sql.warehouse.dir", str(scratch / "warehouse"))
         .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={scratch / 'derby'}")

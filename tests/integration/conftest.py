@@ -16,8 +16,9 @@ import pytest
 import trino
 from pymongo import MongoClient
 
-from metalake.settings import Settings, find_project_root, load_settings
+from metalake.settings import Settings, load_settings
 from ops.stack import StackManager
+from ops.stack.paths import find_project_root
 
 # Every app these tests start (in process or as `metalake api`) shares one control plane with the other tests. The
 # API's resumer would pick up another test's tenant left in `provisioning` on purpose and provision it meanwhile:

@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 from pymongo import MongoClient
 
-from metalake.settings import Settings, find_project_root
+from metalake.settings import Settings
 from ops.stack import StackManager
+from ops.stack.paths import find_project_root
 from tenants.naming import names_for
 
 SERVICES = ["api", "propagation", "outbound", "access"]
@@ -56,7 +57,7 @@ def test_the_demo_shows_the_whole_flow(
     assert db["classifications"].count_documents({"urn": contact, "tag": "PII", "source": "human"}) == 1
     assert db["propagated_tags"].count_documents({"origin": contact, "tag": "PII", "depth": 1}) == 1
     # Secrets stay out of the output: the admin secret is in the owner-only file only.
-    admin = (settings.stack.dir / "demo-admin.json").read_text()
+    admin = (settings.local_stack_dir / "demo-admin.json").read_text()
     secret = re.search(r'"client_secret": "([^"]+)"', admin)
     assert secret is not None and secret.group(1) not in out + result.stderr
 

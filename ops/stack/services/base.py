@@ -22,7 +22,7 @@ class StackContext:
 
     @property
     def stack_dir(self) -> Path:
-        return self.settings.stack.dir
+        return self.settings.local_stack_dir
 
     @property
     def host(self) -> str:

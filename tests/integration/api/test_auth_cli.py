@@ -62,7 +62,7 @@ def test_help_lists_the_commands() -> None:
 
 def test_serve_refuses_to_start_without_a_key_encryption_key(settings: Settings, tmp_path: Path) -> None:
     # `metalake stack up` keeps a generated key in .stack/stack.env: read the stack's addresses without it.
-    stack_env = settings.stack.dir / "stack.env"
+    stack_env = settings.local_stack_dir / "stack.env"
     lines = stack_env.read_text().splitlines() if stack_env.is_file() else []
     env_file = tmp_path / "stack.env"
     env_file.write_text("".join(f"{line}\n" for line in lines if not line.startswith("METALAKE_API__")))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from metalake.settings import Settings, find_project_root, load_settings
+from metalake.settings import Settings, load_settings
 
 
 @pytest.fixture(autouse=True)
@@ -112,19 +112,20 @@ def test_real_environment_wins_over_the_env_file(monkeypatch: pytest.MonkeyPatch
     assert load_settings().kafka_bootstrap == "127.0.0.1:29092"
 
 
-def test_find_project_root(tmp_path: Path) -> None:
-    root = tmp_path / "checkout"
-    (root / "deploy" / "local").mkdir(parents=True)
-    (root / "pyproject.toml").write_text("")
-    nested = root / "a" / "b"
-    nested.mkdir(parents=True)
-    assert find_project_root(nested) == root.resolve()
-    assert find_project_root(root) == root.resolve()
+def test_nothing_is_discovered_without_the_stack_dir(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Run from inside a checkout (the test's cwd), settings still find no .stack/: paths must be given.
+    from metalake.settings import SettingMissing
 
-
-def test_find_project_root_falls_back_to_start(tmp_path: Path) -> None:
-    (tmp_path / "pyproject.toml").write_text("")  # no deploy/local: not a metalake checkout
-    assert find_project_root(tmp_path) == tmp_path.resolve()
+    monkeypatch.delenv("METALAKE_STACK__DIR")
+    settings = Settings()
+    assert settings.stack.dir is None and settings.lake.root is None
+    assert settings.kafka_bootstrap == "127.0.0.1:9092"
+    with pytest.raises(SettingMissing, match="METALAKE_LAKE__ROOT"):
+        _ = settings.lake_root
+    with pytest.raises(SettingMissing, match="METALAKE_ACCESS__RULES_FILE"):
+        _ = settings.access_rules_file
+    monkeypatch.setenv("METALAKE_LAKE__ROOT", "/srv/lake")
+    assert Settings().lake_root == Path("/srv/lake")
 
 
 def test_fault_points_are_off_by_default_and_set_only_through_settings(monkeypatch: pytest.MonkeyPatch) -> None:

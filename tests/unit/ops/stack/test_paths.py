@@ -1,0 +1,54 @@
+"""The operator tooling finds its checkout and points settings (its own and its children's) at the checkout's stack."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from metalake.settings import load_settings
+from ops.stack.paths import find_project_root, use_checkout_stack
+
+
+def _checkout(tmp_path: Path) -> Path:
+    root = tmp_path / "checkout"
+    (root / "deploy" / "local").mkdir(parents=True)
+    (root / "pyproject.toml").write_text("")
+    return root
+
+
+def test_find_project_root(tmp_path: Path) -> None:
+    root = _checkout(tmp_path)
+    nested = root / "a" / "b"
+    nested.mkdir(parents=True)
+    assert find_project_root(nested) == root.resolve()
+    assert find_project_root(root) == root.resolve()
+
+
+def test_find_project_root_falls_back_to_start(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("")  # no deploy/local: not a metalake checkout
+    assert find_project_root(tmp_path) == tmp_path.resolve()
+
+
+def test_the_checkout_stack_reaches_settings_through_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in list(os.environ):
+        if name.startswith("METALAKE_"):
+            monkeypatch.delenv(name)
+    root = _checkout(tmp_path)
+    (root / ".stack").mkdir()
+    (root / ".stack" / "stack.env").write_text("METALAKE_STACK__PORTS__KAFKA=19092\n")
+    assert use_checkout_stack(root) == root.resolve()
+    assert os.environ["METALAKE_STACK__DIR"] == str(root.resolve() / ".stack")
+    settings = load_settings()
+    assert settings.kafka_bootstrap == "127.0.0.1:19092"
+    assert settings.lake_root == root.resolve() / ".stack" / "data" / "lake"
+
+
+def test_variables_already_set_win(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("METALAKE_STACK__DIR", str(tmp_path / "elsewhere"))
+    monkeypatch.delenv("METALAKE_ENV_FILE", raising=False)
+    use_checkout_stack(_checkout(tmp_path))
+    assert os.environ["METALAKE_ENV_FILE"] == str(tmp_path / "elsewhere" / "stack.env")
