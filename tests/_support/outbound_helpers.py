@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from metalake.events import CloudEvent
+from metalake.events.changes import PROPAGATION_COMPLETED, STATE_CHANGED, Change
 from metalake.settings import OutboundSettings, Settings
-from processors.outbound.change import PROPAGATION_COMPLETED, STATE_CHANGED, Change
 from processors.outbound.filters import Filters
 from processors.outbound.subscriptions import Subscription, SubscriptionStore
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from processors.outbound.change import PROPAGATION_COMPLETED, STATE_CHANGED, Change, UndecodableChange, decode_change
+from metalake.events.changes import PROPAGATION_COMPLETED, STATE_CHANGED, Change, UndecodableChange, decode_change
 from processors.outbound.filters import Filters
 from processors.outbound.slack import SlackDestination
 from processors.outbound.subscriptions import Subscription
