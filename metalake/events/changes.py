@@ -223,9 +223,7 @@ def change_type(headers: Iterable[tuple[str, bytes | str | None]] | None) -> str
     return None
 
 
-def decode_change(
-    key: bytes | None, value: bytes | None, headers: Iterable[tuple[str, bytes | None]] | None
-) -> Change:
+def decode_change(key: bytes | None, value: bytes | None, headers: Iterable[tuple[str, bytes | None]] | None) -> Change:
     """Parse and validate one record of ``metalake.changes``; raises :class:`InvalidChange` for a bad record."""
     header_list = list(headers or ())
     try:
