@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from metalake.events.envelope import CloudEvent, InvalidEvent, decode_record, new_event
 
@@ -64,6 +64,13 @@ class StateChange(BaseModel):
     version: int
     event_id: str
     state: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("key")
+    @classmethod
+    def _names_its_asset(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if not isinstance(value.get("urn"), str):
+            raise ValueError("key must hold the asset's urn")
+        return value
 
     @property
     def urn(self) -> str:
