@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Response
@@ -23,7 +23,8 @@ from api.context import ContextDep
 from api.paging import DEFAULT_LIMIT, CursorParam, Limit, Page, decode_cursor, encode_cursor
 from api.problems import Problem
 from api.security import Scope, TenantContext
-from processors.outbound.change import STATE_CHANGED, Change
+from metalake.events.changes import Change, StateChange
+from metalake.events.validation import InvalidData
 from processors.outbound.destination import (
     DeliveryError,
     Destination,
@@ -43,6 +44,7 @@ SubscriptionName = Annotated[
 ]
 PREFIX = "/v1/tenants/{tenant}/subscriptions"
 TEST_ASSET = "urn:metalake:metalake:test/subscriptions/test/test"
+TEST_SOURCE = "/api/subscriptions/test"
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"description": "No valid access token."},
@@ -310,21 +312,22 @@ def test_subscription(
     destination = cls(DestinationEnv(settings, AddressGuard.from_settings(settings.outbound.ssrf_allow)))
     tag = (sub.config.get("tags") or sub.filters.tags or ("PII",))[0]
     change_id = f"test-{uuid.uuid4()}"
-    change = Change(
+    test = StateChange(
         id=change_id,
-        type=STATE_CHANGED,
+        source=TEST_SOURCE,
         tenant=tc.tenant,
-        subject=TEST_ASSET,
-        time=datetime.now(UTC).isoformat(),
-        data={
-            "table": "classifications",
-            "key": {"urn": TEST_ASSET, "tag": str(tag)},
-            "deleted": False,
-            "version": 0,
-            "event_id": change_id,
-            "state": {"source": "human", "actor": tc.principal.subject, "propagate": False},
-        },
+        table="classifications",
+        key={"urn": TEST_ASSET, "tag": str(tag)},
+        deleted=False,
+        version=0,
+        event_id=change_id,
+        state={"source": "human", "actor": tc.principal.subject, "propagate": False},
     )
+    try:
+        change = Change.of(test.event())
+    except InvalidData:
+        # No change the pipeline publishes could carry this tag: a test with it would prove nothing.
+        raise Problem(422, "invalid-tag", "the subscription's first tag is not a tag name", field="tags") from None
     try:
         result = destination.deliver(change, sub, Ledger(ctx.mongo[CONTROL_DATABASE]).scope(tc.tenant, name, change_id))
     except DeliveryError as exc:

@@ -49,6 +49,8 @@ _SPECS: tuple[EventTypeSpec, ...] = (
     EventTypeSpec("io.metalake.propagation.completed.v1", "A propagation run of one (origin, tag) is published"),
     # Published to metalake.changes by a GDPR erase (processors.lake.erase); carries the URN's sha256, not the URN.
     EventTypeSpec("io.metalake.asset.erased.v1", "A GDPR erase of one asset completed"),
+    # Published to metalake.changes by the streaming job, one per state row written (metalake.events.changes).
+    EventTypeSpec("io.metalake.state.changed.v1", "A row of a tenant's current state was written"),
 )
 _BY_NAME = {spec.name: spec for spec in _SPECS}
 

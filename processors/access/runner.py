@@ -8,7 +8,6 @@ every ``access.resync_interval_s`` (new tenants, tables registered after their c
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -20,15 +19,14 @@ from confluent_kafka import Message
 from pymongo import MongoClient
 from pymongo.errors import PyMongoError
 
+from metalake.events.changes import STATE_CHANGED, InvalidChange, change_type, decode_change
 from metalake.kafka import BatchConsumer
 from metalake.settings import Settings
-from metalake.tenancy import InvalidTenantId, validate_tenant_id
 from processors.access.sync import AccessSync
 from tenants.naming import CHANGES_TOPIC
 
 log = logging.getLogger(__name__)
 
-STATE_CHANGED = "io.metalake.state.changed.v1"
 TAG_TABLES = frozenset({"classifications", "propagated_tags"})
 _FIRST_RETRY_S = 1.0
 _MAX_RETRY_S = 30.0
@@ -38,31 +36,24 @@ _MONGO_SOCKET_TIMEOUT_MS = 30_000
 class Record(Protocol):
     """What is read of a Kafka record (confluent_kafka's Message has it)."""
 
+    def key(self) -> bytes | None: ...
     def headers(self) -> Any: ...
-    def value(self) -> Any: ...
-
-
-def _header(record: Record, name: str) -> str | None:
-    for key, raw in record.headers() or ():
-        if key == name and isinstance(raw, bytes):
-            return raw.decode("utf-8", "replace")
-    return None
+    def value(self) -> bytes | None: ...
 
 
 def tenants_to_refresh(records: Iterable[Record]) -> set[str]:
     """Tenants whose tag assignments a batch of ``metalake.changes`` records changed. Pure; skips what it cannot
-    read (other record types, invalid tenants, bodies that are not JSON objects)."""
+    read (other record types, records that break the state change's contract)."""
     out: set[str] = set()
     for record in records:
-        if _header(record, "ce_type") != STATE_CHANGED:
+        if change_type(record.headers()) != STATE_CHANGED:
             continue
         try:
-            tenant = validate_tenant_id(_header(record, "ce_tenantid") or "")
-            data = json.loads(record.value() or b"null")
-        except (InvalidTenantId, ValueError):
+            change = decode_change(record.key(), record.value(), record.headers()).state_change
+        except InvalidChange:
             continue
-        if isinstance(data, dict) and data.get("table") in TAG_TABLES:
-            out.add(tenant)
+        if change is not None and change.table in TAG_TABLES:
+            out.add(change.tenant)
     return out
 
 

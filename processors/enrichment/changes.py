@@ -8,27 +8,16 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
-from datetime import UTC, date, datetime
 from typing import Any
 
 from metalake.events import CloudEvent, new_event
+from metalake.events.changes import StateChange
 from processors.enrichment.classify import Rule, classify
 from processors.enrichment.state import StateSpec
 
-CHANGED = "io.metalake.state.changed.v1"
 SOURCE = "/processors/enrichment"
 CLASSIFIER = "/processors/enrichment/classifier"
 _NAMESPACE = uuid.UUID("6f1c3c0e-5f7a-4a55-9d2e-1e0f0b6c2a71")
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, datetime | date):
-        return value.isoformat()
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    return value
 
 
 def change_events(tenant: str, spec: StateSpec, rows: Sequence[Mapping[str, Any]]) -> list[CloudEvent]:
@@ -36,25 +25,18 @@ def change_events(tenant: str, spec: StateSpec, rows: Sequence[Mapping[str, Any]
     for row in rows:
         doc_id = spec.mongo_id(row)
         event_id = uuid.uuid5(_NAMESPACE, f"{tenant}|{spec.table}|{doc_id}|{row['version']}|{row['event_id']}")
-        out.append(
-            CloudEvent(
-                id=str(event_id),
-                source=SOURCE,
-                type=CHANGED,
-                time=datetime.now(UTC),
-                subject=str(row["urn"]),
-                tenantid=tenant,
-                partitionkey=f"{tenant}:{row['urn']}",
-                data={
-                    "table": spec.table,
-                    "key": {k: row[k] for k in spec.key},
-                    "deleted": row["deleted"],
-                    "version": row["version"],
-                    "event_id": row["event_id"],
-                    "state": _jsonable({c: row[c] for c in spec.fields}),
-                },
-            )
+        change = StateChange(
+            id=str(event_id),
+            source=SOURCE,
+            tenant=tenant,
+            table=spec.table,
+            key={k: row[k] for k in spec.key},
+            deleted=row["deleted"],
+            version=row["version"],
+            event_id=row["event_id"],
+            state={c: row[c] for c in spec.fields},
         )
+        out.append(change.event())
     return out
 
 

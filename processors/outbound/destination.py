@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from metalake.events.changes import Change
 from metalake.settings import Settings
-from processors.outbound.change import Change
 from processors.outbound.ssrf import AddressGuard
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from typing import Literal
 from opentelemetry import metrics
 from pymongo.errors import PyMongoError
 
-from processors.outbound.change import Change
+from metalake.events.changes import Change
 from processors.outbound.destination import Destination, PermanentDelivery, RetryableDelivery
 from processors.outbound.ledger import Ledger
 from processors.outbound.retry import RetryPolicy

@@ -6,7 +6,7 @@ from fnmatch import fnmatchcase
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from processors.outbound.change import Change
+from metalake.events.changes import Change
 
 _Pattern = Field(min_length=1, max_length=512)
 

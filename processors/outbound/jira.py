@@ -21,7 +21,7 @@ from jira import JIRA
 from jira.exceptions import JIRAError
 from pydantic import AnyHttpUrl, Field, SecretStr
 
-from processors.outbound.change import Change
+from metalake.events.changes import Change
 from processors.outbound.destination import (
     DeliveryResult,
     Destination,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from processors.outbound.change import Change
+from metalake.events.changes import Change
 
 SECTION_TEXT_MAX = 3000
 JIRA_SUMMARY_MAX = 255

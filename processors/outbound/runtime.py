@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
+from metalake.events.changes import Change, InvalidChange, decode_change
 from metalake.events.envelope import Headers
 from metalake.kafka import BatchConsumer, EventProducer
 from metalake.kafka.config import consumer_config
 from metalake.kafka.dlq import DeadLetter, dead_letter_headers
 from metalake.settings import Settings
-from processors.outbound.change import Change, UndecodableChange, decode_change
 from processors.outbound.dispatch import Dispatcher, Outcome
 from processors.outbound.retention import LedgerJanitor
 from processors.outbound.retry import (
@@ -155,8 +155,8 @@ class Outbound:
         for msg in messages:
             try:
                 change = decode_change(msg.key(), msg.value(), _headers(msg))
-            except UndecodableChange as exc:
-                followups.records.append(self._dead(msg, None, str(exc), "UndecodableChange"))
+            except InvalidChange as exc:
+                followups.records.append(self._dead(msg, None, exc.reason, type(exc).__name__))
                 followups.dead += 1
                 continue
             for sub in self.dispatcher.targets(change):
@@ -175,8 +175,8 @@ class Outbound:
         info = read_retry_info(_headers(msg))
         try:
             change = decode_change(msg.key(), msg.value(), _headers(msg))
-        except UndecodableChange as exc:
-            self._publish(Followups([self._dead(msg, None, str(exc), "UndecodableChange")]))
+        except InvalidChange as exc:
+            self._publish(Followups([self._dead(msg, None, exc.reason, type(exc).__name__)]))
             return
         if info is None:
             self._publish(Followups([self._dead(msg, change, "retry record without outbound headers", "BadRetry")]))

@@ -16,7 +16,7 @@ from pydantic import Field, SecretStr
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 
-from processors.outbound.change import Change
+from metalake.events.changes import Change
 from processors.outbound.destination import (
     DeliveryResult,
     Destination,

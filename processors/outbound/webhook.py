@@ -9,7 +9,7 @@ from typing import ClassVar
 
 from pydantic import AnyHttpUrl, Field, SecretStr
 
-from processors.outbound.change import Change
+from metalake.events.changes import Change
 from processors.outbound.destination import (
     DeliveryResult,
     Destination,

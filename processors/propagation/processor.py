@@ -12,7 +12,6 @@ versions and ids, so stores and consumers see no change.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable, Collection, Sequence
@@ -20,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from metalake.events import CloudEvent
+from metalake.events.changes import STATE_CHANGED, InvalidChange, StateChange, change_type, decode_change
 from processors.propagation.erasure import erased_tenant
 from processors.propagation.events import completed_event, tag_event
 from processors.propagation.model import AssignmentKey
@@ -28,8 +28,6 @@ from tenants.naming import CHANGES_TOPIC
 
 log = logging.getLogger(__name__)
 
-CHANGED = "io.metalake.state.changed.v1"  # processors.enrichment.changes (not imported: it pulls in the job's code)
-Change = tuple[str, dict[str, Any]]  # (table, flat row)
 # Called once a batch's events are confirmed and before its offsets are committed (fault tests pause there).
 AfterPublishHook = Callable[[int], None]
 
@@ -43,42 +41,27 @@ class Publisher(Protocol):
 class Record(Protocol):
     """The slice of a Kafka message the processor reads (confluent_kafka.Message has it)."""
 
+    def key(self) -> bytes | None: ...
     def headers(self) -> Any: ...  # list of (name, bytes) pairs; the stub's union also admits str and dict
     def value(self) -> bytes | None: ...
     def partition(self) -> int | None: ...
     def offset(self) -> int | None: ...
 
 
-def _header(msg: Record, name: str) -> str | None:
-    for key, value in msg.headers() or ():
-        if key == name and value is not None:
-            return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-    return None
-
-
-def read_change(msg: Record) -> tuple[str, Change] | None:
-    """(tenant, (table, row)) of a state change record; None for anything else on the topic (e.g. completed
-    events, ours included: the loop guard at the record level)."""
-    if _header(msg, "ce_type") != CHANGED:
-        return None
-    tenant = _header(msg, "ce_tenantid")
-    raw = msg.value()
-    if tenant is None or raw is None:
+def read_change(msg: Record) -> StateChange | None:
+    """The state change a record carries; None for anything else on the topic (e.g. completed events, ours
+    included: the loop guard at the record level)."""
+    if change_type(msg.headers()) != STATE_CHANGED:
         return None
     try:
-        data = json.loads(raw)
-        row = {
-            **(data.get("state") or {}),
-            **data["key"],
-            "deleted": bool(data.get("deleted")),
-            "version": data.get("version"),
-            "event_id": data.get("event_id"),
-        }
-        return tenant, (str(data["table"]), row)
-    except (ValueError, KeyError, TypeError):
+        return decode_change(msg.key(), msg.value(), msg.headers()).state_change
+    except InvalidChange as exc:
         # Written by our own job against its schema; a record we cannot read is logged (never its payload) and
         # skipped rather than blocking every tenant behind it.
-        log.warning("propagation.unreadable_change", extra={"partition": msg.partition(), "offset": msg.offset()})
+        log.warning(
+            "propagation.unreadable_change",
+            extra={"partition": msg.partition(), "offset": msg.offset(), "reason": exc.reason},
+        )
         return None
 
 
@@ -145,7 +128,7 @@ class PropagationProcessor:
 
     def handle(self, messages: Sequence[Record]) -> BatchOutcome:
         outcome = BatchOutcome(records=len(messages))
-        by_tenant: dict[str, list[Change]] = {}
+        by_tenant: dict[str, list[StateChange]] = {}
         for msg in messages:
             erased = erased_tenant(msg)
             if erased is not None and self._follows(erased):
@@ -154,10 +137,10 @@ class PropagationProcessor:
                 # are in it (or were erased), and replaying them could bring the erased asset back into memory.
                 by_tenant[erased] = []
                 continue
-            read = read_change(msg)
-            if read is None or not self._follows(read[0]):
+            change = read_change(msg)
+            if change is None or not self._follows(change.tenant):
                 continue
-            by_tenant.setdefault(read[0], []).append(read[1])
+            by_tenant.setdefault(change.tenant, []).append(change)
         for tenant in sorted(by_tenant):
             # A tenant just forgotten is reloaded and reconciled here, even without a change of its own: a tag that
             # also reaches an asset by a path that avoided the erased one gets that path back now.
@@ -177,13 +160,13 @@ class PropagationProcessor:
         self.publish(outcome)
         return outcome
 
-    def _run_tenant(self, tenant: str, changes: list[Change], outcome: BatchOutcome) -> None:
+    def _run_tenant(self, tenant: str, changes: list[StateChange], outcome: BatchOutcome) -> None:
         state, affected = self.bootstrap(tenant)
         own: set[AssignmentKey] = set()
-        for table, row in changes:
-            hit = state.apply(table, row)
+        for change in changes:
+            hit = state.apply(change.table, change.row)
             affected |= hit
-            if table == CLASSIFICATIONS:
+            if change.table == CLASSIFICATIONS:
                 own |= hit
         outcome.changes += len(changes)
         for origin in sorted(affected):

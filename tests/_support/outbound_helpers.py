@@ -4,12 +4,11 @@ settings that let the runtime reach the loopback fake servers."""
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
 from typing import Any
 
-from metalake.events import CloudEvent
+from metalake.events import CloudEvent, new_event
+from metalake.events.changes import PROPAGATION_COMPLETED, Change, StateChange
 from metalake.settings import OutboundSettings, Settings
-from processors.outbound.change import PROPAGATION_COMPLETED, STATE_CHANGED, Change
 from processors.outbound.filters import Filters
 from processors.outbound.subscriptions import Subscription, SubscriptionStore
 
@@ -34,60 +33,45 @@ def outbound_settings(settings: Settings, **outbound: Any) -> Settings:
 
 
 def classification_event(tenant: str, urn: str, tag: str, *, deleted: bool = False, version: int = 1) -> CloudEvent:
+    """A classifications row's change as the streaming job publishes it."""
     event_id = str(uuid.uuid4())
-    return CloudEvent(
+    return StateChange(
         id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"{tenant}|{urn}|{tag}|{version}|{event_id}")),
         source="/processors/enrichment",
-        type=STATE_CHANGED,
-        time=datetime.now(UTC),
-        subject=urn,
-        tenantid=tenant,
-        partitionkey=f"{tenant}:{urn}",
-        data={
-            "table": "classifications",
-            "key": {"urn": urn, "tag": tag},
-            "deleted": deleted,
-            "version": version,
-            "event_id": event_id,
-            "state": {"source": "human", "propagate": True, "confidence": None, "rule": None, "actor": "jdoe"},
-        },
-    )
+        tenant=tenant,
+        table="classifications",
+        key={"urn": urn, "tag": tag},
+        deleted=deleted,
+        version=version,
+        event_id=event_id,
+        state={"source": "human", "propagate": True, "confidence": None, "rule": None, "actor": "jdoe"},
+    ).event()
 
 
 def completed_event(
     tenant: str, origin: str, tag: str, added: list[str], removed: list[str] | None = None
 ) -> CloudEvent:
-    return CloudEvent(
-        id=str(uuid.uuid4()),
-        source="/processors/propagation",
-        type=PROPAGATION_COMPLETED,
-        time=datetime.now(UTC),
-        subject=origin,
-        tenantid=tenant,
-        partitionkey=f"{tenant}:{origin}",
-        data={
-            "origin": origin,
-            "tag": tag,
-            "added": added,
-            "removed": removed or [],
-            "reached": len(added),
-            "max_depth": 2,
-            "truncated": False,
-            "reason": None,
-        },
-    )
+    """A propagation run's completed event as the propagation processor publishes it."""
+    removed = removed or []
+    data = {
+        "urn": origin,
+        "version": 1,
+        "origin": origin,
+        "tag": tag,
+        "added": added,
+        "removed": removed,
+        "added_count": len(added),
+        "removed_count": len(removed),
+        "reached": len(added),
+        "max_depth": 2,
+        "truncated": False,
+        "reason": None,
+    }
+    return new_event(PROPAGATION_COMPLETED, tenant, data, source="/processors/propagation")
 
 
 def as_change(event: CloudEvent) -> Change:
-    return Change(
-        id=event.id,
-        type=event.type,
-        tenant=event.tenantid,
-        data=event.data,
-        subject=event.subject,
-        key=event.key,
-        headers=tuple(event.headers()),
-    )
+    return Change.of(event)
 
 
 def subscribe(

@@ -293,7 +293,7 @@ def test_permanent_failures_and_exhausted_retries_go_to_the_dlq_with_context(
         assert hook["ce_id"] == change.id.encode()
         exhausted = by_plugin["slack"]
         assert exhausted["origin.topic"] == RETRY.encode() and exhausted["attempts"] == b"2"
-        assert by_plugin[""]["error.class"] == b"UndecodableChange"
+        assert by_plugin[""]["error.class"] == b"InvalidChange"
         assert len(slack.seen("/api/chat.postMessage")) == 2 and slack.messages == []
     finally:
         slack.stop()

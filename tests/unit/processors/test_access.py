@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
+from kafka_record import Record
 
+from metalake.events.changes import StateChange
 from metalake.settings import Settings
 from processors.access import runner as runner_module
 from processors.access.columns import masked_columns
-from processors.access.runner import STATE_CHANGED, AccessRunner, tenants_to_refresh
+from processors.access.runner import AccessRunner, tenants_to_refresh
 from processors.access.sync import resolve
 from tenants.trino_access import MirroredSchema, TrinoColumn
 
@@ -63,32 +64,47 @@ def test_resolve_expands_tagged_tables_and_keeps_unknown_columns_with_a_null_typ
     assert resolve(tagged, {}) == {"people": {"email": None}}
 
 
-class _Record:
-    def __init__(self, headers: dict[str, str], value: Any) -> None:
-        self._headers = [(k, v.encode()) for k, v in headers.items()]
-        self._value = value if isinstance(value, bytes) else json.dumps(value).encode()
-
-    def headers(self) -> list[tuple[str, bytes]]:
-        return self._headers
-
-    def value(self) -> bytes:
-        return self._value
+URN = "urn:metalake:postgres:prod/shop/public/people/email"
 
 
-def _change(tenant: str, table: str, event_type: str = STATE_CHANGED) -> _Record:
-    return _Record({"ce_type": event_type, "ce_tenantid": tenant}, {"table": table, "key": {}})
+def _change(tenant: str, table: str) -> Record:
+    """A state change as the streaming job publishes it."""
+    key = {"urn": URN, "tag": "PII"} if table in ("classifications", "propagated_tags") else {"urn": URN}
+    if table == "propagated_tags":
+        key["origin"] = URN
+    change = StateChange(
+        id=f"{tenant}-{table}",
+        source="/processors/enrichment",
+        tenant=tenant,
+        table=table,
+        key=key,
+        deleted=False,
+        version=1,
+        event_id="e1",
+    )
+    event = change.event()
+    return Record(event.headers(), event.value(), key=event.key)
+
+
+def _broken(value: bytes, drop: str = "", tenant: str = "umbrella") -> Record:
+    """A classification change with another value, a header left out, or another tenant id."""
+    record = _change("umbrella", "classifications")
+    headers = [(n, tenant.encode() if n == "ce_tenantid" else v) for n, v in record.headers() if n != drop]
+    return Record(headers, value, key=record.key())
 
 
 def test_tag_changes_name_the_tenants_to_refresh() -> None:
+    valid = _change("umbrella", "classifications").value()
+    completed = Record([("ce_type", b"io.metalake.propagation.completed.v1"), ("ce_tenantid", b"hooli")], b"{}")
     batch = [
         _change("acme", "classifications"),
         _change("globex", "propagated_tags"),
         _change("initech", "assets"),  # not a tag change
-        _change("hooli", "classifications", "io.metalake.propagation.completed.v1"),
-        _change("Bad_Tenant", "classifications"),
-        _Record({"ce_type": STATE_CHANGED, "ce_tenantid": "umbrella"}, b"not json"),
-        _Record({"ce_type": STATE_CHANGED, "ce_tenantid": "umbrella"}, [1, 2]),
-        _Record({"ce_type": STATE_CHANGED}, {"table": "classifications"}),
+        completed,
+        _broken(valid, tenant="Bad_Tenant"),
+        _broken(b"not json"),
+        _broken(b"[1, 2]"),
+        _broken(valid, drop="ce_tenantid"),
     ]
     assert tenants_to_refresh(batch) == {"acme", "globex"}
 

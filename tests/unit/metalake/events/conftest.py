@@ -103,6 +103,14 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "urn_sha256": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
         "include_children": True,
     },
+    "io.metalake.state.changed.v1": {
+        "table": "classifications",
+        "key": {"urn": COLUMN, "tag": "PII"},
+        "deleted": False,
+        "version": 7,
+        "event_id": "5f0c6d2e-8a51-4c3b-9d7e-0e1f2a3b4c52",
+        "state": {"source": "auto", "propagate": True, "confidence": 0.97, "rule": "email-regex", "actor": None},
+    },
 }
 
 

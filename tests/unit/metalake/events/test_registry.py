@@ -29,6 +29,7 @@ def test_the_registered_types() -> None:
         "io.metalake.classification.unpropagated.v1",
         "io.metalake.propagation.completed.v1",
         "io.metalake.asset.erased.v1",
+        "io.metalake.state.changed.v1",
     ]
 
 
@@ -52,11 +53,22 @@ def test_schema_is_valid_draft_2020_12(name: str) -> None:
 ERASED = "io.metalake.asset.erased.v1"
 
 
-@pytest.mark.parametrize("name", [n for n in NAMES if n != ERASED])
+# A state change names its asset in its key (with the rest of the row's key), not in a urn field of its own.
+STATE_CHANGED = "io.metalake.state.changed.v1"
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if n not in (ERASED, STATE_CHANGED)])
 def test_every_type_carries_urn_and_version(name: str) -> None:
     schema = spec_for(name).schema
     assert {"urn", "version"} <= set(schema["required"])
     assert schema["properties"]["version"]["type"] == "integer"
+
+
+def test_a_state_change_carries_its_asset_in_its_key_and_a_version() -> None:
+    schema = spec_for(STATE_CHANGED).schema
+    assert {"key", "version"} <= set(schema["required"])
+    assert schema["properties"]["version"]["type"] == "integer"
+    assert schema["properties"]["key"]["required"] == ["urn"]
 
 
 def test_the_erased_event_carries_a_hash_and_no_urn_field() -> None:

@@ -6,7 +6,14 @@ import json
 
 import pytest
 
-from processors.outbound.change import PROPAGATION_COMPLETED, STATE_CHANGED, Change, UndecodableChange, decode_change
+from metalake.events.changes import (
+    PROPAGATION_COMPLETED,
+    STATE_CHANGED,
+    Change,
+    InvalidChange,
+    StateChange,
+    decode_change,
+)
 from processors.outbound.filters import Filters
 from processors.outbound.slack import SlackDestination
 from processors.outbound.subscriptions import Subscription
@@ -61,15 +68,35 @@ def test_filters_refuse_unknown_fields() -> None:
 
 
 def test_decode() -> None:
-    headers = [("ce_id", b"c1"), ("ce_type", STATE_CHANGED.encode()), ("ce_tenantid", b"acme"), ("other", b"\xff")]
-    change = decode_change(b"acme:" + URN.encode(), json.dumps({"table": "classifications"}).encode(), headers)
-    assert (change.id, change.tenant, change.kind) == ("c1", "acme", "classification.added")
-    with pytest.raises(UndecodableChange, match="ce_tenantid"):
-        decode_change(None, b"{}", headers[:2])
-    with pytest.raises(UndecodableChange, match="not JSON"):
-        decode_change(None, b"{nope", headers)
-    with pytest.raises(UndecodableChange, match="object"):
-        decode_change(None, b"[1]", headers)
+    state = StateChange(
+        id="c1",
+        source="/processors/enrichment",
+        tenant="acme",
+        table="classifications",
+        key={"urn": URN, "tag": "PII"},
+        deleted=False,
+        version=3,
+        event_id="e3",
+        state={"source": "human"},
+    )
+    event = state.event()
+    headers = [*event.headers(), ("other", b"\xff")]  # other tools' headers may be binary
+    change = decode_change(event.key, event.value(), headers)
+    assert (change.id, change.tenant, change.kind, change.tag, change.asset) == ("c1", "acme", *_KIND_TAG_ASSET)
+    assert change.state_change == state
+    assert change.time == dict(headers)["ce_time"].decode()
+    without_tenant = [(n, v) for n, v in headers if n != "ce_tenantid"]
+    with pytest.raises(InvalidChange, match="ce_tenantid"):
+        decode_change(event.key, event.value(), without_tenant)
+    with pytest.raises(InvalidChange, match="not JSON"):
+        decode_change(event.key, b"{nope", headers)
+    with pytest.raises(InvalidChange, match="object"):
+        decode_change(event.key, b"[1]", headers)
+    with pytest.raises(InvalidChange, match="data/"):
+        decode_change(event.key, json.dumps({"table": "classifications"}).encode(), headers)
+
+
+_KIND_TAG_ASSET = ("classification.added", "PII", URN)
 
 
 def test_slack_takes_per_asset_propagated_tags_only_when_asked() -> None:

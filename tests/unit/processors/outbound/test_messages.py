@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from processors.outbound.change import PROPAGATION_COMPLETED, STATE_CHANGED, Change
+from metalake.events.changes import PROPAGATION_COMPLETED, STATE_CHANGED, Change
 from processors.outbound.messages import jira_comment, jira_description, jira_summary, slack_message, worth_telling
 
 URN = "urn:metalake:postgres:prod/shop/public/customers/email"

@@ -9,8 +9,8 @@ from typing import Any, ClassVar
 
 import pytest
 
+from metalake.events.changes import STATE_CHANGED, Change
 from metalake.settings import OutboundSettings
-from processors.outbound.change import STATE_CHANGED, Change
 from processors.outbound.destination import (
     DeliveryResult,
     Destination,

@@ -12,9 +12,10 @@ from typing import Any
 from kafka_record import Record
 
 from metalake.events import CloudEvent, decode_record
+from metalake.events.changes import StateChange
 from processors.propagation.erasure import ERASED_TYPE, erased_event, erased_tenant
 from processors.propagation.graph import Limits
-from processors.propagation.processor import CHANGED, PropagationProcessor
+from processors.propagation.processor import PropagationProcessor
 from processors.propagation.tenant import TenantPropagation
 
 A, B, C, D, X = (f"urn:metalake:pg:prod/db/s/{t}" for t in ("src", "mid", "out", "more", "alt"))
@@ -42,7 +43,7 @@ class Store:
 
 
 def of_event(event: CloudEvent) -> Record:
-    return Record(event.headers(), event.value())
+    return Record(event.headers(), event.value(), key=event.key)
 
 
 def erased(tenant: str = "acme") -> Record:
@@ -50,9 +51,17 @@ def erased(tenant: str = "acme") -> Record:
 
 
 def edge_change(upstream: str, urn: str, version: int = 2, tenant: str = "acme") -> Record:
-    data = {"table": "lineage_edges", "key": {"upstream": upstream, "urn": urn}, "version": version}
-    data |= {"deleted": False, "event_id": f"e{version}", "state": {}}
-    return Record([("ce_type", CHANGED.encode()), ("ce_tenantid", tenant.encode())], json.dumps(data).encode())
+    change = StateChange(
+        id=f"{tenant}-{upstream}-{urn}-{version}",
+        source="/processors/enrichment",
+        tenant=tenant,
+        table="lineage_edges",
+        key={"upstream": upstream, "urn": urn},
+        deleted=False,
+        version=version,
+        event_id=f"e{version}",
+    )
+    return of_event(change.event())
 
 
 class RecordingPublisher:

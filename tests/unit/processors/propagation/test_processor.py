@@ -10,8 +10,9 @@ import pytest
 from kafka_record import Record
 
 from metalake.events import CloudEvent, decode_record
+from metalake.events.changes import STATE_CHANGED, StateChange
 from processors.propagation.graph import Limits
-from processors.propagation.processor import CHANGED, PropagationProcessor, read_change
+from processors.propagation.processor import PropagationProcessor, read_change
 from processors.propagation.tenant import TenantPropagation
 from tenants.naming import CHANGES_TOPIC
 
@@ -20,8 +21,13 @@ B = "urn:metalake:pg:prod/db/s/mid/email"
 C = "urn:metalake:pg:prod/db/s/out/email"
 
 
-def FakeRecord(tenant: str, data: dict[str, Any], event_type: str = CHANGED) -> Record:
-    return Record([("ce_type", event_type.encode()), ("ce_tenantid", tenant.encode())], json.dumps(data).encode())
+def FakeRecord(tenant: str, data: dict[str, Any], event_type: str = STATE_CHANGED) -> Record:
+    """A state change as the streaming job publishes it; a record of another type with its routing headers only."""
+    if event_type != STATE_CHANGED:
+        return Record([("ce_type", event_type.encode()), ("ce_tenantid", tenant.encode())], json.dumps(data).encode())
+    change = StateChange(id=f"{tenant}-{data['event_id']}", source="/processors/enrichment", tenant=tenant, **data)
+    event = change.event()
+    return Record(event.headers(), event.value(), key=event.key)
 
 
 class RecordingPublisher:
@@ -155,11 +161,27 @@ def test_the_echo_of_a_propagated_tag_changes_nothing() -> None:
     assert (outcome.runs, publisher.sent) == (0, [])
 
 
-@pytest.mark.parametrize("value", [b"not json", b"{}", b'{"table": "assets"}'])
-def test_unreadable_change_records_are_skipped(value: bytes) -> None:
-    record = FakeRecord("acme", {})
+@pytest.mark.parametrize("value", [b"not json", b"{}", b'{"table": "assets"}', b"[1]"])
+def test_unreadable_change_records_are_skipped(value: bytes, caplog: pytest.LogCaptureFixture) -> None:
+    record = FakeRecord("acme", change("classifications", {"urn": A, "tag": "PII"}, 1, source="human"))
     record._value = value
     assert read_change(record) is None
+    assert [r.message for r in caplog.records] == ["propagation.unreadable_change"]
+
+
+def test_a_change_record_reads_as_the_row_it_was_written_from() -> None:
+    record = FakeRecord("acme", change("classifications", {"urn": A, "tag": "PII"}, 7, source="human", propagate=True))
+    read = read_change(record)
+    assert read is not None and read.tenant == "acme" and read.table == "classifications"
+    assert read.row == {
+        "source": "human",
+        "propagate": True,
+        "urn": A,
+        "tag": "PII",
+        "deleted": False,
+        "version": 7,
+        "event_id": "ev7",
+    }
 
 
 def test_the_hook_runs_after_publishing() -> None:
