@@ -17,10 +17,10 @@ from typing import Any, Protocol
 
 import trino
 from confluent_kafka import Message
-from pymongo import MongoClient
 from pymongo.errors import PyMongoError
 
 from metalake.kafka import BatchConsumer
+from metalake.mongo import mongo_client
 from metalake.settings import Settings
 from metalake.tenancy import InvalidTenantId, validate_tenant_id
 from processors.access.sync import AccessSync
@@ -119,12 +119,7 @@ def run(
     """Run until ``stop`` is set (or forever). Builds its own MongoDB client and consumer and closes them."""
     # A bounded socket timeout: an operation the server never answers fails and is retried, instead of stalling
     # the runner (and every tenant's rules) forever.
-    mongo: MongoClient[dict[str, Any]] = MongoClient(
-        settings.mongo_uri,
-        serverSelectionTimeoutMS=settings.mongo.server_selection_timeout_ms,
-        socketTimeoutMS=_MONGO_SOCKET_TIMEOUT_MS,
-        tz_aware=True,
-    )
+    mongo = mongo_client(settings, socket_timeout_ms=_MONGO_SOCKET_TIMEOUT_MS)
     consumer = BatchConsumer(settings, group_id or settings.access.group_id, [CHANGES_TOPIC])
     runner = AccessRunner(settings, AccessSync(settings, mongo), consumer)
     if stop is not None:

@@ -40,6 +40,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from metalake.kafka import EventProducer, PublishError
+from metalake.mongo import mongo_client
 from metalake.settings import Settings, get_settings
 from processors.lake import audit
 from processors.lake.discover import connect, places
@@ -259,9 +260,7 @@ def main(argv: list[str] | None = None) -> int:
             names = directory.named(args.tenant)
         target = erase_target(names.tenant_id, args.urn, args.include_children)
         spark = lake_session(settings, "metalake-lake-erase")
-        mongo: MongoClient[dict[str, Any]] = MongoClient(
-            settings.mongo_uri, serverSelectionTimeoutMS=settings.mongo.server_selection_timeout_ms
-        )
+        mongo = mongo_client(settings)
         try:
             report = erase(spark, mongo, settings, names, target, args.actor, erasure_id=args.erasure_id)
         finally:
