@@ -31,10 +31,9 @@ from pymongo import MongoClient
 from pymongo.collection import Collection
 from pymongo.database import Database
 
+from metalake.mongo import Doc
 from metalake.settings import load_settings
 from processors.enrichment.projection import _insert_new, _upsert_one, apply_upserts, guarded_upsert
-
-Doc = dict[str, Any]
 
 
 class _Counters:

@@ -9,8 +9,11 @@ from pymongo import MongoClient
 
 from metalake.settings import Settings
 
+# A MongoDB document as the control-plane stores and the projections read and write it (pymongo's own default).
+Doc = dict[str, Any]
 
-def mongo_client(settings: Settings, *, socket_timeout_ms: int | None = None) -> MongoClient[dict[str, Any]]:
+
+def mongo_client(settings: Settings, *, socket_timeout_ms: int | None = None) -> MongoClient[Doc]:
     """A client for ``settings.mongo_uri``; pymongo connects lazily, so this does no I/O.
 
     ``socket_timeout_ms`` bounds each operation's wait for the server's answer (pymongo's default: none). Only a

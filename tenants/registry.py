@@ -26,7 +26,7 @@ from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
 from metalake.cache import TtlCache
-from metalake.mongo import mongo_client
+from metalake.mongo import Doc, mongo_client
 from metalake.settings import Settings
 from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE, TenantNames, names_for, validate_tenant_id
@@ -42,8 +42,6 @@ __all__ = [
 ]
 
 TENANTS_COLLECTION = "tenants"
-
-Doc = dict[str, Any]
 
 
 class TenantState(StrEnum):

@@ -22,7 +22,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Any
 
 from pymongo import ASCENDING, ReturnDocument
 from pymongo.collection import Collection
@@ -30,10 +29,10 @@ from pymongo.database import Database
 
 from api.security import Scope
 from metalake.cache import TtlCache
+from metalake.mongo import Doc
 
 CLIENTS_COLLECTION = "clients"
 
-Doc = dict[str, Any]
 
 # scrypt at 16 MiB: a deliberate cost per guess should the hashes leak; secrets are 256-bit random anyway.
 _SCRYPT_N, _SCRYPT_R, _SCRYPT_P = 2**14, 8, 1

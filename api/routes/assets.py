@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from api import audit
 from api.auth.deps import require_tenant
-from api.catalog import Catalog, Doc, TooBroad
+from api.catalog import Catalog, TooBroad
 from api.context import ApiContext, ContextDep
 from api.events import EventPublisher, PublisherDep
 from api.lineage import DEFAULT_DEPTH, DEFAULT_NODES, MAX_DEPTH, MAX_NODES, Direction, traverse
@@ -25,6 +25,7 @@ from api.problems import Problem
 from api.security import Scope, TenantContext
 from metalake.events import new_event
 from metalake.events.validation import InvalidData
+from metalake.mongo import Doc
 from tenants.naming import names_for
 
 ADDED = "io.metalake.classification.added.v1"

@@ -24,14 +24,13 @@ from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
 from metalake.cache import TtlCache
+from metalake.mongo import Doc
 from processors.outbound.filters import Filters
 from tenants.naming import validate_tenant_id
 
 SUBSCRIPTIONS = "subscriptions"
 SUBSCRIPTION_SECRETS = "subscription_secrets"
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
-
-Doc = dict[str, Any]
 
 
 class InvalidSubscriptionName(ValueError):
