@@ -58,6 +58,7 @@ from processors.lake.scope import (
     DLQ_IDENTITY,
     RAW_COLUMNS,
     EraseTarget,
+    KafkaPosition,
     delta_predicates,
     erase_target,
     identity_predicate,
@@ -96,7 +97,7 @@ class EraseReport:
         }
 
 
-def dead_letters_naming(frame: DataFrame, target: EraseTarget) -> list[tuple[str | None, int | None, int | None]]:
+def dead_letters_naming(frame: DataFrame, target: EraseTarget) -> list[KafkaPosition]:
     """The Kafka positions of the dead letters whose raw key, value or headers spell the URN. A read: no Delta
     commit records the filter, which has to spell the URN (raw bytes have no field to hash)."""
     pattern = raw_pattern(target)
@@ -104,7 +105,7 @@ def dead_letters_naming(frame: DataFrame, target: EraseTarget) -> list[tuple[str
     if not spelled:
         return []
     rows = frame.where(reduce(operator.or_, spelled)).select(*DLQ_IDENTITY).distinct().collect()
-    return [(r["kafka_topic"], r["kafka_partition"], r["kafka_offset"]) for r in rows]
+    return [KafkaPosition(r["kafka_topic"], r["kafka_partition"], r["kafka_offset"]) for r in rows]
 
 
 def _erase_place(
