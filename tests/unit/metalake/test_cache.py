@@ -5,16 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from fake_clock import FakeClock
 
 from metalake.cache import TtlCache
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Loader:
@@ -33,7 +26,7 @@ class Loader:
 
 
 def test_a_value_is_served_until_its_ttl_then_reloaded() -> None:
-    clock, load = Clock(), Loader()
+    clock, load = FakeClock(), Loader()
     cache: TtlCache[str, str] = TtlCache(10.0, clock=clock)
     assert cache.get("k", load) == "v1"
     load.value = "v2"
@@ -45,7 +38,7 @@ def test_a_value_is_served_until_its_ttl_then_reloaded() -> None:
 
 
 def test_the_age_counts_from_before_the_load() -> None:
-    clock = Clock()
+    clock = FakeClock()
 
     def slow() -> str:
         clock.now += 4.0
@@ -59,7 +52,7 @@ def test_the_age_counts_from_before_the_load() -> None:
 
 
 def test_keys_are_cached_apart() -> None:
-    cache: TtlCache[tuple[str, str], str] = TtlCache(10.0, clock=Clock())
+    cache: TtlCache[tuple[str, str], str] = TtlCache(10.0, clock=FakeClock())
     assert cache.get(("a", "x"), lambda: "ax") == "ax"
     assert cache.get(("b", "x"), lambda: "bx") == "bx"
     assert cache.get(("a", "x"), lambda: "other") == "ax"
@@ -67,7 +60,7 @@ def test_keys_are_cached_apart() -> None:
 
 def test_a_zero_ttl_loads_every_time() -> None:
     load = Loader()
-    cache: TtlCache[str, str] = TtlCache(0.0, clock=Clock())
+    cache: TtlCache[str, str] = TtlCache(0.0, clock=FakeClock())
     cache.get("k", load)
     cache.get("k", load)
     assert load.calls == 2
@@ -80,7 +73,7 @@ def test_none_is_a_value_that_is_cached() -> None:
         calls.append(1)
         return None
 
-    cache: TtlCache[str, str | None] = TtlCache(10.0, clock=Clock())
+    cache: TtlCache[str, str | None] = TtlCache(10.0, clock=FakeClock())
     assert cache.get("k", load) is None
     assert cache.get("k", load) is None
     assert len(calls) == 1
@@ -97,7 +90,7 @@ def test_none_is_a_value_that_is_cached() -> None:
 )
 def test_invalidation_makes_the_next_get_load(forget: Callable[[TtlCache[str, str]], None]) -> None:
     load = Loader()
-    cache: TtlCache[str, str] = TtlCache(60.0, clock=Clock())
+    cache: TtlCache[str, str] = TtlCache(60.0, clock=FakeClock())
     cache.get("a", load)
     load.value = "v2"
     forget(cache)
@@ -105,7 +98,7 @@ def test_invalidation_makes_the_next_get_load(forget: Callable[[TtlCache[str, st
 
 
 def test_invalidate_where_keeps_the_other_keys() -> None:
-    cache: TtlCache[str, str] = TtlCache(60.0, clock=Clock())
+    cache: TtlCache[str, str] = TtlCache(60.0, clock=FakeClock())
     cache.get("a1", lambda: "a1")
     cache.get("b1", lambda: "b1")
     cache.invalidate_where(lambda k: k.startswith("a"))
@@ -114,7 +107,7 @@ def test_invalidate_where_keeps_the_other_keys() -> None:
 
 
 def test_a_load_that_raced_with_an_invalidation_is_not_stored() -> None:
-    cache: TtlCache[str, str] = TtlCache(60.0, clock=Clock())
+    cache: TtlCache[str, str] = TtlCache(60.0, clock=FakeClock())
 
     def load_then_changed_elsewhere() -> str:
         cache.invalidate("k")  # the change lands while the old value is on its way
@@ -127,7 +120,7 @@ def test_a_load_that_raced_with_an_invalidation_is_not_stored() -> None:
 def test_a_failed_load_raises_and_stores_nothing() -> None:
     load = Loader()
     load.error = RuntimeError("down")
-    cache: TtlCache[str, str] = TtlCache(60.0, clock=Clock())
+    cache: TtlCache[str, str] = TtlCache(60.0, clock=FakeClock())
     with pytest.raises(RuntimeError):
         cache.get("k", load)
     load.error = None
@@ -136,7 +129,7 @@ def test_a_failed_load_raises_and_stores_nothing() -> None:
 
 
 def test_without_keep_stale_a_failed_reload_raises() -> None:
-    clock, load = Clock(), Loader()
+    clock, load = FakeClock(), Loader()
     cache: TtlCache[str, str] = TtlCache(5.0, clock=clock)
     cache.get("k", load)
     clock.now += 6
@@ -146,7 +139,7 @@ def test_without_keep_stale_a_failed_reload_raises() -> None:
 
 
 def test_keep_stale_serves_the_expired_value_when_a_reload_fails_then_retries() -> None:
-    clock, load = Clock(), Loader()
+    clock, load = FakeClock(), Loader()
     cache: TtlCache[str, str] = TtlCache(5.0, keep_stale_on_error=True, clock=clock)
     cache.get("k", load)
     clock.now += 6
@@ -161,13 +154,13 @@ def test_keep_stale_serves_the_expired_value_when_a_reload_fails_then_retries() 
 def test_keep_stale_still_raises_for_a_key_never_loaded() -> None:
     load = Loader()
     load.error = RuntimeError("down")
-    cache: TtlCache[str, str] = TtlCache(5.0, keep_stale_on_error=True, clock=Clock())
+    cache: TtlCache[str, str] = TtlCache(5.0, keep_stale_on_error=True, clock=FakeClock())
     with pytest.raises(RuntimeError):
         cache.get("k", load)
 
 
 def test_max_entries_starts_over_when_reached() -> None:
-    cache: TtlCache[int, int] = TtlCache(60.0, max_entries=2, clock=Clock())
+    cache: TtlCache[int, int] = TtlCache(60.0, max_entries=2, clock=FakeClock())
     cache.get(1, lambda: 1)
     cache.get(2, lambda: 2)
     cache.get(3, lambda: 3)  # full: the cache is emptied, then 3 stored
