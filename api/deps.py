@@ -1,7 +1,9 @@
 """The route dependency aliases the route modules share: who may call (by scope) and the auth runtime.
 
 Declare a handler parameter with one of these instead of ``Depends(require_tenant(...))``. Aliases of one resource
-(its store, its path parameters, a scope combination only it accepts) stay in its route module.
+(its store, its path parameters, a scope combination only it accepts) stay in its route module. The request context
+(``api.context.ContextDep``), the caller (``api.auth.deps.PrincipalDep``) and the event publisher
+(``api.events.PublisherDep``) are defined beside their dependencies, which use them too.
 """
 
 from __future__ import annotations
