@@ -16,6 +16,7 @@ from api.events import close_publisher
 from api.openapi import install_openapi
 from api.problems import install_problem_handlers
 from api.provisioning import resume
+from metalake.mongo import mongo_client
 from metalake.settings import Settings, load_settings
 
 # One module per resource under api/routes, each exposing ``router``. Add a line here to serve a new one.
@@ -43,7 +44,7 @@ def _router(module: str) -> APIRouter:
 
 def create_app(settings: Settings | None = None, *, mongo: MongoClient[dict[str, Any]] | None = None) -> FastAPI:
     settings = settings or load_settings()
-    client = mongo or MongoClient(settings.mongo_uri, serverSelectionTimeoutMS=10_000, tz_aware=True)
+    client = mongo or mongo_client(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

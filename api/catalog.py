@@ -16,15 +16,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from pymongo import ASCENDING, IndexModel
 from pymongo.collection import Collection
 from pymongo.database import Database
 
 from api.paging import after
-
-Doc = dict[str, Any]
+from metalake.mongo import Doc
 
 ASSETS = "assets"
 CLASSIFICATIONS = "classifications"

@@ -24,11 +24,12 @@ from pymongo import ReturnDocument
 from pymongo.collection import Collection
 from pymongo.database import Database
 
+from metalake.mongo import Doc
+
 log = logging.getLogger(__name__)
 
 ERASURES_COLLECTION = "erasures"
 
-Doc = dict[str, Any]
 ERASE_ID_NAMESPACE = uuid.UUID("6f1d5c3e-8a0b-5f4e-9c2d-7b6a5e4d3c2b")
 # (argv) -> (exit code, stdout, stderr tail)
 EraseRunner = Callable[[Sequence[str]], tuple[int, str, str]]

@@ -31,11 +31,10 @@ from pymongo import MongoClient
 from pymongo.collection import Collection
 from pymongo.database import Database
 
+from metalake.mongo import Doc
 from metalake.settings import load_settings
 from ops.stack.paths import use_checkout_stack
 from processors.enrichment.projection import _insert_new, _upsert_one, apply_upserts, guarded_upsert
-
-Doc = dict[str, Any]
 
 
 class _Counters:

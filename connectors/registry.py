@@ -1,59 +1,32 @@
 """Connector plugins, registered by name through the ``metalake.connectors`` entry-point group.
 
-Lookup is by registered name only (tenant admins choose a type through the API; an import path would let them load
-arbitrary code). A plugin that fails to import is listed as disabled with its reason instead of breaking the others.
+A thin use of the kernel's :class:`metalake.plugins.PluginRegistry`: lookup by registered name only, a plugin that
+fails to import (or is not a connector class) is listed as disabled with its reason, the group is scanned once.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from importlib.metadata import entry_points
 from typing import Any
 
-from connectors.base import ConnectorConfig, SourceConnector, WebhookConnector
+from connectors.base import SourceConnector, WebhookConnector
+from metalake import plugins as kernel
 
 GROUP = "metalake.connectors"
 
 ConnectorClass = type[WebhookConnector[Any]] | type[SourceConnector[Any]]
+Plugin = kernel.Plugin[ConnectorClass]
 
-
-class UnknownConnector(LookupError):
-    pass
-
-
-@dataclass(frozen=True)
-class Plugin:
-    name: str
-    cls: ConnectorClass | None
-    disabled_reason: str | None = None
-
-    @property
-    def config_model(self) -> type[ConnectorConfig]:
-        if self.cls is None:
-            raise UnknownConnector(f"connector type {self.name!r} is disabled: {self.disabled_reason}")
-        return self.cls.config_model
+REGISTRY: kernel.PluginRegistry[ConnectorClass] = kernel.PluginRegistry(GROUP, (WebhookConnector, SourceConnector))
 
 
 def plugins() -> dict[str, Plugin]:
-    found: dict[str, Plugin] = {}
-    for ep in entry_points(group=GROUP):
-        try:
-            cls = ep.load()
-        except ImportError as exc:
-            found[ep.name] = Plugin(ep.name, None, f"{type(exc).__name__}: {exc}")
-            continue
-        if not (isinstance(cls, type) and issubclass(cls, WebhookConnector | SourceConnector)):
-            found[ep.name] = Plugin(ep.name, None, f"{ep.value} is not a WebhookConnector or SourceConnector")
-            continue
-        found[ep.name] = Plugin(ep.name, cls)
-    return found
+    """Every connector type, enabled or disabled."""
+    return REGISTRY.plugins()
 
 
-def get(name: str) -> Plugin:
-    plugin = plugins().get(name)
-    if plugin is None:
-        raise UnknownConnector(f"unknown connector type {name!r}; known: {', '.join(sorted(plugins())) or 'none'}")
-    return plugin
+def get(name: str) -> ConnectorClass:
+    """The class of an enabled connector type; :class:`metalake.plugins.UnknownPlugin` if unknown or disabled."""
+    return REGISTRY.get(name)
 
 
 def config_schema(name: str) -> dict[str, Any]:

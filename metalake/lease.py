@@ -23,13 +23,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from pymongo import ReturnDocument
 from pymongo.collection import Collection
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
-Doc = dict[str, Any]
+from metalake.mongo import Doc
 
 # The control-plane collection that holds the leases of every kind (keys start with the tenant id where they
 # belong to one, so deleting a tenant deletes its leases).

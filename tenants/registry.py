@@ -12,7 +12,6 @@ demo use such tenants.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -26,7 +25,8 @@ from pymongo.collection import Collection
 from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
-from metalake.mongo import mongo_client
+from metalake.cache import TtlCache
+from metalake.mongo import Doc, mongo_client
 from metalake.settings import Settings
 from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE, TenantNames, names_for, validate_tenant_id
@@ -42,8 +42,6 @@ __all__ = [
 ]
 
 TENANTS_COLLECTION = "tenants"
-
-Doc = dict[str, Any]
 
 
 class TenantState(StrEnum):
@@ -224,12 +222,6 @@ class TenantLookup(Protocol):
     def get(self, tenant_id: str) -> TenantRecord | None: ...
 
 
-@dataclass(frozen=True)
-class _Entry:
-    record: TenantRecord | None
-    fetched_at: float
-
-
 class TenantDirectory:
     """A TTL cache over :class:`TenantRegistry` for hot paths: which topics, which lake root, is it active.
 
@@ -247,10 +239,7 @@ class TenantDirectory:
     ) -> None:
         self._registry = registry
         self._lake_root = lake_root
-        self._ttl_s = ttl_s
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._entries: dict[str, _Entry] = {}
+        self._cache: TtlCache[str, TenantRecord | None] = TtlCache(ttl_s, keep_stale_on_error=True, clock=clock)
 
     @classmethod
     def connect(cls, settings: Settings, *, ttl_s: float = 5.0) -> TenantDirectory:
@@ -258,20 +247,7 @@ class TenantDirectory:
 
     def record(self, tenant_id: str) -> TenantRecord | None:
         """The registered tenant, or ``None`` if nobody registered it (then it is pooled)."""
-        now = self._clock()
-        with self._lock:
-            entry = self._entries.get(tenant_id)
-        if entry is not None and now - entry.fetched_at < self._ttl_s:
-            return entry.record
-        try:
-            record = self._registry.get(tenant_id)
-        except Exception:
-            if entry is None:
-                raise
-            return entry.record
-        with self._lock:
-            self._entries[tenant_id] = _Entry(record, now)
-        return record
+        return self._cache.get(tenant_id, lambda: self._registry.get(tenant_id))
 
     def names(self, tenant_id: str) -> TenantNames:
         """The tenant's physical names: dedicated topics for a dedicated tenant, pooled ones otherwise."""
@@ -287,8 +263,7 @@ class TenantDirectory:
 
     def invalidate(self, tenant_id: str | None = None) -> None:
         """Forget one tenant (or all): the next lookup reads the registry."""
-        with self._lock:
-            if tenant_id is None:
-                self._entries.clear()
-            else:
-                self._entries.pop(tenant_id, None)
+        if tenant_id is None:
+            self._cache.clear()
+        else:
+            self._cache.invalidate(tenant_id)

@@ -17,23 +17,22 @@ import base64
 import hashlib
 import hmac
 import secrets
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Any
 
 from pymongo import ASCENDING, ReturnDocument
 from pymongo.collection import Collection
 from pymongo.database import Database
 
 from api.security import Scope
+from metalake.cache import TtlCache
+from metalake.mongo import Doc
 
 CLIENTS_COLLECTION = "clients"
 
-Doc = dict[str, Any]
 
 # scrypt at 16 MiB: a deliberate cost per guess should the hashes leak; secrets are 256-bit random anyway.
 _SCRYPT_N, _SCRYPT_R, _SCRYPT_P = 2**14, 8, 1
@@ -218,35 +217,16 @@ class ClientStore:
         return _record(doc) if doc is not None else None
 
 
-@dataclass(frozen=True)
-class _Cached:
-    record: ClientRecord | None
-    at: float
-
-
 class ClientCache:
     """A short TTL cache of client records for the resource server: is the token's client still active."""
 
     def __init__(self, store: ClientStore, ttl_s: float, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._store = store
-        self._ttl_s = ttl_s
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._entries: dict[str, _Cached] = {}
+        # Bounded: every registered client may present tokens, so the ids are not few.
+        self._cache: TtlCache[str, ClientRecord | None] = TtlCache(ttl_s, max_entries=10_000, clock=clock)
 
     def get(self, client_id: str) -> ClientRecord | None:
-        now = self._clock()
-        with self._lock:
-            entry = self._entries.get(client_id)
-        if entry is not None and now - entry.at < self._ttl_s:
-            return entry.record
-        record = self._store.get(client_id)
-        with self._lock:
-            if len(self._entries) > 10_000:
-                self._entries.clear()
-            self._entries[client_id] = _Cached(record, now)
-        return record
+        return self._cache.get(client_id, lambda: self._store.get(client_id))
 
     def invalidate(self, client_id: str) -> None:
-        with self._lock:
-            self._entries.pop(client_id, None)
+        self._cache.invalidate(client_id)

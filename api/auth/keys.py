@@ -32,11 +32,11 @@ from pymongo import DESCENDING
 from pymongo.collection import Collection
 from pymongo.database import Database
 
+from metalake.mongo import Doc
 from metalake.settings import ApiSettings
 
 SIGNING_KEYS_COLLECTION = "signing_keys"
 
-Doc = dict[str, Any]
 SigningKey = RSAKey | ECKey
 
 

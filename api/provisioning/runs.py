@@ -17,7 +17,6 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from typing import Any
 
 from api import audit
 from api.context import ApiContext
@@ -36,7 +35,6 @@ PENDING_ERASURES = "erasures_pending"
 # Who the audit names for work the resumer picked up (a tenant's runs; an erasure keeps its requester).
 RESUMER = Principal(subject="metalake-api:resume", tenant=None, scopes=frozenset())
 
-Doc = dict[str, Any]
 _POLL_S = 0.5
 
 

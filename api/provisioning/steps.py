@@ -19,7 +19,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
@@ -32,6 +32,7 @@ from connectors.runtime.offsets import OffsetStore, OffsetsUnavailable
 from metalake.kafka import PublishError
 from metalake.kafka.admin import ensure_topics
 from metalake.kafka.config import client_config
+from metalake.mongo import Doc
 from metalake.settings import Settings
 from metalake.trino_admin import admin_cursor
 from processors.access.sync import AccessSync
@@ -41,7 +42,6 @@ from tenants.registry import TENANTS_COLLECTION, TenantRecord
 
 log = logging.getLogger(__name__)
 
-Doc = dict[str, Any]
 # (argv) -> (exit code, combined output tail); a seam for tests of the failure paths.
 Runner = Callable[[Sequence[str]], tuple[int, str]]
 

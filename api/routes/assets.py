@@ -16,8 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from api import audit
 from api.auth.deps import require_tenant
-from api.catalog import Catalog, Doc, TooBroad
+from api.catalog import Catalog, TooBroad
 from api.context import ApiContext, ContextDep
+from api.deps import TenantReader
 from api.events import EventPublisher, PublisherDep
 from api.lineage import DEFAULT_DEPTH, DEFAULT_NODES, MAX_DEPTH, MAX_NODES, Direction, traverse
 from api.paging import DEFAULT_LIMIT, CursorParam, Limit, Page, decode_cursor, encode_cursor
@@ -25,6 +26,7 @@ from api.problems import Problem
 from api.security import Scope, TenantContext
 from metalake.events import new_event
 from metalake.events.validation import InvalidData
+from metalake.mongo import Doc
 from tenants.naming import names_for
 
 ADDED = "io.metalake.classification.added.v1"
@@ -32,7 +34,6 @@ REMOVED = "io.metalake.classification.removed.v1"
 TAG_PATTERN = r"^[A-Za-z][A-Za-z0-9_.:/-]{0,127}$"
 URN_MAX = 2048
 
-ReadTenant = Annotated[TenantContext, Depends(require_tenant(Scope.TENANT_READ, Scope.TENANT_ADMIN))]
 # Changing a tag is sending an event about the tenant's catalog: an administrator or a client that sends events.
 TagWriter = Annotated[TenantContext, Depends(require_tenant(Scope.TENANT_ADMIN, Scope.EVENTS_WRITE))]
 TagName = Annotated[str, StringConstraints(pattern=TAG_PATTERN)]
@@ -230,7 +231,7 @@ def _live_asset(catalog: Catalog, urn: str) -> Doc:
 
 
 @router.get("", summary="Get an asset by URN", response_model=AssetView, responses=_ERRORS)
-def get_asset(tc: ReadTenant, ctx: ContextDep, urn: UrnQuery) -> dict[str, Any]:
+def get_asset(tc: TenantReader, ctx: ContextDep, urn: UrnQuery) -> dict[str, Any]:
     """The asset's current state, its direct tags and the tags propagated to it."""
     catalog = _catalog(ctx, tc.tenant)
     doc = _live_asset(catalog, urn)
@@ -243,7 +244,7 @@ def get_asset(tc: ReadTenant, ctx: ContextDep, urn: UrnQuery) -> dict[str, Any]:
 
 @router.get("/search", summary="Search assets", response_model=Page[AssetSummary], responses=_LIST_ERRORS)
 def search_assets(
-    tc: ReadTenant,
+    tc: TenantReader,
     ctx: ContextDep,
     prefix: Annotated[
         str | None, Query(min_length=1, max_length=256, description="Name prefix (case-sensitive).")
@@ -346,7 +347,7 @@ def remove_tag(tc: TagWriter, ctx: ContextDep, publisher: PublisherDep, urn: Urn
 
 @router.get("/lineage", summary="Lineage of an asset", response_model=LineageView, responses=_ERRORS)
 def lineage(
-    tc: ReadTenant,
+    tc: TenantReader,
     ctx: ContextDep,
     urn: UrnQuery,
     direction: Direction = "downstream",
@@ -387,7 +388,7 @@ def lineage(
 
 @router.get("/incidents", summary="Incidents", response_model=Page[IncidentView], responses=_LIST_ERRORS)
 def incidents(
-    tc: ReadTenant,
+    tc: TenantReader,
     ctx: ContextDep,
     urn: Annotated[
         str | None, Query(min_length=1, max_length=URN_MAX, description="One asset; all if omitted.")

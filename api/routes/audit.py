@@ -14,18 +14,15 @@ from pydantic import BaseModel, Field
 
 from api import audit
 from api.auditlog import ACTION_PATTERN, AuditQuery, AuditRow, read
-from api.auth.deps import require, require_tenant
 from api.context import ContextDep
+from api.deps import PlatformAdmin, TenantAdmin
 from api.paging import CursorParam, Limit, decode_cursor, encode_cursor
 from api.problems import Problem, problem_doc
 from api.routes.tenants import ERRORS
-from api.security import Principal, Scope, TenantContext
 from tenants.naming import platform_audit_dir
 
 router = APIRouter(tags=["audit"])
 
-TenantAdmin = Annotated[TenantContext, Depends(require_tenant(Scope.TENANT_ADMIN))]
-PlatformAdmin = Annotated[Principal, Depends(require(Scope.PLATFORM_ADMIN))]
 
 READ_ERRORS: dict[int | str, dict[str, Any]] = {
     **ERRORS,

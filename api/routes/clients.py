@@ -10,22 +10,20 @@ from datetime import UTC, datetime
 from http import HTTPStatus
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Query
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, Field
 
 from api import audit
 from api.auth.clients import ClientConflict, ClientRecord, Role
-from api.auth.deps import auth_runtime, require_tenant
 from api.auth.runtime import AuthRuntime
 from api.context import ContextDep
+from api.deps import AuthDep, TenantAdmin
 from api.problems import MEDIA_TYPE, Problem
-from api.security import Scope, TenantContext
+from api.security import TenantContext
 
 router = APIRouter(prefix="/v1/tenants/{tenant}/clients", tags=["clients"])
 
-AuthDep = Annotated[AuthRuntime, Depends(auth_runtime)]
-TenantAdmin = Annotated[TenantContext, Depends(require_tenant(Scope.TENANT_ADMIN))]
 
 TENANT_ROLES = (Role.READ_ONLY, Role.READ_WRITE, Role.ADMIN)
 

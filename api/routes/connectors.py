@@ -22,8 +22,9 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from pydantic.config import JsonDict
 
 from api import audit
-from api.auth.deps import require, require_tenant
+from api.auth.deps import require
 from api.context import ApiContext, ContextDep
+from api.deps import TenantAdmin, TenantReader
 from api.events import PublisherDep
 from api.paging import DEFAULT_LIMIT, CursorParam, Limit, Page, decode_cursor, encode_cursor
 from api.problems import Problem
@@ -42,8 +43,6 @@ from tenants.naming import CONTROL_DATABASE
 NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 RETRY_AFTER_S = 5
 
-ReadTenant = Annotated[TenantContext, Depends(require_tenant(Scope.TENANT_READ, Scope.TENANT_ADMIN))]
-AdminTenant = Annotated[TenantContext, Depends(require_tenant(Scope.TENANT_ADMIN))]
 ConnectorName = Annotated[str, Path(pattern=NAME_PATTERN, description="The connector's name within the tenant.")]
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
@@ -357,7 +356,7 @@ def plugin_schema(type_: Annotated[str, Path(alias="type", max_length=64)], plug
     responses=_errors((409, "A connector of that name exists.")),
 )
 def create_connector(
-    tc: AdminTenant, body: ConnectorCreate, store: StoreDep, plugins: PluginsDep, ctx: ContextDep, response: Response
+    tc: TenantAdmin, body: ConnectorCreate, store: StoreDep, plugins: PluginsDep, ctx: ContextDep, response: Response
 ) -> ConnectorView:
     """Create a connector (RUNNING). Webhook connectors accept deliveries once a signing secret is added."""
     if store.get_connector(tc.tenant, body.name) is not None:
@@ -377,7 +376,7 @@ def create_connector(
     responses=_errors((400, "Bad cursor (problem+json naming `cursor`).")),
 )
 def list_connectors(
-    tc: ReadTenant, store: StoreDep, plugins: PluginsDep, limit: Limit = DEFAULT_LIMIT, cursor: CursorParam = None
+    tc: TenantReader, store: StoreDep, plugins: PluginsDep, limit: Limit = DEFAULT_LIMIT, cursor: CursorParam = None
 ) -> Page[ConnectorView]:
     """The tenant's connectors by name."""
     resume = decode_cursor("connectors", cursor, 1)
@@ -391,7 +390,7 @@ def list_connectors(
 
 
 @router.get(PREFIX + "/{name}", summary="Get a connector", response_model=ConnectorView, responses=_errors())
-def get_connector(tc: ReadTenant, name: ConnectorName, store: StoreDep, plugins: PluginsDep) -> ConnectorView:
+def get_connector(tc: TenantReader, name: ConnectorName, store: StoreDep, plugins: PluginsDep) -> ConnectorView:
     """The configuration (secret fields masked) and the active signing secrets by id."""
     return _view(store, plugins, _record(store, tc.tenant, name))
 
@@ -400,7 +399,7 @@ def get_connector(tc: ReadTenant, name: ConnectorName, store: StoreDep, plugins:
     PREFIX + "/{name}", summary="Replace a connector's configuration", response_model=ConnectorView, responses=_errors()
 )
 def replace_connector(
-    tc: AdminTenant, name: ConnectorName, body: ConnectorSpec, store: StoreDep, plugins: PluginsDep, ctx: ContextDep
+    tc: TenantAdmin, name: ConnectorName, body: ConnectorSpec, store: StoreDep, plugins: PluginsDep, ctx: ContextDep
 ) -> ConnectorView:
     """Replace the configuration of an existing connector; its state and signing secrets are kept."""
     _record(store, tc.tenant, name)
@@ -410,7 +409,7 @@ def replace_connector(
 
 
 @router.delete(PREFIX + "/{name}", status_code=204, summary="Delete a connector", responses=_errors())
-def delete_connector(tc: AdminTenant, name: ConnectorName, store: StoreDep, ctx: ContextDep) -> Response:
+def delete_connector(tc: TenantAdmin, name: ConnectorName, store: StoreDep, ctx: ContextDep) -> Response:
     """Remove the connector, its tasks and its secrets. Its source offsets stay in Kafka (reset them first to
     forget them)."""
     if not store.delete_connector(tc.tenant, name):
@@ -420,13 +419,13 @@ def delete_connector(tc: AdminTenant, name: ConnectorName, store: StoreDep, ctx:
 
 
 @router.get(PREFIX + "/{name}/status", summary="Connector status", response_model=StatusView, responses=_errors())
-def connector_status(tc: ReadTenant, name: ConnectorName, store: StoreDep, plugins: PluginsDep) -> StatusView:
+def connector_status(tc: TenantReader, name: ConnectorName, store: StoreDep, plugins: PluginsDep) -> StatusView:
     """The connector's state (with the error when FAILED) and each task's (source connectors)."""
     return _status(store, plugins, _record(store, tc.tenant, name))
 
 
 @router.post(PREFIX + "/{name}/pause", summary="Pause a connector", response_model=StatusView, responses=_errors())
-def pause(tc: AdminTenant, name: ConnectorName, store: StoreDep, plugins: PluginsDep, ctx: ContextDep) -> StatusView:
+def pause(tc: TenantAdmin, name: ConnectorName, store: StoreDep, plugins: PluginsDep, ctx: ContextDep) -> StatusView:
     """Stop accepting work: webhooks answer 503 with Retry-After (senders keep and resend), crawls refuse to start."""
     return _transition(ctx, tc, store, plugins, name, "pause")
 
@@ -437,7 +436,7 @@ def pause(tc: AdminTenant, name: ConnectorName, store: StoreDep, plugins: Plugin
     response_model=StatusView,
     responses=_errors((409, "The connector FAILED: activate it instead.")),
 )
-def resume(tc: AdminTenant, name: ConnectorName, store: StoreDep, plugins: PluginsDep, ctx: ContextDep) -> StatusView:
+def resume(tc: TenantAdmin, name: ConnectorName, store: StoreDep, plugins: PluginsDep, ctx: ContextDep) -> StatusView:
     """Accept work again. A FAILED connector is not resumed (its error needs a look): ``activate`` restarts it."""
     if _record(store, tc.tenant, name).state is ConnectorState.FAILED:
         raise Problem(409, "connector-failed", "state: the connector FAILED; activate restarts it", field="state")
@@ -447,7 +446,7 @@ def resume(tc: AdminTenant, name: ConnectorName, store: StoreDep, plugins: Plugi
 @router.post(
     PREFIX + "/{name}/activate", summary="Activate a connector", response_model=StatusView, responses=_errors()
 )
-def activate(tc: AdminTenant, name: ConnectorName, store: StoreDep, plugins: PluginsDep, ctx: ContextDep) -> StatusView:
+def activate(tc: TenantAdmin, name: ConnectorName, store: StoreDep, plugins: PluginsDep, ctx: ContextDep) -> StatusView:
     """Put the connector in service from any state, clearing its error (Connect's restart)."""
     return _transition(ctx, tc, store, plugins, name, "activate")
 
@@ -456,7 +455,7 @@ def activate(tc: AdminTenant, name: ConnectorName, store: StoreDep, plugins: Plu
     PREFIX + "/{name}/deactivate", summary="Deactivate a connector", response_model=StatusView, responses=_errors()
 )
 def deactivate(
-    tc: AdminTenant, name: ConnectorName, store: StoreDep, plugins: PluginsDep, ctx: ContextDep
+    tc: TenantAdmin, name: ConnectorName, store: StoreDep, plugins: PluginsDep, ctx: ContextDep
 ) -> StatusView:
     """Take the connector out of service until it is activated (the runtime's PAUSED state)."""
     return _transition(ctx, tc, store, plugins, name, "deactivate")
@@ -468,7 +467,7 @@ def deactivate(
     response_model=OffsetsView,
     responses=_errors((503, "The offsets topic could not be read in time.")),
 )
-def get_offsets(tc: ReadTenant, name: ConnectorName, store: StoreDep, ctx: ContextDep) -> OffsetsView:
+def get_offsets(tc: TenantReader, name: ConnectorName, store: StoreDep, ctx: ContextDep) -> OffsetsView:
     """The stored offset of each source partition (read from the compacted offsets topic to its end)."""
     record = _record(store, tc.tenant, name)
     try:
@@ -485,7 +484,7 @@ def get_offsets(tc: ReadTenant, name: ConnectorName, store: StoreDep, ctx: Conte
     responses=_errors((409, "The connector is not PAUSED."), (503, "Kafka unavailable; nothing was reset.")),
 )
 def reset_offsets(
-    tc: AdminTenant, name: ConnectorName, store: StoreDep, ctx: ContextDep, publisher: PublisherDep
+    tc: TenantAdmin, name: ConnectorName, store: StoreDep, ctx: ContextDep, publisher: PublisherDep
 ) -> OffsetsReset:
     """Forget every stored offset (tombstones), so the next crawl starts over. Pause the connector first."""
     record = _record(store, tc.tenant, name)
@@ -507,7 +506,7 @@ def reset_offsets(
     response_model=SecretsView,
     responses=_errors(),
 )
-def list_secrets(tc: ReadTenant, name: ConnectorName, store: StoreDep) -> SecretsView:
+def list_secrets(tc: TenantReader, name: ConnectorName, store: StoreDep) -> SecretsView:
     """Ids and ages of the active signing secrets, newest first. Values are never returned."""
     return SecretsView(active=_secret_infos(store, _record(store, tc.tenant, name)))
 
@@ -521,7 +520,7 @@ def list_secrets(tc: ReadTenant, name: ConnectorName, store: StoreDep) -> Secret
     responses=_errors((409, "Not a webhook connector.")),
 )
 def rotate_secret(
-    tc: AdminTenant, name: ConnectorName, body: SecretCreate, store: StoreDep, plugins: PluginsDep, ctx: ContextDep
+    tc: TenantAdmin, name: ConnectorName, body: SecretCreate, store: StoreDep, plugins: PluginsDep, ctx: ContextDep
 ) -> SecretsView:
     """Activate a new signing secret next to the previous one: during the overlap deliveries signed with either
     verify; the one before is retired. A generated secret is in this answer only; a supplied one is never echoed."""

@@ -9,26 +9,25 @@ again (``api.provisioning.runs``). The erase command itself writes the ``erase.a
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, BackgroundTasks, Depends, Response
+from fastapi import APIRouter, BackgroundTasks, Response
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, Field
 
 from api import audit
-from api.auth.deps import require_tenant
 from api.context import ApiContext, ContextDep
+from api.deps import TenantAdmin
 from api.erasures import ErasureRecord, ErasureState, ErasureStore
 from api.problems import Problem, problem_doc
 from api.provisioning.runs import PendingErasures, erase_asset
 from api.routes.tenants import ERRORS
-from api.security import Principal, Scope, TenantContext
+from api.security import Principal
 from metalake.urn import AssetUrn, InvalidUrn
 from tenants.naming import CONTROL_DATABASE
 
 router = APIRouter(prefix="/v1/tenants/{tenant}/erasures", tags=["gdpr"])
 
-TenantAdmin = Annotated[TenantContext, Depends(require_tenant(Scope.TENANT_ADMIN))]
 
 TENANT_ERRORS: dict[int | str, dict[str, Any]] = {
     **ERRORS,

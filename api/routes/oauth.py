@@ -4,24 +4,24 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Annotated, Any
+from typing import Any
 from urllib.parse import parse_qsl
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from pymongo.errors import PyMongoError
 
-from api.auth.deps import SCOPE_DESCRIPTIONS, auth_runtime
+from api.auth.deps import SCOPE_DESCRIPTIONS
 from api.auth.keys import KeysUnavailable
 from api.auth.runtime import AuthRuntime
 from api.auth.server import AUTH_METHODS
+from api.deps import AuthDep
 from api.problems import MEDIA_TYPE, Problem
 
 router = APIRouter(tags=["oauth"])
 
-AuthDep = Annotated[AuthRuntime, Depends(auth_runtime)]
 
 _MAX_FORM_BYTES = 8 * 1024
 

@@ -7,14 +7,13 @@ tags, deleted assets and guardrails), over the tenant's lineage and tags as Mong
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
-from api.auth.deps import require_tenant
 from api.context import ContextDep
-from api.security import Scope, TenantContext
+from api.deps import TenantReader
 from processors.propagation import dry_run_tenant
 from processors.propagation.config import limits_from
 from processors.propagation.dry_run import TAG_PATTERN, URN_PATTERN
@@ -23,7 +22,6 @@ from tenants.naming import names_for
 MAX_DEPTH = 50
 MAX_LISTED = 10_000
 
-ReadTenant = Annotated[TenantContext, Depends(require_tenant(Scope.TENANT_READ, Scope.TENANT_ADMIN))]
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"description": "No valid access token."},
@@ -95,7 +93,7 @@ class DryRunView(BaseModel):
 
 
 @router.post("/dry-run", summary="What a tag would reach along lineage", response_model=DryRunView, responses=_ERRORS)
-def dry_run(tc: ReadTenant, ctx: ContextDep, body: DryRunRequest) -> DryRunView:
+def dry_run(tc: TenantReader, ctx: ContextDep, body: DryRunRequest) -> DryRunView:
     """The assets a tag put on ``urn`` would reach, nearest first, each with its path and depth, computed as the
     propagation processor would (edge directions, blocked tags, deleted assets, guardrails). Changes nothing. An
     asset without lineage reaches nothing: the answer is then an empty list, not 404."""

@@ -10,25 +10,23 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from fastapi import Path as PathParam
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
 from api import audit, sqlquery
-from api.auth.deps import require_tenant
 from api.context import ContextDep
+from api.deps import SqlReader
 from api.problems import Problem, problem_doc
 from api.routes.sql import MAX_SQL_CHARS, QUERY_ERRORS, RESULT_CONTENT, limits_for, streaming
-from api.security import Scope, TenantContext
 from api.shares import ShareStore
 from tenants.naming import CONTROL_DATABASE
 from tenants.registry import TenantRegistry, TenantState
 
 router = APIRouter(tags=["shares"])
 
-SqlReader = Annotated[TenantContext, Depends(require_tenant(Scope.SQL_READ))]
 _GONE_STATES = frozenset({TenantState.SUSPENDED, TenantState.DELETING})
 
 

@@ -9,17 +9,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header
+from fastapi import APIRouter, Header
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 from starlette.background import BackgroundTask
 
 from api import sqlquery
-from api.auth.deps import require_tenant
 from api.context import ContextDep
+from api.deps import SqlReader
 from api.problems import problem_doc
-from api.security import Scope, TenantContext
+from api.security import Scope
 
 router = APIRouter(prefix="/v1/tenants/{tenant}", tags=["sql"])
 
@@ -27,8 +27,6 @@ router = APIRouter(prefix="/v1/tenants/{tenant}", tags=["sql"])
 # always a deliberate grant.
 PII_SCOPE = Scope.PII_READ.value
 MAX_SQL_CHARS = 100_000
-
-SqlReader = Annotated[TenantContext, Depends(require_tenant(Scope.SQL_READ))]
 
 
 QUERY_ERRORS: dict[int | str, dict[str, Any]] = {

@@ -18,11 +18,10 @@ from fastapi import APIRouter, Depends, Path, Response
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from api import audit
-from api.auth.deps import require_tenant
 from api.context import ContextDep
+from api.deps import TenantAdmin, TenantReader
 from api.paging import DEFAULT_LIMIT, CursorParam, Limit, Page, decode_cursor, encode_cursor
 from api.problems import Problem
-from api.security import Scope, TenantContext
 from metalake.events.changes import Change, StateChange
 from metalake.events.validation import InvalidData
 from processors.outbound.destination import (
@@ -37,8 +36,6 @@ from processors.outbound.ssrf import AddressGuard
 from processors.outbound.subscriptions import NAME_PATTERN, Subscription, SubscriptionStore
 from tenants.naming import CONTROL_DATABASE
 
-ReadTenant = Annotated[TenantContext, Depends(require_tenant(Scope.TENANT_READ, Scope.TENANT_ADMIN))]
-AdminTenant = Annotated[TenantContext, Depends(require_tenant(Scope.TENANT_ADMIN))]
 SubscriptionName = Annotated[
     str, Path(pattern=NAME_PATTERN.pattern, description="The subscription's name within the tenant.")
 ]
@@ -223,7 +220,7 @@ def _get(store: SubscriptionStore, tenant: str, name: str) -> Subscription:
     responses=_errors((409, "A subscription of that name exists.")),
 )
 def create_subscription(
-    tc: AdminTenant,
+    tc: TenantAdmin,
     body: SubscriptionCreate,
     store: StoreDep,
     classes: DestinationsDep,
@@ -244,7 +241,7 @@ def create_subscription(
 
 @router.get(PREFIX, summary="List subscriptions", response_model=Page[SubscriptionView], responses=_errors())
 def list_subscriptions(
-    tc: ReadTenant, store: StoreDep, limit: Limit = DEFAULT_LIMIT, cursor: CursorParam = None
+    tc: TenantReader, store: StoreDep, limit: Limit = DEFAULT_LIMIT, cursor: CursorParam = None
 ) -> Page[SubscriptionView]:
     """The tenant's subscriptions by name (secrets by field name only)."""
     resume = decode_cursor("subscriptions", cursor, 1)
@@ -258,14 +255,14 @@ def list_subscriptions(
 
 
 @router.get(PREFIX + "/{name}", summary="Get a subscription", response_model=SubscriptionView, responses=_errors())
-def get_subscription(tc: ReadTenant, name: SubscriptionName, store: StoreDep) -> SubscriptionView:
+def get_subscription(tc: TenantReader, name: SubscriptionName, store: StoreDep) -> SubscriptionView:
     """The configuration, filters and the names of the stored secrets."""
     return _view(_get(store, tc.tenant, name))
 
 
 @router.patch(PREFIX + "/{name}", summary="Change a subscription", response_model=SubscriptionView, responses=_errors())
 def update_subscription(
-    tc: AdminTenant,
+    tc: TenantAdmin,
     name: SubscriptionName,
     body: SubscriptionUpdate,
     store: StoreDep,
@@ -287,7 +284,7 @@ def update_subscription(
 
 
 @router.delete(PREFIX + "/{name}", status_code=204, summary="Delete a subscription", responses=_errors())
-def delete_subscription(tc: AdminTenant, name: SubscriptionName, store: StoreDep, ctx: ContextDep) -> Response:
+def delete_subscription(tc: TenantAdmin, name: SubscriptionName, store: StoreDep, ctx: ContextDep) -> Response:
     """Delete the subscription and its secrets; pending retries for it are dropped by the runtime."""
     if not store.delete(tc.tenant, name):
         raise Problem(404, "not-found", "no such subscription", field="name")
@@ -302,7 +299,7 @@ def delete_subscription(tc: AdminTenant, name: SubscriptionName, store: StoreDep
     responses=_errors((502, "The destination refused or could not be reached (problem+json says why).")),
 )
 def test_subscription(
-    tc: AdminTenant, name: SubscriptionName, store: StoreDep, classes: DestinationsDep, ctx: ContextDep
+    tc: TenantAdmin, name: SubscriptionName, store: StoreDep, classes: DestinationsDep, ctx: ContextDep
 ) -> TestSendView:
     """Deliver a synthetic "tag added" change for a test asset straight to the destination (not through Kafka),
     once, with the subscription's configuration and secrets; filters are not applied."""

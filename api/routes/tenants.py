@@ -18,8 +18,9 @@ from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, Field, field_validator
 
 from api import audit
-from api.auth.deps import require, require_tenant
+from api.auth.deps import require_tenant
 from api.context import ApiContext, ContextDep
+from api.deps import PlatformAdmin, TenantReader
 from api.paging import CursorParam, Limit, decode_cursor, encode_cursor
 from api.problems import Problem, problem_doc
 from api.provisioning.provisioner import Provisioner
@@ -32,9 +33,7 @@ from tenants.registry import TenantExists, TenantRecord, TenantRegistry, TenantS
 
 router = APIRouter(prefix="/v1/tenants", tags=["tenants"])
 
-PlatformAdmin = Annotated[Principal, Depends(require(Scope.PLATFORM_ADMIN))]
 TenantAdminOfPlatform = Annotated[TenantContext, Depends(require_tenant(Scope.PLATFORM_ADMIN))]
-TenantReader = Annotated[TenantContext, Depends(require_tenant(Scope.TENANT_READ, Scope.TENANT_ADMIN))]
 
 MAX_SETTINGS_BYTES = 16 * 1024
 _SETTINGS_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")

@@ -33,7 +33,7 @@ from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
 from connectors.runtime.transforms import TRANSFORM_SPECS, TransformSpec
-from metalake.mongo import mongo_client
+from metalake.mongo import Doc, mongo_client
 from metalake.settings import Settings
 from tenants.naming import CONTROL_DATABASE, validate_tenant_id
 
@@ -42,8 +42,6 @@ SECRETS = "connector_secrets"
 TASKS = "connector_tasks"
 MAX_WEBHOOK_SECRETS = 2
 WRITE_KEY_PREFIX = "mlk"
-
-Doc = dict[str, Any]
 
 
 class ConnectorState(StrEnum):

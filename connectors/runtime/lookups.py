@@ -9,10 +9,11 @@ raced with an invalidation is not stored, so a rotation can never be overwritten
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
+
+from metalake.cache import TtlCache
 
 V = TypeVar("V")
 
@@ -24,34 +25,14 @@ class LookupCache(Generic[V]):
     """Values by ``(…, tenant, …)`` key with a TTL; thread-safe. The tenant is ``key[tenant_index]``."""
 
     def __init__(self, ttl_s: float, *, tenant_index: int = 1, clock: Callable[[], float] = time.monotonic) -> None:
-        self._ttl = ttl_s
+        self._off = ttl_s <= 0  # off: nothing is kept, not even a connector's secrets
         self._tenant_index = tenant_index
-        self._clock = clock
-        self._entries: dict[tuple[Hashable, ...], tuple[float, V]] = {}
-        self._lock = threading.Lock()
-        self._generation = 0
+        self._cache: TtlCache[tuple[Hashable, ...], V] = TtlCache(ttl_s, max_entries=MAX_ENTRIES, clock=clock)
 
     def get(self, key: tuple[Hashable, ...], load: Callable[[], V]) -> V:
         """The cached value of ``key``, or ``load()`` (an exception from ``load`` is raised and nothing is cached)."""
-        if self._ttl <= 0:
-            return load()
-        now = self._clock()
-        with self._lock:
-            hit = self._entries.get(key)
-            generation = self._generation
-        if hit is not None and hit[0] > now:
-            return hit[1]
-        value = load()
-        with self._lock:
-            if self._generation == generation:
-                if len(self._entries) >= MAX_ENTRIES:
-                    self._entries.clear()
-                self._entries[key] = (now + self._ttl, value)
-        return value
+        return load() if self._off else self._cache.get(key, load)
 
     def invalidate(self, tenant: str) -> None:
         """Forget every entry of ``tenant`` (and any load of it in flight)."""
-        with self._lock:
-            self._generation += 1
-            for key in [k for k in self._entries if k[self._tenant_index] == tenant]:
-                del self._entries[key]
+        self._cache.invalidate_where(lambda key: key[self._tenant_index] == tenant)

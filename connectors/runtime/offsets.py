@@ -12,11 +12,11 @@ import json
 import time
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from metalake.kafka import EventProducer, ensure_topics
+from metalake.kafka import EventProducer, RawRecord, ensure_topics
 from metalake.kafka.config import consumer_config
 from metalake.settings import Settings
 from tenants.naming import CONNECT_OFFSETS_TOPIC
@@ -32,13 +32,21 @@ def offset_key(tenant: str, connector: str, partition: str) -> bytes:
     return json.dumps([tenant, connector, partition], separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def _parse_key(raw: bytes | None) -> tuple[str, str, str] | None:
+class OffsetKey(NamedTuple):
+    """The key of an offsets record: one source partition of one connector instance."""
+
+    tenant: str
+    connector: str
+    partition: str
+
+
+def _parse_key(raw: bytes | None) -> OffsetKey | None:
     try:
         key = json.loads(raw or b"")
     except (UnicodeDecodeError, json.JSONDecodeError):
         return None  # not ours: the topic is shared by every connector instance, keep reading
     if isinstance(key, list) and len(key) == 3 and all(isinstance(k, str) for k in key):
-        return key[0], key[1], key[2]
+        return OffsetKey(*key)
     return None
 
 
@@ -64,8 +72,8 @@ class OffsetStore:
 
         Callers write a batch's offsets only after Kafka confirmed the batch's records.
         """
-        records: list[tuple[str, str, bytes | None, bytes | None, list[tuple[str, bytes]]]] = [
-            (
+        records = [
+            RawRecord(
                 self._topic,
                 f"offset:{partition}",
                 offset_key(tenant, connector, partition),
@@ -150,17 +158,16 @@ class OffsetStore:
         key = _parse_key(raw_key)
         if key is None:
             return
-        tenant, connector, partition = key
-        offsets = found.setdefault((tenant, connector), {})
+        offsets = found.setdefault((key.tenant, key.connector), {})
         if raw_value is None:
-            offsets.pop(partition, None)
+            offsets.pop(key.partition, None)
             return
         try:
             value = json.loads(raw_value)
         except (UnicodeDecodeError, json.JSONDecodeError):
             return
         if isinstance(value, dict):
-            offsets[partition] = value
+            offsets[key.partition] = value
 
     def close(self) -> None:
         if self._producer is not None:

@@ -9,16 +9,13 @@ from pymongo.errors import PyMongoError
 
 from connectors.runtime.errors import DeadLetterRecord
 from connectors.runtime.transforms import Routed
-from metalake.events.envelope import Headers
-from metalake.kafka import Delivery, EventProducer, PublishError
+from metalake.kafka import Delivery, EventProducer, PublishError, RawRecord
 from metalake.settings import Settings
 from metalake.telemetry import inject_traceparent
 from tenants.naming import dlq_topic
 from tenants.registry import TenantDirectory
 
 DLQ_TOPIC = dlq_topic("connectors")
-# (topic, id for results and errors, key, value, headers), as EventProducer.publish_raw takes them.
-RawRecord = tuple[str, str, bytes | None, bytes | None, Headers]
 
 
 class Publisher:
@@ -51,7 +48,9 @@ class Publisher:
     def publish(self, routed: Sequence[Routed]) -> list[Delivery]:
         try:
             records: list[RawRecord] = [
-                (self.topic_for(r), r.event.id, r.event.key, r.event.value(), inject_traceparent(r.event.headers()))
+                RawRecord(
+                    self.topic_for(r), r.event.id, r.event.key, r.event.value(), inject_traceparent(r.event.headers())
+                )
                 for r in routed
             ]
         except PyMongoError as exc:
@@ -61,7 +60,7 @@ class Publisher:
 
     def publish_dead_letters(self, letters: Sequence[DeadLetterRecord]) -> list[Delivery]:
         records: list[RawRecord] = [
-            (DLQ_TOPIC, f"dlq-{i}", d.key, d.value, list(d.headers)) for i, d in enumerate(letters)
+            RawRecord(DLQ_TOPIC, f"dlq-{i}", d.key, d.value, list(d.headers)) for i, d in enumerate(letters)
         ]
         return self._send(records)
 

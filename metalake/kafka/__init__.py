@@ -4,7 +4,7 @@ topic administration and dead-letter records."""
 from metalake.kafka.admin import ensure_topics
 from metalake.kafka.consumer import BatchConsumer
 from metalake.kafka.dlq import DeadLetter, dead_letter_headers
-from metalake.kafka.producer import Delivery, EventProducer, PublishError
+from metalake.kafka.producer import Delivery, EventProducer, PublishError, RawRecord
 
 __all__ = [
     "BatchConsumer",
@@ -12,6 +12,7 @@ __all__ = [
     "Delivery",
     "EventProducer",
     "PublishError",
+    "RawRecord",
     "dead_letter_headers",
     "ensure_topics",
 ]

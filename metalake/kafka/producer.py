@@ -6,7 +6,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, NamedTuple
 
 from confluent_kafka import KafkaError, Message, Producer
 
@@ -36,6 +36,20 @@ class Delivery:
     offset: int
 
 
+class RawRecord(NamedTuple):
+    """One record as :meth:`EventProducer.publish_raw` sends it; ``id`` only labels results and errors."""
+
+    topic: str
+    id: str
+    key: bytes | None
+    value: bytes | None
+    headers: Headers
+
+
+# A record spelled as a plain tuple in RawRecord's field order: the operator tooling's demo builds one.
+RawTuple = tuple[str, str, bytes | None, bytes | None, Headers]
+
+
 class EventProducer:
     """Publishes CloudEvents and blocks until each is durable (in the in-sync replicas) or raises."""
 
@@ -47,11 +61,11 @@ class EventProducer:
 
     def publish(self, events: Sequence[CloudEvent], topic_for: Callable[[CloudEvent], str]) -> list[Delivery]:
         return self.publish_raw(
-            [(topic_for(e), e.id, e.key, e.value(), inject_traceparent(e.headers())) for e in events]
+            [RawRecord(topic_for(e), e.id, e.key, e.value(), inject_traceparent(e.headers())) for e in events]
         )
 
-    def publish_raw(self, records: Sequence[tuple[str, str, bytes | None, bytes | None, Headers]]) -> list[Delivery]:
-        """Publish ``(topic, id, key, value, headers)`` records; the id only labels results and errors."""
+    def publish_raw(self, records: Sequence[RawRecord | RawTuple]) -> list[Delivery]:
+        """Publish records and wait for Kafka's confirmation of each."""
         results: dict[int, Delivery] = {}
         errors: list[tuple[str, KafkaError]] = []
 
@@ -64,11 +78,15 @@ class EventProducer:
 
             return callback
 
-        for index, (topic, record_id, key, value, headers) in enumerate(records):
+        for index, record in enumerate(map(RawRecord._make, records)):
             while True:
                 try:
                     self._producer.produce(
-                        topic, value=value, key=key, headers=list(headers), on_delivery=on_delivery(index, record_id)
+                        record.topic,
+                        value=record.value,
+                        key=record.key,
+                        headers=list(record.headers),
+                        on_delivery=on_delivery(index, record.id),
                     )
                     break
                 except BufferError:

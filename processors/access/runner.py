@@ -16,11 +16,11 @@ from typing import Any, Protocol
 
 import trino
 from confluent_kafka import Message
-from pymongo import MongoClient
 from pymongo.errors import PyMongoError
 
 from metalake.events.changes import STATE_CHANGED, InvalidChange, change_type, decode_change
 from metalake.kafka import BatchConsumer
+from metalake.mongo import mongo_client
 from metalake.settings import Settings
 from processors.access.sync import AccessSync
 from tenants.naming import CHANGES_TOPIC
@@ -110,12 +110,7 @@ def run(
     """Run until ``stop`` is set (or forever). Builds its own MongoDB client and consumer and closes them."""
     # A bounded socket timeout: an operation the server never answers fails and is retried, instead of stalling
     # the runner (and every tenant's rules) forever.
-    mongo: MongoClient[dict[str, Any]] = MongoClient(
-        settings.mongo_uri,
-        serverSelectionTimeoutMS=settings.mongo.server_selection_timeout_ms,
-        socketTimeoutMS=_MONGO_SOCKET_TIMEOUT_MS,
-        tz_aware=True,
-    )
+    mongo = mongo_client(settings, socket_timeout_ms=_MONGO_SOCKET_TIMEOUT_MS)
     consumer = BatchConsumer(settings, group_id or settings.access.group_id, [CHANGES_TOPIC])
     runner = AccessRunner(settings, AccessSync(settings, mongo), consumer)
     if stop is not None:

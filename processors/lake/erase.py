@@ -40,6 +40,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from metalake.kafka import EventProducer, PublishError
+from metalake.mongo import mongo_client
 from metalake.settings import Settings, get_settings
 from processors.lake import audit
 from processors.lake.discover import connect, places
@@ -57,6 +58,7 @@ from processors.lake.scope import (
     DLQ_IDENTITY,
     RAW_COLUMNS,
     EraseTarget,
+    KafkaPosition,
     delta_predicates,
     erase_target,
     identity_predicate,
@@ -95,7 +97,7 @@ class EraseReport:
         }
 
 
-def dead_letters_naming(frame: DataFrame, target: EraseTarget) -> list[tuple[str | None, int | None, int | None]]:
+def dead_letters_naming(frame: DataFrame, target: EraseTarget) -> list[KafkaPosition]:
     """The Kafka positions of the dead letters whose raw key, value or headers spell the URN. A read: no Delta
     commit records the filter, which has to spell the URN (raw bytes have no field to hash)."""
     pattern = raw_pattern(target)
@@ -103,7 +105,7 @@ def dead_letters_naming(frame: DataFrame, target: EraseTarget) -> list[tuple[str
     if not spelled:
         return []
     rows = frame.where(reduce(operator.or_, spelled)).select(*DLQ_IDENTITY).distinct().collect()
-    return [(r["kafka_topic"], r["kafka_partition"], r["kafka_offset"]) for r in rows]
+    return [KafkaPosition(r["kafka_topic"], r["kafka_partition"], r["kafka_offset"]) for r in rows]
 
 
 def _erase_place(
@@ -259,9 +261,7 @@ def main(argv: list[str] | None = None) -> int:
             names = directory.named(args.tenant)
         target = erase_target(names.tenant_id, args.urn, args.include_children)
         spark = lake_session(settings, "metalake-lake-erase")
-        mongo: MongoClient[dict[str, Any]] = MongoClient(
-            settings.mongo_uri, serverSelectionTimeoutMS=settings.mongo.server_selection_timeout_ms
-        )
+        mongo = mongo_client(settings)
         try:
             report = erase(spark, mongo, settings, names, target, args.actor, erasure_id=args.erasure_id)
         finally:

@@ -18,6 +18,7 @@ from typing import Any
 
 from pymongo import MongoClient
 
+from metalake.mongo import mongo_client
 from metalake.settings import get_settings
 from processors.enrichment.state import INCIDENTS
 from processors.lake import window
@@ -68,9 +69,7 @@ def main(argv: list[str] | None = None) -> int:
             raise LakeUsageError("--older-than-days must be 0 or more")
         with connect(settings) as directory:
             tenants = directory.selected(args.tenant)
-        mongo: MongoClient[dict[str, Any]] = MongoClient(
-            settings.mongo_uri, serverSelectionTimeoutMS=settings.mongo.server_selection_timeout_ms
-        )
+        mongo = mongo_client(settings)
         try:
             deleted = prune(mongo, tenants, args.older_than_days)
         finally:

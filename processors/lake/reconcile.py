@@ -41,6 +41,7 @@ from pymongo import MongoClient
 from pymongo.collection import Collection
 from pyspark.sql import SparkSession
 
+from metalake.mongo import mongo_client
 from metalake.settings import get_settings
 from processors.enrichment.health import HEALTH, HEALTH_COLUMNS, HEALTH_FIELDS, mongo_health_update
 from processors.enrichment.projection import apply_updates, apply_upserts, spec_upsert
@@ -227,9 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         with connect(settings) as directory:
             names = directory.named(args.tenant)
         spark = lake_session(settings, "metalake-lake-reconcile")
-        mongo: MongoClient[dict[str, Any]] = MongoClient(
-            settings.mongo_uri, serverSelectionTimeoutMS=settings.mongo.server_selection_timeout_ms
-        )
+        mongo = mongo_client(settings)
         try:
             results = reconcile(spark, mongo, names, args.dry_run, args.window_days)
         finally:

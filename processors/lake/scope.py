@@ -18,7 +18,7 @@ import hashlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from metalake.events import event_types
 from metalake.urn import AssetUrn, InvalidUrn
@@ -155,7 +155,13 @@ DLQ_IDENTITY = ("kafka_topic", "kafka_partition", "kafka_offset")
 # A character that continues a URN segment (percent-encoded ASCII): the URN followed by one is another name.
 _NAME_CHAR = "A-Za-z0-9_%.~-"
 
-DlqIdentity = tuple[str | None, int | None, int | None]
+
+class KafkaPosition(NamedTuple):
+    """Where a dead letter's Kafka record was (the ``DLQ_IDENTITY`` columns); any part may be null in old rows."""
+
+    topic: str | None
+    partition: int | None
+    offset: int | None
 
 
 def raw_pattern(target: EraseTarget) -> str:
@@ -175,12 +181,12 @@ def _literal(value: str | int | None) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def identity_predicate(rows: Iterable[DlqIdentity]) -> str | None:
+def identity_predicate(rows: Iterable[KafkaPosition]) -> str | None:
     """A DELETE predicate for exactly these dead letters, by (topic, partition, offset): it names Kafka positions,
     never a URN. None for no rows. Null-safe, so a row without a position is matched by its nulls."""
     by_partition: dict[tuple[str | None, int | None], set[int | None]] = {}
-    for topic, partition, offset in rows:
-        by_partition.setdefault((topic, partition), set()).add(offset)
+    for row in rows:
+        by_partition.setdefault((row.topic, row.partition), set()).add(row.offset)
     terms = []
     for (topic, partition), offsets in sorted(
         by_partition.items(), key=lambda kv: (kv[0][0] or "", -1 if kv[0][1] is None else kv[0][1])

@@ -3,7 +3,8 @@
 A destination decides whether it wants a change (``accepts``) and delivers it (``deliver``), using the ledger for
 every external side effect so a redelivered change never posts twice. It signals failures by raising
 :class:`RetryableDelivery` (the runtime retries, honouring ``retry_after``) or :class:`PermanentDelivery` (straight to
-the DLQ). Plugins are registered under the ``metalake.outbound`` entry-point group and looked up by name only.
+the DLQ). Plugins are registered under the ``metalake.outbound`` entry-point group and looked up by name only
+(:class:`metalake.plugins.PluginRegistry`: one that fails to load is disabled with its reason, the others run).
 """
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from metalake.events.changes import Change
+from metalake.plugins import PluginRegistry
 from metalake.settings import Settings
 from processors.outbound.ssrf import AddressGuard
 
@@ -95,25 +96,12 @@ class Destination(ABC):
         return self.config_model.model_validate(subscription.config)
 
 
-class UnknownDestination(LookupError):
-    pass
+REGISTRY: PluginRegistry[type[Destination]] = PluginRegistry(GROUP, (Destination,))
 
 
 def destination_classes() -> dict[str, type[Destination]]:
-    found: dict[str, type[Destination]] = {}
-    for ep in entry_points(group=GROUP):
-        cls = ep.load()
-        if not (isinstance(cls, type) and issubclass(cls, Destination)):
-            raise TypeError(f"entry point {ep.name!r} ({ep.value}) is not a Destination")
-        found[ep.name] = cls
-    return found
-
-
-def destination_class(name: str) -> type[Destination]:
-    classes = destination_classes()
-    if name not in classes:
-        raise UnknownDestination(f"unknown destination {name!r}; known: {', '.join(sorted(classes)) or 'none'}")
-    return classes[name]
+    """The enabled destination types by name (a disabled one is logged when the group is scanned)."""
+    return REGISTRY.enabled()
 
 
 def load_destinations(env: DestinationEnv) -> dict[str, Destination]:

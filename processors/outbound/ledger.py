@@ -32,13 +32,13 @@ from pymongo.collection import Collection
 from pymongo.database import Database
 from pymongo.errors import OperationFailure
 
+from metalake.mongo import Doc
+
 DELIVERIES = "deliveries"
 EXPIRY_INDEX = "expires_at_ttl"
 DEFAULT_RETENTION = timedelta(days=7)
 # MongoDB's code for a command or option the server does not implement (FerretDB 1.x answers TTL indexes with it).
 _NOT_IMPLEMENTED = 238
-
-Doc = dict[str, Any]
 
 
 def _now() -> datetime:

@@ -26,7 +26,7 @@ from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from metalake.events.changes import Change, InvalidChange, decode_change
 from metalake.events.envelope import Headers
-from metalake.kafka import BatchConsumer, EventProducer
+from metalake.kafka import BatchConsumer, EventProducer, RawRecord
 from metalake.kafka.config import consumer_config
 from metalake.kafka.dlq import DeadLetter, dead_letter_headers
 from metalake.settings import Settings
@@ -45,7 +45,6 @@ log = logging.getLogger(__name__)
 
 RETRY_TOPIC = retry_topic("outbound")
 DLQ_TOPIC = dlq_topic("outbound")
-Record = tuple[str, str, bytes | None, bytes | None, Headers]
 
 
 def _headers(msg: Message) -> list[tuple[str, bytes]]:
@@ -58,7 +57,7 @@ def _headers(msg: Message) -> list[tuple[str, bytes]]:
 class Followups:
     """Retry and dead-letter records of one batch, published (and confirmed) before its offsets are committed."""
 
-    records: list[Record] = field(default_factory=list)
+    records: list[RawRecord] = field(default_factory=list)
     retries: int = 0
     dead: int = 0
 
@@ -81,7 +80,7 @@ class Outbound:
 
     # -- outcome handling ---------------------------------------------------------------------------------------------
 
-    def _dead(self, msg: Message, change: Change | None, reason: str, error_class: str, **context: object) -> Record:
+    def _dead(self, msg: Message, change: Change | None, reason: str, error_class: str, **context: object) -> RawRecord:
         plugin = context.get("plugin")
         attempts = context.get("attempts", 1)
         dead = DeadLetter(
@@ -100,9 +99,9 @@ class Outbound:
             extra.append((SUBSCRIPTION_HEADER, str(context["subscription"]).encode()))
         original = [(k, v) for k, v in _headers(msg) if not k.startswith("outbound.")]
         record_id = change.id if change else f"{msg.topic()}:{msg.partition()}:{msg.offset()}"
-        return (DLQ_TOPIC, record_id, msg.key(), msg.value(), [*original, *dead_letter_headers(dead), *extra])
+        return RawRecord(DLQ_TOPIC, record_id, msg.key(), msg.value(), [*original, *dead_letter_headers(dead), *extra])
 
-    def _followup(self, msg: Message, change: Change, outcome: Outcome, topic_attempt: int) -> Record | None:
+    def _followup(self, msg: Message, change: Change, outcome: Outcome, topic_attempt: int) -> RawRecord | None:
         """The record an outcome needs: ``None`` when delivered or skipped."""
         sub = outcome.subscription
         if outcome.status in ("delivered", "skipped"):
@@ -114,7 +113,9 @@ class Outbound:
                 "outbound.retry_scheduled",
                 extra={"tenant": change.tenant, "subscription": sub.name, "attempt": topic_attempt, "delay_s": delay},
             )
-            return (RETRY_TOPIC, change.id, msg.key(), msg.value(), retry_headers(_headers(msg), info, outcome.reason))
+            return RawRecord(
+                RETRY_TOPIC, change.id, msg.key(), msg.value(), retry_headers(_headers(msg), info, outcome.reason)
+            )
         log.warning(
             "outbound.dead_letter",
             extra={"tenant": change.tenant, "subscription": sub.name, "reason": outcome.reason},

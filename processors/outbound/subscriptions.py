@@ -11,7 +11,6 @@ Two collections, so reading a subscription can never carry a secret by accident:
 from __future__ import annotations
 
 import re
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -24,14 +23,14 @@ from pymongo.collection import Collection
 from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
+from metalake.cache import TtlCache
+from metalake.mongo import Doc
 from processors.outbound.filters import Filters
 from tenants.naming import validate_tenant_id
 
 SUBSCRIPTIONS = "subscriptions"
 SUBSCRIPTION_SECRETS = "subscription_secrets"
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
-
-Doc = dict[str, Any]
 
 
 class InvalidSubscriptionName(ValueError):
@@ -209,20 +208,11 @@ class SubscriptionCache:
     """Each tenant's active subscriptions, reloaded after ``ttl_s``: changes reach the runtime within the TTL."""
 
     def __init__(self, store: SubscriptionStore, ttl_s: float, clock: Callable[[], float] = time.monotonic) -> None:
-        self._store, self._ttl_s, self._clock = store, ttl_s, clock
-        self._entries: dict[str, tuple[float, list[Subscription]]] = {}
-        self._lock = threading.Lock()
+        self._store = store
+        self._cache: TtlCache[str, list[Subscription]] = TtlCache(ttl_s, clock=clock)
 
     def for_tenant(self, tenant: str) -> list[Subscription]:
-        now = self._clock()
-        with self._lock:
-            entry = self._entries.get(tenant)
-            if entry is not None and now - entry[0] < self._ttl_s:
-                return entry[1]
-        subs = self._store.active(tenant)
-        with self._lock:
-            self._entries[tenant] = (now, subs)
-        return subs
+        return self._cache.get(tenant, lambda: self._store.active(tenant))
 
     def get(self, tenant: str, name: str) -> Subscription | None:
         return next((s for s in self.for_tenant(tenant) if s.name == name), None)

@@ -6,14 +6,11 @@ after the upserts), so what is loaded is at least as new as any change that made
 
 from __future__ import annotations
 
-from typing import Any
-
 from pymongo.database import Database
 
+from metalake.mongo import Doc
 from processors.propagation.graph import Limits
 from processors.propagation.tenant import ASSETS, CLASSIFICATIONS, LINEAGE, PROPAGATED, TenantPropagation
-
-Doc = dict[str, Any]
 
 _COLLECTIONS = ((LINEAGE, "lineage"), (CLASSIFICATIONS, "classifications"), (PROPAGATED, "propagated_tags"))
 

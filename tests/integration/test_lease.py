@@ -6,18 +6,16 @@ import secrets
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 from pymongo import MongoClient
 from pymongo.collection import Collection
 
 from metalake.lease import LEASES, LeaseHeld, LeaseStore
+from metalake.mongo import Doc
 from tenants.naming import CONTROL_DATABASE
 
 pytestmark = pytest.mark.integration
-
-Doc = dict[str, Any]
 
 
 class Clock:

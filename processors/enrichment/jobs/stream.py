@@ -16,13 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any
 
-from pymongo import MongoClient
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from metalake.kafka import EventProducer
+from metalake.mongo import mongo_client
 from metalake.settings import FaultSettings, Settings, get_settings
 from metalake.telemetry import configure_telemetry
 from processors.enrichment.health import IncidentIndex
@@ -239,9 +238,7 @@ class _Supervisor:
 def run(settings: Settings, args: argparse.Namespace) -> None:
     plans = _plan(settings, args)
     spark = build_spark(settings, plans[0].name.rsplit("-", 1)[0])
-    mongo: MongoClient[dict[str, Any]] = MongoClient(
-        settings.mongo_uri, serverSelectionTimeoutMS=settings.mongo.server_selection_timeout_ms
-    )
+    mongo = mongo_client(settings)
     changes = EventProducer(settings)
     publish_lock = threading.Lock()  # one producer, written to by both projection queries' threads
     incidents = IncidentIndex()

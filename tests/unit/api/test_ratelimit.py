@@ -1,21 +1,14 @@
 from __future__ import annotations
 
 import pytest
+from fake_clock import FakeClock
 
 from api.problems import Problem
 from api.ratelimit import RateLimiter
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_burst_then_refill_per_key() -> None:
-    clock = Clock()
+    clock = FakeClock(0.0)
     limiter = RateLimiter(rate=2.0, burst=3, clock=clock)
     assert [limiter.acquire("a") for _ in range(3)] == [0.0, 0.0, 0.0]
     assert limiter.acquire("a") == pytest.approx(0.5)
@@ -31,7 +24,7 @@ def test_burst_then_refill_per_key() -> None:
 
 
 def test_check_raises_429_with_retry_after() -> None:
-    clock = Clock()
+    clock = FakeClock(0.0)
     limiter = RateLimiter(rate=0.1, burst=1, clock=clock)
     limiter.check("a")
     with pytest.raises(Problem) as err:

@@ -8,19 +8,12 @@ from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives import serialization
+from fake_clock import FakeClock
 from joserfc.jwk import ECKey, RSAKey
 from jwt_forge import AUDIENCE, ISSUER, claims, hs256_with_public_key, sign, unsigned
 
 from api.auth.jwks import JwksCache, KeySourceUnavailable
 from api.auth.validator import AccessTokenValidator, InvalidToken
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Source:
@@ -43,8 +36,8 @@ def ec() -> ECKey:
     return ECKey.generate_key("P-256", parameters={"kid": "ec-1", "alg": "ES256", "use": "sig"}, private=True)
 
 
-def make(source: Source, clock: Clock | None = None, leeway: int = 5) -> AccessTokenValidator:
-    cache = JwksCache(source, min_refresh_s=10, max_age_s=300, clock=clock or Clock())
+def make(source: Source, clock: FakeClock | None = None, leeway: int = 5) -> AccessTokenValidator:
+    cache = JwksCache(source, min_refresh_s=10, max_age_s=300, clock=clock or FakeClock(1000.0))
     return AccessTokenValidator(cache, issuer=ISSUER, audience=AUDIENCE, leeway_s=leeway, tenant_claim="tenant")
 
 
@@ -137,7 +130,7 @@ def test_bad_signature_and_garbage(rsa: RSAKey) -> None:
 
 
 def test_unknown_kid_refreshes_once_per_interval(rsa: RSAKey) -> None:
-    clock = Clock()
+    clock = FakeClock(1000.0)
     source = Source(rsa)
     validator = make(source, clock)
     validator.validate(sign(rsa, HEADER, claims()))
@@ -158,7 +151,7 @@ def test_unknown_kid_refreshes_once_per_interval(rsa: RSAKey) -> None:
 
 
 def test_a_key_this_process_signs_with_is_trusted_before_the_next_refresh(rsa: RSAKey) -> None:
-    clock = Clock()
+    clock = FakeClock(1000.0)
     source = Source(rsa)
     cache = JwksCache(source, min_refresh_s=10, max_age_s=300, clock=clock)
     validator = AccessTokenValidator(cache, issuer=ISSUER, audience=AUDIENCE, leeway_s=5, tenant_claim="tenant")
@@ -180,7 +173,7 @@ def test_a_key_this_process_signs_with_is_trusted_before_the_next_refresh(rsa: R
 
 
 def test_retired_key_drops_out_when_the_set_ages(rsa: RSAKey) -> None:
-    clock = Clock()
+    clock = FakeClock(1000.0)
     source = Source(rsa)
     validator = make(source, clock)
     token = sign(rsa, HEADER, claims())
@@ -198,7 +191,7 @@ def test_scope_as_list_and_malformed(rsa: RSAKey) -> None:
 
 
 def test_a_failing_jwks_source_keeps_cached_keys_and_reports_when_there_are_none(rsa: RSAKey) -> None:
-    clock = Clock()
+    clock = FakeClock(1000.0)
     source = Source(rsa)
     validator = make(source, clock)
     token = sign(rsa, HEADER, claims())

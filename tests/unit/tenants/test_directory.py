@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from fake_clock import FakeClock
 
 from tenants.model import Tier
 from tenants.naming import BULK_TOPIC, PRIORITY_TOPIC
@@ -32,20 +33,12 @@ class _Registry:
         return self.records.get(tenant_id)
 
 
-class _Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def _directory(registry: _Registry, clock: _Clock) -> TenantDirectory:
+def _directory(registry: _Registry, clock: FakeClock) -> TenantDirectory:
     return TenantDirectory(registry, ROOT, ttl_s=5.0, clock=clock)
 
 
 def test_unregistered_tenant_is_pooled_and_active() -> None:
-    directory = _directory(_Registry(), _Clock())
+    directory = _directory(_Registry(), FakeClock())
     names = directory.names("acme")
     assert (names.priority_topic, names.bulk_topic) == (PRIORITY_TOPIC, BULK_TOPIC)
     assert names.lake_dir == ROOT / "acme"
@@ -56,7 +49,7 @@ def test_unregistered_tenant_is_pooled_and_active() -> None:
 def test_dedicated_tenant_gets_its_topics() -> None:
     registry = _Registry()
     registry.records["acme"] = _record("acme", Tier.DEDICATED)
-    names = _directory(registry, _Clock()).names("acme")
+    names = _directory(registry, FakeClock()).names("acme")
     assert names.priority_topic == "metalake.tenant.acme.events.priority"
     assert names.bulk_topic == "metalake.tenant.acme.events.bulk"
 
@@ -72,11 +65,11 @@ def test_own_lake_root_is_used() -> None:
         created_at=now,
         updated_at=now,
     )
-    assert _directory(registry, _Clock()).names("acme").lake_dir == Path("/other/acme")
+    assert _directory(registry, FakeClock()).names("acme").lake_dir == Path("/other/acme")
 
 
 def test_cached_within_ttl_then_refreshed() -> None:
-    registry, clock = _Registry(), _Clock()
+    registry, clock = _Registry(), FakeClock()
     directory = _directory(registry, clock)
     assert not directory.names("acme").dedicated
     registry.records["acme"] = _record("acme", Tier.DEDICATED)
@@ -89,7 +82,7 @@ def test_cached_within_ttl_then_refreshed() -> None:
 
 
 def test_suspension_is_seen_after_invalidate() -> None:
-    registry, clock = _Registry(), _Clock()
+    registry, clock = _Registry(), FakeClock()
     registry.records["acme"] = _record("acme", Tier.POOLED)
     directory = _directory(registry, clock)
     assert directory.is_active("acme")
@@ -100,7 +93,7 @@ def test_suspension_is_seen_after_invalidate() -> None:
 
 
 def test_stale_entry_survives_an_unreachable_registry() -> None:
-    registry, clock = _Registry(), _Clock()
+    registry, clock = _Registry(), FakeClock()
     registry.records["acme"] = _record("acme", Tier.DEDICATED)
     directory = _directory(registry, clock)
     assert directory.names("acme").dedicated
@@ -114,5 +107,5 @@ def test_stale_entry_survives_an_unreachable_registry() -> None:
 def test_invalid_id_is_refused_before_any_lookup() -> None:
     registry = _Registry()
     with pytest.raises(ValueError, match="invalid tenant id"):
-        _directory(registry, _Clock()).names("Not_Valid")
+        _directory(registry, FakeClock()).names("Not_Valid")
     assert registry.calls == 0

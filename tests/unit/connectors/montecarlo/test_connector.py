@@ -257,8 +257,7 @@ def test_unknown_extra_keys_are_tolerated(
 
 
 def test_the_plugin_is_registered() -> None:
-    plugin = registry.get("montecarlo")
-    assert plugin.cls is MonteCarloConnector
+    assert registry.get("montecarlo") is MonteCarloConnector
     schema = registry.config_schema("montecarlo")
     assert set(schema["required"]) == {"default_platform", "default_instance"}
     assert "secret" not in json.dumps(schema).lower()  # secrets are handed to verify, never configured here

@@ -3,16 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from fake_clock import FakeClock
 
 from connectors.runtime.lookups import LookupCache
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Loader:
@@ -25,7 +18,7 @@ class Loader:
 
 
 def test_a_value_is_reused_within_the_ttl_and_reloaded_after() -> None:
-    clock, load = Clock(), Loader()
+    clock, load = FakeClock(), Loader()
     cache: LookupCache[int] = LookupCache(2.0, clock=clock)
     assert [cache.get(("mc", "acme", None), load) for _ in range(3)] == [1, 1, 1]
     clock.now += 1.9
@@ -36,7 +29,7 @@ def test_a_value_is_reused_within_the_ttl_and_reloaded_after() -> None:
 
 def test_invalidation_drops_the_tenants_entries_only() -> None:
     load = Loader()
-    cache: LookupCache[int] = LookupCache(60.0, clock=Clock())
+    cache: LookupCache[int] = LookupCache(60.0, clock=FakeClock())
     cache.get(("mc", "acme", None), load)
     cache.get(("mc", "other", None), load)
     cache.invalidate("acme")
@@ -45,7 +38,7 @@ def test_invalidation_drops_the_tenants_entries_only() -> None:
 
 
 def test_a_load_that_raced_with_an_invalidation_is_not_stored() -> None:
-    cache: LookupCache[str] = LookupCache(60.0, clock=Clock())
+    cache: LookupCache[str] = LookupCache(60.0, clock=FakeClock())
 
     def stale_read() -> str:
         cache.invalidate("acme")  # e.g. a secret rotation lands while this read is in flight
@@ -56,7 +49,7 @@ def test_a_load_that_raced_with_an_invalidation_is_not_stored() -> None:
 
 
 def test_errors_are_not_cached_and_ttl_zero_is_off() -> None:
-    cache: LookupCache[int] = LookupCache(60.0, clock=Clock())
+    cache: LookupCache[int] = LookupCache(60.0, clock=FakeClock())
 
     def missing() -> int:
         raise LookupError("no such connector")
@@ -64,5 +57,5 @@ def test_errors_are_not_cached_and_ttl_zero_is_off() -> None:
     with pytest.raises(LookupError):
         cache.get(("mc", "acme", None), missing)
     assert cache.get(("mc", "acme", None), lambda: 7) == 7
-    off, load = LookupCache[int](0.0, clock=Clock()), Loader()
+    off, load = LookupCache[int](0.0, clock=FakeClock()), Loader()
     assert [off.get(("mc", "acme", None), load) for _ in range(3)] == [1, 2, 3]

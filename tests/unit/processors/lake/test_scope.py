@@ -9,6 +9,7 @@ import pytest
 
 from processors.lake.errors import LakeUsageError
 from processors.lake.scope import (
+    KafkaPosition,
     delta_predicates,
     erase_target,
     identity_predicate,
@@ -120,13 +121,17 @@ def test_raw_pattern_finds_the_urn_text_and_not_other_names(raw: str | bytes, ex
 
 
 def test_dead_letters_are_deleted_by_kafka_position_which_names_no_urn() -> None:
-    rows = [("metalake.events.priority", 1, 9), ("metalake.events.priority", 1, 5), ("metalake.events.bulk", 0, 7)]
+    rows = [
+        KafkaPosition("metalake.events.priority", 1, 9),
+        KafkaPosition("metalake.events.priority", 1, 5),
+        KafkaPosition("metalake.events.bulk", 0, 7),
+    ]
     assert identity_predicate(rows) == (
         "(kafka_topic <=> 'metalake.events.bulk' AND kafka_partition <=> 0 AND kafka_offset IN (7))"
         " OR (kafka_topic <=> 'metalake.events.priority' AND kafka_partition <=> 1 AND kafka_offset IN (5, 9))"
     )
     assert identity_predicate([]) is None
-    odd = identity_predicate([("it's", None, None), ("it's", None, 3)])
+    odd = identity_predicate([KafkaPosition("it's", None, None), KafkaPosition("it's", None, 3)])
     assert (
         odd
         == "(kafka_topic <=> 'it\\'s' AND kafka_partition <=> NULL AND (kafka_offset IN (3) OR kafka_offset IS NULL))"

@@ -1,0 +1,27 @@
+"""The route dependency aliases the route modules share: who may call (by scope) and the auth runtime.
+
+Declare a handler parameter with one of these instead of ``Depends(require_tenant(...))``. Aliases of one resource
+(its store, its path parameters, a scope combination only it accepts) stay in its route module. The request context
+(``api.context.ContextDep``), the caller (``api.auth.deps.PrincipalDep``) and the event publisher
+(``api.events.PublisherDep``) are defined beside their dependencies, which use them too.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends
+
+from api.auth.deps import auth_runtime, require, require_tenant
+from api.auth.runtime import AuthRuntime
+from api.security import Principal, Scope, TenantContext
+
+# The tenant in the path, if the caller may read it (tenant:read or tenant:admin).
+TenantReader = Annotated[TenantContext, Depends(require_tenant(Scope.TENANT_READ, Scope.TENANT_ADMIN))]
+# The tenant in the path, if the caller administers it.
+TenantAdmin = Annotated[TenantContext, Depends(require_tenant(Scope.TENANT_ADMIN))]
+# The tenant in the path, if the caller may query its lake with SQL.
+SqlReader = Annotated[TenantContext, Depends(require_tenant(Scope.SQL_READ))]
+# The caller, if a platform admin.
+PlatformAdmin = Annotated[Principal, Depends(require(Scope.PLATFORM_ADMIN))]
+AuthDep = Annotated[AuthRuntime, Depends(auth_runtime)]
