@@ -5,7 +5,7 @@ The API never loads Spark. A pooled tenant is provisioned in seconds without it:
 tables (created by the streaming job), so its Trino schema only gets views over them (``tenants.lake_catalog``) and
 its own ``audit`` table, created with delta-rs. A dedicated tenant's own Delta tables are created by
 ``python -m processors.lake.init --dedicated`` in a subprocess (a JVM), which also registers them in Trino. The Trino
-access rules are rendered in-process (``processors.access.sync``, which needs no Spark either). Deleting a tenant's
+access rules are rendered in-process (``tenants.access.sync``, which needs no Spark either). Deleting a tenant's
 rows of the shared tables does need Spark: deprovisioning runs ``python -m processors.lake.drop`` in a subprocess.
 Every physical name comes from ``tenants.naming``.
 """
@@ -35,7 +35,7 @@ from metalake.kafka.config import client_config
 from metalake.mongo import Doc
 from metalake.settings import Settings
 from metalake.trino_admin import admin_cursor
-from processors.access.sync import AccessSync
+from tenants.access.sync import AccessSync
 from tenants.lake_catalog import register_tables, register_tenant
 from tenants.naming import CONTROL_DATABASE, TenantNames
 from tenants.registry import TENANTS_COLLECTION, TenantRecord
@@ -244,7 +244,7 @@ class StreamStep:
 
 
 class AccessStep:
-    """The Trino access rules: rendered from the control plane (``processors.access.sync``, the code of ``metalake
+    """The Trino access rules: rendered from the control plane (``tenants.access.sync``, the code of ``metalake
     access sync``), so the tenant's users reach its schema (and, once the tenant is gone or suspended, nothing). Run
     in-process: a Python subprocess would cost its imports, about as long as the rest of a pooled provisioning."""
 
