@@ -1,4 +1,5 @@
-"""Lenient models of Monte Carlo's webhook envelope (``version`` ``v0.1``, formats.md section 5).
+"""Lenient models of Monte Carlo's webhook envelope (``version`` ``v0.1``; docs/connectors/montecarlo.md, "What Monte
+Carlo sends").
 
 Monte Carlo documents its webhooks loosely, so these models accept what they may send rather than what the samples
 show: every field is optional and nullable, unknown keys are kept (``extra="allow"``), numbers are accepted where a
