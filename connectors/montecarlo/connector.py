@@ -37,7 +37,7 @@ class MonteCarloConnector(WebhookConnector[MonteCarloConfig]):
 
     def _delivery(self, request: InboundRequest) -> tuple[dict[str, Any], Envelope]:
         """The body as an object and its envelope, validated once per request: the runtime asks for the dedup key
-        and then for the events of the same request."""
+        and then for the events of the same request (an instance serves one delivery: the runtime builds one each)."""
         if self._read is None or self._read[0] is not request:
             raw = json_object(request.parsed)
             self._read = (request, raw, parse_envelope(raw))
