@@ -143,7 +143,7 @@ class StackManager:
     def _create_topics(self) -> None:
         from metalake.kafka.admin import ensure_topics
 
-        topics = [*event_topics(), CHANGES_TOPIC, *(dlq_topic(s) for s in ("connectors", "enrichment", "outbound"))]
+        topics = [*event_topics(), CHANGES_TOPIC, *(dlq_topic(s) for s in ("connectors", "outbound"))]
         created = ensure_topics(self._ctx.settings, topics)
         created += ensure_topics(
             self._ctx.settings, [CONNECT_OFFSETS_TOPIC], partitions=1, config={"cleanup.policy": "compact"}

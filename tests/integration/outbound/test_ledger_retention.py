@@ -24,10 +24,11 @@ from outbound_helpers import (
 from pymongo import MongoClient
 from slack_server import SlackServer
 
+from metalake.expiry import EXPIRY_INDEX
 from metalake.settings import Settings
 from processors.outbound.destination import DestinationEnv, load_destinations
 from processors.outbound.dispatch import Dispatcher
-from processors.outbound.ledger import DELIVERIES, EXPIRY_INDEX, Ledger
+from processors.outbound.ledger import DELIVERIES, Ledger
 from processors.outbound.retention import LedgerJanitor
 from processors.outbound.retry import RetryPolicy
 from processors.outbound.ssrf import AddressGuard
