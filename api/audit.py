@@ -5,7 +5,7 @@ Every mutating route calls, once it knows the outcome::
     from api import audit
     audit.record(ctx, tenant, principal, "connector.create", name, audit.DONE)
 
-The row lands in the tenant's Delta ``audit`` table (appended with delta-rs, see ``api.auditlog``), where
+The row lands in the tenant's Delta ``audit`` table (appended with delta-rs, see ``control.audit``), where
 ``GET /v1/tenants/{tenant}/audit`` and Trino (``lake.<schema>.audit``) read it. The target is stored as its sha256
 only: an erased URN must never be written down in clear, and one rule for every action keeps it so. Whoever knows a
 target finds its rows by hashing it (the audit route takes ``?target=`` and hashes it). Tenant lifecycle actions
@@ -20,9 +20,9 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
-from api.auditlog import ACTION_PATTERN, AuditRow, append
 from api.context import ApiContext
 from api.security import Principal
+from control.audit import ACTION_PATTERN, AuditRow, append
 from tenants.naming import CONTROL_DATABASE, names_for, platform_audit_dir
 from tenants.registry import TenantRegistry
 

@@ -25,10 +25,10 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 from pymongo import MongoClient
 
-from api import auditlog
 from api.catalog import INDEXES
 from api.provisioning.launcher import JobLauncher
 from connectors.runtime.offsets import OffsetStore, OffsetsUnavailable
+from control import audit as auditlog
 from metalake.kafka import PublishError
 from metalake.kafka.admin import ensure_topics
 from metalake.kafka.config import client_config

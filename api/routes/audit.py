@@ -13,12 +13,12 @@ from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, Field
 
 from api import audit
-from api.auditlog import ACTION_PATTERN, AuditQuery, AuditRow, read
 from api.context import ContextDep
 from api.deps import PlatformAdmin, TenantAdmin
 from api.paging import CursorParam, Limit, decode_cursor, encode_cursor
 from api.problems import Problem, problem_doc
 from api.routes.tenants import ERRORS
+from control.audit import ACTION_PATTERN, AuditQuery, AuditRow, read
 from tenants.naming import platform_audit_dir
 
 router = APIRouter(tags=["audit"])

@@ -202,7 +202,7 @@ def erase(
         report = EraseReport(target.target_hash, str(uuid.UUID(erasure_id)) if erasure_id else str(uuid.uuid4()))
     except ValueError:
         raise LakeUsageError("--erasure-id must be a UUID") from None
-    audit.ensure_audit_table(spark, settings, names)
+    audit.ensure_audit_table(settings, names)
     action = "erase.asset_and_children" if target.include_children else "erase.asset"
     try:
         echo(f"erase {names.tenant_id}: deleting from Delta and vacuuming touched tables ...")
@@ -210,7 +210,7 @@ def erase(
         echo(f"erase {names.tenant_id}: deleting from MongoDB ...")
         erase_mongo(mongo, names, target, report)
     except Exception:
-        audit.record(spark, names, actor, action, target.target_hash, "failed", report.counts())
+        audit.record(names, actor, action, target.target_hash, "failed", report.counts())
         raise
     echo(f"erase {names.tenant_id}: announcing the erase on {CHANGES_TOPIC} ...")
     if publisher is None:
@@ -219,7 +219,7 @@ def erase(
     else:
         announce(publisher, names, target, report, echo)
     counts = {**report.counts(), "propagation_notified": int(report.propagation_notified)}
-    audit.record(spark, names, actor, action, target.target_hash, "done", counts)
+    audit.record(names, actor, action, target.target_hash, "done", counts)
     log.info("lake.erased", extra={"target_hash": target.target_hash, "counts": report.counts()})
     return report
 

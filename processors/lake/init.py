@@ -35,7 +35,7 @@ def init_report(settings: Settings, tenant: str, dedicated: bool) -> dict[str, A
         progress(f"creating the Delta tables of {names.tenant_id} under {layout.path('events').rsplit('/', 2)[0]}")
         added: dict[str, list[str]] = {}
         retry_conflicts(lambda: added.update(ensure_tables(spark, layout.tables())), "*")
-        ensure_audit_table(spark, settings, names)
+        ensure_audit_table(settings, names)
     finally:
         spark.stop()
     # Unlike the streaming job (which retries next batch), a failure here must fail provisioning: Trino has to

@@ -23,9 +23,9 @@ from worker_helpers import worker_settings
 
 from api.app import create_app
 from api.audit import tenant_audit_path
-from api.auditlog import AuditQuery, read
 from connectors.runtime.control import ConnectorState, ControlStore
 from connectors.runtime.worker import create_app as create_worker
+from control.audit import AuditQuery, read
 from metalake.settings import Settings
 from ops.stack import StackManager
 from tenants.naming import CONTROL_DATABASE

@@ -1,9 +1,11 @@
-"""The Delta ``audit`` tables as the API reads and appends them, with delta-rs (``deltalake``), never Spark.
+"""The tenants' (and the platform's) Delta ``audit`` tables: the one schema, and their reads and appends with
+delta-rs (``deltalake``), never Spark. The admin API audits every admin action here; ``metalake lake erase`` appends
+its row the same way.
 
-Same schema as ``processors.lake.audit`` (which ``metalake lake erase`` appends with Spark): ``at, actor, action,
-target_hash, result, counts``. A blind append commits in milliseconds and conflicts with no other writer (Delta
-retries an append that lost a version race), so an admin action's row is durable before the API answers. A unit test
-keeps the two schema definitions equal.
+Columns: ``at, actor, action, target_hash, result, counts``. A row never holds an erased value: the target is a
+sha256 hash and ``counts`` holds numbers only. A blind append commits in milliseconds and conflicts with no other
+writer (Delta retries an append that lost a version race), so an admin action's row is durable before the API
+answers. Needs ``deltalake`` (the api and spark extras).
 """
 
 from __future__ import annotations
