@@ -12,10 +12,10 @@ from pymongo import MongoClient
 
 from api.auth.runtime import build_auth
 from api.context import ApiContext
-from api.events import close_publisher
 from api.openapi import install_openapi
 from api.problems import install_problem_handlers
-from api.provisioning import resume
+from api.services.events import close_publisher
+from api.services.provisioning import resume
 from metalake.mongo import mongo_client
 from metalake.settings import Settings, load_settings
 

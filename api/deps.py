@@ -3,7 +3,7 @@
 Declare a handler parameter with one of these instead of ``Depends(require_tenant(...))``. Aliases of one resource
 (its store, its path parameters, a scope combination only it accepts) stay in its route module. The request context
 (``api.context.ContextDep``), the caller (``api.auth.deps.PrincipalDep``) and the event publisher
-(``api.events.PublisherDep``) are defined beside their dependencies, which use them too.
+(``api.services.events.PublisherDep``) are defined beside their dependencies, which use them too.
 """
 
 from __future__ import annotations

@@ -14,16 +14,16 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from api import audit
 from api.auth.deps import require_tenant
-from api.catalog import Catalog, TooBroad
 from api.context import ApiContext, ContextDep
 from api.deps import TenantReader
-from api.events import EventPublisher, PublisherDep
-from api.lineage import DEFAULT_DEPTH, DEFAULT_NODES, MAX_DEPTH, MAX_NODES, Direction, traverse
 from api.paging import DEFAULT_LIMIT, CursorParam, Limit, Page, decode_cursor, encode_cursor
 from api.problems import Problem
 from api.security import Scope, TenantContext
+from api.services import audit
+from api.services.catalog import Catalog, TooBroad
+from api.services.events import EventPublisher, PublisherDep
+from api.services.lineage import DEFAULT_DEPTH, DEFAULT_NODES, MAX_DEPTH, MAX_NODES, Direction, traverse
 from metalake.events import new_event
 from metalake.events.validation import InvalidData
 from metalake.mongo import Doc

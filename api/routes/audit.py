@@ -12,12 +12,12 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, Field
 
-from api import audit
 from api.context import ContextDep
 from api.deps import PlatformAdmin, TenantAdmin
 from api.paging import CursorParam, Limit, decode_cursor, encode_cursor
 from api.problems import Problem, problem_doc
 from api.routes.tenants import ERRORS
+from api.services import audit
 from control.audit import ACTION_PATTERN, AuditQuery, AuditRow, read
 from tenants.naming import platform_audit_dir
 

@@ -14,13 +14,13 @@ from fastapi import APIRouter, Query
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, Field
 
-from api import audit
 from api.auth.clients import ClientConflict, ClientRecord, Role
 from api.auth.runtime import AuthRuntime
 from api.context import ContextDep
 from api.deps import AuthDep, TenantAdmin
 from api.problems import MEDIA_TYPE, Problem
 from api.security import TenantContext
+from api.services import audit
 
 router = APIRouter(prefix="/v1/tenants/{tenant}/clients", tags=["clients"])
 

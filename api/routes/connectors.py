@@ -21,14 +21,14 @@ from fastapi import APIRouter, Depends, Path, Response
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from pydantic.config import JsonDict
 
-from api import audit
 from api.auth.deps import require
 from api.context import ApiContext, ContextDep
 from api.deps import TenantAdmin, TenantReader
-from api.events import PublisherDep
 from api.paging import DEFAULT_LIMIT, CursorParam, Limit, Page, decode_cursor, encode_cursor
 from api.problems import Problem
 from api.security import Scope, TenantContext
+from api.services import audit
+from api.services.events import PublisherDep
 from connectors import registry
 from connectors.base import SourceConnector, WebhookConnector
 from connectors.registry import ConnectorClass, Plugin

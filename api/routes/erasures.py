@@ -3,7 +3,8 @@
 
 The URN travels in the body (URNs hold '/') and is validated and canonical. The erasure document and every audit row
 hold only its sha256; the URN itself is kept only until the erasure finishes, so an erasure a crash interrupted runs
-again (``api.provisioning.runs``). The erase command itself writes the ``erase.asset`` audit row with the counts.
+again (``api.services.provisioning.runs``). The erase command itself writes the ``erase.asset`` audit row with the
+counts.
 """
 
 from __future__ import annotations
@@ -15,14 +16,14 @@ from fastapi import APIRouter, BackgroundTasks, Response
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, Field
 
-from api import audit
 from api.context import ApiContext, ContextDep
 from api.deps import TenantAdmin
-from api.erasures import ErasureRecord, ErasureState, ErasureStore
 from api.problems import Problem, problem_doc
-from api.provisioning.runs import PendingErasures, erase_asset
 from api.routes.tenants import ERRORS
 from api.security import Principal
+from api.services import audit
+from api.services.erasures import ErasureRecord, ErasureState, ErasureStore
+from api.services.provisioning.runs import PendingErasures, erase_asset
 from metalake.urn import AssetUrn, InvalidUrn
 from tenants.naming import CONTROL_DATABASE
 

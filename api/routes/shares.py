@@ -16,12 +16,12 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
-from api import audit, sqlquery
 from api.context import ContextDep
 from api.deps import SqlReader
 from api.problems import Problem, problem_doc
 from api.routes.sql import MAX_SQL_CHARS, QUERY_ERRORS, RESULT_CONTENT, limits_for, streaming
-from api.shares import ShareStore
+from api.services import audit, sqlquery
+from api.services.shares import ShareStore
 from tenants.naming import CONTROL_DATABASE
 from tenants.registry import TenantRegistry, TenantState
 

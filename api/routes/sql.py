@@ -15,11 +15,11 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 from starlette.background import BackgroundTask
 
-from api import sqlquery
 from api.context import ContextDep
 from api.deps import SqlReader
 from api.problems import problem_doc
 from api.security import Scope
+from api.services import sqlquery
 
 router = APIRouter(prefix="/v1/tenants/{tenant}", tags=["sql"])
 

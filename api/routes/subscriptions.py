@@ -17,11 +17,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Response
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
-from api import audit
 from api.context import ContextDep
 from api.deps import TenantAdmin, TenantReader
 from api.paging import DEFAULT_LIMIT, CursorParam, Limit, Page, decode_cursor, encode_cursor
 from api.problems import Problem
+from api.services import audit
 from metalake.events.changes import Change, StateChange
 from metalake.events.validation import InvalidData
 from processors.outbound.destination import (

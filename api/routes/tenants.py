@@ -17,15 +17,15 @@ from fastapi import APIRouter, BackgroundTasks, Depends, Query, Request, Respons
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, Field, field_validator
 
-from api import audit
 from api.auth.deps import require_tenant
 from api.context import ApiContext, ContextDep
 from api.deps import PlatformAdmin, TenantReader
 from api.paging import CursorParam, Limit, decode_cursor, encode_cursor
 from api.problems import Problem, problem_doc
-from api.provisioning.provisioner import Provisioner
-from api.provisioning.runs import build_provisioner, deprovision_tenant, provision_tenant
 from api.security import Principal, Scope, TenantContext
+from api.services import audit
+from api.services.provisioning.provisioner import Provisioner
+from api.services.provisioning.runs import build_provisioner, deprovision_tenant, provision_tenant
 from metalake.tenancy import RESERVED_TENANT_IDS, TENANT_ID_PATTERN
 from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE

@@ -22,7 +22,7 @@ from tokens import auth_headers
 from worker_helpers import worker_settings
 
 from api.app import create_app
-from api.audit import tenant_audit_path
+from api.services.audit import tenant_audit_path
 from connectors.runtime.control import ConnectorState, ControlStore
 from connectors.runtime.worker import create_app as create_worker
 from control.audit import AuditQuery, read

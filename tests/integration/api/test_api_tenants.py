@@ -21,7 +21,7 @@ from pymongo import MongoClient
 from tokens import auth_headers
 
 from api.app import create_app
-from api.provisioning.launcher import LocalProcessLauncher
+from api.services.provisioning.launcher import LocalProcessLauncher
 from connectors.runtime.offsets import OffsetStore
 from connectors.runtime.publisher import Publisher
 from connectors.runtime.transforms import Routed

@@ -11,9 +11,9 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from pymongo import MongoClient
 
-from api.provisioning.launcher import LocalProcessLauncher
-from api.provisioning.provisioner import Provisioner
-from api.provisioning.steps import STEPS, ControlPlaneStep, OffsetsStep, StepContext
+from api.services.provisioning.launcher import LocalProcessLauncher
+from api.services.provisioning.provisioner import Provisioner
+from api.services.provisioning.steps import STEPS, ControlPlaneStep, OffsetsStep, StepContext
 from connectors.runtime.control import ControlStore
 from connectors.runtime.offsets import OffsetStore
 from metalake.kafka.config import consumer_config

@@ -17,11 +17,11 @@ from pymongo import MongoClient
 
 from api.app import create_app
 from api.context import ApiContext
-from api.erasures import ERASURES_COLLECTION, ErasureState, ErasureStore
-from api.provisioning.launcher import LocalProcessLauncher
-from api.provisioning.provisioner import Provisioner
-from api.provisioning.resume import Resumer
-from api.provisioning.runs import (
+from api.services.erasures import ERASURES_COLLECTION, ErasureState, ErasureStore
+from api.services.provisioning.launcher import LocalProcessLauncher
+from api.services.provisioning.provisioner import Provisioner
+from api.services.provisioning.resume import Resumer
+from api.services.provisioning.runs import (
     PENDING_ERASURES,
     RESUMER,
     PendingErasures,
@@ -30,7 +30,7 @@ from api.provisioning.runs import (
     provision_tenant,
     tenant_key,
 )
-from api.provisioning.steps import StepContext, StepWaiting
+from api.services.provisioning.steps import StepContext, StepWaiting
 from metalake.lease import LEASES, LeaseStore
 from metalake.settings import Settings
 from tenants.model import Tier

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from api.audit import target_hash
+from api.services.audit import target_hash
 from control.audit import AuditQuery, AuditRow, append, read
 
 T0 = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)

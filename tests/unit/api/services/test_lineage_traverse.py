@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 import pytest
 
-from api.lineage import Direction, Edge, EdgeFetch, traverse
+from api.services.lineage import Direction, Edge, EdgeFetch, traverse
 
 # a -> b -> c -> d, b -> e, and a cycle d -> b.
 EDGES = [("a", "b"), ("b", "c"), ("c", "d"), ("b", "e"), ("d", "b")]

@@ -25,8 +25,8 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 from pymongo import MongoClient
 
-from api.catalog import INDEXES
-from api.provisioning.launcher import JobLauncher
+from api.services.catalog import INDEXES
+from api.services.provisioning.launcher import JobLauncher
 from connectors.runtime.offsets import OffsetStore, OffsetsUnavailable
 from control import audit as auditlog
 from metalake.kafka import PublishError
@@ -207,7 +207,8 @@ class TrinoStep:
 
 
 class MongoStep:
-    """The tenant's MongoDB database: the projection's collections and the API's indexes (``api.catalog.INDEXES``)."""
+    """The tenant's MongoDB database: the projection's collections and the API's indexes
+    (``api.services.catalog.INDEXES``)."""
 
     name = "mongo"
 

@@ -1,6 +1,6 @@
 """The admin API's background work, each item run under a lease (``metalake.lease``) so that of several API replicas
-one runs it, whether a request scheduled it or the resumer (``api.provisioning.resume``) picked it up after a crash:
-a tenant's provisioning or deprovisioning, and an asset erasure.
+one runs it, whether a request scheduled it or the resumer (``api.services.provisioning.resume``) picked it up after a
+crash: a tenant's provisioning or deprovisioning, and an asset erasure.
 
 Lease keys: ``tenant:<id>`` for the tenant's lifecycle (provisioning and deprovisioning share it, so a deletion waits
 for a provisioning run to stop; not ``<id>/...``, which ``ControlPlaneStep`` deletes while deprovisioning holds it),
@@ -18,13 +18,13 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 
-from api import audit
 from api.context import ApiContext
-from api.erasures import ErasureState, ErasureStore, run_erasure
-from api.provisioning.launcher import LocalProcessLauncher
-from api.provisioning.provisioner import Outcome, Provisioner
-from api.provisioning.steps import StepContext
 from api.security import Principal
+from api.services import audit
+from api.services.erasures import ErasureState, ErasureStore, run_erasure
+from api.services.provisioning.launcher import LocalProcessLauncher
+from api.services.provisioning.provisioner import Outcome, Provisioner
+from api.services.provisioning.steps import StepContext
 from metalake.lease import LEASES, LeaseHeld, LeaseStore
 from tenants.naming import CONTROL_DATABASE
 from tenants.registry import TenantRegistry

@@ -2,7 +2,7 @@
 
 Every mutating route calls, once it knows the outcome::
 
-    from api import audit
+    from api.services import audit
     audit.record(ctx, tenant, principal, "connector.create", name, audit.DONE)
 
 The row lands in the tenant's Delta ``audit`` table (appended with delta-rs, see ``control.audit``), where
@@ -67,7 +67,7 @@ def record(
     """Append one row to the tenant's audit table; returns once it is committed (raises otherwise)."""
     row = _row(principal, action, target, result, counts)
     append(tenant_audit_path(ctx, tenant), [row])
-    log.info("api.audit", extra={"tenant": tenant, "action": action, "result": result})
+    log.info("api.services.audit", extra={"tenant": tenant, "action": action, "result": result})
 
 
 def record_platform(

@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from api.provisioning.steps import STEPS, Step, StepContext, StepFailed, StepWaiting
+from api.services.provisioning.steps import STEPS, Step, StepContext, StepFailed, StepWaiting
 from tenants.registry import TenantRecord, TenantRegistry, TenantState
 
 log = logging.getLogger(__name__)

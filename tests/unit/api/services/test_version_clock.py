@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import threading
 
-from api.catalog import prefix_filter, tag_clause
-from api.events import VersionClock
+from api.services.catalog import prefix_filter, tag_clause
+from api.services.events import VersionClock
 
 
 def test_ties_and_steps_back_still_increase() -> None:

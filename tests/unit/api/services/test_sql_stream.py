@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from trino.exceptions import TrinoExternalError, TrinoUserError
 
-from api import sqlquery
-from api.sqlquery import Column, Limits, RunningQuery
+from api.services import sqlquery
+from api.services.sqlquery import Column, Limits, RunningQuery
 
 COLUMNS = [Column("id", "integer"), Column("email", "varchar")]
 

@@ -8,7 +8,7 @@ changed for ``api.resume_grace_s`` (its request's own run never started); a tena
 set) is not: it waits for ``POST .../provision`` or another ``DELETE``, like before, unless the failure was a step
 waiting on another component (``provisioner.waiting``: the shared tables the streaming job registers at start),
 retried every ``api.resume_grace_s`` (the failure stamps the tenant's ``updated_at``). The item then runs through
-``api.provisioning.runs``, under the same lease as a run a request scheduled, so two never overlap.
+``api.services.provisioning.runs``, under the same lease as a run a request scheduled, so two never overlap.
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from api.context import ApiContext
-from api.erasures import ERASURES_COLLECTION, ErasureState, ErasureStore
-from api.provisioning.provisioner import Provisioner, waiting
-from api.provisioning.runs import (
+from api.security import Principal
+from api.services.erasures import ERASURES_COLLECTION, ErasureState, ErasureStore
+from api.services.provisioning.provisioner import Provisioner, waiting
+from api.services.provisioning.runs import (
     RESUMER,
     PendingErasures,
     build_provisioner,
@@ -33,7 +34,6 @@ from api.provisioning.runs import (
     provision_tenant,
     tenant_key,
 )
-from api.security import Principal
 from tenants.naming import CONTROL_DATABASE
 from tenants.registry import TenantRegistry, TenantState
 
