@@ -2,17 +2,19 @@
 topic administration and dead-letter records."""
 
 from metalake.kafka.admin import ensure_topics
-from metalake.kafka.consumer import BatchConsumer
+from metalake.kafka.consumer import BatchConsumer, Received
 from metalake.kafka.dlq import DeadLetter, dead_letter_headers
-from metalake.kafka.producer import Delivery, EventProducer, PublishError, RawRecord
+from metalake.kafka.producer import Delivery, EventProducer, EventPublisher, PublishError, RawRecord
 
 __all__ = [
     "BatchConsumer",
     "DeadLetter",
     "Delivery",
     "EventProducer",
+    "EventPublisher",
     "PublishError",
     "RawRecord",
+    "Received",
     "dead_letter_headers",
     "ensure_topics",
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from confluent_kafka import Consumer, KafkaException, Message
 
@@ -13,6 +13,17 @@ from metalake.settings import Settings
 log = logging.getLogger(__name__)
 
 BatchHandler = Callable[[Sequence[Message]], None]
+
+
+class Received(Protocol):
+    """The slice of a consumed Kafka message that processors read (confluent_kafka's ``Message`` has it; tests pass
+    small fakes)."""
+
+    def key(self) -> bytes | None: ...
+    def headers(self) -> Any: ...  # list of (name, bytes) pairs; the stub's union also admits str and dict
+    def value(self) -> bytes | None: ...
+    def partition(self) -> int | None: ...
+    def offset(self) -> int | None: ...
 
 
 class BatchConsumer:

@@ -6,7 +6,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from confluent_kafka import KafkaError, Message, Producer
 
@@ -46,8 +46,11 @@ class RawRecord(NamedTuple):
     headers: Headers
 
 
-# A record spelled as a plain tuple in RawRecord's field order: the operator tooling's demo builds one.
-RawTuple = tuple[str, str, bytes | None, bytes | None, Headers]
+class EventPublisher(Protocol):
+    """What publishes CloudEvents with confirmed delivery (:class:`EventProducer`; tests pass recording fakes):
+    returns once Kafka confirmed every event, or raises."""
+
+    def publish(self, events: Sequence[CloudEvent], topic_for: Callable[[CloudEvent], str]) -> object: ...
 
 
 class EventProducer:
@@ -64,7 +67,7 @@ class EventProducer:
             [RawRecord(topic_for(e), e.id, e.key, e.value(), inject_traceparent(e.headers())) for e in events]
         )
 
-    def publish_raw(self, records: Sequence[RawRecord | RawTuple]) -> list[Delivery]:
+    def publish_raw(self, records: Sequence[RawRecord]) -> list[Delivery]:
         """Publish records and wait for Kafka's confirmation of each."""
         results: dict[int, Delivery] = {}
         errors: list[tuple[str, KafkaError]] = []
@@ -78,7 +81,7 @@ class EventProducer:
 
             return callback
 
-        for index, record in enumerate(map(RawRecord._make, records)):
+        for index, record in enumerate(records):
             while True:
                 try:
                     self._producer.produce(

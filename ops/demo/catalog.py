@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from metalake.events import CloudEvent, new_event
+from metalake.kafka import RawRecord
 from metalake.urn import asset_urn
 
 SOURCE = "/connectors/demo"
@@ -62,7 +63,7 @@ def demo_catalog(tenant: str, version: int) -> Catalog:
     )
 
 
-def invalid_record(tenant: str, topic: str) -> tuple[str, str, bytes, bytes, list[tuple[str, bytes]]]:
+def invalid_record(tenant: str, topic: str) -> RawRecord:
     """A well-formed envelope whose data lacks the required ``version``: it must land in the tenant's _dlq table."""
     headers = [
         ("content-type", b"application/json"),
@@ -73,4 +74,4 @@ def invalid_record(tenant: str, topic: str) -> tuple[str, str, bytes, bytes, lis
         ("ce_tenantid", tenant.encode()),
     ]
     value = b'{"urn": "urn:metalake:postgres:shop-prod/shop/public/broken", "kind": "table", "name": "broken"}'
-    return (topic, "demo-invalid", f"{tenant}:broken".encode(), value, headers)
+    return RawRecord(topic, "demo-invalid", f"{tenant}:broken".encode(), value, headers)

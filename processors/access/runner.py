@@ -12,14 +12,13 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any, Protocol
 
 import trino
 from confluent_kafka import Message
 from pymongo.errors import PyMongoError
 
 from metalake.events.changes import STATE_CHANGED, InvalidChange, change_type, decode_change
-from metalake.kafka import BatchConsumer
+from metalake.kafka import BatchConsumer, Received
 from metalake.mongo import mongo_client
 from metalake.settings import Settings
 from tenants.access.sync import AccessSync
@@ -33,15 +32,7 @@ _MAX_RETRY_S = 30.0
 _MONGO_SOCKET_TIMEOUT_MS = 30_000
 
 
-class Record(Protocol):
-    """What is read of a Kafka record (confluent_kafka's Message has it)."""
-
-    def key(self) -> bytes | None: ...
-    def headers(self) -> Any: ...
-    def value(self) -> bytes | None: ...
-
-
-def tenants_to_refresh(records: Iterable[Record]) -> set[str]:
+def tenants_to_refresh(records: Iterable[Received]) -> set[str]:
     """Tenants whose tag assignments a batch of ``metalake.changes`` records changed. Pure; skips what it cannot
     read (other record types, records that break the state change's contract)."""
     out: set[str] = set()

@@ -37,7 +37,7 @@ from pymongo import MongoClient
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from metalake.kafka import EventProducer, PublishError
+from metalake.kafka import EventProducer, EventPublisher, PublishError
 from metalake.mongo import mongo_client
 from metalake.settings import Settings
 from processors.lake import audit
@@ -65,7 +65,6 @@ from processors.lake.scope import (
 )
 from processors.lake.sparkio import is_delta, lake_session
 from processors.propagation.erasure import erased_event
-from processors.propagation.processor import Publisher
 from tenants.naming import CHANGES_TOPIC, LakeTable, TenantNames
 
 log = logging.getLogger("processors.lake.erase")  # not __main__ under python -m
@@ -160,7 +159,7 @@ def erase_mongo(
 
 
 def announce(
-    publisher: Publisher, names: TenantNames, target: EraseTarget, report: EraseReport, echo: Callable[[str], None]
+    publisher: EventPublisher, names: TenantNames, target: EraseTarget, report: EraseReport, echo: Callable[[str], None]
 ) -> None:
     """Publish the erased-asset event to ``metalake.changes`` and wait for Kafka's confirmation. A failure is not
     the erase's: the data is gone either way. It is reported (``propagation_notified`` false, a warning line)."""
@@ -187,7 +186,7 @@ def erase(
     actor: str,
     echo: Callable[[str], None] = progress,
     grace_s: float = UNTRACKED_GRACE_S,
-    publisher: Publisher | None = None,
+    publisher: EventPublisher | None = None,
     erasure_id: str | None = None,
 ) -> EraseReport:
     """Erase ``target`` from the tenant's Delta tables and MongoDB, announce it on ``metalake.changes`` (through

@@ -16,10 +16,10 @@ import logging
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
 
 from metalake.events import CloudEvent
 from metalake.events.changes import STATE_CHANGED, InvalidChange, StateChange, change_type, decode_change
+from metalake.kafka import EventPublisher, Received
 from metalake.propagation.model import AssignmentKey
 from metalake.propagation.tenant import CLASSIFICATIONS, TenantPropagation
 from processors.propagation.erasure import erased_tenant
@@ -32,23 +32,7 @@ log = logging.getLogger(__name__)
 AfterPublishHook = Callable[[int], None]
 
 
-class Publisher(Protocol):
-    """What publishes the events (metalake.kafka.EventProducer): returns once Kafka confirmed every one, or raises."""
-
-    def publish(self, events: Sequence[CloudEvent], topic_for: Callable[[CloudEvent], str]) -> object: ...
-
-
-class Record(Protocol):
-    """The slice of a Kafka message the processor reads (confluent_kafka.Message has it)."""
-
-    def key(self) -> bytes | None: ...
-    def headers(self) -> Any: ...  # list of (name, bytes) pairs; the stub's union also admits str and dict
-    def value(self) -> bytes | None: ...
-    def partition(self) -> int | None: ...
-    def offset(self) -> int | None: ...
-
-
-def read_change(msg: Record) -> StateChange | None:
+def read_change(msg: Received) -> StateChange | None:
     """The state change a record carries; None for anything else on the topic (e.g. completed events, ours
     included: the loop guard at the record level)."""
     if change_type(msg.headers()) != STATE_CHANGED:
@@ -82,7 +66,7 @@ class PropagationProcessor:
     def __init__(
         self,
         load: Callable[[str], TenantPropagation],
-        producer: Publisher,
+        producer: EventPublisher,
         priority_topic: Callable[[str], str],
         *,
         tenants: Collection[str] | None = None,
@@ -119,14 +103,14 @@ class PropagationProcessor:
         )
         return state, state.origins()
 
-    def __call__(self, messages: Sequence[Record]) -> None:
+    def __call__(self, messages: Sequence[Received]) -> None:
         """The ``BatchConsumer`` handler: returns once every event of the batch is confirmed by Kafka."""
         self.handle(messages)
 
     def _follows(self, tenant: str) -> bool:
         return self._tenants is None or tenant in self._tenants
 
-    def handle(self, messages: Sequence[Record]) -> BatchOutcome:
+    def handle(self, messages: Sequence[Received]) -> BatchOutcome:
         outcome = BatchOutcome(records=len(messages))
         by_tenant: dict[str, list[StateChange]] = {}
         for msg in messages:

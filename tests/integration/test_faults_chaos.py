@@ -31,7 +31,7 @@ from streamjob import (
 )
 
 from metalake.events import CloudEvent, new_event
-from metalake.kafka import EventProducer, ensure_topics
+from metalake.kafka import EventProducer, RawRecord, ensure_topics
 from metalake.settings import Settings
 from metalake.urn import asset_urn
 from ops.stack import StackManager
@@ -213,9 +213,7 @@ def test_duplicated_and_shuffled_deliveries_end_at_the_newest_version(
     assert delta_event_counts(trino_cursor, dedicated) == (len(deliveries), len(events))
 
 
-def _poison(
-    tenant: str, names: TenantNames, rng: random.Random
-) -> list[tuple[str, str, bytes | None, bytes | None, Any]]:
+def _poison(tenant: str, names: TenantNames, rng: random.Random) -> list[RawRecord]:
     """One record of each kind of poison, all naming the tenant (so they land in its ``_dlq``), as
     ``(topic, id, key, value, headers)``, with the field the dead letter must name."""
     records = []
@@ -236,7 +234,7 @@ def _poison(
         else:
             headers = [(k, b"text/plain" if k == "content-type" else v) for k, v in headers]
         topic = names.topic(rng.choice(["priority", "bulk"]))
-        records.append((topic, f"poison-{kind}", event.key, value, headers))
+        records.append(RawRecord(topic, f"poison-{kind}", event.key, value, headers))
     return records
 
 

@@ -24,7 +24,7 @@ from pymongo import MongoClient
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from metalake.kafka import EventProducer
+from metalake.kafka import EventProducer, RawRecord
 from metalake.settings import Settings
 from metalake.urn import asset_urn
 from processors.enrichment.tables import TABLES
@@ -104,9 +104,9 @@ def _seed(settings: Settings, tenant: str) -> None:
     with EventProducer(settings) as producer:
         producer.publish_raw(
             [
-                ("metalake.events.priority", "bad", f"{tenant}:{TABLE}".encode(), value, headers()),
-                ("metalake.events.priority", "bad-body", key, body, headers()),
-                ("metalake.events.priority", "bad-lookalike", key, lookalike, headers()),
+                RawRecord("metalake.events.priority", "bad", f"{tenant}:{TABLE}".encode(), value, headers()),
+                RawRecord("metalake.events.priority", "bad-body", key, body, headers()),
+                RawRecord("metalake.events.priority", "bad-lookalike", key, lookalike, headers()),
             ]
         )
 

@@ -11,7 +11,7 @@ from itest import trino_rows, wait_for
 from pymongo import MongoClient
 
 from metalake.events import CloudEvent, new_event, spec_for
-from metalake.kafka import EventProducer
+from metalake.kafka import EventProducer, RawRecord
 from metalake.settings import Settings
 from metalake.urn import asset_urn
 from tenants.naming import names_for
@@ -102,7 +102,9 @@ def test_invalid_record_goes_to_the_tenant_dlq_and_the_job_keeps_running(
         ("ce_tenantid", tenant.encode()),
     ]
     with EventProducer(settings) as producer:
-        producer.publish_raw([("metalake.events.priority", "bad", f"{tenant}:bad".encode(), bad_value, headers)])
+        producer.publish_raw(
+            [RawRecord("metalake.events.priority", "bad", f"{tenant}:bad".encode(), bad_value, headers)]
+        )
     names = names_for(tenant, settings.lake_root)
     schema = names.trino_schema
     dlq = wait_for(

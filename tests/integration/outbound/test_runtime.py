@@ -33,7 +33,7 @@ from slack_server import SlackServer
 from webhook_server import WebhookServer
 
 from metalake.events import CloudEvent
-from metalake.kafka import EventProducer
+from metalake.kafka import EventProducer, RawRecord
 from metalake.settings import Settings
 from processors.outbound.ledger import Ledger
 from processors.outbound.subscriptions import SubscriptionStore
@@ -279,7 +279,7 @@ def test_permanent_failures_and_exhausted_retries_go_to_the_dlq_with_context(
         change = classification_event(tenant, EMAIL, "PII")
         _publish(settings, change)
         with EventProducer(settings) as producer:  # a record outbound cannot read: no tenant header
-            producer.publish_raw([(CHANGES_TOPIC, "bad", f"{tenant}:bad".encode(), b"{}", [("ce_id", b"x")])])
+            producer.publish_raw([RawRecord(CHANGES_TOPIC, "bad", f"{tenant}:bad".encode(), b"{}", [("ce_id", b"x")])])
 
         dead = read_since(
             settings, DLQ, dlq_mark, lambda r: r.key is not None and r.key.startswith(tenant.encode()), expect=3

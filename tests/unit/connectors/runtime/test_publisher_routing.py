@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
 from pymongo.errors import ServerSelectionTimeoutError
@@ -14,7 +13,7 @@ from pymongo.errors import ServerSelectionTimeoutError
 from connectors.runtime.publisher import Publisher
 from connectors.runtime.transforms import Routed
 from metalake.events import new_event
-from metalake.kafka import Delivery, PublishError
+from metalake.kafka import Delivery, PublishError, RawRecord
 from metalake.settings import Settings
 from tenants.model import Tier
 from tenants.naming import BULK_TOPIC
@@ -38,7 +37,7 @@ class Producer:
     def __init__(self) -> None:
         self.sent: list[tuple[str, str]] = []
 
-    def publish_raw(self, records: Sequence[tuple[str, str, Any, Any, Any]]) -> list[Delivery]:
+    def publish_raw(self, records: Sequence[RawRecord]) -> list[Delivery]:
         self.sent += [(topic, event_id) for topic, event_id, *_ in records]
         return [Delivery(event_id, topic, 0, i) for i, (topic, event_id, *_) in enumerate(records)]
 
