@@ -301,8 +301,8 @@ def pipeline(
     logs.mkdir(parents=True, exist_ok=True)
     out: dict[str, Any] = {"tenant": tenant, "edges_seeded": len(pairs)}
     out["seed_lineage_s"] = round(seed_lineage(mongo, names, pairs), 1)
-    job_cmd = ["-m", "processors.enrichment.jobs.stream", "--tenant", tenant]
-    proc_cmd = ["-m", "processors.propagation.run", "--tenant", tenant, "--group", f"bench-{tenant}"]
+    job_cmd = ["-m", "processors.enrichment", "--tenant", tenant]
+    proc_cmd = ["-m", "processors.propagation", "run", "--tenant", tenant, "--group", f"bench-{tenant}"]
     producer = EventProducer(settings)
     live = 0
     out["log_dir"] = str(logs)

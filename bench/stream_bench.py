@@ -3,7 +3,7 @@
 Three consumers run side by side in one run, each on fresh topics of its own and fresh tenants of its own (so they
 neither read nor disturb anybody else's events):
 
-- ``job``: the enrichment job itself, ``python -m processors.enrichment.jobs.stream --query-name bench-<run>
+- ``job``: the enrichment job itself, ``python -m processors.enrichment --query-name bench-<run>
   --topics <priority>,<bulk>``: its lake query (both topics -> the pooled tenants' shared Delta tables under
   ``<lake>/_pooled``, one commit per table and micro-batch) and its two projection queries (priority, bulk ->
   MongoDB, health, ``metalake.changes``), as in production. Checkpoints: ``<checkpoint root>/_pooled/bench-<run>-*``.
@@ -272,7 +272,7 @@ def start_side(name: str, settings: Settings, run: str, max_tenants: int, workdi
         cmd = [
             sys.executable,
             "-m",
-            "processors.enrichment.jobs.stream",
+            "processors.enrichment",
             "--query-name",
             job_query(run),
             "--topics",

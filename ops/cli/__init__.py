@@ -28,12 +28,12 @@ COMMANDS: dict[str, Entry] = {
     "stack": Entry("ops.cli.stack:app", "The local stack of real services: Kafka, FerretDB, Trino, PostgreSQL, Spark."),
     "demo": Entry("ops.cli.run:demo_app", "The whole flow end to end through the admin API (needs the stack)."),
     "job": Entry("ops.cli.run:job_app", "Run a processing job in the foreground."),
-    "api": Entry("api.cli:app", "The tenant-admin API: serve it, create a platform admin, rotate signing keys."),
+    "api": Entry("api.main:app", "The tenant-admin API: serve it, create a platform admin, rotate signing keys."),
     "connect": Entry("ops.cli.connect:app", "The connector worker (webhooks, ingest) and crawls of source connectors."),
     "lake": Entry("processors.lake.cli:app", "Lake operations: maintain, erase (GDPR), reconcile, prune, init, drop."),
-    "access": Entry("ops.cli.access:app", "Trino access rules: tenant isolation and PII masks."),
+    "access": Entry("processors.access.main:app", "Trino access rules: tenant isolation and PII masks."),
     "outbound": Entry("ops.cli.outbound:app", "The outbound runtime: Slack, Jira and signed webhooks."),
-    "propagation": Entry("ops.cli.propagation:app", "Tag propagation along lineage, and its dry run."),
+    "propagation": Entry("processors.propagation.main:app", "Tag propagation along lineage, and its dry run."),
 }
 
 

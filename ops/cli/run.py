@@ -45,6 +45,6 @@ def job(
     if name != "stream":
         raise fail(f"unknown job {name!r}; known: stream")
     started = time.monotonic()
-    code = subprocess.call([sys.executable, "-m", "processors.enrichment.jobs.stream"])
+    code = subprocess.call([sys.executable, "-m", "processors.enrichment"])
     typer.echo(f"job {name} ended with code {code} after {time.monotonic() - started:.0f}s")
     raise typer.Exit(code=code)

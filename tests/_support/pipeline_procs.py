@@ -19,7 +19,7 @@ from pymongo import MongoClient
 
 from metalake.kafka import ensure_topics
 from metalake.settings import Settings
-from processors.access.runner import run as run_access
+from processors.access.processor import run as run_access
 from tenants.model import Tier
 from tenants.naming import CHANGES_TOPIC, TenantNames
 from tenants.registry import TenantDirectory, TenantRegistry, TenantState

@@ -39,7 +39,7 @@ class Job:
                 [
                     sys.executable,
                     "-m",
-                    "processors.enrichment.jobs.stream",
+                    "processors.enrichment",
                     "--tenant",
                     tenant,
                     "--ready-file",

@@ -22,11 +22,11 @@ ROOT = Path(__file__).resolve().parents[2]
 # extra -> (entry modules of its deployables, `metalake` groups they run). "" is the core alone: the processors of
 # metalake.changes that need no extra (propagation, access).
 DEPLOYABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "": (("processors.propagation.run", "processors.access.runner"), ("propagation", "access")),
+    "": (("processors.propagation.main", "processors.access.main"), ("propagation", "access")),
     "connectors": (("connectors.runtime.worker",), ("connect",)),
     "api": (("api.app",), ("api",)),
     "outbound": (("processors.outbound.run",), ("outbound",)),
-    "spark": (("processors.enrichment.jobs.stream", "processors.lake.cli"), ("job", "lake")),
+    "spark": (("processors.enrichment", "processors.lake.cli"), ("job", "lake")),
 }
 
 

@@ -82,7 +82,7 @@ def test_kafka_down_30s_while_events_flow_the_job_recovers_by_itself(
     Proven: the same job process (never restarted by the test) picks up the events published before, during (held
     and retried by the producer) and after the outage, and every published event is in ``events`` exactly once, with
     MongoDB equal to the published assets. A batch in flight during the outage fails (its changes publish times out
-    after ``delivery.timeout.ms``) and the job restarts that query from its checkpoint (``jobs/stream.py``).
+    after ``delivery.timeout.ms``) and the job restarts that query from its checkpoint (``main.py``).
     """
     tenant = dedicated.tenant_id
     job = Job(tenant, tmp_path / "job.log")

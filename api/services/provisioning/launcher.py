@@ -1,6 +1,6 @@
 """Where a dedicated tenant's streaming query runs: one small interface, and the local-process implementation.
 
-Locally the query is ``python -m processors.enrichment.jobs.stream --tenant T`` as a detached child (its own session,
+Locally the query is ``python -m processors.enrichment --tenant T`` as a detached child (its own session,
 so it outlives the API process and a restart of the API does not stop ingestion), with its pid and ready file under
 ``.stack/run/tenant-jobs/<tenant>/`` and its log in ``.stack/logs/stream-<tenant>.log``. In production the same
 interface would create or delete a Kubernetes Deployment of the job image with ``--tenant T`` (one replica: Spark
@@ -91,7 +91,7 @@ class LocalProcessLauncher:
         argv = [
             sys.executable,
             "-m",
-            "processors.enrichment.jobs.stream",
+            "processors.enrichment",
             "--tenant",
             tenant,
             "--ready-file",

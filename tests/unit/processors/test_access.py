@@ -9,8 +9,8 @@ from kafka_record import Record
 
 from metalake.events.changes import StateChange
 from metalake.settings import Settings
-from processors.access import runner as runner_module
-from processors.access.runner import AccessRunner, tenants_to_refresh
+from processors.access import processor as runner_module
+from processors.access.processor import AccessRunner, tenants_to_refresh
 from tenants.access.columns import masked_columns
 from tenants.access.rules import MirroredSchema, TrinoColumn
 from tenants.access.sync import resolve

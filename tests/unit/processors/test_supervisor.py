@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from processors.enrichment.jobs import stream
-from processors.enrichment.jobs.stream import MAX_RESTARTS, _Supervisor
+from processors.enrichment import main as stream
+from processors.enrichment.main import MAX_RESTARTS, _Supervisor
 
 
 @dataclass

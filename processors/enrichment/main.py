@@ -1,22 +1,22 @@
 """The streaming job: the event topics -> Delta (the lake query) and -> MongoDB (the projection queries).
 
-Run it with ``metalake stack up --with-job`` (managed) or ``python -m processors.enrichment.jobs.stream`` (foreground).
+Run it with ``metalake stack up --with-job`` (managed) or ``python -m processors.enrichment`` (foreground).
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import Annotated
 
+import typer
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
@@ -34,39 +34,24 @@ from tenants.naming import TopicClass, event_topics, names_for
 
 TOPIC_CLASSES: tuple[TopicClass, ...] = ("priority", "bulk")
 
-log = logging.getLogger("processors.enrichment.jobs.stream")
+log = logging.getLogger("processors.enrichment.main")
 
 
-def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m processors.enrichment.jobs.stream",
-        description="Stream metalake events from Kafka into Delta (the pooled tables, or a dedicated tenant's own) "
-        "and, in queries of their own, into the MongoDB projection.",
-    )
-    parser.add_argument("--ready-file", type=Path, help="Touched once the streaming query runs (for supervisors).")
-    parser.add_argument(
-        "--query-name",
-        help="Base name of the queries (<base>-lake, <base>-mongo-priority, <base>-mongo-bulk): checkpoints, and the "
-        "lake query's Delta txnAppId.",
-    )
-    parser.add_argument(
-        "--tenant",
-        help="Run the query of one dedicated tenant (its own topics and checkpoint) instead of the pooled one.",
-    )
-    parser.add_argument(
-        "--available-now", action="store_true", help="Process what is in Kafka now, then stop (backfills, tests)."
-    )
-    parser.add_argument(
-        "--topics",
-        help="PRIORITY,BULK: read these topics instead of the pooled ones, with the pooled tables as the target "
-        "(benchmarks run the job on topics of their own). Not with --tenant.",
-    )
-    args = parser.parse_args(argv)
-    if args.topics and args.tenant:
-        parser.error("--topics and --tenant exclude each other: a dedicated tenant's job reads its own topics")
-    if args.topics and len(args.topics.split(",")) != len(TOPIC_CLASSES):
-        parser.error("--topics takes two topic names: PRIORITY,BULK")
-    return args
+@dataclass(frozen=True)
+class JobOptions:
+    """What one run of the job reads and writes (the command line's options)."""
+
+    tenant: str | None = None
+    topics: tuple[str, ...] | None = None
+    query_name: str | None = None
+    available_now: bool = False
+    ready_file: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.topics and self.tenant:
+            raise ValueError("--topics and --tenant exclude each other: a dedicated tenant's job reads its own topics")
+        if self.topics is not None and len(self.topics) != len(TOPIC_CLASSES):
+            raise ValueError("--topics takes two topic names: PRIORITY,BULK")
 
 
 def _kill(point: str, batch_id: int) -> None:
@@ -104,7 +89,7 @@ class QueryPlan:
     pool: str
 
 
-def _plan(settings: Settings, args: argparse.Namespace) -> list[QueryPlan]:
+def _plan(settings: Settings, args: JobOptions) -> list[QueryPlan]:
     """The lake query over both topics (one commit per table and batch), and one projection query per topic class,
     so a backlog of columns on the bulk topic never delays the priority topic in MongoDB.
 
@@ -120,7 +105,7 @@ def _plan(settings: Settings, args: argparse.Namespace) -> list[QueryPlan]:
             return names.checkpoint_dir(settings.checkpoint_root, name)
     else:
         base = args.query_name or spark.query_name
-        chosen = args.topics.split(",") if args.topics else event_topics()
+        chosen = list(args.topics) if args.topics else event_topics()
         topics = dict(zip(TOPIC_CLASSES, chosen, strict=True))
 
         def checkpoint(name: str) -> Path:
@@ -235,7 +220,7 @@ class _Supervisor:
             self.stopping.wait(1)
 
 
-def run(settings: Settings, args: argparse.Namespace) -> None:
+def run(settings: Settings, args: JobOptions) -> None:
     plans = _plan(settings, args)
     spark = build_spark(settings, plans[0].name.rsplit("-", 1)[0])
     mongo = mongo_client(settings)
@@ -298,12 +283,48 @@ def run(settings: Settings, args: argparse.Namespace) -> None:
         raise SystemExit("streaming query failed: " + "; ".join(failures))
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = _parse_args(argv)
+app = typer.Typer(add_completion=False)
+
+
+@app.command()
+def stream(
+    tenant: Annotated[
+        str | None,
+        typer.Option(help="Run the queries of one dedicated tenant (its own topics and checkpoints), not the pooled."),
+    ] = None,
+    topics: Annotated[
+        str | None,
+        typer.Option(
+            help="PRIORITY,BULK: read these topics instead of the pooled ones, with the pooled tables as the target "
+            "(benchmarks run the job on topics of their own). Not with --tenant."
+        ),
+    ] = None,
+    query_name: Annotated[
+        str | None,
+        typer.Option(
+            help="Base name of the queries (<base>-lake, <base>-mongo-priority, <base>-mongo-bulk): checkpoints, and "
+            "the lake query's Delta txnAppId."
+        ),
+    ] = None,
+    available_now: Annotated[
+        bool, typer.Option("--available-now", help="Process what is in Kafka now, then stop (backfills, tests).")
+    ] = False,
+    ready_file: Annotated[
+        Path | None, typer.Option(help="Touched once the streaming queries run (for supervisors).")
+    ] = None,
+) -> None:
+    """Stream metalake events from Kafka into Delta (the pooled tables, or a dedicated tenant's own) and, in queries
+    of their own, into the MongoDB projection. Ctrl-C stops it cleanly."""
+    try:
+        options = JobOptions(
+            tenant, tuple(topics.split(",")) if topics else None, query_name, available_now, ready_file
+        )
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
     settings = get_settings()
     configure_telemetry(settings.telemetry, "stream")
-    run(settings, args)
+    run(settings, options)
 
 
-if __name__ == "__main__":
-    main(sys.argv[1:])
+def main() -> None:
+    app(prog_name="python -m processors.enrichment")

@@ -1,4 +1,4 @@
-"""``metalake access``: the Trino access rules (tenant isolation, PII masks)."""
+"""The access processor's entry point: ``python -m processors.access run|sync`` (also ``metalake access``)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,14 @@ from typing import Annotated
 
 import typer
 
+from metalake.mongo import mongo_client
 from metalake.settings import get_settings
+from metalake.telemetry import configure_telemetry
+from processors.access.processor import run
+from tenants.access.sync import AccessSync
+
+# A one-off sync reads every tenant's tags: allow it longer per operation than the processor's steady state.
+_SYNC_SOCKET_TIMEOUT_MS = 60_000
 
 app = typer.Typer(
     help="Trino access rules: each tenant's users see only its schema, PII-tagged columns masked without the PII "
@@ -17,11 +24,8 @@ app = typer.Typer(
 
 
 @app.command("run")
-def access_run() -> None:
+def run_command() -> None:
     """Regenerate the rules as classifications and propagated tags change (consumes metalake.changes; Ctrl-C stops)."""
-    from metalake.telemetry import configure_telemetry
-    from processors.access.runner import run
-
     settings = get_settings()
     configure_telemetry(settings.telemetry, "access")
     try:
@@ -31,20 +35,18 @@ def access_run() -> None:
 
 
 @app.command("sync")
-def access_sync(
+def sync_command(
     tenant: Annotated[list[str] | None, typer.Option(help="Only refresh these tenants' masks (default: all).")] = None,
 ) -> None:
     """Refresh the tenants' masked columns from MongoDB and Trino once and rewrite the rules file."""
-    from typing import Any
-
-    from pymongo import MongoClient
-
-    from tenants.access.sync import AccessSync
-
     settings = get_settings()
-    client: MongoClient[dict[str, Any]] = MongoClient(settings.mongo_uri, tz_aware=True, socketTimeoutMS=60_000)
+    client = mongo_client(settings, socket_timeout_ms=_SYNC_SOCKET_TIMEOUT_MS)
     try:
         done = AccessSync(settings, client).sync(tenant or None)
     finally:
         client.close()
     typer.echo(f"rules for {len(done)} tenant(s) refreshed: {settings.access_rules_file}")
+
+
+def main() -> None:
+    app(prog_name="python -m processors.access")

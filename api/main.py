@@ -1,4 +1,5 @@
-"""``metalake api``: serve the admin API, bootstrap a platform administrator, rotate the signing keys."""
+"""The admin API's entry point: ``python -m api`` (also ``metalake api``): serve the admin API, bootstrap a platform
+administrator, rotate the signing keys."""
 
 from __future__ import annotations
 
@@ -101,3 +102,7 @@ def rotate_keys() -> None:
             for k in store.keys()
         ]
     sys.stdout.write(json.dumps({"active": active.kid, "keys": keys}) + "\n")
+
+
+def main() -> None:
+    app(prog_name="python -m api")

@@ -1,0 +1,3 @@
+from api.main import main
+
+main()

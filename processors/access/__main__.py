@@ -1,0 +1,3 @@
+from processors.access.main import main
+
+main()

@@ -1,0 +1,3 @@
+from processors.enrichment.main import main
+
+main()

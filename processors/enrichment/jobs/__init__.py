@@ -1,1 +1,0 @@
-"""Entry points of the Spark jobs (``python -m processors.enrichment.jobs.<name>``)."""

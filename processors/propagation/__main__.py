@@ -1,0 +1,3 @@
+from processors.propagation.main import main
+
+main()
