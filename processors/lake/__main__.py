@@ -1,3 +1,3 @@
-from processors.lake.cli import main
+from processors.lake.main import main
 
 main()

@@ -115,7 +115,7 @@ def drop(
 
 
 def drop_report(settings: Settings, tenant: str) -> dict[str, Any]:
-    """The report of ``python -m processors.lake drop`` (``processors.lake.cli``): progress on stderr."""
+    """The report of ``python -m processors.lake drop`` (``processors.lake.main``): progress on stderr."""
     with connect(settings) as directory:
         names = directory.resolve(tenant)  # no existence check: dropping what is gone is done
     spark = lake_session(settings, "metalake-lake-drop") if needs_spark(names) else None

@@ -226,7 +226,7 @@ def erase(
 def erase_report(
     settings: Settings, tenant: str, urn: str, actor: str, include_children: bool, erasure_id: str | None
 ) -> dict[str, Any]:
-    """The report of ``python -m processors.lake erase`` (``processors.lake.cli``): progress on stderr."""
+    """The report of ``python -m processors.lake erase`` (``processors.lake.main``): progress on stderr."""
     erasure_id = _uuid(erasure_id) if erasure_id is not None else None
     # Validate before Spark starts: a typo must be refused in a second, not after the JVM boots.
     if not actor.strip():

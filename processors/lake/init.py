@@ -24,7 +24,7 @@ from tenants.naming import names_for
 
 
 def init_report(settings: Settings, tenant: str, dedicated: bool) -> dict[str, Any]:
-    """The report of ``python -m processors.lake init`` (``processors.lake.cli``): progress on stderr."""
+    """The report of ``python -m processors.lake init`` (``processors.lake.main``): progress on stderr."""
     try:
         names = names_for(tenant, settings.lake_root, dedicated=dedicated)
     except InvalidTenantId as exc:

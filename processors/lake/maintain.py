@@ -197,7 +197,7 @@ def maintain(
 
 
 def maintain_report(settings: Settings, tenant: str | None, retention_hours: int) -> dict[str, Any]:
-    """The report of ``python -m processors.lake maintain`` (``processors.lake.cli``): progress on stderr."""
+    """The report of ``python -m processors.lake maintain`` (``processors.lake.main``): progress on stderr."""
     check_retention(retention_hours)  # before Spark starts: a refusal should be instant
     with connect(settings) as directory:
         tenants = directory.selected(tenant)

@@ -47,7 +47,7 @@ def prune(
 
 
 def prune_report(settings: Settings, tenant: str | None, older_than_days: int) -> dict[str, Any]:
-    """The report of ``python -m processors.lake prune`` (``processors.lake.cli``): progress on stderr."""
+    """The report of ``python -m processors.lake prune`` (``processors.lake.main``): progress on stderr."""
     if older_than_days < 0:
         raise LakeUsageError("--older-than-days must be 0 or more")
     with connect(settings) as directory:

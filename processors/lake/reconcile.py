@@ -206,7 +206,7 @@ def reconcile(
 
 
 def reconcile_report(settings: Settings, tenant: str, dry_run: bool, window_days: int) -> dict[str, Any]:
-    """The report of ``python -m processors.lake reconcile`` (``processors.lake.cli``): progress on stderr."""
+    """The report of ``python -m processors.lake reconcile`` (``processors.lake.main``): progress on stderr."""
     with connect(settings) as directory:
         names = directory.named(tenant)
     spark = lake_session(settings, "metalake-lake-reconcile")

@@ -26,7 +26,7 @@ DEPLOYABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "connectors": (("connectors.runtime.worker",), ("connect",)),
     "api": (("api.app",), ("api",)),
     "outbound": (("processors.outbound.run",), ("outbound",)),
-    "spark": (("processors.enrichment", "processors.lake.cli"), ("job", "lake")),
+    "spark": (("processors.enrichment", "processors.lake.main"), ("job", "lake")),
 }
 
 
