@@ -15,11 +15,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from control.subscriptions.store import Subscription, SubscriptionStore
 from metalake.settings import load_settings
 from metalake.telemetry import configure_telemetry
 from ops.stack.paths import use_checkout_stack
 from processors.outbound.run import run
-from processors.outbound.subscriptions import Subscription, SubscriptionStore
 
 
 class TenantScopedStore(SubscriptionStore):

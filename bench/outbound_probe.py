@@ -26,12 +26,12 @@ from confluent_kafka import Consumer, ConsumerGroupState, TopicPartition
 from confluent_kafka.admin import AdminClient
 from pymongo import MongoClient
 
+from control.subscriptions.filters import Filters
+from control.subscriptions.store import SubscriptionStore
 from metalake.kafka import ensure_topics
 from metalake.kafka.config import client_config, consumer_config
 from metalake.settings import Settings
-from processors.outbound.filters import Filters
 from processors.outbound.signing import InvalidSignature, verify
-from processors.outbound.subscriptions import SubscriptionStore
 from tenants.naming import CHANGES_TOPIC, dlq_topic, retry_topic
 
 HOOK = "bench-hook"

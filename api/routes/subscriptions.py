@@ -1,6 +1,6 @@
 """A tenant's outbound subscriptions: Slack, Jira and signed-webhook destinations with filters, and a test send.
 
-Stored in the control plane (``processors.outbound.subscriptions``), where the outbound runtime reads them (cached
+Stored in the control plane (``control.subscriptions``), where the outbound runtime reads them (cached
 for ``outbound.subscriptions_ttl_s``). Reads need ``tenant:read`` (or ``tenant:admin``), changes ``tenant:admin``.
 Secrets (Slack token, Jira API token, webhook signing keys) are write-only: answers name the stored secret fields,
 never their values. Writing a webhook key with a new ``key_id`` starts a rotation: the previous key keeps signing
@@ -22,18 +22,14 @@ from api.context import ContextDep
 from api.deps import TenantAdmin, TenantReader
 from api.paging import DEFAULT_LIMIT, CursorParam, Limit, Page, decode_cursor, encode_cursor
 from api.problems import Problem
+from control.subscriptions.destinations import DestinationSpec, destination_specs
+from control.subscriptions.filters import Filters
+from control.subscriptions.store import NAME_PATTERN, Subscription, SubscriptionStore
 from metalake.events.changes import Change, StateChange
 from metalake.events.validation import InvalidData
-from processors.outbound.destination import (
-    DeliveryError,
-    Destination,
-    DestinationEnv,
-    destination_classes,
-)
-from processors.outbound.filters import Filters
+from processors.outbound.destination import DeliveryError, DestinationEnv, destination_classes
 from processors.outbound.ledger import Ledger
 from processors.outbound.ssrf import AddressGuard
-from processors.outbound.subscriptions import NAME_PATTERN, Subscription, SubscriptionStore
 from tenants.naming import CONTROL_DATABASE
 
 SubscriptionName = Annotated[
@@ -55,16 +51,17 @@ def _errors(*extra: tuple[int, str]) -> dict[int | str, dict[str, Any]]:
     return {**_ERRORS, **{status: {"description": text} for status, text in extra}}
 
 
-def destinations() -> dict[str, type[Destination]]:
-    """The installed destination types (``metalake.outbound`` entry points). A dependency, so tests may swap it."""
-    return destination_classes()
+def destinations() -> dict[str, type[DestinationSpec]]:
+    """The installed destination kinds (specs of the ``metalake.outbound`` entry points, no vendor SDK). A
+    dependency, so tests may swap it."""
+    return destination_specs()
 
 
 def subscription_store(ctx: ContextDep) -> SubscriptionStore:
     return SubscriptionStore(ctx.mongo[CONTROL_DATABASE])
 
 
-DestinationsDep = Annotated[dict[str, type[Destination]], Depends(destinations)]
+DestinationsDep = Annotated[dict[str, type[DestinationSpec]], Depends(destinations)]
 StoreDep = Annotated[SubscriptionStore, Depends(subscription_store)]
 
 router = APIRouter(tags=["subscriptions"])
@@ -168,17 +165,17 @@ def _invalid(prefix: str, exc: ValidationError) -> Problem:
     return Problem(422, f"invalid-{prefix}", f"{field}: {first['msg']}", field=field)
 
 
-def _class(classes: Mapping[str, type[Destination]], name: str) -> type[Destination]:
-    if name not in classes:
+def _spec(specs: Mapping[str, type[DestinationSpec]], name: str) -> type[DestinationSpec]:
+    if name not in specs:
         raise Problem(
-            422, "unknown-destination", f"destination: one of {', '.join(sorted(classes))}", field="destination"
+            422, "unknown-destination", f"destination: one of {', '.join(sorted(specs))}", field="destination"
         )
-    return classes[name]
+    return specs[name]
 
 
-def _config(cls: type[Destination], config: Mapping[str, Any]) -> dict[str, Any]:
+def _config(spec: type[DestinationSpec], config: Mapping[str, Any]) -> dict[str, Any]:
     try:
-        return cls.config_model.model_validate(dict(config)).model_dump(mode="json")
+        return spec.config(config).model_dump(mode="json")
     except ValidationError as exc:
         raise _invalid("config", exc) from None
 
@@ -187,19 +184,11 @@ def _plain(values: Mapping[str, SecretStr | None]) -> dict[str, str]:
     return {k: v.get_secret_value() for k, v in values.items() if v is not None}
 
 
-def _secrets(cls: type[Destination], stored: Mapping[str, str], update: Mapping[str, str]) -> dict[str, str]:
-    merged = cls.merge_secrets(stored, update)
+def _secrets(spec: type[DestinationSpec], stored: Mapping[str, str], update: Mapping[str, str]) -> dict[str, str]:
     try:
-        model = cls.secrets_model.model_validate(merged)
+        return spec.secrets(stored, update)
     except ValidationError as exc:
         raise _invalid("secrets", exc) from None
-    out: dict[str, str] = {}
-    for key, value in model:
-        if isinstance(value, SecretStr):
-            out[key] = value.get_secret_value()
-        elif value is not None:
-            out[key] = str(value)
-    return out
 
 
 def _get(store: SubscriptionStore, tenant: str, name: str) -> Subscription:
@@ -223,14 +212,14 @@ def create_subscription(
     tc: TenantAdmin,
     body: SubscriptionCreate,
     store: StoreDep,
-    classes: DestinationsDep,
+    specs: DestinationsDep,
     ctx: ContextDep,
     response: Response,
 ) -> SubscriptionView:
     """Create a destination; the runtime picks it up within its cache TTL."""
-    cls = _class(classes, body.destination)
-    config = _config(cls, body.config)
-    secrets = _secrets(cls, {}, _plain(body.secrets))
+    spec = _spec(specs, body.destination)
+    config = _config(spec, body.config)
+    secrets = _secrets(spec, {}, _plain(body.secrets))
     sub = store.create(tc.tenant, body.name, body.destination, config, body.filters, secrets, enabled=body.enabled)
     if sub is None:
         raise Problem(409, "subscription-exists", "a subscription of that name exists", field="name")
@@ -266,16 +255,16 @@ def update_subscription(
     name: SubscriptionName,
     body: SubscriptionUpdate,
     store: StoreDep,
-    classes: DestinationsDep,
+    specs: DestinationsDep,
     ctx: ContextDep,
 ) -> SubscriptionView:
     """Change configuration, filters, secrets (merged; a new webhook ``key_id`` starts a rotation) or ``enabled``."""
     current = _get(store, tc.tenant, name)
-    cls = _class(classes, current.destination)
-    config = _config(cls, body.config) if body.config is not None else None
+    spec = _spec(specs, current.destination)
+    config = _config(spec, body.config) if body.config is not None else None
     secrets = None
     if body.secrets is not None:
-        secrets = _secrets(cls, store.stored_secrets(tc.tenant, name), _plain(body.secrets))
+        secrets = _secrets(spec, store.stored_secrets(tc.tenant, name), _plain(body.secrets))
     updated = store.update(tc.tenant, name, config=config, filters=body.filters, enabled=body.enabled, secrets=secrets)
     if updated is None:
         raise Problem(404, "not-found", "no such subscription", field="name")
@@ -299,12 +288,13 @@ def delete_subscription(tc: TenantAdmin, name: SubscriptionName, store: StoreDep
     responses=_errors((502, "The destination refused or could not be reached (problem+json says why).")),
 )
 def test_subscription(
-    tc: TenantAdmin, name: SubscriptionName, store: StoreDep, classes: DestinationsDep, ctx: ContextDep
+    tc: TenantAdmin, name: SubscriptionName, store: StoreDep, specs: DestinationsDep, ctx: ContextDep
 ) -> TestSendView:
     """Deliver a synthetic "tag added" change for a test asset straight to the destination (not through Kafka),
     once, with the subscription's configuration and secrets; filters are not applied."""
     sub = store.with_secrets(_get(store, tc.tenant, name))
-    cls = _class(classes, sub.destination)
+    _spec(specs, sub.destination)
+    cls = destination_classes()[sub.destination]
     settings = ctx.settings
     destination = cls(DestinationEnv(settings, AddressGuard.from_settings(settings.outbound.ssrf_allow)))
     tag = (sub.config.get("tags") or sub.filters.tags or ("PII",))[0]

@@ -1,10 +1,12 @@
-"""The one interface every outbound destination implements, and the registry that finds them by name.
+"""The one interface every outbound destination implements, and the runtime's view of the destination registry.
 
 A destination decides whether it wants a change (``accepts``) and delivers it (``deliver``), using the ledger for
 every external side effect so a redelivered change never posts twice. It signals failures by raising
 :class:`RetryableDelivery` (the runtime retries, honouring ``retry_after``) or :class:`PermanentDelivery` (straight to
-the DLQ). Plugins are registered under the ``metalake.outbound`` entry-point group and looked up by name only
-(:class:`metalake.plugins.PluginRegistry`: one that fails to load is disabled with its reason, the others run).
+the DLQ). Destination kinds are registered once, as specs in the ``metalake.outbound`` entry-point group
+(:mod:`control.subscriptions.destinations`); the runtime loads the class each enabled spec names through a
+:class:`metalake.plugins.PluginRegistry` fed from those specs, so the names exist once and a class that fails to load
+(its SDK missing) is disabled with its reason while the others run.
 """
 
 from __future__ import annotations
@@ -12,32 +14,18 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from importlib.metadata import EntryPoint
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict
-
+from control.subscriptions.destinations import GROUP, DestinationSpec, destination_specs
 from metalake.events.changes import Change
 from metalake.plugins import PluginRegistry
 from metalake.settings import Settings
 from processors.outbound.ssrf import AddressGuard
 
 if TYPE_CHECKING:
+    from control.subscriptions.store import Subscription
     from processors.outbound.ledger import LedgerScope
-    from processors.outbound.subscriptions import Subscription
-
-GROUP = "metalake.outbound"
-
-
-class DestinationConfig(BaseModel):
-    """Base of a destination's (non-secret) configuration: unknown fields are refused."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class DestinationSecrets(BaseModel):
-    """Base of a destination's write-only secrets (``SecretStr`` fields)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 @dataclass(frozen=True)
@@ -72,9 +60,8 @@ class DestinationEnv:
 class Destination(ABC):
     """A kind of outbound destination. Instances live as long as the runtime; they hold only clients (caches)."""
 
-    name: ClassVar[str]
-    config_model: ClassVar[type[DestinationConfig]]
-    secrets_model: ClassVar[type[DestinationSecrets]]
+    # What the control plane validates (name, config and secrets models); its ``implementation`` names this class.
+    spec: ClassVar[type[DestinationSpec]]
     # Lower runs first for one change: Jira before Slack, so a new ticket is linked into the thread at once.
     order: ClassVar[int] = 50
 
@@ -87,16 +74,16 @@ class Destination(ABC):
     @abstractmethod
     def deliver(self, change: Change, subscription: Subscription, ledger: LedgerScope) -> DeliveryResult: ...
 
-    @classmethod
-    def merge_secrets(cls, stored: Mapping[str, str], update: Mapping[str, str]) -> dict[str, str]:
-        """The secrets to store when ``update`` is written over ``stored`` (webhooks keep the previous key)."""
-        return {**stored, **update}
-
     def config(self, subscription: Subscription) -> Any:
-        return self.config_model.model_validate(subscription.config)
+        return self.spec.config_model.model_validate(subscription.config)
 
 
-REGISTRY: PluginRegistry[type[Destination]] = PluginRegistry(GROUP, (Destination,))
+def _implementations(group: str) -> list[EntryPoint]:
+    # The spec registry's names, each pointing at the class its spec names: no second list of destinations.
+    return [EntryPoint(name, spec.implementation, group) for name, spec in sorted(destination_specs().items())]
+
+
+REGISTRY: PluginRegistry[type[Destination]] = PluginRegistry(GROUP, (Destination,), entry_points=_implementations)
 
 
 def destination_classes() -> dict[str, type[Destination]]:

@@ -19,41 +19,26 @@ from urllib.parse import urlsplit
 import requests
 from jira import JIRA
 from jira.exceptions import JIRAError
-from pydantic import AnyHttpUrl, Field, SecretStr
 
+from control.subscriptions.destinations import DestinationSpec
+from control.subscriptions.store import Subscription
 from metalake.events.changes import Change
 from processors.outbound.destination import (
     DeliveryResult,
     Destination,
-    DestinationConfig,
-    DestinationSecrets,
     PermanentDelivery,
     RetryableDelivery,
 )
+from processors.outbound.destinations.jira.spec import JiraConfig, JiraSpec
 from processors.outbound.ledger import LedgerScope, Step
 from processors.outbound.messages import jira_comment, jira_description, jira_summary, mapping_get, worth_telling
 from processors.outbound.pinned_requests import guard_session
 from processors.outbound.retry import parse_retry_after
 from processors.outbound.ssrf import AddressGuard, RefusedAddress
-from processors.outbound.subscriptions import Subscription
 
 ANCHOR = "jira-issue"
 _KINDS = frozenset({"classification.added", "classification.removed", "propagation.completed"})
 _T = TypeVar("_T")
-
-
-class JiraConfig(DestinationConfig):
-    server: AnyHttpUrl
-    email: str = Field(min_length=3, max_length=254)
-    project: str = Field(min_length=1, max_length=32, pattern=r"^[A-Z][A-Z0-9_]*$")
-    issue_type: str = Field(default="Task", min_length=1, max_length=64)
-    # The tags that open an issue (case-insensitive); other tags are not Jira's business.
-    tags: tuple[str, ...] = Field(default=("PII", "GDPR"), min_length=1, max_length=20)
-    labels: tuple[str, ...] = Field(default=("metalake",), max_length=10)
-
-
-class JiraSecrets(DestinationSecrets):
-    api_token: SecretStr = Field(min_length=1, max_length=512)
 
 
 def dedup_label(tenant: str, asset: str, tag: str) -> str:
@@ -83,9 +68,7 @@ class _GuardedJIRA(JIRA):
 
 
 class JiraDestination(Destination):
-    name: ClassVar[str] = "jira"
-    config_model: ClassVar[type[DestinationConfig]] = JiraConfig
-    secrets_model: ClassVar[type[DestinationSecrets]] = JiraSecrets
+    spec: ClassVar[type[DestinationSpec]] = JiraSpec
     order: ClassVar[int] = 10
 
     def __init__(self, env: Any) -> None:

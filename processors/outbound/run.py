@@ -15,6 +15,7 @@ from typing import Any
 
 from pymongo import MongoClient
 
+from control.subscriptions.store import SubscriptionStore
 from metalake.kafka import EventProducer, ensure_topics
 from metalake.mongo import mongo_client
 from metalake.settings import Settings, load_settings
@@ -25,7 +26,7 @@ from processors.outbound.ledger import Ledger
 from processors.outbound.retry import RetryPolicy
 from processors.outbound.runtime import DLQ_TOPIC, RETRY_TOPIC, Outbound, Runtime
 from processors.outbound.ssrf import AddressGuard
-from processors.outbound.subscriptions import SubscriptionCache, SubscriptionStore
+from processors.outbound.subscriptions import SubscriptionCache
 from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE
 
 Mongo = MongoClient[dict[str, Any]]

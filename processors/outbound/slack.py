@@ -12,25 +12,24 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, ClassVar
 
-from pydantic import Field, SecretStr
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 
+from control.subscriptions.destinations import DestinationSpec
+from control.subscriptions.store import Subscription
 from metalake.events.changes import Change
 from processors.outbound.destination import (
     DeliveryResult,
     Destination,
-    DestinationConfig,
-    DestinationSecrets,
     PermanentDelivery,
     RetryableDelivery,
 )
+from processors.outbound.destinations.slack.spec import SlackConfig, SlackSpec
 from processors.outbound.ledger import LedgerScope, Step
 from processors.outbound.messages import jira_link_message, mapping_get, slack_message, worth_telling
 from processors.outbound.pinned_slack import pinned_web_client
 from processors.outbound.retry import parse_retry_after
 from processors.outbound.ssrf import RefusedAddress
-from processors.outbound.subscriptions import Subscription
 
 THREAD = "slack-thread"
 JIRA_ANCHOR = "jira-issue"
@@ -46,16 +45,6 @@ _REMOVALS = frozenset({"classification.removed", "tag.unpropagated"})
 _ADDITIONS = frozenset({"classification.added", "tag.propagated"})
 
 
-class SlackConfig(DestinationConfig):
-    channel: str = Field(min_length=1, max_length=80, pattern=r"^[A-Za-z0-9_#-]+$")
-    # Only honoured when settings.outbound.allow_base_url_override is on (tests point it at a local server).
-    base_url: str | None = Field(default=None, max_length=512)
-
-
-class SlackSecrets(DestinationSecrets):
-    token: SecretStr = Field(min_length=1, max_length=512)
-
-
 def _header(headers: Mapping[str, Any], name: str) -> str | None:
     for key, value in headers.items():
         if key.lower() == name.lower():
@@ -64,9 +53,7 @@ def _header(headers: Mapping[str, Any], name: str) -> str | None:
 
 
 class SlackDestination(Destination):
-    name: ClassVar[str] = "slack"
-    config_model: ClassVar[type[DestinationConfig]] = SlackConfig
-    secrets_model: ClassVar[type[DestinationSecrets]] = SlackSecrets
+    spec: ClassVar[type[DestinationSpec]] = SlackSpec
     order: ClassVar[int] = 50
 
     def accepts(self, change: Change, subscription: Subscription) -> bool:

@@ -7,38 +7,23 @@ import time
 from collections.abc import Mapping
 from typing import ClassVar
 
-from pydantic import AnyHttpUrl, Field, SecretStr
-
+from control.subscriptions.destinations import DestinationSpec
+from control.subscriptions.store import Subscription
 from metalake.events.changes import Change
 from processors.outbound.destination import (
     DeliveryResult,
     Destination,
-    DestinationConfig,
-    DestinationSecrets,
     PermanentDelivery,
     RetryableDelivery,
 )
+from processors.outbound.destinations.webhook.spec import WebhookConfig, WebhookSpec
 from processors.outbound.ledger import LedgerScope, Step
 from processors.outbound.pinned_http import post
 from processors.outbound.retry import parse_retry_after
 from processors.outbound.signing import SigningKey, sign
 from processors.outbound.ssrf import RefusedAddress
-from processors.outbound.subscriptions import Subscription
 
 _RETRYABLE = frozenset({408, 425, 429, 500, 502, 503, 504})
-
-
-class WebhookConfig(DestinationConfig):
-    url: AnyHttpUrl
-
-
-class WebhookSecrets(DestinationSecrets):
-    """The signing key, and during a rotation the previous one (both sign every delivery until it is dropped)."""
-
-    key_id: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")
-    secret: SecretStr = Field(min_length=16, max_length=512)
-    previous_key_id: str | None = Field(default=None, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")
-    previous_secret: SecretStr | None = Field(default=None, min_length=16, max_length=512)
 
 
 def body_of(change: Change, subscription: Subscription, delivery_id: str) -> bytes:
@@ -70,26 +55,11 @@ def signing_keys(subscription: Subscription) -> list[SigningKey]:
 
 
 class WebhookDestination(Destination):
-    name: ClassVar[str] = "webhook"
-    config_model: ClassVar[type[DestinationConfig]] = WebhookConfig
-    secrets_model: ClassVar[type[DestinationSecrets]] = WebhookSecrets
+    spec: ClassVar[type[DestinationSpec]] = WebhookSpec
     order: ClassVar[int] = 30
 
     def accepts(self, change: Change, subscription: Subscription) -> bool:
         return True
-
-    @classmethod
-    def merge_secrets(cls, stored: Mapping[str, str], update: Mapping[str, str]) -> dict[str, str]:
-        # A new key id starts a rotation: the stored key keeps signing as the previous one until the admin writes
-        # the current key again (or a new previous key) to end the overlap.
-        merged = {**stored, **update}
-        new_id, old_id = update.get("key_id"), stored.get("key_id")
-        if new_id and old_id and new_id != old_id and "previous_key_id" not in update:
-            merged["previous_key_id"], merged["previous_secret"] = old_id, stored.get("secret", "")
-        elif new_id and new_id == old_id and "previous_key_id" not in update:
-            merged.pop("previous_key_id", None)
-            merged.pop("previous_secret", None)
-        return merged
 
     def deliver(self, change: Change, subscription: Subscription, ledger: LedgerScope) -> DeliveryResult:
         config: WebhookConfig = self.config(subscription)

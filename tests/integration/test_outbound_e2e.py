@@ -32,12 +32,12 @@ from slack_server import SlackServer
 from streamjob import Job, publish_confirmed
 from webhook_server import WebhookServer
 
+from control.subscriptions.filters import Filters
+from control.subscriptions.store import SubscriptionStore
 from metalake.events import CloudEvent, new_event
 from metalake.kafka import EventProducer
 from metalake.settings import Settings
 from ops.stack import StackManager
-from processors.outbound.filters import Filters
-from processors.outbound.subscriptions import SubscriptionStore
 from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE, TenantNames, trino_user
 
 pytestmark = pytest.mark.integration

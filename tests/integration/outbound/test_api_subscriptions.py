@@ -16,10 +16,10 @@ from tokens import auth_headers
 from webhook_server import WebhookServer
 
 from api.app import create_app
+from control.subscriptions.store import SubscriptionStore
 from metalake.settings import Settings
 from ops.stack import StackManager
 from processors.outbound.signing import verify
-from processors.outbound.subscriptions import SubscriptionStore
 from tenants.naming import CONTROL_DATABASE
 
 pytestmark = pytest.mark.integration

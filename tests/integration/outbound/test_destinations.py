@@ -28,6 +28,7 @@ from pymongo import MongoClient
 from slack_server import SlackServer
 from webhook_server import WebhookServer
 
+from control.subscriptions.store import SubscriptionStore
 from metalake.settings import Settings
 from processors.outbound.destination import DestinationEnv, load_destinations
 from processors.outbound.dispatch import Dispatcher
@@ -35,7 +36,7 @@ from processors.outbound.jira import dedup_label
 from processors.outbound.ledger import Ledger
 from processors.outbound.retry import RetryPolicy
 from processors.outbound.ssrf import AddressGuard
-from processors.outbound.subscriptions import SubscriptionCache, SubscriptionStore
+from processors.outbound.subscriptions import SubscriptionCache
 from tenants.naming import CONTROL_DATABASE
 
 pytestmark = pytest.mark.integration

@@ -24,6 +24,7 @@ from outbound_helpers import (
 from pymongo import MongoClient
 from slack_server import SlackServer
 
+from control.subscriptions.store import SubscriptionStore
 from metalake.settings import Settings
 from processors.outbound.destination import DestinationEnv, load_destinations
 from processors.outbound.dispatch import Dispatcher
@@ -31,7 +32,7 @@ from processors.outbound.ledger import DELIVERIES, EXPIRY_INDEX, Ledger
 from processors.outbound.retention import LedgerJanitor
 from processors.outbound.retry import RetryPolicy
 from processors.outbound.ssrf import AddressGuard
-from processors.outbound.subscriptions import SubscriptionCache, SubscriptionStore
+from processors.outbound.subscriptions import SubscriptionCache
 from tenants.naming import CONTROL_DATABASE
 
 pytestmark = pytest.mark.integration

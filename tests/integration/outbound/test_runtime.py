@@ -32,11 +32,11 @@ from pymongo import MongoClient
 from slack_server import SlackServer
 from webhook_server import WebhookServer
 
+from control.subscriptions.store import SubscriptionStore
 from metalake.events import CloudEvent
 from metalake.kafka import EventProducer
 from metalake.settings import Settings
 from processors.outbound.ledger import Ledger
-from processors.outbound.subscriptions import SubscriptionStore
 from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE
 
 pytestmark = pytest.mark.integration

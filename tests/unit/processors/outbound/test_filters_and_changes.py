@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from control.subscriptions.filters import Filters
+from control.subscriptions.store import Subscription
 from metalake.events.changes import (
     PROPAGATION_COMPLETED,
     STATE_CHANGED,
@@ -14,9 +16,7 @@ from metalake.events.changes import (
     StateChange,
     decode_change,
 )
-from processors.outbound.filters import Filters
 from processors.outbound.slack import SlackDestination
-from processors.outbound.subscriptions import Subscription
 
 URN = "urn:metalake:postgres:prod/shop/public/customers/email"
 

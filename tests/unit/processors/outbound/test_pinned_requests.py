@@ -15,13 +15,13 @@ from outbound_helpers import JIRA_EMAIL, JIRA_TOKEN, as_change, classification_e
 from pydantic import SecretStr
 from scripted_dns import ScriptedResolver
 
+from control.subscriptions.store import Subscription
 from metalake.settings import OutboundSettings, Settings
 from processors.outbound.destination import DestinationEnv, PermanentDelivery
 from processors.outbound.jira import JiraDestination
 from processors.outbound.ledger import LedgerScope
 from processors.outbound.pinned_requests import GuardedAdapter, guard_session
 from processors.outbound.ssrf import AddressGuard, RefusedAddress
-from processors.outbound.subscriptions import Subscription
 
 PUBLIC, INTERNAL = "93.184.216.34", "10.0.0.7"
 

@@ -26,8 +26,10 @@ from scripted_dns import ScriptedResolver
 from selfsigned import self_signed
 from slack_server import SlackServer
 
+from control.subscriptions.store import Subscription
 from metalake.settings import OutboundSettings, Settings
 from processors.outbound.destination import DestinationEnv, PermanentDelivery
+from processors.outbound.destinations.slack.spec import SlackConfig
 from processors.outbound.ledger import LedgerScope
 from processors.outbound.pinned_slack import (
     PinnedTLSContext,
@@ -36,9 +38,8 @@ from processors.outbound.pinned_slack import (
     pinned_tls_context,
     pinned_web_client,
 )
-from processors.outbound.slack import SlackConfig, SlackDestination
+from processors.outbound.slack import SlackDestination
 from processors.outbound.ssrf import AddressGuard, RefusedAddress
-from processors.outbound.subscriptions import Subscription
 
 TOKEN = "xoxb-pinned-test"
 PUBLIC, INTERNAL = "93.184.216.34", "10.0.0.7"

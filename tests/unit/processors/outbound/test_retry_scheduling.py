@@ -9,20 +9,14 @@ from typing import Any, ClassVar
 
 import pytest
 
+from control.subscriptions.destinations import DestinationConfig, DestinationSecrets, DestinationSpec
+from control.subscriptions.store import Subscription
 from metalake.events.changes import STATE_CHANGED, Change
 from metalake.settings import OutboundSettings
-from processors.outbound.destination import (
-    DeliveryResult,
-    Destination,
-    DestinationConfig,
-    DestinationSecrets,
-    PermanentDelivery,
-    RetryableDelivery,
-)
+from processors.outbound.destination import DeliveryResult, Destination, PermanentDelivery, RetryableDelivery
+from processors.outbound.destinations.webhook.spec import WebhookSpec
 from processors.outbound.dispatch import Breaker, Dispatcher
 from processors.outbound.retry import RetryInfo, RetryPolicy, parse_retry_after, read_retry_info, retry_headers
-from processors.outbound.subscriptions import Subscription
-from processors.outbound.webhook import WebhookDestination
 
 POLICY = RetryPolicy.from_settings(
     OutboundSettings(
@@ -70,10 +64,15 @@ class _Config(DestinationConfig):
     pass
 
 
-class _Scripted(Destination):
+class _ScriptedSpec(DestinationSpec):
     name: ClassVar[str] = "scripted"
     config_model: ClassVar[type[DestinationConfig]] = _Config
     secrets_model: ClassVar[type[DestinationSecrets]] = DestinationSecrets
+    implementation: ClassVar[str] = f"{__name__}:_Scripted"
+
+
+class _Scripted(Destination):
+    spec: ClassVar[type[DestinationSpec]] = _ScriptedSpec
 
     def __init__(self, script: list[Exception | None]) -> None:
         self.script = script
@@ -153,7 +152,7 @@ def test_dispatcher_dead_letters_permanent_failures_at_once() -> None:
     ],
 )
 def test_webhook_rotation_merge(stored: Mapping[str, str], update: Mapping[str, str], expected: dict[str, str]) -> None:
-    assert WebhookDestination.merge_secrets(stored, update) == expected
+    assert WebhookSpec.merge_secrets(stored, update) == expected
 
 
 def test_a_destination_bug_dead_letters_that_delivery_only() -> None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from processors.outbound.subscriptions import Subscription, SubscriptionCache
+from control.subscriptions.store import Subscription
+from processors.outbound.subscriptions import SubscriptionCache
 
 
 class _Store:
