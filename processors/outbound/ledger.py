@@ -11,6 +11,7 @@ Two kinds of documents, each written with single-document operations only (Ferre
 - ``anchor``: state per (tenant, subscription, asset, tag) that later changes build on: the Slack thread (channel,
   ts), the Jira issue key; and ``shared``: per (tenant, asset, tag), what one subscription tells the others (the
   Jira issue a Slack thread links to).
+- ``test``: the outcome of a subscription's test send (:mod:`control.subscriptions.testsend`, which the API reads).
 
 Expiry: a step only has to outlive the redeliveries of its change (offset commit lag, the retry topic's window), so
 every write of a step sets ``expires_at`` = now + ``retention``; an anchor lives as long as its tag is on the asset,
@@ -32,9 +33,9 @@ from pymongo.collection import Collection
 from pymongo.database import Database
 from pymongo.errors import OperationFailure
 
+from control.subscriptions.testsend import DELIVERIES
 from metalake.mongo import Doc
 
-DELIVERIES = "deliveries"
 EXPIRY_INDEX = "expires_at_ttl"
 DEFAULT_RETENTION = timedelta(days=7)
 # MongoDB's code for a command or option the server does not implement (FerretDB 1.x answers TTL indexes with it).

@@ -16,6 +16,7 @@ from typing import Any
 from pymongo import MongoClient
 
 from control.subscriptions.store import SubscriptionStore
+from control.subscriptions.testsend import TestOutcomes
 from metalake.kafka import EventProducer, ensure_topics
 from metalake.mongo import mongo_client
 from metalake.settings import Settings, load_settings
@@ -27,7 +28,8 @@ from processors.outbound.retry import RetryPolicy
 from processors.outbound.runtime import DLQ_TOPIC, RETRY_TOPIC, Outbound, Runtime
 from processors.outbound.ssrf import AddressGuard
 from processors.outbound.subscriptions import SubscriptionCache
-from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE
+from processors.outbound.testsend import SubscriptionTester
+from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE, OUTBOUND_TESTS_TOPIC
 
 Mongo = MongoClient[dict[str, Any]]
 # Where subscriptions are read: the control plane, or (the bench) a store scoped to one tenant.
@@ -44,19 +46,20 @@ def build(
     control = mongo[CONTROL_DATABASE]
     guard = AddressGuard.from_settings(settings.outbound.ssrf_allow)
     destinations = load_destinations(DestinationEnv(settings, guard))
-    cache = SubscriptionCache(store(mongo), settings.outbound.subscriptions_ttl_s)
-    dispatcher = Dispatcher(
-        cache,
-        destinations,
-        Ledger(control, timedelta(seconds=settings.outbound.ledger_retention_s)),
-        RetryPolicy.from_settings(settings.outbound),
+    subscriptions = store(mongo)
+    cache = SubscriptionCache(subscriptions, settings.outbound.subscriptions_ttl_s)
+    retention = timedelta(seconds=settings.outbound.ledger_retention_s)
+    ledger = Ledger(control, retention)
+    dispatcher = Dispatcher(cache, destinations, ledger, RetryPolicy.from_settings(settings.outbound))
+    tester = SubscriptionTester(
+        subscriptions, destinations, ledger, TestOutcomes(control, retention), settings.outbound.test_expiry_s
     )
     producer = EventProducer(settings)
-    return Outbound(settings, dispatcher, producer), producer
+    return Outbound(settings, dispatcher, producer, tester), producer
 
 
 def run(settings: Settings, store: StoreFactory = control_plane_store) -> None:
-    ensure_topics(settings, [CHANGES_TOPIC, RETRY_TOPIC, DLQ_TOPIC])
+    ensure_topics(settings, [CHANGES_TOPIC, OUTBOUND_TESTS_TOPIC, RETRY_TOPIC, DLQ_TOPIC])
     mongo = mongo_client(settings)
     outbound, producer = build(settings, mongo, store)
     runtime = Runtime(settings, outbound)

@@ -3,7 +3,9 @@
 Main loop (consumer group ``outbound.group_id`` on ``metalake.changes``): for each record, every matching
 subscription gets up to ``short_attempts`` tries; what still fails is published to the retry topic with a due time
 (or to the DLQ if it can never succeed). Offsets are committed only after that: every delivery of the batch either
-happened (ledger ``done``) or sits, confirmed by Kafka, in the retry topic or the DLQ.
+happened (ledger ``done``) or sits, confirmed by Kafka, in the retry topic or the DLQ. The same consumer reads
+``metalake.outbound.tests``, the subscriptions' test sends (:mod:`processors.outbound.testsend`), handled in the
+batch beside the changes.
 
 Retry loop (group ``outbound.retry_group_id`` on the retry topic): a record not yet due pauses its partition and
 rewinds to it until the due time; a due one is tried once for its one subscription, then committed, republished
@@ -24,8 +26,9 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
+from control.subscriptions.testsend import decode_subscription_test
 from metalake.events.changes import Change, InvalidChange, decode_change
-from metalake.events.envelope import Headers
+from metalake.events.envelope import Headers, InvalidEvent
 from metalake.kafka import BatchConsumer, EventProducer, RawRecord
 from metalake.kafka.config import consumer_config
 from metalake.kafka.dlq import DeadLetter, dead_letter_headers
@@ -39,7 +42,8 @@ from processors.outbound.retry import (
     read_retry_info,
     retry_headers,
 )
-from tenants.naming import CHANGES_TOPIC, dlq_topic, retry_topic
+from processors.outbound.testsend import SubscriptionTester
+from tenants.naming import CHANGES_TOPIC, OUTBOUND_TESTS_TOPIC, dlq_topic, retry_topic
 
 log = logging.getLogger(__name__)
 
@@ -68,9 +72,10 @@ class Outbound:
         settings: Settings,
         dispatcher: Dispatcher,
         producer: EventProducer,
+        tester: SubscriptionTester,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.settings, self.dispatcher, self.producer = settings, dispatcher, producer
+        self.settings, self.dispatcher, self.producer, self.tester = settings, dispatcher, producer, tester
         self.policy: RetryPolicy = dispatcher.policy
         self._clock = clock
         self._pool = ThreadPoolExecutor(max_workers=settings.outbound.workers, thread_name_prefix="outbound")
@@ -139,11 +144,18 @@ class Outbound:
     def handle_batch(self, messages: Sequence[Message]) -> Followups:
         """Deliver a batch: records grouped by key (one asset's changes in order), groups in parallel."""
         groups: dict[bytes | None, list[Message]] = {}
+        tests: list[Message] = []
         for msg in messages:
-            groups.setdefault(msg.key(), []).append(msg)
+            if msg.topic() == OUTBOUND_TESTS_TOPIC:
+                tests.append(msg)
+            else:
+                groups.setdefault(msg.key(), []).append(msg)
         followups = Followups()
+        parts = [self._pool.submit(self._handle_group, group) for group in groups.values()]
+        if tests:
+            parts.append(self._pool.submit(self._handle_tests, tests))
         # result() re-raises a worker's exception: the batch then fails as a whole and is redelivered.
-        for part in [self._pool.submit(self._handle_group, group) for group in groups.values()]:
+        for part in parts:
             done = part.result()
             followups.records += done.records
             followups.retries += done.retries
@@ -167,6 +179,18 @@ class Outbound:
                     followups.records.append(record)
                     followups.retries += record[0] == RETRY_TOPIC
                     followups.dead += record[0] == DLQ_TOPIC
+        return followups
+
+    def _handle_tests(self, messages: Sequence[Message]) -> Followups:
+        followups = Followups()
+        for msg in messages:
+            try:
+                test = decode_subscription_test(msg.key(), msg.value(), _headers(msg))
+            except InvalidEvent as exc:
+                followups.records.append(self._dead(msg, None, exc.reason, type(exc).__name__))
+                followups.dead += 1
+                continue
+            self.tester.handle(test)
         return followups
 
     # -- retry loop ---------------------------------------------------------------------------------------------------
@@ -257,7 +281,9 @@ class Runtime:
     def __init__(self, settings: Settings, outbound: Outbound) -> None:
         self.settings, self.outbound = settings, outbound
         session = {"session.timeout.ms": settings.outbound.session_timeout_ms}
-        self.main = BatchConsumer(settings, settings.outbound.group_id, [CHANGES_TOPIC], **session)
+        self.main = BatchConsumer(
+            settings, settings.outbound.group_id, [CHANGES_TOPIC, OUTBOUND_TESTS_TOPIC], **session
+        )
         self.retry = RetryConsumer(settings, outbound)
         self.janitor = LedgerJanitor(outbound.dispatcher.ledger, settings.outbound.ledger_prune_interval_s)
         self.stopping = False
