@@ -2,7 +2,7 @@
 VENV ?= .stack/venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test bootstrap lint unit integration up down status
+.PHONY: demo test bootstrap lint unit unit-py integration up down status
 
 demo: bootstrap ## Install everything, start the stack, the streaming job, the API and the processors, run the demo
 	$(BIN)/metalake stack up --with-processors
@@ -23,6 +23,10 @@ lint:
 
 unit:
 	$(BIN)/pytest tests/unit
+
+unit-py: ## The unit tests under another supported Python (3.11-3.14) in .stack/venv-3.X: make unit-py PY=python3.13
+	@test -n "$(PY)" || { echo "usage: make unit-py PY=python3.13 (a Python 3.11-3.14 command or path)" >&2; exit 2; }
+	bash deploy/local/unit-python.sh $(PY)
 
 integration:
 	$(BIN)/pytest tests/integration

@@ -1,5 +1,5 @@
 """GDPR erasures requested through the API: a status document per request in the control plane, and the run, which
-is ``python -m processors.lake.erase`` in a subprocess (the API never loads Spark).
+is ``python -m processors.lake erase`` in a subprocess (the API never loads Spark).
 
 ``erasures`` documents: ``{_id: "<tenant>/<id>", tenant, id, target_hash, include_children, state, requested_by,
 created_at, updated_at, counts: [{name, n}], error}``. The URN itself is never stored: only its sha256 (the hash the
@@ -156,7 +156,9 @@ def run_erasure(
     argv = [
         sys.executable,
         "-m",
-        "processors.lake.erase",
+        "processors.lake",
+        "erase",
+        "--yes",  # the erasure request is the confirmation
         "--tenant",
         tenant,
         "--urn",

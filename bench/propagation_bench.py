@@ -8,7 +8,7 @@ propagates along the column edges.
 
 Measured, each a median of ``--repeat`` runs:
 - floor: breadth-first search over ``dict[str, list[str]]`` adjacency (no directions, blocks or paths kept);
-- closure: ``processors.propagation.graph.closure`` (directions, blocked tags, paths, guardrails);
+- closure: ``metalake.propagation.graph.closure`` (directions, blocked tags, paths, guardrails);
 - plan: the processor's recompute of one origin (closure + diff against what is held + rows with versions and ids);
 - pipeline (unless ``--no-pipeline``): the real pipeline for a fresh dedicated tenant (its own streaming job of this
   checkout and its own ``metalake propagation run``): classification event published to the tenant's priority topic
@@ -63,11 +63,11 @@ from pymongo import MongoClient
 
 from metalake.events import CloudEvent, new_event
 from metalake.kafka import EventProducer, ensure_topics
+from metalake.propagation.graph import Edge, Limits, LineageGraph, closure
+from metalake.propagation.model import Assignment
+from metalake.propagation.tenant import TenantPropagation
 from metalake.settings import Settings, load_settings
 from ops.stack.paths import use_checkout_stack
-from processors.propagation.graph import Edge, Limits, LineageGraph, closure
-from processors.propagation.model import Assignment
-from processors.propagation.tenant import TenantPropagation
 from tenants.model import Tier
 from tenants.naming import CHANGES_TOPIC, TenantNames
 from tenants.registry import TenantDirectory, TenantRegistry, TenantState

@@ -72,6 +72,7 @@ def _sign(raw: bytes) -> str:
 def _serve_bare(port: int) -> None:
     import uvicorn
 
+    from connectors.base import parse_json
     from connectors.montecarlo.signature import header_value, verify_signature
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -85,7 +86,7 @@ def _serve_bare(port: int) -> None:
             more = message.get("more_body", False)
         headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
         try:
-            verify_signature(body, header_value(headers), [SECRET.encode()])
+            verify_signature(body, parse_json(body), header_value(headers), [SECRET.encode()])
             status = 202
         except Exception:  # noqa: BLE001 - the floor answers 401 for anything that fails the check
             status = 401

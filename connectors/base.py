@@ -6,11 +6,13 @@ delivery, source offsets, single-message transforms, error tolerance and the dea
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
+from functools import cached_property
 from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
@@ -60,19 +62,49 @@ class InvalidPayload(ValueError):
 
 
 @dataclass(frozen=True)
+class ParsedBody:
+    """A body as ``json.loads`` read it: ``value``, or, when it is not JSON, ``error`` (the exception's class name) and
+    ``position`` (where the decoder stopped, if it says). Never quotes the body."""
+
+    value: Any = None
+    error: str | None = None
+    position: int | None = None
+
+
+def parse_json(body: bytes) -> ParsedBody:
+    """Parse ``body`` as JSON (UTF-8/16/32, as ``json.loads`` detects it); a body that is not JSON is a result, not an
+    exception. ``json.loads`` keeps the key order, which signatures over a re-encoding (Monte Carlo's) rely on."""
+    try:
+        return ParsedBody(json.loads(body))
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError; nesting too deep to parse
+        return ParsedBody(error=type(exc).__name__, position=getattr(exc, "pos", None))
+
+
+@dataclass(frozen=True)
 class InboundRequest:
-    """One HTTP delivery as the runtime read it: header names lower-cased, the body bytes exactly as received."""
+    """One HTTP delivery as the runtime read it: header names lower-cased, the body bytes exactly as received.
+
+    :attr:`parsed` is the body parsed as JSON, once per request on first use: the signature check, the runtime's JSON
+    check, the dedup key and the mapping all read this one value (do not mutate it). A signature over the raw bytes
+    uses :attr:`body`.
+    """
 
     headers: Mapping[str, str]
     body: bytes
     received_at: datetime
 
+    @cached_property
+    def parsed(self) -> ParsedBody:
+        # cached_property writes the instance's __dict__ directly, so it works on a frozen dataclass.
+        return parse_json(self.body)
+
 
 class WebhookConnector(ABC, Generic[C]):
     """A push source: turns one verified HTTP delivery into events. Pure: no I/O, so a test is fixture in, events out.
 
-    The runtime calls ``verify`` first (before any parsing), then ``to_events``; it answers 2xx only after Kafka
-    confirmed every returned event.
+    The runtime calls ``verify`` first, then refuses a body that is not JSON (400), then calls ``to_events``; it
+    answers 2xx only after Kafka confirmed every returned event. Read the body as ``request.parsed`` (parsed once per
+    request), not by parsing ``request.body`` again.
     """
 
     config_model: ClassVar[type[ConnectorConfig]]

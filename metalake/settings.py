@@ -128,6 +128,11 @@ class ConnectSettings(BaseModel):
     lookup_cache_ttl_s: float = Field(default=2.0, ge=0)
     # A crawl holds a lease on its connector, renewed every third of this; a crawler that died frees it after this.
     crawl_lease_s: float = Field(default=60.0, gt=0)
+    # How long a handled webhook delivery is remembered, so its redelivery publishes nothing: it must outlive the
+    # senders' retries. The records expire by a TTL index, or where the server has none (FerretDB 1.x) the worker
+    # deletes expired ones every ``webhook_delivery_prune_interval_s``.
+    webhook_delivery_retention_s: float = Field(default=7 * 86_400, gt=0)
+    webhook_delivery_prune_interval_s: float = Field(default=3_600, gt=0)
 
 
 class OutboundSettings(BaseModel):

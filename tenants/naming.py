@@ -34,7 +34,8 @@ OUTBOUND_TESTS_TOPIC = "metalake.outbound.tests"
 CONNECT_OFFSETS_TOPIC = "metalake.connect.offsets"
 CONTROL_DATABASE = "metalake_control"
 
-Stage = Literal["connectors", "enrichment", "outbound"]
+# Stages with a dead-letter topic; the streaming job dead-letters into each tenant's `_dlq` table instead.
+Stage = Literal["connectors", "outbound"]
 TopicClass = Literal["priority", "bulk"]
 
 # Delta tables of a tenant, by logical name. `_dlq` keeps its leading underscore: it is not catalog data.

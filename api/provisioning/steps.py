@@ -4,9 +4,9 @@ second run finds it and does nothing), ``deprovision`` removes it and everything
 The API never loads Spark. A pooled tenant is provisioned in seconds without it: its data lives in the shared pooled
 tables (created by the streaming job), so its Trino schema only gets views over them (``tenants.lake_catalog``) and
 its own ``audit`` table, created with delta-rs. A dedicated tenant's own Delta tables are created by
-``python -m processors.lake.init --dedicated`` in a subprocess (a JVM), which also registers them in Trino. The Trino
-access rules are rendered in-process (``processors.access.sync``, which needs no Spark either). Deleting a tenant's
-rows of the shared tables does need Spark: deprovisioning runs ``python -m processors.lake.drop`` in a subprocess.
+``python -m processors.lake init --dedicated`` in a subprocess (a JVM), which also registers them in Trino. The Trino
+access rules are rendered in-process (``tenants.access.sync``, which needs no Spark either). Deleting a tenant's
+rows of the shared tables does need Spark: deprovisioning runs ``python -m processors.lake drop`` in a subprocess.
 Every physical name comes from ``tenants.naming``.
 """
 
@@ -35,7 +35,7 @@ from metalake.kafka.config import client_config
 from metalake.mongo import Doc
 from metalake.settings import Settings
 from metalake.trino_admin import admin_cursor
-from processors.access.sync import AccessSync
+from tenants.access.sync import AccessSync
 from tenants.lake_catalog import register_tables, register_tenant
 from tenants.naming import CONTROL_DATABASE, TenantNames
 from tenants.registry import TENANTS_COLLECTION, TenantRecord
@@ -119,7 +119,7 @@ def _last_line(tail: str) -> str:
 class LakeStep:
     """Where the tenant's data lives, readable in Trino. Pooled: views over the shared tables in its schema and its
     own ``audit`` table (delta-rs), no Spark. Dedicated: its own Delta tables, created and registered by the lake
-    CLI in a subprocess. Deprovisioning runs ``python -m processors.lake.drop`` (Spark): the tenant's rows of the
+    CLI in a subprocess. Deprovisioning runs ``python -m processors.lake drop`` (Spark): the tenant's rows of the
     shared tables and its lake folder (a pooled tenant's holds its ``audit`` only); then its streaming checkpoints go.
     Its Trino schema goes in ``TrinoStep``, which runs before."""
 
@@ -135,7 +135,7 @@ class LakeStep:
             self._views_and_audit(ctx, names)
 
     def _init_dedicated(self, ctx: StepContext, names: TenantNames) -> None:
-        argv = [sys.executable, "-m", "processors.lake.init", "--tenant", names.tenant_id, "--dedicated"]
+        argv = [sys.executable, "-m", "processors.lake", "init", "--tenant", names.tenant_id, "--dedicated"]
         code, tail = ctx.run(argv)
         if code != 0:
             raise StepFailed(f"lake init exited with {code}: {_last_line(tail)}")
@@ -151,7 +151,8 @@ class LakeStep:
     def deprovision(self, ctx: StepContext, tenant: TenantRecord, names: TenantNames) -> None:
         # Deleting rows of the shared tables needs Spark (DELETE, then VACUUM of the files removed): slow, but
         # deprovisioning may be; the lake CLI also deletes the tenant's folder, and is idempotent.
-        code, tail = ctx.run([sys.executable, "-m", "processors.lake.drop", "--tenant", names.tenant_id])
+        # Deprovisioning is the confirmation (--yes): the tenant was deleted through the API.
+        code, tail = ctx.run([sys.executable, "-m", "processors.lake", "drop", "--yes", "--tenant", names.tenant_id])
         if code != 0:
             raise StepFailed(f"lake drop exited with {code}: {_last_line(tail)}")
         shutil.rmtree(ctx.settings.checkpoint_root / names.tenant_id, ignore_errors=True)
@@ -244,7 +245,7 @@ class StreamStep:
 
 
 class AccessStep:
-    """The Trino access rules: rendered from the control plane (``processors.access.sync``, the code of ``metalake
+    """The Trino access rules: rendered from the control plane (``tenants.access.sync``, the code of ``metalake
     access sync``), so the tenant's users reach its schema (and, once the tenant is gone or suspended, nothing). Run
     in-process: a Python subprocess would cost its imports, about as long as the rest of a pooled provisioning."""
 

@@ -1,6 +1,6 @@
 """What a tag would reach along lineage, without changing anything (the propagation dry-run).
 
-The walk is the propagation processor's own (``processors.propagation.dry_run``: same graph, directions, blocked
+The walk is the propagation processor's own (``metalake.propagation.dry_run``: same graph, directions, blocked
 tags, deleted assets and guardrails), over the tenant's lineage and tags as MongoDB holds them now. Needs
 ``tenant:read`` (or ``tenant:admin``); it reads only, so nothing is audited.
 """
@@ -14,9 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from api.context import ContextDep
 from api.deps import TenantReader
-from processors.propagation import dry_run_tenant
-from processors.propagation.config import limits_from
-from processors.propagation.dry_run import TAG_PATTERN, URN_PATTERN
+from metalake.propagation import dry_run_tenant
+from metalake.propagation.config import limits_from
+from metalake.propagation.dry_run import TAG_PATTERN, URN_PATTERN
 from tenants.naming import names_for
 
 MAX_DEPTH = 50

@@ -1,19 +1,21 @@
 """The Monte Carlo webhook connector: signed incident deliveries in, one incident event per affected table out.
 
-Pure: no I/O. The runtime calls :meth:`MonteCarloConnector.verify` on the raw request first, then
+Pure: no I/O. The runtime calls :meth:`MonteCarloConnector.verify` on the request first, then
 :meth:`MonteCarloConnector.to_events`; it may call :meth:`MonteCarloConnector.dedup_key` (after ``verify``) to drop a
-delivery it has already published. See docs/connectors/montecarlo.md.
+delivery it has already published. All three read the body as the request parsed it once (``request.parsed``); the
+signature is checked over that and over the raw bytes. See docs/connectors/montecarlo.md.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from connectors.base import InboundRequest, InvalidPayload, WebhookConnector
+from connectors.base import ConnectorContext, InboundRequest, InvalidPayload, WebhookConnector
 from connectors.montecarlo import incidents
 from connectors.montecarlo.config import MonteCarloConfig
 from connectors.montecarlo.mapping import affected_tables
-from connectors.montecarlo.payloads import load_json, parse_envelope
+from connectors.montecarlo.payloads import Envelope, json_object, parse_envelope
 from connectors.montecarlo.signature import header_value, verify_signature
 from metalake.events import CloudEvent, new_event
 from metalake.events.validation import InvalidData
@@ -29,12 +31,23 @@ class MonteCarloConnector(WebhookConnector[MonteCarloConfig]):
 
     config_model = MonteCarloConfig
 
+    def __init__(self, config: MonteCarloConfig, ctx: ConnectorContext) -> None:
+        super().__init__(config, ctx)
+        self._read: tuple[InboundRequest, dict[str, Any], Envelope] | None = None
+
+    def _delivery(self, request: InboundRequest) -> tuple[dict[str, Any], Envelope]:
+        """The body as an object and its envelope, validated once per request: the runtime asks for the dedup key
+        and then for the events of the same request (an instance serves one delivery: the runtime builds one each)."""
+        if self._read is None or self._read[0] is not request:
+            raw = json_object(request.parsed)
+            self._read = (request, raw, parse_envelope(raw))
+        return self._read[1], self._read[2]
+
     def verify(self, request: InboundRequest, secrets: Sequence[bytes]) -> None:
-        verify_signature(request.body, header_value(request.headers), secrets)
+        verify_signature(request.body, request.parsed, header_value(request.headers), secrets)
 
     def to_events(self, request: InboundRequest) -> Sequence[CloudEvent]:
-        raw = load_json(request.body)
-        envelope = parse_envelope(raw)
+        raw, envelope = self._delivery(request)
         incidents.required_incident_id(envelope)  # before the tables, so the error names the more basic fault
         tables = affected_tables(envelope, self.config)
         status = incidents.status_of(envelope)
@@ -60,5 +73,4 @@ class MonteCarloConnector(WebhookConnector[MonteCarloConfig]):
     def dedup_key(self, request: InboundRequest) -> str:
         """Hex sha256 of the delivery's content: equal for a redelivery of the same content. Call after ``verify``;
         raises :class:`~connectors.base.InvalidPayload` if the body cannot be parsed."""
-        raw = load_json(request.body)
-        return incidents.dedup_key(raw, parse_envelope(raw))
+        return incidents.dedup_key(*self._delivery(request))

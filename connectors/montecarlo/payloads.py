@@ -1,4 +1,5 @@
-"""Lenient models of Monte Carlo's webhook envelope (``version`` ``v0.1``, formats.md section 5).
+"""Lenient models of Monte Carlo's webhook envelope (``version`` ``v0.1``; docs/connectors/montecarlo.md, "What Monte
+Carlo sends").
 
 Monte Carlo documents its webhooks loosely, so these models accept what they may send rather than what the samples
 show: every field is optional and nullable, unknown keys are kept (``extra="allow"``), numbers are accepted where a
@@ -16,12 +17,11 @@ envelope puts incident data, and an explicit ``null`` there is meaningful (``dec
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from connectors.base import InvalidPayload
+from connectors.base import InvalidPayload, ParsedBody
 
 ALERT_UPDATE_FIELDS = ("alert_feedback", "declared_alert_severity", "owner")
 
@@ -110,15 +110,14 @@ class Envelope(_AlertUpdate):
         return self.payload.event_list
 
 
-def load_json(body: bytes) -> dict[str, Any]:
-    """The body as a JSON object, or :class:`InvalidPayload` (field ``(body)``). Never quotes the body."""
-    try:
-        parsed = json.loads(body)
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        raise InvalidPayload(f"body is not JSON ({type(exc).__name__})", "(body)") from None
-    if not isinstance(parsed, dict):
+def json_object(body: ParsedBody) -> dict[str, Any]:
+    """The parsed body as a JSON object, or :class:`InvalidPayload` (field ``(body)``). Never quotes the body."""
+    if body.error is not None:
+        raise InvalidPayload(f"body is not JSON ({body.error})", "(body)")
+    if not isinstance(body.value, dict):
         raise InvalidPayload("body must be a JSON object", "(body)")
-    return parsed
+    value: dict[str, Any] = body.value
+    return value
 
 
 def parse_envelope(raw: dict[str, Any]) -> Envelope:

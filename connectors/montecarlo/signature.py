@@ -6,8 +6,10 @@ Header ``x-mcd-signature`` holds the hex HMAC-SHA512 of **not the raw body** but
 
 ``json.loads`` keeps the top-level key order, and ``urlencode`` turns each top-level value into ``str(value)``: nested
 objects become Python ``repr`` strings (``{'id': '9a59...'}``), ``null`` becomes ``None``, ``true`` becomes ``True``.
-So the check must run in Python, on the bytes as received, **before** any model parsing or re-serialisation. As a
-defensive fallback (formats.md: inferred, not documented) an HMAC over the raw body bytes is accepted too.
+So the check must run in Python, on the body as received and parsed by ``json.loads`` (the request's
+:attr:`~connectors.base.InboundRequest.parsed`, parsed once for the whole webhook path), **before** any model parsing
+or re-serialisation. As a defensive fallback (inferred, not documented by Monte Carlo) an HMAC over the raw body bytes
+is accepted too.
 
 Contract of :func:`verify_signature`:
 
@@ -30,11 +32,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import urllib.parse
 from collections.abc import Mapping, Sequence
 
-from connectors.base import AuthenticationFailed, InvalidPayload
+from connectors.base import AuthenticationFailed, InvalidPayload, ParsedBody
 
 HEADER = "x-mcd-signature"
 
@@ -46,14 +47,13 @@ class BodyNotJson(InvalidPayload):
         super().__init__("body is not a JSON object, so its Monte Carlo signature cannot be verified", "(body)")
 
 
-def signed_message(raw_body: bytes) -> bytes | None:
-    """The bytes Monte Carlo signs for ``raw_body``, or None if the body is not a JSON object."""
+def signed_message(body: ParsedBody) -> bytes | None:
+    """The bytes Monte Carlo signs for a body ``json.loads`` read as ``body``, or None if it is not a JSON object."""
+    if not isinstance(body.value, dict):  # not JSON (no value), or JSON but not an object
+        return None
     try:
-        parsed = json.loads(raw_body)
-        if not isinstance(parsed, dict):
-            return None
-        return urllib.parse.urlencode(parsed).encode("utf8")
-    except (ValueError, TypeError, RecursionError):  # not JSON / not UTF-8, or too deeply nested to parse or repr
+        return urllib.parse.urlencode(body.value).encode("utf8")
+    except (ValueError, TypeError, RecursionError):  # a lone surrogate cannot be UTF-8; too deeply nested to repr
         return None
 
 
@@ -70,8 +70,9 @@ def header_value(headers: Mapping[str, str]) -> str | None:
     return None
 
 
-def verify_signature(raw_body: bytes, signature: str | None, secrets: Sequence[bytes]) -> None:
-    """Return if ``signature`` matches ``raw_body`` under one of ``secrets``; raise otherwise (see module docstring)."""
+def verify_signature(raw_body: bytes, parsed: ParsedBody, signature: str | None, secrets: Sequence[bytes]) -> None:
+    """Return if ``signature`` matches the body (``raw_body`` as received, ``parsed`` as ``json.loads`` read it) under
+    one of ``secrets``; raise otherwise (see module docstring)."""
     keys = [secret for secret in secrets if secret]
     if not keys:
         raise AuthenticationFailed("no Monte Carlo webhook secret is configured for this connector")
@@ -79,7 +80,7 @@ def verify_signature(raw_body: bytes, signature: str | None, secrets: Sequence[b
         raise AuthenticationFailed(f"missing {HEADER} header")
     # hexdigest is lower-case; bytes so compare_digest accepts any header text (it rejects non-ASCII str).
     received = signature.strip().lower().encode("utf-8", "replace")
-    message = signed_message(raw_body)
+    message = signed_message(parsed)
     candidates = [raw_body] if message is None else [message, raw_body]
     for key in keys:
         for candidate in candidates:

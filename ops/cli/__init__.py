@@ -30,7 +30,7 @@ COMMANDS: dict[str, Entry] = {
     "job": Entry("ops.cli.run:job_app", "Run a processing job in the foreground."),
     "api": Entry("api.cli:app", "The tenant-admin API: serve it, create a platform admin, rotate signing keys."),
     "connect": Entry("ops.cli.connect:app", "The connector worker (webhooks, ingest) and crawls of source connectors."),
-    "lake": Entry("ops.cli.lake:app", "Lake operations: maintain, erase (GDPR), reconcile, prune, init, drop."),
+    "lake": Entry("processors.lake.cli:app", "Lake operations: maintain, erase (GDPR), reconcile, prune, init, drop."),
     "access": Entry("ops.cli.access:app", "Trino access rules: tenant isolation and PII masks."),
     "outbound": Entry("ops.cli.outbound:app", "The outbound runtime: Slack, Jira and signed webhooks."),
     "propagation": Entry("ops.cli.propagation:app", "Tag propagation along lineage, and its dry run."),

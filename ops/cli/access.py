@@ -39,7 +39,7 @@ def access_sync(
 
     from pymongo import MongoClient
 
-    from processors.access.sync import AccessSync
+    from tenants.access.sync import AccessSync
 
     settings = get_settings()
     client: MongoClient[dict[str, Any]] = MongoClient(settings.mongo_uri, tz_aware=True, socketTimeoutMS=60_000)

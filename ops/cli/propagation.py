@@ -49,9 +49,9 @@ def propagation_dry_run(
 
     from pymongo import MongoClient
 
-    from processors.propagation import dry_run_tenant
-    from processors.propagation.config import limits_from
-    from processors.propagation.dry_run import InvalidDryRun, check_request
+    from metalake.propagation import dry_run_tenant
+    from metalake.propagation.config import limits_from
+    from metalake.propagation.dry_run import InvalidDryRun, check_request
     from tenants.naming import InvalidTenantId, names_for
 
     settings = get_settings()

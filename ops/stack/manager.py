@@ -147,7 +147,7 @@ class StackManager:
             *event_topics(),
             CHANGES_TOPIC,
             OUTBOUND_TESTS_TOPIC,
-            *(dlq_topic(s) for s in ("connectors", "enrichment", "outbound")),
+            *(dlq_topic(s) for s in ("connectors", "outbound")),
         ]
         created = ensure_topics(self._ctx.settings, topics)
         created += ensure_topics(

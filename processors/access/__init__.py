@@ -1,6 +1,6 @@
-"""Trino access rules kept in step with the control plane and the tenants' PII tags (``metalake access``).
+"""The access processor (``metalake access run``): regenerates the Trino access rules as ``metalake.changes`` reports
+classification and propagated-tag changes.
 
-``columns`` reads a tenant's tagged columns from MongoDB, ``catalog`` asks Trino which tables and column types a
-tenant's schema holds, ``sync`` renders and writes the rules file, ``runner`` regenerates it as
-``metalake.changes`` reports classification and propagated-tag changes. See docs/serving.md.
+The rendering itself (``tenants.access``: the rules, the tagged columns, Trino's catalog, the sync) is shared with
+tenant provisioning in the admin API and ``metalake access sync``. See docs/serving.md.
 """

@@ -22,7 +22,7 @@ from metalake.events.changes import STATE_CHANGED, InvalidChange, change_type, d
 from metalake.kafka import BatchConsumer
 from metalake.mongo import mongo_client
 from metalake.settings import Settings
-from processors.access.sync import AccessSync
+from tenants.access.sync import AccessSync
 from tenants.naming import CHANGES_TOPIC
 
 log = logging.getLogger(__name__)

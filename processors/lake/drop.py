@@ -10,14 +10,12 @@ Idempotent and quiet about absence: a tenant with nothing left exits 0 with zero
 crashed midway can run it again. MongoDB, Trino, topics and checkpoints are the deprovisioning's other steps (the
 API's); stop what writes the tenant first (its ingest, a dedicated job), or new rows arrive after the drop.
 
-    python -m processors.lake.drop --tenant T
+    python -m processors.lake drop --tenant T
 """
 
 from __future__ import annotations
 
-import argparse
 import shutil
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -25,7 +23,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from metalake.settings import get_settings
+from metalake.settings import Settings
 from processors.lake.discover import connect, has_pooled_rows, shared_place
 from processors.lake.purge import (
     UNTRACKED_GRACE_S,
@@ -35,7 +33,7 @@ from processors.lake.purge import (
     purge_untracked,
     relative,
 )
-from processors.lake.runner import progress, run
+from processors.lake.runner import progress
 from processors.lake.sparkio import is_delta, lake_session
 from tenants.naming import POOLED_TABLES, LakeTable, TenantNames, pooled_table_path
 
@@ -116,29 +114,14 @@ def drop(
     return report
 
 
-def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m processors.lake.drop", description=__doc__.split("\n")[0])
-    parser.add_argument("--tenant", required=True, help="The tenant whose Delta rows and lake folder to delete.")
-    return parser.parse_args(argv)
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = _parse_args(argv)
-    settings = get_settings()
-
-    def body() -> dict[str, Any]:
-        with connect(settings) as directory:
-            names = directory.resolve(args.tenant)  # no existence check: dropping what is gone is done
-        spark = lake_session(settings, "metalake-lake-drop") if needs_spark(names) else None
-        try:
-            report = drop(spark, names)
-        finally:
-            if spark is not None:
-                spark.stop()
-        return asdict(report)
-
-    return run("drop", body)
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+def drop_report(settings: Settings, tenant: str) -> dict[str, Any]:
+    """The report of ``python -m processors.lake drop`` (``processors.lake.cli``): progress on stderr."""
+    with connect(settings) as directory:
+        names = directory.resolve(tenant)  # no existence check: dropping what is gone is done
+    spark = lake_session(settings, "metalake-lake-drop") if needs_spark(names) else None
+    try:
+        report = drop(spark, names)
+    finally:
+        if spark is not None:
+            spark.stop()
+    return asdict(report)

@@ -18,15 +18,13 @@ Last, an ``io.metalake.asset.erased.v1`` (tenant, erasure id, the URN's sha256) 
 confirmed delivery: the propagation processor then reloads the tenant instead of keeping the erased asset in memory.
 If Kafka cannot confirm it, the erase still succeeds and its report says the processor must be restarted.
 
-    python -m processors.lake.erase --tenant T --urn U --actor A [--include-children]
+    python -m processors.lake erase --tenant T --urn U --actor A [--include-children]
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import operator
-import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -41,7 +39,7 @@ from pyspark.sql import functions as F
 
 from metalake.kafka import EventProducer, PublishError
 from metalake.mongo import mongo_client
-from metalake.settings import Settings, get_settings
+from metalake.settings import Settings
 from processors.lake import audit
 from processors.lake.discover import connect, places
 from processors.lake.errors import LakeUsageError
@@ -53,7 +51,7 @@ from processors.lake.purge import (
     purge_untracked,
     relative,
 )
-from processors.lake.runner import progress, run
+from processors.lake.runner import progress
 from processors.lake.scope import (
     DLQ_IDENTITY,
     RAW_COLUMNS,
@@ -226,60 +224,38 @@ def erase(
     return report
 
 
-def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m processors.lake.erase", description=__doc__.split("\n")[0])
-    parser.add_argument("--tenant", required=True, help="The tenant that holds the asset.")
-    parser.add_argument("--urn", required=True, help="The asset's URN (urn:metalake:<platform>:<instance>/...).")
-    parser.add_argument("--actor", required=True, help="Who requests the erase (recorded in the audit table).")
-    parser.add_argument(
-        "--include-children", action="store_true", help="Also erase assets under the URN (a table's columns)."
-    )
-    parser.add_argument(
-        "--erasure-id",
-        type=_uuid,
-        help="The erase's id in its announcement and report (a UUID; default: a new one), e.g. the API's erasure id.",
-    )
-    return parser.parse_args(argv)
+def erase_report(
+    settings: Settings, tenant: str, urn: str, actor: str, include_children: bool, erasure_id: str | None
+) -> dict[str, Any]:
+    """The report of ``python -m processors.lake erase`` (``processors.lake.cli``): progress on stderr."""
+    erasure_id = _uuid(erasure_id) if erasure_id is not None else None
+    # Validate before Spark starts: a typo must be refused in a second, not after the JVM boots.
+    if not actor.strip():
+        raise LakeUsageError("--actor must name who requests the erase")
+    with connect(settings) as directory:
+        names = directory.named(tenant)
+    target = erase_target(names.tenant_id, urn, include_children)
+    spark = lake_session(settings, "metalake-lake-erase")
+    mongo = mongo_client(settings)
+    try:
+        report = erase(spark, mongo, settings, names, target, actor, erasure_id=erasure_id)
+    finally:
+        mongo.close()
+        spark.stop()
+    return {
+        "tenant": names.tenant_id,
+        "erasure_id": report.erasure_id,
+        "target_hash": report.target_hash,
+        "delta_rows": report.delta_rows,
+        "vacuumed": report.vacuumed,
+        "mongo_documents": report.mongo_documents,
+        "propagation_notified": report.propagation_notified,
+        **({} if report.propagation_notified else {"action_required": RESTART_PROCESSOR}),
+    }
 
 
 def _uuid(value: str) -> str:
     try:
         return str(uuid.UUID(value))
     except ValueError:
-        raise argparse.ArgumentTypeError("must be a UUID") from None
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = _parse_args(argv)
-    settings = get_settings()
-
-    def body() -> dict[str, Any]:
-        # Validate before Spark starts: a typo must be refused in a second, not after the JVM boots.
-        if not args.actor.strip():
-            raise LakeUsageError("--actor must name who requests the erase")
-        with connect(settings) as directory:
-            names = directory.named(args.tenant)
-        target = erase_target(names.tenant_id, args.urn, args.include_children)
-        spark = lake_session(settings, "metalake-lake-erase")
-        mongo = mongo_client(settings)
-        try:
-            report = erase(spark, mongo, settings, names, target, args.actor, erasure_id=args.erasure_id)
-        finally:
-            mongo.close()
-            spark.stop()
-        return {
-            "tenant": names.tenant_id,
-            "erasure_id": report.erasure_id,
-            "target_hash": report.target_hash,
-            "delta_rows": report.delta_rows,
-            "vacuumed": report.vacuumed,
-            "mongo_documents": report.mongo_documents,
-            "propagation_notified": report.propagation_notified,
-            **({} if report.propagation_notified else {"action_required": RESTART_PROCESSOR}),
-        }
-
-    return run("erase", body)
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+        raise LakeUsageError("--erasure-id must be a UUID") from None

@@ -4,66 +4,48 @@ a pooled tenant's data goes to the shared tables (created here if missing, as th
 its schema gets views over them. The admin API runs it when it provisions a dedicated tenant (the API never loads
 Spark).
 
-    python -m processors.lake.init --tenant T [--dedicated]
+    python -m processors.lake init --tenant T [--dedicated]
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
 from typing import Any
 
-from metalake.settings import get_settings
+from metalake.settings import Settings
 from metalake.tenancy import InvalidTenantId
 from processors.enrichment.commits import retry_conflicts
 from processors.enrichment.tables import Layout, ensure_tables
 from processors.lake.audit import ensure_audit_table
 from processors.lake.errors import LakeUsageError
-from processors.lake.runner import progress, run
+from processors.lake.runner import progress
 from processors.lake.sparkio import lake_session
 from tenants.lake_catalog import register_pooled_tables, register_tables, register_tenant
 from tenants.naming import names_for
 
 
-def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m processors.lake.init", description=__doc__.split("\n")[0])
-    parser.add_argument("--tenant", required=True, help="The tenant whose tables to create.")
-    parser.add_argument("--dedicated", action="store_true", help="The tenant is dedicated: it gets tables of its own.")
-    return parser.parse_args(argv)
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = _parse_args(argv)
-    settings = get_settings()
-
-    def body() -> dict[str, Any]:
-        try:
-            names = names_for(args.tenant, settings.lake_root, dedicated=args.dedicated)
-        except InvalidTenantId as exc:
-            raise LakeUsageError(str(exc)) from None
-        spark = lake_session(settings, "metalake-lake-init")
-        try:
-            layout = Layout(settings.lake_root, names if names.dedicated else None)
-            progress(f"creating the Delta tables of {names.tenant_id} under {layout.path('events').rsplit('/', 2)[0]}")
-            added: dict[str, list[str]] = {}
-            retry_conflicts(lambda: added.update(ensure_tables(spark, layout.tables())), "*")
-            ensure_audit_table(spark, settings, names)
-        finally:
-            spark.stop()
-        # Unlike the streaming job (which retries next batch), a failure here must fail provisioning: Trino has to
-        # see the tables as soon as the tenant is active.
-        if not names.dedicated:
-            register_pooled_tables(settings)
-        registered = [*register_tenant(settings, names), *register_tables(settings, names, ("audit",))]
-        return {
-            "tenant": names.tenant_id,
-            "lake_dir": str(names.lake_dir),
-            "columns_added": added,
-            "registered": registered,
-        }
-
-    return run("init", body)
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+def init_report(settings: Settings, tenant: str, dedicated: bool) -> dict[str, Any]:
+    """The report of ``python -m processors.lake init`` (``processors.lake.cli``): progress on stderr."""
+    try:
+        names = names_for(tenant, settings.lake_root, dedicated=dedicated)
+    except InvalidTenantId as exc:
+        raise LakeUsageError(str(exc)) from None
+    spark = lake_session(settings, "metalake-lake-init")
+    try:
+        layout = Layout(settings.lake_root, names if names.dedicated else None)
+        progress(f"creating the Delta tables of {names.tenant_id} under {layout.path('events').rsplit('/', 2)[0]}")
+        added: dict[str, list[str]] = {}
+        retry_conflicts(lambda: added.update(ensure_tables(spark, layout.tables())), "*")
+        ensure_audit_table(spark, settings, names)
+    finally:
+        spark.stop()
+    # Unlike the streaming job (which retries next batch), a failure here must fail provisioning: Trino has to
+    # see the tables as soon as the tenant is active.
+    if not names.dedicated:
+        register_pooled_tables(settings)
+    registered = [*register_tenant(settings, names), *register_tables(settings, names, ("audit",))]
+    return {
+        "tenant": names.tenant_id,
+        "lake_dir": str(names.lake_dir),
+        "columns_added": added,
+        "registered": registered,
+    }

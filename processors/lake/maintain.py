@@ -11,14 +11,12 @@ retries (``retry_conflicts``, the job's own policy). VACUUM keeps every file rem
 ago, and never less than Delta's safety minimum (168 h), so readers of older snapshots (the job, Trino) keep working;
 it is table-wide (a partition filter does not apply to it), which that retention makes harmless on a shared table.
 
-    python -m processors.lake.maintain [--tenant T] [--retention-hours H]
+    python -m processors.lake maintain [--tenant T] [--retention-hours H]
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -29,12 +27,12 @@ from urllib.parse import unquote, urlparse
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
-from metalake.settings import get_settings
+from metalake.settings import Settings
 from processors.enrichment.commits import retry_conflicts
 from processors.enrichment.tables import TABLES
 from processors.lake.discover import connect
 from processors.lake.errors import LakeUsageError
-from processors.lake.runner import progress, run
+from processors.lake.runner import progress
 from processors.lake.sparkio import is_delta, lake_session, table_stats
 from tenants.naming import POOLED_DIR, POOLED_TABLES, TenantNames, pooled_table_path, tenant_bucket, unrouted_lake_dir
 
@@ -198,38 +196,17 @@ def maintain(
     return reports
 
 
-def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m processors.lake.maintain", description=__doc__.split("\n")[0])
-    parser.add_argument("--tenant", help="Only this tenant (default: every tenant, and the shared tables whole).")
-    parser.add_argument(
-        "--retention-hours",
-        type=int,
-        default=DEFAULT_RETENTION_HOURS,
-        help=f"VACUUM keeps files removed less than this long ago (default and minimum {MIN_RETENTION_HOURS}).",
-    )
-    return parser.parse_args(argv)
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = _parse_args(argv)
-    settings = get_settings()
-
-    def body() -> dict[str, Any]:
-        check_retention(args.retention_hours)  # before Spark starts: a refusal should be instant
-        with connect(settings) as directory:
-            tenants = directory.selected(args.tenant)
-        if not tenants:
-            progress(f"no tenants under {settings.lake_root}")
-            return {"tables": []}
-        spark = lake_session(settings, "metalake-lake-maintain")
-        try:
-            reports = maintain(spark, tenants, args.retention_hours, every_tenant=args.tenant is None)
-        finally:
-            spark.stop()
-        return {"retention_hours": args.retention_hours, "tables": [asdict(r) for r in reports]}
-
-    return run("maintain", body)
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+def maintain_report(settings: Settings, tenant: str | None, retention_hours: int) -> dict[str, Any]:
+    """The report of ``python -m processors.lake maintain`` (``processors.lake.cli``): progress on stderr."""
+    check_retention(retention_hours)  # before Spark starts: a refusal should be instant
+    with connect(settings) as directory:
+        tenants = directory.selected(tenant)
+    if not tenants:
+        progress(f"no tenants under {settings.lake_root}")
+        return {"tables": []}
+    spark = lake_session(settings, "metalake-lake-maintain")
+    try:
+        reports = maintain(spark, tenants, retention_hours, every_tenant=tenant is None)
+    finally:
+        spark.stop()
+    return {"retention_hours": retention_hours, "tables": [asdict(r) for r in reports]}

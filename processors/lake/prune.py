@@ -4,14 +4,12 @@ index: FerretDB has none, and a TTL could not express "resolved only" anyway. Ne
 touches Delta, so a tenant's tier does not matter (each tenant has its own projection database either way). Every
 tenant is the registry's, the lake's and the shared tables' tenants (``discover``).
 
-    python -m processors.lake.prune [--tenant T] [--older-than-days N]
+    python -m processors.lake prune [--tenant T] [--older-than-days N]
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
-import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -19,12 +17,12 @@ from typing import Any
 from pymongo import MongoClient
 
 from metalake.mongo import mongo_client
-from metalake.settings import get_settings
+from metalake.settings import Settings
 from processors.enrichment.state import INCIDENTS
 from processors.lake import window
 from processors.lake.discover import connect
 from processors.lake.errors import LakeUsageError
-from processors.lake.runner import progress, run
+from processors.lake.runner import progress
 from tenants.naming import TenantNames
 
 log = logging.getLogger("processors.lake.prune")  # not __main__ under python -m
@@ -48,36 +46,15 @@ def prune(
     return deleted
 
 
-def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m processors.lake.prune", description=__doc__.split("\n")[0])
-    parser.add_argument("--tenant", help="Only this tenant (default: every tenant).")
-    parser.add_argument(
-        "--older-than-days",
-        type=int,
-        default=window.DEFAULT_DAYS,
-        help=f"Resolved incidents last updated longer ago than this leave MongoDB (default {window.DEFAULT_DAYS}).",
-    )
-    return parser.parse_args(argv)
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = _parse_args(argv)
-    settings = get_settings()
-
-    def body() -> dict[str, Any]:
-        if args.older_than_days < 0:
-            raise LakeUsageError("--older-than-days must be 0 or more")
-        with connect(settings) as directory:
-            tenants = directory.selected(args.tenant)
-        mongo = mongo_client(settings)
-        try:
-            deleted = prune(mongo, tenants, args.older_than_days)
-        finally:
-            mongo.close()
-        return {"older_than_days": args.older_than_days, "deleted": deleted, "total": sum(deleted.values())}
-
-    return run("prune", body)
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+def prune_report(settings: Settings, tenant: str | None, older_than_days: int) -> dict[str, Any]:
+    """The report of ``python -m processors.lake prune`` (``processors.lake.cli``): progress on stderr."""
+    if older_than_days < 0:
+        raise LakeUsageError("--older-than-days must be 0 or more")
+    with connect(settings) as directory:
+        tenants = directory.selected(tenant)
+    mongo = mongo_client(settings)
+    try:
+        deleted = prune(mongo, tenants, older_than_days)
+    finally:
+        mongo.close()
+    return {"older_than_days": older_than_days, "deleted": deleted, "total": sum(deleted.values())}

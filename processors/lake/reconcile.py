@@ -23,14 +23,12 @@ guarded upserts, which a newer concurrent write wins. Run it while the lake quer
 ``SETTLE_S`` would make documents it has yet to commit look like hand edits. Safe while the stream runs. Resolved
 incidents outside the recent window (``window``) are not restored.
 
-    python -m processors.lake.reconcile --tenant T [--dry-run]
+    python -m processors.lake reconcile --tenant T [--dry-run]
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,14 +40,14 @@ from pymongo.collection import Collection
 from pyspark.sql import SparkSession
 
 from metalake.mongo import mongo_client
-from metalake.settings import get_settings
+from metalake.settings import Settings
 from processors.enrichment.health import HEALTH, HEALTH_COLUMNS, HEALTH_FIELDS, mongo_health_update
 from processors.enrichment.projection import apply_updates, apply_upserts, spec_upsert
 from processors.enrichment.state import ASSETS, INCIDENTS, STATE_SPECS, StateSpec
 from processors.lake import window
 from processors.lake.diff import Difference, Held, compare, compare_health
 from processors.lake.discover import connect
-from processors.lake.runner import progress, run
+from processors.lake.runner import progress
 from processors.lake.sparkio import is_delta, lake_session, read_rows
 from tenants.naming import TenantNames
 
@@ -207,42 +205,20 @@ def reconcile(
     return results
 
 
-def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m processors.lake.reconcile", description=__doc__.split("\n")[0])
-    parser.add_argument("--tenant", required=True, help="The tenant to reconcile.")
-    parser.add_argument("--dry-run", action="store_true", help="Only report the difference; change nothing.")
-    parser.add_argument(
-        "--window-days",
-        type=int,
-        default=window.DEFAULT_DAYS,
-        help=f"Resolved incidents older than this stay out of MongoDB (default {window.DEFAULT_DAYS}, as prune).",
-    )
-    return parser.parse_args(argv)
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = _parse_args(argv)
-    settings = get_settings()
-
-    def body() -> dict[str, Any]:
-        with connect(settings) as directory:
-            names = directory.named(args.tenant)
-        spark = lake_session(settings, "metalake-lake-reconcile")
-        mongo = mongo_client(settings)
-        try:
-            results = reconcile(spark, mongo, names, args.dry_run, args.window_days)
-        finally:
-            mongo.close()
-            spark.stop()
-        return {
-            "tenant": names.tenant_id,
-            "dry_run": args.dry_run,
-            "differences": sum(r.difference.total for r in results),
-            "collections": [r.as_dict() for r in results],
-        }
-
-    return run("reconcile", body)
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+def reconcile_report(settings: Settings, tenant: str, dry_run: bool, window_days: int) -> dict[str, Any]:
+    """The report of ``python -m processors.lake reconcile`` (``processors.lake.cli``): progress on stderr."""
+    with connect(settings) as directory:
+        names = directory.named(tenant)
+    spark = lake_session(settings, "metalake-lake-reconcile")
+    mongo = mongo_client(settings)
+    try:
+        results = reconcile(spark, mongo, names, dry_run, window_days)
+    finally:
+        mongo.close()
+        spark.stop()
+    return {
+        "tenant": names.tenant_id,
+        "dry_run": dry_run,
+        "differences": sum(r.difference.total for r in results),
+        "collections": [r.as_dict() for r in results],
+    }

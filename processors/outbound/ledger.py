@@ -17,7 +17,8 @@ Expiry: a step only has to outlive the redeliveries of its change (offset commit
 every write of a step sets ``expires_at`` = now + ``retention``; an anchor lives as long as its tag is on the asset,
 so it gets ``expires_at`` only when the tag's removal was delivered (:meth:`LedgerScope.release_anchor`) and loses it
 when the tag comes back. MongoDB deletes expired documents through a TTL index on ``expires_at``
-(:meth:`Ledger.ensure_expiry`); FerretDB 1.x has no TTL indexes, so there the runtime calls :meth:`Ledger.prune`.
+(:meth:`Ledger.ensure_expiry`); FerretDB 1.x has no TTL indexes, so there the runtime calls :meth:`Ledger.prune`
+(``metalake.expiry``: the mechanism the webhook delivery log shares).
 """
 
 from __future__ import annotations
@@ -31,15 +32,12 @@ from typing import Any, Literal
 from pymongo import ReturnDocument
 from pymongo.collection import Collection
 from pymongo.database import Database
-from pymongo.errors import OperationFailure
 
 from control.subscriptions.testsend import DELIVERIES
+from metalake.expiry import delete_in_batches, ensure_ttl_index, expires_at
 from metalake.mongo import Doc
 
-EXPIRY_INDEX = "expires_at_ttl"
 DEFAULT_RETENTION = timedelta(days=7)
-# MongoDB's code for a command or option the server does not implement (FerretDB 1.x answers TTL indexes with it).
-_NOT_IMPLEMENTED = 238
 
 
 def _now() -> datetime:
@@ -66,12 +64,6 @@ class Step:
     result: Mapping[str, Any]
 
 
-def expires_at(now: datetime, retention: timedelta) -> datetime:
-    """When a document written at ``now`` may go. Millisecond precision: what BSON dates keep."""
-    moment = now + retention
-    return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
-
-
 def expired_query(now: datetime, retention: timedelta) -> Doc:
     """The documents a pruning pass deletes: past ``expires_at`` and not an ``in_flight`` step younger than
     ``retention`` (a step's ``expires_at`` was computed with the retention of its writer, which may have been
@@ -96,28 +88,12 @@ class Ledger:
 
     def ensure_expiry(self) -> bool:
         """Create the TTL index on ``expires_at``; ``False`` if the server has none (then :meth:`prune` must run)."""
-        try:
-            self._docs.create_index("expires_at", name=EXPIRY_INDEX, expireAfterSeconds=0)
-        except OperationFailure as exc:
-            if exc.code != _NOT_IMPLEMENTED:
-                raise
-            return False
-        return True
+        return ensure_ttl_index(self._docs)
 
     def prune(self, now: datetime | None = None, batch: int = 500) -> int:
         """Delete expired documents in batches of ``batch`` (short writes: deliveries write the same collection, and
         FerretDB's SQLite backend serialised them all). Returns how many went."""
-        query = expired_query(now or _now(), self.retention)
-        removed = 0
-        while True:
-            ids = [d["_id"] for d in self._docs.find(query, {"_id": 1}, limit=batch)]
-            if not ids:
-                return removed
-            # The query again: a document a delivery refreshed since the find stays.
-            deleted = self._docs.delete_many({"_id": {"$in": ids}, **query}).deleted_count
-            removed += deleted
-            if len(ids) < batch or deleted == 0:
-                return removed
+        return delete_in_batches(self._docs, expired_query(now or _now(), self.retention), batch)
 
     def steps_of(self, tenant: str, subscription: str | None = None) -> list[Step]:
         query: Doc = {"kind": "step", "tenant": tenant}

@@ -7,8 +7,8 @@ import hashlib
 import uuid
 
 from metalake.events import CloudEvent, new_event
-from processors.propagation.diff import PROPAGATED_TYPE, UNPROPAGATED_TYPE, Plan
-from processors.propagation.model import Propagated
+from metalake.propagation.diff import PROPAGATED_TYPE, UNPROPAGATED_TYPE, Plan
+from metalake.propagation.model import Propagated
 
 COMPLETED_TYPE = "io.metalake.propagation.completed.v1"
 SOURCE = "/processors/propagation"

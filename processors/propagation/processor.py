@@ -20,10 +20,10 @@ from typing import Any, Protocol
 
 from metalake.events import CloudEvent
 from metalake.events.changes import STATE_CHANGED, InvalidChange, StateChange, change_type, decode_change
+from metalake.propagation.model import AssignmentKey
+from metalake.propagation.tenant import CLASSIFICATIONS, TenantPropagation
 from processors.propagation.erasure import erased_tenant
 from processors.propagation.events import completed_event, tag_event
-from processors.propagation.model import AssignmentKey
-from processors.propagation.tenant import CLASSIFICATIONS, TenantPropagation
 from tenants.naming import CHANGES_TOPIC
 
 log = logging.getLogger(__name__)

@@ -19,11 +19,11 @@ from types import FrameType
 
 from metalake.kafka import BatchConsumer, EventProducer
 from metalake.mongo import mongo_client
+from metalake.propagation.config import limits_from
+from metalake.propagation.store import load_tenant
 from metalake.settings import Settings, get_settings
 from metalake.telemetry import configure_telemetry
-from processors.propagation.config import limits_from
 from processors.propagation.processor import AfterPublishHook, PropagationProcessor
-from processors.propagation.store import load_tenant
 from tenants.naming import CHANGES_TOPIC, names_for, validate_tenant_id
 from tenants.registry import TenantDirectory
 

@@ -36,9 +36,9 @@ def publish(settings: Settings, events: list[CloudEvent]) -> None:
 
 
 def drop_tenant(tenant: str) -> dict[str, Any]:
-    """``python -m processors.lake.drop --tenant T`` as deprovisioning runs it; its JSON report."""
+    """``python -m processors.lake drop --yes --tenant T`` as deprovisioning runs it; its JSON report."""
     done = subprocess.run(
-        [sys.executable, "-m", "processors.lake.drop", "--tenant", tenant],
+        [sys.executable, "-m", "processors.lake", "drop", "--yes", "--tenant", tenant],
         capture_output=True,
         text=True,
         timeout=300,

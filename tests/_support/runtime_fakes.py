@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from pydantic import SecretStr
@@ -67,8 +68,19 @@ class FakeStore:
 
 
 class FakeDeliveries:
-    def __init__(self) -> None:
+    retention = timedelta(days=7)
+
+    def __init__(self, ttl_index: bool = True) -> None:
         self.seen_keys: dict[str, str] = {}
+        self.ttl_index = ttl_index
+        self.prunes = 0
+
+    def ensure_expiry(self) -> bool:
+        return self.ttl_index
+
+    def prune(self) -> int:
+        self.prunes += 1
+        return 0
 
     def seen(self, tenant: str, connector: str, dedup_key: str) -> bool:
         return f"{tenant}/{connector}/{dedup_key}" in self.seen_keys

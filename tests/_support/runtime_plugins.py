@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -51,10 +50,10 @@ class SignedWebhook(WebhookConnector[WebhookConfig]):
             raise AuthenticationFailed("signature does not match")
 
     def dedup_key(self, request: InboundRequest) -> str:
-        return str(json.loads(request.body)["delivery"])
+        return str(request.parsed.value["delivery"])
 
     def to_events(self, request: InboundRequest) -> Sequence[CloudEvent]:
-        payload = json.loads(request.body)
+        payload = request.parsed.value
         tables = payload.get("tables") if isinstance(payload, dict) else None
         if not isinstance(tables, list):
             raise InvalidPayload("tables must be a list", "tables")

@@ -31,7 +31,7 @@ from metalake.kafka import EventProducer, ensure_topics
 from metalake.settings import Settings
 from metalake.urn import asset_urn
 from ops.stack import StackManager
-from processors.access.sync import AccessSync
+from tenants.access.sync import AccessSync
 from tenants.lake_catalog import register_tenant
 from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE, TRINO_POOLED_SCHEMA, TenantNames, names_for, trino_user

@@ -8,7 +8,7 @@ from pathlib import Path
 from metalake.java import find_java
 from ops.stack.health import trino_probe
 from ops.stack.services.base import Service, StackContext
-from tenants.trino_access import build_rules, write_rules
+from tenants.access.rules import build_rules, write_rules
 
 # Trino 476 needs JDK 24+; it runs on the Temurin 25 JDK (it checks a minimum version only).
 _MIN_JAVA = 24

@@ -25,7 +25,7 @@ from tokens import api_settings, auth_headers, request_token
 from api.app import create_app
 from metalake.settings import Settings
 from ops.stack import StackManager
-from processors.access.sync import AccessSync
+from tenants.access.sync import AccessSync
 from tenants.lake_catalog import register_tenant
 from tenants.naming import POOLED_TABLES, TRINO_POOLED_SCHEMA, names_for, trino_user
 

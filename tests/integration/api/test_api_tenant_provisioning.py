@@ -271,7 +271,9 @@ def test_erasure_outcomes_are_recorded_without_the_urn(control: Mongo, tenant: s
         # The announcement's id: a UUID derived from the erasure's, the same on every run of it.
         announced = str(uuid.uuid5(ERASE_ID_NAMESPACE, f"{tenant}/{done.id}"))
         assert argvs[0][2:] == [
-            "processors.lake.erase",
+            "processors.lake",
+            "erase",
+            "--yes",
             "--tenant",
             tenant,
             "--urn",

@@ -27,7 +27,7 @@ SECRET = "mc-secret-" + uuid.uuid4().hex
 
 
 def _mc_signature(secret: str, body: bytes) -> str:
-    # Exactly Monte Carlo's reference algorithm (formats.md section 5), written out here on purpose rather than
+    # Exactly Monte Carlo's reference algorithm (docs/connectors/montecarlo.md), written out here on purpose rather than
     # imported from the plugin, so the test checks the plugin against the documented algorithm.
     message = urllib.parse.urlencode(json.loads(body)).encode("utf8")
     return hmac.new(secret.encode(), message, hashlib.sha512).hexdigest()

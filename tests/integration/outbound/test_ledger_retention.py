@@ -26,10 +26,11 @@ from slack_server import SlackServer
 
 from control.subscriptions.store import SubscriptionStore
 from control.subscriptions.testsend import DELIVERIES
+from metalake.expiry import EXPIRY_INDEX
 from metalake.settings import Settings
 from processors.outbound.destination import DestinationEnv, load_destinations
 from processors.outbound.dispatch import Dispatcher
-from processors.outbound.ledger import EXPIRY_INDEX, Ledger
+from processors.outbound.ledger import Ledger
 from processors.outbound.retention import LedgerJanitor
 from processors.outbound.retry import RetryPolicy
 from processors.outbound.ssrf import AddressGuard

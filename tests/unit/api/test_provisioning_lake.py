@@ -83,7 +83,7 @@ def test_a_dedicated_tenant_runs_the_lake_cli(tmp_path: Path) -> None:
     record = _record(Tier.DEDICATED)
     with pytest.raises(StepFailed, match="lake init exited with 3: last line"):
         LakeStep().provision(ctx, record, record.names(ctx.settings.lake_root))
-    assert runner.calls == [[sys.executable, "-m", "processors.lake.init", "--tenant", "acme", "--dedicated"]]
+    assert runner.calls == [[sys.executable, "-m", "processors.lake", "init", "--tenant", "acme", "--dedicated"]]
 
 
 def test_only_waiting_errors_are_retried_by_the_resumer() -> None:
@@ -104,7 +104,7 @@ def test_deprovisioning_runs_the_lake_drop_and_checks_the_folder_is_gone(tmp_pat
     record = _record(tier)
     names = record.names(ctx.settings.lake_root)
     LakeStep().deprovision(ctx, record, names)
-    assert runner.calls == [[sys.executable, "-m", "processors.lake.drop", "--tenant", "acme"]]
+    assert runner.calls == [[sys.executable, "-m", "processors.lake", "drop", "--yes", "--tenant", "acme"]]
     names.delta_path("audit").mkdir(parents=True)  # a drop that said it succeeded but left the folder
     with pytest.raises(StepFailed, match="still there"):
         LakeStep().deprovision(ctx, record, names)

@@ -10,10 +10,10 @@ from kafka_record import Record
 from metalake.events.changes import StateChange
 from metalake.settings import Settings
 from processors.access import runner as runner_module
-from processors.access.columns import masked_columns
 from processors.access.runner import AccessRunner, tenants_to_refresh
-from processors.access.sync import resolve
-from tenants.trino_access import MirroredSchema, TrinoColumn
+from tenants.access.columns import masked_columns
+from tenants.access.rules import MirroredSchema, TrinoColumn
+from tenants.access.sync import resolve
 
 PATTERNS = ["PII", "GDPR.*"]
 BASE = "urn:metalake:trino:metalake/lake/acme"

@@ -90,7 +90,6 @@ def test_event_topics_in_priority_order() -> None:
     ("stage", "topic"),
     [
         ("connectors", "metalake.connectors.dlq"),
-        ("enrichment", "metalake.enrichment.dlq"),
         ("outbound", "metalake.outbound.dlq"),
     ],
 )

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from tenants.access.rules import TenantAccess, build_rules, tenant_for_schema
 from tenants.naming import POOLED_TABLES, TRINO_POOLED_SCHEMA, trino_user
-from tenants.trino_access import TenantAccess, build_rules, tenant_for_schema
 
 SERVICES = ["metalake", "metalake-tests"]
 METADATA_SUFFIXES = ("", "$history", "$files", "$partitions", "$properties")

@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from tenants.naming import InvalidTenantId, trino_user
-from tenants.trino_access import (
+from tenants.access.rules import (
     MirroredSchema,
     TenantAccess,
     TrinoColumn,
@@ -22,6 +21,7 @@ from tenants.trino_access import (
     tenant_for_schema,
     write_rules,
 )
+from tenants.naming import InvalidTenantId, trino_user
 
 SERVICES = ["metalake", "metalake-tests"]
 

@@ -155,6 +155,29 @@ def test_top_level_and_payload_fields_give_the_same_key(
     assert connector.dedup_key(request_for(json.dumps(top).encode())) == connector.dedup_key(request_for(inside))
 
 
+def test_verify_dedup_key_and_events_parse_the_body_once(
+    connector: MonteCarloConnector, request_for: Request, fixture_body: Body, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from connectors import base
+    from connectors.montecarlo import connector as module
+    from connectors.montecarlo.signature import sign, signed_message
+
+    loads, envelopes = [], []
+    real_loads, real_envelope = json.loads, module.parse_envelope
+    monkeypatch.setattr(base.json, "loads", lambda body: loads.append(body) or real_loads(body))
+    monkeypatch.setattr(module, "parse_envelope", lambda raw: envelopes.append(raw) or real_envelope(raw))
+    body = fixture_body("open_anomaly")
+    message = signed_message(base.ParsedBody(real_loads(body)))
+    assert message is not None
+    request = request_for(body, {"x-mcd-signature": sign(SECRET, message)})
+    connector.verify(request, [SECRET])
+    key = connector.dedup_key(request)
+    events = _events(connector, request)
+    assert loads == [body] and len(envelopes) == 1
+    assert events[0].id == _events(connector, request_for(body))[0].id  # a new request is read afresh
+    assert connector.dedup_key(request_for(body)) == key and len(loads) == 3
+
+
 def test_dedup_key_of_an_unparseable_body(connector: MonteCarloConnector, request_for: Request) -> None:
     with pytest.raises(InvalidPayload) as info:
         connector.dedup_key(request_for(b"{"))
@@ -167,10 +190,11 @@ def test_dedup_key_of_an_unparseable_body(connector: MonteCarloConnector, reques
 def test_events_carry_no_secret_and_decode(
     connector: MonteCarloConnector, request_for: Request, fixture_body: Body
 ) -> None:
+    from connectors.base import parse_json
     from connectors.montecarlo.signature import sign, signed_message
 
     body = fixture_body("feedback_fixed")
-    message = signed_message(body)
+    message = signed_message(parse_json(body))
     assert message is not None
     signature = sign(SECRET, message)
     request = request_for(body, {"x-mcd-signature": signature})

@@ -9,6 +9,7 @@ from fastapi.testclient import TestClient
 from runtime_fakes import World
 from runtime_plugins import sign
 
+from connectors import base
 from connectors.runtime.control import ConnectorRecord, ConnectorState, Tolerance
 from connectors.runtime.problems import MEDIA_TYPE
 from connectors.runtime.webhooks import plugin_name
@@ -102,6 +103,29 @@ def test_oversized_body_is_413_declared_or_streamed(client: TestClient, world: W
 def test_malformed_json_is_400(client: TestClient) -> None:
     problem = _problem(_post(client, b'{"delivery": '), 400)
     assert problem["field"] == "body"
+    assert problem["detail"] == "the body is not JSON (JSONDecodeError at byte 13)"
+
+
+def test_json_nested_too_deep_to_parse_is_400_not_a_crash(client: TestClient, world: World) -> None:
+    world.settings.connect.webhook_max_body_bytes = 200_000
+    problem = _problem(_post(client, b"[" * 100_000), 400)  # deeper than json's limit on every Python we support
+    assert problem["detail"] == "the body is not JSON (RecursionError at byte None)"
+
+
+def test_the_body_is_parsed_once_on_the_whole_path(
+    client: TestClient, world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[bytes] = []
+    real = json.loads
+
+    def counting(body: bytes) -> object:
+        calls.append(body)
+        return real(body)
+
+    monkeypatch.setattr(base.json, "loads", counting)
+    body = _body("d-once")
+    assert _post(client, body).status_code == 202  # verify, the JSON check, the dedup key, the mapping
+    assert calls == [body]
 
 
 def test_unmappable_goes_to_the_dlq_with_202(client: TestClient, world: World) -> None:

@@ -11,8 +11,9 @@ import pytest
 from pydantic import ValidationError
 from pymongo.errors import AutoReconnect
 
+from metalake.expiry import expires_at
 from metalake.settings import OutboundSettings
-from processors.outbound.ledger import expired_query, expires_at
+from processors.outbound.ledger import expired_query
 from processors.outbound.retention import LedgerJanitor
 
 NOW = datetime(2026, 11, 22, 6, 0, 0, 123456, tzinfo=UTC)

@@ -13,10 +13,10 @@ from kafka_record import Record
 
 from metalake.events import CloudEvent, decode_record
 from metalake.events.changes import StateChange
+from metalake.propagation.graph import Limits
+from metalake.propagation.tenant import TenantPropagation
 from processors.propagation.erasure import ERASED_TYPE, erased_event, erased_tenant
-from processors.propagation.graph import Limits
 from processors.propagation.processor import PropagationProcessor
-from processors.propagation.tenant import TenantPropagation
 
 A, B, C, D, X = (f"urn:metalake:pg:prod/db/s/{t}" for t in ("src", "mid", "out", "more", "alt"))
 PII = {"urn": A, "tag": "PII", "version": 1, "event_id": "t1", "deleted": False, "source": "human"}

@@ -11,9 +11,9 @@ from kafka_record import Record
 
 from metalake.events import CloudEvent, decode_record
 from metalake.events.changes import STATE_CHANGED, StateChange
-from processors.propagation.graph import Limits
+from metalake.propagation.graph import Limits
+from metalake.propagation.tenant import TenantPropagation
 from processors.propagation.processor import PropagationProcessor, read_change
-from processors.propagation.tenant import TenantPropagation
 from tenants.naming import CHANGES_TOPIC
 
 A = "urn:metalake:pg:prod/db/s/src/email"

@@ -13,9 +13,9 @@ from typing import Any
 
 from pymongo.database import Database
 
-from processors.propagation.graph import Limits, TruncationReason, closure
-from processors.propagation.store import load_tenant
-from processors.propagation.tenant import TenantPropagation
+from metalake.propagation.graph import Limits, TruncationReason, closure
+from metalake.propagation.store import load_tenant
+from metalake.propagation.tenant import TenantPropagation
 
 # The event schemas' patterns: a dry-run asks about assets and tags that events could carry.
 URN_PATTERN = r"^urn:metalake:[a-z][a-z0-9_-]{0,63}:[^/]+(/[^/]+){1,4}$"

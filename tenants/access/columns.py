@@ -8,7 +8,7 @@ from typing import Any
 
 from pymongo.database import Database
 
-from tenants.trino_access import MirroredSchema, TrinoColumn, column_for_urn, is_masked_tag
+from tenants.access.rules import MirroredSchema, TrinoColumn, column_for_urn, is_masked_tag
 
 # Collections of a tenant's MongoDB database holding tag assignments (propagated_tags: written by propagation).
 TAG_COLLECTIONS = ("classifications", "propagated_tags")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from processors.propagation.dry_run import InvalidDryRun, check_request, dry_run
-from processors.propagation.graph import Limits
-from processors.propagation.tenant import TenantPropagation
+from metalake.propagation.dry_run import InvalidDryRun, check_request, dry_run
+from metalake.propagation.graph import Limits
+from metalake.propagation.tenant import TenantPropagation
 
 
 def u(name: str) -> str:

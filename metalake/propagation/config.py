@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from metalake.propagation.graph import Limits
 from metalake.settings import Settings
-from processors.propagation.graph import Limits
 
 
 def limits_from(settings: Settings, max_depth: int | None = None) -> Limits:

@@ -4,8 +4,9 @@ Trino's file-based system access control reads one JSON file (``security.config-
 ``security.refresh-period``. :func:`build_rules` renders it from (service users, tenants, each tenant's masked
 columns): the service users keep full access; a tenant's two users (:func:`tenants.naming.trino_user`, plain and
 ``.pii``) may only SELECT from tables in the tenant's schema; the plain user reads PII-tagged columns through a mask.
-Everything the rules do not grant is denied: other schemas and catalogs, the ``system`` catalog, procedures, table
-functions (only ``system.builtin`` functions may run), other users' queries. Rules match first-to-last, so the
+Everything the rules do not grant is denied: other schemas and catalogs, the ``system`` catalog's tables (Trino
+itself opens that catalog to every user, so tenants can list it, but no table rule lets them read it), procedures,
+table functions (only ``system.builtin`` functions may run), other users' queries. Rules match first-to-last, so the
 per-table rules carrying masks come before the tenant's schema-wide rule. See docs/serving.md.
 
 A pooled tenant's schema holds ``SECURITY DEFINER`` views over the shared tables of schema ``_pooled``

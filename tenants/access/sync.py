@@ -16,11 +16,9 @@ from pymongo import MongoClient
 from pymongo.errors import PyMongoError
 
 from metalake.settings import Settings
-from processors.access import catalog
-from processors.access.columns import load_masked_columns
-from tenants.naming import CONTROL_DATABASE, names_for
-from tenants.registry import TenantRegistry, TenantState
-from tenants.trino_access import (
+from tenants.access import catalog
+from tenants.access.columns import load_masked_columns
+from tenants.access.rules import (
     MirroredSchema,
     TenantAccess,
     TrinoColumn,
@@ -29,6 +27,8 @@ from tenants.trino_access import (
     tenant_for_schema,
     write_rules,
 )
+from tenants.naming import CONTROL_DATABASE, names_for
+from tenants.registry import TenantRegistry, TenantState
 
 log = logging.getLogger(__name__)
 

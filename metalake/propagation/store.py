@@ -9,8 +9,8 @@ from __future__ import annotations
 from pymongo.database import Database
 
 from metalake.mongo import Doc
-from processors.propagation.graph import Limits
-from processors.propagation.tenant import ASSETS, CLASSIFICATIONS, LINEAGE, PROPAGATED, TenantPropagation
+from metalake.propagation.graph import Limits
+from metalake.propagation.tenant import ASSETS, CLASSIFICATIONS, LINEAGE, PROPAGATED, TenantPropagation
 
 _COLLECTIONS = ((LINEAGE, "lineage"), (CLASSIFICATIONS, "classifications"), (PROPAGATED, "propagated_tags"))
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from processors.propagation.diff import PROPAGATED_TYPE, UNPROPAGATED_TYPE, event_id
-from processors.propagation.graph import Limits
-from processors.propagation.tenant import TenantPropagation
+from metalake.propagation.diff import PROPAGATED_TYPE, UNPROPAGATED_TYPE, event_id
+from metalake.propagation.graph import Limits
+from metalake.propagation.tenant import TenantPropagation
 
 
 def u(name: str) -> str:

@@ -1,0 +1,3 @@
+from processors.lake.cli import main
+
+main()
