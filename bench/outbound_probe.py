@@ -31,7 +31,7 @@ from control.subscriptions.store import SubscriptionStore
 from metalake.kafka import ensure_topics
 from metalake.kafka.config import client_config, consumer_config
 from metalake.settings import Settings
-from processors.outbound.signing import InvalidSignature, verify
+from processors.outbound.destinations.webhook.signing import InvalidSignature, verify
 from tenants.naming import CHANGES_TOPIC, dlq_topic, retry_topic
 
 HOOK = "bench-hook"

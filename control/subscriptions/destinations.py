@@ -4,7 +4,7 @@ The admin API validates a subscription with its destination's spec; the outbound
 destination class the spec names. One registry holds the destination kinds: the ``metalake.outbound`` entry-point
 group names each kind's spec class (:data:`SPECS`), so the API loads no vendor SDK and the names exist once. A spec's
 ``implementation`` (``"module:Class"``, written by the plugin's author, never by a tenant) is what the runtime loads
-through its own view of the same names (``processors.outbound.destination.REGISTRY``). A spec module imports
+through its own view of the same names (``processors.outbound.runtime.destination.REGISTRY``). A spec module imports
 pydantic and this package only: the API process loads it.
 """
 

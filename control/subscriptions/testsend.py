@@ -33,7 +33,7 @@ from metalake.mongo import Doc
 SUBSCRIPTION_TEST_REQUESTED = "io.metalake.subscription.test.requested.v1"
 TEST_ASSET = "urn:metalake:metalake:test/subscriptions/test/test"
 TEST_SOURCE = "/api/subscriptions/test"
-# The delivery ledger's collection (processors.outbound.ledger writes its steps and anchors there).
+# The delivery ledger's collection (processors.outbound.runtime.ledger writes its steps and anchors there).
 DELIVERIES = "deliveries"
 Status = Literal["pending", "delivered", "skipped", "failed"]
 

@@ -21,14 +21,14 @@ from metalake.kafka import EventProducer, ensure_topics
 from metalake.mongo import mongo_client
 from metalake.settings import Settings, load_settings
 from metalake.telemetry import configure_telemetry
-from processors.outbound.destination import DestinationEnv, load_destinations
-from processors.outbound.dispatch import Dispatcher
-from processors.outbound.ledger import Ledger
-from processors.outbound.retry import RetryPolicy
-from processors.outbound.runtime import DLQ_TOPIC, RETRY_TOPIC, Outbound, Runtime
-from processors.outbound.ssrf import AddressGuard
-from processors.outbound.subscriptions import SubscriptionCache
-from processors.outbound.testsend import SubscriptionTester
+from processors.outbound.runtime.destination import DestinationEnv, load_destinations
+from processors.outbound.runtime.dispatch import Dispatcher
+from processors.outbound.runtime.ledger import Ledger
+from processors.outbound.runtime.loops import DLQ_TOPIC, RETRY_TOPIC, Outbound, Runtime
+from processors.outbound.runtime.retry import RetryPolicy
+from processors.outbound.runtime.ssrf import AddressGuard
+from processors.outbound.runtime.subscriptions import SubscriptionCache
+from processors.outbound.runtime.testsend import SubscriptionTester
 from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE, OUTBOUND_TESTS_TOPIC
 
 Mongo = MongoClient[dict[str, Any]]

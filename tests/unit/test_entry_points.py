@@ -17,7 +17,7 @@ import pytest
 from connectors import registry as connectors
 from control.subscriptions import destinations
 from metalake.plugins import PluginRegistry
-from processors.outbound import destination
+from processors.outbound.runtime import destination
 
 ROOT = Path(__file__).resolve().parents[2]
 REGISTRIES: dict[str, PluginRegistry[Any]] = {

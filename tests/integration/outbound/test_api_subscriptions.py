@@ -23,7 +23,7 @@ from api.app import create_app
 from control.subscriptions.store import SubscriptionStore
 from metalake.settings import ApiSettings, Settings
 from ops.stack import StackManager
-from processors.outbound.signing import verify
+from processors.outbound.destinations.webhook.signing import verify
 from tenants.naming import CONTROL_DATABASE
 
 pytestmark = pytest.mark.integration

@@ -36,7 +36,7 @@ from control.subscriptions.store import SubscriptionStore
 from metalake.events import CloudEvent
 from metalake.kafka import EventProducer
 from metalake.settings import Settings
-from processors.outbound.ledger import Ledger
+from processors.outbound.runtime.ledger import Ledger
 from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE
 
 pytestmark = pytest.mark.integration

@@ -27,4 +27,4 @@ class JiraSpec(DestinationSpec):
     name: ClassVar[str] = "jira"
     config_model: ClassVar[type[DestinationConfig]] = JiraConfig
     secrets_model: ClassVar[type[DestinationSecrets]] = JiraSecrets
-    implementation: ClassVar[str] = "processors.outbound.jira:JiraDestination"
+    implementation: ClassVar[str] = "processors.outbound.destinations.jira.destination:JiraDestination"

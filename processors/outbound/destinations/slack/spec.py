@@ -23,4 +23,4 @@ class SlackSpec(DestinationSpec):
     name: ClassVar[str] = "slack"
     config_model: ClassVar[type[DestinationConfig]] = SlackConfig
     secrets_model: ClassVar[type[DestinationSecrets]] = SlackSecrets
-    implementation: ClassVar[str] = "processors.outbound.slack:SlackDestination"
+    implementation: ClassVar[str] = "processors.outbound.destinations.slack.destination:SlackDestination"

@@ -27,7 +27,7 @@ class WebhookSpec(DestinationSpec):
     name: ClassVar[str] = "webhook"
     config_model: ClassVar[type[DestinationConfig]] = WebhookConfig
     secrets_model: ClassVar[type[DestinationSecrets]] = WebhookSecrets
-    implementation: ClassVar[str] = "processors.outbound.webhook:WebhookDestination"
+    implementation: ClassVar[str] = "processors.outbound.destinations.webhook.destination:WebhookDestination"
 
     @classmethod
     def merge_secrets(cls, stored: Mapping[str, str], update: Mapping[str, str]) -> dict[str, str]:

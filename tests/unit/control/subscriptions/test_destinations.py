@@ -13,7 +13,7 @@ from processors.outbound.destinations.slack.spec import SlackSpec
 from processors.outbound.destinations.webhook.spec import WebhookSpec
 
 SPEC_MODULES = [f"processors.outbound.destinations.{name}.spec" for name in ("slack", "jira", "webhook")]
-SDKS = ["slack_sdk", "jira", "requests", "urllib3", "processors.outbound.destination"]
+SDKS = ["slack_sdk", "jira", "requests", "urllib3", "processors.outbound.runtime.destination"]
 
 
 def test_specs_load_without_a_vendor_sdk_or_the_runtime() -> None:

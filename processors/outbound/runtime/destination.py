@@ -21,11 +21,11 @@ from control.subscriptions.destinations import GROUP, DestinationSpec, destinati
 from metalake.events.changes import Change
 from metalake.plugins import PluginRegistry
 from metalake.settings import Settings
-from processors.outbound.ssrf import AddressGuard
+from processors.outbound.runtime.ssrf import AddressGuard
 
 if TYPE_CHECKING:
     from control.subscriptions.store import Subscription
-    from processors.outbound.ledger import LedgerScope
+    from processors.outbound.runtime.ledger import LedgerScope
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,10 @@ from pymongo.errors import PyMongoError
 
 from control.subscriptions.store import Subscription
 from metalake.events.changes import Change
-from processors.outbound.destination import Destination, PermanentDelivery, RetryableDelivery
-from processors.outbound.ledger import Ledger
-from processors.outbound.retry import RetryPolicy
-from processors.outbound.subscriptions import SubscriptionCache
+from processors.outbound.runtime.destination import Destination, PermanentDelivery, RetryableDelivery
+from processors.outbound.runtime.ledger import Ledger
+from processors.outbound.runtime.retry import RetryPolicy
+from processors.outbound.runtime.subscriptions import SubscriptionCache
 
 log = logging.getLogger(__name__)
 # A proxy meter: it binds to whatever provider configure_telemetry installs.

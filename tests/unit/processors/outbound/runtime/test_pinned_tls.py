@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from selfsigned import self_signed
 
-from processors.outbound.pinned_http import post
-from processors.outbound.ssrf import AddressGuard
+from processors.outbound.runtime.pinned_http import post
+from processors.outbound.runtime.ssrf import AddressGuard
 
 
 def _certificate(tmp: Path) -> tuple[Path, Path]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from control.subscriptions.store import Subscription
-from processors.outbound.subscriptions import SubscriptionCache
+from processors.outbound.runtime.subscriptions import SubscriptionCache
 
 
 class _Store:

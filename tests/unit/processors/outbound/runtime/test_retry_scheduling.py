@@ -13,10 +13,10 @@ from control.subscriptions.destinations import DestinationConfig, DestinationSec
 from control.subscriptions.store import Subscription
 from metalake.events.changes import STATE_CHANGED, Change
 from metalake.settings import OutboundSettings
-from processors.outbound.destination import DeliveryResult, Destination, PermanentDelivery, RetryableDelivery
 from processors.outbound.destinations.webhook.spec import WebhookSpec
-from processors.outbound.dispatch import Breaker, Dispatcher
-from processors.outbound.retry import RetryInfo, RetryPolicy, parse_retry_after, read_retry_info, retry_headers
+from processors.outbound.runtime.destination import DeliveryResult, Destination, PermanentDelivery, RetryableDelivery
+from processors.outbound.runtime.dispatch import Breaker, Dispatcher
+from processors.outbound.runtime.retry import RetryInfo, RetryPolicy, parse_retry_after, read_retry_info, retry_headers
 
 POLICY = RetryPolicy.from_settings(
     OutboundSettings(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from processors.outbound.signing import InvalidSignature, SigningKey, sign, signature, verify
+from processors.outbound.destinations.webhook.signing import InvalidSignature, SigningKey, sign, signature, verify
 
 # The published Standard Webhooks (svix) example: secret, id, timestamp, body -> signature.
 VECTOR_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"

@@ -10,8 +10,8 @@ from control.subscriptions.destinations import DestinationConfig, DestinationSec
 from control.subscriptions.store import Subscription
 from control.subscriptions.testsend import SubscriptionTest, TestOutcome
 from metalake.events.changes import Change
-from processors.outbound.destination import DeliveryResult, Destination, PermanentDelivery
-from processors.outbound.testsend import SubscriptionTester
+from processors.outbound.runtime.destination import DeliveryResult, Destination, PermanentDelivery
+from processors.outbound.runtime.testsend import SubscriptionTester
 
 NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
 

@@ -7,8 +7,8 @@ import ipaddress
 
 import pytest
 
-from processors.outbound.pinned_http import post
-from processors.outbound.ssrf import AddressGuard, RefusedAddress
+from processors.outbound.runtime.pinned_http import post
+from processors.outbound.runtime.ssrf import AddressGuard, RefusedAddress
 
 REFUSED = [
     "127.0.0.1",

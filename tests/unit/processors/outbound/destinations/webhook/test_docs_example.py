@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from processors.outbound.signing import SigningKey, sign
+from processors.outbound.destinations.webhook.signing import SigningKey, sign
 
-DOC = Path(__file__).resolve().parents[4] / "docs" / "outbound.md"
+DOC = Path(__file__).resolve().parents[6] / "docs" / "outbound.md"
 
 
 def _example() -> dict[str, Any]:

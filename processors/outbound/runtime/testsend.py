@@ -19,8 +19,8 @@ from pymongo.errors import PyMongoError
 from control.subscriptions.store import SubscriptionStore
 from control.subscriptions.testsend import Status, SubscriptionTest, TestOutcomes
 from metalake.events.validation import InvalidData
-from processors.outbound.destination import DeliveryError, Destination
-from processors.outbound.ledger import Ledger
+from processors.outbound.runtime.destination import DeliveryError, Destination
+from processors.outbound.runtime.ledger import Ledger
 
 log = logging.getLogger(__name__)
 

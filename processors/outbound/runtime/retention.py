@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 
 from metalake.expiry import ExpiryJanitor
-from processors.outbound.ledger import Ledger
+from processors.outbound.runtime.ledger import Ledger
 
 
 class LedgerJanitor(ExpiryJanitor):

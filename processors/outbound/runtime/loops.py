@@ -4,7 +4,7 @@ Main loop (consumer group ``outbound.group_id`` on ``metalake.changes``): for ea
 subscription gets up to ``short_attempts`` tries; what still fails is published to the retry topic with a due time
 (or to the DLQ if it can never succeed). Offsets are committed only after that: every delivery of the batch either
 happened (ledger ``done``) or sits, confirmed by Kafka, in the retry topic or the DLQ. The same consumer reads
-``metalake.outbound.tests``, the subscriptions' test sends (:mod:`processors.outbound.testsend`), handled in the
+``metalake.outbound.tests``, the subscriptions' test sends (:mod:`processors.outbound.runtime.testsend`), handled in the
 batch beside the changes.
 
 Retry loop (group ``outbound.retry_group_id`` on the retry topic): a record not yet due pauses its partition and
@@ -12,8 +12,8 @@ rewinds to it until the due time; a due one is tried once for its one subscripti
 with the next attempt and a longer delay, or dead-lettered after ``retry_topic_max_attempts``. Both loops share one
 thread; within a batch, records with different keys are delivered by a pool of ``outbound.workers`` threads (one
 key's records in order), so one tenant's failing destination costs the others at most its short in-process retries
-in one worker. Where the server has no TTL index (FerretDB 1.x), a thread of :mod:`processors.outbound.retention`
-deletes expired ledger documents.
+in one worker. Where the server has no TTL index (FerretDB 1.x), a thread of
+:mod:`processors.outbound.runtime.retention` deletes expired ledger documents.
 """
 
 from __future__ import annotations
@@ -33,16 +33,16 @@ from metalake.kafka import BatchConsumer, EventProducer, RawRecord
 from metalake.kafka.config import consumer_config
 from metalake.kafka.dlq import DeadLetter, dead_letter_headers
 from metalake.settings import Settings
-from processors.outbound.dispatch import Dispatcher, Outcome
-from processors.outbound.retention import LedgerJanitor
-from processors.outbound.retry import (
+from processors.outbound.runtime.dispatch import Dispatcher, Outcome
+from processors.outbound.runtime.retention import LedgerJanitor
+from processors.outbound.runtime.retry import (
     SUBSCRIPTION_HEADER,
     RetryInfo,
     RetryPolicy,
     read_retry_info,
     retry_headers,
 )
-from processors.outbound.testsend import SubscriptionTester
+from processors.outbound.runtime.testsend import SubscriptionTester
 from tenants.naming import CHANGES_TOPIC, OUTBOUND_TESTS_TOPIC, dlq_topic, retry_topic
 
 log = logging.getLogger(__name__)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 
 from metalake.events.changes import PROPAGATION_COMPLETED, STATE_CHANGED, Change
-from processors.outbound.messages import jira_comment, jira_description, jira_summary, slack_message, worth_telling
+from processors.outbound.destinations.common import worth_telling
+from processors.outbound.destinations.jira.messages import jira_comment, jira_description, jira_summary
+from processors.outbound.destinations.slack.messages import slack_message
 
 URN = "urn:metalake:postgres:prod/shop/public/customers/email"
 DOWN = [f"urn:metalake:postgres:prod/mart/public/t{i}/email" for i in range(60)]

@@ -18,18 +18,19 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from control.subscriptions.destinations import DestinationSpec
 from control.subscriptions.store import Subscription
 from metalake.events.changes import Change
-from processors.outbound.destination import (
+from processors.outbound.destinations.common import mapping_get, worth_telling
+from processors.outbound.destinations.slack.messages import jira_link_message, slack_message
+from processors.outbound.destinations.slack.pinned import pinned_web_client
+from processors.outbound.destinations.slack.spec import SlackConfig, SlackSpec
+from processors.outbound.runtime.destination import (
     DeliveryResult,
     Destination,
     PermanentDelivery,
     RetryableDelivery,
 )
-from processors.outbound.destinations.slack.spec import SlackConfig, SlackSpec
-from processors.outbound.ledger import LedgerScope, Step
-from processors.outbound.messages import jira_link_message, mapping_get, slack_message, worth_telling
-from processors.outbound.pinned_slack import pinned_web_client
-from processors.outbound.retry import parse_retry_after
-from processors.outbound.ssrf import RefusedAddress
+from processors.outbound.runtime.ledger import LedgerScope, Step
+from processors.outbound.runtime.retry import parse_retry_after
+from processors.outbound.runtime.ssrf import RefusedAddress
 
 THREAD = "slack-thread"
 JIRA_ANCHOR = "jira-issue"

@@ -7,7 +7,6 @@ import json
 import pytest
 
 from control.subscriptions.filters import Filters
-from control.subscriptions.store import Subscription
 from metalake.events.changes import (
     PROPAGATION_COMPLETED,
     STATE_CHANGED,
@@ -16,7 +15,6 @@ from metalake.events.changes import (
     StateChange,
     decode_change,
 )
-from processors.outbound.slack import SlackDestination
 
 URN = "urn:metalake:postgres:prod/shop/public/customers/email"
 
@@ -97,14 +95,3 @@ def test_decode() -> None:
 
 
 _KIND_TAG_ASSET = ("classification.added", "PII", URN)
-
-
-def test_slack_takes_per_asset_propagated_tags_only_when_asked() -> None:
-    slack = SlackDestination(env=None)  # type: ignore[arg-type]
-    plain = Subscription("acme", "s", "slack", {"channel": "C1"})
-    asked = Subscription("acme", "s", "slack", {"channel": "C1"}, Filters(event_types=("tag.*",)))
-    propagated = _change("propagated_tags")
-    assert slack.accepts(_change(), plain) and not slack.accepts(propagated, plain)
-    assert slack.accepts(propagated, asked)
-    untagged = Change("c4", STATE_CHANGED, "acme", {"table": "assets", "key": {"urn": URN}})
-    assert not slack.accepts(untagged, plain)

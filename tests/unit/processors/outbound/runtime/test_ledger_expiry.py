@@ -13,8 +13,8 @@ from pymongo.errors import AutoReconnect
 
 from metalake.expiry import expires_at
 from metalake.settings import OutboundSettings
-from processors.outbound.ledger import expired_query
-from processors.outbound.retention import LedgerJanitor
+from processors.outbound.runtime.ledger import expired_query
+from processors.outbound.runtime.retention import LedgerJanitor
 
 NOW = datetime(2026, 11, 22, 6, 0, 0, 123456, tzinfo=UTC)
 WEEK = timedelta(days=7)

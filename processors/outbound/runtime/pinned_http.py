@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from processors.outbound.ssrf import AddressGuard, RefusedAddress
+from processors.outbound.runtime.ssrf import AddressGuard, RefusedAddress
 
 MAX_RESPONSE_BYTES = 64 * 1024
 
@@ -29,7 +29,7 @@ def connect_checked(guard: AddressGuard, host: str, port: int, timeout: float | 
 
     The only lookup of the connection, so a DNS answer that changes (rebinding) cannot slip in between the check
     and the connect. Raises :class:`RefusedAddress` before connecting anywhere. Also used by the ``requests``
-    transport adapter of :mod:`processors.outbound.pinned_requests`.
+    transport adapter of :mod:`processors.outbound.destinations.jira.pinned`.
     """
     return socket.create_connection((guard.resolve(host, port), port), timeout)
 

@@ -28,18 +28,18 @@ from slack_server import SlackServer
 
 from control.subscriptions.store import Subscription
 from metalake.settings import OutboundSettings, Settings
-from processors.outbound.destination import DestinationEnv, PermanentDelivery
-from processors.outbound.destinations.slack.spec import SlackConfig
-from processors.outbound.ledger import LedgerScope
-from processors.outbound.pinned_slack import (
+from processors.outbound.destinations.slack.destination import SlackDestination
+from processors.outbound.destinations.slack.pinned import (
     PinnedTLSContext,
     RedirectRefused,
     _StatusWatch,
     pinned_tls_context,
     pinned_web_client,
 )
-from processors.outbound.slack import SlackDestination
-from processors.outbound.ssrf import AddressGuard, RefusedAddress
+from processors.outbound.destinations.slack.spec import SlackConfig
+from processors.outbound.runtime.destination import DestinationEnv, PermanentDelivery
+from processors.outbound.runtime.ledger import LedgerScope
+from processors.outbound.runtime.ssrf import AddressGuard, RefusedAddress
 
 TOKEN = "xoxb-pinned-test"
 PUBLIC, INTERNAL = "93.184.216.34", "10.0.0.7"
