@@ -1,4 +1,4 @@
-"""The outbound runtime of ``processors.outbound.run`` (same build: destinations, dispatcher, ledger, retry topic,
+"""The outbound runtime of ``processors.outbound.main`` (same build: destinations, dispatcher, ledger, retry topic,
 consumer groups from settings), scoped to one tenant's subscriptions, read from a database of the bench's choice.
 
 Why scoped: the bench's runtime has consumer groups of its own on the shared ``metalake.changes``, so unscoped it
@@ -15,11 +15,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from control.subscriptions.store import Subscription, SubscriptionStore
 from metalake.settings import load_settings
 from metalake.telemetry import configure_telemetry
 from ops.stack.paths import use_checkout_stack
-from processors.outbound.run import run
-from processors.outbound.subscriptions import Subscription, SubscriptionStore
+from processors.outbound.main import run
 
 
 class TenantScopedStore(SubscriptionStore):

@@ -1,5 +1,5 @@
 """The outbound side of the propagation bench: a loopback receiver of signed webhooks, a webhook subscription for
-the bench tenant, and the outbound runtime (``bench/outbound_child.py``: the build of ``processors.outbound.run``,
+the bench tenant, and the outbound runtime (``bench/outbound_child.py``: the build of ``processors.outbound.main``,
 what ``metalake outbound run`` starts, scoped to the bench tenant's subscriptions) as a child process with its own
 consumer groups, started at the end of the topics (a fresh group would
 otherwise read the whole shared ``metalake.changes`` first) and with loopback let through the SSRF guard for that
@@ -26,12 +26,12 @@ from confluent_kafka import Consumer, ConsumerGroupState, TopicPartition
 from confluent_kafka.admin import AdminClient
 from pymongo import MongoClient
 
+from control.subscriptions.filters import Filters
+from control.subscriptions.store import SubscriptionStore
 from metalake.kafka import ensure_topics
 from metalake.kafka.config import client_config, consumer_config
 from metalake.settings import Settings
-from processors.outbound.filters import Filters
-from processors.outbound.signing import InvalidSignature, verify
-from processors.outbound.subscriptions import SubscriptionStore
+from processors.outbound.destinations.webhook.signing import InvalidSignature, verify
 from tenants.naming import CHANGES_TOPIC, dlq_topic, retry_topic
 
 HOOK = "bench-hook"

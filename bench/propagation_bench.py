@@ -17,7 +17,7 @@ Measured, each a median of ``--repeat`` runs:
   classification is in MongoDB, until the processor's completed event is on metalake.changes, until every
   propagated tag is live in MongoDB, until Trino counts them all in the Delta table, and until all notifications
   were sent (unless ``--no-outbound``): the outbound runtime (``bench/outbound_child.py``: the build of
-  ``processors.outbound.run``, what ``metalake outbound run`` starts, scoped to the bench tenant's subscriptions so
+  ``processors.outbound.main``, what ``metalake outbound run`` starts, scoped to the bench tenant's subscriptions so
   it never delivers other tenants' changes, and the subscription kept in the tenant's own database so no other
   runtime on the machine delivers it; consumer groups of its own; loopback let through its SSRF guard for that
   process only) delivers the tenant's signed-webhook subscription to a loopback receiver in the bench, which

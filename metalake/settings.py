@@ -170,6 +170,8 @@ class OutboundSettings(BaseModel):
     ledger_retention_s: float = Field(default=7 * 86_400, gt=0)
     # Where the server has no TTL indexes (FerretDB 1.x), the runtime deletes expired ledger documents this often.
     ledger_prune_interval_s: float = Field(default=3_600, gt=0)
+    # A subscription's test send not picked up within this (the runtime was down) is reported failed, not sent late.
+    test_expiry_s: float = Field(default=300.0, gt=0)
 
     @model_validator(mode="after")
     def _retention_covers_retries(self) -> OutboundSettings:
@@ -195,6 +197,8 @@ class ApiSettings(BaseModel):
     issuer: str | None = None
     audience: str = "metalake-api"
     token_lifetime_s: int = Field(default=900, gt=0, le=86_400)
+    # How long POST .../subscriptions/{name}/test waits for the outbound runtime's outcome before answering 202.
+    subscription_test_wait_s: float = Field(default=5.0, ge=0, le=30)
     signing_alg: Literal["RS256", "ES256"] = "RS256"
     key_encryption_key: SecretStr | None = None
     external_issuer: str | None = None

@@ -28,6 +28,8 @@ __all__ = [
 PRIORITY_TOPIC = "metalake.events.priority"
 BULK_TOPIC = "metalake.events.bulk"
 CHANGES_TOPIC = "metalake.changes"
+# Test sends of outbound subscriptions: requested by the admin API, delivered by the outbound runtime.
+OUTBOUND_TESTS_TOPIC = "metalake.outbound.tests"
 # Source offsets of pull connectors (compacted): key = connector instance + source partition.
 CONNECT_OFFSETS_TOPIC = "metalake.connect.offsets"
 CONTROL_DATABASE = "metalake_control"

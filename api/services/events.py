@@ -68,10 +68,11 @@ class EventPublisher:
     def topic_for(self, event: CloudEvent) -> str:
         return self._directory.names(event.tenantid).topic(spec_for(event.type).topic_class(event.data))
 
-    def publish(self, event: CloudEvent) -> Delivery:
-        """Publish one event; raise a 503 problem (with Retry-After) when Kafka did not confirm it."""
+    def publish(self, event: CloudEvent, topic: str | None = None) -> Delivery:
+        """Publish one event to its tenant's topic, or to ``topic`` (a request to one deployable); raise a 503
+        problem (with Retry-After) when Kafka did not confirm it."""
         try:
-            [delivery] = self._producer.publish([event], self.topic_for)
+            [delivery] = self._producer.publish([event], self.topic_for if topic is None else lambda _event: topic)
         except PublishError as exc:
             raise Problem(
                 503,

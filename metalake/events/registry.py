@@ -51,6 +51,8 @@ _SPECS: tuple[EventTypeSpec, ...] = (
     EventTypeSpec("io.metalake.asset.erased.v1", "A GDPR erase of one asset completed"),
     # Published to metalake.changes by the streaming job, one per state row written (metalake.events.changes).
     EventTypeSpec("io.metalake.state.changed.v1", "A row of a tenant's current state was written"),
+    # Published to metalake.outbound.tests by the admin API, consumed by the outbound runtime (control.subscriptions).
+    EventTypeSpec("io.metalake.subscription.test.requested.v1", "A test message to one outbound subscription"),
 )
 _BY_NAME = {spec.name: spec for spec in _SPECS}
 

@@ -32,7 +32,7 @@ COMMANDS: dict[str, Entry] = {
     "connect": Entry("ops.cli.connect:app", "The connector worker (webhooks, ingest) and crawls of source connectors."),
     "lake": Entry("processors.lake.main:app", "Lake operations: maintain, erase (GDPR), reconcile, prune, init, drop."),
     "access": Entry("processors.access.main:app", "Trino access rules: tenant isolation and PII masks."),
-    "outbound": Entry("ops.cli.outbound:app", "The outbound runtime: Slack, Jira and signed webhooks."),
+    "outbound": Entry("processors.outbound.main:app", "The outbound runtime: Slack, Jira and signed webhooks."),
     "propagation": Entry("processors.propagation.main:app", "Tag propagation along lineage, and its dry run."),
 }
 

@@ -16,7 +16,7 @@ from ops.stack import process
 from ops.stack.health import port_free
 from ops.stack.services import SERVICES, Service, StackContext
 from ops.stack.services.base import ServiceError
-from tenants.naming import CHANGES_TOPIC, CONNECT_OFFSETS_TOPIC, dlq_topic, event_topics
+from tenants.naming import CHANGES_TOPIC, CONNECT_OFFSETS_TOPIC, OUTBOUND_TESTS_TOPIC, dlq_topic, event_topics
 
 Echo = Callable[[str], None]
 
@@ -143,7 +143,12 @@ class StackManager:
     def _create_topics(self) -> None:
         from metalake.kafka.admin import ensure_topics
 
-        topics = [*event_topics(), CHANGES_TOPIC, *(dlq_topic(s) for s in ("connectors", "outbound"))]
+        topics = [
+            *event_topics(),
+            CHANGES_TOPIC,
+            OUTBOUND_TESTS_TOPIC,
+            *(dlq_topic(s) for s in ("connectors", "outbound")),
+        ]
         created = ensure_topics(self._ctx.settings, topics)
         created += ensure_topics(
             self._ctx.settings, [CONNECT_OFFSETS_TOPIC], partitions=1, config={"cleanup.policy": "compact"}

@@ -1,6 +1,7 @@
 """The outbound runtime: committed changes from ``metalake.changes`` delivered to Slack, Jira and signed webhooks.
 
-``runtime`` consumes and commits, ``dispatch`` picks each tenant's matching subscriptions and retries, ``ledger``
-makes deliveries idempotent, ``destination`` is the plugin interface (plugins registered by name in the
-``metalake.outbound`` entry-point group). See docs/outbound.md.
+``runtime/`` consumes, dispatches, retries and keeps the delivery ledger; ``destinations/<name>/`` holds one kind of
+destination each: its spec (what the control plane validates, registered in the ``metalake.outbound`` entry-point
+group) beside its delivery code and vendor SDK. ``run`` is the process (``metalake outbound run``). See
+docs/outbound.md.
 """

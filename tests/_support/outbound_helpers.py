@@ -6,11 +6,11 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from control.subscriptions.filters import Filters
+from control.subscriptions.store import Subscription, SubscriptionStore
 from metalake.events import CloudEvent, new_event
 from metalake.events.changes import PROPAGATION_COMPLETED, Change, StateChange
 from metalake.settings import OutboundSettings, Settings
-from processors.outbound.filters import Filters
-from processors.outbound.subscriptions import Subscription, SubscriptionStore
 
 SLACK_TOKEN = "xoxb-test-token"
 JIRA_EMAIL, JIRA_TOKEN = "bot@example.com", "jira-token"

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,23 +17,26 @@ from confluent_kafka import Consumer, TopicPartition
 from metalake.kafka import ensure_topics
 from metalake.kafka.config import consumer_config
 from metalake.settings import Settings
-from tenants.naming import CHANGES_TOPIC, dlq_topic, retry_topic
+from tenants.naming import CHANGES_TOPIC, OUTBOUND_TESTS_TOPIC, dlq_topic, retry_topic
 
 RETRY = retry_topic("outbound")
 DLQ = dlq_topic("outbound")
+# What the runtime's main consumer group reads: the changes and the subscriptions' test sends.
+MAIN_TOPICS = (CHANGES_TOPIC, OUTBOUND_TESTS_TOPIC)
 
 
-def start_groups_at_end(settings: Settings, groups: dict[str, str]) -> None:
-    """Commit, for each ``group -> topic``, the topic's current end offsets."""
-    ensure_topics(settings, [CHANGES_TOPIC, RETRY, DLQ])
-    for group, topic in groups.items():
+def start_groups_at_end(settings: Settings, groups: dict[str, str | Sequence[str]]) -> None:
+    """Commit, for each ``group -> topic(s)``, the topics' current end offsets."""
+    ensure_topics(settings, [*MAIN_TOPICS, RETRY, DLQ])
+    for group, topics in groups.items():
         consumer = Consumer(consumer_config(settings, group))
         try:
-            meta = consumer.list_topics(topic, timeout=10)
             offsets = []
-            for partition in meta.topics[topic].partitions:
-                _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
-                offsets.append(TopicPartition(topic, partition, high))
+            for topic in [topics] if isinstance(topics, str) else topics:
+                meta = consumer.list_topics(topic, timeout=10)
+                for partition in meta.topics[topic].partitions:
+                    _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+                    offsets.append(TopicPartition(topic, partition, high))
             consumer.commit(offsets=offsets, asynchronous=False)
         finally:
             consumer.close()
@@ -50,7 +54,7 @@ class RuntimeProcess:
     def start(self) -> RuntimeProcess:
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "processors.outbound.run"], env=self.env, stdout=log, stderr=subprocess.STDOUT
+            [sys.executable, "-m", "processors.outbound", "run"], env=self.env, stdout=log, stderr=subprocess.STDOUT
         )
         log.close()
         return self

@@ -7,7 +7,7 @@ from typing import Any
 
 from fake_http import FakeServer, Reply, Seen
 
-from processors.outbound.signing import InvalidSignature, verify
+from processors.outbound.destinations.webhook.signing import InvalidSignature, verify
 
 
 class WebhookServer(FakeServer):

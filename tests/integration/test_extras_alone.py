@@ -25,7 +25,7 @@ DEPLOYABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "": (("processors.propagation.main", "processors.access.main"), ("propagation", "access")),
     "connectors": (("connectors.runtime.worker",), ("connect",)),
     "api": (("api.app",), ("api",)),
-    "outbound": (("processors.outbound.run",), ("outbound",)),
+    "outbound": (("processors.outbound.main",), ("outbound",)),
     "spark": (("processors.enrichment", "processors.lake.main"), ("job", "lake")),
 }
 

@@ -25,20 +25,20 @@ from accessit import EMAILS, make_data_table, query_as
 from itest import trino_rows, wait_for
 from jira_server import JiraServer
 from outbound_helpers import JIRA_EMAIL, JIRA_TOKEN, SLACK_TOKEN, WEBHOOK_SECRET, jira_sub, slack_sub, subscribe
-from outbound_runtime import RETRY, RuntimeProcess, start_groups_at_end
+from outbound_runtime import MAIN_TOPICS, RETRY, RuntimeProcess, start_groups_at_end
 from pipeline_procs import PropagationProcess, access_runner, dedicated_tenant
 from pymongo import MongoClient
 from slack_server import SlackServer
 from streamjob import Job, publish_confirmed
 from webhook_server import WebhookServer
 
+from control.subscriptions.filters import Filters
+from control.subscriptions.store import SubscriptionStore
 from metalake.events import CloudEvent, new_event
 from metalake.kafka import EventProducer
 from metalake.settings import Settings
 from ops.stack import StackManager
-from processors.outbound.filters import Filters
-from processors.outbound.subscriptions import SubscriptionStore
-from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE, TenantNames, trino_user
+from tenants.naming import CONTROL_DATABASE, TenantNames, trino_user
 
 pytestmark = pytest.mark.integration
 
@@ -127,7 +127,7 @@ def test_a_pii_tag_event_reaches_mongodb_trino_slack_jira_webhooks_and_masks(
             job = Job(tenant, tmp_path / "job.log")
             propagation = PropagationProcess(tenant, tmp_path / "propagation.log", f"it-propagation-{tenant}")
             groups = {"group_id": f"it-outbound-{run}", "retry_group_id": f"it-outbound-retry-{run}"}
-            start_groups_at_end(settings, {groups["group_id"]: CHANGES_TOPIC, groups["retry_group_id"]: RETRY})
+            start_groups_at_end(settings, {groups["group_id"]: MAIN_TOPICS, groups["retry_group_id"]: RETRY})
             outbound = RuntimeProcess(
                 settings,
                 tmp_path / "outbound.log",

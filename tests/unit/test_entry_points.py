@@ -15,13 +15,14 @@ from typing import Any
 import pytest
 
 from connectors import registry as connectors
+from control.subscriptions import destinations
 from metalake.plugins import PluginRegistry
-from processors.outbound import destination
+from processors.outbound.runtime import destination
 
 ROOT = Path(__file__).resolve().parents[2]
 REGISTRIES: dict[str, PluginRegistry[Any]] = {
     connectors.GROUP: connectors.REGISTRY,
-    destination.GROUP: destination.REGISTRY,
+    destinations.GROUP: destinations.SPECS,
 }
 
 
@@ -51,3 +52,18 @@ def test_the_installed_registry_has_no_disabled_plugin(group: str) -> None:
     plugins = REGISTRIES[group].plugins()
     assert {n: p.disabled_reason for n, p in plugins.items() if p.cls is None} == {}
     assert set(_declared()[group]) <= set(plugins)
+
+
+def test_every_destination_spec_names_a_runtime_class_that_names_it_back() -> None:
+    # The runtime's registry is the spec registry's names, each resolved to the class its spec names.
+    group = destinations.GROUP
+    eps = [EntryPoint(name, value, group) for name, value in _declared()[group].items()]
+    specs: PluginRegistry[Any] = PluginRegistry(group, destinations.SPECS.bases, entry_points=lambda _group: eps)
+    implementations = [EntryPoint(name, spec.implementation, group) for name, spec in specs.enabled().items()]
+    runtime: PluginRegistry[Any] = PluginRegistry(
+        group, destination.REGISTRY.bases, entry_points=lambda _group: implementations
+    )
+    plugins = runtime.plugins()
+    assert {n: p.disabled_reason for n, p in plugins.items() if p.cls is None} == {}
+    assert {name: p.cls.spec for name, p in plugins.items()} == specs.enabled()
+    assert all(spec.name == name for name, spec in specs.enabled().items())

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ops.stack.services.base import Service, StackContext
 
-#: What the local stack lets the outbound runtime (and the API's subscription test) deliver to: loopback only, so
+#: What the local stack lets the outbound runtime (test sends included) deliver to: loopback only, so
 #: ``metalake demo`` can receive its signed webhooks. Explicit local configuration, never a default of the settings;
 #: an environment that sets METALAKE_OUTBOUND__SSRF_ALLOW itself keeps its own value.
 LOCAL_SSRF_ALLOW = '["127.0.0.1/32"]'

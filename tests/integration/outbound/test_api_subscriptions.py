@@ -1,41 +1,84 @@
 """Subscriptions through the admin API with real tokens: CRUD, write-only secrets, webhook key rotation, and the
-test send reaching the local Slack and webhook servers."""
+test send reaching the local Slack and webhook servers through Kafka and an outbound runtime process."""
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from httpx import Response
 from outbound_helpers import SLACK_TOKEN, WEBHOOK_SECRET, outbound_settings
+from outbound_runtime import MAIN_TOPICS, RETRY, RuntimeProcess, start_groups_at_end
 from pymongo import MongoClient
 from slack_server import SlackServer
 from tokens import auth_headers
 from webhook_server import WebhookServer
 
 from api.app import create_app
-from metalake.settings import Settings
+from control.subscriptions.store import SubscriptionStore
+from metalake.settings import ApiSettings, Settings
 from ops.stack import StackManager
-from processors.outbound.signing import verify
-from processors.outbound.subscriptions import SubscriptionStore
+from processors.outbound.destinations.webhook.signing import verify
 from tenants.naming import CONTROL_DATABASE
 
 pytestmark = pytest.mark.integration
 
 NEW_SECRET = "rotated-signing-secret-0123456789"
+# Long enough for the runtime's answer on a loaded machine: these tests want the synchronous (200/502) shape.
+WAIT_S = 30.0
+
+
+def _app(settings: Settings, client: MongoClient[dict[str, Any]], wait_s: float) -> TestClient:
+    api_settings = ApiSettings(**{**settings.api.model_dump(), "subscription_test_wait_s": wait_s})
+    return TestClient(create_app(settings.model_copy(update={"api": api_settings}), mongo=client))
 
 
 @pytest.fixture
-def api(settings: Settings, stack: StackManager) -> Iterator[TestClient]:
+def mongo_client(settings: Settings, stack: StackManager) -> Iterator[MongoClient[dict[str, Any]]]:
     client: MongoClient[dict[str, Any]] = MongoClient(settings.mongo_uri, tz_aware=True)
-    with TestClient(create_app(outbound_settings(settings), mongo=client)) as test_client:
-        yield test_client
+    yield client
     client.close()
 
 
-def test_crud_secrets_stay_write_only_and_test_send(api: TestClient, tenant: str) -> None:
+@pytest.fixture
+def outbound(settings: Settings, stack: StackManager, tmp_path: Path) -> Iterator[RuntimeProcess]:
+    """The outbound runtime that delivers the test sends, in fresh consumer groups at the topics' ends."""
+    run = secrets.token_hex(4)
+    groups = {"group_id": f"it-outbound-api-{run}", "retry_group_id": f"it-outbound-api-retry-{run}"}
+    start_groups_at_end(settings, {groups["group_id"]: MAIN_TOPICS, groups["retry_group_id"]: RETRY})
+    proc = RuntimeProcess(
+        settings,
+        tmp_path / "outbound.log",
+        allow_base_url_override=True,
+        ssrf_allow=["127.0.0.0/8"],
+        poll_timeout_s=0.2,
+        http_timeout_s=5,
+        **groups,
+    ).start()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture
+def api(
+    settings: Settings, mongo_client: MongoClient[dict[str, Any]], outbound: RuntimeProcess
+) -> Iterator[TestClient]:
+    with _app(outbound_settings(settings), mongo_client, WAIT_S) as test_client:
+        yield test_client
+
+
+def _test_send(api: TestClient, url: str, headers: dict[str, str], runtime: RuntimeProcess) -> Response:
+    sent = api.post(url, headers=headers)
+    assert sent.status_code != 202, f"no outcome within {WAIT_S}s; runtime log:\n{runtime.log()}"
+    return sent
+
+
+def test_crud_secrets_stay_write_only_and_test_send(api: TestClient, outbound: RuntimeProcess, tenant: str) -> None:
     slack = SlackServer(SLACK_TOKEN).start()
     try:
         admin = auth_headers(api, tenant=tenant, role="admin")
@@ -58,9 +101,9 @@ def test_crud_secrets_stay_write_only_and_test_send(api: TestClient, tenant: str
         got = api.get(f"{base}/pii-alerts", headers=admin)
         assert got.status_code == 200 and SLACK_TOKEN not in got.text
 
-        sent = api.post(f"{base}/pii-alerts/test", headers=admin)
+        sent = _test_send(api, f"{base}/pii-alerts/test", admin, outbound)
         assert sent.status_code == 200, sent.text
-        assert sent.json()["status"] == "delivered"
+        assert sent.json()["status"] == "delivered" and sent.json()["detail"] == "slack"
         (post,) = slack.posts()
         assert post["channel"] == "C0123" and post["text"].startswith("PII tag added to urn:metalake:metalake:test/")
 
@@ -93,7 +136,7 @@ def test_crud_secrets_stay_write_only_and_test_send(api: TestClient, tenant: str
         slack.stop()
 
 
-def test_webhook_key_rotation_signs_with_both_keys(api: TestClient, tenant: str) -> None:
+def test_webhook_key_rotation_signs_with_both_keys(api: TestClient, outbound: RuntimeProcess, tenant: str) -> None:
     old_receiver, new_receiver = WebhookServer(WEBHOOK_SECRET).start(), WebhookServer(NEW_SECRET)
     try:
         admin = auth_headers(api, tenant=tenant, role="admin")
@@ -109,7 +152,7 @@ def test_webhook_key_rotation_signs_with_both_keys(api: TestClient, tenant: str)
         assert rotated.status_code == 200 and NEW_SECRET not in rotated.text
         assert rotated.json()["secret_fields"] == ["key_id", "previous_key_id", "previous_secret", "secret"]
 
-        assert api.post(f"{base}/hook/test", headers=admin).status_code == 200
+        assert _test_send(api, f"{base}/hook/test", admin, outbound).status_code == 200
         (delivery,) = old_receiver.verified  # verified with the old secret
         headers, raw = delivery["headers"], old_receiver.requests[-1].body
         assert headers["webhook-key-id"] == "k2 k1" and len(headers["webhook-signature"].split(" ")) == 2
@@ -122,8 +165,56 @@ def test_webhook_key_rotation_signs_with_both_keys(api: TestClient, tenant: str)
 
         refused = api.patch(f"{base}/hook", json={"config": {"url": "http://169.254.169.254/latest"}}, headers=admin)
         assert refused.status_code == 200
-        failed = api.post(f"{base}/hook/test", headers=admin)
+        failed = _test_send(api, f"{base}/hook/test", admin, outbound)
         assert failed.status_code == 502 and "metadata" in failed.json()["detail"]
     finally:
         old_receiver.stop()
         new_receiver.stop()
+
+
+def test_a_test_send_not_answered_in_time_is_polled(
+    settings: Settings, mongo_client: MongoClient[dict[str, Any]], outbound: RuntimeProcess, tenant: str
+) -> None:
+    receiver = WebhookServer(WEBHOOK_SECRET).start()
+    try:
+        # Waiting 0 s: the API answers 202 at once, and the outcome is read from the Location.
+        with _app(outbound_settings(settings), mongo_client, 0.0) as api:
+            admin = auth_headers(api, tenant=tenant, role="admin")
+            base = f"/v1/tenants/{tenant}/subscriptions"
+            body = {
+                "name": "hook",
+                "destination": "webhook",
+                "config": {"url": f"{receiver.url}/in"},
+                "secrets": {"key_id": "k1", "secret": WEBHOOK_SECRET},
+                "filters": {"tags": ["nothing-matches"]},
+                "enabled": False,
+            }
+            assert api.post(base, json=body, headers=admin).status_code == 201
+            accepted = api.post(f"{base}/hook/test", headers=admin)
+            assert accepted.status_code == 202, accepted.text
+            location = accepted.headers["Location"]
+            test_id = accepted.json()["id"]
+            assert location == f"{base}/hook/tests/{test_id}" and accepted.json()["status"] == "pending"
+
+            deadline = time.monotonic() + 60
+            status = accepted.json()
+            while status["status"] == "pending" and time.monotonic() < deadline:
+                time.sleep(0.2)
+                polled = api.get(location, headers=admin)
+                assert polled.status_code == 200, polled.text
+                status = polled.json()
+            # Disabled and filtered out: a test send reaches the destination all the same, once.
+            assert status["status"] == "delivered", f"{status}; runtime log:\n{outbound.log()}"
+            assert status["detail"] == "webhook 204" and status["refs"]["id"].startswith("mld_")
+            assert len(receiver.verified) == 1
+            assert receiver.verified[0]["headers"]["webhook-id"] == status["refs"]["id"]
+
+            reader = auth_headers(api, tenant=tenant, role="read-only", scope="tenant:read")
+            assert api.get(location, headers=reader).status_code == 200
+            assert api.get(f"{base}/other/tests/{test_id}", headers=admin).status_code == 404
+            other = auth_headers(api, tenant=f"{tenant}x", role="admin")
+            assert (
+                api.get(f"/v1/tenants/{tenant}x/subscriptions/hook/tests/{test_id}", headers=other).status_code == 404
+            )
+    finally:
+        receiver.stop()

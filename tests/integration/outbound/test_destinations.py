@@ -28,14 +28,15 @@ from pymongo import MongoClient
 from slack_server import SlackServer
 from webhook_server import WebhookServer
 
+from control.subscriptions.store import SubscriptionStore
 from metalake.settings import Settings
-from processors.outbound.destination import DestinationEnv, load_destinations
-from processors.outbound.dispatch import Dispatcher
-from processors.outbound.jira import dedup_label
-from processors.outbound.ledger import Ledger
-from processors.outbound.retry import RetryPolicy
-from processors.outbound.ssrf import AddressGuard
-from processors.outbound.subscriptions import SubscriptionCache, SubscriptionStore
+from processors.outbound.destinations.jira.destination import dedup_label
+from processors.outbound.runtime.destination import DestinationEnv, load_destinations
+from processors.outbound.runtime.dispatch import Dispatcher
+from processors.outbound.runtime.ledger import Ledger
+from processors.outbound.runtime.retry import RetryPolicy
+from processors.outbound.runtime.ssrf import AddressGuard
+from processors.outbound.runtime.subscriptions import SubscriptionCache
 from tenants.naming import CONTROL_DATABASE
 
 pytestmark = pytest.mark.integration

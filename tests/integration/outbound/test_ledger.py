@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pymongo import MongoClient
 
-from processors.outbound.ledger import Ledger, Step, idempotency_key
+from processors.outbound.runtime.ledger import Ledger, Step, idempotency_key
 from tenants.naming import CONTROL_DATABASE
 
 pytestmark = pytest.mark.integration

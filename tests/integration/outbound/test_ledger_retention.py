@@ -24,15 +24,17 @@ from outbound_helpers import (
 from pymongo import MongoClient
 from slack_server import SlackServer
 
+from control.subscriptions.store import SubscriptionStore
+from control.subscriptions.testsend import DELIVERIES
 from metalake.expiry import EXPIRY_INDEX
 from metalake.settings import Settings
-from processors.outbound.destination import DestinationEnv, load_destinations
-from processors.outbound.dispatch import Dispatcher
-from processors.outbound.ledger import DELIVERIES, Ledger
-from processors.outbound.retention import LedgerJanitor
-from processors.outbound.retry import RetryPolicy
-from processors.outbound.ssrf import AddressGuard
-from processors.outbound.subscriptions import SubscriptionCache, SubscriptionStore
+from processors.outbound.runtime.destination import DestinationEnv, load_destinations
+from processors.outbound.runtime.dispatch import Dispatcher
+from processors.outbound.runtime.ledger import Ledger
+from processors.outbound.runtime.retention import LedgerJanitor
+from processors.outbound.runtime.retry import RetryPolicy
+from processors.outbound.runtime.ssrf import AddressGuard
+from processors.outbound.runtime.subscriptions import SubscriptionCache
 from tenants.naming import CONTROL_DATABASE
 
 pytestmark = pytest.mark.integration

@@ -27,16 +27,16 @@ from outbound_helpers import (
     slack_sub,
     webhook_sub,
 )
-from outbound_runtime import DLQ, RETRY, RuntimeProcess, caught_up, commit_offsets, start_groups_at_end
+from outbound_runtime import DLQ, MAIN_TOPICS, RETRY, RuntimeProcess, caught_up, commit_offsets, start_groups_at_end
 from pymongo import MongoClient
 from slack_server import SlackServer
 from webhook_server import WebhookServer
 
+from control.subscriptions.store import SubscriptionStore
 from metalake.events import CloudEvent
 from metalake.kafka import EventProducer, RawRecord
 from metalake.settings import Settings
-from processors.outbound.ledger import Ledger
-from processors.outbound.subscriptions import SubscriptionStore
+from processors.outbound.runtime.ledger import Ledger
 from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE
 
 pytestmark = pytest.mark.integration
@@ -64,7 +64,7 @@ def runtime_env(settings: Settings) -> dict[str, Any]:
     """Fresh consumer groups positioned at the topics' ends, so the runtime sees only this test's changes."""
     run = secrets.token_hex(4)
     groups = {"group_id": f"it-outbound-{run}", "retry_group_id": f"it-outbound-retry-{run}"}
-    start_groups_at_end(settings, {groups["group_id"]: CHANGES_TOPIC, groups["retry_group_id"]: RETRY})
+    start_groups_at_end(settings, {groups["group_id"]: MAIN_TOPICS, groups["retry_group_id"]: RETRY})
     return {**FAST, **groups}
 
 

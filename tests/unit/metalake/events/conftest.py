@@ -111,6 +111,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "event_id": "5f0c6d2e-8a51-4c3b-9d7e-0e1f2a3b4c52",
         "state": {"source": "auto", "propagate": True, "confidence": 0.97, "rule": "email-regex", "actor": None},
     },
+    "io.metalake.subscription.test.requested.v1": {"subscription": "pii-alerts", "tag": "PII", "actor": "admin-client"},
 }
 
 

@@ -30,6 +30,7 @@ def test_the_registered_types() -> None:
         "io.metalake.propagation.completed.v1",
         "io.metalake.asset.erased.v1",
         "io.metalake.state.changed.v1",
+        "io.metalake.subscription.test.requested.v1",
     ]
 
 
@@ -55,9 +56,11 @@ ERASED = "io.metalake.asset.erased.v1"
 
 # A state change names its asset in its key (with the rest of the row's key), not in a urn field of its own.
 STATE_CHANGED = "io.metalake.state.changed.v1"
+# A request to the outbound runtime, about a subscription: no asset, and nothing to order by version.
+TEST_REQUESTED = "io.metalake.subscription.test.requested.v1"
 
 
-@pytest.mark.parametrize("name", [n for n in NAMES if n not in (ERASED, STATE_CHANGED)])
+@pytest.mark.parametrize("name", [n for n in NAMES if n not in (ERASED, STATE_CHANGED, TEST_REQUESTED)])
 def test_every_type_carries_urn_and_version(name: str) -> None:
     schema = spec_for(name).schema
     assert {"urn", "version"} <= set(schema["required"])

@@ -1,0 +1,3 @@
+from processors.outbound.main import main
+
+main()

@@ -1,0 +1,1 @@
+"""Jira: one issue per tagged asset through the ``jira`` package on a pinned ``requests`` session, ADF texts."""

@@ -1,0 +1,101 @@
+"""Signed webhooks: the change as JSON, signed with the subscription's key(s), POSTed to a guarded address."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from typing import ClassVar
+
+from control.subscriptions.destinations import DestinationSpec
+from control.subscriptions.store import Subscription
+from metalake.events.changes import Change
+from processors.outbound.destinations.webhook.signing import SigningKey, sign
+from processors.outbound.destinations.webhook.spec import WebhookConfig, WebhookSpec
+from processors.outbound.runtime.destination import (
+    DeliveryResult,
+    Destination,
+    PermanentDelivery,
+    RetryableDelivery,
+)
+from processors.outbound.runtime.ledger import LedgerScope, Step
+from processors.outbound.runtime.pinned_http import post
+from processors.outbound.runtime.retry import parse_retry_after
+from processors.outbound.runtime.ssrf import RefusedAddress
+
+_RETRYABLE = frozenset({408, 425, 429, 500, 502, 503, 504})
+
+
+def body_of(change: Change, subscription: Subscription, delivery_id: str) -> bytes:
+    payload = {
+        "id": delivery_id,
+        "type": change.kind,
+        "tenant": change.tenant,
+        "subscription": subscription.name,
+        "change": {
+            "id": change.id,
+            "type": change.type,
+            "subject": change.subject,
+            "time": change.time,
+            "asset": change.asset,
+            "tag": change.tag,
+            "data": change.data,
+        },
+    }
+    return json.dumps(payload, separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode()
+
+
+def signing_keys(subscription: Subscription) -> list[SigningKey]:
+    keys = []
+    for id_field, secret_field in (("key_id", "secret"), ("previous_key_id", "previous_secret")):
+        key_id, secret = subscription.secret(id_field), subscription.secret(secret_field)
+        if key_id and secret:
+            keys.append(SigningKey(key_id, secret))
+    return keys
+
+
+class WebhookDestination(Destination):
+    spec: ClassVar[type[DestinationSpec]] = WebhookSpec
+    order: ClassVar[int] = 30
+
+    def accepts(self, change: Change, subscription: Subscription) -> bool:
+        return True
+
+    def deliver(self, change: Change, subscription: Subscription, ledger: LedgerScope) -> DeliveryResult:
+        config: WebhookConfig = self.config(subscription)
+        keys = signing_keys(subscription)
+        if not keys:
+            raise PermanentDelivery("webhook subscription has no signing key")
+        delivery_id = ledger.key("post")
+
+        def send(prior: Step | None) -> Mapping[str, str]:
+            # An interrupted earlier attempt (prior in flight) is simply resent: receivers deduplicate on the
+            # webhook-id / Idempotency-Key, which is the same on every attempt.
+            body = body_of(change, subscription, delivery_id)
+            headers = {
+                "Content-Type": "application/json",
+                "User-Agent": "metalake-outbound/1",
+                **sign(keys, delivery_id, int(time.time()), body),
+            }
+            try:
+                answer = post(
+                    str(config.url),
+                    body,
+                    headers,
+                    guard=self.env.guard,
+                    timeout_s=self.env.settings.outbound.http_timeout_s,
+                )
+            except RefusedAddress as exc:
+                raise PermanentDelivery(f"webhook refused: {exc}") from None
+            except OSError as exc:
+                raise RetryableDelivery(f"webhook unreachable: {type(exc).__name__}") from None
+            if 200 <= answer.status < 300:
+                return {"status": str(answer.status)}
+            if answer.status in _RETRYABLE:
+                raise RetryableDelivery(
+                    f"webhook answered {answer.status}", parse_retry_after(answer.headers.get("retry-after"))
+                )
+            raise PermanentDelivery(f"webhook answered {answer.status}")
+
+        result = ledger.once("post", send)
+        return DeliveryResult("delivered", f"webhook {result.get('status', '')}".strip(), {"id": delivery_id})

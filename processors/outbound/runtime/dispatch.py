@@ -1,0 +1,165 @@
+"""Deliver one change to one subscription, with short in-process retries; pick the subscriptions a change reaches."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal
+
+from opentelemetry import metrics
+from pymongo.errors import PyMongoError
+
+from control.subscriptions.store import Subscription
+from metalake.events.changes import Change
+from processors.outbound.runtime.destination import Destination, PermanentDelivery, RetryableDelivery
+from processors.outbound.runtime.ledger import Ledger
+from processors.outbound.runtime.retry import RetryPolicy
+from processors.outbound.runtime.subscriptions import SubscriptionCache
+
+log = logging.getLogger(__name__)
+# A proxy meter: it binds to whatever provider configure_telemetry installs.
+_DELIVERIES = metrics.get_meter("metalake.outbound").create_counter(
+    "metalake.outbound.deliveries", unit="{delivery}", description="Delivery outcomes by destination and status"
+)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    subscription: Subscription
+    status: Literal["delivered", "skipped", "retry", "dead"]
+    reason: str = ""
+    error_class: str = ""
+    retry_after_s: float | None = None
+
+
+def _aware(value: datetime) -> datetime:
+    # pymongo hands out naive UTC datetimes unless the client was made with tz_aware=True.
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+class Breaker:
+    """Per (tenant, subscription): open for a while after a delivery ended retryable, so the next changes skip the
+    in-process attempts and go straight to the retry topic. A destination that hangs until the timeout then costs
+    one worker one timeout per cool-down instead of one per change (and other tenants' changes are not queued
+    behind it). The retry loop's attempts are the probes that close it again."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._open_until: dict[tuple[str, str], float] = {}
+        self._lock = threading.Lock()
+
+    def is_open(self, key: tuple[str, str]) -> bool:
+        with self._lock:
+            return self._open_until.get(key, 0.0) > self._clock()
+
+    def trip(self, key: tuple[str, str], for_s: float) -> None:
+        with self._lock:
+            self._open_until[key] = self._clock() + for_s
+
+    def reset(self, key: tuple[str, str]) -> None:
+        with self._lock:
+            self._open_until.pop(key, None)
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        subscriptions: SubscriptionCache,
+        destinations: Mapping[str, Destination],
+        ledger: Ledger,
+        policy: RetryPolicy,
+        sleep: Callable[[float], None] = time.sleep,
+        breaker: Breaker | None = None,
+    ) -> None:
+        self.subscriptions, self.destinations, self.ledger, self.policy = subscriptions, destinations, ledger, policy
+        self._sleep = sleep
+        self.breaker = breaker or Breaker()
+
+    def targets(self, change: Change) -> list[Subscription]:
+        """The tenant's enabled subscriptions whose filters and destination accept ``change``, Jira before Slack.
+
+        A subscription only gets changes that happened after it was created: a first start of the runtime (a new
+        consumer group reads the retained topic from the beginning) must not replay history into Slack and Jira.
+        """
+        out = []
+        happened = change.happened_at
+        for sub in self.subscriptions.for_tenant(change.tenant):
+            destination = self.destinations.get(sub.destination)
+            if destination is None or not sub.filters.matches(change):
+                continue
+            if happened is not None and sub.created_at is not None and happened < _aware(sub.created_at):
+                continue
+            try:
+                if destination.accepts(change, sub):
+                    out.append(sub)
+            except Exception:  # noqa: BLE001 - e.g. a stored config the destination no longer accepts: skip it
+                log.warning(
+                    "outbound.accepts_failed",
+                    extra={"tenant": change.tenant, "subscription": sub.name, "destination": sub.destination},
+                )
+        return sorted(out, key=lambda s: (self.destinations[s.destination].order, s.name))
+
+    def deliver(self, change: Change, sub: Subscription, attempts: int, *, probe: bool = False) -> Outcome:
+        """Up to ``attempts`` tries (backoff, Retry-After honoured); then ``retry`` or ``dead``. While the
+        subscription's breaker is open only a ``probe`` (a retry-topic attempt) calls the destination."""
+        key = (change.tenant, sub.name)
+        if not probe and self.breaker.is_open(key):
+            outcome = Outcome(sub, "retry", "destination failing recently (breaker open)", "BreakerOpen")
+        else:
+            outcome = self._deliver(change, sub, attempts)
+            if outcome.status == "retry":
+                self.breaker.trip(key, max(self.policy.retry_initial_s, outcome.retry_after_s or 0.0))
+            elif outcome.status in ("delivered", "skipped"):
+                self.breaker.reset(key)
+        _DELIVERIES.add(1, {"destination": sub.destination, "status": outcome.status})
+        return outcome
+
+    def _deliver(self, change: Change, sub: Subscription, attempts: int) -> Outcome:
+        destination = self.destinations.get(sub.destination)
+        if destination is None:
+            return Outcome(sub, "dead", f"unknown destination {sub.destination!r}", "UnknownDestination")
+        ledger = self.ledger.scope(change.tenant, sub.name, change.id)
+        failed = 0
+        while True:
+            started = time.monotonic()
+            try:
+                result = destination.deliver(change, sub, ledger)
+            except RetryableDelivery as exc:
+                failed += 1
+                self._log("outbound.delivery_failed", change, sub, started, str(exc), failed)
+                delay = self.policy.short_delay(failed, exc.retry_after_s) if failed < attempts else None
+                if delay is None:
+                    return Outcome(sub, "retry", str(exc), type(exc).__name__, exc.retry_after_s)
+                self._sleep(delay)
+                continue
+            except PermanentDelivery as exc:
+                self._log("outbound.delivery_dead", change, sub, started, str(exc), failed + 1)
+                return Outcome(sub, "dead", str(exc), type(exc).__name__)
+            except PyMongoError:
+                raise  # the ledger is unreachable: stop, and let the redelivery find it again
+            except Exception as exc:  # noqa: BLE001 - a destination's bug or bad stored config must not stop the others
+                reason = f"{sub.destination} failed: {type(exc).__name__}"
+                self._log("outbound.delivery_dead", change, sub, started, reason, failed + 1)
+                return Outcome(sub, "dead", reason, type(exc).__name__)
+            self._log("outbound.delivered", change, sub, started, result.detail, failed + 1)
+            return Outcome(sub, result.status, result.detail)
+
+    @staticmethod
+    def _log(message: str, change: Change, sub: Subscription, started: float, detail: str, attempt: int) -> None:
+        log.info(
+            message,
+            extra={
+                "tenant": change.tenant,
+                "subscription": sub.name,
+                "destination": sub.destination,
+                "change_id": change.id,
+                "kind": change.kind,
+                "attempt": attempt,
+                "detail": detail,
+                "duration_ms": round((time.monotonic() - started) * 1000, 1),
+            },
+        )

@@ -1,0 +1,310 @@
+"""The outbound runtime: the changes consumer, the retry consumer, and what each does with a delivery's outcome.
+
+Main loop (consumer group ``outbound.group_id`` on ``metalake.changes``): for each record, every matching
+subscription gets up to ``short_attempts`` tries; what still fails is published to the retry topic with a due time
+(or to the DLQ if it can never succeed). Offsets are committed only after that: every delivery of the batch either
+happened (ledger ``done``) or sits, confirmed by Kafka, in the retry topic or the DLQ. The same consumer reads
+``metalake.outbound.tests``, the subscriptions' test sends (:mod:`processors.outbound.runtime.testsend`), handled in the
+batch beside the changes.
+
+Retry loop (group ``outbound.retry_group_id`` on the retry topic): a record not yet due pauses its partition and
+rewinds to it until the due time; a due one is tried once for its one subscription, then committed, republished
+with the next attempt and a longer delay, or dead-lettered after ``retry_topic_max_attempts``. Both loops share one
+thread; within a batch, records with different keys are delivered by a pool of ``outbound.workers`` threads (one
+key's records in order), so one tenant's failing destination costs the others at most its short in-process retries
+in one worker. Where the server has no TTL index (FerretDB 1.x), a thread of
+:mod:`processors.outbound.runtime.retention` deletes expired ledger documents.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
+
+from control.subscriptions.testsend import decode_subscription_test
+from metalake.events.changes import Change, InvalidChange, decode_change
+from metalake.events.envelope import Headers, InvalidEvent
+from metalake.kafka import BatchConsumer, EventProducer, RawRecord
+from metalake.kafka.config import consumer_config
+from metalake.kafka.dlq import DeadLetter, dead_letter_headers
+from metalake.settings import Settings
+from processors.outbound.runtime.dispatch import Dispatcher, Outcome
+from processors.outbound.runtime.retention import LedgerJanitor
+from processors.outbound.runtime.retry import (
+    SUBSCRIPTION_HEADER,
+    RetryInfo,
+    RetryPolicy,
+    read_retry_info,
+    retry_headers,
+)
+from processors.outbound.runtime.testsend import SubscriptionTester
+from tenants.naming import CHANGES_TOPIC, OUTBOUND_TESTS_TOPIC, dlq_topic, retry_topic
+
+log = logging.getLogger(__name__)
+
+RETRY_TOPIC = retry_topic("outbound")
+DLQ_TOPIC = dlq_topic("outbound")
+
+
+def _headers(msg: Message) -> list[tuple[str, bytes]]:
+    raw = msg.headers() or []
+    pairs = list(raw.items()) if isinstance(raw, dict) else raw
+    return [(k, v.encode() if isinstance(v, str) else v) for k, v in pairs if v is not None]
+
+
+@dataclass
+class Followups:
+    """Retry and dead-letter records of one batch, published (and confirmed) before its offsets are committed."""
+
+    records: list[RawRecord] = field(default_factory=list)
+    retries: int = 0
+    dead: int = 0
+
+
+class Outbound:
+    def __init__(
+        self,
+        settings: Settings,
+        dispatcher: Dispatcher,
+        producer: EventProducer,
+        tester: SubscriptionTester,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings, self.dispatcher, self.producer, self.tester = settings, dispatcher, producer, tester
+        self.policy: RetryPolicy = dispatcher.policy
+        self._clock = clock
+        self._pool = ThreadPoolExecutor(max_workers=settings.outbound.workers, thread_name_prefix="outbound")
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+    # -- outcome handling ---------------------------------------------------------------------------------------------
+
+    def _dead(self, msg: Message, change: Change | None, reason: str, error_class: str, **context: object) -> RawRecord:
+        plugin = context.get("plugin")
+        attempts = context.get("attempts", 1)
+        dead = DeadLetter(
+            reason=reason[:500],
+            error_class=error_class,
+            stage="outbound",
+            tenant_id=change.tenant if change else None,
+            plugin=str(plugin) if plugin else None,
+            origin_topic=msg.topic(),
+            origin_partition=msg.partition(),
+            origin_offset=msg.offset(),
+            attempts=int(attempts) if isinstance(attempts, int) else 1,
+        )
+        extra: Headers = []
+        if context.get("subscription"):
+            extra.append((SUBSCRIPTION_HEADER, str(context["subscription"]).encode()))
+        original = [(k, v) for k, v in _headers(msg) if not k.startswith("outbound.")]
+        record_id = change.id if change else f"{msg.topic()}:{msg.partition()}:{msg.offset()}"
+        return RawRecord(DLQ_TOPIC, record_id, msg.key(), msg.value(), [*original, *dead_letter_headers(dead), *extra])
+
+    def _followup(self, msg: Message, change: Change, outcome: Outcome, topic_attempt: int) -> RawRecord | None:
+        """The record an outcome needs: ``None`` when delivered or skipped."""
+        sub = outcome.subscription
+        if outcome.status in ("delivered", "skipped"):
+            return None
+        if outcome.status == "retry" and not self.policy.exhausted(topic_attempt):
+            delay = self.policy.topic_delay(topic_attempt, outcome.retry_after_s)
+            info = RetryInfo(sub.name, topic_attempt, int((self._clock() + delay) * 1000))
+            log.info(
+                "outbound.retry_scheduled",
+                extra={"tenant": change.tenant, "subscription": sub.name, "attempt": topic_attempt, "delay_s": delay},
+            )
+            return RawRecord(
+                RETRY_TOPIC, change.id, msg.key(), msg.value(), retry_headers(_headers(msg), info, outcome.reason)
+            )
+        log.warning(
+            "outbound.dead_letter",
+            extra={"tenant": change.tenant, "subscription": sub.name, "reason": outcome.reason},
+        )
+        return self._dead(
+            msg,
+            change,
+            outcome.reason,
+            outcome.error_class or "RetriesExhausted",
+            plugin=sub.destination,
+            subscription=sub.name,
+            attempts=topic_attempt,
+        )
+
+    def _publish(self, followups: Followups) -> None:
+        if followups.records:
+            self.producer.publish_raw(followups.records)
+
+    # -- main loop ----------------------------------------------------------------------------------------------------
+
+    def handle_batch(self, messages: Sequence[Message]) -> Followups:
+        """Deliver a batch: records grouped by key (one asset's changes in order), groups in parallel."""
+        groups: dict[bytes | None, list[Message]] = {}
+        tests: list[Message] = []
+        for msg in messages:
+            if msg.topic() == OUTBOUND_TESTS_TOPIC:
+                tests.append(msg)
+            else:
+                groups.setdefault(msg.key(), []).append(msg)
+        followups = Followups()
+        parts = [self._pool.submit(self._handle_group, group) for group in groups.values()]
+        if tests:
+            parts.append(self._pool.submit(self._handle_tests, tests))
+        # result() re-raises a worker's exception: the batch then fails as a whole and is redelivered.
+        for part in parts:
+            done = part.result()
+            followups.records += done.records
+            followups.retries += done.retries
+            followups.dead += done.dead
+        self._publish(followups)
+        return followups
+
+    def _handle_group(self, messages: Sequence[Message]) -> Followups:
+        followups = Followups()
+        for msg in messages:
+            try:
+                change = decode_change(msg.key(), msg.value(), _headers(msg))
+            except InvalidChange as exc:
+                followups.records.append(self._dead(msg, None, exc.reason, type(exc).__name__))
+                followups.dead += 1
+                continue
+            for sub in self.dispatcher.targets(change):
+                outcome = self.dispatcher.deliver(change, sub, self.policy.short_attempts)
+                record = self._followup(msg, change, outcome, 1)
+                if record is not None:
+                    followups.records.append(record)
+                    followups.retries += record[0] == RETRY_TOPIC
+                    followups.dead += record[0] == DLQ_TOPIC
+        return followups
+
+    def _handle_tests(self, messages: Sequence[Message]) -> Followups:
+        followups = Followups()
+        for msg in messages:
+            try:
+                test = decode_subscription_test(msg.key(), msg.value(), _headers(msg))
+            except InvalidEvent as exc:
+                followups.records.append(self._dead(msg, None, exc.reason, type(exc).__name__))
+                followups.dead += 1
+                continue
+            self.tester.handle(test)
+        return followups
+
+    # -- retry loop ---------------------------------------------------------------------------------------------------
+
+    def handle_retry(self, msg: Message) -> None:
+        """Try a due retry record's one subscription once; publish what follows. The caller commits after."""
+        info = read_retry_info(_headers(msg))
+        try:
+            change = decode_change(msg.key(), msg.value(), _headers(msg))
+        except InvalidChange as exc:
+            self._publish(Followups([self._dead(msg, None, exc.reason, type(exc).__name__)]))
+            return
+        if info is None:
+            self._publish(Followups([self._dead(msg, change, "retry record without outbound headers", "BadRetry")]))
+            return
+        sub = self.dispatcher.subscriptions.get(change.tenant, info.subscription)
+        if sub is None:
+            # Deleted or disabled since: nothing to deliver to, and nothing worth keeping.
+            log.info("outbound.retry_dropped", extra={"tenant": change.tenant, "subscription": info.subscription})
+            return
+        outcome = self.dispatcher.deliver(change, sub, 1, probe=True)
+        record = self._followup(msg, change, outcome, info.attempt + 1)
+        if record is not None:
+            self._publish(Followups([record]))
+
+
+class RetryConsumer:
+    """Consumes the retry topic honouring due times: pause + seek back until a record is due."""
+
+    def __init__(self, settings: Settings, outbound: Outbound, clock: Callable[[], float] = time.time) -> None:
+        self._consumer = Consumer(
+            consumer_config(
+                settings,
+                settings.outbound.retry_group_id,
+                **{"session.timeout.ms": settings.outbound.session_timeout_ms},
+            )
+        )
+        self._consumer.subscribe([RETRY_TOPIC], on_revoke=self._on_revoke)
+        self._outbound, self._clock = outbound, clock
+        self._paused: dict[tuple[str, int], float] = {}
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        for tp in partitions:
+            self._paused.pop((tp.topic, tp.partition), None)
+
+    def _resume_due(self) -> None:
+        now = self._clock()
+        due = [tp for tp, when in self._paused.items() if when <= now]
+        if due:
+            self._consumer.resume([TopicPartition(t, p) for t, p in due])
+            for tp in due:
+                del self._paused[tp]
+
+    def step(self, max_records: int, timeout_s: float) -> int:
+        self._resume_due()
+        handled = 0
+        for msg in self._consumer.consume(num_messages=max_records, timeout=timeout_s):
+            err = msg.error()
+            if err is not None:
+                if err.fatal():
+                    raise KafkaException(err)
+                continue
+            topic, partition = msg.topic() or RETRY_TOPIC, msg.partition() or 0
+            if (topic, partition) in self._paused:
+                continue  # rewound: it comes again after the resume
+            info = read_retry_info(_headers(msg))
+            due_s = info.due_ms / 1000 if info else 0.0
+            if due_s > self._clock():
+                tp = TopicPartition(topic, partition, msg.offset() or 0)
+                self._consumer.pause([tp])
+                self._consumer.seek(tp)
+                self._paused[(topic, partition)] = due_s
+                continue
+            self._outbound.handle_retry(msg)
+            self._consumer.commit(
+                offsets=[TopicPartition(topic, partition, (msg.offset() or 0) + 1)], asynchronous=False
+            )
+            handled += 1
+        return handled
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+class Loops:
+    """The main and the retry loop in one thread until ``stopping`` is set."""
+
+    def __init__(self, settings: Settings, outbound: Outbound) -> None:
+        self.settings, self.outbound = settings, outbound
+        session = {"session.timeout.ms": settings.outbound.session_timeout_ms}
+        self.main = BatchConsumer(
+            settings, settings.outbound.group_id, [CHANGES_TOPIC, OUTBOUND_TESTS_TOPIC], **session
+        )
+        self.retry = RetryConsumer(settings, outbound)
+        self.janitor = LedgerJanitor(outbound.dispatcher.ledger, settings.outbound.ledger_prune_interval_s)
+        self.stopping = False
+
+    def _handle(self, messages: Sequence[Message]) -> None:
+        self.outbound.handle_batch(messages)
+
+    def run_once(self) -> int:
+        cfg = self.settings.outbound
+        handled = self.main.process_once(self._handle, cfg.batch_size, cfg.poll_timeout_s)
+        return handled + self.retry.step(cfg.batch_size, min(cfg.poll_timeout_s, 0.2))
+
+    def run(self) -> None:
+        log.info("outbound.started", extra={"group": self.settings.outbound.group_id})
+        try:
+            self.janitor.start()
+            while not self.stopping:
+                self.run_once()
+        finally:
+            self.janitor.stop()
+            self.main.close()
+            self.retry.close()
+            self.outbound.close()
+            log.info("outbound.stopped")
