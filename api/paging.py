@@ -11,31 +11,24 @@ import base64
 import binascii
 import json
 from collections.abc import Sequence
-from typing import Annotated, Any, Generic, TypeVar
+from typing import Annotated, Any
 
 from fastapi import Query
-from pydantic import BaseModel, Field
 
 from api.problems import Problem
+
+# The body of a page is a schema (api.schemas.common); the connectors and subscriptions routes still import it here.
+from api.schemas.common import Page as Page
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
 MAX_CURSOR_CHARS = 4096
-
-T = TypeVar("T")
 
 Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description="Page size.")]
 CursorParam = Annotated[
     str | None,
     Query(max_length=MAX_CURSOR_CHARS, description="`next_cursor` of the previous page; omit for the first page."),
 ]
-
-
-class Page(BaseModel, Generic[T]):
-    """One page of a listing. ``next_cursor`` is null on the last page."""
-
-    items: list[T]
-    next_cursor: str | None = Field(default=None, description="Pass as `cursor` to get the next page.")
 
 
 def _bad_cursor() -> Problem:
