@@ -59,13 +59,3 @@ def decode_cursor(kind: str, cursor: str | None, arity: int) -> tuple[str, ...] 
     if not isinstance(key, list) or len(key) != arity or not all(isinstance(k, str) for k in key):
         raise _bad_cursor()
     return tuple(key)
-
-
-def after(fields: Sequence[str], key: Sequence[str]) -> dict[str, Any]:
-    """A MongoDB filter for documents strictly after ``key`` in ascending order of ``fields`` (keyset paging)."""
-    clauses: list[dict[str, Any]] = []
-    for i, name in enumerate(fields):
-        clause: dict[str, Any] = {fields[j]: key[j] for j in range(i)}
-        clause[name] = {"$gt": key[i]}
-        clauses.append(clause)
-    return clauses[0] if len(clauses) == 1 else {"$or": clauses}
