@@ -20,6 +20,7 @@ from api.deps import SqlReader
 from api.problems import Problem, problem_doc
 from api.routes.sql import QUERY_ERRORS, RESULT_CONTENT, limits_for, streaming
 from api.schemas.shares import ShareCreate, ShareCreated
+from api.schemas.sql import QueryResult
 from api.services import audit, sqlquery
 from api.services.shares import ShareStore
 from tenants.naming import CONTROL_DATABASE
@@ -83,7 +84,7 @@ SHARE_ERRORS: dict[int | str, dict[str, Any]] = {
     summary="Read a share link's rows",
     description="Public (no token): runs the link's SQL now, as the tenant without PII rights, and streams the rows "
     "as CSV (data.csv) or JSON (data.json) within the row and time limits. 404 for an unknown link, 410 once expired.",
-    response_model=None,
+    response_model=QueryResult,
     responses={200: {"content": RESULT_CONTENT}, **SHARE_ERRORS},
 )
 async def read_share(
