@@ -11,31 +11,24 @@ import base64
 import binascii
 import json
 from collections.abc import Sequence
-from typing import Annotated, Any, Generic, TypeVar
+from typing import Annotated, Any
 
 from fastapi import Query
-from pydantic import BaseModel, Field
 
 from api.problems import Problem
+
+# The body of a page is a schema (api.schemas.common); the connectors and subscriptions routes still import it here.
+from api.schemas.common import Page as Page
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
 MAX_CURSOR_CHARS = 4096
-
-T = TypeVar("T")
 
 Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description="Page size.")]
 CursorParam = Annotated[
     str | None,
     Query(max_length=MAX_CURSOR_CHARS, description="`next_cursor` of the previous page; omit for the first page."),
 ]
-
-
-class Page(BaseModel, Generic[T]):
-    """One page of a listing. ``next_cursor`` is null on the last page."""
-
-    items: list[T]
-    next_cursor: str | None = Field(default=None, description="Pass as `cursor` to get the next page.")
 
 
 def _bad_cursor() -> Problem:
@@ -66,13 +59,3 @@ def decode_cursor(kind: str, cursor: str | None, arity: int) -> tuple[str, ...] 
     if not isinstance(key, list) or len(key) != arity or not all(isinstance(k, str) for k in key):
         raise _bad_cursor()
     return tuple(key)
-
-
-def after(fields: Sequence[str], key: Sequence[str]) -> dict[str, Any]:
-    """A MongoDB filter for documents strictly after ``key`` in ascending order of ``fields`` (keyset paging)."""
-    clauses: list[dict[str, Any]] = []
-    for i, name in enumerate(fields):
-        clause: dict[str, Any] = {fields[j]: key[j] for j in range(i)}
-        clause[name] = {"$gt": key[i]}
-        clauses.append(clause)
-    return clauses[0] if len(clauses) == 1 else {"$or": clauses}

@@ -8,17 +8,29 @@ it within seconds.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import StringConstraints
 
 from api.auth.deps import require_tenant
 from api.context import ApiContext, ContextDep
 from api.deps import TenantReader
-from api.paging import DEFAULT_LIMIT, CursorParam, Limit, Page, decode_cursor, encode_cursor
+from api.paging import DEFAULT_LIMIT, CursorParam, Limit, decode_cursor, encode_cursor
 from api.problems import Problem
+from api.schemas.assets import (
+    TAG_PATTERN,
+    URN_MAX,
+    AssetSummary,
+    AssetView,
+    IncidentView,
+    LineageEdge,
+    LineageNode,
+    LineageView,
+    TagAccepted,
+    TagChange,
+)
+from api.schemas.common import Page
 from api.security import Scope, TenantContext
 from api.services import audit
 from api.services.catalog import Catalog, TooBroad
@@ -31,8 +43,6 @@ from tenants.naming import names_for
 
 ADDED = "io.metalake.classification.added.v1"
 REMOVED = "io.metalake.classification.removed.v1"
-TAG_PATTERN = r"^[A-Za-z][A-Za-z0-9_.:/-]{0,127}$"
-URN_MAX = 2048
 
 # Changing a tag is sending an event about the tenant's catalog: an administrator or a client that sends events.
 TagWriter = Annotated[TenantContext, Depends(require_tenant(Scope.TENANT_ADMIN, Scope.EVENTS_WRITE))]
@@ -57,153 +67,6 @@ _PUBLISH_ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 router = APIRouter(prefix="/v1/tenants/{tenant}/assets", tags=["assets"])
-
-# -- models ---------------------------------------------------------------------------------------------------------
-
-
-class TagView(BaseModel):
-    """A tag set on the asset itself, by a person or an automatic classifier, with its propagation options."""
-
-    model_config = ConfigDict(extra="allow")
-
-    tag: str
-    source: str | None = Field(default=None, description="human | auto | propagated")
-    propagate: bool | None = None
-    restrict_propagation_through_lineage: bool | None = None
-    remove_propagations_on_entity_delete: bool | None = None
-    confidence: float | None = None
-    rule: str | None = None
-    actor: str | None = None
-    version: int | None = None
-    updated_at: datetime | None = None
-
-
-class PropagatedTagView(BaseModel):
-    """A tag that reached the asset along lineage from ``origin``."""
-
-    model_config = ConfigDict(extra="allow")
-
-    tag: str
-    origin: str | None = None
-    path: list[str] | None = None
-    depth: int | None = None
-    version: int | None = None
-
-
-class AssetView(BaseModel):
-    """An asset's current state with its tags. Fields the projection adds later (e.g. health) pass through."""
-
-    model_config = ConfigDict(
-        extra="allow",
-        json_schema_extra={
-            "example": {
-                "urn": "urn:metalake:postgres:prod/shop/public/orders",
-                "kind": "table",
-                "name": "orders",
-                "platform": "postgres",
-                "qualified_name": "shop.public.orders",
-                "description": "One row per order",
-                "owners": ["data@acme.example"],
-                "version": 1732240000000,
-                "tags": [{"tag": "PII", "source": "human", "propagate": True, "actor": "client-42"}],
-                "propagated_tags": [],
-            }
-        },
-    )
-
-    urn: str
-    kind: str | None = None
-    name: str | None = None
-    platform: str | None = None
-    qualified_name: str | None = None
-    description: str | None = None
-    data_type: str | None = None
-    owners: list[str] | None = None
-    properties: dict[str, Any] | None = None
-    version: int | None = None
-    event_time: datetime | None = None
-    updated_at: datetime | None = None
-    tags: list[TagView] = Field(default_factory=list)
-    propagated_tags: list[PropagatedTagView] = Field(default_factory=list)
-
-
-class AssetSummary(BaseModel):
-    urn: str
-    name: str | None = None
-    kind: str | None = None
-    platform: str | None = None
-    qualified_name: str | None = None
-    tags: list[str] = Field(default_factory=list, description="Direct and propagated tags, sorted, each once.")
-
-
-class TagChange(BaseModel):
-    """Put a tag on an asset. The propagation options are Apache Atlas's: ``propagate`` lets the tag flow along
-    lineage; ``restrict_propagation_through_lineage`` keeps it on this asset; ``remove_propagations_on_entity_delete``
-    removes what it propagated when the asset is deleted."""
-
-    model_config = ConfigDict(
-        extra="forbid",
-        json_schema_extra={"example": {"urn": "urn:metalake:postgres:prod/shop/public/orders/email", "tag": "PII"}},
-    )
-
-    urn: str = Field(min_length=1, max_length=URN_MAX)
-    tag: str = Field(pattern=TAG_PATTERN)
-    propagate: bool = True
-    restrict_propagation_through_lineage: bool = False
-    remove_propagations_on_entity_delete: bool = False
-
-
-class TagAccepted(BaseModel):
-    status: Literal["accepted"] = "accepted"
-    event_id: str
-    type: str
-    urn: str
-    tag: str
-    version: int = Field(description="Orders this change among the asset's changes (ms).")
-
-
-class LineageNode(BaseModel):
-    urn: str
-    depth: int
-    name: str | None = None
-    kind: str | None = None
-
-
-class LineageEdge(BaseModel):
-    upstream: str
-    urn: str = Field(description="The downstream asset.")
-    transformation: str | None = None
-    blocked_tags: list[str] | None = None
-    propagation: str | None = Field(default=None, description="Tags flow: downstream (default), upstream, both, none.")
-
-
-class LineageView(BaseModel):
-    urn: str
-    direction: Direction
-    depth: int
-    nodes: list[LineageNode]
-    edges: list[LineageEdge]
-    truncated: bool = Field(description="Whether a bound (depth or node budget) cut the graph; `reason` says which.")
-    reason: str | None = None
-
-
-class IncidentView(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    incident_id: str
-    urn: str
-    status: str | None = None
-    incident_type: str | None = None
-    webhook_type: str | None = None
-    feedback: str | None = None
-    severity: str | None = None
-    owner: str | None = None
-    url: str | None = None
-    summary: str | None = None
-    version: int | None = None
-    event_time: datetime | None = None
-    updated_at: datetime | None = None
-
 
 # -- helpers --------------------------------------------------------------------------------------------------------
 
@@ -231,7 +94,7 @@ def _live_asset(catalog: Catalog, urn: str) -> Doc:
 
 
 @router.get("", summary="Get an asset by URN", response_model=AssetView, responses=_ERRORS)
-def get_asset(tc: TenantReader, ctx: ContextDep, urn: UrnQuery) -> dict[str, Any]:
+def get_asset(tc: TenantReader, ctx: ContextDep, urn: UrnQuery) -> AssetView:
     """The asset's current state, its direct tags and the tags propagated to it."""
     catalog = _catalog(ctx, tc.tenant)
     doc = _live_asset(catalog, urn)
@@ -239,7 +102,7 @@ def get_asset(tc: TenantReader, ctx: ContextDep, urn: UrnQuery) -> dict[str, Any
     out["urn"] = doc.get("urn") or doc["_id"]
     out["tags"] = [_public(t) for t in catalog.tags_of([urn]).get(urn, [])]
     out["propagated_tags"] = [_public(t) for t in catalog.propagated_of([urn]).get(urn, [])]
-    return out
+    return AssetView.model_validate(out)
 
 
 @router.get("/search", summary="Search assets", response_model=Page[AssetSummary], responses=_LIST_ERRORS)

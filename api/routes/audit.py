@@ -10,13 +10,13 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
 from fastapi.concurrency import run_in_threadpool
-from pydantic import BaseModel, Field
 
 from api.context import ContextDep
 from api.deps import PlatformAdmin, TenantAdmin
 from api.paging import CursorParam, Limit, decode_cursor, encode_cursor
 from api.problems import Problem, problem_doc
 from api.routes.tenants import ERRORS
+from api.schemas.audit import AuditEntry, AuditPage
 from api.services import audit
 from control.audit import ACTION_PATTERN, AuditQuery, AuditRow, read
 from tenants.naming import platform_audit_dir
@@ -42,20 +42,6 @@ TargetFilter = Annotated[
 ]
 Since = Annotated[datetime | None, Query(description="Only rows at or after this time (ISO 8601 with zone).")]
 Until = Annotated[datetime | None, Query(description="Only rows before this time (ISO 8601 with zone).")]
-
-
-class AuditEntry(BaseModel):
-    at: datetime
-    actor: str = Field(description="The client id (token subject) that acted.", examples=["mlc_3f2a9c0d1e4b"])
-    action: str = Field(examples=["tenant.suspend"])
-    target_hash: str = Field(description="sha256 of the target (a tenant id, a connector name, a URN...).")
-    result: str = Field(description="accepted, done, refused or failed.", examples=["done"])
-    counts: dict[str, int] = Field(default_factory=dict, examples=[{"delta.assets": 1}])
-
-
-class AuditPage(BaseModel):
-    items: list[AuditEntry]
-    next_cursor: str | None = None
 
 
 def _query(
@@ -92,7 +78,7 @@ def _query(
 Filters = Annotated[AuditQuery, Depends(_query)]
 
 
-def _page(path: Path, query: AuditQuery) -> dict[str, Any]:
+def _page(path: Path, query: AuditQuery) -> AuditPage:
     try:
         rows: list[AuditRow] = read(path, query)
     except ValueError:
@@ -100,24 +86,24 @@ def _page(path: Path, query: AuditQuery) -> dict[str, Any]:
     limit = query.limit - 1
     page = rows[:limit]
     last = page[-1] if page else None
-    return {
-        "items": [
-            {
-                "at": r.at,
-                "actor": r.actor,
-                "action": r.action,
-                "target_hash": r.target_hash,
-                "result": r.result,
-                "counts": dict(r.counts),
-            }
+    return AuditPage(
+        items=[
+            AuditEntry(
+                at=r.at,
+                actor=r.actor,
+                action=r.action,
+                target_hash=r.target_hash,
+                result=r.result,
+                counts=dict(r.counts),
+            )
             for r in page
         ],
-        "next_cursor": (
+        next_cursor=(
             encode_cursor("audit", [last.at.isoformat(), last.action, last.target_hash])
             if last is not None and len(rows) > limit
             else None
         ),
-    }
+    )
 
 
 @router.get(
@@ -130,7 +116,7 @@ async def tenant_audit(
     tc: TenantAdmin,
     ctx: ContextDep,
     query: Filters,
-) -> dict[str, Any]:
+) -> AuditPage:
     path = await run_in_threadpool(audit.tenant_audit_path, ctx, tc.tenant)
     return await run_in_threadpool(_page, path, query)
 
@@ -145,5 +131,5 @@ async def platform_audit(
     principal: PlatformAdmin,
     ctx: ContextDep,
     query: Filters,
-) -> dict[str, Any]:
+) -> AuditPage:
     return await run_in_threadpool(_page, platform_audit_dir(ctx.settings.lake_root), query)

@@ -12,13 +12,13 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 from fastapi.concurrency import run_in_threadpool
-from pydantic import BaseModel, Field
 
 from api.auth.clients import ClientConflict, ClientRecord, Role
 from api.auth.runtime import AuthRuntime
 from api.context import ContextDep
 from api.deps import AuthDep, TenantAdmin
 from api.problems import MEDIA_TYPE, Problem
+from api.schemas.clients import ClientCreate, ClientPage, ClientRotate, ClientView, ClientWithSecret
 from api.security import TenantContext
 from api.services import audit
 
@@ -39,71 +39,26 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-class ClientCreate(BaseModel):
-    name: str = Field(min_length=1, max_length=100, description="What the client is for.", examples=["dashboards"])
-    role: Role = Field(
-        description="read-only (tenant:read sql:read), read-write (+ events:write) or admin (+ tenant:admin).",
-        examples=["read-only"],
-    )
-    pii: bool = Field(
-        default=False,
-        description="Also grant pii:read: SQL through the API then reads PII-tagged columns in clear.",
-        examples=[False],
-    )
-
-
-class ClientRotate(BaseModel):
-    overlap_seconds: int | None = Field(
-        default=None,
-        ge=0,
-        le=30 * 86_400,
-        description="How long the previous secret stays valid (default: settings.api.secret_overlap_s; 0 revokes "
-        "it at once).",
-        examples=[3600],
-    )
-
-
-class ClientView(BaseModel):
-    client_id: str = Field(examples=["mlc_3f2a9c0d1e4b5a6978877665"])
-    tenant: str | None = Field(examples=["acme"])
-    name: str = Field(examples=["dashboards"])
-    role: Role
-    scopes: list[str] = Field(examples=[["tenant:read", "sql:read"]])
-    state: str = Field(description="active or revoked", examples=["active"])
-    created_at: datetime
-    updated_at: datetime
-    revoked_at: datetime | None = None
-    secrets_valid: int = Field(description="How many secrets currently authenticate (2 during a rotation overlap).")
-    previous_secret_expires_at: datetime | None = Field(
-        default=None, description="When the previous secret stops working, during a rotation overlap."
-    )
-
-
-class ClientWithSecret(ClientView):
-    client_secret: str = Field(description="Shown once: store it now; it cannot be read again.")
-
-
-class ClientPage(BaseModel):
-    items: list[ClientView]
-    next_cursor: str | None = None
-
-
-def _view(record: ClientRecord) -> dict[str, Any]:
+def _view(record: ClientRecord) -> ClientView:
     live = record.live_secrets(datetime.now(UTC))
     previous = [s.expires_at for s in live if s.expires_at is not None]
-    return {
-        "client_id": record.client_id,
-        "tenant": record.tenant,
-        "name": record.name,
-        "role": record.role,
-        "scopes": list(record.scopes),
-        "state": record.state,
-        "created_at": record.created_at,
-        "updated_at": record.updated_at,
-        "revoked_at": record.revoked_at,
-        "secrets_valid": len(live),
-        "previous_secret_expires_at": max(previous) if previous else None,
-    }
+    return ClientView(
+        client_id=record.client_id,
+        tenant=record.tenant,
+        name=record.name,
+        role=record.role,
+        scopes=list(record.scopes),
+        state=record.state,
+        created_at=record.created_at,
+        updated_at=record.updated_at,
+        revoked_at=record.revoked_at,
+        secrets_valid=len(live),
+        previous_secret_expires_at=max(previous) if previous else None,
+    )
+
+
+def _with_secret(record: ClientRecord, secret: str) -> ClientWithSecret:
+    return ClientWithSecret(**_view(record).model_dump(), client_secret=secret)
 
 
 async def _audit(api: ContextDep, ctx: TenantContext, action: str, client_id: str) -> None:
@@ -126,14 +81,14 @@ def _owned(auth: AuthRuntime, ctx: TenantContext, client_id: str) -> ClientRecor
     response_model=ClientWithSecret,
     responses={**ERRORS, 422: _problem_doc("invalid body", "invalid-request", 422)},
 )
-async def create_client(body: ClientCreate, ctx: TenantAdmin, auth: AuthDep, api: ContextDep) -> dict[str, Any]:
+async def create_client(body: ClientCreate, ctx: TenantAdmin, auth: AuthDep, api: ContextDep) -> ClientWithSecret:
     if body.role not in TENANT_ROLES:
         raise Problem(422, "invalid-request", "role: must be read-only, read-write or admin", field="role")
     record, secret = await run_in_threadpool(
         lambda: auth.clients.create(ctx.tenant, body.role, body.name, pii=body.pii)
     )
     await _audit(api, ctx, "client.create", record.client_id)
-    return {**_view(record), "client_secret": secret}
+    return _with_secret(record, secret)
 
 
 @router.get("", summary="List the tenant's API clients", response_model=ClientPage, responses=ERRORS)
@@ -142,17 +97,17 @@ async def list_clients(
     auth: AuthDep,
     limit: Annotated[int, Query(ge=1, le=500, description="Page size.")] = 100,
     cursor: Annotated[str | None, Query(max_length=200, description="next_cursor of the previous page.")] = None,
-) -> dict[str, Any]:
+) -> ClientPage:
     records = await run_in_threadpool(lambda: auth.clients.list(ctx.tenant, after=cursor, limit=limit + 1))
     page = records[:limit]
-    return {
-        "items": [_view(r) for r in page],
-        "next_cursor": page[-1].client_id if len(records) > limit else None,
-    }
+    return ClientPage(
+        items=[_view(r) for r in page],
+        next_cursor=page[-1].client_id if len(records) > limit else None,
+    )
 
 
 @router.get("/{client_id}", summary="Get one API client", response_model=ClientView, responses=ERRORS)
-async def get_client(client_id: str, ctx: TenantAdmin, auth: AuthDep) -> dict[str, Any]:
+async def get_client(client_id: str, ctx: TenantAdmin, auth: AuthDep) -> ClientView:
     return _view(await run_in_threadpool(_owned, auth, ctx, client_id))
 
 
@@ -164,7 +119,7 @@ async def get_client(client_id: str, ctx: TenantAdmin, auth: AuthDep) -> dict[st
 )
 async def rotate_client(
     client_id: str, ctx: TenantAdmin, auth: AuthDep, api: ContextDep, body: ClientRotate | None = None
-) -> dict[str, Any]:
+) -> ClientWithSecret:
     await run_in_threadpool(_owned, auth, ctx, client_id)
     overlap = auth.settings.api.secret_overlap_s
     if body is not None and body.overlap_seconds is not None:
@@ -178,7 +133,7 @@ async def rotate_client(
     record, secret = rotated
     auth.client_cache.invalidate(client_id)
     await _audit(api, ctx, "client.rotate", client_id)
-    return {**_view(record), "client_secret": secret}
+    return _with_secret(record, secret)
 
 
 @router.delete(
@@ -187,7 +142,7 @@ async def rotate_client(
     response_model=ClientView,
     responses=ERRORS,
 )
-async def revoke_client(client_id: str, ctx: TenantAdmin, auth: AuthDep, api: ContextDep) -> dict[str, Any]:
+async def revoke_client(client_id: str, ctx: TenantAdmin, auth: AuthDep, api: ContextDep) -> ClientView:
     await run_in_threadpool(_owned, auth, ctx, client_id)
     record = await run_in_threadpool(auth.clients.revoke, client_id)
     if record is None:

@@ -9,20 +9,19 @@ counts.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from fastapi import APIRouter, BackgroundTasks, Response
 from fastapi.concurrency import run_in_threadpool
-from pydantic import BaseModel, Field
 
 from api.context import ApiContext, ContextDep
 from api.deps import TenantAdmin
 from api.problems import Problem, problem_doc
 from api.routes.tenants import ERRORS
+from api.schemas.erasures import ErasureRequest, ErasureView
 from api.security import Principal
 from api.services import audit
-from api.services.erasures import ErasureRecord, ErasureState, ErasureStore
+from api.services.erasures import ErasureRecord, ErasureStore
 from api.services.provisioning.runs import PendingErasures, erase_asset
 from metalake.urn import AssetUrn, InvalidUrn
 from tenants.naming import CONTROL_DATABASE
@@ -37,54 +36,24 @@ TENANT_ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-class ErasureRequest(BaseModel):
-    urn: str = Field(
-        min_length=1,
-        max_length=2000,
-        description="The asset's canonical URN. Every row about it leaves Delta (files vacuumed) and MongoDB.",
-        examples=["urn:metalake:postgres:prod/shop/public/customers/email"],
-    )
-    include_children: bool = Field(default=False, description="Also erase the assets under it (a table's columns).")
-
-
-class ErasureView(BaseModel):
-    id: str = Field(examples=["era_5c2f0e9a4b7d1e3f6a8b9c0d"])
-    tenant: str = Field(examples=["acme"])
-    target_hash: str = Field(description="sha256 of the URN (the URN itself is not kept).")
-    include_children: bool
-    state: ErasureState = Field(description="accepted, running, done or failed.")
-    requested_by: str
-    created_at: datetime
-    updated_at: datetime
-    counts: dict[str, int] = Field(
-        default_factory=dict, description="Rows removed per Delta table and documents per collection (when done)."
-    )
-    error: str | None = None
-    action_required: str | None = Field(
-        default=None,
-        description="Set on a done erasure when an operator must still act: e.g. Kafka did not confirm the erase's "
-        "announcement, so the propagation processor must be restarted to forget the asset.",
-    )
-
-
 def _store(ctx: ApiContext) -> ErasureStore:
     return ErasureStore(ctx.mongo[CONTROL_DATABASE])
 
 
-def _view(record: ErasureRecord) -> dict[str, Any]:
-    return {
-        "id": record.id,
-        "tenant": record.tenant,
-        "target_hash": record.target_hash,
-        "include_children": record.include_children,
-        "state": record.state,
-        "requested_by": record.requested_by,
-        "created_at": record.created_at,
-        "updated_at": record.updated_at,
-        "counts": dict(record.counts),
-        "error": record.error,
-        "action_required": record.action_required,
-    }
+def _view(record: ErasureRecord) -> ErasureView:
+    return ErasureView(
+        id=record.id,
+        tenant=record.tenant,
+        target_hash=record.target_hash,
+        include_children=record.include_children,
+        state=record.state,
+        requested_by=record.requested_by,
+        created_at=record.created_at,
+        updated_at=record.updated_at,
+        counts=dict(record.counts),
+        error=record.error,
+        action_required=record.action_required,
+    )
 
 
 def _canonical(urn: str) -> str:
@@ -112,7 +81,7 @@ def _erase(ctx: ApiContext, principal: Principal, tenant: str, erasure_id: str, 
 )
 async def request_erasure(
     body: ErasureRequest, tc: TenantAdmin, ctx: ContextDep, background: BackgroundTasks, response: Response
-) -> dict[str, Any]:
+) -> ErasureView:
     urn = _canonical(body.urn)
     record = await run_in_threadpool(
         _store(ctx).create, tc.tenant, audit.target_hash(urn), body.include_children, tc.principal.subject
@@ -131,7 +100,7 @@ async def request_erasure(
     response_model=ErasureView,
     responses=TENANT_ERRORS,
 )
-async def get_erasure(erasure_id: str, tc: TenantAdmin, ctx: ContextDep) -> dict[str, Any]:
+async def get_erasure(erasure_id: str, tc: TenantAdmin, ctx: ContextDep) -> ErasureView:
     record = await run_in_threadpool(_store(ctx).get, tc.tenant, erasure_id)
     if record is None:
         raise Problem(404, "erasure-not-found", "no such erasure", field="erasure_id")

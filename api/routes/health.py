@@ -7,25 +7,15 @@ from typing import Literal
 from confluent_kafka.admin import AdminClient
 from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse
-from pydantic import BaseModel
 
 from api.context import ContextDep
-from api.problems import MEDIA_TYPE, Problem, problem_response
+from api.problems import MEDIA_TYPE, Problem
+from api.schemas.health import Health, Readiness
 from metalake.kafka.config import client_config
 
 router = APIRouter(tags=["health"])
 
 _PROBE_TIMEOUT_S = 3.0
-
-
-class Health(BaseModel):
-    status: Literal["ok"]
-
-
-class Readiness(BaseModel):
-    status: Literal["ready", "not-ready"]
-    checks: dict[str, Literal["ok", "unreachable"]]
 
 
 @router.get("/healthz", summary="Liveness: the process answers", response_model=Health)
@@ -74,12 +64,14 @@ def _kafka_ok(ctx: ContextDep) -> bool:
         },
     },
 )
-async def readyz(ctx: ContextDep) -> JSONResponse:
+async def readyz(ctx: ContextDep) -> Readiness:
     mongo = await run_in_threadpool(_mongo_ok, ctx)
     kafka = await run_in_threadpool(_kafka_ok, ctx)
-    checks = {"mongo": "ok" if mongo else "unreachable", "kafka": "ok" if kafka else "unreachable"}
+    checks: dict[str, Literal["ok", "unreachable"]] = {
+        "mongo": "ok" if mongo else "unreachable",
+        "kafka": "ok" if kafka else "unreachable",
+    }
     if mongo and kafka:
-        return JSONResponse({"status": "ready", "checks": checks})
+        return Readiness(status="ready", checks=checks)
     failed = ", ".join(name for name, state in checks.items() if state != "ok")
-    problem = Problem(503, "not-ready", f"not ready: {failed}", extra={"checks": checks})
-    return problem_response(problem, "/readyz")
+    raise Problem(503, "not-ready", f"not ready: {failed}", extra={"checks": checks})

@@ -7,10 +7,8 @@ import binascii
 from typing import Any
 from urllib.parse import parse_qsl
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
 from pymongo.errors import PyMongoError
 
 from api.auth.deps import SCOPE_DESCRIPTIONS
@@ -19,41 +17,12 @@ from api.auth.runtime import AuthRuntime
 from api.auth.server import AUTH_METHODS
 from api.deps import AuthDep
 from api.problems import MEDIA_TYPE, Problem
+from api.schemas.oauth import Jwks, ServerMetadata, TokenResponse
 
 router = APIRouter(tags=["oauth"])
 
 
 _MAX_FORM_BYTES = 8 * 1024
-
-
-class TokenResponse(BaseModel):
-    access_token: str = Field(description="An RFC 9068 JWT (typ at+jwt).")
-    token_type: str = Field(description="Always Bearer.", examples=["Bearer"])
-    expires_in: int = Field(description="Seconds until the token expires.", examples=[900])
-    scope: str = Field(description="The granted scopes, space-separated.", examples=["tenant:read sql:read"])
-
-
-class Jwk(BaseModel):
-    model_config = {"extra": "allow"}
-    kty: str
-    kid: str
-    alg: str
-    use: str = "sig"
-
-
-class Jwks(BaseModel):
-    keys: list[Jwk]
-
-
-class ServerMetadata(BaseModel):
-    model_config = {"extra": "allow"}
-    issuer: str
-    token_endpoint: str
-    jwks_uri: str
-    grant_types_supported: list[str]
-    token_endpoint_auth_methods_supported: list[str]
-    scopes_supported: list[str]
-    response_types_supported: list[str]
 
 
 _OAUTH_ERROR_SCHEMA: dict[str, Any] = {
@@ -111,11 +80,13 @@ def _client_id_hint(request: Request, form: dict[str, str]) -> str:
     return "token-peer:" + (request.client.host if request.client else "unknown")
 
 
-def _answer(status: int, body: dict[str, Any], headers: list[tuple[str, str]], path: str) -> JSONResponse:
+def _answer(status: int, body: dict[str, Any], headers: list[tuple[str, str]], response: Response) -> TokenResponse:
     # authlib sets its own Content-Type; ours follows from the body we send.
     out = {k: v for k, v in headers if k.lower() != "content-type"}
     if status < 400:
-        return JSONResponse(body, status_code=status, headers=out)
+        response.status_code = status
+        response.headers.update(out)
+        return TokenResponse.model_validate(body)
     error = str(body.get("error", "invalid_request"))
     description = str(body.get("error_description") or error.replace("_", " "))
     if error == "invalid_client":
@@ -127,8 +98,7 @@ def _answer(status: int, body: dict[str, Any], headers: list[tuple[str, str]], p
                 f'Basic realm="metalake", error="invalid_client", error_description="{description}"'
             )
     body = {**body, "error_description": description}
-    problem = Problem(status, error.replace("_", "-"), description, extra=body, headers=out)
-    return JSONResponse(problem.body(path), status_code=status, media_type=MEDIA_TYPE, headers=out)
+    raise Problem(status, error.replace("_", "-"), description, extra=body, headers=out)
 
 
 @router.post(
@@ -160,7 +130,7 @@ def _answer(status: int, body: dict[str, Any], headers: list[tuple[str, str]], p
     },
     openapi_extra={"requestBody": _TOKEN_REQUEST_BODY},
 )
-async def token(request: Request, auth: AuthDep) -> JSONResponse:
+async def token(request: Request, response: Response, auth: AuthDep) -> TokenResponse:
     if auth.external:
         raise Problem(
             400,
@@ -201,7 +171,7 @@ async def token(request: Request, auth: AuthDep) -> JSONResponse:
         raise Problem(
             503, "auth-unavailable", "the control plane is unreachable", extra={"error": "temporarily_unavailable"}
         ) from None
-    return _answer(status, body, headers, request.url.path)
+    return _answer(status, body, headers, response)
 
 
 @router.get(
@@ -221,27 +191,28 @@ async def token(request: Request, auth: AuthDep) -> JSONResponse:
         503: {"description": "the control plane is unreachable"},
     },
 )
-async def jwks(auth: AuthDep) -> JSONResponse:
+async def jwks(auth: AuthDep, response: Response) -> Jwks:
     try:
         keys = await run_in_threadpool(auth.keys.jwks)
     except PyMongoError:
         raise Problem(503, "auth-unavailable", "the control plane is unreachable") from None
     # Short caching: a rotated key must reach resource servers well within a token lifetime.
-    return JSONResponse(keys, headers={"Cache-Control": "public, max-age=60"})
+    response.headers["Cache-Control"] = "public, max-age=60"
+    return Jwks.model_validate(keys)
 
 
-def metadata_for(auth: AuthRuntime) -> dict[str, Any]:
+def metadata_for(auth: AuthRuntime) -> ServerMetadata:
     issuer = auth.settings.api.issuer_url.rstrip("/")
-    return {
-        "issuer": auth.settings.api.issuer_url,
-        "token_endpoint": f"{issuer}/oauth/token",
-        "jwks_uri": f"{issuer}/.well-known/jwks.json",
-        "grant_types_supported": ["client_credentials"],
-        "token_endpoint_auth_methods_supported": list(AUTH_METHODS),
-        "scopes_supported": list(SCOPE_DESCRIPTIONS),
-        "response_types_supported": ["token"],
-        "token_endpoint_auth_signing_alg_values_supported": [auth.settings.api.signing_alg],
-    }
+    return ServerMetadata(
+        issuer=auth.settings.api.issuer_url,
+        token_endpoint=f"{issuer}/oauth/token",
+        jwks_uri=f"{issuer}/.well-known/jwks.json",
+        grant_types_supported=["client_credentials"],
+        token_endpoint_auth_methods_supported=list(AUTH_METHODS),
+        scopes_supported=list(SCOPE_DESCRIPTIONS),
+        response_types_supported=["token"],
+        token_endpoint_auth_signing_alg_values_supported=[auth.settings.api.signing_alg],
+    )
 
 
 @router.get(
@@ -249,5 +220,5 @@ def metadata_for(auth: AuthRuntime) -> dict[str, Any]:
     summary="Authorization server metadata (RFC 8414)",
     response_model=ServerMetadata,
 )
-def oauth_metadata(auth: AuthDep) -> dict[str, Any]:
+def oauth_metadata(auth: AuthDep) -> ServerMetadata:
     return metadata_for(auth)

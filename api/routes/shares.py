@@ -14,12 +14,13 @@ from fastapi import APIRouter
 from fastapi import Path as PathParam
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, Field
 
 from api.context import ContextDep
 from api.deps import SqlReader
 from api.problems import Problem, problem_doc
-from api.routes.sql import MAX_SQL_CHARS, QUERY_ERRORS, RESULT_CONTENT, limits_for, streaming
+from api.routes.sql import QUERY_ERRORS, RESULT_CONTENT, limits_for, streaming
+from api.schemas.shares import ShareCreate, ShareCreated
+from api.schemas.sql import QueryResult
 from api.services import audit, sqlquery
 from api.services.shares import ShareStore
 from tenants.naming import CONTROL_DATABASE
@@ -28,32 +29,6 @@ from tenants.registry import TenantRegistry, TenantState
 router = APIRouter(tags=["shares"])
 
 _GONE_STATES = frozenset({TenantState.SUSPENDED, TenantState.DELETING})
-
-
-class ShareCreate(BaseModel):
-    sql: str = Field(
-        min_length=1,
-        max_length=MAX_SQL_CHARS,
-        description="The query the link runs each time it is read (as the tenant, PII masked).",
-        examples=["SELECT kind, count(*) AS n FROM assets GROUP BY kind"],
-    )
-    expires_in_s: int | None = Field(
-        default=None,
-        gt=0,
-        description="Seconds until the link stops working (default settings.sql.share_default_ttl_s, at most "
-        "settings.sql.share_max_ttl_s).",
-        examples=[86400],
-    )
-    max_rows: int | None = Field(
-        default=None, gt=0, description="Row limit of each read (at most settings.sql.max_rows).", examples=[1000]
-    )
-
-
-class ShareCreated(BaseModel):
-    id: str = Field(description="The link's token: shown once, never stored (only its hash is).")
-    expires_at: datetime
-    csv_url: str = Field(examples=["/share/3q2-Vb.../data.csv"])
-    json_url: str = Field(examples=["/share/3q2-Vb.../data.json"])
 
 
 @router.post(
@@ -109,7 +84,7 @@ SHARE_ERRORS: dict[int | str, dict[str, Any]] = {
     summary="Read a share link's rows",
     description="Public (no token): runs the link's SQL now, as the tenant without PII rights, and streams the rows "
     "as CSV (data.csv) or JSON (data.json) within the row and time limits. 404 for an unknown link, 410 once expired.",
-    response_model=None,
+    response_model=QueryResult,
     responses={200: {"content": RESULT_CONTENT}, **SHARE_ERRORS},
 )
 async def read_share(

@@ -12,12 +12,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, Field
 from starlette.background import BackgroundTask
 
 from api.context import ContextDep
 from api.deps import SqlReader
 from api.problems import problem_doc
+from api.schemas.sql import QueryResult, SqlRequest
 from api.security import Scope
 from api.services import sqlquery
 
@@ -26,7 +26,6 @@ router = APIRouter(prefix="/v1/tenants/{tenant}", tags=["sql"])
 # Granted per client (``pii`` at creation), never by a role, and platform:admin does not imply it: PII in clear is
 # always a deliberate grant.
 PII_SCOPE = Scope.PII_READ.value
-MAX_SQL_CHARS = 100_000
 
 
 QUERY_ERRORS: dict[int | str, dict[str, Any]] = {
@@ -51,31 +50,6 @@ RESULT_CONTENT: dict[str, Any] = {
     "application/json": {"example": RESULT_EXAMPLE},
     "text/csv": {"schema": {"type": "string"}, "example": "email,age\r\n****,31\r\n****,42\r\n"},
 }
-
-
-class SqlRequest(BaseModel):
-    sql: str = Field(
-        min_length=1,
-        max_length=MAX_SQL_CHARS,
-        description="One statement. The tenant's schema is the default schema: `SELECT * FROM assets`.",
-        examples=["SELECT urn, name FROM assets WHERE kind = 'table' LIMIT 10"],
-    )
-    format: sqlquery.Format | None = Field(
-        default=None, description="json or csv; default from the Accept header, else json.", examples=["csv"]
-    )
-    max_rows: int | None = Field(
-        default=None, gt=0, description="Stop after this many rows (at most settings.sql.max_rows).", examples=[100]
-    )
-
-
-class QueryResult(BaseModel):
-    """The JSON form: the trailer fields follow the rows, since a limit may cut them."""
-
-    columns: list[dict[str, str]]
-    rows: list[list[Any]]
-    row_count: int
-    truncated: bool = Field(description="True when a limit (or a failure) ended the rows early.")
-    reason: str | None = Field(description="row_limit, time_limit or error when truncated.")
 
 
 def limits_for(ctx: ContextDep, max_rows: int | None) -> sqlquery.Limits:

@@ -8,35 +8,28 @@ answer 202 with the tenant as it is, and run the steps after the response; poll
 
 from __future__ import annotations
 
-import json
-import re
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, BackgroundTasks, Depends, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
-from pydantic import BaseModel, Field, field_validator
 
 from api.auth.deps import require_tenant
 from api.context import ApiContext, ContextDep
 from api.deps import PlatformAdmin, TenantReader
 from api.paging import CursorParam, Limit, decode_cursor, encode_cursor
 from api.problems import Problem, problem_doc
+from api.schemas.tenants import Provisioning, TenantCreate, TenantPage, TenantUpdate, TenantView
 from api.security import Principal, Scope, TenantContext
 from api.services import audit
 from api.services.provisioning.provisioner import Provisioner
 from api.services.provisioning.runs import build_provisioner, deprovision_tenant, provision_tenant
-from metalake.tenancy import RESERVED_TENANT_IDS, TENANT_ID_PATTERN
-from tenants.model import Tier
+from metalake.tenancy import RESERVED_TENANT_IDS
 from tenants.naming import CONTROL_DATABASE
 from tenants.registry import TenantExists, TenantRecord, TenantRegistry, TenantState
 
 router = APIRouter(prefix="/v1/tenants", tags=["tenants"])
 
 TenantAdminOfPlatform = Annotated[TenantContext, Depends(require_tenant(Scope.PLATFORM_ADMIN))]
-
-MAX_SETTINGS_BYTES = 16 * 1024
-_SETTINGS_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
 
 
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -45,82 +38,6 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     429: problem_doc("rate limit exceeded", "rate-limited", 429),
 }
 NOT_FOUND: dict[int | str, dict[str, Any]] = {404: problem_doc("no such tenant", "tenant-not-found", 404)}
-
-
-def _check_settings(value: dict[str, Any]) -> dict[str, Any]:
-    """A JSON object of at most 16 KiB whose keys (at every depth) MongoDB stores as they are."""
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            for key, child in node.items():
-                if not _SETTINGS_KEY.fullmatch(key):
-                    raise ValueError("keys are letters, digits, '_' or '-', a letter first, at most 64 characters")
-                walk(child)
-        elif isinstance(node, list):
-            for child in node:
-                walk(child)
-
-    walk(value)
-    if len(json.dumps(value)) > MAX_SETTINGS_BYTES:
-        raise ValueError(f"at most {MAX_SETTINGS_BYTES} bytes of JSON")
-    return value
-
-
-class TenantCreate(BaseModel):
-    id: str = Field(
-        pattern=f"^{TENANT_ID_PATTERN.pattern}$",
-        description="3-40 characters: a lowercase letter, then lowercase letters, digits or '-'. Never changes.",
-        examples=["acme"],
-    )
-    tier: Tier = Field(
-        default=Tier.POOLED,
-        description="pooled: shared topics and streaming query; dedicated: its own topics and streaming query.",
-    )
-    display_name: str | None = Field(default=None, min_length=1, max_length=200, examples=["Acme Corp"])
-    settings: dict[str, Any] = Field(
-        default_factory=dict,
-        description="Free-form tenant settings (JSON object, 16 KiB).",
-        examples=[{"region": "eu"}],
-    )
-
-    _settings_ok = field_validator("settings")(_check_settings)
-
-
-class TenantUpdate(BaseModel):
-    display_name: str | None = Field(default=None, min_length=1, max_length=200, examples=["Acme Corporation"])
-    settings: dict[str, Any] | None = Field(
-        default=None, description="Replaces the settings object as a whole.", examples=[{"region": "eu"}]
-    )
-    tier: Tier | None = Field(
-        default=None, description="Accepted only if unchanged: changing a tier would move live data (409)."
-    )
-
-    @field_validator("settings")
-    @classmethod
-    def _settings_ok(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        return None if value is None else _check_settings(value)
-
-
-class Provisioning(BaseModel):
-    done: list[str] = Field(description="Steps recorded as done.", examples=[["topics", "lake"]])
-    pending: list[str] = Field(description="Steps still to run, in order.", examples=[["trino", "mongo"]])
-
-
-class TenantView(BaseModel):
-    id: str = Field(examples=["acme"])
-    tier: Tier
-    state: TenantState = Field(description="provisioning, active, suspended or deleting.")
-    display_name: str | None = Field(default=None, examples=["Acme Corp"])
-    settings: dict[str, Any] = Field(default_factory=dict)
-    created_at: datetime
-    updated_at: datetime
-    provisioning: Provisioning
-    error: str | None = Field(default=None, description="Why the last (de)provisioning run stopped, if it failed.")
-
-
-class TenantPage(BaseModel):
-    items: list[TenantView]
-    next_cursor: str | None = None
 
 
 def _registry(ctx: ApiContext) -> TenantRegistry:
@@ -135,18 +52,18 @@ def provisioner(ctx: ContextDep) -> Provisioner:
 ProvisionerDep = Annotated[Provisioner, Depends(provisioner)]
 
 
-def _view(record: TenantRecord, prov: Provisioner) -> dict[str, Any]:
-    return {
-        "id": record.id,
-        "tier": record.tier,
-        "state": record.state,
-        "display_name": record.display_name,
-        "settings": dict(record.settings),
-        "created_at": record.created_at,
-        "updated_at": record.updated_at,
-        "provisioning": {"done": sorted(record.steps), "pending": prov.pending(record)},
-        "error": record.error,
-    }
+def _view(record: TenantRecord, prov: Provisioner) -> TenantView:
+    return TenantView(
+        id=record.id,
+        tier=record.tier,
+        state=record.state,
+        display_name=record.display_name,
+        settings=dict(record.settings),
+        created_at=record.created_at,
+        updated_at=record.updated_at,
+        provisioning=Provisioning(done=sorted(record.steps), pending=prov.pending(record)),
+        error=record.error,
+    )
 
 
 def _get(ctx: ApiContext, tenant: str) -> TenantRecord:
@@ -191,7 +108,7 @@ async def create_tenant(
     prov: ProvisionerDep,
     background: BackgroundTasks,
     response: Response,
-) -> dict[str, Any]:
+) -> TenantView:
     if body.id in RESERVED_TENANT_IDS:
         raise Problem(422, "invalid-request", "id: reserved for the platform", field="id")
     registry = _registry(ctx)
@@ -216,17 +133,17 @@ async def list_tenants(
     limit: Limit = 50,
     cursor: CursorParam = None,
     state: Annotated[TenantState | None, Query(description="Only tenants in this state.")] = None,
-) -> dict[str, Any]:
+) -> TenantPage:
     after = decode_cursor("tenants", cursor, 1)
     registry = _registry(ctx)
     # A state filter is applied to pages of the id order, so a page may be short; the cursor still moves on.
     records = await run_in_threadpool(registry.list, after=after[0] if after else None, limit=limit + 1)
     page = records[:limit]
     more = len(records) > limit
-    return {
-        "items": [_view(r, prov) for r in page if state is None or r.state is state],
-        "next_cursor": encode_cursor("tenants", [page[-1].id]) if more else None,
-    }
+    return TenantPage(
+        items=[_view(r, prov) for r in page if state is None or r.state is state],
+        next_cursor=encode_cursor("tenants", [page[-1].id]) if more else None,
+    )
 
 
 @router.get(
@@ -235,7 +152,7 @@ async def list_tenants(
     response_model=TenantView,
     responses={**ERRORS, **NOT_FOUND},
 )
-async def get_tenant(tc: TenantReader, ctx: ContextDep, prov: ProvisionerDep) -> dict[str, Any]:
+async def get_tenant(tc: TenantReader, ctx: ContextDep, prov: ProvisionerDep) -> TenantView:
     return _view(await run_in_threadpool(_get, ctx, tc.tenant), prov)
 
 
@@ -252,7 +169,7 @@ async def get_tenant(tc: TenantReader, ctx: ContextDep, prov: ProvisionerDep) ->
 )
 async def update_tenant(
     body: TenantUpdate, tc: TenantAdminOfPlatform, ctx: ContextDep, prov: ProvisionerDep
-) -> dict[str, Any]:
+) -> TenantView:
     current = await run_in_threadpool(_get, ctx, tc.tenant)
     if body.tier is not None and body.tier is not current.tier:
         await run_in_threadpool(audit.record, ctx, tc.tenant, tc.principal, "tenant.update", tc.tenant, audit.REFUSED)
@@ -281,7 +198,7 @@ async def _transition(
     ctx: ApiContext,
     prov: Provisioner,
     action: Literal["suspend", "resume"],
-) -> dict[str, Any]:
+) -> TenantView:
     target, expected = (
         (TenantState.SUSPENDED, [TenantState.ACTIVE, TenantState.SUSPENDED])
         if action == "suspend"
@@ -320,7 +237,7 @@ STATE_ERRORS: dict[int | str, dict[str, Any]] = {
 )
 async def suspend_tenant(
     request: Request, tc: TenantAdminOfPlatform, ctx: ContextDep, prov: ProvisionerDep
-) -> dict[str, Any]:
+) -> TenantView:
     return await _transition(request, tc, ctx, prov, "suspend")
 
 
@@ -332,7 +249,7 @@ async def suspend_tenant(
 )
 async def resume_tenant(
     request: Request, tc: TenantAdminOfPlatform, ctx: ContextDep, prov: ProvisionerDep
-) -> dict[str, Any]:
+) -> TenantView:
     return await _transition(request, tc, ctx, prov, "resume")
 
 
@@ -345,7 +262,7 @@ async def resume_tenant(
 )
 async def reprovision_tenant(
     tc: TenantAdminOfPlatform, ctx: ContextDep, prov: ProvisionerDep, background: BackgroundTasks
-) -> dict[str, Any]:
+) -> TenantView:
     record = await run_in_threadpool(_get, ctx, tc.tenant)
     if record.state is TenantState.DELETING:
         raise Problem(409, "invalid-state", "state: the tenant is being deleted", field="state")
@@ -374,7 +291,7 @@ async def delete_tenant(
     confirm: Annotated[
         str | None, Query(max_length=40, description="The tenant id again: deleting erases every piece of its data.")
     ] = None,
-) -> dict[str, Any]:
+) -> TenantView:
     await run_in_threadpool(_get, ctx, tc.tenant)
     if confirm != tc.tenant:
         raise Problem(422, "confirmation-required", "confirm: must equal the tenant id", field="confirm")

@@ -16,12 +16,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pymongo import ASCENDING, IndexModel
 from pymongo.collection import Collection
 from pymongo.database import Database
 
-from api.paging import after
 from metalake.mongo import Doc
 
 ASSETS = "assets"
@@ -60,6 +60,16 @@ class TooBroad(ValueError):
 class SearchPage:
     docs: list[Doc]
     has_more: bool
+
+
+def after(fields: Sequence[str], key: Sequence[str]) -> dict[str, Any]:
+    """A MongoDB filter for documents strictly after ``key`` in ascending order of ``fields`` (keyset paging)."""
+    clauses: list[dict[str, Any]] = []
+    for i, name in enumerate(fields):
+        clause: dict[str, Any] = {fields[j]: key[j] for j in range(i)}
+        clause[name] = {"$gt": key[i]}
+        clauses.append(clause)
+    return clauses[0] if len(clauses) == 1 else {"$or": clauses}
 
 
 def prefix_filter(prefix: str) -> Doc:

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from api.paging import after, decode_cursor, encode_cursor
+from api.paging import decode_cursor, encode_cursor
 from api.problems import Problem
 
 
@@ -42,8 +42,3 @@ def test_a_bad_cursor_is_a_400_naming_the_field(cursor: str) -> None:
         decode_cursor("assets.name", cursor, 2)
     assert (caught.value.status, caught.value.field) == (400, "cursor")
     assert cursor == "" or cursor not in caught.value.detail
-
-
-def test_after_is_a_strict_keyset_condition() -> None:
-    assert after(["_id"], ["b"]) == {"_id": {"$gt": "b"}}
-    assert after(["name", "_id"], ["n", "u"]) == {"$or": [{"name": {"$gt": "n"}}, {"name": "n", "_id": {"$gt": "u"}}]}
