@@ -99,8 +99,8 @@ def _serve_real(port: int, tenant: str) -> None:
     import uvicorn
     from pydantic import SecretStr
 
-    from connectors.runtime.control import ControlStore
     from connectors.runtime.worker import create_app
+    from control.connectors.store import ControlStore
     from metalake.settings import load_settings
 
     settings = load_settings()

@@ -28,7 +28,7 @@ from pymongo import MongoClient
 from api import auditlog
 from api.catalog import INDEXES
 from api.provisioning.launcher import JobLauncher
-from connectors.runtime.offsets import OffsetStore, OffsetsUnavailable
+from control.connectors.offsets import OffsetStore, OffsetsUnavailable
 from metalake.kafka import PublishError
 from metalake.kafka.admin import ensure_topics
 from metalake.kafka.config import client_config

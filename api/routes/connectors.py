@@ -1,7 +1,7 @@
 """A tenant's connectors: the same control plane the connector worker runs from, behind OAuth and the tenant check.
 
-Configuration, state and secrets live in ``metalake_control`` (``connectors.runtime.control.ControlStore``); source
-offsets in the compacted offsets topic (``connectors.runtime.offsets.OffsetStore``). The worker reads both on every
+Configuration, state and secrets live in ``metalake_control`` (``control.connectors.store.ControlStore``); source
+offsets in the compacted offsets topic (``control.connectors.offsets.OffsetStore``). The worker reads both on every
 delivery and crawl, so a change made here takes effect at the next one. Reads need ``tenant:read`` (or
 ``tenant:admin``), changes ``tenant:admin``. Secrets are write-only: no answer carries a stored secret.
 
@@ -29,14 +29,14 @@ from api.events import PublisherDep
 from api.paging import DEFAULT_LIMIT, CursorParam, Limit, Page, decode_cursor, encode_cursor
 from api.problems import Problem
 from api.security import Scope, TenantContext
-from connectors import registry
-from connectors.base import SourceConnector, WebhookConnector
-from connectors.registry import ConnectorClass, Plugin
-from connectors.runtime.control import ConnectorRecord, ConnectorState, ControlStore, TaskRecord
-from connectors.runtime.errors import safe_reason
-from connectors.runtime.offsets import OffsetStore, OffsetsUnavailable
-from connectors.runtime.status import task_state
-from connectors.runtime.validation import MASK, ConnectorFields, InvalidConfig, put_validated
+from control.connectors import registry
+from control.connectors.offsets import OffsetStore, OffsetsUnavailable
+from control.connectors.plugin import SourceConnector, WebhookConnector
+from control.connectors.reasons import safe_reason
+from control.connectors.registry import ConnectorClass, Plugin
+from control.connectors.status import task_state
+from control.connectors.store import ConnectorRecord, ConnectorState, ControlStore, TaskRecord
+from control.connectors.validation import MASK, ConnectorFields, InvalidConfig, put_validated
 from metalake.kafka import PublishError
 from tenants.naming import CONTROL_DATABASE
 

@@ -10,7 +10,7 @@ from fastapi.concurrency import run_in_threadpool
 from pydantic import SecretStr
 
 from connectors.runtime.context import RuntimeDep
-from connectors.runtime.problems import Problem
+from metalake.http.problems import Problem
 
 WRITE_KEY_HEADER = "x-metalake-write-key"
 

@@ -19,9 +19,9 @@ from connectors.ingest.parsing import BodyError, split_body
 from connectors.ingest.validation import Rejected, Result, item_id, to_event
 from connectors.runtime.bodies import read_limited
 from connectors.runtime.context import Runtime, RuntimeDep
-from connectors.runtime.problems import Problem
 from connectors.runtime.transforms import Routed
 from metalake.events import CloudEvent, spec_for
+from metalake.http.problems import Problem
 from metalake.kafka import PublishError
 from metalake.telemetry import bind_tenant
 

@@ -34,7 +34,7 @@ import json
 import urllib.parse
 from collections.abc import Mapping, Sequence
 
-from connectors.base import AuthenticationFailed, InvalidPayload
+from control.connectors.plugin import AuthenticationFailed, InvalidPayload
 
 HEADER = "x-mcd-signature"
 

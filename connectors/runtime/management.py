@@ -14,15 +14,15 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-from connectors.base import SourceConnector
 from connectors.runtime.context import PluginUnavailable, Runtime, RuntimeDep
-from connectors.runtime.control import ConnectorRecord, ConnectorState, TaskRecord
-from connectors.runtime.errors import safe_reason
-from connectors.runtime.offsets import OffsetsUnavailable
-from connectors.runtime.problems import Problem
-from connectors.runtime.status import task_state
 from connectors.runtime.tasks import worker_id
-from connectors.runtime.validation import MASK, ConnectorFields, InvalidConfig, put_validated
+from control.connectors.offsets import OffsetsUnavailable
+from control.connectors.plugin import SourceConnector
+from control.connectors.reasons import safe_reason
+from control.connectors.status import task_state
+from control.connectors.store import ConnectorRecord, ConnectorState, TaskRecord
+from control.connectors.validation import MASK, ConnectorFields, InvalidConfig, put_validated
+from metalake.http.problems import Problem
 from metalake.tenancy import InvalidTenantId, validate_tenant_id
 
 

@@ -12,19 +12,19 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from connectors import registry
 from connectors.ingest import router as ingest_router
-from connectors.registry import ConnectorClass
 from connectors.runtime.context import Runtime, plugins_from
-from connectors.runtime.control import ControlStore
 from connectors.runtime.dedup import DeliveryLog
 from connectors.runtime.errors import Counter
 from connectors.runtime.lookups import LookupCache
 from connectors.runtime.management import router as management_router
-from connectors.runtime.offsets import OffsetStore
-from connectors.runtime.problems import install_problem_handlers
 from connectors.runtime.publisher import Publisher
 from connectors.runtime.webhooks import router as webhook_router
+from control.connectors import registry
+from control.connectors.offsets import OffsetStore
+from control.connectors.registry import ConnectorClass
+from control.connectors.store import ControlStore
+from metalake.http.problems import install_problem_handlers
 from metalake.lease import LEASES, LeaseStore
 from metalake.mongo import mongo_client
 from metalake.settings import Settings

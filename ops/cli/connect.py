@@ -51,9 +51,9 @@ def connect_crawl(
     import json
 
     from connectors.runtime.errors import TaskFailed
-    from connectors.runtime.offsets import OffsetsUnavailable
     from connectors.runtime.source_runner import CrawlRefused, crawl
     from connectors.runtime.worker import build_runtime
+    from control.connectors.offsets import OffsetsUnavailable
     from metalake.kafka import PublishError
     from metalake.telemetry import configure_telemetry
 

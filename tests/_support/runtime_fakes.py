@@ -10,9 +10,9 @@ from typing import Any
 from pydantic import SecretStr
 
 from connectors.runtime.context import Runtime
-from connectors.runtime.control import ConnectorRecord, ConnectorState, SecretInfo
 from connectors.runtime.errors import DeadLetterRecord
 from connectors.runtime.transforms import Routed
+from control.connectors.store import ConnectorRecord, ConnectorState, SecretInfo
 from metalake.kafka import Delivery, PublishError
 from metalake.settings import Settings
 

@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from connectors.base import (
+from control.connectors.plugin import (
     AuthenticationFailed,
     ConnectorConfig,
     InboundRequest,

@@ -24,8 +24,8 @@ from worker_helpers import worker_settings
 from api.app import create_app
 from api.audit import tenant_audit_path
 from api.auditlog import AuditQuery, read
-from connectors.runtime.control import ConnectorState, ControlStore
 from connectors.runtime.worker import create_app as create_worker
+from control.connectors.store import ConnectorState, ControlStore
 from metalake.settings import Settings
 from ops.stack import StackManager
 from tenants.naming import CONTROL_DATABASE
@@ -233,7 +233,7 @@ def test_webhook_connector_lifecycle_with_secret_rotation(
 
 
 def test_offsets_of_a_source_connector(api: TestClient, settings: Settings, tenant: str) -> None:
-    from connectors.runtime.offsets import OffsetStore
+    from control.connectors.offsets import OffsetStore
 
     admin = auth_headers(api, tenant=tenant, role="admin")
     route = f"/v1/tenants/{tenant}/connectors/pg"

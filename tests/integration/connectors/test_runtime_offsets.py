@@ -8,8 +8,8 @@ from kafka_tail import mark, of_tenant, read_since
 from worker_helpers import ADMIN
 
 from connectors.runtime.context import Runtime
-from connectors.runtime.control import ConnectorState
 from connectors.runtime.source_runner import CrawlRefused, crawl
+from control.connectors.store import ConnectorState
 from metalake.settings import Settings
 from tenants.naming import PRIORITY_TOPIC
 

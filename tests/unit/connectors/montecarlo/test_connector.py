@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from connectors import registry
-from connectors.base import ConnectorContext, InboundRequest, InvalidPayload
 from connectors.montecarlo import MonteCarloConfig, MonteCarloConnector
 from connectors.montecarlo.mapping import SUMMARY_MAX
+from control.connectors import registry
+from control.connectors.plugin import ConnectorContext, InboundRequest, InvalidPayload
 from metalake.events import CloudEvent, decode_record
 
 Request = Callable[..., InboundRequest]

@@ -9,8 +9,8 @@ from pydantic import BaseModel, SecretStr
 from runtime_fakes import ADMIN_TOKEN, World
 
 from connectors.runtime.bodies import read_limited
-from connectors.runtime.problems import MEDIA_TYPE, Problem, install_problem_handlers
 from connectors.runtime.worker import WorkerConfigError, check_admin_token
+from metalake.http.problems import MEDIA_TYPE, Problem, install_problem_handlers
 from metalake.settings import Settings
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from connectors.runtime.control import ConnectorRecord, ConnectorState, TaskRecord
+from control.connectors.store import ConnectorRecord, ConnectorState, TaskRecord
 
 
 def task_state(record: ConnectorRecord, task: TaskRecord) -> ConnectorState:

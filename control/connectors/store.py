@@ -32,7 +32,7 @@ from pymongo.collection import Collection
 from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
-from connectors.runtime.transforms import TRANSFORM_SPECS, TransformSpec
+from control.connectors.transforms import TRANSFORM_SPECS, TransformSpec
 from metalake.mongo import Doc, mongo_client
 from metalake.settings import Settings
 from tenants.naming import CONTROL_DATABASE, validate_tenant_id

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from connectors.base import SourceConnector, WebhookConnector
+from control.connectors.plugin import SourceConnector, WebhookConnector
 from metalake import plugins as kernel
 
 GROUP = "metalake.connectors"
