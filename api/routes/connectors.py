@@ -17,7 +17,7 @@ import secrets
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Response
+from fastapi import APIRouter, Depends, Path, Query, Response
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from pydantic.config import JsonDict
 
@@ -304,6 +304,13 @@ def _transition(
     return _status(store, plugins, _record(store, tc.tenant, name))
 
 
+def _task(store: ControlStore, record: ConnectorRecord, task_id: int) -> TaskRecord:
+    for task in store.get_tasks(record.tenant, record.name):
+        if task.id == task_id:
+            return task
+    raise Problem(404, "not-found", "no such task", field="task_id")
+
+
 def _audit(ctx: ApiContext, tc: TenantContext, action: str, target: str) -> None:
     audit.record(ctx, tc.tenant, tc.principal, action, target, audit.DONE)
 
@@ -446,8 +453,22 @@ def resume(tc: TenantAdmin, name: ConnectorName, store: StoreDep, plugins: Plugi
 @router.post(
     PREFIX + "/{name}/activate", summary="Activate a connector", response_model=StatusView, responses=_errors()
 )
-def activate(tc: TenantAdmin, name: ConnectorName, store: StoreDep, plugins: PluginsDep, ctx: ContextDep) -> StatusView:
-    """Put the connector in service from any state, clearing its error (Connect's restart)."""
+def activate(
+    tc: TenantAdmin,
+    name: ConnectorName,
+    store: StoreDep,
+    plugins: PluginsDep,
+    ctx: ContextDep,
+    include_tasks: Annotated[bool, Query(description="Restart the source connector's tasks too.")] = False,
+    only_failed: Annotated[bool, Query(description="With include_tasks: only the FAILED tasks.")] = False,
+) -> StatusView:
+    """Put the connector in service from any state, clearing its error (Connect's restart). As Connect's
+    ``includeTasks``/``onlyFailed``, ``include_tasks`` restarts its tasks too, ``only_failed`` only the FAILED ones."""
+    if include_tasks:
+        record = _record(store, tc.tenant, name)
+        for task in store.get_tasks(record.tenant, record.name):
+            if not only_failed or task.state is ConnectorState.FAILED:
+                store.set_task_state(record.tenant, record.name, task.id, ConnectorState.RUNNING)
     return _transition(ctx, tc, store, plugins, name, "activate")
 
 
@@ -459,6 +480,37 @@ def deactivate(
 ) -> StatusView:
     """Take the connector out of service until it is activated (the runtime's PAUSED state)."""
     return _transition(ctx, tc, store, plugins, name, "deactivate")
+
+
+@router.get(
+    PREFIX + "/{name}/tasks/{task_id}/status",
+    summary="A task's status",
+    response_model=TaskStatusView,
+    responses=_errors(),
+)
+def task_status(
+    tc: TenantReader, name: ConnectorName, task_id: Annotated[int, Path(ge=0)], store: StoreDep
+) -> TaskStatusView:
+    """One task of a source connector (its trace when FAILED); the tasks are those of its last split."""
+    record = _record(store, tc.tenant, name)
+    return _task_view(record, _task(store, record, task_id))
+
+
+@router.post(
+    PREFIX + "/{name}/tasks/{task_id}/restart",
+    summary="Restart a task",
+    response_model=TaskStatusView,
+    responses=_errors(),
+)
+def restart_task(
+    tc: TenantAdmin, name: ConnectorName, task_id: Annotated[int, Path(ge=0)], store: StoreDep, ctx: ContextDep
+) -> TaskStatusView:
+    """Clear a task's failure: the next crawl runs it again. The connector's own state is left as it is."""
+    record = _record(store, tc.tenant, name)
+    task = _task(store, record, task_id)
+    store.set_task_state(record.tenant, record.name, task.id, ConnectorState.RUNNING)
+    _audit(ctx, tc, "connector.task.restart", f"{name}/{task.id}")
+    return _task_view(record, _task(store, record, task_id))
 
 
 @router.get(

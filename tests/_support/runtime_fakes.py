@@ -16,7 +16,6 @@ from control.connectors.store import ConnectorRecord, ConnectorState, SecretInfo
 from metalake.kafka import Delivery, PublishError
 from metalake.settings import Settings
 
-ADMIN_TOKEN = "unit-admin-token-0123456789abcdef"
 WRITE_KEY = "mlk_k1_supersecretvalue"
 
 

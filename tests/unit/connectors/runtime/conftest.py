@@ -7,8 +7,7 @@ from typing import Any, cast
 
 import pytest
 from fastapi.testclient import TestClient
-from pydantic import SecretStr
-from runtime_fakes import ADMIN_TOKEN, FakeCounter, FakeDeliveries, FakeOffsets, FakePublisher, FakeStore, World
+from runtime_fakes import FakeCounter, FakeDeliveries, FakeOffsets, FakePublisher, FakeStore, World
 from runtime_plugins import PLUGINS
 
 from connectors.runtime.context import Runtime, plugins_from
@@ -19,7 +18,6 @@ from metalake.settings import Settings
 @pytest.fixture
 def world() -> World:
     settings = Settings()
-    settings.connect.admin_token = SecretStr(ADMIN_TOKEN)
     settings.connect.webhook_max_body_bytes = 2048
     settings.connect.ingest_max_events = 5
     store, deliveries, publisher, offsets, counter = (
