@@ -22,7 +22,7 @@ from pathlib import Path
 
 from api.auditlog import ACTION_PATTERN, AuditRow, append
 from api.context import ApiContext
-from api.security import Principal
+from control.auth.principal import Principal
 from tenants.naming import CONTROL_DATABASE, names_for, platform_audit_dir
 from tenants.registry import TenantRegistry
 

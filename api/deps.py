@@ -14,7 +14,8 @@ from fastapi import Depends
 
 from api.auth.deps import auth_runtime, require, require_tenant
 from api.auth.runtime import AuthRuntime
-from api.security import Principal, Scope, TenantContext
+from api.security import TenantContext
+from control.auth.principal import Principal, Scope
 
 # The tenant in the path, if the caller may read it (tenant:read or tenant:admin).
 TenantReader = Annotated[TenantContext, Depends(require_tenant(Scope.TENANT_READ, Scope.TENANT_ADMIN))]

@@ -33,7 +33,7 @@ from api.provisioning.runs import (
     provision_tenant,
     tenant_key,
 )
-from api.security import Principal
+from control.auth.principal import Principal
 from tenants.naming import CONTROL_DATABASE
 from tenants.registry import TenantRegistry, TenantState
 

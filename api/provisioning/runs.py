@@ -24,7 +24,7 @@ from api.erasures import ErasureState, ErasureStore, run_erasure
 from api.provisioning.launcher import LocalProcessLauncher
 from api.provisioning.provisioner import Outcome, Provisioner
 from api.provisioning.steps import StepContext
-from api.security import Principal
+from control.auth.principal import Principal
 from metalake.lease import LEASES, LeaseHeld, LeaseStore
 from tenants.naming import CONTROL_DATABASE
 from tenants.registry import TenantRegistry

@@ -23,7 +23,8 @@ from api.events import EventPublisher, PublisherDep
 from api.lineage import DEFAULT_DEPTH, DEFAULT_NODES, MAX_DEPTH, MAX_NODES, Direction, traverse
 from api.paging import DEFAULT_LIMIT, CursorParam, Limit, Page, decode_cursor, encode_cursor
 from api.problems import Problem
-from api.security import Scope, TenantContext
+from api.security import TenantContext
+from control.auth.principal import Scope
 from metalake.events import new_event
 from metalake.events.validation import InvalidData
 from metalake.mongo import Doc

@@ -15,12 +15,12 @@ from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, Field
 
 from api import audit
-from api.auth.clients import ClientConflict, ClientRecord, Role
 from api.auth.runtime import AuthRuntime
 from api.context import ContextDep
 from api.deps import AuthDep, TenantAdmin
 from api.problems import MEDIA_TYPE, Problem
 from api.security import TenantContext
+from control.auth.clients import ClientConflict, ClientRecord, Role
 
 router = APIRouter(prefix="/v1/tenants/{tenant}/clients", tags=["clients"])
 

@@ -28,7 +28,8 @@ from api.deps import TenantAdmin, TenantReader
 from api.events import PublisherDep
 from api.paging import DEFAULT_LIMIT, CursorParam, Limit, Page, decode_cursor, encode_cursor
 from api.problems import Problem
-from api.security import Scope, TenantContext
+from api.security import TenantContext
+from control.auth.principal import Scope
 from control.connectors import registry
 from control.connectors.offsets import OffsetStore, OffsetsUnavailable
 from control.connectors.plugin import SourceConnector, WebhookConnector

@@ -22,7 +22,7 @@ from api.erasures import ErasureRecord, ErasureState, ErasureStore
 from api.problems import Problem, problem_doc
 from api.provisioning.runs import PendingErasures, erase_asset
 from api.routes.tenants import ERRORS
-from api.security import Principal
+from control.auth.principal import Principal
 from metalake.urn import AssetUrn, InvalidUrn
 from tenants.naming import CONTROL_DATABASE
 

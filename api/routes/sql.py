@@ -19,7 +19,7 @@ from api import sqlquery
 from api.context import ContextDep
 from api.deps import SqlReader
 from api.problems import problem_doc
-from api.security import Scope
+from control.auth.principal import Scope
 
 router = APIRouter(prefix="/v1/tenants/{tenant}", tags=["sql"])
 

@@ -25,7 +25,8 @@ from api.paging import CursorParam, Limit, decode_cursor, encode_cursor
 from api.problems import Problem, problem_doc
 from api.provisioning.provisioner import Provisioner
 from api.provisioning.runs import build_provisioner, deprovision_tenant, provision_tenant
-from api.security import Principal, Scope, TenantContext
+from api.security import TenantContext
+from control.auth.principal import Principal, Scope
 from metalake.tenancy import RESERVED_TENANT_IDS, TENANT_ID_PATTERN
 from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE

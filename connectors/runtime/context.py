@@ -14,6 +14,7 @@ from connectors.runtime.errors import Counter, ErrorPolicy
 from connectors.runtime.lookups import LookupCache
 from connectors.runtime.publisher import Publisher
 from connectors.runtime.transforms import Chain
+from control.auth.gate import TokenGate
 from control.connectors.offsets import OffsetStore
 from control.connectors.plugin import ConnectorConfig, ConnectorContext, SourceConnector, WebhookConnector
 from control.connectors.registry import ConnectorClass, Plugin
@@ -36,6 +37,8 @@ class Runtime:
     publisher: Publisher
     offsets: OffsetStore
     plugins: Mapping[str, Plugin]
+    # Admits the ingest API's OAuth access tokens, as the admin API does.
+    gate: TokenGate
     dlq_counter: Counter | None = None
     # A publisher and an offset store of its own for each task of a multi-task crawl (tests inject fakes).
     task_io_factory: Callable[[], tuple[Publisher, OffsetStore]] | None = None

@@ -20,6 +20,7 @@ from connectors.runtime.errors import Counter
 from connectors.runtime.lookups import LookupCache
 from connectors.runtime.publisher import Publisher
 from connectors.runtime.webhooks import router as webhook_router
+from control.auth.gate import build_gate
 from control.connectors import registry
 from control.connectors.offsets import OffsetStore
 from control.connectors.registry import ConnectorClass
@@ -47,6 +48,7 @@ def build_runtime(
         publisher=Publisher(settings),
         offsets=OffsetStore(settings),
         plugins=plugins_from(plugins) if plugins is not None else registry.plugins(),
+        gate=build_gate(settings, database),
         dlq_counter=dlq_counter,
         lookups=LookupCache(settings.connect.lookup_cache_ttl_s),
         leases=LeaseStore(database[LEASES]),

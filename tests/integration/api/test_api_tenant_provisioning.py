@@ -24,7 +24,7 @@ from api.provisioning.launcher import LocalProcessLauncher
 from api.provisioning.provisioner import Provisioner
 from api.provisioning.steps import STEPS, LakeStep, MongoStep, Step, StepContext, run_subprocess
 from api.routes.tenants import provisioner
-from api.security import Principal
+from control.auth.principal import Principal
 from metalake.settings import Settings
 from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE, TenantNames, names_for

@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import SecretStr
 
-from api.auth.clients import ROLE_SCOPES, ClientRecord, Role, SecretInfo, hash_secret, verify_secret
 from api.auth.keys import KeyEncryption, KeysUnavailable
-from api.security import Scope
+from control.auth.clients import ROLE_SCOPES, ClientRecord, Role, SecretInfo, hash_secret, verify_secret
+from control.auth.principal import Scope
 
 
 def test_hash_is_salted_and_verifies() -> None:

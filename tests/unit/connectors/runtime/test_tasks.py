@@ -164,6 +164,7 @@ def _world(tables: list[str], tasks_max: int) -> tuple[Runtime, TaskStore, FakeO
         publisher=cast(Any, FakePublisher()),
         offsets=cast(Any, offsets),
         plugins=plugins_from({"letters": FailingLetters}),
+        gate=cast(Any, None),
         dlq_counter=FakeCounter(),
         task_io_factory=task_io,
     )

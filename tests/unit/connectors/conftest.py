@@ -1,4 +1,4 @@
-"""Fixtures for the runtime's unit tests: a worker app over in-memory fakes (see runtime_fakes)."""
+"""Fixtures for the connector unit tests: a worker app over in-memory fakes (see runtime_fakes)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,17 @@ from typing import Any, cast
 
 import pytest
 from fastapi.testclient import TestClient
-from runtime_fakes import FakeCounter, FakeDeliveries, FakeOffsets, FakePublisher, FakeStore, World
+from runtime_fakes import (
+    FakeClients,
+    FakeCounter,
+    FakeDeliveries,
+    FakeOffsets,
+    FakePublisher,
+    FakeStore,
+    FakeTenants,
+    World,
+    fake_gate,
+)
 from runtime_plugins import PLUGINS
 
 from connectors.runtime.context import Runtime, plugins_from
@@ -27,6 +37,7 @@ def world() -> World:
         FakeOffsets(),
         FakeCounter(),
     )
+    clients, tenants = FakeClients(), FakeTenants()
     runtime = Runtime(
         settings=settings,
         store=cast(Any, store),
@@ -34,9 +45,10 @@ def world() -> World:
         publisher=cast(Any, publisher),
         offsets=cast(Any, offsets),
         plugins=plugins_from(PLUGINS),
+        gate=fake_gate(clients, tenants),
         dlq_counter=counter,
     )
-    return World(settings, store, deliveries, publisher, offsets, counter, runtime)
+    return World(settings, store, deliveries, publisher, offsets, counter, runtime, clients, tenants)
 
 
 @pytest.fixture
