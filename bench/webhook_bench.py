@@ -104,7 +104,6 @@ def _serve_real(port: int, tenant: str) -> None:
     from metalake.settings import load_settings
 
     settings = load_settings()
-    settings.connect.admin_token = SecretStr(secrets.token_hex(16))
     store = ControlStore.connect(settings)
     store.put_connector(tenant, "mc", "montecarlo", {"default_platform": "snowflake", "default_instance": "bench"})
     store.add_webhook_secret(tenant, "mc", SecretStr(SECRET))

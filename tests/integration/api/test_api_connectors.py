@@ -75,8 +75,9 @@ def deliver(worker: TestClient, tenant: str, secret: str) -> int:
 
 
 def eventually(worker: TestClient, tenant: str, secret: str, status: int) -> None:
-    """The worker caches its control-plane reads for ``connect.lookup_cache_ttl_s`` (2 s): a change made through the
-    API (another process) is seen within that. Only a 202 publishes, so the attempts before it leave no trace."""
+    """A worker caches its control-plane reads for ``connect.lookup_cache_ttl_s`` (2 s by default; the test worker's
+    ``worker_settings`` turn it off): a change made through the API (another process) is seen within that. Only a 202
+    publishes, so the attempts before it leave no trace."""
     wait_for(f"a delivery answered {status}", lambda: deliver(worker, tenant, secret) == status or None, timeout_s=15)
 
 
