@@ -24,7 +24,7 @@ from pydantic.config import JsonDict
 from api import audit
 from api.auth.deps import require
 from api.context import ApiContext, ContextDep
-from api.deps import TenantAdmin, TenantReader
+from api.deps import ConnectorStoreDep, TenantAdmin, TenantReader
 from api.events import PublisherDep
 from api.paging import DEFAULT_LIMIT, CursorParam, Limit, Page, decode_cursor, encode_cursor
 from api.problems import Problem
@@ -39,7 +39,6 @@ from control.connectors.status import task_state
 from control.connectors.store import ConnectorRecord, ConnectorState, ControlStore, TaskRecord
 from control.connectors.validation import MASK, ConnectorFields, InvalidConfig, put_validated
 from metalake.kafka import PublishError
-from tenants.naming import CONTROL_DATABASE
 
 NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 RETRY_AFTER_S = 5
@@ -65,12 +64,6 @@ def connector_plugins() -> dict[str, Plugin]:
 
 PluginsDep = Annotated[dict[str, Plugin], Depends(connector_plugins)]
 
-
-def control_store(ctx: ContextDep) -> ControlStore:
-    return ControlStore(ctx.mongo[CONTROL_DATABASE])
-
-
-StoreDep = Annotated[ControlStore, Depends(control_store)]
 
 router = APIRouter(tags=["connectors"])
 PREFIX = "/v1/tenants/{tenant}/connectors"
@@ -364,7 +357,12 @@ def plugin_schema(type_: Annotated[str, Path(alias="type", max_length=64)], plug
     responses=_errors((409, "A connector of that name exists.")),
 )
 def create_connector(
-    tc: TenantAdmin, body: ConnectorCreate, store: StoreDep, plugins: PluginsDep, ctx: ContextDep, response: Response
+    tc: TenantAdmin,
+    body: ConnectorCreate,
+    store: ConnectorStoreDep,
+    plugins: PluginsDep,
+    ctx: ContextDep,
+    response: Response,
 ) -> ConnectorView:
     """Create a connector (RUNNING). Webhook connectors accept deliveries once a signing secret is added."""
     if store.get_connector(tc.tenant, body.name) is not None:
@@ -384,7 +382,11 @@ def create_connector(
     responses=_errors((400, "Bad cursor (problem+json naming `cursor`).")),
 )
 def list_connectors(
-    tc: TenantReader, store: StoreDep, plugins: PluginsDep, limit: Limit = DEFAULT_LIMIT, cursor: CursorParam = None
+    tc: TenantReader,
+    store: ConnectorStoreDep,
+    plugins: PluginsDep,
+    limit: Limit = DEFAULT_LIMIT,
+    cursor: CursorParam = None,
 ) -> Page[ConnectorView]:
     """The tenant's connectors by name."""
     resume = decode_cursor("connectors", cursor, 1)
@@ -398,7 +400,9 @@ def list_connectors(
 
 
 @router.get(PREFIX + "/{name}", summary="Get a connector", response_model=ConnectorView, responses=_errors())
-def get_connector(tc: TenantReader, name: ConnectorName, store: StoreDep, plugins: PluginsDep) -> ConnectorView:
+def get_connector(
+    tc: TenantReader, name: ConnectorName, store: ConnectorStoreDep, plugins: PluginsDep
+) -> ConnectorView:
     """The configuration (secret fields masked) and the active signing secrets by id."""
     return _view(store, plugins, _record(store, tc.tenant, name))
 
@@ -407,7 +411,12 @@ def get_connector(tc: TenantReader, name: ConnectorName, store: StoreDep, plugin
     PREFIX + "/{name}", summary="Replace a connector's configuration", response_model=ConnectorView, responses=_errors()
 )
 def replace_connector(
-    tc: TenantAdmin, name: ConnectorName, body: ConnectorSpec, store: StoreDep, plugins: PluginsDep, ctx: ContextDep
+    tc: TenantAdmin,
+    name: ConnectorName,
+    body: ConnectorSpec,
+    store: ConnectorStoreDep,
+    plugins: PluginsDep,
+    ctx: ContextDep,
 ) -> ConnectorView:
     """Replace the configuration of an existing connector; its state and signing secrets are kept."""
     _record(store, tc.tenant, name)
@@ -417,7 +426,7 @@ def replace_connector(
 
 
 @router.delete(PREFIX + "/{name}", status_code=204, summary="Delete a connector", responses=_errors())
-def delete_connector(tc: TenantAdmin, name: ConnectorName, store: StoreDep, ctx: ContextDep) -> Response:
+def delete_connector(tc: TenantAdmin, name: ConnectorName, store: ConnectorStoreDep, ctx: ContextDep) -> Response:
     """Remove the connector, its tasks and its secrets. Its source offsets stay in Kafka (reset them first to
     forget them)."""
     if not store.delete_connector(tc.tenant, name):
@@ -427,13 +436,17 @@ def delete_connector(tc: TenantAdmin, name: ConnectorName, store: StoreDep, ctx:
 
 
 @router.get(PREFIX + "/{name}/status", summary="Connector status", response_model=StatusView, responses=_errors())
-def connector_status(tc: TenantReader, name: ConnectorName, store: StoreDep, plugins: PluginsDep) -> StatusView:
+def connector_status(
+    tc: TenantReader, name: ConnectorName, store: ConnectorStoreDep, plugins: PluginsDep
+) -> StatusView:
     """The connector's state (with the error when FAILED) and each task's (source connectors)."""
     return _status(store, plugins, _record(store, tc.tenant, name))
 
 
 @router.post(PREFIX + "/{name}/pause", summary="Pause a connector", response_model=StatusView, responses=_errors())
-def pause(tc: TenantAdmin, name: ConnectorName, store: StoreDep, plugins: PluginsDep, ctx: ContextDep) -> StatusView:
+def pause(
+    tc: TenantAdmin, name: ConnectorName, store: ConnectorStoreDep, plugins: PluginsDep, ctx: ContextDep
+) -> StatusView:
     """Stop accepting work: webhooks answer 503 with Retry-After (senders keep and resend), crawls refuse to start."""
     return _transition(ctx, tc, store, plugins, name, "pause")
 
@@ -444,7 +457,9 @@ def pause(tc: TenantAdmin, name: ConnectorName, store: StoreDep, plugins: Plugin
     response_model=StatusView,
     responses=_errors((409, "The connector FAILED: activate it instead.")),
 )
-def resume(tc: TenantAdmin, name: ConnectorName, store: StoreDep, plugins: PluginsDep, ctx: ContextDep) -> StatusView:
+def resume(
+    tc: TenantAdmin, name: ConnectorName, store: ConnectorStoreDep, plugins: PluginsDep, ctx: ContextDep
+) -> StatusView:
     """Accept work again. A FAILED connector is not resumed (its error needs a look): ``activate`` restarts it."""
     if _record(store, tc.tenant, name).state is ConnectorState.FAILED:
         raise Problem(409, "connector-failed", "state: the connector FAILED; activate restarts it", field="state")
@@ -457,7 +472,7 @@ def resume(tc: TenantAdmin, name: ConnectorName, store: StoreDep, plugins: Plugi
 def activate(
     tc: TenantAdmin,
     name: ConnectorName,
-    store: StoreDep,
+    store: ConnectorStoreDep,
     plugins: PluginsDep,
     ctx: ContextDep,
     include_tasks: Annotated[bool, Query(description="Restart the source connector's tasks too.")] = False,
@@ -477,7 +492,7 @@ def activate(
     PREFIX + "/{name}/deactivate", summary="Deactivate a connector", response_model=StatusView, responses=_errors()
 )
 def deactivate(
-    tc: TenantAdmin, name: ConnectorName, store: StoreDep, plugins: PluginsDep, ctx: ContextDep
+    tc: TenantAdmin, name: ConnectorName, store: ConnectorStoreDep, plugins: PluginsDep, ctx: ContextDep
 ) -> StatusView:
     """Take the connector out of service until it is activated (the runtime's PAUSED state)."""
     return _transition(ctx, tc, store, plugins, name, "deactivate")
@@ -490,7 +505,7 @@ def deactivate(
     responses=_errors(),
 )
 def task_status(
-    tc: TenantReader, name: ConnectorName, task_id: Annotated[int, Path(ge=0)], store: StoreDep
+    tc: TenantReader, name: ConnectorName, task_id: Annotated[int, Path(ge=0)], store: ConnectorStoreDep
 ) -> TaskStatusView:
     """One task of a source connector (its trace when FAILED); the tasks are those of its last split."""
     record = _record(store, tc.tenant, name)
@@ -504,7 +519,7 @@ def task_status(
     responses=_errors(),
 )
 def restart_task(
-    tc: TenantAdmin, name: ConnectorName, task_id: Annotated[int, Path(ge=0)], store: StoreDep, ctx: ContextDep
+    tc: TenantAdmin, name: ConnectorName, task_id: Annotated[int, Path(ge=0)], store: ConnectorStoreDep, ctx: ContextDep
 ) -> TaskStatusView:
     """Clear a task's failure: the next crawl runs it again. The connector's own state is left as it is."""
     record = _record(store, tc.tenant, name)
@@ -520,7 +535,7 @@ def restart_task(
     response_model=OffsetsView,
     responses=_errors((503, "The offsets topic could not be read in time.")),
 )
-def get_offsets(tc: TenantReader, name: ConnectorName, store: StoreDep, ctx: ContextDep) -> OffsetsView:
+def get_offsets(tc: TenantReader, name: ConnectorName, store: ConnectorStoreDep, ctx: ContextDep) -> OffsetsView:
     """The stored offset of each source partition (read from the compacted offsets topic to its end)."""
     record = _record(store, tc.tenant, name)
     try:
@@ -537,7 +552,7 @@ def get_offsets(tc: TenantReader, name: ConnectorName, store: StoreDep, ctx: Con
     responses=_errors((409, "The connector is not PAUSED."), (503, "Kafka unavailable; nothing was reset.")),
 )
 def reset_offsets(
-    tc: TenantAdmin, name: ConnectorName, store: StoreDep, ctx: ContextDep, publisher: PublisherDep
+    tc: TenantAdmin, name: ConnectorName, store: ConnectorStoreDep, ctx: ContextDep, publisher: PublisherDep
 ) -> OffsetsReset:
     """Forget every stored offset (tombstones), so the next crawl starts over. Pause the connector first."""
     record = _record(store, tc.tenant, name)
@@ -559,7 +574,7 @@ def reset_offsets(
     response_model=SecretsView,
     responses=_errors(),
 )
-def list_secrets(tc: TenantReader, name: ConnectorName, store: StoreDep) -> SecretsView:
+def list_secrets(tc: TenantReader, name: ConnectorName, store: ConnectorStoreDep) -> SecretsView:
     """Ids and ages of the active signing secrets, newest first. Values are never returned."""
     return SecretsView(active=_secret_infos(store, _record(store, tc.tenant, name)))
 
@@ -573,7 +588,12 @@ def list_secrets(tc: TenantReader, name: ConnectorName, store: StoreDep) -> Secr
     responses=_errors((409, "Not a webhook connector.")),
 )
 def rotate_secret(
-    tc: TenantAdmin, name: ConnectorName, body: SecretCreate, store: StoreDep, plugins: PluginsDep, ctx: ContextDep
+    tc: TenantAdmin,
+    name: ConnectorName,
+    body: SecretCreate,
+    store: ConnectorStoreDep,
+    plugins: PluginsDep,
+    ctx: ContextDep,
 ) -> SecretsView:
     """Activate a new signing secret next to the previous one: during the overlap deliveries signed with either
     verify; the one before is retired. A generated secret is in this answer only; a supplied one is never echoed."""

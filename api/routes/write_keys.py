@@ -15,9 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from api import audit
 from api.context import ContextDep
-from api.deps import TenantAdmin, TenantReader
+from api.deps import ConnectorStoreDep, TenantAdmin, TenantReader
 from api.problems import Problem
-from api.routes.connectors import StoreDep
 
 router = APIRouter(tags=["write-keys"])
 PREFIX = "/v1/tenants/{tenant}/write-keys"
@@ -61,7 +60,7 @@ class WriteKeysView(BaseModel):
 @router.post(
     PREFIX, status_code=201, summary="Create an ingest write key", response_model=WriteKeyCreated, responses=_ERRORS
 )
-def create_write_key(tc: TenantAdmin, store: StoreDep, ctx: ContextDep) -> WriteKeyCreated:
+def create_write_key(tc: TenantAdmin, store: ConnectorStoreDep, ctx: ContextDep) -> WriteKeyCreated:
     """A new write key for the tenant's ingest API. Keep it: it is shown this once and cannot be read back."""
     info, key = store.create_write_key(tc.tenant)
     audit.record(ctx, tc.tenant, tc.principal, "write_key.create", info.key_id, audit.DONE)
@@ -69,7 +68,7 @@ def create_write_key(tc: TenantAdmin, store: StoreDep, ctx: ContextDep) -> Write
 
 
 @router.get(PREFIX, summary="List ingest write keys", response_model=WriteKeysView, responses=_ERRORS)
-def list_write_keys(tc: TenantReader, store: StoreDep) -> WriteKeysView:
+def list_write_keys(tc: TenantReader, store: ConnectorStoreDep) -> WriteKeysView:
     """The tenant's active write keys by id and creation time. Keys themselves are never returned."""
     return WriteKeysView(
         items=[WriteKeyInfo(key_id=k.key_id, created_at=k.created_at) for k in store.write_keys(tc.tenant)]
@@ -77,7 +76,7 @@ def list_write_keys(tc: TenantReader, store: StoreDep) -> WriteKeysView:
 
 
 @router.delete(PREFIX + "/{key_id}", status_code=204, summary="Revoke an ingest write key", responses=_ERRORS)
-def revoke_write_key(tc: TenantAdmin, key_id: KeyId, store: StoreDep, ctx: ContextDep) -> Response:
+def revoke_write_key(tc: TenantAdmin, key_id: KeyId, store: ConnectorStoreDep, ctx: ContextDep) -> Response:
     """Revoke the key: the next request that presents it is refused (401)."""
     if not store.revoke_write_key(tc.tenant, key_id):
         raise Problem(404, "not-found", "no such write key", field="key_id")
