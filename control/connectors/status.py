@@ -1,4 +1,4 @@
-"""The status rule the worker's management routes and the admin API both show."""
+"""The status rule the admin API shows: a task's state as its connector's state makes it look."""
 
 from __future__ import annotations
 

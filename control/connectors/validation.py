@@ -19,7 +19,7 @@ MAX_TASKS = 64
 
 
 class ConnectorFields(BaseModel):
-    """What a connector is configured with, as both management surfaces accept it (each adds its docs)."""
+    """What a connector is configured with, as the admin API accepts it (its route models add their docs)."""
 
     model_config = ConfigDict(extra="forbid")
 

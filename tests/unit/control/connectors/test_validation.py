@@ -1,4 +1,4 @@
-"""The config rule and the task-status rule the worker's management routes and the admin API share."""
+"""The config rule and the task-status rule of the control plane, which the admin API applies and shows."""
 
 from __future__ import annotations
 
