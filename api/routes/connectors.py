@@ -24,7 +24,7 @@ from pydantic.config import JsonDict
 from api import audit
 from api.auth.deps import require
 from api.context import ApiContext, ContextDep
-from api.deps import ConnectorStoreDep, TenantAdmin, TenantReader
+from api.deps import ConnectorStoreDep, PlatformAdmin, TenantAdmin, TenantReader
 from api.events import PublisherDep
 from api.paging import DEFAULT_LIMIT, CursorParam, Limit, Page, decode_cursor, encode_cursor
 from api.problems import Problem
@@ -159,6 +159,15 @@ class StatusView(BaseModel):
     type: str | None = Field(description="webhook or source")
     connector: ConnectorStateView
     tasks: list[TaskStatusView]
+
+
+class TaskConfigView(BaseModel):
+    id: int
+    config: dict[str, Any] = Field(description="What the connector's split gave the task (the crawler: its units).")
+
+
+class TasksView(BaseModel):
+    tasks: list[TaskConfigView] = Field(description="The tasks of the last split, by id (none before a first crawl).")
 
 
 class SecretCreate(BaseModel):
@@ -399,6 +408,33 @@ def list_connectors(
     )
 
 
+@router.get(
+    "/v1/connectors",
+    summary="Connectors of every tenant (platform administrators)",
+    response_model=Page[ConnectorView],
+    responses=_errors((400, "Bad cursor (problem+json naming `cursor`).")),
+)
+def list_all_connectors(
+    _: PlatformAdmin,
+    store: ConnectorStoreDep,
+    plugins: PluginsDep,
+    tenant: Annotated[str | None, Query(max_length=40, description="Only this tenant's.")] = None,
+    limit: Limit = DEFAULT_LIMIT,
+    cursor: CursorParam = None,
+) -> Page[ConnectorView]:
+    """Every tenant's connectors (or one tenant's) by tenant and name, for operators."""
+    resume = decode_cursor("all-connectors", cursor, 2)
+    records = sorted(store.list_connectors(tenant), key=lambda r: (r.tenant, r.name))
+    if resume is not None:
+        records = [r for r in records if (r.tenant, r.name) > (resume[0], resume[1])]
+    page = records[:limit]
+    more = len(records) > limit
+    return Page[ConnectorView](
+        items=[_view(store, plugins, r) for r in page],
+        next_cursor=encode_cursor("all-connectors", [page[-1].tenant, page[-1].name]) if more and page else None,
+    )
+
+
 @router.get(PREFIX + "/{name}", summary="Get a connector", response_model=ConnectorView, responses=_errors())
 def get_connector(
     tc: TenantReader, name: ConnectorName, store: ConnectorStoreDep, plugins: PluginsDep
@@ -496,6 +532,15 @@ def deactivate(
 ) -> StatusView:
     """Take the connector out of service until it is activated (the runtime's PAUSED state)."""
     return _transition(ctx, tc, store, plugins, name, "deactivate")
+
+
+@router.get(PREFIX + "/{name}/tasks", summary="A connector's tasks", response_model=TasksView, responses=_errors())
+def list_tasks(tc: TenantReader, name: ConnectorName, store: ConnectorStoreDep) -> TasksView:
+    """Each task of a source connector's last split with its configuration (Connect's ``GET .../tasks``)."""
+    record = _record(store, tc.tenant, name)
+    return TasksView(
+        tasks=[TaskConfigView(id=t.id, config=dict(t.config)) for t in store.get_tasks(record.tenant, record.name)]
+    )
 
 
 @router.get(

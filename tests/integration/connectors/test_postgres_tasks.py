@@ -95,11 +95,10 @@ def _events(records: list[Record]) -> list[tuple[str, str]]:
     return out
 
 
-def _task_units(runtime: Runtime, tenant: str) -> list[set[tuple[str, ...]]]:
-    # The task configurations of the last split, as the control plane stores them (the admin API shows states only).
-    tasks = runtime.store.get_tasks(tenant, "pg")
-    assert [t.id for t in tasks] == list(range(len(tasks)))
-    return [{tuple(u) for u in t.config["units"]} for t in tasks]
+def _task_units(api: TestClient, admin: dict[str, str], tenant: str) -> list[set[tuple[str, ...]]]:
+    tasks = api.get(connectors_route(tenant, "pg") + "/tasks", headers=admin).json()["tasks"]
+    assert [t["id"] for t in tasks] == list(range(len(tasks)))
+    return [{tuple(u) for u in t["config"]["units"]} for t in tasks]
 
 
 def test_tasks_split_emit_once_delete_by_owner_and_resplit_quietly(
@@ -129,7 +128,7 @@ def test_tasks_split_emit_once_delete_by_owner_and_resplit_quietly(
     assert {u for (k, u) in emitted if k == "asset.upserted" and u.count("/") == 3} == expected
     assert set(emitted.values()) == {1} and len(emitted) == 1 + schemas + tables * 4
 
-    units = _task_units(pg_runtime, tenant)
+    units = _task_units(api, admin, tenant)
     assert [len(u) for u in units] == [3, 2, 2]
     assert set().union(*units) == {(database,), *((database, s) for s in (*SCHEMAS, "public"))}  # complete
     assert sum(len(u) for u in units) == 7  # disjoint
@@ -163,7 +162,7 @@ def test_tasks_split_emit_once_delete_by_owner_and_resplit_quietly(
     assert sum(t.partitions for t in report.tasks) == 1 + schemas + tables - 1  # every stored partition handed
     assert read_since(settings, PRIORITY_TOPIC, marks[0], of_tenant(tenant), expect=0, settle_s=3) == []
     assert read_since(settings, BULK_TOPIC, marks[1], of_tenant(tenant), expect=0, settle_s=1) == []
-    assert [len(u) for u in _task_units(pg_runtime, tenant)] == [4, 3]
+    assert [len(u) for u in _task_units(api, admin, tenant)] == [4, 3]
     status = api.get(f"{route}/status", headers=admin).json()
     assert [(t["id"], t["state"]) for t in status["tasks"]] == [(0, "RUNNING"), (1, "RUNNING")]
 

@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 from kafka_tail import mark, of_tenant, read_since
 from pymongo import MongoClient
 from runtime_plugins import PLUGINS, sign
+from tokens import auth_headers
 from worker_helpers import configure_hook, connectors_route, post_signed, worker_settings
 
 from connectors.runtime.worker import create_app
@@ -103,6 +104,11 @@ def test_a_connector_managed_through_the_admin_api_is_what_the_worker_serves(
     route = connectors_route(tenant, "hook")
     listed = api.get(connectors_route(tenant), headers=admin).json()["items"]
     assert [(c["name"], c["state"]) for c in listed] == [("hook", "RUNNING")]
+    # Operators list every tenant's connectors (or one tenant's); a tenant's token may not.
+    platform = auth_headers(api, platform_admin=True)
+    everyone = api.get("/v1/connectors", params={"tenant": tenant}, headers=platform)
+    assert [(c["tenant"], c["name"]) for c in everyone.json()["items"]] == [(tenant, "hook")]
+    assert api.get("/v1/connectors", headers=admin).status_code == 403
     config = api.get(route, headers=admin)
     assert config.status_code == 200
     assert config.json()["transforms"] == [{"type": "filter", "pattern": "*.lineage.*", "mode": "drop"}]
