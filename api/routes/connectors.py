@@ -1,4 +1,5 @@
 """A tenant's connectors: the same control plane the connector worker runs from, behind OAuth and the tenant check.
+The one place connectors are managed: the worker serves no management routes.
 
 Configuration, state and secrets live in ``metalake_control`` (``control.connectors.store.ControlStore``); source
 offsets in the compacted offsets topic (``control.connectors.offsets.OffsetStore``). The worker reads both on every
