@@ -25,6 +25,7 @@ ROUTERS: tuple[str, ...] = (
     "oauth",
     "clients",
     "connectors",
+    "write_keys",
     "assets",
     "sql",
     "shares",

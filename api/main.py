@@ -10,11 +10,11 @@ from typing import Annotated, Any
 import typer
 from pymongo import MongoClient
 
-from api.auth.clients import ClientStore, Role
 from api.auth.keys import KeysUnavailable, SigningKeyStore
 from api.context import ApiContext
-from api.security import Principal, Scope
 from api.services import audit
+from control.auth.clients import ClientStore, Role
+from control.auth.principal import Principal, Scope
 from metalake.mongo import mongo_client
 from metalake.settings import Settings, load_settings
 from tenants.naming import CONTROL_DATABASE

@@ -9,8 +9,8 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from connectors.runtime.problems import MEDIA_TYPE, Problem, problem_response
-from connectors.runtime.problems import install_problem_handlers as _install_common
+from metalake.http.problems import MEDIA_TYPE, Problem, problem_response
+from metalake.http.problems import install_problem_handlers as _install_common
 
 __all__ = ["MEDIA_TYPE", "Problem", "install_problem_handlers", "problem_doc", "problem_response"]
 

@@ -1,41 +1,13 @@
-"""Who is calling: the principal an access token stands for, and the scopes it may use.
-
-The contract every route builds on. Token validation lives in ``api.auth``; routes depend on
-``api.auth.deps.current_principal`` (overridable in tests), ``require(*scopes)`` and ``require_tenant(*scopes)``.
+"""A request's tenant once the caller was checked against it. The principal and the scopes are the control plane's
+(:mod:`control.auth.principal`); routes depend on ``api.auth.deps.current_principal`` (overridable in tests),
+``require(*scopes)`` and ``require_tenant(*scopes)``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 
-
-class Scope(StrEnum):
-    PLATFORM_ADMIN = "platform:admin"
-    TENANT_ADMIN = "tenant:admin"
-    TENANT_READ = "tenant:read"
-    EVENTS_WRITE = "events:write"
-    SQL_READ = "sql:read"
-    # Read PII-tagged columns in clear through the SQL endpoint; granted per client, never implied by a role.
-    PII_READ = "pii:read"
-
-
-@dataclass(frozen=True)
-class Principal:
-    """The caller: an OAuth client (``sub``), bound to one tenant unless it is a platform administrator."""
-
-    subject: str
-    tenant: str | None
-    scopes: frozenset[str]
-    token_id: str | None = None
-
-    @property
-    def is_platform_admin(self) -> bool:
-        return Scope.PLATFORM_ADMIN in self.scopes
-
-    def has(self, scope: Scope) -> bool:
-        # A platform administrator may do anything a tenant administrator may, in any tenant.
-        return self.is_platform_admin or scope in self.scopes
+from control.auth.principal import Principal
 
 
 @dataclass(frozen=True)

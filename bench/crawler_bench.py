@@ -29,9 +29,9 @@ from typing import Any
 
 import psycopg
 
-from connectors.base import ConnectorContext, partition_key
 from connectors.postgres import PostgresCatalogConfig, PostgresCatalogConnector
 from connectors.postgres.catalog import COLUMNS_SQL
+from control.connectors.plugin import ConnectorContext, partition_key
 from metalake.settings import load_settings
 from ops.stack.paths import use_checkout_stack
 

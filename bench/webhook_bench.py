@@ -72,8 +72,8 @@ def _sign(raw: bytes) -> str:
 def _serve_bare(port: int) -> None:
     import uvicorn
 
-    from connectors.base import parse_json
     from connectors.montecarlo.signature import header_value, verify_signature
+    from control.connectors.plugin import parse_json
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -100,12 +100,11 @@ def _serve_real(port: int, tenant: str) -> None:
     import uvicorn
     from pydantic import SecretStr
 
-    from connectors.runtime.control import ControlStore
     from connectors.runtime.worker import create_app
+    from control.connectors.store import ControlStore
     from metalake.settings import load_settings
 
     settings = load_settings()
-    settings.connect.admin_token = SecretStr(secrets.token_hex(16))
     store = ControlStore.connect(settings)
     store.put_connector(tenant, "mc", "montecarlo", {"default_platform": "snowflake", "default_instance": "bench"})
     store.add_webhook_secret(tenant, "mc", SecretStr(SECRET))

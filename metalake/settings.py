@@ -106,16 +106,13 @@ class TelemetrySettings(BaseModel):
 
 
 class ConnectSettings(BaseModel):
-    """The connector worker (``metalake connect run``): bind address, request limits, the management token.
+    """The connector worker (``metalake connect run``): bind address, request limits, crawl and cache timings.
 
-    ``admin_token`` guards the management routes. There is no default: the worker refuses to start without one
-    unless ``dev_mode`` is set explicitly (then the management routes answer 503 instead of running unguarded).
+    The worker has no management routes: connectors and write keys are managed through the admin API.
     """
 
     host: str = "127.0.0.1"
     port: int = 8083
-    admin_token: SecretStr | None = None
-    dev_mode: bool = False
     webhook_max_body_bytes: int = Field(default=1024 * 1024, gt=0)
     ingest_max_body_bytes: int = Field(default=5 * 1024 * 1024, gt=0)
     ingest_max_events: int = Field(default=1000, gt=0)

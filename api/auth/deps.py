@@ -1,6 +1,6 @@
 """The resource server's FastAPI dependencies: who is calling, and may they do this here.
 
-* :func:`current_principal` validates the bearer token (RFC 9068, see :mod:`api.auth.validator`), refuses tokens of
+* :func:`current_principal` validates the bearer token (RFC 9068, see :mod:`control.auth.validator`), refuses tokens of
   revoked clients and of suspended tenants, and applies the caller's rate limit. 401 with ``WWW-Authenticate``.
 * :func:`require` ``(*scopes)``: 403 ``insufficient_scope`` unless the caller holds one of them
   (``platform:admin`` holds every scope).
@@ -21,11 +21,14 @@ from fastapi.openapi.models import OAuthFlowClientCredentials, OAuthFlows
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer, OAuth2
 from pymongo.errors import PyMongoError
 
-from api.auth.jwks import KeySourceUnavailable
 from api.auth.runtime import AuthRuntime
-from api.auth.validator import InvalidToken
 from api.problems import Problem
-from api.security import Principal, Scope, TenantContext
+from api.security import TenantContext
+from control.auth.gate import TenantRefused
+from control.auth.jwks import KeySourceUnavailable
+from control.auth.principal import Principal, Scope
+from control.auth.problems import auth_unavailable, forbidden, tenant_refused, unauthorized
+from control.auth.validator import InvalidToken
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +36,7 @@ SCOPE_DESCRIPTIONS: dict[str, str] = {
     Scope.PLATFORM_ADMIN.value: "Operate the platform: every tenant, every action.",
     Scope.TENANT_ADMIN.value: "Administer one tenant: clients, connectors, subscriptions, erasures.",
     Scope.TENANT_READ.value: "Read one tenant's assets, lineage, incidents, configuration.",
-    Scope.EVENTS_WRITE.value: "Send events and change tags in one tenant.",
+    Scope.EVENTS_WRITE.value: "Send events to the ingest API (the connector worker) and change tags in one tenant.",
     Scope.SQL_READ.value: "Query one tenant's tables through the SQL endpoint and create share links.",
 }
 
@@ -50,33 +53,11 @@ oauth2_scheme = OAuth2(
     auto_error=False,
 )
 
-REALM = "metalake"
-
 
 def auth_runtime(request: Request) -> AuthRuntime:
     auth = request.app.state.auth
     assert isinstance(auth, AuthRuntime)  # noqa: S101 - set by create_app
     return auth
-
-
-def _unauthorized(detail: str, *, error: str | None = "invalid_token") -> Problem:
-    # RFC 6750 §3.1: a request without credentials gets the challenge without an error code.
-    challenge = f'Bearer realm="{REALM}"'
-    if error is not None:
-        challenge += f', error="{error}", error_description="{detail}"'
-    slug = "missing-token" if error is None else "invalid-token"
-    return Problem(401, slug, detail, headers={"WWW-Authenticate": challenge})
-
-
-def _forbidden(scopes: tuple[Scope, ...]) -> Problem:
-    wanted = " ".join(s.value for s in scopes)
-    return Problem(
-        403,
-        "insufficient-scope",
-        f"this needs one of the scopes: {wanted}",
-        headers={"WWW-Authenticate": f'Bearer realm="{REALM}", error="insufficient_scope", scope="{wanted}"'},
-        extra={"required_scopes": [s.value for s in scopes]},
-    )
 
 
 def current_principal(
@@ -86,31 +67,21 @@ def current_principal(
 ) -> Principal:
     """The caller behind the bearer token; 401 problem+json when there is none or it is not acceptable."""
     if credentials is None or not credentials.credentials:
-        raise _unauthorized("a bearer access token is required", error=None)
+        raise unauthorized("a bearer access token is required", error=None)
     auth = auth_runtime(request)
     try:
-        verified = auth.validator.validate(credentials.credentials)
-        if not auth.external:
-            client = auth.client_cache.get(verified.client_id)
-            if client is None or not client.active:
-                raise InvalidToken("the client was revoked")
-        principal = verified.principal
-        if principal.tenant is not None and not auth.tenant_usable(principal.tenant):
-            raise Problem(403, "tenant-suspended", "the tenant of this token is suspended", field="tenant")
+        verified = auth.gate.admit(credentials.credentials)
     except InvalidToken as exc:
         log.info("token refused", extra={"reason": str(exc), "path": request.url.path})
-        raise _unauthorized(str(exc)) from None
+        raise unauthorized(str(exc)) from None
+    except TenantRefused as exc:
+        raise tenant_refused(str(exc)) from None
     except (PyMongoError, KeySourceUnavailable) as exc:
         log.warning("token check unavailable", extra={"error": type(exc).__name__})
-        raise Problem(
-            503,
-            "auth-unavailable",
-            "the token issuer's keys are unreachable; retry shortly",
-            headers={"Retry-After": "5"},
-        ) from None
+        raise auth_unavailable() from None
     auth.limiter.check(verified.client_id)
-    request.state.principal = principal
-    return principal
+    request.state.principal = verified.principal
+    return verified.principal
 
 
 PrincipalDep = Annotated[Principal, Depends(current_principal)]
@@ -121,7 +92,7 @@ def require(*scopes: Scope) -> Callable[[Principal], Principal]:
 
     def check(principal: PrincipalDep) -> Principal:
         if scopes and not any(principal.has(s) for s in scopes):
-            raise _forbidden(scopes)
+            raise forbidden(scopes)
         return principal
 
     return check
@@ -142,7 +113,7 @@ def require_tenant(*scopes: Scope) -> Callable[..., TenantContext]:
         if not principal.is_platform_admin and principal.tenant != tenant:
             raise tenant_not_found()
         if scopes and not any(principal.has(s) for s in scopes):
-            raise _forbidden(scopes)
+            raise forbidden(scopes)
         return TenantContext(tenant=tenant, principal=principal)
 
     return check

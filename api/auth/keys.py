@@ -32,10 +32,9 @@ from pymongo import DESCENDING
 from pymongo.collection import Collection
 from pymongo.database import Database
 
+from control.auth.jwks import SIGNING_KEYS_COLLECTION, published_jwks
 from metalake.mongo import Doc
 from metalake.settings import ApiSettings
-
-SIGNING_KEYS_COLLECTION = "signing_keys"
 
 SigningKey = RSAKey | ECKey
 
@@ -122,14 +121,9 @@ class SigningKeyStore:
     def _now(self) -> datetime:
         return datetime.now(UTC)
 
-    def _published(self) -> list[Doc]:
-        now = self._now()
-        query: Doc = {"$or": [{"expires_at": None}, {"expires_at": {"$gt": now}}]}
-        return list(self._keys.find(query).sort("created_at", DESCENDING))
-
     def jwks(self) -> dict[str, list[dict[str, Any]]]:
         """The public keys tokens may carry: the active ones and retired ones whose tokens have not expired yet."""
-        return {"keys": [dict(doc["public_jwk"]) for doc in self._published()]}
+        return published_jwks(self._keys, self._now())
 
     def key_set(self) -> KeySet:
         return KeySet.import_key_set(self.jwks())  # type: ignore[arg-type]

@@ -2,40 +2,20 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pymongo import MongoClient
 
-from api.auth.clients import ClientCache, ClientStore
-from api.auth.jwks import JwksCache, JwksSource, discover_jwks_url, http_jwks
 from api.auth.keys import SigningKeyStore
 from api.auth.server import TokenServer
-from api.auth.validator import AccessTokenValidator
 from api.ratelimit import RateLimiter
+from control.auth.clients import ClientCache, ClientStore
+from control.auth.gate import TokenGate, build_gate, tenant_usable
+from control.auth.jwks import JwksCache, verification_source
 from metalake.settings import Settings
 from tenants.naming import CONTROL_DATABASE
-from tenants.registry import TenantDirectory, TenantRegistry, TenantState
-
-# A tenant in one of these states gets no tokens, and the tokens it has are refused.
-REFUSED_STATES = frozenset({TenantState.SUSPENDED, TenantState.DELETING})
-
-
-def _external_source(issuer: str) -> JwksSource:
-    lock = threading.Lock()
-    found: list[str] = []
-
-    def fetch() -> Mapping[str, Any]:
-        # Discovered on first use, not at startup: the API comes up even while the issuer is briefly unreachable.
-        with lock:
-            if not found:
-                found.append(discover_jwks_url(issuer))
-            url = found[0]
-        return http_jwks(url)()
-
-    return fetch
+from tenants.registry import TenantDirectory, TenantRegistry
 
 
 @dataclass(frozen=True)
@@ -45,7 +25,7 @@ class AuthRuntime:
     clients: ClientStore
     client_cache: ClientCache
     tenants: TenantDirectory
-    validator: AccessTokenValidator
+    gate: TokenGate
     limiter: RateLimiter
     server: TokenServer
 
@@ -57,31 +37,24 @@ class AuthRuntime:
         return tenant_usable(self.tenants, tenant)
 
 
-def tenant_usable(tenants: TenantDirectory, tenant: str) -> bool:
-    """Unregistered tenants are pooled and usable (tests, the demo); registered ones unless suspended or deleting."""
-    record = tenants.record(tenant)
-    return record is None or record.state not in REFUSED_STATES
-
-
 def build_auth(settings: Settings, mongo: MongoClient[dict[str, Any]]) -> AuthRuntime:
     api = settings.api
     control = mongo[CONTROL_DATABASE]
     keys = SigningKeyStore(control, api)
     clients = ClientStore(control)
-    issuer = api.external_issuer or api.issuer_url
-    source: JwksSource = _external_source(issuer) if api.external_issuer else keys.jwks
-    jwks = JwksCache(source, min_refresh_s=api.jwks_min_refresh_s, max_age_s=api.jwks_max_age_s)
-    validator = AccessTokenValidator(
-        jwks, issuer=issuer, audience=api.audience, leeway_s=api.leeway_s, tenant_claim=api.tenant_claim
+    client_cache = ClientCache(clients, api.client_cache_ttl_s)
+    jwks = JwksCache(
+        verification_source(api, control), min_refresh_s=api.jwks_min_refresh_s, max_age_s=api.jwks_max_age_s
     )
     tenants = TenantDirectory(TenantRegistry(control), settings.lake_root, ttl_s=api.client_cache_ttl_s)
     return AuthRuntime(
         settings=settings,
         keys=keys,
         clients=clients,
-        client_cache=ClientCache(clients, api.client_cache_ttl_s),
+        client_cache=client_cache,
         tenants=tenants,
-        validator=validator,
+        # The client routes invalidate client_cache on a revocation, so the gate must use that very cache.
+        gate=build_gate(settings, control, keys=jwks, clients=client_cache, tenants=tenants),
         limiter=RateLimiter(api.rate_limit_per_s, api.rate_limit_burst),
         server=TokenServer(
             clients,

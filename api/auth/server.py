@@ -20,9 +20,9 @@ from authlib.oauth2.rfc6749.requests import BasicOAuth2Payload
 from authlib.oauth2.rfc9068 import JWTBearerTokenGenerator
 from joserfc.jwk import KeySet
 
-from api.auth.clients import ClientRecord, ClientStore
 from api.auth.keys import SigningKey, SigningKeyStore
-from api.security import Scope
+from control.auth.clients import ClientRecord, ClientStore
+from control.auth.principal import Scope
 from metalake.settings import ApiSettings
 
 log = logging.getLogger(__name__)

@@ -31,11 +31,12 @@ from api.schemas.assets import (
     TagChange,
 )
 from api.schemas.common import Page
-from api.security import Scope, TenantContext
+from api.security import TenantContext
 from api.services import audit
 from api.services.catalog import Catalog, TooBroad
 from api.services.events import EventPublisher, PublisherDep
 from api.services.lineage import DEFAULT_DEPTH, DEFAULT_NODES, MAX_DEPTH, MAX_NODES, Direction, traverse
+from control.auth.principal import Scope
 from metalake.events import new_event
 from metalake.events.validation import InvalidData
 from metalake.mongo import Doc

@@ -13,7 +13,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from fastapi.concurrency import run_in_threadpool
 
-from api.auth.clients import ClientConflict, ClientRecord, Role
 from api.auth.runtime import AuthRuntime
 from api.context import ContextDep
 from api.deps import AuthDep, TenantAdmin
@@ -21,6 +20,7 @@ from api.problems import MEDIA_TYPE, Problem
 from api.schemas.clients import ClientCreate, ClientPage, ClientRotate, ClientView, ClientWithSecret
 from api.security import TenantContext
 from api.services import audit
+from control.auth.clients import ClientConflict, ClientRecord, Role
 
 router = APIRouter(prefix="/v1/tenants/{tenant}/clients", tags=["clients"])
 

@@ -1,7 +1,8 @@
 """A tenant's connectors: the same control plane the connector worker runs from, behind OAuth and the tenant check.
+The one place connectors are managed: the worker serves no management routes.
 
-Configuration, state and secrets live in ``metalake_control`` (``connectors.runtime.control.ControlStore``); source
-offsets in the compacted offsets topic (``connectors.runtime.offsets.OffsetStore``). The worker reads both on every
+Configuration, state and secrets live in ``metalake_control`` (``control.connectors.store.ControlStore``); source
+offsets in the compacted offsets topic (``control.connectors.offsets.OffsetStore``). The worker reads both on every
 delivery and crawl, so a change made here takes effect at the next one. Reads need ``tenant:read`` (or
 ``tenant:admin``), changes ``tenant:admin``. Secrets are write-only: no answer carries a stored secret.
 
@@ -17,28 +18,28 @@ import secrets
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Response
+from fastapi import APIRouter, Depends, Path, Query, Response
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from pydantic.config import JsonDict
 
 from api.auth.deps import require
 from api.context import ApiContext, ContextDep
-from api.deps import TenantAdmin, TenantReader
+from api.deps import ConnectorStoreDep, PlatformAdmin, TenantAdmin, TenantReader
 from api.paging import DEFAULT_LIMIT, CursorParam, Limit, Page, decode_cursor, encode_cursor
 from api.problems import Problem
-from api.security import Scope, TenantContext
+from api.security import TenantContext
 from api.services import audit
 from api.services.events import PublisherDep
-from connectors import registry
-from connectors.base import SourceConnector, WebhookConnector
-from connectors.registry import ConnectorClass, Plugin
-from connectors.runtime.control import ConnectorRecord, ConnectorState, ControlStore, TaskRecord
-from connectors.runtime.errors import safe_reason
-from connectors.runtime.offsets import OffsetStore, OffsetsUnavailable
-from connectors.runtime.status import task_state
-from connectors.runtime.validation import MASK, ConnectorFields, InvalidConfig, put_validated
+from control.auth.principal import Scope
+from control.connectors import registry
+from control.connectors.offsets import OffsetStore, OffsetsUnavailable
+from control.connectors.plugin import SourceConnector, WebhookConnector
+from control.connectors.reasons import safe_reason
+from control.connectors.registry import ConnectorClass, Plugin
+from control.connectors.status import task_state
+from control.connectors.store import ConnectorRecord, ConnectorState, ControlStore, TaskRecord
+from control.connectors.validation import MASK, ConnectorFields, InvalidConfig, put_validated
 from metalake.kafka import PublishError
-from tenants.naming import CONTROL_DATABASE
 
 NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 RETRY_AFTER_S = 5
@@ -64,12 +65,6 @@ def connector_plugins() -> dict[str, Plugin]:
 
 PluginsDep = Annotated[dict[str, Plugin], Depends(connector_plugins)]
 
-
-def control_store(ctx: ContextDep) -> ControlStore:
-    return ControlStore(ctx.mongo[CONTROL_DATABASE])
-
-
-StoreDep = Annotated[ControlStore, Depends(control_store)]
 
 router = APIRouter(tags=["connectors"])
 PREFIX = "/v1/tenants/{tenant}/connectors"
@@ -165,6 +160,15 @@ class StatusView(BaseModel):
     type: str | None = Field(description="webhook or source")
     connector: ConnectorStateView
     tasks: list[TaskStatusView]
+
+
+class TaskConfigView(BaseModel):
+    id: int
+    config: dict[str, Any] = Field(description="What the connector's split gave the task (the crawler: its units).")
+
+
+class TasksView(BaseModel):
+    tasks: list[TaskConfigView] = Field(description="The tasks of the last split, by id (none before a first crawl).")
 
 
 class SecretCreate(BaseModel):
@@ -304,6 +308,13 @@ def _transition(
     return _status(store, plugins, _record(store, tc.tenant, name))
 
 
+def _task(store: ControlStore, record: ConnectorRecord, task_id: int) -> TaskRecord:
+    for task in store.get_tasks(record.tenant, record.name):
+        if task.id == task_id:
+            return task
+    raise Problem(404, "not-found", "no such task", field="task_id")
+
+
 def _audit(ctx: ApiContext, tc: TenantContext, action: str, target: str) -> None:
     audit.record(ctx, tc.tenant, tc.principal, action, target, audit.DONE)
 
@@ -356,7 +367,12 @@ def plugin_schema(type_: Annotated[str, Path(alias="type", max_length=64)], plug
     responses=_errors((409, "A connector of that name exists.")),
 )
 def create_connector(
-    tc: TenantAdmin, body: ConnectorCreate, store: StoreDep, plugins: PluginsDep, ctx: ContextDep, response: Response
+    tc: TenantAdmin,
+    body: ConnectorCreate,
+    store: ConnectorStoreDep,
+    plugins: PluginsDep,
+    ctx: ContextDep,
+    response: Response,
 ) -> ConnectorView:
     """Create a connector (RUNNING). Webhook connectors accept deliveries once a signing secret is added."""
     if store.get_connector(tc.tenant, body.name) is not None:
@@ -376,7 +392,11 @@ def create_connector(
     responses=_errors((400, "Bad cursor (problem+json naming `cursor`).")),
 )
 def list_connectors(
-    tc: TenantReader, store: StoreDep, plugins: PluginsDep, limit: Limit = DEFAULT_LIMIT, cursor: CursorParam = None
+    tc: TenantReader,
+    store: ConnectorStoreDep,
+    plugins: PluginsDep,
+    limit: Limit = DEFAULT_LIMIT,
+    cursor: CursorParam = None,
 ) -> Page[ConnectorView]:
     """The tenant's connectors by name."""
     resume = decode_cursor("connectors", cursor, 1)
@@ -389,8 +409,37 @@ def list_connectors(
     )
 
 
+@router.get(
+    "/v1/connectors",
+    summary="Connectors of every tenant (platform administrators)",
+    response_model=Page[ConnectorView],
+    responses=_errors((400, "Bad cursor (problem+json naming `cursor`).")),
+)
+def list_all_connectors(
+    _: PlatformAdmin,
+    store: ConnectorStoreDep,
+    plugins: PluginsDep,
+    tenant: Annotated[str | None, Query(max_length=40, description="Only this tenant's.")] = None,
+    limit: Limit = DEFAULT_LIMIT,
+    cursor: CursorParam = None,
+) -> Page[ConnectorView]:
+    """Every tenant's connectors (or one tenant's) by tenant and name, for operators."""
+    resume = decode_cursor("all-connectors", cursor, 2)
+    records = sorted(store.list_connectors(tenant), key=lambda r: (r.tenant, r.name))
+    if resume is not None:
+        records = [r for r in records if (r.tenant, r.name) > (resume[0], resume[1])]
+    page = records[:limit]
+    more = len(records) > limit
+    return Page[ConnectorView](
+        items=[_view(store, plugins, r) for r in page],
+        next_cursor=encode_cursor("all-connectors", [page[-1].tenant, page[-1].name]) if more and page else None,
+    )
+
+
 @router.get(PREFIX + "/{name}", summary="Get a connector", response_model=ConnectorView, responses=_errors())
-def get_connector(tc: TenantReader, name: ConnectorName, store: StoreDep, plugins: PluginsDep) -> ConnectorView:
+def get_connector(
+    tc: TenantReader, name: ConnectorName, store: ConnectorStoreDep, plugins: PluginsDep
+) -> ConnectorView:
     """The configuration (secret fields masked) and the active signing secrets by id."""
     return _view(store, plugins, _record(store, tc.tenant, name))
 
@@ -399,7 +448,12 @@ def get_connector(tc: TenantReader, name: ConnectorName, store: StoreDep, plugin
     PREFIX + "/{name}", summary="Replace a connector's configuration", response_model=ConnectorView, responses=_errors()
 )
 def replace_connector(
-    tc: TenantAdmin, name: ConnectorName, body: ConnectorSpec, store: StoreDep, plugins: PluginsDep, ctx: ContextDep
+    tc: TenantAdmin,
+    name: ConnectorName,
+    body: ConnectorSpec,
+    store: ConnectorStoreDep,
+    plugins: PluginsDep,
+    ctx: ContextDep,
 ) -> ConnectorView:
     """Replace the configuration of an existing connector; its state and signing secrets are kept."""
     _record(store, tc.tenant, name)
@@ -409,7 +463,7 @@ def replace_connector(
 
 
 @router.delete(PREFIX + "/{name}", status_code=204, summary="Delete a connector", responses=_errors())
-def delete_connector(tc: TenantAdmin, name: ConnectorName, store: StoreDep, ctx: ContextDep) -> Response:
+def delete_connector(tc: TenantAdmin, name: ConnectorName, store: ConnectorStoreDep, ctx: ContextDep) -> Response:
     """Remove the connector, its tasks and its secrets. Its source offsets stay in Kafka (reset them first to
     forget them)."""
     if not store.delete_connector(tc.tenant, name):
@@ -419,13 +473,17 @@ def delete_connector(tc: TenantAdmin, name: ConnectorName, store: StoreDep, ctx:
 
 
 @router.get(PREFIX + "/{name}/status", summary="Connector status", response_model=StatusView, responses=_errors())
-def connector_status(tc: TenantReader, name: ConnectorName, store: StoreDep, plugins: PluginsDep) -> StatusView:
+def connector_status(
+    tc: TenantReader, name: ConnectorName, store: ConnectorStoreDep, plugins: PluginsDep
+) -> StatusView:
     """The connector's state (with the error when FAILED) and each task's (source connectors)."""
     return _status(store, plugins, _record(store, tc.tenant, name))
 
 
 @router.post(PREFIX + "/{name}/pause", summary="Pause a connector", response_model=StatusView, responses=_errors())
-def pause(tc: TenantAdmin, name: ConnectorName, store: StoreDep, plugins: PluginsDep, ctx: ContextDep) -> StatusView:
+def pause(
+    tc: TenantAdmin, name: ConnectorName, store: ConnectorStoreDep, plugins: PluginsDep, ctx: ContextDep
+) -> StatusView:
     """Stop accepting work: webhooks answer 503 with Retry-After (senders keep and resend), crawls refuse to start."""
     return _transition(ctx, tc, store, plugins, name, "pause")
 
@@ -436,7 +494,9 @@ def pause(tc: TenantAdmin, name: ConnectorName, store: StoreDep, plugins: Plugin
     response_model=StatusView,
     responses=_errors((409, "The connector FAILED: activate it instead.")),
 )
-def resume(tc: TenantAdmin, name: ConnectorName, store: StoreDep, plugins: PluginsDep, ctx: ContextDep) -> StatusView:
+def resume(
+    tc: TenantAdmin, name: ConnectorName, store: ConnectorStoreDep, plugins: PluginsDep, ctx: ContextDep
+) -> StatusView:
     """Accept work again. A FAILED connector is not resumed (its error needs a look): ``activate`` restarts it."""
     if _record(store, tc.tenant, name).state is ConnectorState.FAILED:
         raise Problem(409, "connector-failed", "state: the connector FAILED; activate restarts it", field="state")
@@ -446,8 +506,22 @@ def resume(tc: TenantAdmin, name: ConnectorName, store: StoreDep, plugins: Plugi
 @router.post(
     PREFIX + "/{name}/activate", summary="Activate a connector", response_model=StatusView, responses=_errors()
 )
-def activate(tc: TenantAdmin, name: ConnectorName, store: StoreDep, plugins: PluginsDep, ctx: ContextDep) -> StatusView:
-    """Put the connector in service from any state, clearing its error (Connect's restart)."""
+def activate(
+    tc: TenantAdmin,
+    name: ConnectorName,
+    store: ConnectorStoreDep,
+    plugins: PluginsDep,
+    ctx: ContextDep,
+    include_tasks: Annotated[bool, Query(description="Restart the source connector's tasks too.")] = False,
+    only_failed: Annotated[bool, Query(description="With include_tasks: only the FAILED tasks.")] = False,
+) -> StatusView:
+    """Put the connector in service from any state, clearing its error (Connect's restart). As Connect's
+    ``includeTasks``/``onlyFailed``, ``include_tasks`` restarts its tasks too, ``only_failed`` only the FAILED ones."""
+    if include_tasks:
+        record = _record(store, tc.tenant, name)
+        for task in store.get_tasks(record.tenant, record.name):
+            if not only_failed or task.state is ConnectorState.FAILED:
+                store.set_task_state(record.tenant, record.name, task.id, ConnectorState.RUNNING)
     return _transition(ctx, tc, store, plugins, name, "activate")
 
 
@@ -455,10 +529,50 @@ def activate(tc: TenantAdmin, name: ConnectorName, store: StoreDep, plugins: Plu
     PREFIX + "/{name}/deactivate", summary="Deactivate a connector", response_model=StatusView, responses=_errors()
 )
 def deactivate(
-    tc: TenantAdmin, name: ConnectorName, store: StoreDep, plugins: PluginsDep, ctx: ContextDep
+    tc: TenantAdmin, name: ConnectorName, store: ConnectorStoreDep, plugins: PluginsDep, ctx: ContextDep
 ) -> StatusView:
     """Take the connector out of service until it is activated (the runtime's PAUSED state)."""
     return _transition(ctx, tc, store, plugins, name, "deactivate")
+
+
+@router.get(PREFIX + "/{name}/tasks", summary="A connector's tasks", response_model=TasksView, responses=_errors())
+def list_tasks(tc: TenantReader, name: ConnectorName, store: ConnectorStoreDep) -> TasksView:
+    """Each task of a source connector's last split with its configuration (Connect's ``GET .../tasks``)."""
+    record = _record(store, tc.tenant, name)
+    return TasksView(
+        tasks=[TaskConfigView(id=t.id, config=dict(t.config)) for t in store.get_tasks(record.tenant, record.name)]
+    )
+
+
+@router.get(
+    PREFIX + "/{name}/tasks/{task_id}/status",
+    summary="A task's status",
+    response_model=TaskStatusView,
+    responses=_errors(),
+)
+def task_status(
+    tc: TenantReader, name: ConnectorName, task_id: Annotated[int, Path(ge=0)], store: ConnectorStoreDep
+) -> TaskStatusView:
+    """One task of a source connector (its trace when FAILED); the tasks are those of its last split."""
+    record = _record(store, tc.tenant, name)
+    return _task_view(record, _task(store, record, task_id))
+
+
+@router.post(
+    PREFIX + "/{name}/tasks/{task_id}/restart",
+    summary="Restart a task",
+    response_model=TaskStatusView,
+    responses=_errors(),
+)
+def restart_task(
+    tc: TenantAdmin, name: ConnectorName, task_id: Annotated[int, Path(ge=0)], store: ConnectorStoreDep, ctx: ContextDep
+) -> TaskStatusView:
+    """Clear a task's failure: the next crawl runs it again. The connector's own state is left as it is."""
+    record = _record(store, tc.tenant, name)
+    task = _task(store, record, task_id)
+    store.set_task_state(record.tenant, record.name, task.id, ConnectorState.RUNNING)
+    _audit(ctx, tc, "connector.task.restart", f"{name}/{task.id}")
+    return _task_view(record, _task(store, record, task_id))
 
 
 @router.get(
@@ -467,7 +581,7 @@ def deactivate(
     response_model=OffsetsView,
     responses=_errors((503, "The offsets topic could not be read in time.")),
 )
-def get_offsets(tc: TenantReader, name: ConnectorName, store: StoreDep, ctx: ContextDep) -> OffsetsView:
+def get_offsets(tc: TenantReader, name: ConnectorName, store: ConnectorStoreDep, ctx: ContextDep) -> OffsetsView:
     """The stored offset of each source partition (read from the compacted offsets topic to its end)."""
     record = _record(store, tc.tenant, name)
     try:
@@ -484,7 +598,7 @@ def get_offsets(tc: TenantReader, name: ConnectorName, store: StoreDep, ctx: Con
     responses=_errors((409, "The connector is not PAUSED."), (503, "Kafka unavailable; nothing was reset.")),
 )
 def reset_offsets(
-    tc: TenantAdmin, name: ConnectorName, store: StoreDep, ctx: ContextDep, publisher: PublisherDep
+    tc: TenantAdmin, name: ConnectorName, store: ConnectorStoreDep, ctx: ContextDep, publisher: PublisherDep
 ) -> OffsetsReset:
     """Forget every stored offset (tombstones), so the next crawl starts over. Pause the connector first."""
     record = _record(store, tc.tenant, name)
@@ -506,7 +620,7 @@ def reset_offsets(
     response_model=SecretsView,
     responses=_errors(),
 )
-def list_secrets(tc: TenantReader, name: ConnectorName, store: StoreDep) -> SecretsView:
+def list_secrets(tc: TenantReader, name: ConnectorName, store: ConnectorStoreDep) -> SecretsView:
     """Ids and ages of the active signing secrets, newest first. Values are never returned."""
     return SecretsView(active=_secret_infos(store, _record(store, tc.tenant, name)))
 
@@ -520,7 +634,12 @@ def list_secrets(tc: TenantReader, name: ConnectorName, store: StoreDep) -> Secr
     responses=_errors((409, "Not a webhook connector.")),
 )
 def rotate_secret(
-    tc: TenantAdmin, name: ConnectorName, body: SecretCreate, store: StoreDep, plugins: PluginsDep, ctx: ContextDep
+    tc: TenantAdmin,
+    name: ConnectorName,
+    body: SecretCreate,
+    store: ConnectorStoreDep,
+    plugins: PluginsDep,
+    ctx: ContextDep,
 ) -> SecretsView:
     """Activate a new signing secret next to the previous one: during the overlap deliveries signed with either
     verify; the one before is retired. A generated secret is in this answer only; a supplied one is never echoed."""

@@ -19,10 +19,10 @@ from api.deps import TenantAdmin
 from api.problems import Problem, problem_doc
 from api.routes.tenants import ERRORS
 from api.schemas.erasures import ErasureRequest, ErasureView
-from api.security import Principal
 from api.services import audit
 from api.services.erasures import ErasureRecord, ErasureStore
 from api.services.provisioning.runs import PendingErasures, erase_asset
+from control.auth.principal import Principal
 from metalake.urn import AssetUrn, InvalidUrn
 from tenants.naming import CONTROL_DATABASE
 

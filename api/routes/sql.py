@@ -18,8 +18,8 @@ from api.context import ContextDep
 from api.deps import SqlReader
 from api.problems import problem_doc
 from api.schemas.sql import QueryResult, SqlRequest
-from api.security import Scope
 from api.services import sqlquery
+from control.auth.principal import Scope
 
 router = APIRouter(prefix="/v1/tenants/{tenant}", tags=["sql"])
 

@@ -19,10 +19,11 @@ from api.deps import PlatformAdmin, TenantReader
 from api.paging import CursorParam, Limit, decode_cursor, encode_cursor
 from api.problems import Problem, problem_doc
 from api.schemas.tenants import Provisioning, TenantCreate, TenantPage, TenantUpdate, TenantView
-from api.security import Principal, Scope, TenantContext
+from api.security import TenantContext
 from api.services import audit
 from api.services.provisioning.provisioner import Provisioner
 from api.services.provisioning.runs import build_provisioner, deprovision_tenant, provision_tenant
+from control.auth.principal import Principal, Scope
 from metalake.tenancy import RESERVED_TENANT_IDS
 from tenants.naming import CONTROL_DATABASE
 from tenants.registry import TenantExists, TenantRecord, TenantRegistry, TenantState

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from api.auth.clients import Role
+from control.auth.clients import Role
 
 
 class ClientCreate(BaseModel):

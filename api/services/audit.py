@@ -21,8 +21,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from api.context import ApiContext
-from api.security import Principal
 from control.audit import ACTION_PATTERN, AuditRow, append
+from control.auth.principal import Principal
 from tenants.naming import CONTROL_DATABASE, names_for, platform_audit_dir
 from tenants.registry import TenantRegistry
 

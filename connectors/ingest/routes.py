@@ -14,14 +14,14 @@ from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
-from connectors.ingest.auth import WriteKeyTenant
+from connectors.ingest.auth import IngestTenant
 from connectors.ingest.parsing import BodyError, split_body
 from connectors.ingest.validation import Rejected, Result, item_id, to_event
 from connectors.runtime.bodies import read_limited
 from connectors.runtime.context import Runtime, RuntimeDep
-from connectors.runtime.problems import Problem
 from connectors.runtime.transforms import Routed
 from metalake.events import CloudEvent, spec_for
+from metalake.http.problems import Problem
 from metalake.kafka import PublishError
 from metalake.telemetry import bind_tenant
 
@@ -67,7 +67,7 @@ def _publish(runtime: Runtime, tenant: str, events: list[CloudEvent]) -> None:
 
 
 @router.post("/v1/events")
-async def ingest(request: Request, tenant: WriteKeyTenant, runtime: RuntimeDep) -> JSONResponse:
+async def ingest(request: Request, tenant: IngestTenant, runtime: RuntimeDep) -> JSONResponse:
     """Validate each event, publish the valid ones (confirmed), and answer the result of every event."""
     limits = runtime.settings.connect
     body = await read_limited(request, limits.ingest_max_body_bytes)

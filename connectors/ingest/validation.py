@@ -1,7 +1,7 @@
 """One structured-mode CloudEvent (a JSON object) from a producer, checked and turned into a metalake event.
 
-The write key decides the tenant: an event naming another tenant is rejected. The data must match its type's
-schema. Rejections name the field at fault and a rule, never the value sent.
+The credential (write key or access token) decides the tenant: an event naming another tenant is rejected. The data
+must match its type's schema. Rejections name the field at fault and a rule, never the value sent.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def _check_shape(item: Any, tenant: str) -> dict[str, Any]:
     if item["specversion"] != SPEC_VERSION:
         raise Rejected(f"specversion must be {SPEC_VERSION!r}", "specversion")
     if item["tenantid"] != tenant:
-        raise Rejected("tenantid differs from the tenant of the write key", "tenantid")
+        raise Rejected("tenantid differs from the tenant of the write key or token", "tenantid")
     if item.get("datacontenttype", JSON) != JSON:
         raise Rejected(f"datacontenttype must be {JSON!r}", "datacontenttype")
     if not isinstance(item["data"], dict):

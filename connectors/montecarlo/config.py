@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from connectors.base import ConnectorConfig
+from control.connectors.plugin import ConnectorConfig
 from metalake.urn import AssetUrn, InvalidUrn
 
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from connectors.base import ConnectorContext, InboundRequest, InvalidPayload, WebhookConnector
 from connectors.montecarlo import incidents
 from connectors.montecarlo.config import MonteCarloConfig
 from connectors.montecarlo.mapping import affected_tables
 from connectors.montecarlo.payloads import Envelope, json_object, parse_envelope
 from connectors.montecarlo.signature import header_value, verify_signature
+from control.connectors.plugin import ConnectorContext, InboundRequest, InvalidPayload, WebhookConnector
 from metalake.events import CloudEvent, new_event
 from metalake.events.validation import InvalidData
 
@@ -24,9 +24,10 @@ from metalake.events.validation import InvalidData
 class MonteCarloConnector(WebhookConnector[MonteCarloConfig]):
     """Monte Carlo incident webhooks (``x-mcd-signature``, HMAC-SHA512) -> ``com.montecarlodata.incident.*.v1``.
 
-    Raises :class:`~connectors.base.AuthenticationFailed` (401), :class:`~connectors.montecarlo.signature.BodyNotJson`
-    (400, unauthenticated: not dead-lettered) from ``verify``, and :class:`~connectors.base.InvalidPayload` (verified
-    but unmappable: dead-lettered) from ``to_events``.
+    Raises :class:`~control.connectors.plugin.AuthenticationFailed` (401),
+    :class:`~connectors.montecarlo.signature.BodyNotJson` (400, unauthenticated: not dead-lettered) from ``verify``,
+    and :class:`~control.connectors.plugin.InvalidPayload` (verified but unmappable: dead-lettered) from
+    ``to_events``.
     """
 
     config_model = MonteCarloConfig
@@ -72,5 +73,5 @@ class MonteCarloConnector(WebhookConnector[MonteCarloConfig]):
 
     def dedup_key(self, request: InboundRequest) -> str:
         """Hex sha256 of the delivery's content: equal for a redelivery of the same content. Call after ``verify``;
-        raises :class:`~connectors.base.InvalidPayload` if the body cannot be parsed."""
+        raises :class:`~control.connectors.plugin.InvalidPayload` if the body cannot be parsed."""
         return incidents.dedup_key(*self._delivery(request))

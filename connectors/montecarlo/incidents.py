@@ -26,9 +26,9 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from connectors.base import InvalidPayload
 from connectors.montecarlo.mapping import TableRef, clean_text
 from connectors.montecarlo.payloads import Envelope
+from control.connectors.plugin import InvalidPayload
 
 Status = Literal["opened", "updated", "resolved"]
 RESOLVING_FEEDBACK = frozenset({"fixed", "expected", "no_action_needed", "false_positive"})

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from connectors.base import InvalidPayload
 from connectors.montecarlo.config import MonteCarloConfig
 from connectors.montecarlo.payloads import Envelope, IncidentEvent
+from control.connectors.plugin import InvalidPayload
 from metalake.urn import InvalidUrn, asset_urn
 
 SUMMARY_MAX = 512

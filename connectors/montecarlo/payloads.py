@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from connectors.base import InvalidPayload, ParsedBody
+from control.connectors.plugin import InvalidPayload, ParsedBody
 
 ALERT_UPDATE_FIELDS = ("alert_feedback", "declared_alert_severity", "owner")
 

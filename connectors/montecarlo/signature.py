@@ -7,9 +7,9 @@ Header ``x-mcd-signature`` holds the hex HMAC-SHA512 of **not the raw body** but
 ``json.loads`` keeps the top-level key order, and ``urlencode`` turns each top-level value into ``str(value)``: nested
 objects become Python ``repr`` strings (``{'id': '9a59...'}``), ``null`` becomes ``None``, ``true`` becomes ``True``.
 So the check must run in Python, on the body as received and parsed by ``json.loads`` (the request's
-:attr:`~connectors.base.InboundRequest.parsed`, parsed once for the whole webhook path), **before** any model parsing
-or re-serialisation. As a defensive fallback (inferred, not documented by Monte Carlo) an HMAC over the raw body bytes
-is accepted too.
+:attr:`~control.connectors.plugin.InboundRequest.parsed`, parsed once for the whole webhook path), **before** any
+model parsing or re-serialisation. As a defensive fallback (inferred, not documented by Monte Carlo) an HMAC over
+the raw body bytes is accepted too.
 
 Contract of :func:`verify_signature`:
 
@@ -35,7 +35,7 @@ import hmac
 import urllib.parse
 from collections.abc import Mapping, Sequence
 
-from connectors.base import AuthenticationFailed, InvalidPayload, ParsedBody
+from control.connectors.plugin import AuthenticationFailed, InvalidPayload, ParsedBody
 
 HEADER = "x-mcd-signature"
 

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, SecretStr
 
-from connectors.base import ConnectorConfig
+from control.connectors.plugin import ConnectorConfig
 
 # Catalogs of PostgreSQL itself, TOAST storage and other sessions' temporary schemas are never user metadata.
 DEFAULT_EXCLUDED_SCHEMAS = ("pg_catalog", "information_schema", "pg_toast*", "pg_temp_*")

@@ -10,13 +10,13 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
-from connectors.base import ConnectorConfig, ConnectorContext, SourceConnector, SourceRecord
 from connectors.postgres.catalog import list_databases, snapshot
 from connectors.postgres.config import PostgresCatalogConfig
 from connectors.postgres.crawl import DatabaseCrawl, deletions
 from connectors.postgres.emit import EventFactory
 from connectors.postgres.state import crawl_version, group_by_database, stale
 from connectors.postgres.tasks import Scope, discover_units, stored_units, task_configs
+from control.connectors.plugin import ConnectorConfig, ConnectorContext, SourceConnector, SourceRecord
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,6 @@ from typing import Any
 
 import psycopg
 
-from connectors.base import FORGET, KEEP, SourceRecord, partition_key
 from connectors.postgres.catalog import (
     CatalogError,
     ColumnRow,
@@ -46,6 +45,7 @@ from connectors.postgres.state import (
     table_partition,
 )
 from connectors.postgres.tasks import Scope
+from control.connectors.plugin import FORGET, KEEP, SourceRecord, partition_key
 from metalake.events import CloudEvent
 
 log = logging.getLogger(__name__)

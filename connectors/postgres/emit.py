@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from connectors.base import ConnectorContext
 from connectors.postgres.catalog import ColumnRow, DatabaseRow, SchemaRow, TableRow
+from control.connectors.plugin import ConnectorContext
 from metalake.events import CloudEvent, new_event
 from metalake.urn import asset_urn
 

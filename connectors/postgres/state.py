@@ -17,8 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from connectors.base import partition_key
 from connectors.postgres.catalog import DatabaseRow, SchemaRow, TableRow
+from control.connectors.plugin import partition_key
 from metalake.urn import AssetUrn, InvalidUrn
 
 log = logging.getLogger(__name__)

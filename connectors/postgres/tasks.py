@@ -14,9 +14,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from connectors.base import InvalidPartitionKey, parse_partition_key
 from connectors.postgres.catalog import read_schemas, snapshot
 from connectors.postgres.config import PostgresCatalogConfig
+from control.connectors.plugin import InvalidPartitionKey, parse_partition_key
 
 Unit = tuple[str, ...]
 

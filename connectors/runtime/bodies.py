@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import Request
 
-from connectors.runtime.problems import Problem
+from metalake.http.problems import Problem
 
 
 def _too_large(limit: int) -> Problem:

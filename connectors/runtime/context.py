@@ -9,15 +9,16 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 from pydantic import SecretStr, ValidationError
 
-from connectors.base import ConnectorConfig, ConnectorContext, SourceConnector, WebhookConnector
-from connectors.registry import ConnectorClass, Plugin
-from connectors.runtime.control import ConnectorRecord, ControlStore
 from connectors.runtime.dedup import DeliveryLog
 from connectors.runtime.errors import Counter, ErrorPolicy
 from connectors.runtime.lookups import LookupCache
-from connectors.runtime.offsets import OffsetStore
 from connectors.runtime.publisher import Publisher
 from connectors.runtime.transforms import Chain
+from control.auth.gate import TokenGate
+from control.connectors.offsets import OffsetStore
+from control.connectors.plugin import ConnectorConfig, ConnectorContext, SourceConnector, WebhookConnector
+from control.connectors.registry import ConnectorClass, Plugin
+from control.connectors.store import ConnectorRecord, ControlStore
 from metalake.lease import LeaseStore
 from metalake.settings import Settings
 
@@ -36,6 +37,8 @@ class Runtime:
     publisher: Publisher
     offsets: OffsetStore
     plugins: Mapping[str, Plugin]
+    # Admits the ingest API's OAuth access tokens, as the admin API does.
+    gate: TokenGate
     dlq_counter: Counter | None = None
     # A publisher and an offset store of its own for each task of a multi-task crawl (tests inject fakes).
     task_io_factory: Callable[[], tuple[Publisher, OffsetStore]] | None = None

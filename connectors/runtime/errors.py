@@ -13,14 +13,11 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from opentelemetry import metrics
-from pydantic import ValidationError
 
-from connectors.runtime.control import Tolerance
+from control.connectors.reasons import safe_reason
+from control.connectors.store import Tolerance
 from metalake.events.envelope import Headers
 from metalake.kafka.dlq import DeadLetter, dead_letter_headers
-
-# Reasons are stored in headers and shown to admins; they are capped so a long exception cannot bloat a record.
-MAX_REASON = 500
 
 
 class Counter(Protocol):
@@ -42,21 +39,6 @@ class TaskFailed(RuntimeError):
     def __init__(self, message: str, stage: str) -> None:
         super().__init__(message)
         self.stage = stage
-
-
-def safe_reason(exc: BaseException) -> str:
-    """A reason for ``exc`` that names fields and rules, never input values.
-
-    pydantic's ``str(ValidationError)`` quotes the input, so only the first error's location and message are kept;
-    the runtime's own exceptions and the plugins' ``InvalidPayload`` are written not to quote values.
-    """
-    if isinstance(exc, ValidationError):
-        errors = exc.errors()
-        if errors:
-            first = errors[0]
-            loc = "/".join(str(p) for p in first["loc"]) or "(root)"
-            return f"{loc}: {first['msg']}"[:MAX_REASON]
-    return str(exc)[:MAX_REASON] or type(exc).__name__
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,9 @@
 """A short-lived cache of the control-plane reads on the webhook path (which connector, its state and its secrets).
 
 Every delivery used to read the connector and its secrets from MongoDB (two of its four round trips). Entries live
-``connect.lookup_cache_ttl_s`` seconds (0 turns the cache off). Every change the worker makes through its management
-API or on a connector failure (configuration, pause, resume, restart, a secret rotation, a delete, FAILED)
-invalidates the tenant's entries at once. A change made by another process is seen within the TTL. A load that
+``connect.lookup_cache_ttl_s`` seconds (0 turns the cache off). A change the worker makes itself (a connector it marks
+FAILED) invalidates the tenant's entries at once; a change made through the admin API (configuration, pause, resume,
+a secret rotation, a delete), another process, is seen within the TTL. A load that
 raced with an invalidation is not stored, so a rotation can never be overwritten by the value read before it.
 """
 

@@ -20,15 +20,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from connectors.base import SourceConnector, SourceRecord, partition_key
 from connectors.runtime.context import PluginUnavailable, Runtime, instantiate
-from connectors.runtime.control import ConnectorRecord, ConnectorState, TaskRecord
-from connectors.runtime.errors import ErrorPolicy, TaskFailed, safe_reason
-from connectors.runtime.offsets import OffsetStore, OffsetsUnavailable
+from connectors.runtime.errors import ErrorPolicy, TaskFailed
 from connectors.runtime.pipeline import prepare
 from connectors.runtime.publisher import Publisher
 from connectors.runtime.tasks import check_configs, owned_offsets, trace_of, worker_id
 from connectors.runtime.transforms import Chain
+from control.connectors.offsets import OffsetStore, OffsetsUnavailable
+from control.connectors.plugin import SourceConnector, SourceRecord, partition_key
+from control.connectors.reasons import safe_reason
+from control.connectors.store import ConnectorRecord, ConnectorState, TaskRecord
 from metalake.kafka import PublishError
 from metalake.lease import LeaseHeld
 from metalake.telemetry import bind_tenant

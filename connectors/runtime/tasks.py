@@ -1,8 +1,9 @@
 """A source connector's tasks, Kafka Connect's way: checking the split and handing each task its own offsets.
 
-The connector proposes the split (:meth:`~connectors.base.SourceConnector.task_configs`); the runtime checks it and
-gives each task the stored offsets of the partitions it owns, and those only. Ownership must be disjoint: a
-partition two tasks claim is refused, because both would publish it and each could delete what the other emits.
+The connector proposes the split (:meth:`~control.connectors.plugin.SourceConnector.task_configs`); the runtime
+checks it and gives each task the stored offsets of the partitions it owns, and those only. Ownership must be
+disjoint: a partition two tasks claim is refused, because both would publish it and each could delete what the other
+emits.
 """
 
 from __future__ import annotations
@@ -14,11 +15,9 @@ import traceback
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from connectors.base import InvalidPartitionKey, SourceConnector, parse_partition_key
-from connectors.runtime.errors import safe_reason
+from control.connectors.plugin import InvalidPartitionKey, SourceConnector, parse_partition_key
+from control.connectors.reasons import safe_reason
 
-# Connect's tasks.max has no upper bound; this one keeps a typo from starting thousands of threads on one worker.
-MAX_TASKS = 64
 MAX_TRACE = 8000
 
 Offsets = Mapping[str, Mapping[str, Any]]

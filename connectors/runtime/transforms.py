@@ -4,11 +4,8 @@ A transform is pure: ``apply(event)`` returns the (possibly changed) event, or `
 cannot handle an event raises :class:`TransformError`; the error-tolerance policy then decides (DLQ or fail).
 Routing does not change the event: a transform may override the topic class (priority/bulk) through ``route``.
 
-Configuration is a JSON list of tagged objects, validated with pydantic::
-
-    [{"type": "rename", "from": "owner", "to": "owners"},
-     {"type": "filter", "pattern": "io.metalake.lineage.*", "mode": "drop"},
-     {"type": "route", "pattern": "io.metalake.asset.*", "topic_class": "bulk"}]
+Their configuration (a JSON list of tagged objects) is validated by :mod:`control.connectors.transforms`, where
+the admin API stores it; :func:`build` turns one validated spec into its transform.
 """
 
 from __future__ import annotations
@@ -17,10 +14,9 @@ import fnmatch
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
-
+from control.connectors.transforms import FilterSpec, RenameSpec, StampTenantSpec, TransformSpec
 from metalake.events import CloudEvent, spec_for
 from tenants.naming import TopicClass
 
@@ -103,39 +99,6 @@ class RouteTopicClass(Transform):
 
     def route(self, event: CloudEvent) -> TopicClass | None:
         return self._class if fnmatch.fnmatchcase(event.type, self._pattern) else None
-
-
-# -- configuration --------------------------------------------------------------------------------------------------
-
-
-class _Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
-
-class StampTenantSpec(_Spec):
-    type: Literal["stamp_tenant"] = "stamp_tenant"
-
-
-class RenameSpec(_Spec):
-    type: Literal["rename"] = "rename"
-    source: str = Field(alias="from", min_length=1, max_length=256)
-    target: str = Field(alias="to", min_length=1, max_length=256)
-
-
-class FilterSpec(_Spec):
-    type: Literal["filter"] = "filter"
-    pattern: str = Field(min_length=1, max_length=256)
-    mode: Literal["drop", "keep"] = "drop"
-
-
-class RouteSpec(_Spec):
-    type: Literal["route"] = "route"
-    pattern: str = Field(min_length=1, max_length=256)
-    topic_class: TopicClass
-
-
-TransformSpec = Annotated[StampTenantSpec | RenameSpec | FilterSpec | RouteSpec, Field(discriminator="type")]
-TRANSFORM_SPECS: TypeAdapter[list[TransformSpec]] = TypeAdapter(list[TransformSpec])
 
 
 def build(spec: TransformSpec, tenant_id: str) -> Transform:

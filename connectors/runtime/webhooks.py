@@ -32,13 +32,14 @@ from fastapi.responses import JSONResponse
 from opentelemetry import trace
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from connectors.base import AuthenticationFailed, InboundRequest, InvalidPayload, WebhookConnector
 from connectors.runtime.bodies import read_limited
 from connectors.runtime.context import PluginUnavailable, Runtime, RuntimeDep, instantiate
-from connectors.runtime.control import ConnectorRecord, ConnectorState
-from connectors.runtime.errors import TaskFailed, safe_reason
+from connectors.runtime.errors import TaskFailed
 from connectors.runtime.pipeline import prepare
-from connectors.runtime.problems import Problem
+from control.connectors.plugin import AuthenticationFailed, InboundRequest, InvalidPayload, WebhookConnector
+from control.connectors.reasons import safe_reason
+from control.connectors.store import ConnectorRecord, ConnectorState
+from metalake.http.problems import Problem
 from metalake.kafka import PublishError
 from metalake.telemetry import bind_tenant
 from metalake.tenancy import InvalidTenantId, validate_tenant_id

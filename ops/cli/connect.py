@@ -10,7 +10,7 @@ from metalake.settings import get_settings
 from ops.cli.common import fail
 
 app = typer.Typer(
-    help="The connector worker: webhooks, the ingest API and the management API; crawls of source connectors.",
+    help="The connector worker: webhooks and the ingest API; crawls of source connectors.",
     no_args_is_help=True,
 )
 
@@ -20,18 +20,15 @@ def connect_run(
     host: Annotated[str | None, typer.Option(help="Bind address (default: METALAKE_CONNECT__HOST, loopback).")] = None,
     port: Annotated[int | None, typer.Option(help="Port (default: METALAKE_CONNECT__PORT, 8083).")] = None,
 ) -> None:
-    """Serve the worker in the foreground. Needs METALAKE_CONNECT__ADMIN_TOKEN (or METALAKE_CONNECT__DEV_MODE=true)."""
+    """Serve the worker in the foreground. Its connectors and write keys are managed through the admin API."""
     import uvicorn
 
-    from connectors.runtime.worker import WorkerConfigError, create_app
+    from connectors.runtime.worker import create_app
     from metalake.telemetry import configure_telemetry
 
     settings = get_settings()
     configure_telemetry(settings.telemetry, "connect")
-    try:
-        application = create_app(settings)
-    except WorkerConfigError as exc:
-        raise fail(str(exc)) from None
+    application = create_app(settings)
     uvicorn.run(
         application,
         host=host or settings.connect.host,
@@ -51,9 +48,9 @@ def connect_crawl(
     import json
 
     from connectors.runtime.errors import TaskFailed
-    from connectors.runtime.offsets import OffsetsUnavailable
     from connectors.runtime.source_runner import CrawlRefused, crawl
     from connectors.runtime.worker import build_runtime
+    from control.connectors.offsets import OffsetsUnavailable
     from metalake.kafka import PublishError
     from metalake.telemetry import configure_telemetry
 

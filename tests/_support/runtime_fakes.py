@@ -5,20 +5,76 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
-from typing import Any
+from datetime import UTC, datetime, timedelta
+from functools import cache
+from pathlib import Path
+from typing import Any, cast
 
+from joserfc.jwk import RSAKey
+from jwt_forge import AUDIENCE, ISSUER, claims, sign
 from pydantic import SecretStr
 
 from connectors.runtime.context import Runtime
-from connectors.runtime.control import ConnectorRecord, ConnectorState, SecretInfo
 from connectors.runtime.errors import DeadLetterRecord
 from connectors.runtime.transforms import Routed
+from control.auth.clients import ClientCache, ClientRecord, Role
+from control.auth.gate import TokenGate
+from control.auth.jwks import JwksCache
+from control.auth.validator import AccessTokenValidator
+from control.connectors.store import ConnectorRecord, ConnectorState, SecretInfo
 from metalake.kafka import Delivery, PublishError
 from metalake.settings import Settings
+from tenants.model import Tier
+from tenants.registry import TenantDirectory, TenantRecord, TenantState
 
-ADMIN_TOKEN = "unit-admin-token-0123456789abcdef"
 WRITE_KEY = "mlk_k1_supersecretvalue"
+TOKEN_HEADER = {"alg": "RS256", "typ": "at+jwt", "kid": "unit-1"}
+
+
+@cache
+def token_key() -> RSAKey:
+    """The key the fake issuer signs access tokens with (generated once per test process)."""
+    return RSAKey.generate_key(2048, parameters={"kid": "unit-1", "alg": "RS256", "use": "sig"}, private=True)
+
+
+def access_token(**overrides: Any) -> str:
+    """An access token of the fake issuer: ``jwt_forge.claims`` (tenant ``acme``, client ``mlc_test``) overridden."""
+    return sign(token_key(), TOKEN_HEADER, claims(**overrides))
+
+
+class FakeClients:
+    """API clients by id: every client exists and is active unless revoked here."""
+
+    def __init__(self) -> None:
+        self.revoked: set[str] = set()
+
+    def get(self, client_id: str) -> ClientRecord | None:
+        now = datetime.now(UTC)
+        state = "revoked" if client_id in self.revoked else "active"
+        return ClientRecord(client_id, "acme", Role.ADMIN, (), "unit", state, now, now, ())
+
+
+class FakeTenants:
+    """The tenant registry: no tenant is registered (all pooled and usable) until one is suspended here."""
+
+    def __init__(self) -> None:
+        self.records: dict[str, TenantRecord] = {}
+
+    def get(self, tenant_id: str) -> TenantRecord | None:
+        return self.records.get(tenant_id)
+
+    def suspend(self, tenant_id: str) -> None:
+        now = datetime.now(UTC)
+        self.records[tenant_id] = TenantRecord(tenant_id, Tier.POOLED, TenantState.SUSPENDED, None, now, now)
+
+
+def fake_gate(clients: FakeClients, tenants: FakeTenants) -> TokenGate:
+    """The real gate over the fake issuer's key, the fake clients and the fake registry (no caching)."""
+    keys = JwksCache(lambda: {"keys": [token_key().as_dict(private=False)]}, min_refresh_s=10, max_age_s=300)
+    validator = AccessTokenValidator(keys, issuer=ISSUER, audience=AUDIENCE, leeway_s=5, tenant_claim="tenant")
+    return TokenGate(
+        validator, ClientCache(cast(Any, clients), 0.0), TenantDirectory(tenants, Path("/lake"), ttl_s=0.0)
+    )
 
 
 class FakeStore:
@@ -150,3 +206,5 @@ class World:
     offsets: FakeOffsets
     counter: FakeCounter
     runtime: Runtime
+    clients: FakeClients
+    tenants: FakeTenants

@@ -12,7 +12,7 @@ import hmac
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from connectors.base import (
+from control.connectors.plugin import (
     AuthenticationFailed,
     ConnectorConfig,
     InboundRequest,

@@ -20,8 +20,8 @@ from typing import Any
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
-from api.auth.clients import ClientRecord, ClientStore, Role
 from api.context import ApiContext
+from control.auth.clients import ClientRecord, ClientStore, Role
 from metalake.settings import Settings
 from tenants.naming import CONTROL_DATABASE
 

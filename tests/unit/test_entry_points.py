@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from connectors import registry as connectors
+from control.connectors import registry as connectors
 from control.subscriptions import destinations
 from metalake.plugins import PluginRegistry
 from processors.outbound.runtime import destination

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from api.context import ApiContext
-from api.security import Principal
 from api.services.erasures import ERASURES_COLLECTION, ErasureState, ErasureStore
 from api.services.provisioning.provisioner import Provisioner, waiting
 from api.services.provisioning.runs import (
@@ -34,6 +33,7 @@ from api.services.provisioning.runs import (
     provision_tenant,
     tenant_key,
 )
+from control.auth.principal import Principal
 from tenants.naming import CONTROL_DATABASE
 from tenants.registry import TenantRegistry, TenantState
 

@@ -19,12 +19,12 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 
 from api.context import ApiContext
-from api.security import Principal
 from api.services import audit
 from api.services.erasures import ErasureState, ErasureStore, run_erasure
 from api.services.provisioning.launcher import LocalProcessLauncher
 from api.services.provisioning.provisioner import Outcome, Provisioner
 from api.services.provisioning.steps import StepContext
+from control.auth.principal import Principal
 from metalake.lease import LEASES, LeaseHeld, LeaseStore
 from tenants.naming import CONTROL_DATABASE
 from tenants.registry import TenantRegistry

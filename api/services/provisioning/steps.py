@@ -27,8 +27,8 @@ from pymongo import MongoClient
 
 from api.services.catalog import INDEXES
 from api.services.provisioning.launcher import JobLauncher
-from connectors.runtime.offsets import OffsetStore, OffsetsUnavailable
 from control import audit as auditlog
+from control.connectors.offsets import OffsetStore, OffsetsUnavailable
 from metalake.kafka import PublishError
 from metalake.kafka.admin import ensure_topics
 from metalake.kafka.config import client_config

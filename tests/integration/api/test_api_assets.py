@@ -17,8 +17,8 @@ from stateseed import seed
 
 from api.app import create_app
 from api.auth.deps import current_principal
-from api.security import Principal
 from api.services.catalog import ensure_indexes
+from control.auth.principal import Principal
 from metalake.settings import Settings
 from ops.stack import StackManager
 from processors.enrichment.state import ASSETS, CLASSIFICATIONS, INCIDENTS, LINEAGE

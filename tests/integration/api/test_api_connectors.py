@@ -23,9 +23,9 @@ from worker_helpers import worker_settings
 
 from api.app import create_app
 from api.services.audit import tenant_audit_path
-from connectors.runtime.control import ConnectorState, ControlStore
 from connectors.runtime.worker import create_app as create_worker
 from control.audit import AuditQuery, read
+from control.connectors.store import ConnectorState, ControlStore
 from metalake.settings import Settings
 from ops.stack import StackManager
 from tenants.naming import CONTROL_DATABASE
@@ -75,8 +75,9 @@ def deliver(worker: TestClient, tenant: str, secret: str) -> int:
 
 
 def eventually(worker: TestClient, tenant: str, secret: str, status: int) -> None:
-    """The worker caches its control-plane reads for ``connect.lookup_cache_ttl_s`` (2 s): a change made through the
-    API (another process) is seen within that. Only a 202 publishes, so the attempts before it leave no trace."""
+    """A worker caches its control-plane reads for ``connect.lookup_cache_ttl_s`` (2 s by default; the test worker's
+    ``worker_settings`` turn it off): a change made through the API (another process) is seen within that. Only a 202
+    publishes, so the attempts before it leave no trace."""
     wait_for(f"a delivery answered {status}", lambda: deliver(worker, tenant, secret) == status or None, timeout_s=15)
 
 
@@ -233,7 +234,7 @@ def test_webhook_connector_lifecycle_with_secret_rotation(
 
 
 def test_offsets_of_a_source_connector(api: TestClient, settings: Settings, tenant: str) -> None:
-    from connectors.runtime.offsets import OffsetStore
+    from control.connectors.offsets import OffsetStore
 
     admin = auth_headers(api, tenant=tenant, role="admin")
     route = f"/v1/tenants/{tenant}/connectors/pg"

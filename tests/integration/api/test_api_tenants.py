@@ -22,9 +22,9 @@ from tokens import auth_headers
 
 from api.app import create_app
 from api.services.provisioning.launcher import LocalProcessLauncher
-from connectors.runtime.offsets import OffsetStore
 from connectors.runtime.publisher import Publisher
 from connectors.runtime.transforms import Routed
+from control.connectors.offsets import OffsetStore
 from metalake.kafka.config import client_config
 from metalake.settings import Settings
 from metalake.urn import asset_urn

@@ -19,8 +19,8 @@ from itest import wait_for
 from pydantic import SecretStr
 from pymongo import MongoClient
 
-from api.auth.clients import ClientStore
 from api.auth.keys import KeyEncryption
+from control.auth.clients import ClientStore
 from metalake.settings import Settings
 from tenants.naming import CONTROL_DATABASE
 

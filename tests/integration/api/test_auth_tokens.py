@@ -16,7 +16,7 @@ from pymongo import MongoClient
 from tokens import api_settings, auth_headers, create_api_client, request_token
 
 from api.app import create_app
-from api.auth.clients import ClientStore, Role
+from control.auth.clients import ClientStore, Role
 from metalake.settings import Settings
 from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE

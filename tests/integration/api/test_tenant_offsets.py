@@ -14,8 +14,8 @@ from pymongo import MongoClient
 from api.services.provisioning.launcher import LocalProcessLauncher
 from api.services.provisioning.provisioner import Provisioner
 from api.services.provisioning.steps import STEPS, ControlPlaneStep, OffsetsStep, StepContext
-from connectors.runtime.control import ControlStore
-from connectors.runtime.offsets import OffsetStore
+from control.connectors.offsets import OffsetStore
+from control.connectors.store import ControlStore
 from metalake.kafka.config import consumer_config
 from metalake.settings import Settings
 from tenants.model import Tier

@@ -1,4 +1,5 @@
-"""A connector worker on the real stack (Kafka, FerretDB), with the test plugins injected instead of entry points."""
+"""A connector worker on the real stack (Kafka, FerretDB), with the test plugins injected instead of entry points, and
+the admin API its connectors are managed through (serving the same test plugins)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from runtime_plugins import PLUGINS
-from worker_helpers import worker_settings
+from worker_helpers import admin_api, worker_settings
 
 from connectors.runtime.worker import build_runtime, create_app
 from metalake.settings import Settings
@@ -19,6 +20,12 @@ from ops.stack import StackManager
 def worker(settings: Settings, stack: StackManager) -> Iterator[TestClient]:
     app = create_app(worker_settings(settings), plugins=PLUGINS)
     with TestClient(app) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def api(settings: Settings, stack: StackManager) -> Iterator[TestClient]:
+    with admin_api(settings) as client:
         yield client
 
 

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from pgit import connect, scratch_database
 
-from connectors.base import FORGET, ConnectorContext, SourceRecord, partition_key
 from connectors.postgres import PostgresCatalogConfig, PostgresCatalogConnector
 from connectors.postgres.catalog import CatalogError, list_databases
+from control.connectors.plugin import FORGET, ConnectorContext, SourceRecord, partition_key
 from metalake.events import decode_record, spec_for
 from metalake.settings import Settings
 from metalake.urn import asset_urn

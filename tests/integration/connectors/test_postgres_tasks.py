@@ -1,7 +1,7 @@
 """The PostgreSQL crawler split into tasks, through the runtime, on the real PostgreSQL, Kafka and FerretDB.
 
 A fresh database of 5 schemas x 12 tables x 3 columns (and the empty ``public``); the connector is configured through
-the management API with ``tasks.max=3`` (7 units: the database row and 6 schemas, so 3, 2 and 2 per task), crawled
+the admin API with ``tasks.max=3`` (7 units: the database row and 6 schemas, so 3, 2 and 2 per task), crawled
 with ``crawl`` as ``metalake connect crawl`` does, and what reached Kafka is read back: every table exactly once, a
 DROP deleted by its owner only, and a re-split to 2 tasks without a single event.
 """
@@ -17,12 +17,12 @@ from fastapi.testclient import TestClient
 from kafka_tail import Record, mark, of_tenant, read_since
 from pgit import connect, scratch_database
 from runtime_plugins import PLUGINS
-from worker_helpers import ADMIN, worker_settings
+from worker_helpers import connectors_route, tenant_admin, worker_settings
 
 from connectors.postgres import PostgresCatalogConnector
 from connectors.runtime.context import Runtime
 from connectors.runtime.source_runner import CrawlRefused, crawl
-from connectors.runtime.worker import build_runtime, create_app
+from connectors.runtime.worker import build_runtime
 from metalake.settings import Settings
 from metalake.urn import asset_urn
 from ops.stack import StackManager
@@ -56,12 +56,6 @@ def database(settings: Settings, stack: StackManager) -> Iterator[str]:
 
 
 @pytest.fixture
-def pg_worker(settings: Settings, stack: StackManager) -> Iterator[TestClient]:
-    with TestClient(create_app(worker_settings(settings), plugins=WITH_PG)) as client:
-        yield client
-
-
-@pytest.fixture
 def pg_runtime(settings: Settings, stack: StackManager) -> Iterator[Runtime]:
     built = build_runtime(worker_settings(settings, source_batch_size=50), plugins=WITH_PG)
     yield built
@@ -69,7 +63,8 @@ def pg_runtime(settings: Settings, stack: StackManager) -> Iterator[Runtime]:
     built.offsets.close()
 
 
-def _put(worker: TestClient, settings: Settings, tenant: str, database: str, tasks: int) -> None:
+def _put(api: TestClient, admin: dict[str, str], settings: Settings, tenant: str, database: str, tasks: int) -> None:
+    """Create the connector ``pg`` (its first configuration) or replace its configuration."""
     spec = {
         "type": "postgres",
         "config": {
@@ -78,7 +73,11 @@ def _put(worker: TestClient, settings: Settings, tenant: str, database: str, tas
         },
         "tasks.max": tasks,
     }  # fmt: skip
-    answer = worker.put(f"/connectors/{tenant}/pg", json=spec, headers=ADMIN)
+    route = connectors_route(tenant, "pg")
+    if api.get(route, headers=admin).status_code == 404:
+        answer = api.post(connectors_route(tenant), json={"name": "pg", **spec}, headers=admin)
+    else:
+        answer = api.put(route, json=spec, headers=admin)
     assert answer.status_code in (200, 201), answer.text
     assert answer.json()["tasks_max"] == tasks
 
@@ -96,19 +95,22 @@ def _events(records: list[Record]) -> list[tuple[str, str]]:
     return out
 
 
-def _task_units(worker: TestClient, tenant: str) -> list[set[tuple[str, ...]]]:
-    tasks = worker.get(f"/connectors/{tenant}/pg/tasks", headers=ADMIN).json()
-    assert [t["id"] for t in tasks] == [{"connector": "pg", "task": i} for i in range(len(tasks))]
+def _task_units(api: TestClient, admin: dict[str, str], tenant: str) -> list[set[tuple[str, ...]]]:
+    tasks = api.get(connectors_route(tenant, "pg") + "/tasks", headers=admin).json()["tasks"]
+    assert [t["id"] for t in tasks] == list(range(len(tasks)))
     return [{tuple(u) for u in t["config"]["units"]} for t in tasks]
 
 
 def test_tasks_split_emit_once_delete_by_owner_and_resplit_quietly(
-    pg_worker: TestClient, pg_runtime: Runtime, settings: Settings, tenant: str, database: str
+    api: TestClient, pg_runtime: Runtime, settings: Settings, tenant: str, database: str
 ) -> None:
-    too_many = pg_worker.put(f"/connectors/{tenant}/pg", json={"type": "postgres", "tasks_max": 0}, headers=ADMIN)
+    admin = tenant_admin(api, tenant)
+    route = connectors_route(tenant, "pg")
+    too_few = {"name": "pg", "type": "postgres", "tasks_max": 0}
+    too_many = api.post(connectors_route(tenant), json=too_few, headers=admin)
     assert too_many.status_code == 422 and too_many.headers["content-type"] == "application/problem+json"
-    _put(pg_worker, settings, tenant, database, 3)
-    status = pg_worker.get(f"/connectors/{tenant}/pg/status", headers=ADMIN).json()
+    _put(api, admin, settings, tenant, database, 3)
+    status = api.get(f"{route}/status", headers=admin).json()
     assert status["connector"]["state"] == "RUNNING" and status["tasks"] == []  # no split before the first crawl
 
     # 1. Three tasks, every table and column emitted exactly once across them.
@@ -126,15 +128,15 @@ def test_tasks_split_emit_once_delete_by_owner_and_resplit_quietly(
     assert {u for (k, u) in emitted if k == "asset.upserted" and u.count("/") == 3} == expected
     assert set(emitted.values()) == {1} and len(emitted) == 1 + schemas + tables * 4
 
-    units = _task_units(pg_worker, tenant)
+    units = _task_units(api, admin, tenant)
     assert [len(u) for u in units] == [3, 2, 2]
     assert set().union(*units) == {(database,), *((database, s) for s in (*SCHEMAS, "public"))}  # complete
     assert sum(len(u) for u in units) == 7  # disjoint
 
-    status = pg_worker.get(f"/connectors/{tenant}/pg/status", headers=ADMIN).json()
+    status = api.get(f"{route}/status", headers=admin).json()
     assert status["name"] == "pg" and status["type"] == "source" and status["connector"]["state"] == "RUNNING"
     assert [(t["id"], t["state"]) for t in status["tasks"]] == [(0, "RUNNING"), (1, "RUNNING"), (2, "RUNNING")]
-    assert all(t["worker_id"] and "trace" not in t for t in status["tasks"])
+    assert all(t["worker_id"] and t["trace"] is None for t in status["tasks"])
     assert [t["last_run"]["records"] for t in status["tasks"]] == [t.records for t in report.tasks]
 
     # 2. A DROP is deleted by the task owning its schema, and only by it.
@@ -152,7 +154,7 @@ def test_tasks_split_emit_once_delete_by_owner_and_resplit_quietly(
     assert read_since(settings, BULK_TOPIC, marks[1], of_tenant(tenant), expect=0) == []
 
     # 3. Re-split from 3 to 2 tasks: partitions change owners, and nothing is emitted, least of all a deletion.
-    _put(pg_worker, settings, tenant, database, 2)
+    _put(api, admin, settings, tenant, database, 2)
     marks = mark(settings, PRIORITY_TOPIC), mark(settings, BULK_TOPIC)
     report = crawl(pg_runtime, tenant, "pg")
     assert not report.failed and len(report.tasks) == 2
@@ -160,8 +162,8 @@ def test_tasks_split_emit_once_delete_by_owner_and_resplit_quietly(
     assert sum(t.partitions for t in report.tasks) == 1 + schemas + tables - 1  # every stored partition handed
     assert read_since(settings, PRIORITY_TOPIC, marks[0], of_tenant(tenant), expect=0, settle_s=3) == []
     assert read_since(settings, BULK_TOPIC, marks[1], of_tenant(tenant), expect=0, settle_s=1) == []
-    assert [len(u) for u in _task_units(pg_worker, tenant)] == [4, 3]
-    status = pg_worker.get(f"/connectors/{tenant}/pg/status", headers=ADMIN).json()
+    assert [len(u) for u in _task_units(api, admin, tenant)] == [4, 3]
+    status = api.get(f"{route}/status", headers=admin).json()
     assert [(t["id"], t["state"]) for t in status["tasks"]] == [(0, "RUNNING"), (1, "RUNNING")]
 
     # 4. After the re-split, a change is picked up by its new owner; pausing shows the tasks PAUSED. A crawl that
@@ -174,8 +176,7 @@ def test_tasks_split_emit_once_delete_by_owner_and_resplit_quietly(
             crawl(pg_runtime, tenant, "pg")
     report = crawl(pg_runtime, tenant, "pg")
     assert sorted((t.records, t.deletions) for t in report.tasks) == [(0, 0), (5, 0)]  # the table and its 4 columns
-    assert pg_worker.put(f"/connectors/{tenant}/pg/pause", headers=ADMIN).status_code == 202
-    status = pg_worker.get(f"/connectors/{tenant}/pg/status", headers=ADMIN).json()
+    status = api.post(f"{route}/pause", headers=admin).json()
     assert [t["state"] for t in status["tasks"]] == ["PAUSED", "PAUSED"]
-    assert pg_worker.delete(f"/connectors/{tenant}/pg", headers=ADMIN).status_code == 204
+    assert api.delete(route, headers=admin).status_code == 204
     assert pg_runtime.store.get_tasks(tenant, "pg") == []

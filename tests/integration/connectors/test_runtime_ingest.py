@@ -1,16 +1,22 @@
-"""The ingest API on the real stack: per-event results, only the valid events in Kafka, write keys."""
+"""The ingest API on the real stack: per-event results, only the valid events in Kafka, write keys made through the
+admin API, and OAuth access tokens of the admin API's authorization server (events:write)."""
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from itest import wait_for
 from kafka_tail import mark, of_tenant, read_since
 from pymongo import MongoClient
-from worker_helpers import ADMIN
+from tokens import auth_headers
+from worker_helpers import tenant_admin
 
+from api.services.audit import tenant_audit_path
+from control.audit import AuditQuery, read
 from metalake.settings import Settings
 from metalake.urn import asset_urn
 from tenants.naming import BULK_TOPIC, CONTROL_DATABASE, PRIORITY_TOPIC
@@ -30,17 +36,17 @@ def _event(tenant: str, i: int, kind: str = "table") -> dict[str, Any]:
     }
 
 
-def _write_key(worker: TestClient, tenant: str) -> str:
-    response = worker.post(f"/tenants/{tenant}/write-keys", headers=ADMIN)
-    assert response.status_code == 201
+def _write_key(api: TestClient, tenant: str) -> str:
+    response = api.post(f"/v1/tenants/{tenant}/write-keys", headers=tenant_admin(api, tenant))
+    assert response.status_code == 201, response.text
     key: str = response.json()["key"]
     return key
 
 
 def test_mixed_array_publishes_only_the_valid_events(
-    worker: TestClient, settings: Settings, tenant: str, mongo: MongoClient[dict[str, Any]]
+    worker: TestClient, api: TestClient, settings: Settings, tenant: str, mongo: MongoClient[dict[str, Any]]
 ) -> None:
-    key = _write_key(worker, tenant)
+    key = _write_key(api, tenant)
     invalid = _event(tenant, 2)
     invalid["data"]["kind"] = "galaxy"
     foreign = _event("someone-else", 3)
@@ -62,8 +68,8 @@ def test_mixed_array_publishes_only_the_valid_events(
     assert key.split("_", 2)[2] not in json.dumps(stored, default=str)
 
 
-def test_ndjson_with_the_header_key(worker: TestClient, settings: Settings, tenant: str) -> None:
-    key = _write_key(worker, tenant)
+def test_ndjson_with_the_header_key(worker: TestClient, api: TestClient, settings: Settings, tenant: str) -> None:
+    key = _write_key(api, tenant)
     marks = mark(settings, PRIORITY_TOPIC)
     body = "\n".join(json.dumps(_event(tenant, i)) for i in range(3)) + "\n"
     response = worker.post(
@@ -73,15 +79,88 @@ def test_ndjson_with_the_header_key(worker: TestClient, settings: Settings, tena
     assert len(read_since(settings, PRIORITY_TOPIC, marks, of_tenant(tenant), expect=3)) == 3
 
 
-def test_wrong_or_revoked_write_key_is_401(worker: TestClient, tenant: str) -> None:
-    key = _write_key(worker, tenant)
-    key_id = key.split("_", 2)[1]
+def test_write_keys_are_listed_by_id_and_a_wrong_or_revoked_one_is_401(
+    worker: TestClient, api: TestClient, tenant: str
+) -> None:
+    admin = tenant_admin(api, tenant)
+    created = api.post(f"/v1/tenants/{tenant}/write-keys", headers=admin)
+    assert created.status_code == 201, created.text
+    key, key_id = created.json()["key"], created.json()["key_id"]
+    assert key.startswith(f"mlk_{key_id}_")
+    listed = api.get(f"/v1/tenants/{tenant}/write-keys", headers=auth_headers(api, tenant=tenant, role="read-only"))
+    assert [k["key_id"] for k in listed.json()["items"]] == [key_id]
+    assert key.split("_", 2)[2] not in listed.text  # ids and dates only
+    # Another tenant's admin neither sees nor revokes the key (404, as for any object of another tenant).
+    other = tenant_admin(api, "it-other-" + tenant[-8:])
+    assert api.get(f"/v1/tenants/{tenant}/write-keys", headers=other).status_code == 404
+    assert api.delete(f"/v1/tenants/{tenant}/write-keys/{key_id}", headers=other).status_code == 404
     wrong = key[:-4] + ("aaaa" if not key.endswith("aaaa") else "bbbb")
     assert (
         worker.post("/v1/events", json=_event(tenant, 1), headers={"Authorization": f"Bearer {wrong}"}).status_code
         == 401
     )
-    assert worker.delete(f"/tenants/{tenant}/write-keys/{key_id}", headers=ADMIN).status_code == 204
+    assert api.delete(f"/v1/tenants/{tenant}/write-keys/{key_id}", headers=admin).status_code == 204
+    assert api.get(f"/v1/tenants/{tenant}/write-keys", headers=admin).json() == {"items": []}
+    assert api.delete(f"/v1/tenants/{tenant}/write-keys/ffff", headers=admin).status_code == 404
     revoked = worker.post("/v1/events", json=_event(tenant, 1), headers={"Authorization": f"Bearer {key}"})
     assert revoked.status_code == 401
     assert revoked.headers["content-type"] == "application/problem+json"
+    rows = read(tenant_audit_path(api.app.state.ctx, tenant), AuditQuery(action="write_key.", limit=10))  # type: ignore[attr-defined]
+    assert sorted(r.action for r in rows) == ["write_key.create", "write_key.revoke"]
+
+
+def test_an_access_token_with_events_write_sends_events_of_its_tenant(
+    worker: TestClient, api: TestClient, settings: Settings, tenant: str
+) -> None:
+    # A token of the admin API's authorization server (same control plane: the worker reads its public keys there).
+    writer = auth_headers(api, tenant=tenant, role="read-write")  # tenant:read sql:read events:write
+    marks = mark(settings, PRIORITY_TOPIC)
+    response = worker.post("/v1/events", json=[_event(tenant, 1), _event("someone-else", 2)], headers=writer)
+    assert response.status_code == 200, response.text
+    assert [r["status"] for r in response.json()["results"]] == ["accepted", "rejected"]
+    assert response.json()["results"][1]["error"]["field"] == "tenantid"  # the token decides the tenant
+    [record] = read_since(settings, PRIORITY_TOPIC, marks, of_tenant(tenant), expect=1)
+    assert record.headers["ce_id"] == b"ingest-1"
+
+
+def test_an_access_token_without_events_write_is_403_and_a_platform_token_needs_a_tenant(
+    worker: TestClient, api: TestClient, tenant: str
+) -> None:
+    reader = auth_headers(api, tenant=tenant, role="read-only")  # tenant:read sql:read
+    refused = worker.post("/v1/events", json=_event(tenant, 1), headers=reader)
+    assert refused.status_code == 403, refused.text
+    assert refused.headers["content-type"] == "application/problem+json"
+    assert refused.json()["type"] == "/problems/insufficient-scope"
+    assert refused.json()["required_scopes"] == ["events:write"]
+    # Scopes can be narrowed at the token endpoint: an admin client asking for tenant:read only cannot write.
+    narrowed = auth_headers(api, tenant=tenant, role="admin", scope="tenant:read")
+    assert worker.post("/v1/events", json=_event(tenant, 1), headers=narrowed).status_code == 403
+    platform = auth_headers(api, platform_admin=True)
+    no_tenant = worker.post("/v1/events", json=_event(tenant, 1), headers=platform)
+    assert no_tenant.status_code == 403 and no_tenant.json()["type"] == "/problems/tenant-required"
+
+
+def test_a_forged_expired_or_revoked_token_is_401(worker: TestClient, api: TestClient, tenant: str) -> None:
+    writer = auth_headers(api, tenant=tenant, role="read-write")
+    token = writer["Authorization"].removeprefix("Bearer ")
+    header, payload, signature = token.split(".")
+    forged = f"{header}.{payload}.{signature[:-4]}{'AAAA' if not signature.endswith('AAAA') else 'BBBB'}"
+    bad = worker.post("/v1/events", json=_event(tenant, 1), headers={"Authorization": f"Bearer {forged}"})
+    assert bad.status_code == 401 and bad.json()["type"] == "/problems/invalid-token"
+    assert 'error="invalid_token"' in bad.headers["www-authenticate"]
+    # Revoking the client through the admin API refuses its tokens (within the client cache's TTL).
+    client_id = _client_id(token)
+    revoke = api.delete(f"/v1/tenants/{tenant}/clients/{client_id}", headers=tenant_admin(api, tenant))
+    assert revoke.status_code == 200, revoke.text
+    wait_for(
+        "the revoked client's token refused",
+        lambda: worker.post("/v1/events", json=_event(tenant, 1), headers=writer).status_code == 401 or None,
+        timeout_s=15,
+    )
+
+
+def _client_id(token: str) -> str:
+    payload = token.split(".")[1]
+    claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    client_id: str = claims["client_id"]
+    return client_id

@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 from kafka_tail import mark, of_tenant, read_since
 from runtime_plugins import PLUGINS
-from worker_helpers import ADMIN, configure_hook, post_signed, worker_settings
+from worker_helpers import admin_api, configure_hook, post_signed, worker_settings
 
 from connectors.runtime.worker import create_app
 from metalake.settings import Settings
@@ -26,8 +26,9 @@ SECRET = "it-kafka-down-secret-0123456789"
 def test_kafka_down_then_resend_publishes_exactly_once(settings: Settings, stack: StackManager, tenant: str) -> None:
     app = create_app(worker_settings(settings, publish_timeout_ms=3000), plugins=PLUGINS)
     payload = {"delivery": "during-outage", "tables": [{"name": "orders", "version": 1}]}
+    with admin_api(settings) as api:
+        configure_hook(api, tenant, SECRET)
     with TestClient(app) as worker:
-        configure_hook(worker, ADMIN, tenant, SECRET)
         marks = mark(settings, PRIORITY_TOPIC)
         try:
             stack.down(["kafka"])

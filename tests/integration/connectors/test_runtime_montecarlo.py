@@ -1,5 +1,6 @@
-"""End to end with the real ``montecarlo`` plugin (from its entry point): a payload signed as Monte Carlo signs it ->
-the worker's webhook -> Kafka -> the streaming job -> the tenant's Delta ``events`` table, read through Trino."""
+"""End to end with the real ``montecarlo`` plugin (from its entry point), set up through the admin API: a payload
+signed as Monte Carlo signs it -> the worker's webhook -> Kafka -> the streaming job -> the tenant's Delta ``events``
+table, read through Trino."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 from itest import trino_rows, wait_for
 from pymongo import MongoClient
-from worker_helpers import ADMIN, worker_settings
+from worker_helpers import admin_api, connectors_route, create_connector, tenant_admin, worker_settings
 
 from connectors.runtime.worker import create_app
 from metalake.settings import Settings
@@ -36,16 +37,13 @@ def _mc_signature(secret: str, body: bytes) -> str:
 def test_signed_incident_is_visible_in_delta_and_mongodb(
     settings: Settings, stack: StackManager, tenant: str, trino_cursor: Any, mongo: MongoClient[dict[str, Any]]
 ) -> None:
-    with TestClient(create_app(worker_settings(settings))) as worker:
+    with admin_api(settings, plugins={}) as api:
+        admin = tenant_admin(api, tenant)
         config = {"default_platform": "snowflake", "default_instance": "acme"}
-        put = worker.put(
-            f"/connectors/{tenant}/monte-carlo", json={"type": "montecarlo", "config": config}, headers=ADMIN
-        )
-        assert put.status_code == 201, put.text
-        assert (
-            worker.post(f"/connectors/{tenant}/monte-carlo/secrets", json={"secret": SECRET}, headers=ADMIN).status_code
-            == 201
-        )
+        create_connector(api, admin, tenant, "monte-carlo", type="montecarlo", config=config)
+        secrets = connectors_route(tenant, "monte-carlo") + "/secrets"
+        assert api.post(secrets, json={"secret": SECRET}, headers=admin).status_code == 201
+    with TestClient(create_app(worker_settings(settings))) as worker:
         incident_id = str(uuid.uuid4())
         body = json.dumps(
             {

@@ -5,11 +5,13 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 from kafka_tail import mark, of_tenant, read_since
-from worker_helpers import ADMIN
+from worker_helpers import connectors_route, create_connector, tenant_admin
 
+from api.services.audit import tenant_audit_path
 from connectors.runtime.context import Runtime
-from connectors.runtime.control import ConnectorState
 from connectors.runtime.source_runner import CrawlRefused, crawl
+from control.audit import AuditQuery, read
+from control.connectors.store import ConnectorState
 from metalake.settings import Settings
 from tenants.naming import PRIORITY_TOPIC
 
@@ -29,18 +31,19 @@ def test_offsets_round_trip_with_tombstone(runtime: Runtime, tenant: str) -> Non
 
 
 def test_crawl_stores_offsets_and_a_rerun_resumes(
-    runtime: Runtime, worker: TestClient, settings: Settings, tenant: str
+    runtime: Runtime, api: TestClient, settings: Settings, tenant: str
 ) -> None:
-    spec = {"type": "listsource", "config": {"tables": ["a", "b", "c"]}}
-    assert worker.put(f"/connectors/{tenant}/src", json=spec, headers=ADMIN).status_code == 201
+    admin = tenant_admin(api, tenant)
+    route = connectors_route(tenant, "src")
+    create_connector(api, admin, tenant, "src", type="listsource", config={"tables": ["a", "b", "c"]})
     marks = mark(settings, PRIORITY_TOPIC)
     first = crawl(runtime, tenant, "src")
     assert (first.records, first.batches, first.deletions) == (3, 2, 0)  # batch size 2
-    stored = worker.get(f"/connectors/{tenant}/src/offsets", headers=ADMIN).json()["offsets"]
+    stored = api.get(f"{route}/offsets", headers=admin).json()["offsets"]
     assert stored == [{"partition": f"table={t}", "offset": {"version": 1}} for t in "abc"]
 
-    spec["config"] = {"tables": ["a", "b"]}  # c was dropped at the source
-    assert worker.put(f"/connectors/{tenant}/src", json=spec, headers=ADMIN).status_code == 200
+    spec = {"type": "listsource", "config": {"tables": ["a", "b"]}}  # c was dropped at the source
+    assert api.put(route, json=spec, headers=admin).status_code == 200
     second = crawl(runtime, tenant, "src")
     assert (second.records, second.deletions) == (1, 1)
     assert runtime.offsets.load(tenant, "src") == {"table=a": {"version": 1}, "table=b": {"version": 1}}
@@ -50,14 +53,16 @@ def test_crawl_stores_offsets_and_a_rerun_resumes(
 
 
 def test_a_failing_task_is_failed_with_its_trace_and_skipped_until_restarted(
-    runtime: Runtime, worker: TestClient, tenant: str
+    runtime: Runtime, api: TestClient, tenant: str
 ) -> None:
-    spec = {"type": "listsource", "config": {"tables": ["a", "b"], "fail_at": "b"}, "errors_tolerance": "none"}
-    assert worker.put(f"/connectors/{tenant}/src", json=spec, headers=ADMIN).status_code == 201
+    admin = tenant_admin(api, tenant)
+    route = connectors_route(tenant, "src")
+    config = {"tables": ["a", "b"], "fail_at": "b"}
+    create_connector(api, admin, tenant, "src", type="listsource", config=config, errors_tolerance="none")
     report = crawl(runtime, tenant, "src")
     assert report.failed and [t.outcome for t in report.tasks] == ["failed"]
     assert "source unreachable" in str(report.tasks[0].error)
-    status = worker.get(f"/connectors/{tenant}/src/status", headers=ADMIN).json()
+    status = api.get(f"{route}/status", headers=admin).json()
     # As in Connect: the task FAILED with its trace, the connector itself is still RUNNING.
     assert status["connector"]["state"] == ConnectorState.RUNNING.value and status["type"] == "source"
     [task] = status["tasks"]
@@ -66,19 +71,23 @@ def test_a_failing_task_is_failed_with_its_trace_and_skipped_until_restarted(
 
     again = crawl(runtime, tenant, "src")  # a FAILED task is not run again by itself
     assert [(t.outcome, t.records) for t in again.tasks] == [("skipped", 0)]
-    assert worker.post(f"/connectors/{tenant}/src/tasks/1/restart", headers=ADMIN).status_code == 404
-    assert worker.post(f"/connectors/{tenant}/src/tasks/0/restart", headers=ADMIN).status_code == 204
-    assert worker.get(f"/connectors/{tenant}/src/tasks/0/status", headers=ADMIN).json()["state"] == "RUNNING"
+    missing = api.post(f"{route}/tasks/1/restart", headers=admin)
+    assert missing.status_code == 404 and missing.json()["field"] == "task_id"
+    restarted_task = api.post(f"{route}/tasks/0/restart", headers=admin)
+    assert restarted_task.status_code == 200 and restarted_task.json()["state"] == "RUNNING"
+    assert api.get(f"{route}/tasks/0/status", headers=admin).json()["state"] == "RUNNING"
     assert [t.outcome for t in crawl(runtime, tenant, "src").tasks] == ["failed"]  # it ran, and failed again
 
-    assert worker.put(f"/connectors/{tenant}/src/pause", headers=ADMIN).status_code == 202
+    assert api.post(f"{route}/pause", headers=admin).status_code == 200
     with pytest.raises(CrawlRefused):
         crawl(runtime, tenant, "src")
-    assert worker.delete(f"/connectors/{tenant}/src/offsets", headers=ADMIN).json() == {"reset": []}
-    restarted = worker.post(
-        f"/connectors/{tenant}/src/restart", params={"includeTasks": "true", "onlyFailed": "true"}, headers=ADMIN
-    )
-    assert restarted.status_code == 204
-    status = worker.get(f"/connectors/{tenant}/src/status", headers=ADMIN).json()
+    assert api.delete(f"{route}/offsets", headers=admin).json() == {"reset": []}
+    restarted = api.post(f"{route}/activate", params={"include_tasks": "true", "only_failed": "true"}, headers=admin)
+    assert restarted.status_code == 200
+    status = restarted.json()
     assert status["connector"]["state"] == "RUNNING" and status["tasks"][0]["state"] == "RUNNING"
-    assert "trace" not in status["tasks"][0]
+    assert status["tasks"][0]["trace"] is None
+
+    # Who restarted what is in the tenant's audit table.
+    rows = read(tenant_audit_path(api.app.state.ctx, tenant), AuditQuery(action="connector.task.", limit=10))  # type: ignore[attr-defined]
+    assert [r.action for r in rows] == ["connector.task.restart"]

@@ -1,4 +1,5 @@
-"""The webhook receiver on the real stack: Kafka records with their headers and keys, the DLQ, dedup, management."""
+"""The webhook receiver on the real stack: Kafka records with their headers and keys, the DLQ, dedup, and connectors
+managed through the admin API reaching the worker."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from fastapi.testclient import TestClient
 from kafka_tail import mark, of_tenant, read_since
 from pymongo import MongoClient
 from runtime_plugins import PLUGINS, sign
-from worker_helpers import ADMIN, configure_hook, post_signed, worker_settings
+from tokens import auth_headers
+from worker_helpers import configure_hook, connectors_route, post_signed, worker_settings
 
 from connectors.runtime.worker import create_app
 from metalake.settings import Settings
@@ -24,9 +26,9 @@ SECRET = "it-webhook-secret-0123456789"
 
 
 def test_signed_delivery_lands_in_kafka_with_headers_and_key(
-    worker: TestClient, settings: Settings, tenant: str
+    worker: TestClient, api: TestClient, settings: Settings, tenant: str
 ) -> None:
-    configure_hook(worker, ADMIN, tenant, SECRET)
+    configure_hook(api, tenant, SECRET)
     marks = mark(settings, PRIORITY_TOPIC)
     trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
     payload = {"delivery": "d1", "tables": [{"name": "orders", "version": 5}]}
@@ -45,8 +47,8 @@ def test_signed_delivery_lands_in_kafka_with_headers_and_key(
     assert json.loads(record.value or b"") == {"urn": urn, "version": 5, "kind": "table", "name": "orders"}
 
 
-def test_redelivery_publishes_once(worker: TestClient, settings: Settings, tenant: str) -> None:
-    configure_hook(worker, ADMIN, tenant, SECRET)
+def test_redelivery_publishes_once(worker: TestClient, api: TestClient, settings: Settings, tenant: str) -> None:
+    configure_hook(api, tenant, SECRET)
     marks = mark(settings, PRIORITY_TOPIC)
     payload = {"delivery": "same", "tables": [{"name": "orders"}]}
     assert post_signed(worker, tenant, SECRET, payload).status_code == 202
@@ -55,8 +57,10 @@ def test_redelivery_publishes_once(worker: TestClient, settings: Settings, tenan
     assert len(read_since(settings, PRIORITY_TOPIC, marks, of_tenant(tenant), expect=1)) == 1
 
 
-def test_bad_signature_is_401_and_publishes_nothing(worker: TestClient, settings: Settings, tenant: str) -> None:
-    configure_hook(worker, ADMIN, tenant, SECRET)
+def test_bad_signature_is_401_and_publishes_nothing(
+    worker: TestClient, api: TestClient, settings: Settings, tenant: str
+) -> None:
+    configure_hook(api, tenant, SECRET)
     body = json.dumps({"delivery": "d1", "tables": [{"name": "orders"}]}).encode()
     response = worker.post(
         f"/webhooks/test-hook/{tenant}", content=body, headers={"x-test-signature": sign("wrong-secret", body)}
@@ -66,16 +70,18 @@ def test_bad_signature_is_401_and_publishes_nothing(worker: TestClient, settings
     assert SECRET not in response.text
 
 
-def test_oversized_body_is_413(worker: TestClient, tenant: str) -> None:
-    configure_hook(worker, ADMIN, tenant, SECRET)
+def test_oversized_body_is_413(worker: TestClient, api: TestClient, tenant: str) -> None:
+    configure_hook(api, tenant, SECRET)
     tables = [{"name": f"table_{i:06d}"} for i in range(5000)]
     response = post_signed(worker, tenant, SECRET, {"delivery": "big", "tables": tables})
     assert response.status_code == 413
     assert response.json()["type"] == "/problems/body-too-large"
 
 
-def test_unmappable_goes_to_the_dlq_with_202(worker: TestClient, settings: Settings, tenant: str) -> None:
-    configure_hook(worker, ADMIN, tenant, SECRET)
+def test_unmappable_goes_to_the_dlq_with_202(
+    worker: TestClient, api: TestClient, settings: Settings, tenant: str
+) -> None:
+    configure_hook(api, tenant, SECRET)
     marks = mark(settings, dlq_topic("connectors"))
     payload = {"delivery": "bad", "tables": "not-a-list"}
     response = post_signed(worker, tenant, SECRET, payload)
@@ -91,64 +97,75 @@ def test_unmappable_goes_to_the_dlq_with_202(worker: TestClient, settings: Setti
     assert record.headers["content-type"] == b"application/json"
 
 
-def test_management_lifecycle_and_secrets_never_returned(
-    worker: TestClient, tenant: str, mongo: MongoClient[dict[str, Any]]
+def test_a_connector_managed_through_the_admin_api_is_what_the_worker_serves(
+    worker: TestClient, api: TestClient, tenant: str, mongo: MongoClient[dict[str, Any]]
 ) -> None:
-    configure_hook(worker, ADMIN, tenant, SECRET, transforms=[{"type": "filter", "pattern": "*.lineage.*"}])
-    listed = worker.get("/connectors", params={"tenant": tenant}, headers=ADMIN).json()
+    admin = configure_hook(api, tenant, SECRET, transforms=[{"type": "filter", "pattern": "*.lineage.*"}])
+    route = connectors_route(tenant, "hook")
+    listed = api.get(connectors_route(tenant), headers=admin).json()["items"]
     assert [(c["name"], c["state"]) for c in listed] == [("hook", "RUNNING")]
-    config = worker.get(f"/connectors/{tenant}/hook", headers=ADMIN)
+    # Operators list every tenant's connectors (or one tenant's); a tenant's token may not.
+    platform = auth_headers(api, platform_admin=True)
+    everyone = api.get("/v1/connectors", params={"tenant": tenant}, headers=platform)
+    assert [(c["tenant"], c["name"]) for c in everyone.json()["items"]] == [(tenant, "hook")]
+    assert api.get("/v1/connectors", headers=admin).status_code == 403
+    config = api.get(route, headers=admin)
     assert config.status_code == 200
     assert config.json()["transforms"] == [{"type": "filter", "pattern": "*.lineage.*", "mode": "drop"}]
     assert len(config.json()["webhook_secrets"]) == 1
     assert SECRET not in config.text
 
-    rotated = worker.post(f"/connectors/{tenant}/hook/secrets", json={}, headers=ADMIN)
+    rotated = api.post(f"{route}/secrets", json={}, headers=admin)
     assert rotated.status_code == 201 and len(rotated.json()["active"]) == 2
     new_secret = rotated.json()["secret"]  # generated: shown this once
     assert post_signed(worker, tenant, new_secret, {"delivery": "n", "tables": []}).status_code == 202
     assert post_signed(worker, tenant, SECRET, {"delivery": "o", "tables": []}).status_code == 202
-    third = worker.post(f"/connectors/{tenant}/hook/secrets", json={"secret": "a-third-secret-abcdef"}, headers=ADMIN)
+    third = api.post(f"{route}/secrets", json={"secret": "a-third-secret-abcdef"}, headers=admin)
     assert len(third.json()["active"]) == 2
     assert post_signed(worker, tenant, SECRET, {"delivery": "p", "tables": []}).status_code == 401  # retired
 
-    assert worker.put(f"/connectors/{tenant}/hook/pause", headers=ADMIN).status_code == 202
-    status = worker.get(f"/connectors/{tenant}/hook/status", headers=ADMIN).json()
-    assert status["connector"]["state"] == "PAUSED" and status["type"] == "webhook" and status["plugin"] == "testhook"
+    paused = api.post(f"{route}/pause", headers=admin)
+    assert paused.status_code == 200
+    status = paused.json()
+    assert status["connector"]["state"] == "PAUSED" and status["type"] == "webhook"
     assert [(t["id"], t["state"]) for t in status["tasks"]] == [(0, "PAUSED")]  # one task: the delivery handler
-    paused = post_signed(worker, tenant, new_secret, {"delivery": "q", "tables": []})
-    assert paused.status_code == 503 and paused.headers["retry-after"] == "7"
-    assert worker.put(f"/connectors/{tenant}/hook/resume", headers=ADMIN).status_code == 202
-    assert worker.post(f"/connectors/{tenant}/hook/restart", headers=ADMIN).status_code == 204
-    assert worker.get(f"/connectors/{tenant}/hook/status", headers=ADMIN).json()["connector"]["state"] == "RUNNING"
-    many = worker.put(f"/connectors/{tenant}/other", json={"type": "testhook", "tasks_max": 2}, headers=ADMIN)
+    refused = post_signed(worker, tenant, new_secret, {"delivery": "q", "tables": []})
+    assert refused.status_code == 503 and refused.headers["retry-after"] == "7"
+    assert api.post(f"{route}/resume", headers=admin).json()["connector"]["state"] == "RUNNING"
+    assert api.post(f"{route}/activate", headers=admin).json()["connector"]["state"] == "RUNNING"
+    assert post_signed(worker, tenant, new_secret, {"delivery": "r", "tables": []}).status_code == 202
+    many = api.post(connectors_route(tenant), json={"name": "other", "type": "testhook", "tasks_max": 2}, headers=admin)
     assert many.status_code == 422 and many.json()["field"] == "tasks_max"
 
-    bad = worker.put(f"/connectors/{tenant}/other", json={"type": "testhook", "config": {"nope": 1}}, headers=ADMIN)
-    assert bad.status_code == 422 and bad.json()["field"] == "config/nope"
-    unknown = worker.put(f"/connectors/{tenant}/other", json={"type": "a.b:C", "config": {}}, headers=ADMIN)
+    bad = {"name": "other", "type": "testhook", "config": {"nope": 1}}
+    bad_answer = api.post(connectors_route(tenant), json=bad, headers=admin)
+    assert bad_answer.status_code == 422 and bad_answer.json()["field"] == "config/nope"
+    unknown = api.post(connectors_route(tenant), json={"name": "other", "type": "a.b:C"}, headers=admin)
     assert unknown.status_code == 422 and unknown.json()["field"] == "type"
 
     # Secrets live in their own collection; the connectors collection never holds one.
     doc = mongo[CONTROL_DATABASE]["connectors"].find_one({"_id": f"{tenant}/hook"})
     assert doc is not None and SECRET not in json.dumps(doc, default=str)
-    assert worker.delete(f"/connectors/{tenant}/hook", headers=ADMIN).status_code == 204
-    assert worker.get(f"/connectors/{tenant}/hook", headers=ADMIN).status_code == 404
+    assert api.delete(route, headers=admin).status_code == 204
+    assert api.get(route, headers=admin).status_code == 404
+    assert post_signed(worker, tenant, new_secret, {"delivery": "s", "tables": []}).status_code == 404
 
 
-def test_another_workers_change_is_seen_within_the_lookup_ttl(
-    worker: TestClient, settings: Settings, stack: StackManager, tenant: str
+def test_a_change_through_the_admin_api_is_seen_within_the_lookup_ttl(
+    worker: TestClient, api: TestClient, settings: Settings, stack: StackManager, tenant: str
 ) -> None:
-    # A second worker process stands in as another replica: it caches the connector and its secrets for 1 s, and
-    # learns of a pause made through the first worker when its entry expires (its own changes invalidate at once).
-    other_app = create_app(worker_settings(settings, lookup_cache_ttl_s=1.0), plugins=PLUGINS)
-    configure_hook(worker, ADMIN, tenant, SECRET)
-    with TestClient(other_app) as other:
-        accepted = post_signed(other, tenant, SECRET, {"delivery": "x1", "tables": []})
+    # A worker that caches the connector and its secrets for 1 s learns of a pause made through the admin API (another
+    # process) when its entry expires; the module's worker, which caches nothing, sees it at once.
+    cached_app = create_app(worker_settings(settings, lookup_cache_ttl_s=1.0), plugins=PLUGINS)
+    admin = configure_hook(api, tenant, SECRET)
+    route = connectors_route(tenant, "hook")
+    with TestClient(cached_app) as cached:
+        accepted = post_signed(cached, tenant, SECRET, {"delivery": "x1", "tables": []})
         assert accepted.status_code == 202, accepted.text
-        assert worker.put(f"/connectors/{tenant}/hook/pause", headers=ADMIN).status_code == 202
+        assert api.post(f"{route}/pause", headers=admin).status_code == 200
         assert post_signed(worker, tenant, SECRET, {"delivery": "x2", "tables": []}).status_code == 503
         time.sleep(1.2)
-        assert post_signed(other, tenant, SECRET, {"delivery": "x3", "tables": []}).status_code == 503
-        assert other.put(f"/connectors/{tenant}/hook/resume", headers=ADMIN).status_code == 202
-        assert post_signed(other, tenant, SECRET, {"delivery": "x4", "tables": []}).status_code == 202
+        assert post_signed(cached, tenant, SECRET, {"delivery": "x3", "tables": []}).status_code == 503
+        assert api.post(f"{route}/resume", headers=admin).status_code == 200
+        time.sleep(1.2)
+        assert post_signed(cached, tenant, SECRET, {"delivery": "x4", "tables": []}).status_code == 202

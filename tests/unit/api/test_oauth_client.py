@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from api.auth.clients import ROLE_SCOPES, ClientRecord, Role, SecretInfo, hash_secret
 from api.auth.server import OAuthClient
+from control.auth.clients import ROLE_SCOPES, ClientRecord, Role, SecretInfo, hash_secret
 
 
 def _client(role: Role = Role.READ_WRITE) -> OAuthClient:

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from connectors.base import ConnectorContext, InboundRequest
 from connectors.montecarlo import MonteCarloConfig, MonteCarloConnector
+from control.connectors.plugin import ConnectorContext, InboundRequest
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE / "fixtures"

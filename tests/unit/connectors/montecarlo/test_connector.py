@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from connectors import registry
-from connectors.base import ConnectorContext, InboundRequest, InvalidPayload
 from connectors.montecarlo import MonteCarloConfig, MonteCarloConnector
 from connectors.montecarlo.mapping import SUMMARY_MAX
+from control.connectors import registry
+from control.connectors.plugin import ConnectorContext, InboundRequest, InvalidPayload
 from metalake.events import CloudEvent, decode_record
 
 Request = Callable[..., InboundRequest]
@@ -158,9 +158,9 @@ def test_top_level_and_payload_fields_give_the_same_key(
 def test_verify_dedup_key_and_events_parse_the_body_once(
     connector: MonteCarloConnector, request_for: Request, fixture_body: Body, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from connectors import base
     from connectors.montecarlo import connector as module
     from connectors.montecarlo.signature import sign, signed_message
+    from control.connectors import plugin as base
 
     loads, envelopes = [], []
     real_loads, real_envelope = json.loads, module.parse_envelope
@@ -190,8 +190,8 @@ def test_dedup_key_of_an_unparseable_body(connector: MonteCarloConnector, reques
 def test_events_carry_no_secret_and_decode(
     connector: MonteCarloConnector, request_for: Request, fixture_body: Body
 ) -> None:
-    from connectors.base import parse_json
     from connectors.montecarlo.signature import sign, signed_message
+    from control.connectors.plugin import parse_json
 
     body = fixture_body("feedback_fixed")
     message = signed_message(parse_json(body))

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from connectors.base import InboundRequest, InvalidPayload
 from connectors.montecarlo import MonteCarloConnector
+from control.connectors.plugin import InboundRequest, InvalidPayload
 from metalake.events import decode_record
 
 HERE = Path(__file__).resolve().parent

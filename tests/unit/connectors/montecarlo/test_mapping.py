@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from connectors.base import InboundRequest, InvalidPayload
 from connectors.montecarlo import MonteCarloConnector
 from connectors.montecarlo.mapping import split_full_table_id, split_mcon
+from control.connectors.plugin import InboundRequest, InvalidPayload
 
 ACCOUNT = "9a59c6f1-203a-4c72-8cd7-132db7f21b92"
 WAREHOUSE = "5f1c3a7e-0d2b-4c6a-9e8f-112233445566"

@@ -14,9 +14,9 @@ from collections.abc import Callable
 
 import pytest
 
-from connectors.base import AuthenticationFailed, InboundRequest, InvalidPayload, parse_json
 from connectors.montecarlo import BodyNotJson, MonteCarloConnector
 from connectors.montecarlo.signature import signed_message, verify_signature
+from control.connectors.plugin import AuthenticationFailed, InboundRequest, InvalidPayload, parse_json
 
 SECRET = b"mc-secret-aW4gcm90YXRpb24gMQ-0123456789abcdef"
 NEW_SECRET = b"mc-secret-bmV3IHNlY3JldCAy-fedcba9876543210"

@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from connectors.base import ConnectorContext, SourceRecord, partition_key
 from connectors.postgres import PostgresCatalogConfig, PostgresCatalogConnector
 from connectors.postgres import connector as connector_module
 from connectors.postgres import crawl as crawl_module
 from connectors.postgres import tasks as tasks_module
 from connectors.postgres.catalog import ColumnRow, DatabaseRow, SchemaRow, TableRow
+from control.connectors.plugin import ConnectorContext, SourceRecord, partition_key
 
 
 @dataclass

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from connectors.base import FORGET, KEEP, ConnectorContext, partition_key
 from connectors.postgres import PostgresCatalogConfig, PostgresCatalogConnector, crawl
 from connectors.postgres.catalog import SchemaRow
 from connectors.postgres.emit import DELETED, EDGE_ADDED, EDGE_REMOVED
+from control.connectors.plugin import FORGET, KEEP, ConnectorContext, partition_key
 
 ORDERS_KEY = partition_key({"database": "shop", "schema": "public", "table": "orders"})
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from connectors.base import partition_key
 from connectors.postgres.catalog import TableRow
 from connectors.postgres.state import crawl_version, group_by_database, removed, stale, table_hash
+from control.connectors.plugin import partition_key
 
 URN = "urn:metalake:postgres:prod/shop/public/orders"
 ROW = TableRow(7, "public", "orders", "r", "orders", "alice", 100, False, 3, "ab" * 32, [("fk", "public", "c")])

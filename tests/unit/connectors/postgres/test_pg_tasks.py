@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from connectors.base import ConnectorContext, SourceRecord, partition_key
 from connectors.postgres import PostgresCatalogConfig, PostgresCatalogConnector
 from connectors.postgres.catalog import SchemaRow
 from connectors.postgres.emit import DELETED
 from connectors.postgres.tasks import InvalidTaskConfig, Scope, split, stored_units, unit_of
 from connectors.runtime.tasks import InvalidTaskConfigs, check_configs, owned_offsets
+from control.connectors.plugin import ConnectorContext, SourceRecord, partition_key
 
 CONFIG = PostgresCatalogConfig(host="db.internal", user="crawler", instance="prod")
 SCHEMAS = ("hr", "ops", "sales", "staging")

@@ -9,11 +9,13 @@ from pydantic import BaseModel, ValidationError
 from runtime_fakes import FakeCounter, FakeOffsets, FakePublisher
 from runtime_plugins import ListSource, ListSourceConfig
 
-from connectors.base import ConnectorContext
-from connectors.runtime.control import Tolerance
-from connectors.runtime.errors import ErrorPolicy, TaskFailed, safe_reason
+from connectors.runtime.errors import ErrorPolicy, TaskFailed
 from connectors.runtime.source_runner import SourceRunner
-from connectors.runtime.transforms import TRANSFORM_SPECS, Chain, TransformError
+from connectors.runtime.transforms import Chain, TransformError
+from control.connectors.plugin import ConnectorContext
+from control.connectors.reasons import safe_reason
+from control.connectors.store import Tolerance
+from control.connectors.transforms import TRANSFORM_SPECS
 
 
 def _policy(tolerance: Tolerance, counter: FakeCounter | None = None) -> ErrorPolicy:

@@ -10,13 +10,13 @@ import pytest
 from pydantic import Field
 from runtime_fakes import FakeCounter, FakeOffsets, FakePublisher, FakeStore
 
-from connectors.base import FORGET, KEEP, ConnectorConfig, ConnectorContext, SourceConnector, SourceRecord
 from connectors.runtime.context import Runtime, plugins_from
-from connectors.runtime.control import ConnectorRecord, ConnectorState, TaskRecord, Tolerance
 from connectors.runtime.errors import ErrorPolicy, TaskFailed
 from connectors.runtime.source_runner import SourceRunner, crawl
 from connectors.runtime.tasks import owned_offsets, trace_of
 from connectors.runtime.transforms import Chain
+from control.connectors.plugin import FORGET, KEEP, ConnectorConfig, ConnectorContext, SourceConnector, SourceRecord
+from control.connectors.store import ConnectorRecord, ConnectorState, TaskRecord, Tolerance
 from metalake.events import new_event
 from metalake.settings import Settings
 from metalake.urn import asset_urn
@@ -164,6 +164,7 @@ def _world(tables: list[str], tasks_max: int) -> tuple[Runtime, TaskStore, FakeO
         publisher=cast(Any, FakePublisher()),
         offsets=cast(Any, offsets),
         plugins=plugins_from({"letters": FailingLetters}),
+        gate=cast(Any, None),
         dlq_counter=FakeCounter(),
         task_io_factory=task_io,
     )

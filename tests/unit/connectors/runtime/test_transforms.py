@@ -6,7 +6,6 @@ import pytest
 from pydantic import ValidationError
 
 from connectors.runtime.transforms import (
-    TRANSFORM_SPECS,
     Chain,
     FilterType,
     RenameField,
@@ -14,6 +13,7 @@ from connectors.runtime.transforms import (
     StampTenant,
     TransformError,
 )
+from control.connectors.transforms import TRANSFORM_SPECS
 from metalake.events import CloudEvent, new_event
 from metalake.urn import asset_urn
 

@@ -9,10 +9,10 @@ from fastapi.testclient import TestClient
 from runtime_fakes import World
 from runtime_plugins import sign
 
-from connectors import base
-from connectors.runtime.control import ConnectorRecord, ConnectorState, Tolerance
-from connectors.runtime.problems import MEDIA_TYPE
 from connectors.runtime.webhooks import plugin_name
+from control.connectors import plugin as base
+from control.connectors.store import ConnectorRecord, ConnectorState, Tolerance
+from metalake.http.problems import MEDIA_TYPE
 
 SECRET = "s3cret-s3cret-s3cret"
 OLD_SECRET = "old-old-old-old-old"

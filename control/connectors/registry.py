@@ -2,13 +2,15 @@
 
 A thin use of the kernel's :class:`metalake.plugins.PluginRegistry`: lookup by registered name only, a plugin that
 fails to import (or is not a connector class) is listed as disabled with its reason, the group is scanned once.
+Both the admin API (types and their configuration schemas) and the worker (running them) look plugins up here; the
+plugin modules are imported only when the group is scanned, so neither imports the other.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from connectors.base import SourceConnector, WebhookConnector
+from control.connectors.plugin import SourceConnector, WebhookConnector
 from metalake import plugins as kernel
 
 GROUP = "metalake.connectors"

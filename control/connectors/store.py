@@ -32,7 +32,7 @@ from pymongo.collection import Collection
 from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
-from connectors.runtime.transforms import TRANSFORM_SPECS, TransformSpec
+from control.connectors.transforms import TRANSFORM_SPECS, TransformSpec
 from metalake.mongo import Doc, mongo_client
 from metalake.settings import Settings
 from tenants.naming import CONTROL_DATABASE, validate_tenant_id
@@ -100,6 +100,14 @@ class SecretInfo:
     """What may be shown about a stored secret: its id and age, never its value."""
 
     id: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class WriteKeyInfo:
+    """What may be shown about an ingest write key: its id and age, never the key (only its hash is stored)."""
+
+    key_id: str
     created_at: datetime
 
 
@@ -372,20 +380,22 @@ class ControlStore:
         doc = self._secrets.find_one({"_id": connector_id(tenant, name)}, {"webhook_secrets": 1})
         return [SecretStr(s["value"]) for s in (doc or {}).get("webhook_secrets") or []]
 
-    def create_write_key(self, tenant: str) -> tuple[str, SecretStr]:
-        """A new ingest write key for ``tenant``: ``(key id, key)``. Only its SHA-256 is stored: show it once."""
+    def create_write_key(self, tenant: str) -> tuple[WriteKeyInfo, SecretStr]:
+        """A new ingest write key for ``tenant``: its id and age, and the key. Only its SHA-256 is stored: show the
+        key once."""
         validate_tenant_id(tenant)
-        key_id, secret = secrets.token_hex(8), secrets.token_urlsafe(32)
+        info = WriteKeyInfo(key_id=secrets.token_hex(8), created_at=_now())
+        secret = secrets.token_urlsafe(32)
         self._secrets.insert_one(
             {
-                "_id": f"write-key/{key_id}",
+                "_id": f"write-key/{info.key_id}",
                 "tenant": tenant,
-                "key_id": key_id,
+                "key_id": info.key_id,
                 "sha256": _sha256(secret),
-                "created_at": _now(),
+                "created_at": info.created_at,
             }
         )
-        return key_id, SecretStr(f"{WRITE_KEY_PREFIX}_{key_id}_{secret}")
+        return info, SecretStr(f"{WRITE_KEY_PREFIX}_{info.key_id}_{secret}")
 
     def tenant_for_write_key(self, key: SecretStr) -> str | None:
         """The tenant a write key belongs to, or ``None``. The secret part is compared in constant time."""
@@ -401,7 +411,15 @@ class ControlStore:
         tenant: str = doc["tenant"]
         return tenant
 
+    def write_keys(self, tenant: str) -> list[WriteKeyInfo]:
+        """The tenant's write keys that are not revoked, oldest first."""
+        docs = self._secrets.find({"tenant": tenant, "key_id": {"$exists": True}, "revoked": {"$ne": True}})
+        keys = [WriteKeyInfo(key_id=d["key_id"], created_at=d["created_at"]) for d in docs]
+        return sorted(keys, key=lambda k: (k.created_at, k.key_id))
+
     def revoke_write_key(self, tenant: str, key_id: str) -> bool:
+        """Revoke one of the tenant's write keys (at once: the ingest API reads the store on every request); False
+        if the tenant has no key of that id. Revoking a revoked key again is a success."""
         result = self._secrets.update_one(
             {"_id": f"write-key/{key_id}", "tenant": tenant}, {"$set": {"revoked": True, "revoked_at": _now()}}
         )

@@ -27,7 +27,7 @@ from pymongo import ASCENDING, ReturnDocument
 from pymongo.collection import Collection
 from pymongo.database import Database
 
-from api.security import Scope
+from control.auth.principal import Scope
 from metalake.cache import TtlCache
 from metalake.mongo import Doc
 

@@ -1,7 +1,11 @@
-"""RFC 9457 problem details: every error the worker answers is ``application/problem+json``.
+"""RFC 9457 problem details: every error the admin API and the connector worker answer is ``application/problem+json``.
 
 A :class:`Problem` carries only what is safe to show the caller: a type, a title, a detail written by us, and the
 name of the field at fault. Details never quote payload values or secrets.
+
+In the kernel because both HTTP services use it (``api.problems`` adds a last-resort handler). It needs ``fastapi``,
+which the ``api`` and ``connectors`` extras both install; no other kernel module imports this one, so the kernel
+itself stays importable without them.
 """
 
 from __future__ import annotations

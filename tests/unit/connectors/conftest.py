@@ -1,4 +1,4 @@
-"""Fixtures for the runtime's unit tests: a worker app over in-memory fakes (see runtime_fakes)."""
+"""Fixtures for the connector unit tests: a worker app over in-memory fakes (see runtime_fakes)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,17 @@ from typing import Any, cast
 
 import pytest
 from fastapi.testclient import TestClient
-from pydantic import SecretStr
-from runtime_fakes import ADMIN_TOKEN, FakeCounter, FakeDeliveries, FakeOffsets, FakePublisher, FakeStore, World
+from runtime_fakes import (
+    FakeClients,
+    FakeCounter,
+    FakeDeliveries,
+    FakeOffsets,
+    FakePublisher,
+    FakeStore,
+    FakeTenants,
+    World,
+    fake_gate,
+)
 from runtime_plugins import PLUGINS
 
 from connectors.runtime.context import Runtime, plugins_from
@@ -19,7 +28,6 @@ from metalake.settings import Settings
 @pytest.fixture
 def world() -> World:
     settings = Settings()
-    settings.connect.admin_token = SecretStr(ADMIN_TOKEN)
     settings.connect.webhook_max_body_bytes = 2048
     settings.connect.ingest_max_events = 5
     store, deliveries, publisher, offsets, counter = (
@@ -29,6 +37,7 @@ def world() -> World:
         FakeOffsets(),
         FakeCounter(),
     )
+    clients, tenants = FakeClients(), FakeTenants()
     runtime = Runtime(
         settings=settings,
         store=cast(Any, store),
@@ -36,9 +45,10 @@ def world() -> World:
         publisher=cast(Any, publisher),
         offsets=cast(Any, offsets),
         plugins=plugins_from(PLUGINS),
+        gate=fake_gate(clients, tenants),
         dlq_counter=counter,
     )
-    return World(settings, store, deliveries, publisher, offsets, counter, runtime)
+    return World(settings, store, deliveries, publisher, offsets, counter, runtime, clients, tenants)
 
 
 @pytest.fixture

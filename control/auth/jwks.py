@@ -1,4 +1,8 @@
-"""Where the resource server gets verification keys: a JWKS, cached, refreshed when an unknown kid shows up.
+"""Where a resource server gets verification keys: a JWKS, cached, refreshed when an unknown kid shows up.
+
+The source is the built-in authorization server's public keys in the control plane (``metalake_control.signing_keys``,
+written by ``api.auth.keys``; reading them needs no key encryption key) or an external OIDC issuer's JWKS, found
+through its discovery document (:func:`verification_source`).
 
 A token signed with a key the cache has not seen (the issuer just rotated) triggers one refresh; refreshes are spaced
 by ``min_refresh_s`` so a stream of tokens with made-up kids cannot turn into a stream of JWKS fetches. The whole set
@@ -11,14 +15,23 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 from joserfc.errors import JoseError
 from joserfc.jwk import ECKey, KeySet, RSAKey
+from pymongo import DESCENDING
+from pymongo.collection import Collection
+from pymongo.database import Database
+
+from metalake.mongo import Doc
+from metalake.settings import ApiSettings
 
 JwksSource = Callable[[], Mapping[str, Any]]
 VerificationKey = RSAKey | ECKey
+
+SIGNING_KEYS_COLLECTION = "signing_keys"
 
 log = logging.getLogger(__name__)
 
@@ -119,3 +132,35 @@ def discover_jwks_url(issuer: str, *, timeout_s: float = 5.0) -> str:
         if isinstance(meta, dict) and meta.get("issuer") == issuer and isinstance(meta.get("jwks_uri"), str):
             return str(meta["jwks_uri"])
     raise ValueError(f"no usable discovery document for issuer {issuer}")
+
+
+def published_jwks(keys: Collection[Doc], now: datetime) -> dict[str, list[dict[str, Any]]]:
+    """The public keys tokens may carry: the active ones and retired ones whose tokens have not expired yet."""
+    query: Doc = {"$or": [{"expires_at": None}, {"expires_at": {"$gt": now}}]}
+    return {"keys": [dict(doc["public_jwk"]) for doc in keys.find(query).sort("created_at", DESCENDING)]}
+
+
+def _stored_source(database: Database[Doc]) -> JwksSource:
+    keys: Collection[Doc] = database[SIGNING_KEYS_COLLECTION]
+    return lambda: published_jwks(keys, datetime.now(UTC))
+
+
+def _issuer_source(issuer: str) -> JwksSource:
+    lock = threading.Lock()
+    found: list[str] = []
+
+    def fetch() -> Mapping[str, Any]:
+        # Discovered on first use, not at startup: a service comes up even while the issuer is briefly unreachable.
+        with lock:
+            if not found:
+                found.append(discover_jwks_url(issuer))
+            url = found[0]
+        return http_jwks(url)()
+
+    return fetch
+
+
+def verification_source(api: ApiSettings, database: Database[Doc]) -> JwksSource:
+    """The keys that verify tokens for these settings: the external issuer's if one is configured (then it is the only
+    trusted issuer), else the built-in authorization server's, read from the control plane ``database``."""
+    return _issuer_source(api.external_issuer) if api.external_issuer else _stored_source(database)

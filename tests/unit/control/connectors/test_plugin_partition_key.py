@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from connectors.base import (
+from control.connectors.plugin import (
     FORGET,
     KEEP,
     InvalidPartitionKey,

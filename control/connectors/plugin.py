@@ -2,6 +2,10 @@
 
 Connectors translate; they never do I/O to Kafka. The runtime (``connectors.runtime``) owns publishing with confirmed
 delivery, source offsets, single-message transforms, error tolerance and the dead-letter topic.
+
+The interface is in the control plane, not beside the runtime, because the admin API needs it too: to list the types
+by kind and validate a configuration by type name (``config_model``) without importing the worker. The plugins
+themselves live in ``connectors/<name>/`` and are loaded by entry point (:mod:`control.connectors.registry`).
 """
 
 from __future__ import annotations

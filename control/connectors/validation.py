@@ -1,6 +1,5 @@
-"""A connector configuration checked against its plugin's model, and stored once it passes: one rule for the
-worker's management routes and the admin API, which each turn :class:`InvalidConfig` into their own problem+json
-answer."""
+"""A connector configuration checked against its plugin's model, and stored once it passes: the admin API's rule,
+which turns :class:`InvalidConfig` into a problem+json answer."""
 
 from __future__ import annotations
 
@@ -9,17 +8,18 @@ from typing import Any
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
-from connectors.base import SourceConnector
-from connectors.registry import ConnectorClass
-from connectors.runtime.control import ConnectorRecord, ControlStore, Tolerance
-from connectors.runtime.tasks import MAX_TASKS
-from connectors.runtime.transforms import TransformSpec
+from control.connectors.plugin import SourceConnector
+from control.connectors.registry import ConnectorClass
+from control.connectors.store import ConnectorRecord, ControlStore, Tolerance
+from control.connectors.transforms import TransformSpec
 
 MASK = "**********"
+# Connect's tasks.max has no upper bound; this one keeps a typo from starting thousands of threads on one worker.
+MAX_TASKS = 64
 
 
 class ConnectorFields(BaseModel):
-    """What a connector is configured with, as both management surfaces accept it (each adds its docs)."""
+    """What a connector is configured with, as the admin API accepts it (its route models add their docs)."""
 
     model_config = ConfigDict(extra="forbid")
 

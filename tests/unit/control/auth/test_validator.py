@@ -12,8 +12,8 @@ from fake_clock import FakeClock
 from joserfc.jwk import ECKey, RSAKey
 from jwt_forge import AUDIENCE, ISSUER, claims, hs256_with_public_key, sign, unsigned
 
-from api.auth.jwks import JwksCache, KeySourceUnavailable
-from api.auth.validator import AccessTokenValidator, InvalidToken
+from control.auth.jwks import JwksCache, KeySourceUnavailable
+from control.auth.validator import AccessTokenValidator, InvalidToken
 
 
 class Source:

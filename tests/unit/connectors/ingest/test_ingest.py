@@ -11,7 +11,7 @@ from runtime_fakes import WRITE_KEY, World
 
 from connectors.ingest.parsing import BodyError, split_body
 from connectors.ingest.validation import Rejected, to_event
-from connectors.runtime.problems import MEDIA_TYPE
+from metalake.http.problems import MEDIA_TYPE
 from metalake.urn import asset_urn
 
 URN = asset_urn("pg", "prod", "shop", "public", "orders")

@@ -1,4 +1,4 @@
-"""The config rule and the task-status rule the worker's management routes and the admin API share."""
+"""The config rule and the task-status rule of the control plane, which the admin API applies and shows."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pydantic import SecretStr
 
 from connectors.montecarlo.connector import MonteCarloConnector
 from connectors.postgres.connector import PostgresCatalogConnector
-from connectors.runtime.control import ConnectorRecord, ConnectorState, TaskRecord
-from connectors.runtime.status import task_state
-from connectors.runtime.validation import MASK, InvalidConfig, validate_config
+from control.connectors.status import task_state
+from control.connectors.store import ConnectorRecord, ConnectorState, TaskRecord
+from control.connectors.validation import MASK, InvalidConfig, validate_config
 
 PG = {"host": "db", "user": "crawler", "instance": "shop"}
 

@@ -1,8 +1,8 @@
-"""The status rule the worker's management routes and the admin API both show."""
+"""The status rule the admin API shows: a task's state as its connector's state makes it look."""
 
 from __future__ import annotations
 
-from connectors.runtime.control import ConnectorRecord, ConnectorState, TaskRecord
+from control.connectors.store import ConnectorRecord, ConnectorState, TaskRecord
 
 
 def task_state(record: ConnectorRecord, task: TaskRecord) -> ConnectorState:

@@ -20,8 +20,8 @@ from joserfc.errors import ExpiredTokenError, JoseError, MissingClaimError
 from joserfc.jwk import ECKey, RSAKey
 from joserfc.jwt import JWTClaimsRegistry
 
-from api.auth.jwks import JwksCache
-from api.security import Principal
+from control.auth.jwks import JwksCache
+from control.auth.principal import Principal
 
 ALLOWED_ALGORITHMS: dict[str, type[RSAKey] | type[ECKey]] = {
     "RS256": RSAKey,

@@ -1,15 +1,11 @@
-"""Client-secret hashing and the sealing of signing keys: pure functions, no database."""
+"""API clients: secret hashing, live secrets, the scopes of each role. Pure functions, no database."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-import pytest
-from pydantic import SecretStr
-
-from api.auth.clients import ROLE_SCOPES, ClientRecord, Role, SecretInfo, hash_secret, verify_secret
-from api.auth.keys import KeyEncryption, KeysUnavailable
-from api.security import Scope
+from control.auth.clients import ROLE_SCOPES, ClientRecord, Role, SecretInfo, hash_secret, verify_secret
+from control.auth.principal import Scope
 
 
 def test_hash_is_salted_and_verifies() -> None:
@@ -43,19 +39,3 @@ def test_roles_map_to_scopes() -> None:
     assert Scope.EVENTS_WRITE in ROLE_SCOPES[Role.READ_WRITE] and Scope.TENANT_ADMIN not in ROLE_SCOPES[Role.READ_WRITE]
     assert Scope.TENANT_ADMIN in ROLE_SCOPES[Role.ADMIN] and Scope.PLATFORM_ADMIN not in ROLE_SCOPES[Role.ADMIN]
     assert ROLE_SCOPES[Role.PLATFORM_ADMIN] == (Scope.PLATFORM_ADMIN,)
-
-
-def test_sealed_keys_open_only_with_the_same_key_and_kid() -> None:
-    enc = KeyEncryption(SecretStr("a-key-encryption-key"))
-    sealed = enc.seal("kid-1", b'{"d": "private"}')
-    assert b"private" not in sealed
-    assert enc.open("kid-1", sealed) == b'{"d": "private"}'
-    with pytest.raises(KeysUnavailable):
-        enc.open("kid-2", sealed)  # the kid is bound as associated data
-    other = KeyEncryption(SecretStr("another-encryption-key"))
-    with pytest.raises(KeysUnavailable):
-        other.open("kid-1", sealed)
-    assert other.kek_id != enc.kek_id
-    assert KeyEncryption(SecretStr("a-key-encryption-key")).kek_id == enc.kek_id
-    with pytest.raises(KeysUnavailable):
-        KeyEncryption(SecretStr("short"))

@@ -1,0 +1,84 @@
+"""A tenant's ingest write keys: the keys ``POST /v1/events`` on the connector worker accepts for that tenant.
+
+Created here (the key is in the creation answer only: the control plane stores its SHA-256), listed by id and age,
+revoked at once (the ingest API reads the store on every request). Listing needs ``tenant:read`` (or
+``tenant:admin``), creating and revoking ``tenant:admin``; both changes are audited like the connectors'.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from api.context import ContextDep
+from api.deps import ConnectorStoreDep, TenantAdmin, TenantReader
+from api.problems import Problem
+from api.services import audit
+
+router = APIRouter(tags=["write-keys"])
+PREFIX = "/v1/tenants/{tenant}/write-keys"
+
+KeyId = Annotated[str, Path(pattern=r"^[0-9a-f]{1,64}$", description="The key's id (the part after `mlk_`).")]
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"description": "No valid access token."},
+    403: {"description": "The token lacks the scope."},
+    404: {"description": "No such tenant or write key (another tenant's objects answer 404 too)."},
+}
+
+
+class WriteKeyInfo(BaseModel):
+    key_id: str
+    created_at: datetime
+
+
+class WriteKeyCreated(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "example": {
+                "tenant": "acme",
+                "key_id": "3f2a9c0d1b7e4a65",
+                "key": "mlk_3f2a9c0d1b7e4a65_...",
+                "created_at": "2026-11-22T03:00:00Z",
+            }
+        }
+    )
+
+    tenant: str
+    key_id: str
+    key: str = Field(description="The write key, in this answer only: send it as `Authorization: Bearer <key>`.")
+    created_at: datetime
+
+
+class WriteKeysView(BaseModel):
+    items: list[WriteKeyInfo] = Field(description="The tenant's keys that are not revoked, oldest first; ids only.")
+
+
+@router.post(
+    PREFIX, status_code=201, summary="Create an ingest write key", response_model=WriteKeyCreated, responses=_ERRORS
+)
+def create_write_key(tc: TenantAdmin, store: ConnectorStoreDep, ctx: ContextDep) -> WriteKeyCreated:
+    """A new write key for the tenant's ingest API. Keep it: it is shown this once and cannot be read back."""
+    info, key = store.create_write_key(tc.tenant)
+    audit.record(ctx, tc.tenant, tc.principal, "write_key.create", info.key_id, audit.DONE)
+    return WriteKeyCreated(tenant=tc.tenant, key_id=info.key_id, key=key.get_secret_value(), created_at=info.created_at)
+
+
+@router.get(PREFIX, summary="List ingest write keys", response_model=WriteKeysView, responses=_ERRORS)
+def list_write_keys(tc: TenantReader, store: ConnectorStoreDep) -> WriteKeysView:
+    """The tenant's active write keys by id and creation time. Keys themselves are never returned."""
+    return WriteKeysView(
+        items=[WriteKeyInfo(key_id=k.key_id, created_at=k.created_at) for k in store.write_keys(tc.tenant)]
+    )
+
+
+@router.delete(PREFIX + "/{key_id}", status_code=204, summary="Revoke an ingest write key", responses=_ERRORS)
+def revoke_write_key(tc: TenantAdmin, key_id: KeyId, store: ConnectorStoreDep, ctx: ContextDep) -> Response:
+    """Revoke the key: the next request that presents it is refused (401)."""
+    if not store.revoke_write_key(tc.tenant, key_id):
+        raise Problem(404, "not-found", "no such write key", field="key_id")
+    audit.record(ctx, tc.tenant, tc.principal, "write_key.revoke", key_id, audit.DONE)
+    return Response(status_code=204)

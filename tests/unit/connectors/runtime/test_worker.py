@@ -1,0 +1,52 @@
+"""The worker app: what receives data and its health, with problem+json answers; no management routes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from fastapi import FastAPI, Request
+from fastapi.testclient import TestClient
+from runtime_fakes import World
+
+from connectors.runtime.bodies import read_limited
+from connectors.runtime.worker import create_app
+from metalake.http.problems import MEDIA_TYPE, install_problem_handlers
+
+
+def _limited_app() -> FastAPI:
+    app = FastAPI()
+    install_problem_handlers(app)
+
+    @app.post("/limited")
+    async def limited(request: Request) -> dict[str, int]:
+        return {"size": len(await read_limited(request, 10))}
+
+    return app
+
+
+def test_body_limit_counts_the_bytes_read() -> None:
+    client = TestClient(_limited_app())
+    assert client.post("/limited", content=b"x" * 10).json() == {"size": 10}
+    assert client.post("/limited", content=b"x" * 11).status_code == 413
+
+    def chunked() -> Iterator[bytes]:
+        yield b"x" * 6
+        yield b"x" * 6
+
+    response = client.post("/limited", content=chunked())
+    assert response.status_code == 413 and response.json()["field"] == "body"
+
+
+def test_the_worker_starts_without_any_token_and_serves_no_management_routes(world: World) -> None:
+    # Connectors and write keys are managed through the admin API only; the worker's routes receive data.
+    with TestClient(create_app(world.settings, runtime=world.runtime)) as client:
+        assert client.get("/healthz").json() == {"status": "ok"}
+        for method, path in [
+            ("GET", "/connectors"),
+            ("GET", "/connector-plugins"),
+            ("PUT", "/connectors/acme/hook"),
+            ("POST", "/tenants/acme/write-keys"),
+        ]:
+            response = client.request(method, path)
+            assert response.status_code in (404, 405), (method, path)
+            assert response.headers["content-type"] == MEDIA_TYPE
