@@ -34,7 +34,7 @@ from api.schemas.common import Page
 from api.security import TenantContext
 from api.services import audit
 from api.services.catalog import Catalog, TooBroad
-from api.services.events import EventPublisher, PublisherDep
+from api.services.events import PublisherDep, TenantPublisher
 from api.services.lineage import DEFAULT_DEPTH, DEFAULT_NODES, MAX_DEPTH, MAX_NODES, Direction, traverse
 from control.auth.principal import Scope
 from metalake.events import new_event
@@ -150,7 +150,7 @@ def search_assets(
     return Page[AssetSummary](items=items, next_cursor=next_cursor)
 
 
-def _next_version(publisher: EventPublisher, held: Doc | None) -> int:
+def _next_version(publisher: TenantPublisher, held: Doc | None) -> int:
     """The API's clock, but always past the version the projection holds for this (urn, tag): a person's change must
     apply even if an earlier one carried a later clock (another API replica, a source's own sequence)."""
     held_version = held.get("version") if held is not None else None

@@ -1,6 +1,6 @@
 """Publishing events from the admin API: routed to the tenant's topics, returned only once Kafka confirmed them.
 
-One :class:`EventPublisher` per app, made on first use (so an API that never publishes never connects to Kafka) and
+One :class:`TenantPublisher` per app, made on first use (so an API that never publishes never connects to Kafka) and
 kept on ``app.state``. Versions come from a clock that never goes backwards or repeats within the process, so two
 changes a person makes to one asset in the same millisecond still apply in the order they were made.
 """
@@ -45,7 +45,7 @@ class VersionClock:
             return self._last
 
 
-class EventPublisher:
+class TenantPublisher:
     """Routes each event to its tenant's topic (priority or bulk by the type's rule) and waits for Kafka."""
 
     def __init__(
@@ -88,12 +88,12 @@ class EventPublisher:
         self._producer.close()
 
 
-def build_publisher(ctx: ApiContext) -> EventPublisher:
+def build_publisher(ctx: ApiContext) -> TenantPublisher:
     directory = TenantDirectory(TenantRegistry(ctx.mongo[CONTROL_DATABASE]), ctx.settings.lake_root)
-    return EventPublisher(ctx.settings, directory)
+    return TenantPublisher(ctx.settings, directory)
 
 
-def event_publisher(request: Request) -> EventPublisher:
+def event_publisher(request: Request) -> TenantPublisher:
     """The app's publisher, made on first use. Tests override this dependency or call :func:`close_publisher`."""
     state = request.app.state
     publisher = getattr(state, "event_publisher", None)
@@ -103,16 +103,16 @@ def event_publisher(request: Request) -> EventPublisher:
             if publisher is None:
                 publisher = build_publisher(api_context(request))
                 state.event_publisher = publisher
-    assert isinstance(publisher, EventPublisher)  # noqa: S101 - only this module sets it
+    assert isinstance(publisher, TenantPublisher)  # noqa: S101 - only this module sets it
     return publisher
 
 
 def close_publisher(app: FastAPI) -> None:
     """Close the app's publisher if one was made (at shutdown)."""
     publisher = getattr(app.state, "event_publisher", None)
-    if isinstance(publisher, EventPublisher):
+    if isinstance(publisher, TenantPublisher):
         publisher.close()
         app.state.event_publisher = None
 
 
-PublisherDep = Annotated[EventPublisher, Depends(event_publisher)]
+PublisherDep = Annotated[TenantPublisher, Depends(event_publisher)]
