@@ -15,6 +15,7 @@ from api.context import ApiContext
 from api.services import audit
 from control.auth.clients import ClientStore, Role
 from control.auth.principal import Principal, Scope
+from metalake.console import fail
 from metalake.mongo import mongo_client
 from metalake.settings import Settings, load_settings
 from tenants.naming import CONTROL_DATABASE
@@ -33,11 +34,6 @@ CLI_PRINCIPAL = Principal(subject="cli", tenant=None, scopes=frozenset({Scope.PL
 
 def _mongo(settings: Settings) -> MongoClient[dict[str, Any]]:
     return mongo_client(settings)
-
-
-def _fail(message: str) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
-    return typer.Exit(1)
 
 
 @app.callback()
@@ -60,7 +56,7 @@ def serve(
     if port is not None:
         settings.api.port = port
     if settings.api.key_encryption_key is None and settings.api.external_issuer is None:
-        raise _fail(
+        raise fail(
             "set METALAKE_API__KEY_ENCRYPTION_KEY (seals the token signing keys) or METALAKE_API__EXTERNAL_ISSUER"
         )
     # One process: rate limits and caches are per process (docs/api.md); scale out with more hosts.
@@ -90,7 +86,7 @@ def rotate_keys() -> None:
         try:
             active = store.rotate()
         except KeysUnavailable as exc:
-            raise _fail(str(exc)) from None
+            raise fail(str(exc)) from None
         audit.record_platform(ApiContext(settings, mongo), CLI_PRINCIPAL, "signing_key.rotate", active.kid, audit.DONE)
         keys = [
             {

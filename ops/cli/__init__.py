@@ -29,7 +29,7 @@ COMMANDS: dict[str, Entry] = {
     "demo": Entry("ops.cli.run:demo_app", "The whole flow end to end through the admin API (needs the stack)."),
     "job": Entry("ops.cli.run:job_app", "Run a processing job in the foreground."),
     "api": Entry("api.main:app", "The tenant-admin API: serve it, create a platform admin, rotate signing keys."),
-    "connect": Entry("ops.cli.connect:app", "The connector worker (webhooks, ingest) and crawls of source connectors."),
+    "connect": Entry("connectors.main:app", "The connector worker (webhooks, ingest) and crawls of source connectors."),
     "lake": Entry("processors.lake.main:app", "Lake operations: maintain, erase (GDPR), reconcile, prune, init, drop."),
     "access": Entry("processors.access.main:app", "Trino access rules: tenant isolation and PII masks."),
     "outbound": Entry("processors.outbound.main:app", "The outbound runtime: Slack, Jira and signed webhooks."),

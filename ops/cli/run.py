@@ -9,8 +9,8 @@ from typing import Annotated
 
 import typer
 
+from metalake.console import fail
 from metalake.settings import get_settings
-from ops.cli.common import fail
 
 # One Typer app per command: a single-command app becomes that command, so the root can load each on demand.
 demo_app = typer.Typer()

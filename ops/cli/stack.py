@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
+from metalake.console import fail
 from metalake.settings import get_settings
-from ops.cli.common import fail
 from ops.stack import StackError, StackManager
 from ops.stack.paths import find_project_root
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from metalake.console import REFUSED
+
 
 class LakeUsageError(Exception):
     """The request cannot be carried out as given: unknown tenant, invalid URN, unsafe retention."""
 
 
-EXIT_USAGE = 2
+EXIT_USAGE = REFUSED

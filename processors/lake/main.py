@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
+from metalake.console import fail
 from metalake.settings import get_settings
 from processors.lake import discover, window
 from processors.lake.drop import drop_report
@@ -36,15 +37,10 @@ def _report(command: str, body: Callable[[], Mapping[str, Any]]) -> None:
     raise typer.Exit(code=run(command, body))
 
 
-def _refuse(message: str) -> typer.Exit:
-    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
-    return typer.Exit(code=EXIT_USAGE)
-
-
 def _confirm(question: str, what: str) -> None:
     """Ask on a terminal; without one, refuse (a script must say --yes)."""
     if not sys.stdin.isatty():
-        raise _refuse(f"refusing to {what} without a terminal to confirm; pass --yes")
+        raise fail(f"refusing to {what} without a terminal to confirm; pass --yes", EXIT_USAGE)
     typer.confirm(question, abort=True)
 
 
@@ -96,7 +92,7 @@ def erase(
                 names = directory.named(tenant)
             erase_target(names.tenant_id, urn, include_children)
         except LakeUsageError as exc:
-            raise _refuse(str(exc)) from None
+            raise fail(str(exc), EXIT_USAGE) from None
         what = f"{urn} and everything under it" if include_children else urn
         _confirm(f"Erase {what} from tenant {tenant}, permanently?", "erase")
     _report("erase", lambda: erase_report(settings, tenant, urn, actor, include_children, erasure_id))

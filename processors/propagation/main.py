@@ -20,6 +20,7 @@ from typing import Annotated
 
 import typer
 
+from metalake.console import REFUSED, fail
 from metalake.kafka import BatchConsumer, EventProducer
 from metalake.mongo import mongo_client
 from metalake.propagation import dry_run_tenant
@@ -148,8 +149,7 @@ def dry_run_command(
         names = names_for(tenant, settings.lake_root)
         check_request(urn, tag)
     except (InvalidTenantId, InvalidDryRun) as exc:
-        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(code=2) from None
+        raise fail(str(exc), REFUSED) from None
     client = mongo_client(settings)
     try:
         result = dry_run_tenant(client[names.mongo_database], tenant, urn, tag, limits_from(settings, max_depth))

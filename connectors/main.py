@@ -1,4 +1,5 @@
-"""``metalake connect``: the connector worker and crawls of source connectors."""
+"""The connector worker's entry point: ``python -m connectors run|crawl`` (also ``metalake connect``): the worker
+(webhooks, the ingest API) and crawls of source connectors."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ from typing import Annotated
 
 import typer
 
+from metalake.console import fail
 from metalake.settings import get_settings
-from ops.cli.common import fail
 
 app = typer.Typer(
     help="The connector worker: webhooks and the ingest API; crawls of source connectors.",
@@ -67,3 +68,7 @@ def connect_crawl(
     typer.echo(json.dumps(summary.as_dict(), indent=2))
     if summary.failed:  # some task failed, is FAILED, or Kafka did not confirm: the report says which
         raise typer.Exit(code=1)
+
+
+def main() -> None:
+    app(prog_name="python -m connectors")

@@ -1,0 +1,3 @@
+from connectors.main import main
+
+main()
