@@ -214,6 +214,8 @@ class ApiSettings(BaseModel):
     resume: bool = True
     resume_interval_s: float = Field(default=60.0, gt=0)
     resume_grace_s: float = Field(default=120.0, ge=0)
+    # Which registered launcher (the ``metalake.launchers`` entry points) runs dedicated tenants' streaming queries.
+    job_launcher: str = "local"
 
     @property
     def issuer_url(self) -> str:

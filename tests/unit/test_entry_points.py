@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from api.services.provisioning import launcher
 from control.connectors import registry as connectors
 from control.subscriptions import destinations
 from metalake.plugins import PluginRegistry
@@ -23,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 REGISTRIES: dict[str, PluginRegistry[Any]] = {
     connectors.GROUP: connectors.REGISTRY,
     destinations.GROUP: destinations.SPECS,
+    launcher.GROUP: launcher.LAUNCHERS,
 }
 
 

@@ -21,7 +21,7 @@ from contextlib import ExitStack, contextmanager
 from api.context import ApiContext
 from api.services import audit
 from api.services.erasures import ErasureState, ErasureStore, run_erasure
-from api.services.provisioning.launcher import LocalProcessLauncher
+from api.services.provisioning.launcher import launcher_for
 from api.services.provisioning.provisioner import Outcome, Provisioner
 from api.services.provisioning.steps import StepContext
 from control.auth.principal import Principal
@@ -71,7 +71,7 @@ def leased(ctx: ApiContext, key: str, wait_s: float) -> Iterator[bool]:
 
 
 def build_provisioner(ctx: ApiContext) -> Provisioner:
-    context = StepContext(settings=ctx.settings, mongo=ctx.mongo, launcher=LocalProcessLauncher(ctx.settings))
+    context = StepContext(settings=ctx.settings, mongo=ctx.mongo, launcher=launcher_for(ctx.settings))
     return Provisioner(TenantRegistry(ctx.mongo[CONTROL_DATABASE]), context)
 
 

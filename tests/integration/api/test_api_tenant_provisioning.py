@@ -21,11 +21,11 @@ from api.app import create_app
 from api.auth.deps import current_principal
 from api.routes.tenants import provisioner
 from api.services.erasures import ERASE_ID_NAMESPACE, EraseRunner, ErasureState, ErasureStore, run_erasure
-from api.services.provisioning.launcher import LocalProcessLauncher
 from api.services.provisioning.provisioner import Provisioner
 from api.services.provisioning.steps import STEPS, LakeStep, MongoStep, Step, StepContext, run_subprocess
 from control.auth.principal import Principal
 from metalake.settings import Settings
+from ops.stack.launcher import LocalProcessLauncher
 from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE, TenantNames, names_for
 from tenants.registry import TenantRecord, TenantRegistry, TenantState

@@ -21,13 +21,13 @@ from pymongo import MongoClient
 from tokens import auth_headers
 
 from api.app import create_app
-from api.services.provisioning.launcher import LocalProcessLauncher
 from connectors.runtime.publisher import Publisher
 from connectors.runtime.transforms import Routed
 from control.connectors.offsets import OffsetStore
 from metalake.kafka.config import client_config
 from metalake.settings import Settings
 from metalake.urn import asset_urn
+from ops.stack.launcher import LocalProcessLauncher
 from tenants.naming import CONTROL_DATABASE, POOLED_TABLES, TRINO_POOLED_SCHEMA, TenantNames, names_for
 from tenants.registry import TenantDirectory, TenantRegistry
 

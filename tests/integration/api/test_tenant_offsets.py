@@ -11,13 +11,13 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from pymongo import MongoClient
 
-from api.services.provisioning.launcher import LocalProcessLauncher
 from api.services.provisioning.provisioner import Provisioner
 from api.services.provisioning.steps import STEPS, ControlPlaneStep, OffsetsStep, StepContext
 from control.connectors.offsets import OffsetStore
 from control.connectors.store import ControlStore
 from metalake.kafka.config import consumer_config
 from metalake.settings import Settings
+from ops.stack.launcher import LocalProcessLauncher
 from tenants.model import Tier
 from tenants.naming import CONNECT_OFFSETS_TOPIC, CONTROL_DATABASE
 from tenants.registry import TenantRegistry, TenantState

@@ -18,7 +18,6 @@ from pymongo import MongoClient
 from api.app import create_app
 from api.context import ApiContext
 from api.services.erasures import ERASURES_COLLECTION, ErasureState, ErasureStore
-from api.services.provisioning.launcher import LocalProcessLauncher
 from api.services.provisioning.provisioner import Provisioner
 from api.services.provisioning.resume import Resumer
 from api.services.provisioning.runs import (
@@ -33,6 +32,7 @@ from api.services.provisioning.runs import (
 from api.services.provisioning.steps import StepContext, StepWaiting
 from metalake.lease import LEASES, LeaseStore
 from metalake.settings import Settings
+from ops.stack.launcher import LocalProcessLauncher
 from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE, TenantNames, names_for
 from tenants.registry import TENANTS_COLLECTION, TenantRecord, TenantRegistry, TenantState
