@@ -53,7 +53,7 @@ def _plain(values: Mapping[str, SecretStr | None]) -> dict[str, str]:
     return {k: v.get_secret_value() for k, v in values.items() if v is not None}
 
 
-def _secrets(
+def merged_secrets(
     spec: type[DestinationSpec], stored: Mapping[str, str], update: Mapping[str, SecretStr | None]
 ) -> dict[str, str]:
     """``update`` merged into ``stored`` as the destination merges them (a new webhook ``key_id`` starts a rotation);
@@ -87,7 +87,7 @@ def create(
     taken."""
     dest = spec(specs, destination)
     checked_config = _config(dest, config)
-    checked_secrets = _secrets(dest, {}, secrets)
+    checked_secrets = merged_secrets(dest, {}, secrets)
     sub = store.create(tenant, name, destination, checked_config, filters, checked_secrets, enabled=enabled)
     if sub is None:
         raise Problem(409, "subscription-exists", "a subscription of that name exists", field="name")
@@ -111,7 +111,7 @@ def update(
     checked_config = _config(dest, config) if config is not None else None
     checked_secrets = None
     if secrets is not None:
-        checked_secrets = _secrets(dest, store.stored_secrets(tenant, name), secrets)
+        checked_secrets = merged_secrets(dest, store.stored_secrets(tenant, name), secrets)
     updated = store.update(
         tenant, name, config=checked_config, filters=filters, enabled=enabled, secrets=checked_secrets
     )
