@@ -108,7 +108,7 @@ def shown_tasks(store: ControlStore, plugins: dict[str, Plugin], record: Connect
     if kind_of(plugins, record) == "source":
         return store.get_tasks(record.tenant, record.name)
     trace = record.error if record.state is ConnectorState.FAILED else None
-    task = TaskRecord(
+    handler = TaskRecord(
         tenant=record.tenant,
         name=record.name,
         id=0,
@@ -117,7 +117,7 @@ def shown_tasks(store: ControlStore, plugins: dict[str, Plugin], record: Connect
         trace=trace,
         updated_at=record.updated_at,
     )
-    return [task]
+    return [handler]
 
 
 def transition(
@@ -136,9 +136,9 @@ def transition(
         raise Problem(409, "connector-failed", "state: the connector FAILED; activate restarts it", field="state")
     if action == "activate" and include_tasks:
         record = get(store, tenant, name)
-        for task in store.get_tasks(record.tenant, record.name):
-            if not only_failed or task.state is ConnectorState.FAILED:
-                store.set_task_state(record.tenant, record.name, task.id, ConnectorState.RUNNING)
+        for each in store.get_tasks(record.tenant, record.name):
+            if not only_failed or each.state is ConnectorState.FAILED:
+                store.set_task_state(record.tenant, record.name, each.id, ConnectorState.RUNNING)
     state = ConnectorState.RUNNING if action in ("resume", "activate") else ConnectorState.PAUSED
     if not store.set_state(tenant, name, state):
         raise Problem(404, "not-found", "no such connector", field="name")
