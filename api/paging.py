@@ -17,9 +17,6 @@ from fastapi import Query
 
 from api.problems import Problem
 
-# The body of a page is a schema (api.schemas.common); the connectors and subscriptions routes still import it here.
-from api.schemas.common import Page as Page
-
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
 MAX_CURSOR_CHARS = 4096

@@ -7,15 +7,14 @@ revoked at once (the ingest API reads the store on every request). Listing needs
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Response
-from pydantic import BaseModel, ConfigDict, Field
 
 from api.context import ContextDep
 from api.deps import ConnectorStoreDep, TenantAdmin, TenantReader
 from api.problems import Problem
+from api.schemas.write_keys import WriteKeyCreated, WriteKeyInfo, WriteKeysView
 from api.services import audit
 
 router = APIRouter(tags=["write-keys"])
@@ -28,33 +27,6 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     403: {"description": "The token lacks the scope."},
     404: {"description": "No such tenant or write key (another tenant's objects answer 404 too)."},
 }
-
-
-class WriteKeyInfo(BaseModel):
-    key_id: str
-    created_at: datetime
-
-
-class WriteKeyCreated(BaseModel):
-    model_config = ConfigDict(
-        json_schema_extra={
-            "example": {
-                "tenant": "acme",
-                "key_id": "3f2a9c0d1b7e4a65",
-                "key": "mlk_3f2a9c0d1b7e4a65_...",
-                "created_at": "2026-11-22T03:00:00Z",
-            }
-        }
-    )
-
-    tenant: str
-    key_id: str
-    key: str = Field(description="The write key, in this answer only: send it as `Authorization: Bearer <key>`.")
-    created_at: datetime
-
-
-class WriteKeysView(BaseModel):
-    items: list[WriteKeyInfo] = Field(description="The tenant's keys that are not revoked, oldest first; ids only.")
 
 
 @router.post(

@@ -1,0 +1,123 @@
+"""The connector service's rules over an in-memory store: listing order and keyset, the tasks a status shows, state
+transitions and which plugin types a request may name."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import pytest
+from runtime_fakes import FakeStore
+from runtime_plugins import ListSource, SignedWebhook
+
+from api.problems import Problem
+from api.services import connectors
+from control.connectors.registry import Plugin
+from control.connectors.store import ConnectorRecord, ConnectorState, ControlStore, TaskRecord
+
+PLUGINS: dict[str, Plugin] = {
+    "hook": Plugin("hook", SignedWebhook),
+    "list": Plugin("list", ListSource),
+    "off": Plugin("off", None, "no module named 'vendor'"),
+}
+
+
+class TaskStore(FakeStore):
+    """FakeStore with ControlStore's task documents."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tasks: dict[str, list[TaskRecord]] = {}
+
+    def set_state(self, tenant: str, name: str, state: ConnectorState, error: str | None = None) -> bool:
+        # As ControlStore: False for no such connector.
+        return f"{tenant}/{name}" in self.records and super().set_state(tenant, name, state, error)
+
+    def get_tasks(self, tenant: str, name: str) -> list[TaskRecord]:
+        return list(self.tasks.get(f"{tenant}/{name}", []))
+
+    def set_task_state(self, tenant: str, name: str, task: int, state: ConnectorState) -> None:
+        key = f"{tenant}/{name}"
+        self.tasks[key] = [
+            TaskRecord(t.tenant, t.name, t.id, t.config, state) if t.id == task else t for t in self.tasks[key]
+        ]
+
+
+def _store(*records: ConnectorRecord) -> TaskStore:
+    store = TaskStore()
+    for record in records:
+        store.add(record)
+    return store
+
+
+def _control(store: TaskStore) -> ControlStore:
+    return cast(ControlStore, cast(Any, store))
+
+
+def test_a_page_is_ordered_by_tenant_then_name_and_resumes_strictly_after_its_key() -> None:
+    # "acme-b/..." sorts before "acme/..." as a string; by (tenant, name) acme comes first.
+    store = _store(
+        ConnectorRecord("acme-b", "a", "hook", {}),
+        ConnectorRecord("acme", "z", "hook", {}),
+        ConnectorRecord("acme", "b", "hook", {}),
+    )
+    every = connectors.page(_control(store), None, None, 10)
+    assert [(r.tenant, r.name) for r in every] == [("acme", "b"), ("acme", "z"), ("acme-b", "a")]
+    after = connectors.page(_control(store), None, ("acme", "b"), 1)
+    assert [(r.tenant, r.name) for r in after] == [("acme", "z"), ("acme-b", "a")]  # limit + 1: another page
+    assert [r.name for r in connectors.page(_control(store), "acme", ("acme", "b"), 10)] == ["z"]
+
+
+def test_a_webhook_connector_shows_one_task_with_its_state_and_error() -> None:
+    record = ConnectorRecord("acme", "h", "hook", {}, state=ConnectorState.FAILED, error="boom")
+    (task,) = connectors.shown_tasks(_control(_store(record)), PLUGINS, record)
+    assert (task.id, task.state, task.trace) == (0, ConnectorState.FAILED, "boom")
+    running = ConnectorRecord("acme", "h", "hook", {}, error="stale")
+    assert connectors.shown_tasks(_control(_store(running)), PLUGINS, running)[0].trace is None
+
+
+def test_a_source_connector_shows_the_tasks_of_its_last_split() -> None:
+    record = ConnectorRecord("acme", "s", "list", {})
+    store = _store(record)
+    assert connectors.shown_tasks(_control(store), PLUGINS, record) == []
+    store.tasks["acme/s"] = [TaskRecord("acme", "s", 0, {"units": ["a"]}), TaskRecord("acme", "s", 1, {})]
+    assert [t.id for t in connectors.shown_tasks(_control(store), PLUGINS, record)] == [0, 1]
+
+
+def test_a_failed_connector_is_not_resumed_but_activated_with_its_failed_tasks() -> None:
+    store = _store(ConnectorRecord("acme", "s", "list", {}, state=ConnectorState.FAILED, error="boom"))
+    store.tasks["acme/s"] = [
+        TaskRecord("acme", "s", 0, {}, ConnectorState.FAILED),
+        TaskRecord("acme", "s", 1, {}, ConnectorState.PAUSED),
+    ]
+    with pytest.raises(Problem) as refused:
+        connectors.transition(_control(store), "acme", "s", "resume")
+    assert (refused.value.status, refused.value.field) == (409, "state")
+    record = connectors.transition(_control(store), "acme", "s", "activate", include_tasks=True, only_failed=True)
+    assert (record.state, record.error) == (ConnectorState.RUNNING, None)
+    assert [t.state for t in store.get_tasks("acme", "s")] == [ConnectorState.RUNNING, ConnectorState.PAUSED]
+
+
+def test_a_missing_connector_or_task_is_404() -> None:
+    store = _store(ConnectorRecord("acme", "s", "list", {}))
+    with pytest.raises(Problem) as missing:
+        connectors.transition(_control(store), "acme", "nope", "pause")
+    assert (missing.value.status, missing.value.field) == (404, "name")
+    with pytest.raises(Problem) as no_task:
+        connectors.restart_task(_control(store), connectors.get(_control(store), "acme", "s"), 3)
+    assert (no_task.value.status, no_task.value.field) == (404, "task_id")
+
+
+@pytest.mark.parametrize(
+    ("type_", "status", "slug"), [("nope", 422, "unknown-connector-type"), ("off", 404, "not-found")]
+)
+def test_an_unknown_or_disabled_type_is_refused_as_the_caller_names_it(type_: str, status: int, slug: str) -> None:
+    with pytest.raises(Problem) as refused:
+        connectors.plugin_class(PLUGINS, type_, status=status)
+    assert (refused.value.status, refused.value.slug, refused.value.field) == (status, slug, "type")
+
+
+def test_only_a_webhook_connector_rotates_a_signing_secret() -> None:
+    record = ConnectorRecord("acme", "s", "list", {})
+    with pytest.raises(Problem) as refused:
+        connectors.rotate_secret(_control(_store(record)), PLUGINS, record, None)
+    assert (refused.value.status, refused.value.slug) == (409, "not-a-webhook")
