@@ -1,23 +1,26 @@
 """Error tolerance like Kafka Connect's ``errors.tolerance=none|all``, and the dead letters it produces.
 
 With ``all``, a record that fails a transform, validation or the plugin's mapping becomes a dead letter for the
-connectors DLQ topic (``tenants.naming.dlq_topic("connectors")``): the original bytes as the value, the original
-content-type/CloudEvents headers, and the context headers of :mod:`metalake.kafka.dlq` plus ``connector`` and
-``origin``. With ``none`` the record raises :class:`TaskFailed`; the caller marks the connector FAILED with the error.
+connectors DLQ topic (``tenants.naming.dlq_topic("connectors")``), built by
+:func:`metalake.kafka.dlq.dead_letter_record`: the original bytes as the value, the original content-type/CloudEvents
+headers, and the kernel's context headers with the connector worker's own (``connector``, ``origin``). With ``none``
+the record raises :class:`TaskFailed`; the caller marks the connector FAILED with the error.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
 from opentelemetry import metrics
 
 from control.connectors.reasons import safe_reason
 from control.connectors.store import Tolerance
-from metalake.events.envelope import Headers
-from metalake.kafka.dlq import DeadLetter, dead_letter_headers
+from metalake.kafka import RawRecord
+from metalake.kafka.dlq import DeadLetter, dead_letter_record, read_dead_letter
+from tenants.naming import dlq_topic
+
+DLQ_TOPIC = dlq_topic("connectors")
 
 
 class Counter(Protocol):
@@ -41,16 +44,6 @@ class TaskFailed(RuntimeError):
         self.stage = stage
 
 
-@dataclass(frozen=True)
-class DeadLetterRecord:
-    """One record for the DLQ topic: ``value`` is the original bytes, ``headers`` original plus context."""
-
-    key: bytes
-    value: bytes | None
-    headers: Headers
-    stage: str
-
-
 class ErrorPolicy:
     """Applies one connector's tolerance. Holds only immutable context; counting happens after Kafka confirmed."""
 
@@ -69,29 +62,27 @@ class ErrorPolicy:
         value: bytes | None,
         original_headers: Sequence[tuple[str, bytes]] = (),
         origin: str,
-    ) -> DeadLetterRecord:
+    ) -> RawRecord:
         """The dead letter for a failed record, or :class:`TaskFailed` (chained to ``exc``) under ``none``."""
         reason = safe_reason(exc)
         if self.tolerance is Tolerance.NONE:
             raise TaskFailed(f"{stage}: {type(exc).__name__}: {reason}", stage) from exc
-        context = dead_letter_headers(
-            DeadLetter(
-                reason=reason,
-                error_class=type(exc).__name__,
-                stage=stage,
-                tenant_id=self.tenant,
-                plugin=self.plugin,
-            )
+        letter = DeadLetter(
+            reason=reason,
+            error_class=type(exc).__name__,
+            stage=stage,
+            tenant_id=self.tenant,
+            plugin=self.plugin,
+            connector=self.connector,
+            origin=origin,
         )
-        headers: Headers = [
-            *original_headers,
-            *context,
-            ("connector", self.connector.encode()),
-            ("origin", origin.encode()),
-        ]
-        return DeadLetterRecord(f"{self.tenant}:{self.connector}".encode(), value, headers, stage)
+        # The key groups a connector's dead letters in one partition; the id only labels the publish result.
+        key = f"{self.tenant}:{self.connector}"
+        return dead_letter_record(DLQ_TOPIC, f"dlq:{origin}", key.encode(), value, original_headers, letter)
 
-    def count(self, records: Sequence[DeadLetterRecord]) -> None:
+    def count(self, records: Sequence[RawRecord]) -> None:
         """Count dead letters once Kafka confirmed them (labels: tenant, plugin, stage; never payload data)."""
         for record in records:
-            self._counter.add(1, {"tenant": self.tenant, "plugin": self.plugin, "stage": record.stage})
+            letter = read_dead_letter(record.headers)
+            stage = letter.stage if letter is not None else "unknown"
+            self._counter.add(1, {"tenant": self.tenant, "plugin": self.plugin, "stage": stage})

@@ -7,10 +7,11 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
-from connectors.runtime.errors import DeadLetterRecord, ErrorPolicy
+from connectors.runtime.errors import ErrorPolicy
 from connectors.runtime.transforms import Chain, Routed, TransformError
 from metalake.events import CloudEvent, InvalidEvent, UnknownEventType, validate_data
 from metalake.events.validation import InvalidData
+from metalake.kafka import RawRecord
 from metalake.tenancy import InvalidTenantId
 
 # What a transform or an invalid event may raise; anything else is a bug and propagates.
@@ -30,7 +31,7 @@ class Prepared:
     """The outcome of running a batch through the chain: what to publish, what to dead-letter, what was dropped."""
 
     routed: list[Routed] = field(default_factory=list)
-    dead: list[DeadLetterRecord] = field(default_factory=list)
+    dead: list[RawRecord] = field(default_factory=list)
     dropped: int = 0
 
 

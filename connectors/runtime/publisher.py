@@ -7,15 +7,11 @@ from collections.abc import Sequence
 
 from pymongo.errors import PyMongoError
 
-from connectors.runtime.errors import DeadLetterRecord
 from connectors.runtime.transforms import Routed
 from metalake.kafka import Delivery, EventProducer, PublishError, RawRecord
 from metalake.settings import Settings
 from metalake.telemetry import inject_traceparent
-from tenants.naming import dlq_topic
 from tenants.registry import TenantDirectory
-
-DLQ_TOPIC = dlq_topic("connectors")
 
 
 class Publisher:
@@ -58,11 +54,9 @@ class Publisher:
             raise PublishError(f"tenant lookup failed: {type(exc).__name__}", retriable=True) from exc
         return self._send(records)
 
-    def publish_dead_letters(self, letters: Sequence[DeadLetterRecord]) -> list[Delivery]:
-        records: list[RawRecord] = [
-            RawRecord(DLQ_TOPIC, f"dlq-{i}", d.key, d.value, list(d.headers)) for i, d in enumerate(letters)
-        ]
-        return self._send(records)
+    def publish_dead_letters(self, letters: Sequence[RawRecord]) -> list[Delivery]:
+        """Publish dead letters as :meth:`ErrorPolicy.dead_letter` built them (to the connectors DLQ topic)."""
+        return self._send(letters)
 
     def _send(self, records: Sequence[RawRecord]) -> list[Delivery]:
         if not records:

@@ -3,7 +3,7 @@ topic administration and dead-letter records."""
 
 from metalake.kafka.admin import ensure_topics
 from metalake.kafka.consumer import BatchConsumer, Received
-from metalake.kafka.dlq import DeadLetter, dead_letter_headers
+from metalake.kafka.dlq import DeadLetter, dead_letter_record, read_dead_letter
 from metalake.kafka.producer import Delivery, EventProducer, EventPublisher, PublishError, RawRecord
 
 __all__ = [
@@ -15,6 +15,7 @@ __all__ = [
     "PublishError",
     "RawRecord",
     "Received",
-    "dead_letter_headers",
+    "dead_letter_record",
     "ensure_topics",
+    "read_dead_letter",
 ]

@@ -34,6 +34,10 @@ class ParsedRow(NamedTuple):
     traceparent: str | None
 
 
+# The reason does not name the other tenant: the owner must not learn who else exists.
+FOREIGN_TENANT = "ce_tenantid does not match the topic's tenant"
+
+
 def _headers(raw: Sequence[Any] | None) -> list[tuple[str, bytes | None]]:
     out: list[tuple[str, bytes | None]] = []
     for h in raw or ():
@@ -46,6 +50,42 @@ def _headers_json(headers: list[tuple[str, bytes | None]]) -> str:
     return json.dumps({k: (v.decode("utf-8", "replace") if v is not None else None) for k, v in headers})
 
 
+def _dead_letter(
+    tenant: str | None,
+    reason: str,
+    field: str | None,
+    key: bytes | None,
+    value: bytes | None,
+    headers: list[tuple[str, bytes | None]],
+    topic: str,
+    partition: int,
+    offset: int,
+    kafka_time: datetime | None,
+) -> ParsedRow:
+    """The one shape of a ``_dlq`` row: why (``reason``, ``field``), the raw record, and where it came from."""
+    return ParsedRow(
+        tenant=tenant,
+        valid=False,
+        event_id=None,
+        event_type=None,
+        source=None,
+        subject=None,
+        event_time=None,
+        version=None,
+        data=None,
+        reason=reason,
+        field=field,
+        raw_key=key,
+        raw_value=value,
+        raw_headers=_headers_json(headers),
+        topic=topic,
+        partition=partition,
+        offset=offset,
+        kafka_time=kafka_time,
+        traceparent=None,
+    )
+
+
 def parse_record(
     key: bytes | None,
     value: bytes | None,
@@ -54,34 +94,22 @@ def parse_record(
     partition: int,
     offset: int,
     kafka_time: datetime | None,
+    owner: str | None = None,
 ) -> ParsedRow:
+    """An event row, or a dead letter. ``owner``: the dedicated tenant whose topics the record came from; a record
+    naming another tenant is then a dead letter of ``owner``."""
     hdrs = _headers(headers)
     key_b = bytes(key) if key is not None else None
     value_b = bytes(value) if value is not None else None
+    position = (topic, partition, offset, kafka_time)
     try:
         event = decode_record(key_b, value_b, hdrs)
     except InvalidEvent as exc:
-        return ParsedRow(
-            tenant=exc.tenant_id,
-            valid=False,
-            event_id=None,
-            event_type=None,
-            source=None,
-            subject=None,
-            event_time=None,
-            version=None,
-            data=None,
-            reason=exc.reason,
-            field=exc.field,
-            raw_key=key_b,
-            raw_value=value_b,
-            raw_headers=_headers_json(hdrs),
-            topic=topic,
-            partition=partition,
-            offset=offset,
-            kafka_time=kafka_time,
-            traceparent=None,
-        )
+        if owner is None or exc.tenant_id == owner:
+            return _dead_letter(exc.tenant_id, exc.reason, exc.field, key_b, value_b, hdrs, *position)
+        return _dead_letter(owner, FOREIGN_TENANT, "ce_tenantid", key_b, value_b, hdrs, *position)
+    if owner is not None and event.tenantid != owner:
+        return _dead_letter(owner, FOREIGN_TENANT, "ce_tenantid", key_b, value_b, hdrs, *position)
     return ParsedRow(
         tenant=event.tenantid,
         valid=True,
@@ -95,8 +123,8 @@ def parse_record(
         reason=None,
         field=None,
         raw_key=key_b,
-        # Kept for valid rows too: a dedicated job dead-letters another tenant's records with their exact bytes.
-        raw_value=value_b,
+        # An event's bytes stay in Kafka and in ``events.data``: the lake keeps raw bytes of dead letters only.
+        raw_value=None,
         raw_headers=None,
         topic=topic,
         partition=partition,
@@ -106,17 +134,10 @@ def parse_record(
     )
 
 
-def foreign_tenant(row: ParsedRow, owner: str) -> ParsedRow:
-    """A record that reached ``owner``'s dedicated topics but names another tenant: a dead letter of ``owner``.
-
-    The reason does not name the other tenant: the owner must not learn who else exists.
-    """
-    return row._replace(
-        tenant=owner, valid=False, reason="ce_tenantid does not match the topic's tenant", field="ce_tenantid"
-    )
-
-
-def parse_rows(rows: Iterable[Any]) -> Iterator[ParsedRow]:
-    """Parse rows of (key, value, headers, topic, partition, offset, timestamp) as the Kafka source gives them."""
+def parse_rows(rows: Iterable[Any], owner: str | None = None) -> Iterator[ParsedRow]:
+    """Parse rows of (key, value, headers, topic, partition, offset, timestamp) as the Kafka source gives them
+    (``owner`` as in :func:`parse_record`)."""
     for r in rows:
-        yield parse_record(r["key"], r["value"], r["headers"], r["topic"], r["partition"], r["offset"], r["timestamp"])
+        yield parse_record(
+            r["key"], r["value"], r["headers"], r["topic"], r["partition"], r["offset"], r["timestamp"], owner
+        )

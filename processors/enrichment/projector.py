@@ -46,7 +46,7 @@ from processors.enrichment.health import (
     change_rows,
     mongo_health_update,
 )
-from processors.enrichment.parse import ParsedRow, foreign_tenant, parse_rows
+from processors.enrichment.parse import ParsedRow, parse_rows
 from processors.enrichment.projection import apply_updates, apply_upserts, spec_upsert
 from processors.enrichment.state import ASSETS, INCIDENTS, STATE_SPECS, fold
 from tenants.naming import CHANGES_TOPIC, names_for
@@ -118,9 +118,7 @@ class ProjectionWriter:
             with timer("collect"):
                 raw = batch_df.select("key", "value", "headers", "topic", "partition", "offset", "timestamp").collect()
             by_tenant: dict[str, list[ParsedRow]] = {}
-            for row in parse_rows(raw):
-                if self._only_tenant is not None and row.tenant != self._only_tenant:
-                    row = foreign_tenant(row, self._only_tenant)
+            for row in parse_rows(raw, self._only_tenant):
                 if row.valid and row.tenant:
                     by_tenant.setdefault(row.tenant, []).append(row)
             with timer("mongo"):

@@ -15,7 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from processors.enrichment.parse import ParsedRow, foreign_tenant, parse_record
+from processors.enrichment.parse import ParsedRow, parse_record
 from processors.enrichment.state import STATE_SPECS, StateSpec, fold
 from tenants.naming import tenant_bucket
 
@@ -101,9 +101,7 @@ def parsed_record(row: ParsedRow) -> dict[str, Any]:
         "reason": row.reason,
         "field": row.field,
         "raw_key": row.raw_key,
-        # Valid events keep their bytes in Kafka and in ``events.data``; the parsed rows carry raw bytes only for
-        # dead letters, which is all the lake stores of them.
-        "raw_value": None if row.valid else row.raw_value,
+        "raw_value": row.raw_value,
         "raw_headers": row.raw_headers,
         "kafka_topic": row.topic,
         "kafka_partition": row.partition,
@@ -123,10 +121,15 @@ def parse_batches(only_tenant: str | None) -> Callable[[Iterator[pa.RecordBatch]
             out = []
             for r in batch.to_pylist():
                 row = parse_record(
-                    r["key"], r["value"], r["headers"], r["topic"], r["partition"], r["offset"], r["timestamp"]
+                    r["key"],
+                    r["value"],
+                    r["headers"],
+                    r["topic"],
+                    r["partition"],
+                    r["offset"],
+                    r["timestamp"],
+                    only_tenant,
                 )
-                if only_tenant is not None and row.tenant != only_tenant:
-                    row = foreign_tenant(row, only_tenant)
                 out.append(parsed_record(row))
             yield pa.RecordBatch.from_pylist(out, schema=PARSED)
 

@@ -15,14 +15,13 @@ from jwt_forge import AUDIENCE, ISSUER, claims, sign
 from pydantic import SecretStr
 
 from connectors.runtime.context import Runtime
-from connectors.runtime.errors import DeadLetterRecord
 from connectors.runtime.transforms import Routed
 from control.auth.clients import ClientCache, ClientRecord, Role
 from control.auth.gate import TokenGate
 from control.auth.jwks import JwksCache
 from control.auth.validator import AccessTokenValidator
 from control.connectors.store import ConnectorRecord, ConnectorState, SecretInfo
-from metalake.kafka import Delivery, PublishError
+from metalake.kafka import Delivery, PublishError, RawRecord
 from metalake.settings import Settings
 from tenants.model import Tier
 from tenants.registry import TenantDirectory, TenantRecord, TenantState
@@ -149,7 +148,7 @@ class FakeDeliveries:
 @dataclass
 class FakePublisher:
     routed: list[Routed] = field(default_factory=list)
-    dead: list[DeadLetterRecord] = field(default_factory=list)
+    dead: list[RawRecord] = field(default_factory=list)
     down: bool = False
 
     def publish(self, routed: Sequence[Routed]) -> list[Delivery]:
@@ -158,7 +157,7 @@ class FakePublisher:
         self.routed.extend(routed)
         return [Delivery(r.event.id, "t", 0, i) for i, r in enumerate(routed)]
 
-    def publish_dead_letters(self, letters: Sequence[DeadLetterRecord]) -> list[Delivery]:
+    def publish_dead_letters(self, letters: Sequence[RawRecord]) -> list[Delivery]:
         if self.down and letters:
             raise PublishError("1 event(s) not confirmed by Kafka within 1s", True)
         self.dead.extend(letters)

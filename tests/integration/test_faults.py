@@ -8,6 +8,7 @@ METALAKE_FAULTS__KILL_AFTER_MONGO). The other fault tests are in ``test_faults_*
 
 from __future__ import annotations
 
+import json
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -129,11 +130,14 @@ def test_a_dedicated_job_dead_letters_another_tenants_records(
         schema = dedicated.trino_schema
         dlq = wait_for(
             "the intruder in the tenant's DLQ",
-            lambda: trino_rows(trino_cursor, f'SELECT reason, field FROM "{schema}"."_dlq"'),
+            lambda: trino_rows(trino_cursor, f'SELECT reason, field, raw_headers FROM "{schema}"."_dlq"'),
         )
     finally:
         job.stop()
-    assert dlq == [("ce_tenantid does not match the topic's tenant", "ce_tenantid")]
+    [(reason, field, raw_headers)] = dlq
+    assert (reason, field) == ("ce_tenantid does not match the topic's tenant", "ce_tenantid")
+    # Like any dead letter: the raw headers are kept with the raw key and value (they were in the tenant's topic).
+    assert json.loads(raw_headers)["ce_id"] == intruder.id
     assert assets.count_documents({}) == 1
     # Not listDatabases: FerretDB sizes every database for it, which takes minutes once tests made thousands.
     assert mongo["metalake_someone-else"].list_collection_names() == []

@@ -28,20 +28,14 @@ from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from control.subscriptions.testsend import decode_subscription_test
 from metalake.events.changes import Change, InvalidChange, decode_change
-from metalake.events.envelope import Headers, InvalidEvent
+from metalake.events.envelope import InvalidEvent
 from metalake.kafka import BatchConsumer, EventProducer, RawRecord
 from metalake.kafka.config import consumer_config
-from metalake.kafka.dlq import DeadLetter, dead_letter_headers
+from metalake.kafka.dlq import DeadLetter, dead_letter_record
 from metalake.settings import Settings
 from processors.outbound.runtime.dispatch import Dispatcher, Outcome
 from processors.outbound.runtime.retention import LedgerJanitor
-from processors.outbound.runtime.retry import (
-    SUBSCRIPTION_HEADER,
-    RetryInfo,
-    RetryPolicy,
-    read_retry_info,
-    retry_headers,
-)
+from processors.outbound.runtime.retry import RetryInfo, RetryPolicy, read_retry_info, retry_headers
 from processors.outbound.runtime.testsend import SubscriptionTester
 from tenants.naming import CHANGES_TOPIC, OUTBOUND_TESTS_TOPIC, dlq_topic, retry_topic
 
@@ -85,26 +79,33 @@ class Outbound:
 
     # -- outcome handling ---------------------------------------------------------------------------------------------
 
-    def _dead(self, msg: Message, change: Change | None, reason: str, error_class: str, **context: object) -> RawRecord:
-        plugin = context.get("plugin")
-        attempts = context.get("attempts", 1)
-        dead = DeadLetter(
-            reason=reason[:500],
+    def _dead(
+        self,
+        msg: Message,
+        change: Change | None,
+        reason: str,
+        error_class: str,
+        *,
+        plugin: str | None = None,
+        subscription: str | None = None,
+        attempts: int = 1,
+    ) -> RawRecord:
+        letter = DeadLetter(
+            reason=reason,
             error_class=error_class,
             stage="outbound",
             tenant_id=change.tenant if change else None,
-            plugin=str(plugin) if plugin else None,
+            plugin=plugin or None,
             origin_topic=msg.topic(),
             origin_partition=msg.partition(),
             origin_offset=msg.offset(),
-            attempts=int(attempts) if isinstance(attempts, int) else 1,
+            attempts=attempts,
+            subscription=subscription,
         )
-        extra: Headers = []
-        if context.get("subscription"):
-            extra.append((SUBSCRIPTION_HEADER, str(context["subscription"]).encode()))
+        # The retry topic's own headers describe a retry, not the change: the dead letter's context replaces them.
         original = [(k, v) for k, v in _headers(msg) if not k.startswith("outbound.")]
         record_id = change.id if change else f"{msg.topic()}:{msg.partition()}:{msg.offset()}"
-        return RawRecord(DLQ_TOPIC, record_id, msg.key(), msg.value(), [*original, *dead_letter_headers(dead), *extra])
+        return dead_letter_record(DLQ_TOPIC, record_id, msg.key(), msg.value(), original, letter)
 
     def _followup(self, msg: Message, change: Change, outcome: Outcome, topic_attempt: int) -> RawRecord | None:
         """The record an outcome needs: ``None`` when delivered or skipped."""

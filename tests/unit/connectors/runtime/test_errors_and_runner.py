@@ -22,7 +22,7 @@ def _policy(tolerance: Tolerance, counter: FakeCounter | None = None) -> ErrorPo
     return ErrorPolicy(tolerance, tenant="acme", connector="c1", plugin="listsource", counter=counter or FakeCounter())
 
 
-def test_all_makes_a_dead_letter_with_context_headers() -> None:
+def test_all_makes_the_kernels_dead_letter_for_the_connectors_dlq() -> None:
     letter = _policy(Tolerance.ALL).dead_letter(
         TransformError("rename: data/x already exists", "data/x"),
         stage="transform",
@@ -30,13 +30,32 @@ def test_all_makes_a_dead_letter_with_context_headers() -> None:
         original_headers=[("ce_id", b"e1")],
         origin="source:acme/c1/table=t",
     )
-    headers = dict(letter.headers)
-    assert letter.value == b'{"x":1}' and letter.key == b"acme:c1"
-    assert headers["ce_id"] == b"e1"
-    assert headers["error.class"] == b"TransformError"
-    assert headers["error.message"] == b"rename: data/x already exists"
-    assert headers["stage"] == b"transform"
-    assert headers["origin"] == b"source:acme/c1/table=t"
+    assert (letter.topic, letter.key, letter.value) == ("metalake.connectors.dlq", b"acme:c1", b'{"x":1}')
+    assert letter.headers == [
+        ("ce_id", b"e1"),
+        ("error.class", b"TransformError"),
+        ("error.message", b"rename: data/x already exists"),
+        ("stage", b"transform"),
+        ("plugin", b"listsource"),
+        ("tenant_id", b"acme"),
+        ("attempts", b"1"),
+        ("connector", b"c1"),
+        ("origin", b"source:acme/c1/table=t"),
+    ]
+
+
+def test_dead_letters_are_counted_by_their_stage() -> None:
+    counter = FakeCounter()
+    policy = _policy(Tolerance.ALL, counter)
+    letters = [
+        policy.dead_letter(TransformError("t"), stage=stage, value=None, origin="x")
+        for stage in ("mapping", "transform")
+    ]
+    policy.count(letters)
+    assert counter.calls == [
+        {"tenant": "acme", "plugin": "listsource", "stage": "mapping"},
+        {"tenant": "acme", "plugin": "listsource", "stage": "transform"},
+    ]
 
 
 def test_none_raises_task_failed_chained() -> None:

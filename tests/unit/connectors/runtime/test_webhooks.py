@@ -13,6 +13,7 @@ from connectors.runtime.webhooks import plugin_name
 from control.connectors import plugin as base
 from control.connectors.store import ConnectorRecord, ConnectorState, Tolerance
 from metalake.http.problems import MEDIA_TYPE
+from metalake.kafka.dlq import DeadLetter, read_dead_letter
 
 SECRET = "s3cret-s3cret-s3cret"
 OLD_SECRET = "old-old-old-old-old"
@@ -134,14 +135,19 @@ def test_unmappable_goes_to_the_dlq_with_202(client: TestClient, world: World) -
     assert response.status_code == 202
     assert response.json() == {"status": "dead_lettered", "field": "tables"}
     [letter] = world.publisher.dead
-    assert letter.value == body
-    headers = dict(letter.headers)
-    assert headers["stage"] == b"mapping"
-    assert headers["error.class"] == b"InvalidPayload"
-    assert headers["tenant_id"] == b"acme"
-    assert headers["plugin"] == b"testhook"
-    assert headers["connector"] == b"hook"
-    assert headers["origin"] == f"webhook:{URL}".encode()
+    assert (letter.topic, letter.key, letter.value) == ("metalake.connectors.dlq", b"acme:hook", body)
+    assert not any(
+        name.startswith("x-") for name, _ in letter.headers
+    )  # request headers other than content-type stay out
+    assert read_dead_letter(letter.headers) == DeadLetter(
+        reason="tables must be a list",
+        error_class="InvalidPayload",
+        stage="mapping",
+        tenant_id="acme",
+        plugin="testhook",
+        connector="hook",
+        origin=f"webhook:{URL}",
+    )
     assert world.counter.calls == [{"tenant": "acme", "plugin": "testhook", "stage": "mapping"}]
     assert _post(client, body).json() == {"status": "duplicate"}  # recorded once the DLQ record was confirmed
 

@@ -15,8 +15,9 @@ from pyspark.sql.types import StructType
 
 from metalake.events import new_event
 from processors.enrichment import lake
-from processors.enrichment.rows import PARSED, _parsed_row, fold_batches, parse_batches
+from processors.enrichment.rows import PARSED, PARSED_COLUMNS, _parsed_row, fold_batches, parse_batches
 from processors.enrichment.state import ASSETS, fold
+from processors.enrichment.tables import DLQ
 from tenants.naming import tenant_bucket
 
 T = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
@@ -73,9 +74,31 @@ def test_an_invalid_record_is_a_dead_letter_with_its_raw_bytes() -> None:
 
 
 def test_a_dedicated_query_dead_letters_another_tenants_record_without_naming_it() -> None:
-    [row] = _parse([_record("someone", 1, 9, kind="table", name="x")], only_tenant="acme")
+    record = _record("someone", 1, 9, kind="table", name="x")
+    [row] = _parse([record], only_tenant="acme")
     assert (row["tenant_id"], row["valid"], row["field"]) == ("acme", False, "ce_tenantid")
     assert "someone" not in (row["reason"] or "")
+    # The same dead letter as an undecodable record's: the raw key, value and headers as they came.
+    assert (row["raw_key"], row["raw_value"]) == (record["key"], record["value"])
+    assert json.loads(row["raw_headers"])["ce_tenantid"] == "someone"
+
+
+def test_a_dedicated_query_dead_letters_an_invalid_record_of_another_tenant_as_foreign() -> None:
+    bad = _record("someone", 1, 10, kind="table", name="x")
+    bad["value"] = b"{not json"
+    [row] = _parse([bad], only_tenant="acme")
+    assert (row["tenant_id"], row["field"], row["raw_value"]) == ("acme", "ce_tenantid", b"{not json")
+    own = _record("acme", 1, 11, kind="table", name="x")
+    own["value"] = b"{not json"
+    [mine] = _parse([own], only_tenant="acme")
+    assert (mine["tenant_id"], mine["field"]) == ("acme", "data")
+
+
+def test_every_dead_letter_column_of_the_lake_is_a_parsed_column_of_the_same_type() -> None:
+    parsed = dict(PARSED_COLUMNS)
+    assert {f.name: f.dataType.simpleString() for f in DLQ.fields if f.name != "ingested_at"} == {
+        f.name: parsed[f.name] for f in DLQ.fields if f.name != "ingested_at"
+    }
 
 
 def test_folding_on_executors_gives_what_the_driver_fold_gives() -> None:
