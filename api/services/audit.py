@@ -67,7 +67,7 @@ def record(
     """Append one row to the tenant's audit table; returns once it is committed (raises otherwise)."""
     row = _row(principal, action, target, result, counts)
     append(tenant_audit_path(ctx, tenant), [row])
-    log.info("api.services.audit", extra={"tenant": tenant, "action": action, "result": result})
+    log.info("api.audit", extra={"tenant": tenant, "action": action, "result": result})
 
 
 def record_platform(
