@@ -25,7 +25,7 @@ from api.services.provisioning.launcher import LocalProcessLauncher
 from api.services.provisioning.provisioner import Outcome, Provisioner
 from api.services.provisioning.steps import StepContext
 from control.auth.principal import Principal
-from metalake.lease import LEASES, LeaseHeld, LeaseStore
+from metalake.lease import LeaseHeld, LeaseStore
 from tenants.naming import CONTROL_DATABASE
 from tenants.registry import TenantRegistry
 
@@ -47,7 +47,7 @@ def erasure_key(tenant: str, erasure_id: str) -> str:
 
 
 def lease_store(ctx: ApiContext) -> LeaseStore:
-    return LeaseStore(ctx.mongo[CONTROL_DATABASE][LEASES])
+    return LeaseStore.in_database(ctx.mongo[CONTROL_DATABASE])
 
 
 @contextmanager
