@@ -120,6 +120,8 @@ class Ledger:
         # One collection, documents of several kinds (by ``kind``): each kind is read and written through its view.
         self._steps: Collection[StepDoc] = typed_collection(database, DELIVERIES, StepDoc)
         self._anchors: Collection[AnchorDoc] = typed_collection(database, DELIVERIES, AnchorDoc)
+        # Expiry spans every kind (test outcomes included) and reads only ``expires_at`` and ``_id``: an open view.
+        self._all: Collection[Doc] = database[DELIVERIES]
         self.retention = retention
 
     def scope(self, tenant: str, subscription: str, change_id: str) -> LedgerScope:
@@ -127,12 +129,12 @@ class Ledger:
 
     def ensure_expiry(self) -> bool:
         """Create the TTL index on ``expires_at``; ``False`` if the server has none (then :meth:`prune` must run)."""
-        return ensure_ttl_index(self._steps)
+        return ensure_ttl_index(self._all)
 
     def prune(self, now: datetime | None = None, batch: int = 500) -> int:
         """Delete expired documents in batches of ``batch`` (short writes: deliveries write the same collection, and
         FerretDB's SQLite backend serialised them all). Returns how many went."""
-        return delete_in_batches(self._steps, expired_query(now or _now(), self.retention), batch)
+        return delete_in_batches(self._all, expired_query(now or _now(), self.retention), batch)
 
     def steps_of(self, tenant: str, subscription: str | None = None) -> list[Step]:
         query: Doc = {"kind": "step", "tenant": tenant}
