@@ -36,7 +36,7 @@ def expires_at(now: datetime, retention: timedelta) -> datetime:
     return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
 
 
-def ensure_ttl_index(collection: Collection[dict[str, Any]]) -> bool:
+def ensure_ttl_index(collection: Collection[Any]) -> bool:
     """Create the TTL index on ``expires_at`` (``expireAfterSeconds: 0``: each document carries its own moment);
     ``False`` if the server has no TTL indexes (then the owner must prune)."""
     try:
@@ -48,7 +48,7 @@ def ensure_ttl_index(collection: Collection[dict[str, Any]]) -> bool:
     return True
 
 
-def delete_in_batches(collection: Collection[dict[str, Any]], query: dict[str, Any], batch: int = 500) -> int:
+def delete_in_batches(collection: Collection[Any], query: dict[str, Any], batch: int = 500) -> int:
     """Delete what ``query`` matches, ``batch`` ids at a time; how many went.
 
     Short writes: the collection's owner writes it meanwhile, and FerretDB's backends serialise writes. The query is

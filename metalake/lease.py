@@ -23,12 +23,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any, TypedDict
 
 from pymongo import ReturnDocument
 from pymongo.collection import Collection
+from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
-from metalake.mongo import Doc
+from metalake.mongo import typed_collection
 
 # The control-plane collection that holds the leases of every kind (keys start with the tenant id where they
 # belong to one, so deleting a tenant deletes its leases).
@@ -42,6 +44,15 @@ def new_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
 
 
+class LeaseDoc(TypedDict):
+    """A document of ``leases``: who holds the key (see :func:`new_owner`), since when and until when."""
+
+    _id: str
+    owner: str
+    acquired_at: datetime
+    expires_at: datetime
+
+
 @dataclass(frozen=True)
 class Lease:
     key: str
@@ -52,7 +63,7 @@ class Lease:
 class LeaseHeld(RuntimeError):
     """Another live holder has the lease; the message names it and until when it holds it."""
 
-    def __init__(self, key: str, holder: Doc | None) -> None:
+    def __init__(self, key: str, holder: LeaseDoc | None) -> None:
         owner = holder.get("owner") if holder else None
         until = holder.get("expires_at") if holder else None
         until_text = f" until {until:%H:%M:%S} UTC" if isinstance(until, datetime) else ""
@@ -61,9 +72,14 @@ class LeaseHeld(RuntimeError):
 
 
 class LeaseStore:
-    def __init__(self, collection: Collection[Doc], *, clock: Callable[[], datetime] | None = None) -> None:
+    def __init__(self, collection: Collection[LeaseDoc], *, clock: Callable[[], datetime] | None = None) -> None:
         self._leases = collection
         self._clock = clock or (lambda: datetime.now(UTC))
+
+    @classmethod
+    def in_database(cls, database: Database[Any]) -> LeaseStore:
+        """The store over the ``leases`` collection of ``database`` (the control plane's)."""
+        return cls(typed_collection(database, LEASES, LeaseDoc))
 
     def acquire(self, key: str, owner: str, ttl_s: float) -> Lease | None:
         """The lease, if it was free, expired or already ours; ``None`` if a live holder has it."""
@@ -74,12 +90,12 @@ class LeaseStore:
         if self._leases.find_one_and_update(free, {"$set": fields}, return_document=ReturnDocument.AFTER):
             return Lease(key, owner, expires)
         try:
-            self._leases.insert_one({"_id": key, **fields})
+            self._leases.insert_one({"_id": key, "owner": owner, "acquired_at": now, "expires_at": expires})
         except DuplicateKeyError:
             return None
         return Lease(key, owner, expires)
 
-    def holder(self, key: str) -> Doc | None:
+    def holder(self, key: str) -> LeaseDoc | None:
         return self._leases.find_one({"_id": key})
 
     def renew(self, lease: Lease, ttl_s: float) -> Lease | None:

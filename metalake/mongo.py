@@ -3,14 +3,20 @@ timezone-aware datetimes (the control plane compares stored instants with ``date
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypeVar, cast
 
 from pymongo import MongoClient
+from pymongo.collection import Collection
+from pymongo.database import Database
 
 from metalake.settings import Settings
 
-# A MongoDB document as the control-plane stores and the projections read and write it (pymongo's own default).
+# A MongoDB document whose fields nobody fixes: a query filter, an update, a projection, a client's open database.
+# Each collection's stored shape is a TypedDict declared next to the store that owns it (see ``typed_collection``).
 Doc = dict[str, Any]
+
+D = TypeVar("D", bound=Mapping[str, Any])
 
 
 def mongo_client(settings: Settings, *, socket_timeout_ms: int | None = None) -> MongoClient[Doc]:
@@ -27,3 +33,12 @@ def mongo_client(settings: Settings, *, socket_timeout_ms: int | None = None) ->
         tz_aware=True,
         **options,
     )
+
+
+def typed_collection(database: Database[Any], name: str, document: type[D]) -> Collection[D]:
+    """The collection ``name`` of ``database`` whose documents have the stored shape ``document`` (a TypedDict).
+
+    pymongo types a collection by its client's document class, which is the open ``Doc`` for every client here; a
+    TypedDict is a plain dict at run time, so naming the stored shape is a static claim only and changes no codec."""
+    del document  # only its type is used
+    return cast("Collection[D]", database[name])

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 from pymongo import ASCENDING, ReturnDocument
 from pymongo.collection import Collection
@@ -26,7 +26,7 @@ from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
 from metalake.cache import TtlCache
-from metalake.mongo import Doc, mongo_client
+from metalake.mongo import Doc, mongo_client, typed_collection
 from metalake.settings import Settings
 from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE, TenantNames, names_for, validate_tenant_id
@@ -34,6 +34,7 @@ from tenants.naming import CONTROL_DATABASE, TenantNames, names_for, validate_te
 __all__ = [
     "TENANTS_COLLECTION",
     "TenantDirectory",
+    "TenantDoc",
     "TenantExists",
     "TenantLookup",
     "TenantRecord",
@@ -84,11 +85,27 @@ class TenantRecord:
         return names_for(self.id, self.lake_root or default_lake_root, dedicated=self.dedicated)
 
 
+class TenantDoc(TypedDict):
+    """A document of ``tenants`` as :meth:`TenantRegistry.create` writes it (every field, ``None`` when unset)."""
+
+    _id: str
+    tier: str
+    state: str
+    lake_root: str | None
+    display_name: str | None
+    settings: dict[str, Any]
+    # Provisioning step name -> when it was done; a step undone is unset.
+    steps: dict[str, datetime]
+    error: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _record(doc: Doc) -> TenantRecord:
+def _record(doc: TenantDoc) -> TenantRecord:
     lake_root = doc.get("lake_root")
     return TenantRecord(
         id=doc["_id"],
@@ -108,7 +125,7 @@ class TenantRegistry:
     """Typed, single-document access to the ``tenants`` collection. Thread-safe (pymongo clients are)."""
 
     def __init__(self, database: Database[Doc]) -> None:
-        self._tenants: Collection[Doc] = database[TENANTS_COLLECTION]
+        self._tenants: Collection[TenantDoc] = typed_collection(database, TENANTS_COLLECTION, TenantDoc)
 
     @classmethod
     def connect(cls, settings: Settings) -> TenantRegistry:
@@ -127,7 +144,7 @@ class TenantRegistry:
         """Register a tenant in state ``provisioning``; raise :class:`TenantExists` if the id is taken."""
         validate_tenant_id(tenant_id)
         now = _now()
-        doc: Doc = {
+        doc: TenantDoc = {
             "_id": tenant_id,
             "tier": Tier(tier).value,
             "state": TenantState.PROVISIONING.value,

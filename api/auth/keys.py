@@ -32,7 +32,7 @@ from pymongo import DESCENDING
 from pymongo.collection import Collection
 from pymongo.database import Database
 
-from control.auth.jwks import SIGNING_KEYS_COLLECTION, published_jwks
+from control.auth.jwks import SigningKeyDoc, published_jwks, signing_keys
 from metalake.mongo import Doc
 from metalake.settings import ApiSettings
 
@@ -96,7 +96,7 @@ class KeyInfo:
         return self.retired_at is None
 
 
-def _info(doc: Doc) -> KeyInfo:
+def _info(doc: SigningKeyDoc) -> KeyInfo:
     created = _aware(doc["created_at"])
     assert created is not None  # noqa: S101 - written by create
     return KeyInfo(doc["_id"], doc["alg"], created, _aware(doc.get("retired_at")), _aware(doc.get("expires_at")))
@@ -106,7 +106,7 @@ class SigningKeyStore:
     """The control-plane keys: the public JWKS for everyone, the active private key for the token endpoint."""
 
     def __init__(self, database: Database[Doc], settings: ApiSettings) -> None:
-        self._keys: Collection[Doc] = database[SIGNING_KEYS_COLLECTION]
+        self._keys: Collection[SigningKeyDoc] = signing_keys(database)
         self._settings = settings
         self._lock = threading.Lock()
         self._opened: dict[str, SigningKey] = {}
@@ -164,23 +164,22 @@ class SigningKeyStore:
         kid = f"{datetime.now(UTC):%Y%m%d}-{secrets.token_hex(6)}"
         key = _generate(alg, kid)
         private = json.dumps(key.as_dict(private=True)).encode()
-        self._keys.insert_one(
-            {
-                "_id": kid,
-                "alg": alg,
-                "public_jwk": key.as_dict(private=False),
-                "sealed": base64.b64encode(enc.seal(kid, private)).decode(),
-                "kek_id": enc.kek_id,
-                "created_at": self._now(),
-                "retired_at": None,
-                "expires_at": None,
-            }
-        )
+        doc: SigningKeyDoc = {
+            "_id": kid,
+            "alg": alg,
+            "public_jwk": key.as_dict(private=False),
+            "sealed": base64.b64encode(enc.seal(kid, private)).decode(),
+            "kek_id": enc.kek_id,
+            "created_at": self._now(),
+            "retired_at": None,
+            "expires_at": None,
+        }
+        self._keys.insert_one(doc)
         with self._lock:
             self._opened[kid] = key
         return key
 
-    def _open(self, enc: KeyEncryption, doc: Doc) -> SigningKey:
+    def _open(self, enc: KeyEncryption, doc: SigningKeyDoc) -> SigningKey:
         kid = str(doc["_id"])
         with self._lock:
             cached = self._opened.get(kid)

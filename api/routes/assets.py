@@ -8,6 +8,7 @@ it within seconds.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query
@@ -39,7 +40,7 @@ from api.services.lineage import DEFAULT_DEPTH, DEFAULT_NODES, MAX_DEPTH, MAX_NO
 from control.auth.principal import Scope
 from metalake.events import new_event
 from metalake.events.validation import InvalidData
-from metalake.mongo import Doc
+from metalake.projection import AssetDoc, ClassificationDoc
 from tenants.naming import names_for
 
 ADDED = "io.metalake.classification.added.v1"
@@ -74,15 +75,22 @@ router = APIRouter(prefix="/v1/tenants/{tenant}/assets", tags=["assets"])
 _HIDDEN = frozenset({"_id", "deleted", "event_id"})
 
 
-def _public(doc: Doc) -> dict[str, Any]:
+def _public(doc: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in doc.items() if k not in _HIDDEN}
+
+
+def _node(urn: str, depth: int, summary: AssetDoc | None) -> LineageNode:
+    """A reached asset; without a summary (an edge names it, no live asset describes it) it has no name or kind."""
+    if summary is None:
+        return LineageNode(urn=urn, depth=depth, name=None, kind=None)
+    return LineageNode(urn=urn, depth=depth, name=summary.get("name"), kind=summary.get("kind"))
 
 
 def _catalog(ctx: ApiContext, tenant: str) -> Catalog:
     return Catalog(ctx.mongo[names_for(tenant, ctx.settings.lake_root).mongo_database])
 
 
-def _live_asset(catalog: Catalog, urn: str) -> Doc:
+def _live_asset(catalog: Catalog, urn: str) -> AssetDoc:
     doc = catalog.asset(urn)
     if doc is None:
         raise Problem(404, "not-found", "no such asset", field="urn")
@@ -150,7 +158,7 @@ def search_assets(
     return Page[AssetSummary](items=items, next_cursor=next_cursor)
 
 
-def _next_version(publisher: TenantPublisher, held: Doc | None) -> int:
+def _next_version(publisher: TenantPublisher, held: ClassificationDoc | None) -> int:
     """The API's clock, but always past the version the projection holds for this (urn, tag): a person's change must
     apply even if an earlier one carried a later clock (another API replica, a source's own sequence)."""
     held_version = held.get("version") if held is not None else None
@@ -225,10 +233,7 @@ def lineage(
     if not result.reached:
         _live_asset(catalog, urn)  # nothing around it: say whether the asset itself exists
     info = catalog.summaries(list(result.reached))
-    nodes = [
-        LineageNode(urn=u, depth=d, name=info.get(u, {}).get("name"), kind=info.get(u, {}).get("kind"))
-        for u, d in sorted(result.reached.items(), key=lambda item: (item[1], item[0]))
-    ]
+    nodes = [_node(u, d, info.get(u)) for u, d in sorted(result.reached.items(), key=lambda item: (item[1], item[0]))]
     edges = [
         LineageEdge(
             upstream=e["upstream"],

@@ -19,16 +19,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from pymongo import ASCENDING, IndexModel
-from pymongo.collection import Collection
 from pymongo.database import Database
 
+from metalake import projection
 from metalake.mongo import Doc
+from metalake.projection import AssetDoc, ClassificationDoc, IncidentDoc, LineageDoc, PropagatedTagDoc
 
-ASSETS = "assets"
-CLASSIFICATIONS = "classifications"
-PROPAGATED = "propagated_tags"
-LINEAGE = "lineage"
-INCIDENTS = "incidents"
+ASSETS = projection.ASSETS_COLLECTION
+CLASSIFICATIONS = projection.CLASSIFICATIONS_COLLECTION
+PROPAGATED = projection.PROPAGATED_COLLECTION
+LINEAGE = projection.LINEAGE_COLLECTION
+INCIDENTS = projection.INCIDENTS_COLLECTION
 
 # Indexes the reads below are shaped for (provisioning creates them; create_index is idempotent).
 INDEXES: Mapping[str, Sequence[IndexModel]] = {
@@ -58,7 +59,7 @@ class TooBroad(ValueError):
 
 @dataclass(frozen=True)
 class SearchPage:
-    docs: list[Doc]
+    docs: list[AssetDoc]
     has_more: bool
 
 
@@ -89,46 +90,47 @@ class Catalog:
     """One tenant's projection. Every method is a bounded number of queries (no per-document round trips)."""
 
     def __init__(self, database: Database[Doc]) -> None:
-        self._db = database
-
-    def _c(self, name: str) -> Collection[Doc]:
-        return self._db[name]
+        self._assets = projection.assets(database)
+        self._classifications = projection.classifications(database)
+        self._propagated = projection.propagated_tags(database)
+        self._lineage = projection.lineage(database)
+        self._incidents = projection.incidents(database)
 
     # -- assets and their tags -----------------------------------------------------------------------------------
 
-    def asset(self, urn: str) -> Doc | None:
+    def asset(self, urn: str) -> AssetDoc | None:
         """The asset document, tombstone included (the caller tells "deleted" from "never seen")."""
-        return self._c(ASSETS).find_one({"_id": urn})
+        return self._assets.find_one({"_id": urn})
 
-    def tags_of(self, urns: Sequence[str]) -> dict[str, list[Doc]]:
+    def tags_of(self, urns: Sequence[str]) -> dict[str, list[ClassificationDoc]]:
         """Live direct classifications per URN, by tag."""
-        out: dict[str, list[Doc]] = {}
+        out: dict[str, list[ClassificationDoc]] = {}
         if not urns:
             return out
-        for doc in self._c(CLASSIFICATIONS).find({"urn": {"$in": list(urns)}, **LIVE}).sort("_id", ASCENDING):
+        for doc in self._classifications.find({"urn": {"$in": list(urns)}, **LIVE}).sort("_id", ASCENDING):
             out.setdefault(doc["urn"], []).append(doc)
         return out
 
-    def propagated_of(self, urns: Sequence[str]) -> dict[str, list[Doc]]:
+    def propagated_of(self, urns: Sequence[str]) -> dict[str, list[PropagatedTagDoc]]:
         """Live propagated tags per URN (empty until propagation writes ``propagated_tags``)."""
-        out: dict[str, list[Doc]] = {}
+        out: dict[str, list[PropagatedTagDoc]] = {}
         if not urns:
             return out
-        for doc in self._c(PROPAGATED).find({"urn": {"$in": list(urns)}, **LIVE}).sort("_id", ASCENDING):
+        for doc in self._propagated.find({"urn": {"$in": list(urns)}, **LIVE}).sort("_id", ASCENDING):
             out.setdefault(doc["urn"], []).append(doc)
         return out
 
-    def classification(self, urn: str, tag: str) -> Doc | None:
+    def classification(self, urn: str, tag: str) -> ClassificationDoc | None:
         """The classification document (``urn|tag``), tombstone included."""
-        return self._c(CLASSIFICATIONS).find_one({"_id": f"{urn}|{tag}"})
+        return self._classifications.find_one({"_id": f"{urn}|{tag}"})
 
     def _tagged_urns(self, tags: Sequence[str], classification: str | None) -> set[str]:
         """URNs holding every requested tag (direct or propagated) and, if given, a tag of the family."""
         found: set[str] | None = None
         for clause in tag_clause(tags, classification):
             urns: set[str] = set()
-            for name in (CLASSIFICATIONS, PROPAGATED):
-                for doc in self._c(name).find({**clause, **LIVE}, {"urn": 1, "_id": 0}):
+            for tags_collection in (self._classifications, self._propagated):
+                for doc in tags_collection.find({**clause, **LIVE}, {"urn": 1, "_id": 0}):
                     urns.add(doc["urn"])
                     if len(urns) > MAX_TAG_CANDIDATES:
                         raise TooBroad("tag")
@@ -153,29 +155,29 @@ class Catalog:
             query["_id"] = {"$in": sorted(self._tagged_urns(tags, classification))}
         if resume_after is not None:
             query = {"$and": [query, after(sort_fields, resume_after)]}
-        cursor = self._c(ASSETS).find(query).sort([(f, ASCENDING) for f in sort_fields]).limit(limit + 1)
+        cursor = self._assets.find(query).sort([(f, ASCENDING) for f in sort_fields]).limit(limit + 1)
         docs = list(cursor)
         return SearchPage(docs[:limit], len(docs) > limit)
 
     # -- lineage -------------------------------------------------------------------------------------------------
 
-    def edges_from(self, urns: Iterable[str], direction: str) -> list[Doc]:
+    def edges_from(self, urns: Iterable[str], direction: str) -> list[LineageDoc]:
         """Live edges leaving ``urns`` downstream (they are the upstream) or upstream (they are the downstream)."""
         field = "upstream" if direction == "downstream" else "urn"
-        return list(self._c(LINEAGE).find({field: {"$in": sorted(urns)}, **LIVE}).sort("_id", ASCENDING))
+        return list(self._lineage.find({field: {"$in": sorted(urns)}, **LIVE}).sort("_id", ASCENDING))
 
-    def summaries(self, urns: Sequence[str]) -> dict[str, Doc]:
-        """Name and kind of the live assets among ``urns``, one query."""
+    def summaries(self, urns: Sequence[str]) -> dict[str, AssetDoc]:
+        """Name and kind of the live assets among ``urns``, one query (only those fields and ``_id`` are read)."""
         if not urns:
             return {}
-        docs = self._c(ASSETS).find({"_id": {"$in": list(urns)}, **LIVE}, {"name": 1, "kind": 1})
+        docs = self._assets.find({"_id": {"$in": list(urns)}, **LIVE}, {"name": 1, "kind": 1})
         return {d["_id"]: d for d in docs}
 
     # -- incidents -----------------------------------------------------------------------------------------------
 
     def incidents(
         self, *, urn: str | None, state: str, resume_after: Sequence[str] | None, limit: int
-    ) -> tuple[list[Doc], bool]:
+    ) -> tuple[list[IncidentDoc], bool]:
         query: Doc = dict(LIVE)
         if urn is not None:
             query["urn"] = urn
@@ -185,5 +187,5 @@ class Catalog:
             query["status"] = "resolved"
         if resume_after is not None:
             query["_id"] = {"$gt": resume_after[0]}
-        docs = list(self._c(INCIDENTS).find(query).sort("_id", ASCENDING).limit(limit + 1))
+        docs = list(self._incidents.find(query).sort("_id", ASCENDING).limit(limit + 1))
         return docs[:limit], len(docs) > limit

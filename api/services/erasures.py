@@ -18,13 +18,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from pymongo import ReturnDocument
 from pymongo.collection import Collection
 from pymongo.database import Database
 
-from metalake.mongo import Doc
+from metalake.mongo import Doc, typed_collection
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,34 @@ class ErasureRecord:
     action_required: str | None = None
 
 
-def _record(doc: Doc) -> ErasureRecord:
+class ErasureCountDoc(TypedDict):
+    """Rows or documents one table or collection lost (a list entry: the names hold '.', which FerretDB refuses in
+    field names)."""
+
+    name: str
+    n: int
+
+
+class ErasureDoc(TypedDict):
+    """A document of ``erasures``, as :meth:`ErasureStore.create` inserts it; ``action_required`` comes with the
+    first :meth:`ErasureStore.update`."""
+
+    _id: str  # "<tenant>/<id>"
+    tenant: str
+    id: str
+    # sha256 of the erased URN; the URN itself is never stored.
+    target_hash: str
+    include_children: bool
+    state: str
+    requested_by: str
+    created_at: datetime
+    updated_at: datetime
+    counts: list[ErasureCountDoc]
+    error: str | None
+    action_required: NotRequired[str | None]
+
+
+def _record(doc: ErasureDoc) -> ErasureRecord:
     return ErasureRecord(
         tenant=doc["tenant"],
         id=doc["id"],
@@ -76,12 +103,12 @@ def _record(doc: Doc) -> ErasureRecord:
 
 class ErasureStore:
     def __init__(self, database: Database[Doc]) -> None:
-        self._erasures: Collection[Doc] = database[ERASURES_COLLECTION]
+        self._erasures: Collection[ErasureDoc] = typed_collection(database, ERASURES_COLLECTION, ErasureDoc)
 
     def create(self, tenant: str, target_hash: str, include_children: bool, requested_by: str) -> ErasureRecord:
         now = datetime.now(UTC)
         erasure_id = f"era_{secrets.token_hex(12)}"
-        doc: Doc = {
+        doc: ErasureDoc = {
             "_id": f"{tenant}/{erasure_id}",
             "tenant": tenant,
             "id": erasure_id,
@@ -100,6 +127,11 @@ class ErasureStore:
     def get(self, tenant: str, erasure_id: str) -> ErasureRecord | None:
         doc = self._erasures.find_one({"_id": f"{tenant}/{erasure_id}"})
         return _record(doc) if doc is not None else None
+
+    def unfinished(self) -> list[ErasureRecord]:
+        """Every erasure still accepted or running, of every tenant."""
+        unfinished = [ErasureState.ACCEPTED.value, ErasureState.RUNNING.value]
+        return [_record(doc) for doc in self._erasures.find({"state": {"$in": unfinished}})]
 
     def update(
         self,

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
+
+from metalake.projection import LineageDoc
 
 Direction = Literal["upstream", "downstream"]
 MAX_DEPTH = 10
@@ -17,7 +19,7 @@ DEFAULT_DEPTH = 3
 MAX_NODES = 2000
 DEFAULT_NODES = 500
 
-Edge = dict[str, Any]
+Edge = LineageDoc
 EdgeFetch = Callable[[Iterable[str], Direction], list[Edge]]
 
 

@@ -11,9 +11,11 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypedDict
 
 from pymongo.database import Database
+
+from metalake.mongo import typed_collection
 
 SHARES_COLLECTION = "shares"
 _TOKEN_BYTES = 32
@@ -26,6 +28,18 @@ def token_hash(token: str) -> str:
 def _aware(value: datetime) -> datetime:
     # FerretDB returns naive datetimes unless the client asked for tz-aware ones: they are UTC.
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+class ShareDoc(TypedDict):
+    """A document of ``shares``, as :meth:`ShareStore.create` inserts it."""
+
+    _id: str  # sha256 of the link's token
+    tenant: str
+    sql: str
+    max_rows: int | None
+    created_by: str
+    created_at: datetime
+    expires_at: datetime
 
 
 @dataclass(frozen=True)
@@ -44,7 +58,7 @@ class Share:
 
 class ShareStore:
     def __init__(self, control: Database[dict[str, Any]]) -> None:
-        self._shares = control[SHARES_COLLECTION]
+        self._shares = typed_collection(control, SHARES_COLLECTION, ShareDoc)
 
     def create(
         self, tenant: str, sql: str, *, created_by: str, ttl: timedelta, max_rows: int | None = None

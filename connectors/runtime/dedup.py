@@ -15,16 +15,30 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from pymongo.collection import Collection
 from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
 from metalake.expiry import delete_in_batches, ensure_ttl_index, expires_at
+from metalake.mongo import typed_collection
 
 COLLECTION = "webhook_deliveries"
 DEFAULT_RETENTION = timedelta(days=7)
+
+
+class DeliveryDoc(TypedDict):
+    """A document of ``webhook_deliveries``: one handled delivery and the events it published."""
+
+    _id: str
+    tenant: str
+    connector: str
+    outcome: str
+    event_ids: list[str]
+    recorded_at: datetime
+    # Absent from records written before expiry existed (see expired_query).
+    expires_at: NotRequired[datetime]
 
 
 def delivery_id(tenant: str, connector: str, dedup_key: str) -> str:
@@ -48,7 +62,7 @@ class DeliveryLog:
     """Which deliveries of which connector were already handled (unique ``_id`` per tenant, connector and key)."""
 
     def __init__(self, database: Database[dict[str, Any]], retention: timedelta = DEFAULT_RETENTION) -> None:
-        self._deliveries: Collection[dict[str, Any]] = database[COLLECTION]
+        self._deliveries: Collection[DeliveryDoc] = typed_collection(database, COLLECTION, DeliveryDoc)
         self.retention = retention
 
     def seen(self, tenant: str, connector: str, dedup_key: str) -> bool:

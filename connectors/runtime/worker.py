@@ -31,7 +31,7 @@ from control.connectors.registry import ConnectorClass
 from control.connectors.store import ControlStore
 from metalake.expiry import ExpiryJanitor
 from metalake.http.problems import install_problem_handlers
-from metalake.lease import LEASES, LeaseStore
+from metalake.lease import LeaseStore
 from metalake.mongo import mongo_client
 from metalake.settings import Settings
 from tenants.naming import CONTROL_DATABASE
@@ -56,7 +56,7 @@ def build_runtime(
         gate=build_gate(settings, database),
         dlq_counter=dlq_counter,
         lookups=LookupCache(settings.connect.lookup_cache_ttl_s),
-        leases=LeaseStore(database[LEASES]),
+        leases=LeaseStore.in_database(database),
     )
 
 

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from typing import TypedDict
 
 from pymongo import ASCENDING, ReturnDocument
 from pymongo.collection import Collection
@@ -29,7 +30,7 @@ from pymongo.database import Database
 
 from control.auth.principal import Scope
 from metalake.cache import TtlCache
-from metalake.mongo import Doc
+from metalake.mongo import Doc, typed_collection
 
 CLIENTS_COLLECTION = "clients"
 
@@ -82,6 +83,31 @@ def verify_secret(secret: str, stored: str) -> bool:
     return scheme == "scrypt" and hmac.compare_digest(actual, expected)
 
 
+class ClientSecretDoc(TypedDict):
+    """One of a client's secrets: its scrypt hash (see :func:`hash_secret`); ``expires_at`` is set once rotated."""
+
+    hash: str
+    created_at: datetime
+    expires_at: datetime | None
+
+
+class ClientDoc(TypedDict):
+    """A document of ``clients``, as :meth:`ClientStore.create` inserts it (``tenant`` is ``None`` for a platform
+    admin, ``revoked_at`` until revoked)."""
+
+    _id: str  # the client_id
+    tenant: str | None
+    role: str
+    scopes: list[str]
+    name: str
+    state: str
+    # Newest first, at most two live.
+    secrets: list[ClientSecretDoc]
+    created_at: datetime
+    updated_at: datetime
+    revoked_at: datetime | None
+
+
 @dataclass(frozen=True)
 class SecretInfo:
     hash: str
@@ -119,7 +145,7 @@ class ClientRecord:
         return ok
 
 
-def _record(doc: Doc) -> ClientRecord:
+def _record(doc: ClientDoc) -> ClientRecord:
     created, updated = _aware(doc["created_at"]), _aware(doc["updated_at"])
     assert created is not None and updated is not None  # noqa: S101 - written by create
     return ClientRecord(
@@ -147,7 +173,7 @@ class ClientStore:
     """Single-document operations on ``clients`` (FerretDB has no transactions)."""
 
     def __init__(self, database: Database[Doc]) -> None:
-        self._clients: Collection[Doc] = database[CLIENTS_COLLECTION]
+        self._clients: Collection[ClientDoc] = typed_collection(database, CLIENTS_COLLECTION, ClientDoc)
 
     def ensure_indexes(self) -> None:
         self._clients.create_index([("tenant", ASCENDING), ("_id", ASCENDING)])
@@ -158,7 +184,7 @@ class ClientStore:
         client_id = f"mlc_{secrets.token_hex(12)}"
         secret = secrets.token_urlsafe(32)
         now = _now()
-        doc: Doc = {
+        doc: ClientDoc = {
             "_id": client_id,
             "tenant": tenant,
             "role": role.value,
@@ -190,14 +216,14 @@ class ClientStore:
             return None
         now = _now()
         secret = secrets.token_urlsafe(32)
-        kept: list[Doc] = []
+        kept: list[ClientSecretDoc] = []
         if overlap_s > 0:
             until = now + timedelta(seconds=overlap_s)
             # Only the newest previous secret survives a rotation: never more than two valid secrets.
             for info in current.live_secrets(now)[:1]:
                 expires = until if info.expires_at is None else min(info.expires_at, until)
                 kept.append({"hash": info.hash, "created_at": info.created_at, "expires_at": expires})
-        fresh: Doc = {"hash": hash_secret(secret), "created_at": now, "expires_at": None}
+        fresh: ClientSecretDoc = {"hash": hash_secret(secret), "created_at": now, "expires_at": None}
         doc = self._clients.find_one_and_update(
             {"_id": client_id, "state": "active", "updated_at": current.updated_at},
             {"$set": {"secrets": [fresh, *kept], "updated_at": now}},

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypedDict
 
 import httpx
 from joserfc.errors import JoseError
@@ -25,7 +25,7 @@ from pymongo import DESCENDING
 from pymongo.collection import Collection
 from pymongo.database import Database
 
-from metalake.mongo import Doc
+from metalake.mongo import Doc, typed_collection
 from metalake.settings import ApiSettings
 
 JwksSource = Callable[[], Mapping[str, Any]]
@@ -34,6 +34,27 @@ VerificationKey = RSAKey | ECKey
 SIGNING_KEYS_COLLECTION = "signing_keys"
 
 log = logging.getLogger(__name__)
+
+
+class SigningKeyDoc(TypedDict):
+    """A document of ``signing_keys``, written by ``api.auth.keys`` (which owns the private half) and read here for
+    the public JWKS. ``retired_at`` and ``expires_at`` stay ``None`` while the key is active."""
+
+    _id: str  # the kid
+    alg: str
+    public_jwk: dict[str, Any]
+    # The private JWK, AES-256-GCM sealed under the key encryption key, base64.
+    sealed: str
+    # Fingerprint of the key encryption key that sealed it.
+    kek_id: str
+    created_at: datetime
+    retired_at: datetime | None
+    expires_at: datetime | None
+
+
+def signing_keys(database: Database[Any]) -> Collection[SigningKeyDoc]:
+    """The ``signing_keys`` collection of the control-plane ``database``."""
+    return typed_collection(database, SIGNING_KEYS_COLLECTION, SigningKeyDoc)
 
 
 class KeySourceUnavailable(RuntimeError):
@@ -134,14 +155,14 @@ def discover_jwks_url(issuer: str, *, timeout_s: float = 5.0) -> str:
     raise ValueError(f"no usable discovery document for issuer {issuer}")
 
 
-def published_jwks(keys: Collection[Doc], now: datetime) -> dict[str, list[dict[str, Any]]]:
+def published_jwks(keys: Collection[SigningKeyDoc], now: datetime) -> dict[str, list[dict[str, Any]]]:
     """The public keys tokens may carry: the active ones and retired ones whose tokens have not expired yet."""
     query: Doc = {"$or": [{"expires_at": None}, {"expires_at": {"$gt": now}}]}
     return {"keys": [dict(doc["public_jwk"]) for doc in keys.find(query).sort("created_at", DESCENDING)]}
 
 
 def _stored_source(database: Database[Doc]) -> JwksSource:
-    keys: Collection[Doc] = database[SIGNING_KEYS_COLLECTION]
+    keys = signing_keys(database)
     return lambda: published_jwks(keys, datetime.now(UTC))
 
 

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from pydantic import SecretStr
 from pymongo import ASCENDING, ReturnDocument
@@ -33,7 +33,7 @@ from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
 from control.connectors.transforms import TRANSFORM_SPECS, TransformSpec
-from metalake.mongo import Doc, mongo_client
+from metalake.mongo import Doc, mongo_client, typed_collection
 from metalake.settings import Settings
 from tenants.naming import CONTROL_DATABASE, validate_tenant_id
 
@@ -111,6 +111,78 @@ class WriteKeyInfo:
     created_at: datetime
 
 
+class ConnectorDoc(TypedDict):
+    """A document of ``connectors``: :meth:`ControlStore.put_connector` writes every field, ``state`` and ``error``
+    on insert only (``set_state`` changes them)."""
+
+    _id: str
+    tenant: str
+    name: str
+    type: str
+    # The plugin's configuration without its secret fields.
+    config: dict[str, Any]
+    secret_fields: list[str]
+    # TransformSpec dumps (JSON mode, by alias).
+    transforms: list[dict[str, Any]]
+    errors_tolerance: str
+    tasks_max: int
+    state: str
+    error: str | None
+    updated_at: datetime
+
+
+class TaskDoc(TypedDict):
+    """A document of ``connector_tasks``, written by :meth:`ControlStore.assign_tasks`; the worker that ran the task
+    and its last run are added by :meth:`ControlStore.set_task_state`."""
+
+    _id: str
+    tenant: str
+    name: str
+    task: int
+    # JSON text: FerretDB refuses nested arrays, and a task config is the plugin's to shape.
+    config: str
+    state: str
+    trace: str | None
+    worker_id: NotRequired[str]
+    last_run: NotRequired[dict[str, Any]]
+    updated_at: datetime
+
+
+class WebhookSecretDoc(TypedDict):
+    """One active webhook signing secret of a connector, newest first in its list."""
+
+    id: str
+    value: str
+    created_at: datetime
+
+
+class ConnectorSecretsDoc(TypedDict, total=False):
+    """A connector's document in ``connector_secrets`` (``_id`` is the connector id). ``put_connector`` writes
+    ``config``, ``add_webhook_secret`` writes ``webhook_secrets`` and ``rev``: either may come first. Reads project
+    single fields, hence total=False."""
+
+    _id: str
+    tenant: str
+    name: str
+    # The secret fields of the connector's configuration, in clear.
+    config: dict[str, str]
+    webhook_secrets: list[WebhookSecretDoc]
+    # Revision of ``webhook_secrets``, the compare-and-set guard of a rotation.
+    rev: int
+
+
+class WriteKeyDoc(TypedDict):
+    """An ingest write key's document in ``connector_secrets`` (``_id`` is ``write-key/<key id>``)."""
+
+    _id: str
+    tenant: str
+    key_id: str
+    sha256: str
+    created_at: datetime
+    revoked: NotRequired[bool]
+    revoked_at: NotRequired[datetime]
+
+
 def connector_id(tenant: str, name: str) -> str:
     return f"{tenant}/{name}"
 
@@ -127,7 +199,7 @@ def _sha256(value: str) -> str:
     return hashlib.sha256(value.encode()).hexdigest()
 
 
-def _record(doc: Doc) -> ConnectorRecord:
+def _record(doc: ConnectorDoc) -> ConnectorRecord:
     return ConnectorRecord(
         tenant=doc["tenant"],
         name=doc["name"],
@@ -147,7 +219,7 @@ def _config_text(config: Mapping[str, Any]) -> str:
     return json.dumps(dict(config), sort_keys=True, separators=(",", ":"))
 
 
-def _task(doc: Doc) -> TaskRecord:
+def _task(doc: TaskDoc) -> TaskRecord:
     return TaskRecord(
         tenant=doc["tenant"],
         name=doc["name"],
@@ -173,9 +245,11 @@ class ControlStore:
     """Typed access to connector configuration, state and secrets. Thread-safe (pymongo clients are)."""
 
     def __init__(self, database: Database[Doc]) -> None:
-        self._connectors: Collection[Doc] = database[CONNECTORS]
-        self._secrets: Collection[Doc] = database[SECRETS]
-        self._tasks: Collection[Doc] = database[TASKS]
+        self._connectors: Collection[ConnectorDoc] = typed_collection(database, CONNECTORS, ConnectorDoc)
+        # One collection, two kinds of document: a connector's secrets and the tenants' write keys (by _id prefix).
+        self._secrets: Collection[ConnectorSecretsDoc] = typed_collection(database, SECRETS, ConnectorSecretsDoc)
+        self._write_keys: Collection[WriteKeyDoc] = typed_collection(database, SECRETS, WriteKeyDoc)
+        self._tasks: Collection[TaskDoc] = typed_collection(database, TASKS, TaskDoc)
 
     @classmethod
     def connect(cls, settings: Settings) -> ControlStore:
@@ -346,7 +420,7 @@ class ControlStore:
         Returns the active secrets' ids, newest first.
         """
         doc_id = connector_id(tenant, name)
-        entry = {"id": secrets.token_hex(4), "value": secret.get_secret_value(), "created_at": _now()}
+        entry: WebhookSecretDoc = {"id": secrets.token_hex(4), "value": secret.get_secret_value(), "created_at": _now()}
         # FerretDB ignores $push's $position/$slice, so the list is computed here and written with a revision guard
         # (compare-and-set on one document): two concurrent rotations cannot lose one another's secret silently.
         for _ in range(5):
@@ -386,7 +460,7 @@ class ControlStore:
         validate_tenant_id(tenant)
         info = WriteKeyInfo(key_id=secrets.token_hex(8), created_at=_now())
         secret = secrets.token_urlsafe(32)
-        self._secrets.insert_one(
+        self._write_keys.insert_one(
             {
                 "_id": f"write-key/{info.key_id}",
                 "tenant": tenant,
@@ -403,24 +477,23 @@ class ControlStore:
         if parsed is None:
             return None
         key_id, secret = parsed
-        doc = self._secrets.find_one({"_id": f"write-key/{key_id}"})
+        doc = self._write_keys.find_one({"_id": f"write-key/{key_id}"})
         if doc is None or doc.get("revoked"):
             return None
         if not hmac.compare_digest(_sha256(secret), str(doc.get("sha256", ""))):
             return None
-        tenant: str = doc["tenant"]
-        return tenant
+        return doc["tenant"]
 
     def write_keys(self, tenant: str) -> list[WriteKeyInfo]:
         """The tenant's write keys that are not revoked, oldest first."""
-        docs = self._secrets.find({"tenant": tenant, "key_id": {"$exists": True}, "revoked": {"$ne": True}})
+        docs = self._write_keys.find({"tenant": tenant, "key_id": {"$exists": True}, "revoked": {"$ne": True}})
         keys = [WriteKeyInfo(key_id=d["key_id"], created_at=d["created_at"]) for d in docs]
         return sorted(keys, key=lambda k: (k.created_at, k.key_id))
 
     def revoke_write_key(self, tenant: str, key_id: str) -> bool:
         """Revoke one of the tenant's write keys (at once: the ingest API reads the store on every request); False
         if the tenant has no key of that id. Revoking a revoked key again is a success."""
-        result = self._secrets.update_one(
+        result = self._write_keys.update_one(
             {"_id": f"write-key/{key_id}", "tenant": tenant}, {"$set": {"revoked": True, "revoked_at": _now()}}
         )
         return result.matched_count == 1

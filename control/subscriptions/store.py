@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypedDict
 
 from pydantic import SecretStr
 from pymongo import ASCENDING
@@ -23,7 +23,7 @@ from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
 from control.subscriptions.filters import Filters
-from metalake.mongo import Doc
+from metalake.mongo import Doc, typed_collection
 from tenants.naming import validate_tenant_id
 
 SUBSCRIPTIONS = "subscriptions"
@@ -65,7 +65,33 @@ class Subscription:
         return value.get_secret_value() if value is not None else None
 
 
-def _record(doc: Doc, secrets: Mapping[str, str] | None = None) -> Subscription:
+class SubscriptionDoc(TypedDict):
+    """A document of ``subscriptions``, as :meth:`SubscriptionStore.create` inserts it."""
+
+    _id: str
+    tenant: str
+    name: str
+    destination: str
+    # The destination's configuration without its secret fields.
+    config: dict[str, Any]
+    # Filters dumped in JSON mode.
+    filters: dict[str, Any]
+    enabled: bool
+    secret_fields: list[str]
+    created_at: datetime
+    updated_at: datetime
+
+
+class SubscriptionSecretsDoc(TypedDict):
+    """A document of ``subscription_secrets`` (``_id`` is the subscription's): the secret fields' values in clear."""
+
+    _id: str
+    tenant: str
+    name: str
+    values: dict[str, str]
+
+
+def _record(doc: SubscriptionDoc, secrets: Mapping[str, str] | None = None) -> Subscription:
     return Subscription(
         tenant=doc["tenant"],
         name=doc["name"],
@@ -82,8 +108,10 @@ def _record(doc: Doc, secrets: Mapping[str, str] | None = None) -> Subscription:
 
 class SubscriptionStore:
     def __init__(self, database: Database[Doc]) -> None:
-        self._subs: Collection[Doc] = database[SUBSCRIPTIONS]
-        self._secrets: Collection[Doc] = database[SUBSCRIPTION_SECRETS]
+        self._subs: Collection[SubscriptionDoc] = typed_collection(database, SUBSCRIPTIONS, SubscriptionDoc)
+        self._secrets: Collection[SubscriptionSecretsDoc] = typed_collection(
+            database, SUBSCRIPTION_SECRETS, SubscriptionSecretsDoc
+        )
 
     def create(
         self,
@@ -103,7 +131,7 @@ class SubscriptionStore:
         validate_name(name)
         doc_id = subscription_id(tenant, name)
         now = datetime.now(UTC)
-        doc: Doc = {
+        doc: SubscriptionDoc = {
             "_id": doc_id,
             "tenant": tenant,
             "name": name,
@@ -119,9 +147,8 @@ class SubscriptionStore:
             self._subs.insert_one(doc)
         except DuplicateKeyError:
             return None
-        self._secrets.replace_one(
-            {"_id": doc_id}, {"_id": doc_id, "tenant": tenant, "name": name, "values": dict(secrets)}, upsert=True
-        )
+        stored: SubscriptionSecretsDoc = {"_id": doc_id, "tenant": tenant, "name": name, "values": dict(secrets)}
+        self._secrets.replace_one({"_id": doc_id}, stored, upsert=True)
         if enabled:
             self._subs.update_one({"_id": doc_id}, {"$set": {"enabled": True}})
         return self.get(tenant, name)
@@ -161,23 +188,10 @@ class SubscriptionStore:
     def stored_secrets(self, tenant: str, name: str) -> dict[str, str]:
         """Plain secret values, for merging an update and for delivery only. Never serialise the result."""
         doc = self._secrets.find_one({"_id": subscription_id(tenant, name)})
-        return dict((doc or {}).get("values") or {})
+        return dict(doc.get("values") or {}) if doc is not None else {}
 
     def with_secrets(self, sub: Subscription) -> Subscription:
-        return _record(self._subs_doc(sub), self.stored_secrets(sub.tenant, sub.name))
-
-    def _subs_doc(self, sub: Subscription) -> Doc:
-        return {
-            "tenant": sub.tenant,
-            "name": sub.name,
-            "destination": sub.destination,
-            "config": dict(sub.config),
-            "filters": sub.filters.model_dump(mode="json"),
-            "enabled": sub.enabled,
-            "secret_fields": list(sub.secret_fields),
-            "created_at": sub.created_at,
-            "updated_at": sub.updated_at,
-        }
+        return replace(sub, secrets={k: SecretStr(v) for k, v in self.stored_secrets(sub.tenant, sub.name).items()})
 
     def page(self, tenant: str, *, after: str | None = None, limit: int | None = None) -> list[Subscription]:
         query: Doc = {"tenant": tenant}

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, NotRequired, TypedDict
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 from pymongo.collection import Collection
@@ -28,7 +28,7 @@ from control.subscriptions.store import NAME_PATTERN
 from metalake.events.changes import Change, StateChange
 from metalake.events.envelope import CloudEvent, InvalidEvent, decode_record, new_event
 from metalake.expiry import expires_at
-from metalake.mongo import Doc
+from metalake.mongo import Doc, typed_collection
 
 SUBSCRIPTION_TEST_REQUESTED = "io.metalake.subscription.test.requested.v1"
 TEST_ASSET = "urn:metalake:metalake:test/subscriptions/test/test"
@@ -119,11 +119,28 @@ class TestOutcome:
     finished_at: datetime | None = None
 
 
+class OutcomeDoc(TypedDict):
+    """A ``test`` document of the ledger's collection: ``TestOutcomes.pending`` inserts it, ``TestOutcomes.finish``
+    adds the destination's answer."""
+
+    _id: str
+    kind: Literal["test"]
+    tenant: str
+    subscription: str
+    test_id: str
+    status: Status
+    requested_at: datetime
+    expires_at: datetime
+    detail: NotRequired[str]
+    refs: NotRequired[dict[str, str]]
+    finished_at: NotRequired[datetime]
+
+
 def _outcome_id(tenant: str, test_id: str) -> str:
     return f"test/{tenant}/{test_id}"
 
 
-def _outcome(doc: Doc) -> TestOutcome:
+def _outcome(doc: OutcomeDoc) -> TestOutcome:
     return TestOutcome(
         id=doc["test_id"],
         tenant=doc["tenant"],
@@ -142,7 +159,8 @@ class TestOutcomes:
     __test__ = False
 
     def __init__(self, database: Database[Doc], retention: timedelta) -> None:
-        self._docs: Collection[Doc] = database[DELIVERIES]
+        # The ledger's collection holds other kinds too; this view reads and writes ``kind: "test"`` documents only.
+        self._docs: Collection[OutcomeDoc] = typed_collection(database, DELIVERIES, OutcomeDoc)
         self._retention = retention
 
     def _expiry(self, now: datetime) -> datetime:
@@ -151,7 +169,7 @@ class TestOutcomes:
     def pending(self, test: SubscriptionTest) -> TestOutcome:
         """Record the request before it is published, so the runtime finds it and a reader never gets a 404."""
         now = datetime.now(UTC)
-        doc: Doc = {
+        doc: OutcomeDoc = {
             "_id": _outcome_id(test.tenant, test.id),
             "kind": "test",
             "tenant": test.tenant,

@@ -8,11 +8,18 @@ from __future__ import annotations
 
 from pymongo.database import Database
 
+from metalake import projection
 from metalake.mongo import Doc
 from metalake.propagation.graph import Limits
 from metalake.propagation.tenant import ASSETS, CLASSIFICATIONS, LINEAGE, PROPAGATED, TenantPropagation
 
-_COLLECTIONS = ((LINEAGE, "lineage"), (CLASSIFICATIONS, "classifications"), (PROPAGATED, "propagated_tags"))
+# Propagation's table names -> the projection's collections. Read as open documents (without ``_id``, projected
+# away): TenantPropagation.apply reads the fields of a table's key and state by name.
+_COLLECTIONS = (
+    (LINEAGE, projection.LINEAGE_COLLECTION),
+    (CLASSIFICATIONS, projection.CLASSIFICATIONS_COLLECTION),
+    (PROPAGATED, projection.PROPAGATED_COLLECTION),
+)
 
 
 def load_tenant(database: Database[Doc], tenant: str, limits: Limits) -> TenantPropagation:
@@ -22,7 +29,9 @@ def load_tenant(database: Database[Doc], tenant: str, limits: Limits) -> TenantP
     for table, collection in _COLLECTIONS:
         for doc in database[collection].find({}, {"_id": 0}):
             state.apply(table, doc)
-    deleted = database["assets"].find({"deleted": True}, {"_id": 0, "urn": 1, "version": 1, "event_id": 1})
+    deleted = database[projection.ASSETS_COLLECTION].find(
+        {"deleted": True}, {"_id": 0, "urn": 1, "version": 1, "event_id": 1}
+    )
     for doc in deleted:
         state.apply(ASSETS, {**doc, "deleted": True})
     return state

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
+from metalake.projection import ASSETS_COLLECTION
 from processors.enrichment.state import StateSpec
 
 HEALTHY = "healthy"
@@ -37,7 +38,7 @@ INSERT_DEFAULTS: Mapping[str, Any] = {"health": HEALTHY, "open_incidents": 0}
 
 # The assets' health as a kind of state for the changes topic (table "asset_health", key urn): not in STATE_SPECS,
 # as no event feeds it directly.
-HEALTH = StateSpec(table="asset_health", collection="assets", key=("urn",), types={}, fields=HEALTH_FIELDS)
+HEALTH = StateSpec(table="asset_health", collection=ASSETS_COLLECTION, key=("urn",), types={}, fields=HEALTH_FIELDS)
 
 _SEVERITY = re.compile(r"sev[-_ ]?(\d+)", re.IGNORECASE)
 

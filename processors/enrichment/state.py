@@ -2,7 +2,8 @@
 
 One spec per kind of state (assets, classifications, lineage edges, incidents) drives the same three steps: fold the
 batch's events into one row per key, MERGE the rows into the tenant's Delta table, upsert them into MongoDB. Pure
-Python here; Spark and MongoDB I/O live in ``writer`` and ``projection``.
+Python here; Spark and MongoDB I/O live in ``writer`` and ``projection``. The MongoDB documents a spec makes are typed
+in ``metalake.projection`` for their readers (a unit test keeps the two in step).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from metalake import projection
 from metalake.urn import AssetUrn, InvalidUrn
 from processors.enrichment.parse import ParsedRow
 
@@ -58,7 +60,7 @@ class StateSpec:
 
 ASSETS = StateSpec(
     table="assets",
-    collection="assets",
+    collection=projection.ASSETS_COLLECTION,
     key=("urn",),
     types={"io.metalake.asset.upserted.v1": False, "io.metalake.asset.deleted.v1": True},
     fields=("kind", "name", "platform", "qualified_name", "description", "data_type", "owners", "properties"),
@@ -69,7 +71,7 @@ ASSETS = StateSpec(
 )
 CLASSIFICATIONS = StateSpec(
     table="classifications",
-    collection="classifications",
+    collection=projection.CLASSIFICATIONS_COLLECTION,
     key=("urn", "tag"),
     types={"io.metalake.classification.added.v1": False, "io.metalake.classification.removed.v1": True},
     fields=(
@@ -85,14 +87,14 @@ CLASSIFICATIONS = StateSpec(
 )
 LINEAGE = StateSpec(
     table="lineage_edges",
-    collection="lineage",
+    collection=projection.LINEAGE_COLLECTION,
     key=("upstream", "urn"),
     types={"io.metalake.lineage.edge.added.v1": False, "io.metalake.lineage.edge.removed.v1": True},
     fields=("blocked_tags", "transformation", "propagation"),
 )
 INCIDENTS = StateSpec(
     table="incidents",
-    collection="incidents",
+    collection=projection.INCIDENTS_COLLECTION,
     key=("incident_id", "urn"),
     types={
         "com.montecarlodata.incident.opened.v1": False,
@@ -104,7 +106,7 @@ INCIDENTS = StateSpec(
 # Tags that reached an asset along lineage, one row per (asset, tag, origin); written by processors.propagation.
 PROPAGATED = StateSpec(
     table="propagated_tags",
-    collection="propagated_tags",
+    collection=projection.PROPAGATED_COLLECTION,
     key=("urn", "tag", "origin"),
     types={"io.metalake.classification.propagated.v1": False, "io.metalake.classification.unpropagated.v1": True},
     fields=("path", "depth"),

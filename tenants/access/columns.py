@@ -8,10 +8,11 @@ from typing import Any
 
 from pymongo.database import Database
 
+from metalake.projection import CLASSIFICATIONS_COLLECTION, PROPAGATED_COLLECTION
 from tenants.access.rules import MirroredSchema, TrinoColumn, column_for_urn, is_masked_tag
 
 # Collections of a tenant's MongoDB database holding tag assignments (propagated_tags: written by propagation).
-TAG_COLLECTIONS = ("classifications", "propagated_tags")
+TAG_COLLECTIONS = (CLASSIFICATIONS_COLLECTION, PROPAGATED_COLLECTION)
 
 
 def masked_columns(

@@ -10,11 +10,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypedDict
 
 from pymongo import MongoClient
 from pymongo.errors import PyMongoError
 
+from metalake.mongo import typed_collection
 from metalake.settings import Settings
 from tenants.access import catalog
 from tenants.access.columns import load_masked_columns
@@ -52,8 +53,24 @@ def resolve(tagged: Iterable[TrinoColumn], types: Mapping[str, Mapping[str, str]
     return out
 
 
-def _to_doc(masked: Masked) -> list[dict[str, Any]]:
-    # A list, not a nested object: table and column names may hold '.', which MongoDB field names must not.
+class MaskedColumnDoc(TypedDict):
+    """One masked column (a list entry: table and column names may hold '.', which MongoDB field names must not)."""
+
+    table: str
+    column: str
+    # Trino's type of the column, ``None`` when Trino does not know the column.
+    type: str | None
+
+
+class AccessDoc(TypedDict):
+    """A document of ``trino_access``: one tenant's resolved masks."""
+
+    _id: str  # the tenant id
+    masked: list[MaskedColumnDoc]
+    updated_at: datetime
+
+
+def _to_doc(masked: Masked) -> list[MaskedColumnDoc]:
     return [
         {"table": table, "column": column, "type": data_type}
         for table, columns in sorted(masked.items())
@@ -61,7 +78,7 @@ def _to_doc(masked: Masked) -> list[dict[str, Any]]:
     ]
 
 
-def _from_doc(items: Iterable[Mapping[str, Any]]) -> Masked:
+def _from_doc(items: Iterable[MaskedColumnDoc]) -> Masked:
     out: Masked = {}
     for item in items:
         out.setdefault(str(item["table"]), {})[str(item["column"])] = item.get("type")
@@ -76,6 +93,7 @@ class AccessSync:
         self._mongo = mongo
         self._control = mongo[CONTROL_DATABASE]
         self._registry = TenantRegistry(self._control)
+        self._access = typed_collection(self._control, ACCESS_COLLECTION, AccessDoc)
 
     def tenants(self) -> list[str]:
         """Tenants whose users get rules: registered ones not suspended or being deleted, and unregistered tenants
@@ -96,7 +114,7 @@ class AccessSync:
         self,
         tenant: str,
         *,
-        stored: list[dict[str, Any]] | None = None,
+        stored: list[MaskedColumnDoc] | None = None,
         mirrored: list[MirroredSchema] | None = None,
     ) -> Masked:
         """Reload one tenant's tagged columns and store its resolved masks (unless ``stored``, the stored document's
@@ -115,9 +133,8 @@ class AccessSync:
         masked = resolve(tagged, types)
         doc = _to_doc(masked)
         if doc != stored:
-            self._control[ACCESS_COLLECTION].replace_one(
-                {"_id": tenant}, {"masked": doc, "updated_at": datetime.now(UTC)}, upsert=True
-            )
+            # The replacement leaves out _id: the upsert takes it from the filter.
+            self._access.replace_one({"_id": tenant}, {"masked": doc, "updated_at": datetime.now(UTC)}, upsert=True)
         log.info(
             "access.tenant_refreshed",
             extra={"tenant": tenant, "tables": len(masked), "columns": sum(len(c) for c in masked.values())},
@@ -126,7 +143,7 @@ class AccessSync:
 
     def render(self) -> bool:
         """Rewrite the rules file from the stored masks of every tenant; True if it changed."""
-        stored = {doc["_id"]: _from_doc(doc.get("masked") or []) for doc in self._control[ACCESS_COLLECTION].find()}
+        stored = {doc["_id"]: _from_doc(doc.get("masked") or []) for doc in self._access.find()}
         accesses = [TenantAccess(t, stored.get(t, {})) for t in self.tenants()]
         settings = self._settings
         rules = build_rules(
@@ -152,7 +169,7 @@ class AccessSync:
                 self.refresh(tenant)
             self.render()
             return chosen
-        stored = {doc["_id"]: doc.get("masked") for doc in self._control[ACCESS_COLLECTION].find()}
+        stored = {doc["_id"]: doc.get("masked") for doc in self._access.find()}
         mirrored = {r.id: mirrored_schemas(r.settings) for r in self._registry.list()}
         done = []
         for tenant in self.tenants():

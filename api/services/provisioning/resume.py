@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from api.context import ApiContext
-from api.services.erasures import ERASURES_COLLECTION, ErasureState, ErasureStore
+from api.services.erasures import ErasureState, ErasureStore
 from api.services.provisioning.provisioner import Provisioner, waiting
 from api.services.provisioning.runs import (
     RESUMER,
@@ -111,15 +111,13 @@ class Resumer:
     def _orphan_erasures(self) -> None:
         """Erasures left unfinished without their URN (accepted before this version, or a crash between the status
         document and the URN's): they cannot run again, so they fail, asking for a new request."""
-        erasures = self.ctx.mongo[CONTROL_DATABASE][ERASURES_COLLECTION]
         pending, store = PendingErasures(self.ctx), ErasureStore(self.ctx.mongo[CONTROL_DATABASE])
-        unfinished = [ErasureState.ACCEPTED.value, ErasureState.RUNNING.value]
-        for doc in erasures.find({"state": {"$in": unfinished}}, {"tenant": 1, "id": 1, "updated_at": 1}):
-            tenant, erasure_id = doc["tenant"], doc["id"]
+        for record in store.unfinished():
+            tenant, erasure_id = record.tenant, record.id
             if not self.scope(tenant):
                 continue
             key = erasure_key(tenant, erasure_id)
-            if pending.urn(tenant, erasure_id) is None and self._free(key, doc["updated_at"]):
+            if pending.urn(tenant, erasure_id) is None and self._free(key, record.updated_at):
                 error = "interrupted before it could be resumed: request the erasure again"
                 store.update(tenant, erasure_id, ErasureState.FAILED, error=error)
                 log.warning("api.erasure_orphaned", extra={"tenant": tenant, "erasure": erasure_id})

@@ -17,6 +17,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from typing import TypedDict
 
 from api.context import ApiContext
 from api.services import audit
@@ -25,7 +26,8 @@ from api.services.provisioning.launcher import launcher_for
 from api.services.provisioning.provisioner import Outcome, Provisioner
 from api.services.provisioning.steps import StepContext
 from control.auth.principal import Principal
-from metalake.lease import LEASES, LeaseHeld, LeaseStore
+from metalake.lease import LeaseHeld, LeaseStore
+from metalake.mongo import typed_collection
 from tenants.naming import CONTROL_DATABASE
 from tenants.registry import TenantRegistry
 
@@ -47,7 +49,7 @@ def erasure_key(tenant: str, erasure_id: str) -> str:
 
 
 def lease_store(ctx: ApiContext) -> LeaseStore:
-    return LeaseStore(ctx.mongo[CONTROL_DATABASE][LEASES])
+    return LeaseStore.in_database(ctx.mongo[CONTROL_DATABASE])
 
 
 @contextmanager
@@ -112,25 +114,34 @@ def deprovision_tenant(
     return _tenant_run(ctx, principal, tenant, wait_s, "tenant.deprovision", prov.deprovision, tenant_audit=False)
 
 
+class PendingErasureDoc(TypedDict):
+    """A document of ``erasures_pending``: the URN of an unfinished erasure."""
+
+    _id: str  # "<tenant>/<erasure id>", as the erasure's status document
+    tenant: str
+    urn: str
+
+
 class PendingErasures:
     """The URNs of unfinished erasures (see the module docstring). Single-document operations by ``_id``."""
 
     def __init__(self, ctx: ApiContext) -> None:
-        self._pending = ctx.mongo[CONTROL_DATABASE][PENDING_ERASURES]
+        self._pending = typed_collection(ctx.mongo[CONTROL_DATABASE], PENDING_ERASURES, PendingErasureDoc)
 
     def put(self, tenant: str, erasure_id: str, urn: str) -> None:
+        # The replacement leaves out _id: the upsert takes it from the filter.
         self._pending.replace_one({"_id": f"{tenant}/{erasure_id}"}, {"tenant": tenant, "urn": urn}, upsert=True)
 
     def urn(self, tenant: str, erasure_id: str) -> str | None:
         doc = self._pending.find_one({"_id": f"{tenant}/{erasure_id}"})
-        return str(doc["urn"]) if doc is not None else None
+        return doc["urn"] if doc is not None else None
 
     def drop(self, tenant: str, erasure_id: str) -> None:
         self._pending.delete_one({"_id": f"{tenant}/{erasure_id}"})
 
     def all(self) -> list[tuple[str, str]]:
         """Every unfinished erasure as ``(tenant, id)``: a scan, of a collection that holds only unfinished ones."""
-        return [(d["tenant"], str(d["_id"]).split("/", 1)[1]) for d in self._pending.find({}, {"tenant": 1})]
+        return [(d["tenant"], d["_id"].split("/", 1)[1]) for d in self._pending.find({}, {"tenant": 1})]
 
 
 def erase_asset(

@@ -27,7 +27,7 @@ import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, NotRequired, TypedDict
 
 from pymongo import ReturnDocument
 from pymongo.collection import Collection
@@ -35,7 +35,7 @@ from pymongo.database import Database
 
 from control.subscriptions.testsend import DELIVERIES
 from metalake.expiry import delete_in_batches, ensure_ttl_index, expires_at
-from metalake.mongo import Doc
+from metalake.mongo import Doc, typed_collection
 
 DEFAULT_RETENTION = timedelta(days=7)
 
@@ -53,6 +53,43 @@ def idempotency_key(tenant: str, subscription: str, change_id: str, operation: s
 def _anchor_id(tenant: str, subscription: str, kind: str, asset: str, tag: str) -> str:
     digest = hashlib.sha256(f"{tenant}\x1f{subscription}\x1f{kind}\x1f{asset}\x1f{tag}".encode()).hexdigest()
     return f"anchor_{digest[:40]}"
+
+
+class StepDoc(TypedDict):
+    """A ``step`` document: :meth:`LedgerScope.begin` upserts every field but ``result`` and ``done_at``, which
+    :meth:`LedgerScope.done` adds."""
+
+    _id: str
+    kind: Literal["step"]
+    tenant: str
+    subscription: str
+    change_id: str
+    operation: str
+    state: Literal["in_flight", "done"]
+    started_at: datetime
+    attempts: int
+    expires_at: datetime
+    # What the destination answered (Slack channel and ts, Jira key).
+    result: NotRequired[dict[str, Any]]
+    done_at: NotRequired[datetime]
+
+
+class AnchorDoc(TypedDict):
+    """An ``anchor`` (per subscription) or ``shared`` (per tenant, ``subscription`` absent) document. An anchor's
+    ``fields`` are the destination's state (Slack thread, Jira key); a shared document's map a subscription name to
+    the value it shares. ``expires_at`` only once released."""
+
+    _id: str
+    kind: Literal["anchor", "shared"]
+    # The destination's kind of anchor (e.g. a Slack thread, a Jira issue).
+    anchor: str
+    tenant: str
+    subscription: NotRequired[str]
+    asset: str
+    tag: str
+    fields: dict[str, Any]
+    updated_at: datetime
+    expires_at: NotRequired[datetime]
 
 
 @dataclass(frozen=True)
@@ -74,32 +111,36 @@ def expired_query(now: datetime, retention: timedelta) -> Doc:
     }
 
 
-def _step(doc: Doc) -> Step:
+def _step(doc: StepDoc) -> Step:
     return Step(doc["_id"], doc["state"], int(doc.get("attempts", 0)), doc.get("started_at"), doc.get("result") or {})
 
 
 class Ledger:
     def __init__(self, database: Database[Doc], retention: timedelta = DEFAULT_RETENTION) -> None:
-        self._docs: Collection[Doc] = database[DELIVERIES]
+        # One collection, documents of several kinds (by ``kind``): each kind is read and written through its view.
+        self._steps: Collection[StepDoc] = typed_collection(database, DELIVERIES, StepDoc)
+        self._anchors: Collection[AnchorDoc] = typed_collection(database, DELIVERIES, AnchorDoc)
+        # Expiry spans every kind (test outcomes included) and reads only ``expires_at`` and ``_id``: an open view.
+        self._all: Collection[Doc] = database[DELIVERIES]
         self.retention = retention
 
     def scope(self, tenant: str, subscription: str, change_id: str) -> LedgerScope:
-        return LedgerScope(self._docs, tenant, subscription, change_id, self.retention)
+        return LedgerScope(self._steps, self._anchors, tenant, subscription, change_id, self.retention)
 
     def ensure_expiry(self) -> bool:
         """Create the TTL index on ``expires_at``; ``False`` if the server has none (then :meth:`prune` must run)."""
-        return ensure_ttl_index(self._docs)
+        return ensure_ttl_index(self._all)
 
     def prune(self, now: datetime | None = None, batch: int = 500) -> int:
         """Delete expired documents in batches of ``batch`` (short writes: deliveries write the same collection, and
         FerretDB's SQLite backend serialised them all). Returns how many went."""
-        return delete_in_batches(self._docs, expired_query(now or _now(), self.retention), batch)
+        return delete_in_batches(self._all, expired_query(now or _now(), self.retention), batch)
 
     def steps_of(self, tenant: str, subscription: str | None = None) -> list[Step]:
         query: Doc = {"kind": "step", "tenant": tenant}
         if subscription is not None:
             query["subscription"] = subscription
-        return [_step(d) for d in self._docs.find(query)]
+        return [_step(d) for d in self._steps.find(query)]
 
 
 class LedgerScope:
@@ -107,13 +148,14 @@ class LedgerScope:
 
     def __init__(
         self,
-        docs: Collection[Doc],
+        steps: Collection[StepDoc],
+        anchors: Collection[AnchorDoc],
         tenant: str,
         subscription: str,
         change_id: str,
         retention: timedelta = DEFAULT_RETENTION,
     ) -> None:
-        self._docs = docs
+        self._steps, self._anchors = steps, anchors
         self.tenant, self.subscription, self.change_id = tenant, subscription, change_id
         self._retention = retention
 
@@ -128,7 +170,7 @@ class LedgerScope:
 
         Every attempt moves ``expires_at`` on: a change still being redelivered keeps its steps."""
         now = _now()
-        before = self._docs.find_one_and_update(
+        before = self._steps.find_one_and_update(
             {"_id": self.key(operation)},
             {
                 "$setOnInsert": {
@@ -150,7 +192,7 @@ class LedgerScope:
 
     def done(self, operation: str, result: Mapping[str, Any]) -> None:
         now = _now()
-        self._docs.update_one(
+        self._steps.update_one(
             {"_id": self.key(operation)},
             {"$set": {"state": "done", "result": dict(result), "done_at": now, "expires_at": self._expiry(now)}},
         )
@@ -170,7 +212,7 @@ class LedgerScope:
     # -- anchors ------------------------------------------------------------------------------------------------------
 
     def anchor(self, kind: str, asset: str, tag: str) -> Mapping[str, Any] | None:
-        doc = self._docs.find_one({"_id": _anchor_id(self.tenant, self.subscription, kind, asset, tag)})
+        doc = self._anchors.find_one({"_id": _anchor_id(self.tenant, self.subscription, kind, asset, tag)})
         return doc.get("fields") if doc is not None else None
 
     def set_anchor(self, kind: str, asset: str, tag: str, fields: Mapping[str, Any], *, released: bool = False) -> None:
@@ -192,20 +234,20 @@ class LedgerScope:
             update["$set"]["expires_at"] = self._expiry(now)
         else:
             update["$unset"] = {"expires_at": ""}
-        self._docs.update_one(
+        self._anchors.update_one(
             {"_id": _anchor_id(self.tenant, self.subscription, kind, asset, tag)}, update, upsert=True
         )
 
     def release_anchor(self, kind: str, asset: str, tag: str) -> None:
         """The tag's removal was delivered: the anchor expires after the retention (unless the tag comes back)."""
-        self._docs.update_one(
+        self._anchors.update_one(
             {"_id": _anchor_id(self.tenant, self.subscription, kind, asset, tag)},
             {"$set": {"expires_at": self._expiry(_now())}},
         )
 
     def keep_anchor(self, kind: str, asset: str, tag: str) -> None:
         """The tag is on the asset (again): a released anchor no longer expires. Writes only if it was released."""
-        self._docs.update_one(
+        self._anchors.update_one(
             {"_id": _anchor_id(self.tenant, self.subscription, kind, asset, tag), "expires_at": {"$exists": True}},
             {"$unset": {"expires_at": ""}},
         )
@@ -213,7 +255,7 @@ class LedgerScope:
     def share(self, kind: str, asset: str, tag: str, value: Mapping[str, Any]) -> None:
         """Publish this subscription's ``value`` for (asset, tag) to the tenant's other subscriptions (Jira's issue
         key for Slack's thread). One document per (tenant, kind, asset, tag), read by id: no query, no index."""
-        self._docs.update_one(
+        self._anchors.update_one(
             {"_id": _anchor_id(self.tenant, "*", kind, asset, tag)},
             {
                 "$set": {f"fields.{self.subscription}": dict(value), "updated_at": _now()},
@@ -228,13 +270,13 @@ class LedgerScope:
         (asset, tag), the document expires after the retention."""
         doc_id = _anchor_id(self.tenant, "*", kind, asset, tag)
         now = _now()
-        self._docs.update_one(
+        self._anchors.update_one(
             {"_id": doc_id}, {"$unset": {f"fields.{self.subscription}": ""}, "$set": {"updated_at": now}}
         )
-        self._docs.update_one({"_id": doc_id, "fields": {}}, {"$set": {"expires_at": self._expiry(now)}})
+        self._anchors.update_one({"_id": doc_id, "fields": {}}, {"$set": {"expires_at": self._expiry(now)}})
 
     def shared(self, kind: str, asset: str, tag: str) -> list[Mapping[str, Any]]:
         """What the tenant's subscriptions shared for (asset, tag), ordered by subscription name."""
-        doc = self._docs.find_one({"_id": _anchor_id(self.tenant, "*", kind, asset, tag)})
-        fields: Mapping[str, Any] = (doc or {}).get("fields") or {}
+        doc = self._anchors.find_one({"_id": _anchor_id(self.tenant, "*", kind, asset, tag)})
+        fields: Mapping[str, Any] = (doc.get("fields") if doc is not None else None) or {}
         return [fields[name] for name in sorted(fields)]

@@ -1,0 +1,156 @@
+"""The documents of a tenant's MongoDB projection (``metalake_<tenant>``): one collection per kind of current state.
+
+The streaming job writes them (``processors.enrichment.projection``, shaped by the state specs of
+``processors.enrichment.state``); the API's catalog, the propagation and the access rules read them. Declared here, in
+the kernel, because both sides import it (the deployables do not import one another).
+
+What every document holds: ``_id``, the state key (``urn``; ``urn|tag``; ``upstream|urn``; ``incident_id|urn``;
+``urn|tag|origin``), the key fields again as fields, and the meta fields (``deleted``, ``version``, ``event_id``,
+``event_time``, ``updated_at``). A removal leaves a tombstone (``deleted: true``) that keeps the key and meta fields
+only, so a tombstone that came first has none of the other fields: they are NotRequired. An asset's fields are
+*carried* (an event may leave one out and keep the held value, a null is never written), so they are never ``None``;
+the other kinds' fields are replaced by each event, null included.
+"""
+
+# No ``from __future__ import annotations``: with string annotations Python 3.11 cannot tell NotRequired fields at
+# run time, and the unit test that pins these documents to the job's state specs reads __required_keys__.
+from datetime import datetime
+from typing import Any, NotRequired, TypedDict
+
+from pymongo.collection import Collection
+from pymongo.database import Database
+
+from metalake.mongo import typed_collection
+
+ASSETS_COLLECTION = "assets"
+CLASSIFICATIONS_COLLECTION = "classifications"
+LINEAGE_COLLECTION = "lineage"
+INCIDENTS_COLLECTION = "incidents"
+PROPAGATED_COLLECTION = "propagated_tags"
+
+
+class AssetDoc(TypedDict):
+    """A document of ``assets`` (``_id``: the URN), with the health the job derives from the asset's incidents."""
+
+    _id: str
+    urn: str
+    kind: NotRequired[str]
+    name: NotRequired[str]
+    # Derived from the URN by the job.
+    platform: NotRequired[str]
+    qualified_name: NotRequired[str]
+    description: NotRequired[str]
+    data_type: NotRequired[str]
+    owners: NotRequired[list[str]]
+    properties: NotRequired[dict[str, str]]
+    deleted: bool
+    version: int
+    event_id: str
+    event_time: datetime | None
+    updated_at: datetime
+    # Health: ``health`` and ``open_incidents`` are set when the asset is inserted (healthy, 0), the rest by the
+    # first health computation, guarded by (health_version, health_event_id).
+    health: str
+    open_incidents: int
+    health_severity: NotRequired[str | None]
+    open_incident_ids: NotRequired[list[str]]
+    health_version: NotRequired[int]
+    health_event_id: NotRequired[str]
+    health_updated_at: NotRequired[datetime]
+
+
+class ClassificationDoc(TypedDict):
+    """A document of ``classifications`` (``_id``: ``urn|tag``): a tag set on the asset itself."""
+
+    _id: str
+    urn: str
+    tag: str
+    # "human", "auto" or "propagated"; a human's row is never replaced by an automatic one.
+    source: NotRequired[str | None]
+    propagate: NotRequired[bool | None]
+    confidence: NotRequired[float | None]
+    rule: NotRequired[str | None]
+    actor: NotRequired[str | None]
+    remove_propagations_on_entity_delete: NotRequired[bool | None]
+    restrict_propagation_through_lineage: NotRequired[bool | None]
+    deleted: bool
+    version: int
+    event_id: str
+    event_time: datetime | None
+    updated_at: datetime
+
+
+class LineageDoc(TypedDict):
+    """A document of ``lineage`` (``_id``: ``upstream|urn``): an edge from ``upstream`` to the downstream ``urn``."""
+
+    _id: str
+    upstream: str
+    urn: str
+    blocked_tags: NotRequired[list[str] | None]
+    transformation: NotRequired[str | None]
+    # Which way tags cross the edge: "downstream", "upstream", "both" or "none".
+    propagation: NotRequired[str | None]
+    deleted: bool
+    version: int
+    event_id: str
+    event_time: datetime | None
+    updated_at: datetime
+
+
+class IncidentDoc(TypedDict):
+    """A document of ``incidents`` (``_id``: ``incident_id|urn``): a Monte Carlo incident on one asset."""
+
+    _id: str
+    incident_id: str
+    urn: str
+    status: NotRequired[str | None]
+    incident_type: NotRequired[str | None]
+    webhook_type: NotRequired[str | None]
+    feedback: NotRequired[str | None]
+    severity: NotRequired[str | None]
+    owner: NotRequired[str | None]
+    url: NotRequired[str | None]
+    summary: NotRequired[str | None]
+    deleted: bool
+    version: int
+    event_id: str
+    event_time: datetime | None
+    updated_at: datetime
+
+
+class PropagatedTagDoc(TypedDict):
+    """A document of ``propagated_tags`` (``_id``: ``urn|tag|origin``): a tag that reached ``urn`` along lineage from
+    ``origin``; written through the job by ``processors.propagation``'s events."""
+
+    _id: str
+    urn: str
+    tag: str
+    origin: str
+    # The URNs from the origin to this asset.
+    path: NotRequired[list[str] | None]
+    depth: NotRequired[int | None]
+    deleted: bool
+    version: int
+    event_id: str
+    event_time: datetime | None
+    updated_at: datetime
+
+
+def assets(database: Database[Any]) -> Collection[AssetDoc]:
+    return typed_collection(database, ASSETS_COLLECTION, AssetDoc)
+
+
+def classifications(database: Database[Any]) -> Collection[ClassificationDoc]:
+    return typed_collection(database, CLASSIFICATIONS_COLLECTION, ClassificationDoc)
+
+
+def lineage(database: Database[Any]) -> Collection[LineageDoc]:
+    return typed_collection(database, LINEAGE_COLLECTION, LineageDoc)
+
+
+def incidents(database: Database[Any]) -> Collection[IncidentDoc]:
+    return typed_collection(database, INCIDENTS_COLLECTION, IncidentDoc)
+
+
+def propagated_tags(database: Database[Any]) -> Collection[PropagatedTagDoc]:
+    return typed_collection(database, PROPAGATED_COLLECTION, PropagatedTagDoc)
