@@ -28,9 +28,12 @@ SERVICES = ["api", "propagation", "outbound", "access"]
 def processors(stack: StackManager) -> Iterator[StackManager]:
     running = {s.name for s in stack.status() if s.state == "running"}
     missing = [name for name in SERVICES if name not in running]
-    stack.up(missing)
-    yield stack
-    stack.down(missing)
+    try:
+        stack.up(missing)
+        yield stack
+    finally:
+        # Also when a service fails to start: processors left running would act on every later test's tenants.
+        stack.down(missing)
 
 
 def test_the_demo_shows_the_whole_flow(
