@@ -27,7 +27,7 @@ class StreamJob(Service):
         return ctx.run_dir(self.name) / "ready"
 
     def argv(self, ctx: StackContext) -> list[str]:
-        return [sys.executable, "-m", "processors.enrichment.jobs.stream", "--ready-file", str(self.ready_file(ctx))]
+        return [sys.executable, "-m", "processors.enrichment", "--ready-file", str(self.ready_file(ctx))]
 
     def env(self, ctx: StackContext) -> dict[str, str]:
         return {**os.environ, "PYTHONUNBUFFERED": "1"}

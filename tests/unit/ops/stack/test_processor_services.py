@@ -111,3 +111,23 @@ def test_a_busy_api_port_names_the_api_setting(tmp_path: Path) -> None:
             StackManager(settings, tmp_path, echo=lambda _: None).up(["api"])
     assert f"api: port 127.0.0.1:{port} is in use by another process" in str(err.value)
     assert "(e.g. METALAKE_API__PORT=<port>)" in str(err.value)
+
+
+@pytest.mark.parametrize("service", [s for s in SERVICES if s.name in ("stream", *NEW)], ids=lambda s: s.name)
+def test_every_python_service_starts_a_command_that_exists(service: object, tmp_path: Path) -> None:
+    # A renamed entry point must fail here, not when the stack starts it: run the service's own argv with --help.
+    import itertools
+    import subprocess
+    import sys
+
+    from ops.stack.services.base import Service
+
+    assert isinstance(service, Service)
+    ctx = StackContext(Settings(stack=StackSettings(dir=tmp_path / ".stack")), tmp_path)
+    argv = service.argv(ctx)
+    # The module and its subcommands, up to the first option (the options would start the service), then --help.
+    words = list(itertools.takewhile(lambda a: not a.startswith("--"), argv[argv.index("-m") + 1 :]))
+    done = subprocess.run(
+        [sys.executable, "-m", *words, "--help"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr[-1500:]
