@@ -10,24 +10,34 @@ import re
 import secrets
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
+from outbound_runtime import MAIN_TOPICS, RETRY, start_groups_at_end
 from pymongo import MongoClient
 
 from metalake.settings import Settings
 from ops.stack import StackManager
 from ops.stack.paths import find_project_root
-from tenants.naming import names_for
+from tenants.naming import CHANGES_TOPIC, names_for
 
 SERVICES = ["api", "propagation", "outbound", "access"]
 
 
 @pytest.fixture
-def processors(stack: StackManager) -> Iterator[StackManager]:
+def processors(stack: StackManager, settings: Settings) -> Iterator[StackManager]:
     running = {s.name for s in stack.status() if s.state == "running"}
     missing = [name for name in SERVICES if name not in running]
+    # Processors this test starts begin at the end of their topics, as on a fresh stack: the shared test stack's
+    # metalake.changes holds every earlier test's changes, and working through them (deliveries to those tests'
+    # long-gone receivers, with retries) held the demo's own webhooks back for minutes.
+    groups: dict[str, str | Sequence[str]] = {
+        "outbound": {settings.outbound.group_id: MAIN_TOPICS, settings.outbound.retry_group_id: RETRY},
+        "propagation": {settings.propagation.group_id: CHANGES_TOPIC},
+        "access": {settings.access.group_id: CHANGES_TOPIC},
+    }
+    start_groups_at_end(settings, {g: t for name in missing for g, t in groups.get(name, {}).items()})
     try:
         stack.up(missing)
         yield stack
