@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -36,7 +37,8 @@ class RateLimiter:
         self._burst = float(burst)
         self._clock = clock
         self._lock = threading.Lock()
-        self._buckets: dict[str, _Bucket] = {}
+        # Least recently used first: a full table drops its front in O(1), never scanning under the lock.
+        self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
 
     def acquire(self, key: str) -> float:
         """Take one token for ``key``: 0.0 when granted, else the seconds until one is available."""
@@ -44,9 +46,10 @@ class RateLimiter:
         with self._lock:
             bucket = self._buckets.get(key)
             if bucket is None:
-                if len(self._buckets) >= _MAX_BUCKETS:
-                    self._evict(now)
+                self._evict(now)
                 bucket = self._buckets[key] = _Bucket(self._burst, now)
+            else:
+                self._buckets.move_to_end(key)
             bucket.tokens = min(self._burst, bucket.tokens + (now - bucket.updated) * self._rate)
             bucket.updated = now
             if bucket.tokens >= 1.0:
@@ -68,10 +71,11 @@ class RateLimiter:
             )
 
     def _evict(self, now: float) -> None:
-        idle = [k for k, b in self._buckets.items() if now - b.updated > _IDLE_EVICT_S]
-        for k in idle:
-            del self._buckets[k]
-        if len(self._buckets) >= _MAX_BUCKETS:
-            # Everyone is active: forgetting the oldest only refills them early, it never blocks anyone wrongly.
-            oldest = min(self._buckets, key=lambda k: self._buckets[k].updated)
-            del self._buckets[oldest]
+        """Drop idle buckets from the front (they would be full again anyway), then, if the table is still full, the
+        least recently used one (forgetting it only refills it early, it never blocks anyone wrongly). Amortised
+        O(1): each bucket is dropped at most once."""
+        while self._buckets:
+            key, oldest = next(iter(self._buckets.items()))
+            if now - oldest.updated <= _IDLE_EVICT_S and len(self._buckets) < _MAX_BUCKETS:
+                return
+            del self._buckets[key]

@@ -1,12 +1,12 @@
 """The SSRF guard for URLs tenants configure: resolve once, refuse internal addresses, connect to what was checked.
 
-Refused: loopback, private (RFC 1918, ULA), link-local (incl. 169.254.169.254), multicast, reserved, unspecified,
-shared (CGNAT, 100.64/10, where some clouds keep metadata), documentation and every other non-global range, plus
-the cloud metadata addresses by name. IPv6 forms that embed an IPv4 address (IPv4-mapped ``::ffff:a.b.c.d``, NAT64
-``64:ff9b::/96``, 6to4, Teredo) are judged by that IPv4 address too. A host is refused if *any* of its addresses is,
-so DNS cannot smuggle an internal address in next to a public one; the caller connects to the returned address, so
-there is no second lookup to rebind. ``allow`` (settings ``outbound.ssrf_allow``) lists networks to let through,
-for tests with a loopback receiver.
+Refused: loopback, private (RFC 1918, ULA), site-local (``fec0::/10``), link-local (incl. 169.254.169.254),
+multicast, reserved, unspecified, shared (CGNAT, 100.64/10, where some clouds keep metadata), documentation and
+every other non-global range, plus the cloud metadata addresses by name. IPv6 forms that embed an IPv4 address
+(IPv4-mapped ``::ffff:a.b.c.d``, NAT64 ``64:ff9b::/96``, 6to4, Teredo) are judged by that IPv4 address too. A host
+is refused if *any* of its addresses is, so DNS cannot smuggle an internal address in next to a public one; the
+caller connects to the returned address, so there is no second lookup to rebind. ``allow`` (settings
+``outbound.ssrf_allow``) lists networks to let through, for tests with a loopback receiver.
 """
 
 from __future__ import annotations
@@ -59,6 +59,8 @@ def refusal(address: IPAddress) -> str | None:
         ("loopback", address.is_loopback),
         ("unspecified", address.is_unspecified),
         ("link-local", address.is_link_local),
+        # fec0::/10: Python counts it as global, but it was the IPv6 private range and still routes internally.
+        ("site-local", isinstance(address, ipaddress.IPv6Address) and address.is_site_local),
         ("multicast", address.is_multicast),
         ("private", address.is_private),
         ("reserved", address.is_reserved),

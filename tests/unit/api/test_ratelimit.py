@@ -39,3 +39,40 @@ def test_rejects_nonsense_limits() -> None:
         RateLimiter(rate=0, burst=1)
     with pytest.raises(ValueError):
         RateLimiter(rate=1, burst=0)
+
+
+def test_a_full_table_takes_new_keys_in_constant_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Reachable without a token through /oauth/token: a flood of new client ids must not cost a scan of the table
+    # under the global lock per key (the old eviction was O(n): ~10 ms per new key at 20k keys, 20 s for 2,000).
+    import time
+
+    from api import ratelimit
+
+    monkeypatch.setattr(ratelimit, "_MAX_BUCKETS", 20_000)
+    clock = FakeClock(0.0)
+    limiter = RateLimiter(rate=1.0, burst=1, clock=clock)
+    for i in range(20_000):
+        limiter.acquire(f"k{i}")
+    started = time.perf_counter()
+    for i in range(2_000):
+        limiter.acquire(f"flood{i}")
+    assert time.perf_counter() - started < 2.0
+    assert len(limiter._buckets) == 20_000
+
+
+def test_eviction_drops_the_least_recently_used_bucket_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    from api import ratelimit
+
+    monkeypatch.setattr(ratelimit, "_MAX_BUCKETS", 3)
+    clock = FakeClock(0.0)
+    limiter = RateLimiter(rate=0.001, burst=1, clock=clock)
+    for key in ("a", "b", "c"):
+        limiter.acquire(key)
+        clock.now += 1
+    assert limiter.acquire("a") > 0  # a is spent, and now the most recently used
+    limiter.acquire("d")  # full: b goes, not a
+    assert list(limiter._buckets) == ["c", "a", "d"]
+    assert limiter.acquire("a") > 0  # a's spent bucket survived the eviction
+    clock.now += ratelimit._IDLE_EVICT_S + 10
+    limiter.acquire("e")  # every idle bucket goes at once
+    assert list(limiter._buckets) == ["e"]

@@ -29,6 +29,7 @@ REFUSED = [
     "::",
     "fe80::1",
     "fc00::1",
+    "fec0::1",  # site-local (deprecated by RFC 3879, yet routed inside some networks; not "global" to Python)
     "fd00:ec2::254",  # AWS metadata over IPv6
     "ff02::1",
     "::ffff:127.0.0.1",  # IPv4-mapped
