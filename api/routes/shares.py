@@ -8,9 +8,10 @@ through a public link), with the same row and time limits as the SQL endpoint.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi import Path as PathParam
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
@@ -18,11 +19,11 @@ from fastapi.responses import StreamingResponse
 from api.context import ContextDep
 from api.deps import SqlReader
 from api.problems import Problem, problem_doc
-from api.routes.sql import QUERY_ERRORS, RESULT_CONTENT, limits_for, streaming
+from api.routes.sql import QUERY_ERRORS, RESULT_CONTENT, limits_for, run_query
 from api.schemas.shares import ShareCreate, ShareCreated
 from api.schemas.sql import QueryResult
 from api.services import audit, sqlquery
-from api.services.shares import ShareStore
+from api.services.shares import ShareStore, token_hash
 from tenants.naming import CONTROL_DATABASE
 from tenants.registry import TenantRegistry, TenantState
 
@@ -47,7 +48,11 @@ async def create_share(body: ShareCreate, ctx: ContextDep, tenant_ctx: SqlReader
     if ttl_s > settings.share_max_ttl_s:
         raise Problem(422, "invalid-request", f"expires_in_s: at most {settings.share_max_ttl_s}", field="expires_in_s")
     tenant = tenant_ctx.tenant
-    await run_in_threadpool(_validate_sql, ctx, tenant, body.sql)
+    slot = ctx.trino.admit(tenant)
+    try:
+        await slot.run(_validate_sql, ctx, tenant, body.sql)
+    finally:
+        slot.finish()
     store = ShareStore(ctx.mongo[CONTROL_DATABASE])
     # No TTL indexes on FerretDB: expired links are pruned here, where links are made.
     await run_in_threadpool(store.purge_expired, datetime.now(UTC))
@@ -76,6 +81,12 @@ SHARE_ERRORS: dict[int | str, dict[str, Any]] = {
     404: problem_doc("no such share link", "share-not-found", 404),
     410: problem_doc("the share link expired", "share-expired", 410),
     **{k: v for k, v in QUERY_ERRORS.items() if k in (400, 422, 502, 503)},
+    429: problem_doc(
+        "too many reads of this link or from this address, or its tenant already runs its maximum of queries; "
+        "Retry-After says when to retry",
+        "rate-limited",
+        429,
+    ),
 }
 
 
@@ -83,15 +94,21 @@ SHARE_ERRORS: dict[int | str, dict[str, Any]] = {
     "/share/{share_id}/data.{extension}",
     summary="Read a share link's rows",
     description="Public (no token): runs the link's SQL now, as the tenant without PII rights, and streams the rows "
-    "as CSV (data.csv) or JSON (data.json) within the row and time limits. 404 for an unknown link, 410 once expired.",
+    "as CSV (data.csv) or JSON (data.json) within the row and time limits. 404 for an unknown link, 410 once expired. "
+    "Rate-limited per link and per client address (429).",
     response_model=QueryResult,
     responses={200: {"content": RESULT_CONTENT}, **SHARE_ERRORS},
 )
 async def read_share(
+    request: Request,
     ctx: ContextDep,
     share_id: Annotated[str, PathParam(min_length=1, max_length=200, description="The link's id.")],
     extension: Annotated[Literal["csv", "json"], PathParam(description="csv or json")],
 ) -> StreamingResponse:
+    # Before any lookup: the peer across links (guessing ids costs too), then the link itself whoever reads it.
+    per_link, per_peer = ctx.share_limits
+    per_peer.check(f"peer:{request.client.host if request.client else '-'}")
+    per_link.check(f"share:{token_hash(share_id)}")
     store = ShareStore(ctx.mongo[CONTROL_DATABASE])
     share = await run_in_threadpool(store.get, share_id)
     if share is None:
@@ -102,5 +119,8 @@ async def read_share(
     if record is not None and record.state in _GONE_STATES:
         raise Problem(404, "share-not-found", "no such share link", field="share_id")
     limits = limits_for(ctx, share.max_rows)
-    query = await run_in_threadpool(sqlquery.start, ctx.settings, share.tenant, share.sql, pii=False, limits=limits)
-    return streaming(query, extension)
+    # The link's queries count against its tenant's cap: a busy link slows its own tenant only.
+    slot = ctx.trino.admit(share.tenant)
+    return await run_query(
+        slot, partial(sqlquery.start, ctx.settings, share.tenant, share.sql, pii=False, limits=limits), extension
+    )
