@@ -31,9 +31,12 @@ def _select(groups: dict[str, Any], user: str) -> list[str]:
             if match is None:
                 continue
             variables = {k: v for k, v in match.groupdict().items() if v is not None}
-        parts = selector["group"].split(".")
-        return [re.sub(r"\$\{(\w+)\}", lambda m, v=variables: v[m.group(1)], part) for part in parts]
+        return [_fill(part, variables) for part in selector["group"].split(".")]
     raise AssertionError(f"no selector for {user}: Trino would refuse the query")
+
+
+def _fill(template: str, variables: dict[str, str]) -> str:
+    return re.sub(r"\$\{(\w+)\}", lambda m: variables[m.group(1)], template)
 
 
 def _group(groups: dict[str, Any], path: list[str]) -> dict[str, Any]:
