@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header
 from fastapi.responses import StreamingResponse
-from starlette.background import BackgroundTask
+from starlette import types as asgi
 
 from api.context import ContextDep
 from api.deps import SqlReader
@@ -79,17 +79,29 @@ async def run_query(
 
 
 def streaming(slot: Slot, query: sqlquery.RunningQuery, fmt: sqlquery.Format, **headers: str) -> StreamingResponse:
-    async def finish() -> None:
-        slot.finish(query.release)
-
-    return StreamingResponse(
+    return _QueryResponse(
+        slot,
+        query,
         _body(slot, query, fmt),
         media_type=sqlquery.MEDIA_TYPES[fmt],
         headers={"Cache-Control": "no-store", **headers},
-        # Also when the body never started (the client left first): cancel the query, close the connection, free
-        # the slot.
-        background=BackgroundTask(finish),
     )
+
+
+class _QueryResponse(StreamingResponse):
+    """Frees the query's slot however the response ends: Starlette skips a response's background task when the client
+    is gone before the first byte (``ClientDisconnect``), and a body never started has no ``finally`` to run."""
+
+    def __init__(self, slot: Slot, query: sqlquery.RunningQuery, body: AsyncIterator[bytes], **kwargs: Any) -> None:
+        super().__init__(body, **kwargs)
+        self._slot, self._query = slot, query
+
+    async def __call__(self, scope: asgi.Scope, receive: asgi.Receive, send: asgi.Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            # Cancel the query (unless it ended), close the connection, free the slot: after any step in flight.
+            self._slot.finish(self._query.release)
 
 
 async def _body(slot: Slot, query: sqlquery.RunningQuery, fmt: sqlquery.Format) -> AsyncIterator[bytes]:

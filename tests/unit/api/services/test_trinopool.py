@@ -13,6 +13,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 from fastapi.responses import StreamingResponse
+from starlette.requests import ClientDisconnect
 
 from api.problems import Problem, install_problem_handlers
 from api.routes.sql import run_query
@@ -174,4 +175,31 @@ def test_a_query_that_fails_to_start_frees_its_slot() -> None:
         await _until(lambda: pool.active("acme") == 0)
 
     asyncio.run(scenario())
+    pool.shutdown()
+
+
+def test_a_client_gone_before_the_first_byte_frees_the_slot_and_cancels_the_query() -> None:
+    """Starlette skips the background task on ClientDisconnect and the body never started: the response frees the
+    slot itself."""
+    pool = TrinoPool(workers=2, per_tenant=1)
+    cursor, conn = _Cursor([[[2]]]), _Conn()
+
+    def start() -> RunningQuery:
+        return RunningQuery([Column("n", "integer")], cursor, conn, [[1]], Limits(100, 30.0), time.monotonic() + 30)
+
+    async def gone(message: Any) -> None:
+        raise OSError("client gone")
+
+    async def receive() -> Any:
+        return {"type": "http.disconnect"}
+
+    async def scenario() -> None:
+        response = await run_query(pool.admit("acme"), start, "json")
+        scope = {"type": "http", "asgi": {"spec_version": "2.4"}, "method": "GET", "path": "/q", "headers": []}
+        with pytest.raises(ClientDisconnect):
+            await response(scope, receive, gone)
+        await _until(lambda: pool.active("acme") == 0)
+
+    asyncio.run(scenario())
+    assert cursor.cancelled and conn.closed
     pool.shutdown()
