@@ -52,11 +52,25 @@ class MongoSettings(BaseModel):
     server_selection_timeout_ms: int = 10_000
 
 
+class TrinoResourceGroupSettings(BaseModel):
+    """Trino's resource groups for tenants' queries (the local stack renders them: tenants/resource_groups.py): each
+    tenant (its plain and PII users together) runs at most ``tenant_max_running`` queries and queues
+    ``tenant_max_queued`` more (then Trino refuses: QUERY_QUEUE_FULL); all tenants together ``tenants_*``."""
+
+    tenant_max_running: int = Field(default=2, gt=0)
+    tenant_max_queued: int = Field(default=10, ge=0)
+    tenant_memory_percent: int = Field(default=25, gt=0, le=100)
+    tenants_max_running: int = Field(default=12, gt=0)
+    tenants_max_queued: int = Field(default=200, ge=0)
+    tenants_memory_percent: int = Field(default=70, gt=0, le=100)
+
+
 class TrinoSettings(BaseModel):
     host: str | None = None
     port: int | None = None
     user: str = "metalake"
     catalog: str = "lake"
+    resource_groups: TrinoResourceGroupSettings = Field(default_factory=TrinoResourceGroupSettings)
 
 
 class LakeSettings(BaseModel):
@@ -247,6 +261,15 @@ class SqlSettings(BaseModel):
     timeout_s: float = Field(default=30.0, gt=0)
     share_default_ttl_s: int = Field(default=86_400, gt=0)
     share_max_ttl_s: int = Field(default=30 * 86_400, gt=0)
+    # Trino calls (SQL and share links) run on their own pool of this many threads, not on the pool every route
+    # shares; a tenant holds at most max_concurrent_per_tenant of them (over it: 429 at once, never queued).
+    workers: int = Field(default=16, gt=0, le=1000)
+    max_concurrent_per_tenant: int = Field(default=4, gt=0)
+    # Share link reads (public: no token): per link, and per peer address across links (token buckets, per process).
+    share_rate_per_s: float = Field(default=1.0, gt=0)
+    share_burst: int = Field(default=10, gt=0)
+    share_peer_rate_per_s: float = Field(default=5.0, gt=0)
+    share_peer_burst: int = Field(default=30, gt=0)
 
 
 class PropagationSettings(BaseModel):

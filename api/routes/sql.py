@@ -2,23 +2,26 @@
 
 Only the tenant's schema is readable (Trino's access rules, see docs/serving.md). PII-tagged columns are masked
 unless the token carries the ``pii:read`` scope, which runs the query as the tenant's PII user. Rows stream as JSON
-(default) or CSV (``"format": "csv"`` or ``Accept: text/csv``), within ``settings.sql`` row and time limits.
+(default) or CSV (``"format": "csv"`` or ``Accept: text/csv``), within ``settings.sql`` row and time limits. Trino calls
+run on their own pool, at most ``settings.sql.max_concurrent_per_tenant`` per tenant (api/services/trinopool.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Callable
+from functools import partial
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header
-from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
-from starlette.background import BackgroundTask
+from starlette import types as asgi
 
 from api.context import ContextDep
 from api.deps import SqlReader
 from api.problems import problem_doc
 from api.schemas.sql import QueryResult, SqlRequest
 from api.services import sqlquery
+from api.services.trinopool import Slot
 from control.auth.principal import Scope
 
 router = APIRouter(prefix="/v1/tenants/{tenant}", tags=["sql"])
@@ -34,9 +37,14 @@ QUERY_ERRORS: dict[int | str, dict[str, Any]] = {
     403: problem_doc("the token lacks sql:read", "insufficient-scope", 403),
     404: problem_doc("no such tenant", "tenant-not-found", 404),
     422: problem_doc("invalid request, or the query did not finish within the time limit", "sql-time-limit", 422),
-    429: problem_doc("rate limit exceeded", "rate-limited", 429),
+    429: problem_doc(
+        "rate limit exceeded, or the tenant already runs settings.sql.max_concurrent_per_tenant queries (SQL and "
+        "share links together; Retry-After says when to retry)",
+        "sql-concurrency-limit",
+        429,
+    ),
     502: problem_doc("Trino failed the query", "trino-error", 502),
-    503: problem_doc("Trino is unreachable", "trino-unavailable", 503),
+    503: problem_doc("Trino is unreachable, or every query slot is taken (sql-busy)", "trino-unavailable", 503),
 }
 
 RESULT_EXAMPLE = {
@@ -57,14 +65,52 @@ def limits_for(ctx: ContextDep, max_rows: int | None) -> sqlquery.Limits:
     return sqlquery.Limits(min(max_rows or ceiling, ceiling), ctx.settings.sql.timeout_s)
 
 
-def streaming(query: sqlquery.RunningQuery, fmt: sqlquery.Format, **headers: str) -> StreamingResponse:
-    return StreamingResponse(
-        sqlquery.stream(query, fmt),
+async def run_query(
+    slot: Slot, start: Callable[[], sqlquery.RunningQuery], fmt: sqlquery.Format, **headers: str
+) -> StreamingResponse:
+    """Start the query on the slot (the Trino pool), then stream its rows; the slot is freed when the response ends,
+    or now if the query failed to start."""
+    try:
+        query = await slot.run(start)
+    except BaseException:
+        slot.finish()
+        raise
+    return streaming(slot, query, fmt, **headers)
+
+
+def streaming(slot: Slot, query: sqlquery.RunningQuery, fmt: sqlquery.Format, **headers: str) -> StreamingResponse:
+    return _QueryResponse(
+        slot,
+        query,
+        _body(slot, query, fmt),
         media_type=sqlquery.MEDIA_TYPES[fmt],
         headers={"Cache-Control": "no-store", **headers},
-        # Also when the body never started (the client left first): cancel the query, close the connection.
-        background=BackgroundTask(query.release),
     )
+
+
+class _QueryResponse(StreamingResponse):
+    """Frees the query's slot however the response ends: Starlette skips a response's background task when the client
+    is gone before the first byte (``ClientDisconnect``), and a body never started has no ``finally`` to run."""
+
+    def __init__(self, slot: Slot, query: sqlquery.RunningQuery, body: AsyncIterator[bytes], **kwargs: Any) -> None:
+        super().__init__(body, **kwargs)
+        self._slot, self._query = slot, query
+
+    async def __call__(self, scope: asgi.Scope, receive: asgi.Receive, send: asgi.Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            # Cancel the query (unless it ended), close the connection, free the slot: after any step in flight.
+            self._slot.finish(self._query.release)
+
+
+async def _body(slot: Slot, query: sqlquery.RunningQuery, fmt: sqlquery.Format) -> AsyncIterator[bytes]:
+    # Each batch of rows is fetched on the Trino pool, never on the pool every route shares.
+    try:
+        async for chunk in slot.iterate(sqlquery.stream(query, fmt)):
+            yield chunk
+    finally:
+        slot.finish(query.release)
 
 
 @router.post(
@@ -84,7 +130,6 @@ async def run_sql(
 ) -> StreamingResponse:
     fmt = sqlquery.negotiate(accept, body.format)
     pii = PII_SCOPE in tenant_ctx.principal.scopes
-    query = await run_in_threadpool(
-        sqlquery.start, ctx.settings, tenant_ctx.tenant, body.sql, pii=pii, limits=limits_for(ctx, body.max_rows)
-    )
-    return streaming(query, fmt)
+    tenant, limits = tenant_ctx.tenant, limits_for(ctx, body.max_rows)
+    slot = ctx.trino.admit(tenant)
+    return await run_query(slot, partial(sqlquery.start, ctx.settings, tenant, body.sql, pii=pii, limits=limits), fmt)

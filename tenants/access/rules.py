@@ -7,7 +7,9 @@ columns): the service users keep full access; a tenant's two users (:func:`tenan
 Everything the rules do not grant is denied: other schemas and catalogs, the ``system`` catalog's tables (Trino
 itself opens that catalog to every user, so tenants can list it, but no table rule lets them read it), procedures,
 table functions (only ``system.builtin`` functions may run), other users' queries. Rules match first-to-last, so the
-per-table rules carrying masks come before the tenant's schema-wide rule. See docs/serving.md.
+per-table rules carrying masks come before the tenant's schema-wide rule. Before them all, one rule denies the
+tenant users every connector metadata table (a name holding ``$``): masks do not reach them, and Delta's
+``$transactions`` shows each file's min/max column statistics in clear. See docs/serving.md.
 
 A pooled tenant's schema holds ``SECURITY DEFINER`` views over the shared tables of schema ``_pooled``
 (``tenants.lake_catalog``): a view runs with its owner's (the platform user's) rights, so the tenant's users need
@@ -37,6 +39,8 @@ _ALL_TABLE_PRIVILEGES = ["SELECT", "INSERT", "DELETE", "UPDATE", "OWNERSHIP", "G
 # A Trino schema that is a tenant's: tenant ids map '-' to '_' (names.trino_schema); these are Trino's own, and the
 # shared tables' (which no tenant id could map to anyway: ids start with a letter).
 _NOT_TENANT_SCHEMAS = frozenset({"information_schema", "default", TRINO_POOLED_SCHEMA})
+# A connector's hidden table (``<table>$<kind>``): Trino table names never hold '$' otherwise.
+_METADATA_TABLE = r".*\$.*"
 
 
 @dataclass(frozen=True)
@@ -180,6 +184,12 @@ def build_rules(
     services = _exact(*service_users)
     accesses = sorted(tenants, key=lambda t: t.tenant)
     tables: list[dict[str, Any]] = [{"user": services, "privileges": _ALL_TABLE_PRIVILEGES}]
+    if accesses:
+        # Before every tenant rule: the Delta connector's metadata tables (``t$history``, ``t$transactions``,
+        # ``t$partitions``, ``t$properties``...) carry no column masks, and ``$transactions`` holds each file's
+        # min/max statistics, i.e. masked values in clear. Their names would otherwise match the schema-wide rule.
+        every_tenant_user = _exact(*(trino_user(a.tenant, pii=p) for a in accesses for p in (False, True)))
+        tables.append({"user": every_tenant_user, "table": _METADATA_TABLE, "privileges": []})
     for access in accesses:
         schema = _exact(trino_schema(access.tenant))
         plain, pii = trino_user(access.tenant), trino_user(access.tenant, pii=True)

@@ -3,7 +3,8 @@
 # The per-plugin ZIPs are not on the registry this machine reaches, so the full server tarball is fetched once and thinned.
 source "$(dirname "$0")/common.sh"
 TRINO_VERSION=476
-PLUGINS="delta-lake"
+# resource-group-managers: the file-based resource groups (one per tenant, ops/stack/services/trino.py).
+PLUGINS="delta-lake resource-group-managers"
 VERSION="$TRINO_VERSION-$PLUGINS"
 DEST="$CACHE_DIR/trino"
 ready "$DEST/.ready" "$VERSION" && { echo "trino: cached"; exit 0; }

@@ -1,7 +1,9 @@
-"""Trino 476 (the last release on Maven Central) with the ``lake`` catalog: Delta Lake, file metastore, local disk."""
+"""Trino 476 (the last release on Maven Central) with the ``lake`` catalog: Delta Lake, file metastore, local disk;
+file-based access control and resource groups."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -9,6 +11,7 @@ from metalake.java import find_java
 from ops.stack.health import trino_probe
 from ops.stack.services.base import Service, StackContext
 from tenants.access.rules import build_rules, write_rules
+from tenants.resource_groups import build_resource_groups, resource_groups_properties
 
 # Trino 476 needs JDK 24+; it runs on the Temurin 25 JDK (it checks a minimum version only).
 _MIN_JAVA = 24
@@ -68,6 +71,7 @@ class Trino(Service):
             )
         )
         self._prepare_access_control(ctx, etc)
+        self._prepare_resource_groups(ctx, etc)
         (etc / "log.properties").write_text("io.trino=INFO\n")
         # The file metastore lives inside the lake root, in a folder no tenant id can name (ids start with a letter).
         (etc / "catalog" / "lake.properties").write_text(
@@ -103,6 +107,13 @@ class Trino(Service):
         if not rules_file.is_file():
             services = [settings.trino.user, *settings.access.service_users]
             write_rules(rules_file, build_rules(services, [], catalog=settings.trino.catalog))
+
+    def _prepare_resource_groups(self, ctx: StackContext, etc: Path) -> None:
+        """One resource group per tenant (tenants/resource_groups.py). Trino reads ``etc/resource-groups.properties``
+        relative to its working directory (the run folder, :meth:`cwd`), once at start: a change needs a restart."""
+        groups = etc / "resource-groups.json"
+        groups.write_text(json.dumps(build_resource_groups(ctx.settings.trino.resource_groups), indent=1) + "\n")
+        (etc / "resource-groups.properties").write_text(resource_groups_properties(groups))
 
     def argv(self, ctx: StackContext) -> list[str]:
         server = ctx.cache_dir("trino") / "server"

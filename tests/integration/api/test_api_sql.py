@@ -8,6 +8,7 @@ the job is covered by test_trino_access.py).
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import secrets
 import time
@@ -20,9 +21,11 @@ from accessit import EMAILS, drop_schema, make_data_table, query_as
 from fastapi.testclient import TestClient
 from itest import wait_for
 from pymongo import MongoClient
-from tokens import api_settings, auth_headers, request_token
+from tokens import api_settings, auth_headers, create_api_client, request_token
 
 from api.app import create_app
+from api.services.audit import target_hash, tenant_audit_path
+from control.audit import AuditQuery, read
 from metalake.settings import Settings
 from ops.stack import StackManager
 from tenants.access.sync import AccessSync
@@ -229,3 +232,118 @@ def test_a_pooled_tenant_queries_its_views_never_the_shared_tables(
         assert {r[0] for r in listed["rows"]} == {names.trino_schema}
     finally:
         drop_schema(settings, trino_cursor, names)
+
+
+def _client(client: TestClient, tenant: str, role: str) -> tuple[str, dict[str, str]]:
+    record, secret = create_api_client(client, tenant=tenant, role=role)
+    token = request_token(client, record.client_id, secret)["access_token"]
+    return record.client_id, {"Authorization": f"Bearer {token}"}
+
+
+def _share(client: TestClient, tenant: str, headers: dict[str, str], sql: str = "SELECT id FROM people") -> Any:
+    created = client.post(f"/v1/tenants/{tenant}/shares", json={"sql": sql}, headers=headers)
+    assert created.status_code == 201, created.text
+    return created.json()
+
+
+def test_share_links_are_listed_and_revoked_by_the_tenant_admin_and_die_with_their_creator(
+    client: TestClient, tenants: tuple[str, str]
+) -> None:
+    a, b = tenants
+    admin_id, admin = _client(client, a, "admin")
+    reader = auth_headers(client, tenant=a, role="read-only")
+    maker_id, maker_headers = _client(client, a, "read-only")
+    kept, revoked, orphaned = _share(client, a, admin), _share(client, a, admin), _share(client, a, maker_headers)
+    for link in (kept, revoked, orphaned):
+        assert client.get(link["json_url"]).status_code == 200
+        assert link["ref"] == hashlib.sha256(link["id"].encode()).hexdigest()
+
+    # tenant:admin sees every link with its SQL; tenant:read the same without the SQL; neither sees a link's id.
+    listed = client.get(f"/v1/tenants/{a}/shares", headers=admin)
+    assert listed.status_code == 200, listed.text
+    items = {item["ref"]: item for item in listed.json()["items"]}
+    assert set(items) == {kept["ref"], revoked["ref"], orphaned["ref"]}
+    assert items[orphaned["ref"]]["created_by"] == maker_id
+    assert {i["state"] for i in items.values()} == {"active"} and items[kept["ref"]]["sql"] == "SELECT id FROM people"
+    as_reader = client.get(f"/v1/tenants/{a}/shares", headers=reader).json()["items"]
+    assert {i["ref"] for i in as_reader} == set(items) and all(i["sql"] is None for i in as_reader)
+    assert not any(link["id"] in listed.text for link in (kept, revoked, orphaned))
+    # Paging: one per page, resumable with the cursor.
+    first = client.get(f"/v1/tenants/{a}/shares", params={"limit": 1}, headers=admin).json()
+    second = client.get(
+        f"/v1/tenants/{a}/shares", params={"limit": 1, "cursor": first["next_cursor"]}, headers=admin
+    ).json()
+    assert first["items"][0]["ref"] < second["items"][0]["ref"]
+    # Another tenant's admin neither lists nor revokes A's links.
+    b_admin = auth_headers(client, tenant=b, role="admin")
+    assert client.get(f"/v1/tenants/{b}/shares", headers=b_admin).json()["items"] == []
+    assert client.delete(f"/v1/tenants/{b}/shares/{kept['ref']}", headers=b_admin).status_code == 404
+    assert client.delete(f"/v1/tenants/{a}/shares/{kept['ref']}", headers=b_admin).status_code in (403, 404)
+
+    # Revoking needs tenant:admin; the link stops at once, stays listed as revoked; audited.
+    assert client.delete(f"/v1/tenants/{a}/shares/{revoked['ref']}", headers=reader).status_code == 403
+    assert client.delete(f"/v1/tenants/{a}/shares/{revoked['ref']}", headers=maker_headers).status_code == 403
+    done = client.delete(f"/v1/tenants/{a}/shares/{revoked['ref']}", headers=admin)
+    assert done.status_code == 200 and done.json()["state"] == "revoked" and done.json()["revoked_at"]
+    gone = client.get(revoked["csv_url"])
+    assert gone.status_code == 410 and gone.json()["type"] == "/problems/share-revoked"
+    assert client.delete(f"/v1/tenants/{a}/shares/{'0' * 64}", headers=admin).status_code == 404
+    assert client.delete(f"/v1/tenants/{a}/shares/not-a-ref", headers=admin).status_code == 422
+
+    # Revoking the API client that made a link ends the link (checked at read time).
+    assert client.delete(f"/v1/tenants/{a}/clients/{maker_id}", headers=admin).status_code == 200
+    dead = client.get(orphaned["json_url"])
+    assert dead.status_code == 410 and dead.json()["type"] == "/problems/share-revoked"
+    states = {i["ref"]: i["state"] for i in client.get(f"/v1/tenants/{a}/shares", headers=admin).json()["items"]}
+    assert states == {kept["ref"]: "active", revoked["ref"]: "revoked", orphaned["ref"]: "creator-revoked"}
+    assert client.get(kept["json_url"]).status_code == 200
+
+    audited = read(tenant_audit_path(client.app.state.ctx, a), AuditQuery(action="share.revoke", limit=10))  # type: ignore[attr-defined]
+    assert [(r.actor, r.target_hash) for r in audited] == [(admin_id, target_hash(revoked["ref"]))]
+
+
+def test_a_tenant_at_its_query_cap_gets_429_while_another_tenant_queries(
+    client: TestClient, tenants: tuple[str, str]
+) -> None:
+    """The cap is the Trino pool's (api/services/trinopool.py): a slot held as a running query would hold it."""
+    a, b = tenants
+    headers_a, headers_b = (
+        auth_headers(client, tenant=a, role="read-only"),
+        auth_headers(client, tenant=b, role="admin"),
+    )
+    link = _share(client, a, headers_a)
+    pool = client.app.state.ctx.trino  # type: ignore[attr-defined]
+    held = [pool.admit(a) for _ in range(client.app.state.ctx.settings.sql.max_concurrent_per_tenant)]  # type: ignore[attr-defined]
+    try:
+        for refused in (_sql(client, a, headers_a, "SELECT 1"), client.get(link["json_url"])):
+            assert refused.status_code == 429, refused.text
+            assert refused.json()["type"] == "/problems/sql-concurrency-limit"
+            assert refused.headers["Retry-After"] == "1"
+        other = _sql(client, b, headers_b, "SELECT count(*) FROM people")
+        assert other.status_code == 200 and other.json()["rows"] == [[2]]
+    finally:
+        for slot in held:
+            slot.finish()
+    assert _sql(client, a, headers_a, "SELECT 1").status_code == 200
+    assert pool.active(a) == 0 and pool.active(b) == 0
+
+
+def test_share_reads_are_rate_limited_per_link_and_per_peer(
+    settings: Settings, mongo: MongoClient[dict[str, Any]], tenants: tuple[str, str]
+) -> None:
+    a, _ = tenants
+    limited = api_settings(settings)
+    # Slow refills: the buckets do not fill again during the test.
+    limited.sql.share_rate_per_s, limited.sql.share_burst = 0.01, 2
+    limited.sql.share_peer_rate_per_s, limited.sql.share_peer_burst = 0.01, 6
+    with TestClient(create_app(limited, mongo=mongo)) as c:
+        headers = auth_headers(c, tenant=a, role="read-only")
+        first, second, third = (_share(c, a, headers, "SELECT 1") for _ in range(3))
+        assert [c.get(first["json_url"]).status_code for _ in range(3)] == [200, 200, 429]
+        over = c.get(first["json_url"])
+        assert over.json()["type"] == "/problems/rate-limited" and int(over.headers["Retry-After"]) >= 1
+        # Another link has its own bucket, until the peer's (4 reads so far) runs out.
+        assert [c.get(second["json_url"]).status_code for _ in range(2)] == [200, 200]
+        assert c.get(third["json_url"]).status_code == 429
+        # Guessing ids costs the peer too, before any lookup.
+        assert c.get(f"/share/{'x' * 43}/data.json").status_code == 429

@@ -111,6 +111,19 @@ def test_pii_columns_are_masked_for_the_plain_user_only(rules: dict[str, Any]) -
     assert globex is not None and globex["columns"] == [{"name": "card", "mask": "'****'"}]
 
 
+@pytest.mark.parametrize("suffix", ["$history", "$transactions", "$partitions", "$properties", "$files", "$x"])
+def test_tenant_users_never_read_metadata_tables(rules: dict[str, Any], suffix: str) -> None:
+    """A masked table's metadata tables would bypass its masks ($transactions holds min/max statistics in clear)."""
+    for tenant, table in (("acme", "people"), ("acme", "assets"), ("globex", "orders")):
+        for user in (trino_user(tenant), trino_user(tenant, pii=True)):
+            rule = _first_table_rule(rules, user, "lake", tenant, table + suffix)
+            assert rule is not None and rule["privileges"] == [], (user, table + suffix)
+            assert _first_table_rule(rules, user, "lake", tenant, table) != rule
+    # The service users keep them.
+    rule = _first_table_rule(rules, "metalake", "lake", "acme", "people$transactions")
+    assert rule is not None and "SELECT" in rule["privileges"]
+
+
 def test_only_builtin_functions_and_no_procedures_for_tenants(rules: dict[str, Any]) -> None:
     tenant_function_rules = [r for r in rules["functions"] if not re.fullmatch(r.get("user", ".*"), "nobody-else")]
     assert len(tenant_function_rules) == 1  # the service users' rule
