@@ -125,9 +125,13 @@ def test_source_connector_secret_fields_are_write_only(api: TestClient, tenant: 
     assert created.status_code == 201, created.text
     assert created.json()["config"]["password"] == "**********" and created.json()["tasks_max"] == 3
     # Replacing with the mask keeps the stored password; nothing returns it.
-    kept = {**config, "password": "**********", "port": 5433}
+    kept = {**config, "password": "**********", "databases": ["shop"]}
     replaced = api.put(f"{route}/pg", json={"type": "postgres", "config": kept, "tasks_max": 2}, headers=admin)
     assert replaced.status_code == 200, replaced.text
+    # ...but not to another endpoint: a new host or port needs the password again.
+    for moved in ({"port": 5433}, {"host": "elsewhere.internal"}):
+        body = {"type": "postgres", "config": {**kept, **moved}, "tasks_max": 2}
+        problem(api.put(f"{route}/pg", json=body, headers=admin), 422, "config/password")
     store = ControlStore(MongoClient(api.app.state.ctx.settings.mongo_uri)[CONTROL_DATABASE])  # type: ignore[attr-defined]
     assert store.config_secrets(tenant, "pg")["password"].get_secret_value() == password
     for response in (replaced, api.get(f"{route}/pg", headers=admin), api.get(route, headers=admin)):

@@ -163,8 +163,14 @@ def test_webhook_key_rotation_signs_with_both_keys(api: TestClient, outbound: Ru
         store = SubscriptionStore(api.app.state.ctx.mongo[CONTROL_DATABASE])  # type: ignore[attr-defined]
         assert sorted(store.stored_secrets(tenant, "hook")) == ["key_id", "secret"]
 
-        refused = api.patch(f"{base}/hook", json={"config": {"url": "http://169.254.169.254/latest"}}, headers=admin)
-        assert refused.status_code == 200
+        # A new URL needs the secrets again: the stored ones are never sent to a host they were not given for.
+        moved = {"url": "http://169.254.169.254/latest"}
+        kept = api.patch(f"{base}/hook", json={"config": moved}, headers=admin)
+        assert kept.status_code == 422 and kept.json()["field"] == "secrets/key_id", kept.text
+        assert NEW_SECRET not in kept.text
+        resent = {"key_id": "k3", "secret": NEW_SECRET}
+        refused = api.patch(f"{base}/hook", json={"config": moved, "secrets": resent}, headers=admin)
+        assert refused.status_code == 200, refused.text
         failed = _test_send(api, f"{base}/hook/test", admin, outbound)
         assert failed.status_code == 502 and "metadata" in failed.json()["detail"]
     finally:
