@@ -222,6 +222,18 @@ class ApiSettings(BaseModel):
         return self.issuer or f"http://{self.host}:{self.port}"
 
 
+class SecretsSettings(BaseModel):
+    """Tenants' third-party secrets at rest (``metalake.sealing``; docs/configuration.md): connector passwords,
+    webhook signing secrets, Slack and Jira tokens, webhook HMAC keys, sealed with AES-256-GCM under a key derived
+    from ``key_encryption_key`` (default: ``api.key_encryption_key``, from which a separate key is derived). Every
+    process that stores or uses them reads it (API, connector worker, outbound runtime). To rotate: set the new key,
+    move the old one to ``previous_key_encryption_keys`` (still opened), run ``metalake secrets reseal``, then drop
+    it."""
+
+    key_encryption_key: SecretStr | None = None
+    previous_key_encryption_keys: list[SecretStr] = Field(default_factory=list)
+
+
 class AccessSettings(BaseModel):
     """Trino access rules generated from the control plane (``metalake access run|sync``; docs/serving.md).
 
@@ -300,6 +312,7 @@ class Settings(BaseSettings):
     propagation: PropagationSettings = PropagationSettings()
     api: ApiSettings = ApiSettings()
     outbound: OutboundSettings = OutboundSettings()
+    secrets: SecretsSettings = SecretsSettings()
     access: AccessSettings = AccessSettings()
     sql: SqlSettings = SqlSettings()
     faults: FaultSettings = FaultSettings()

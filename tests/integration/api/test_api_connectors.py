@@ -26,6 +26,7 @@ from api.services.audit import tenant_audit_path
 from connectors.runtime.worker import create_app as create_worker
 from control.audit import AuditQuery, read
 from control.connectors.store import ConnectorState, ControlStore
+from metalake.sealing import is_sealed
 from metalake.settings import Settings
 from ops.stack import StackManager
 from tenants.naming import CONTROL_DATABASE
@@ -132,8 +133,12 @@ def test_source_connector_secret_fields_are_write_only(api: TestClient, tenant: 
     for moved in ({"port": 5433}, {"host": "elsewhere.internal"}):
         body = {"type": "postgres", "config": {**kept, **moved}, "tasks_max": 2}
         problem(api.put(f"{route}/pg", json=body, headers=admin), 422, "config/password")
-    store = ControlStore(MongoClient(api.app.state.ctx.settings.mongo_uri)[CONTROL_DATABASE])  # type: ignore[attr-defined]
+    database = MongoClient(api.app.state.ctx.settings.mongo_uri)[CONTROL_DATABASE]  # type: ignore[attr-defined]
+    store = ControlStore(database)
     assert store.config_secrets(tenant, "pg")["password"].get_secret_value() == password
+    # At rest the password is sealed, bound to this tenant, connector and field.
+    raw = database["connector_secrets"].find_one({"_id": f"{tenant}/pg"})
+    assert raw is not None and password not in str(raw) and is_sealed(raw["config"]["password"])
     for response in (replaced, api.get(f"{route}/pg", headers=admin), api.get(route, headers=admin)):
         assert password not in response.text
     problem(api.post(f"{route}/pg/secrets", json={}, headers=admin), 409, "name")
@@ -172,6 +177,12 @@ def test_webhook_connector_lifecycle_with_secret_rotation(
     assert [s["id"] for s in rotated.json()["active"]] == [rotated.json()["id"], generated.json()["id"]]
     listed = api.get(f"{route}/monte-carlo/secrets", headers=reader)
     assert len(listed.json()["active"]) == 2 and old not in listed.text and new not in listed.text
+    # At rest the signing secrets are sealed; the worker opens them to verify (below).
+    raw = MongoClient(settings.mongo_uri)[CONTROL_DATABASE]["connector_secrets"].find_one(
+        {"_id": f"{tenant}/monte-carlo"}
+    )
+    assert raw is not None and old not in str(raw) and new not in str(raw)
+    assert all(is_sealed(s["value"]) for s in raw["webhook_secrets"])
 
     # The overlap: deliveries signed with either secret verify.
     eventually(worker, tenant, old, 202)
