@@ -130,6 +130,9 @@ class ConnectSettings(BaseModel):
     # deletes expired ones every ``webhook_delivery_prune_interval_s``.
     webhook_delivery_retention_s: float = Field(default=7 * 86_400, gt=0)
     webhook_delivery_prune_interval_s: float = Field(default=3_600, gt=0)
+    # After a webhook signing secret's rotation, how long the previous one still verifies (unless the rotation asks
+    # for another overlap or the previous one is revoked): long enough to update the sender, not forever.
+    webhook_secret_overlap_s: int = Field(default=86_400, ge=0, le=30 * 86_400)
 
 
 class OutboundSettings(BaseModel):

@@ -21,9 +21,9 @@ import hashlib
 import hmac
 import json
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from functools import partial
 from typing import Any, NotRequired, TypedDict
@@ -100,10 +100,12 @@ class TaskRecord:
 
 @dataclass(frozen=True)
 class SecretInfo:
-    """What may be shown about a stored secret: its id and age, never its value."""
+    """What may be shown about a stored secret: its id, age and end of overlap, never its value."""
 
     id: str
     created_at: datetime
+    # Set on the previous secret by a rotation: it is accepted until then, not until the next rotation.
+    expires_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -158,6 +160,8 @@ class WebhookSecretDoc(TypedDict):
     # Sealed (a plain string: written before sealing; refused on read, sealed by `metalake secrets reseal`).
     value: SealedValue | str
     created_at: datetime
+    # The end of the overlap, set on the previous secret when a newer one is activated; none on the newest.
+    expires_at: NotRequired[datetime | None]
 
 
 class ConnectorSecretsDoc(TypedDict, total=False):
@@ -189,6 +193,36 @@ class WriteKeyDoc(TypedDict):
 
 def connector_id(tenant: str, name: str) -> str:
     return f"{tenant}/{name}"
+
+
+def _utc(value: datetime) -> datetime:
+    # FerretDB hands datetimes back naive unless the client asked for tz_aware; they are UTC either way.
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+def _end(entry: WebhookSecretDoc) -> datetime | None:
+    end = entry.get("expires_at")
+    return _utc(end) if end is not None else None
+
+
+def usable_webhook_secrets(entries: Sequence[WebhookSecretDoc], now: datetime) -> list[WebhookSecretDoc]:
+    """The signing secrets a delivery may be signed with at ``now``: the newest, and a previous one until the end
+    of its overlap (an expired one stays stored until the next rotation or revocation, but verifies nothing)."""
+    return [e for e in entries if (end := e.get("expires_at")) is None or _utc(end) > now]
+
+
+def rotated_webhook_secrets(
+    entries: Sequence[WebhookSecretDoc], newest: WebhookSecretDoc, now: datetime, overlap: timedelta
+) -> list[WebhookSecretDoc]:
+    """The secrets after ``newest`` is activated at ``now``: the newest usable one before it stays valid for
+    ``overlap`` (none: retired at once), older ones are retired. A rotation never extends an overlap already running:
+    rotating twice cannot keep a secret alive past the end its first rotation gave it."""
+    previous = usable_webhook_secrets(entries, now)[: MAX_WEBHOOK_SECRETS - 1] if overlap > timedelta(0) else []
+    kept: list[WebhookSecretDoc] = [
+        {**e, "expires_at": min(end, now + overlap) if (end := _end(e)) is not None else now + overlap}
+        for e in previous
+    ]
+    return [newest, *kept]
 
 
 def config_binding(tenant: str, name: str, field: str) -> Binding:
@@ -446,7 +480,7 @@ class ControlStore:
         return {k: keys.open(v, config_binding(tenant, name, k)) for k, v in values.items()}
 
     def _open_webhook(self, tenant: str, name: str, doc: ConnectorSecretsDoc) -> list[SecretStr]:
-        entries = doc.get("webhook_secrets") or []
+        entries = usable_webhook_secrets(doc.get("webhook_secrets") or [], _now())
         if not entries:
             return []
         keys = self._keys()
@@ -457,25 +491,55 @@ class ControlStore:
         doc = self._secrets.find_one({"_id": connector_id(tenant, name)}, {"config": 1})
         return self._open_config(tenant, name, doc or {})
 
-    def add_webhook_secret(self, tenant: str, name: str, secret: SecretStr) -> list[SecretInfo]:
-        """Make ``secret`` active next to the newest one before it (rotation); older ones are retired.
-
-        Returns the active secrets' ids, newest first.
-        """
-        doc_id = connector_id(tenant, name)
+    def add_webhook_secret(
+        self, tenant: str, name: str, secret: SecretStr, overlap: timedelta = timedelta(0)
+    ) -> list[SecretInfo]:
+        """Make ``secret`` the newest; the newest before it stays valid for ``overlap`` (rotation; none: retired at
+        once), older ones are retired. Returns the active secrets, newest first."""
         secret_id = secrets.token_hex(4)
         sealed = self._keys().seal(secret.get_secret_value(), webhook_binding(tenant, name, secret_id))
-        entry: WebhookSecretDoc = {"id": secret_id, "value": sealed, "created_at": _now()}
+        now = _now()
+        entry: WebhookSecretDoc = {"id": secret_id, "value": sealed, "created_at": now, "expires_at": None}
+
+        def rotated(entries: list[WebhookSecretDoc]) -> list[WebhookSecretDoc]:
+            return rotated_webhook_secrets(entries, entry, now, overlap)
+
+        return self._change_webhook_secrets(tenant, name, rotated, create=True)
+
+    def revoke_webhook_secret(self, tenant: str, name: str, secret_id: str) -> list[SecretInfo] | None:
+        """Retire the signing secret ``secret_id`` now (a leaked previous secret need not wait for its overlap to
+        end); the active secrets left, or ``None`` if the connector has no such secret."""
+        found = False
+
+        def without(entries: list[WebhookSecretDoc]) -> list[WebhookSecretDoc]:
+            nonlocal found
+            found = any(e["id"] == secret_id for e in entries)
+            return [e for e in entries if e["id"] != secret_id]
+
+        active = self._change_webhook_secrets(tenant, name, without, create=False)
+        return active if found else None
+
+    def _change_webhook_secrets(
+        self,
+        tenant: str,
+        name: str,
+        change: Callable[[list[WebhookSecretDoc]], list[WebhookSecretDoc]],
+        *,
+        create: bool,
+    ) -> list[SecretInfo]:
+        doc_id = connector_id(tenant, name)
         # FerretDB ignores $push's $position/$slice, so the list is computed here and written with a revision guard
-        # (compare-and-set on one document): two concurrent rotations cannot lose one another's secret silently.
+        # (compare-and-set on one document): two concurrent changes cannot lose one another's secret silently.
         for _ in range(5):
             doc = self._secrets.find_one({"_id": doc_id}, {"webhook_secrets": 1, "rev": 1}) or {}
+            if not doc and not create:
+                return []
             revision = int(doc.get("rev", 0))
-            active = [entry, *(doc.get("webhook_secrets") or [])][:MAX_WEBHOOK_SECRETS]
+            entries = change(list(doc.get("webhook_secrets") or []))
             try:
                 result = self._secrets.update_one(
                     {"_id": doc_id, "rev": revision if "rev" in doc else {"$exists": False}},
-                    {"$set": {"tenant": tenant, "name": name, "webhook_secrets": active, "rev": revision + 1}},
+                    {"$set": {"tenant": tenant, "name": name, "webhook_secrets": entries, "rev": revision + 1}},
                     upsert=not doc,
                 )
             except DuplicateKeyError:
@@ -485,8 +549,10 @@ class ControlStore:
         raise RuntimeError(f"webhook secrets of {doc_id} changed concurrently five times; try again")
 
     def webhook_secret_info(self, tenant: str, name: str) -> list[SecretInfo]:
+        """The secrets a delivery may be signed with now, newest first (an expired previous one is not listed)."""
         doc = self._secrets.find_one({"_id": connector_id(tenant, name)}, {"webhook_secrets": 1})
-        return [SecretInfo(s["id"], s["created_at"]) for s in (doc or {}).get("webhook_secrets") or []]
+        entries = usable_webhook_secrets((doc or {}).get("webhook_secrets") or [], _now())
+        return [SecretInfo(s["id"], _utc(s["created_at"]), _end(s)) for s in entries]
 
     def secrets_of(self, tenant: str, name: str) -> tuple[list[SecretStr], dict[str, SecretStr]]:
         """The active webhook signing secrets (newest first) and the secret configuration fields, in one read."""

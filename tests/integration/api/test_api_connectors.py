@@ -193,6 +193,25 @@ def test_webhook_connector_lifecycle_with_secret_rotation(
     assert deliver(worker, tenant, new) == 202
     assert deliver(worker, tenant, newest) == 202
 
+    # The previous secret verifies until its overlap ends (listed with that end), or until it is revoked.
+    listed_now = api.get(f"{route}/monte-carlo/secrets", headers=reader).json()["active"]
+    assert listed_now[0]["expires_at"] is None and listed_now[1]["expires_at"] is not None
+    previous_id = listed_now[1]["id"]
+    problem(api.delete(f"{route}/monte-carlo/secrets/{previous_id}", headers=reader), 403)
+    problem(api.delete(f"{route}/monte-carlo/secrets/ffffffff", headers=admin), 404, "secret_id")
+    revoked = api.delete(f"{route}/monte-carlo/secrets/{previous_id}", headers=admin)
+    assert revoked.status_code == 200, revoked.text
+    assert [s["id"] for s in revoked.json()["active"]] == [listed_now[0]["id"]]
+    eventually(worker, tenant, new, 401)
+    assert deliver(worker, tenant, newest) == 202
+    # A rotation with overlap_seconds 0 retires the previous secret at once.
+    latest = "latest-secret-" + uuid.uuid4().hex
+    at_once = api.post(f"{route}/monte-carlo/secrets", json={"secret": latest, "overlap_seconds": 0}, headers=admin)
+    assert at_once.status_code == 201 and [s["id"] for s in at_once.json()["active"]] == [at_once.json()["id"]]
+    eventually(worker, tenant, newest, 401)
+    newest = latest
+    assert deliver(worker, tenant, newest) == 202
+
     # Pause and resume through the API reach the worker.
     paused = api.post(f"{route}/monte-carlo/pause", headers=admin).json()
     assert (paused["type"], paused["connector"]["state"]) == ("webhook", "PAUSED")
@@ -225,7 +244,7 @@ def test_webhook_connector_lifecycle_with_secret_rotation(
         headers=admin,
     )
     assert replaced.status_code == 200 and replaced.json()["config"]["default_instance"] == "b"
-    assert replaced.json()["state"] == "PAUSED" and len(replaced.json()["webhook_secrets"]) == 2
+    assert replaced.json()["state"] == "PAUSED" and len(replaced.json()["webhook_secrets"]) == 1
 
     assert api.delete(f"{route}/monte-carlo", headers=admin).status_code == 204
     problem(api.get(f"{route}/monte-carlo", headers=admin), 404, "name")
@@ -242,6 +261,7 @@ def test_webhook_connector_lifecycle_with_secret_rotation(
         "connector.offsets.reset",
         "connector.pause",
         "connector.resume",
+        "connector.secret.revoke",
         "connector.secret.rotate",
         "connector.update",
     ]
