@@ -19,6 +19,7 @@ from api.context import ContextDep
 from api.security import TenantContext
 from control.auth.principal import Principal, Scope
 from control.connectors.store import ControlStore
+from metalake.sealing import sealer_for
 from tenants.naming import CONTROL_DATABASE
 
 # The tenant in the path, if the caller may read it (tenant:read or tenant:admin).
@@ -33,7 +34,7 @@ AuthDep = Annotated[AuthRuntime, Depends(auth_runtime)]
 
 
 def connector_store(ctx: ContextDep) -> ControlStore:
-    return ControlStore(ctx.mongo[CONTROL_DATABASE])
+    return ControlStore(ctx.mongo[CONTROL_DATABASE], sealer_for(ctx.settings))
 
 
 # The connectors' control-plane store: connectors, their secrets and tasks (routes/connectors.py), write keys

@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 
 from metalake.http.problems import MEDIA_TYPE, Problem, problem_response
 from metalake.http.problems import install_problem_handlers as _install_common
+from metalake.sealing import SealingError
 
 __all__ = ["MEDIA_TYPE", "Problem", "install_problem_handlers", "problem_doc", "problem_response"]
 
@@ -30,7 +31,20 @@ async def _on_unexpected(request: Request, exc: Exception) -> JSONResponse:
     return problem_response(problem, request.url.path)
 
 
+async def _on_sealing(request: Request, exc: Exception) -> JSONResponse:
+    # The server's key configuration is at fault: the reason (object and field, never a value) is the operator's.
+    log.error("secrets unusable", extra={"path": request.url.path, "reason": str(exc)})
+    problem = Problem(
+        503,
+        "secrets-unavailable",
+        "stored secrets cannot be sealed or opened with this server's key-encryption key; the operator must fix it",
+    )
+    return problem_response(problem, request.url.path)
+
+
 def install_problem_handlers(app: FastAPI) -> None:
-    """Problem, validation and HTTP errors as problem+json; anything unexpected as a 500 problem."""
+    """Problem, validation and HTTP errors as problem+json; a secret that cannot be sealed or opened as a 503;
+    anything unexpected as a 500 problem."""
     _install_common(app)
+    app.add_exception_handler(SealingError, _on_sealing)
     app.add_exception_handler(Exception, _on_unexpected)

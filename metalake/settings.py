@@ -144,6 +144,9 @@ class ConnectSettings(BaseModel):
     # deletes expired ones every ``webhook_delivery_prune_interval_s``.
     webhook_delivery_retention_s: float = Field(default=7 * 86_400, gt=0)
     webhook_delivery_prune_interval_s: float = Field(default=3_600, gt=0)
+    # After a webhook signing secret's rotation, how long the previous one still verifies (unless the rotation asks
+    # for another overlap or the previous one is revoked): long enough to update the sender, not forever.
+    webhook_secret_overlap_s: int = Field(default=86_400, ge=0, le=30 * 86_400)
 
 
 class OutboundSettings(BaseModel):
@@ -236,6 +239,18 @@ class ApiSettings(BaseModel):
         return self.issuer or f"http://{self.host}:{self.port}"
 
 
+class SecretsSettings(BaseModel):
+    """Tenants' third-party secrets at rest (``metalake.sealing``; docs/configuration.md): connector passwords,
+    webhook signing secrets, Slack and Jira tokens, webhook HMAC keys, sealed with AES-256-GCM under a key derived
+    from ``key_encryption_key`` (default: ``api.key_encryption_key``, from which a separate key is derived). Every
+    process that stores or uses them reads it (API, connector worker, outbound runtime). To rotate: set the new key,
+    move the old one to ``previous_key_encryption_keys`` (still opened), run ``metalake secrets reseal``, then drop
+    it."""
+
+    key_encryption_key: SecretStr | None = None
+    previous_key_encryption_keys: list[SecretStr] = Field(default_factory=list)
+
+
 class AccessSettings(BaseModel):
     """Trino access rules generated from the control plane (``metalake access run|sync``; docs/serving.md).
 
@@ -323,6 +338,7 @@ class Settings(BaseSettings):
     propagation: PropagationSettings = PropagationSettings()
     api: ApiSettings = ApiSettings()
     outbound: OutboundSettings = OutboundSettings()
+    secrets: SecretsSettings = SecretsSettings()
     access: AccessSettings = AccessSettings()
     sql: SqlSettings = SqlSettings()
     faults: FaultSettings = FaultSettings()

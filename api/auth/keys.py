@@ -13,34 +13,29 @@ the JWKS until every token it signed has expired (token lifetime plus leeway), t
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
-import os
 import secrets
 import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from joserfc.jwk import ECKey, KeySet, RSAKey, import_key
-from pydantic import SecretStr
 from pymongo import DESCENDING
 from pymongo.collection import Collection
 from pymongo.database import Database
 
 from control.auth.jwks import SigningKeyDoc, published_jwks, signing_keys
 from metalake.mongo import Doc
+from metalake.sealing import KeyEncryption, SealingError
 from metalake.settings import ApiSettings
 
 SigningKey = RSAKey | ECKey
 
 
-class KeysUnavailable(RuntimeError):
-    """The process cannot sign: no key encryption key is configured, or a stored key does not open with it."""
+# The process cannot sign: no key encryption key is configured, or a stored key does not open with it. The sealing
+# itself is the kernel's (metalake.sealing), shared with the tenants' secrets.
+KeysUnavailable = SealingError
 
 
 def _aware(value: datetime | None) -> datetime | None:
@@ -48,32 +43,6 @@ def _aware(value: datetime | None) -> datetime | None:
     if value is None or value.tzinfo is not None:
         return value
     return value.replace(tzinfo=UTC)
-
-
-class KeyEncryption:
-    """Seals private JWKs with a key derived from the configured key-encryption secret."""
-
-    def __init__(self, secret: SecretStr) -> None:
-        raw = secret.get_secret_value().encode()
-        if len(raw) < 16:
-            raise KeysUnavailable("api.key_encryption_key must be at least 16 characters")
-        self._aead = AESGCM(self._derive(raw, b"metalake signing keys v1"))
-        # A fingerprint of a separately derived value: it identifies the key without revealing anything about it.
-        self.kek_id = hashlib.sha256(self._derive(raw, b"metalake kek id v1")).hexdigest()[:16]
-
-    @staticmethod
-    def _derive(raw: bytes, info: bytes) -> bytes:
-        return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=info).derive(raw)
-
-    def seal(self, kid: str, plaintext: bytes) -> bytes:
-        nonce = os.urandom(12)
-        return nonce + self._aead.encrypt(nonce, plaintext, kid.encode())
-
-    def open(self, kid: str, sealed: bytes) -> bytes:
-        try:
-            return self._aead.decrypt(sealed[:12], sealed[12:], kid.encode())
-        except InvalidTag as exc:
-            raise KeysUnavailable(f"signing key {kid} does not open with the configured key") from exc
 
 
 def _generate(alg: str, kid: str) -> SigningKey:

@@ -82,7 +82,7 @@ PREFIX = "/v1/tenants/{tenant}/connectors"
 
 
 def _secret_infos(infos: list[SecretInfo]) -> list[SecretInfoView]:
-    return [SecretInfoView(id=s.id, created_at=s.created_at) for s in infos]
+    return [SecretInfoView(id=s.id, created_at=s.created_at, expires_at=s.expires_at) for s in infos]
 
 
 def _view(store: ControlStore, plugins: dict[str, Plugin], record: ConnectorRecord) -> ConnectorView:
@@ -430,9 +430,37 @@ def rotate_secret(
     plugins: PluginsDep,
     ctx: ContextDep,
 ) -> SecretsView:
-    """Activate a new signing secret next to the previous one: during the overlap deliveries signed with either
-    verify; the one before is retired. A generated secret is in this answer only; a supplied one is never echoed."""
+    """Activate a new signing secret: deliveries signed with the previous one still verify for `overlap_seconds`
+    (default `connect.webhook_secret_overlap_s`, 24 h; 0 retires it now), the one before is retired. A generated
+    secret is in this answer only; a supplied one is never echoed."""
     record = connectors.get(store, tc.tenant, name)
-    active, generated = connectors.rotate_secret(store, plugins, record, body.secret)
+    overlap = body.overlap_seconds
+    if overlap is None:
+        overlap = ctx.settings.connect.webhook_secret_overlap_s
+    active, generated = connectors.rotate_secret(store, plugins, record, body.secret, overlap)
     _audit(ctx, tc, "connector.secret.rotate", name)
     return SecretsView(id=active[0].id, active=_secret_infos(active), secret=generated)
+
+
+@router.delete(
+    PREFIX + "/{name}/secrets/{secret_id}",
+    summary="Revoke a webhook signing secret",
+    response_model=SecretsView,
+    response_model_exclude_none=True,
+    responses=_errors((409, "Not a webhook connector.")),
+)
+def revoke_secret(
+    tc: TenantAdmin,
+    name: ConnectorName,
+    secret_id: Annotated[str, Path(min_length=1, max_length=64, description="The id of an active signing secret.")],
+    store: ConnectorStoreDep,
+    plugins: PluginsDep,
+    ctx: ContextDep,
+) -> SecretsView:
+    """Retire one signing secret now (e.g. a leaked previous secret, before its overlap ends): deliveries signed
+    with it are refused from the next lookup on. Revoking the newest leaves only the previous one until its overlap
+    ends, or none (every delivery refused until a rotation). The active secrets left, newest first."""
+    record = connectors.get(store, tc.tenant, name)
+    active = connectors.revoke_secret(store, plugins, record, secret_id)
+    _audit(ctx, tc, "connector.secret.revoke", name)
+    return SecretsView(active=_secret_infos(active))

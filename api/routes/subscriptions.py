@@ -34,6 +34,7 @@ from api.services.events import PublisherDep
 from control.subscriptions.destinations import DestinationSpec, destination_specs
 from control.subscriptions.store import NAME_PATTERN, Subscription, SubscriptionStore
 from control.subscriptions.testsend import TestOutcome, TestOutcomes
+from metalake.sealing import sealer_for
 from tenants.naming import CONTROL_DATABASE
 
 SubscriptionName = Annotated[
@@ -61,7 +62,7 @@ def destinations() -> dict[str, type[DestinationSpec]]:
 
 
 def subscription_store(ctx: ContextDep) -> SubscriptionStore:
-    return SubscriptionStore(ctx.mongo[CONTROL_DATABASE])
+    return SubscriptionStore(ctx.mongo[CONTROL_DATABASE], sealer_for(ctx.settings))
 
 
 def test_outcomes(ctx: ContextDep) -> TestOutcomes:

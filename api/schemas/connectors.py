@@ -37,6 +37,9 @@ class ConnectorCreate(ConnectorSpec):
 class SecretInfoView(BaseModel):
     id: str
     created_at: datetime
+    expires_at: datetime | None = Field(
+        default=None, description="The end of a previous secret's overlap: it verifies nothing after this."
+    )
 
 
 class ConnectorView(BaseModel):
@@ -119,6 +122,13 @@ class SecretCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     secret: SecretStr | None = Field(default=None, min_length=16, max_length=512)
+    overlap_seconds: int | None = Field(
+        default=None,
+        ge=0,
+        le=30 * 86_400,
+        description="How long the previous secret still verifies (default connect.webhook_secret_overlap_s, 24 h; "
+        "0 retires it now).",
+    )
 
 
 class SecretsView(BaseModel):

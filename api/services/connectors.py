@@ -9,6 +9,7 @@ missing raises :class:`~api.problems.Problem` naming the field, as the routes an
 from __future__ import annotations
 
 import secrets
+from datetime import timedelta
 from typing import Literal
 
 from pydantic import SecretStr
@@ -185,15 +186,35 @@ def reset_offsets(settings: Settings, producer: EventProducer, record: Connector
     return sorted(stored)
 
 
-def rotate_secret(
-    store: ControlStore, plugins: dict[str, Plugin], record: ConnectorRecord, secret: SecretStr | None
-) -> tuple[list[SecretInfo], str | None]:
-    """Activate ``secret`` (a generated one if ``None``) next to the previous one, retiring the one before: the
-    active secrets, newest first, and the generated value (``None`` for a supplied secret, which is never echoed).
-    Only webhook connectors have signing secrets (409)."""
+def _webhook_only(plugins: dict[str, Plugin], record: ConnectorRecord) -> None:
     if not issubclass(plugin_class(plugins, record.type), WebhookConnector):
         raise Problem(409, "not-a-webhook", "name: only webhook connectors have signing secrets", field="name")
+
+
+def rotate_secret(
+    store: ControlStore,
+    plugins: dict[str, Plugin],
+    record: ConnectorRecord,
+    secret: SecretStr | None,
+    overlap_s: int,
+) -> tuple[list[SecretInfo], str | None]:
+    """Activate ``secret`` (a generated one if ``None``); the previous one stays valid for ``overlap_s`` seconds
+    (0: retired now), the one before is retired: the active secrets, newest first, and the generated value (``None``
+    for a supplied secret, which is never echoed). Only webhook connectors have signing secrets (409)."""
+    _webhook_only(plugins, record)
     generated = secret is None
     value = secret or SecretStr(secrets.token_urlsafe(42))
-    active = store.add_webhook_secret(record.tenant, record.name, value)
+    active = store.add_webhook_secret(record.tenant, record.name, value, timedelta(seconds=overlap_s))
     return active, value.get_secret_value() if generated else None
+
+
+def revoke_secret(
+    store: ControlStore, plugins: dict[str, Plugin], record: ConnectorRecord, secret_id: str
+) -> list[SecretInfo]:
+    """Retire one signing secret now: the active secrets left (404 naming ``secret_id`` if there is no such
+    active secret; 409 for a connector that has none)."""
+    _webhook_only(plugins, record)
+    active = store.revoke_webhook_secret(record.tenant, record.name, secret_id)
+    if active is None:
+        raise Problem(404, "not-found", "no such signing secret", field="secret_id")
+    return active

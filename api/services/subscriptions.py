@@ -64,6 +64,15 @@ def merged_secrets(
         raise _invalid("secrets", exc) from None
 
 
+def _moved_endpoint(
+    dest: type[DestinationSpec], before: Mapping[str, Any], after: Mapping[str, Any] | None
+) -> str | None:
+    """The first endpoint field ``after`` changes (both are validated dumps), or ``None``."""
+    if after is None:
+        return None
+    return next((f for f in dest.endpoint_fields if before.get(f) != after.get(f)), None)
+
+
 def get(store: SubscriptionStore, tenant: str, name: str) -> Subscription:
     sub = store.get(tenant, name)
     if sub is None:
@@ -106,11 +115,23 @@ def update(
     enabled: bool | None,
 ) -> Subscription:
     """The subscription with what is not ``None`` changed: configuration validated, secrets merged into the stored
-    ones."""
-    dest = spec(specs, get(store, tenant, name).destination)
+    ones. A change of endpoint (:attr:`DestinationSpec.endpoint_fields`) drops the stored secrets: the request must
+    supply them again (422 naming the first one missing), so none is sent to a host it was not given for."""
+    current = get(store, tenant, name)
+    dest = spec(specs, current.destination)
     checked_config = _config(dest, config) if config is not None else None
     checked_secrets = None
-    if secrets is not None:
+    moved = _moved_endpoint(dest, current.config, checked_config)
+    if moved is not None:
+        supplied = secrets or {}
+        for field, info in dest.secrets_model.model_fields.items():
+            if info.is_required() and supplied.get(field) is None:
+                path = f"secrets/{field}"
+                raise Problem(
+                    422, "secrets-required", f"{path}: required again when config/{moved} changes", field=path
+                )
+        checked_secrets = merged_secrets(dest, {}, supplied)
+    elif secrets is not None:
         checked_secrets = merged_secrets(dest, store.stored_secrets(tenant, name), secrets)
     updated = store.update(
         tenant, name, config=checked_config, filters=filters, enabled=enabled, secrets=checked_secrets

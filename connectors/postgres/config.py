@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fnmatch import fnmatchcase
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, SecretStr
 
@@ -15,6 +15,9 @@ DEFAULT_EXCLUDED_SCHEMAS = ("pg_catalog", "information_schema", "pg_toast*", "pg
 
 class PostgresCatalogConfig(ConnectorConfig):
     """What to crawl and how to reach it. ``repr`` and the JSON Schema never show the password (``SecretStr``)."""
+
+    # sslmode too: a downgrade to "disable" would send the stored password in clear.
+    endpoint_fields: ClassVar[tuple[str, ...]] = ("host", "port", "sslmode")
 
     host: str = Field(min_length=1, description="Server host name or address.")
     port: int = Field(default=5432, ge=1, le=65535)

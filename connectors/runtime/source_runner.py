@@ -32,6 +32,7 @@ from control.connectors.reasons import safe_reason
 from control.connectors.store import ConnectorRecord, ConnectorState, TaskRecord
 from metalake.kafka import PublishError
 from metalake.lease import LeaseHeld
+from metalake.sealing import SealingError
 from metalake.telemetry import bind_tenant
 
 log = logging.getLogger(__name__)
@@ -282,7 +283,12 @@ def _crawl(runtime: Runtime, tenant: str, name: str) -> CrawlReport:
     cls = _source_class(runtime, record)
     started = time.monotonic()
     with bind_tenant(tenant):
-        secrets = runtime.store.config_secrets(tenant, name)
+        try:
+            secrets = runtime.store.config_secrets(tenant, name)
+        except SealingError as exc:
+            # Not crawled without its secrets: the message names the field and the fix, never a value.
+            runtime.store.set_state(tenant, name, ConnectorState.FAILED, str(exc))
+            raise CrawlRefused(str(exc)) from exc
         try:
             connector = instantiate(cls, record, secrets)
         except PluginUnavailable as exc:

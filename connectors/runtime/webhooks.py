@@ -41,6 +41,7 @@ from control.connectors.reasons import safe_reason
 from control.connectors.store import ConnectorRecord, ConnectorState
 from metalake.http.problems import Problem
 from metalake.kafka import PublishError
+from metalake.sealing import SealingError
 from metalake.telemetry import bind_tenant
 from metalake.tenancy import InvalidTenantId, validate_tenant_id
 
@@ -105,7 +106,12 @@ class _Delivery:
 
 def _load_delivery(runtime: Runtime, slug: str, tenant_id: str, name: str | None) -> _Delivery:
     record, cls = _resolve(runtime, slug, tenant_id, name)
-    webhook_secrets, config_secrets = runtime.store.secrets_of(record.tenant, record.name)
+    try:
+        webhook_secrets, config_secrets = runtime.store.secrets_of(record.tenant, record.name)
+    except SealingError as exc:
+        # The worker's key configuration is at fault, not the sender: a 503 it retries, the reason in the log only.
+        log.error("connect.secrets_unusable", extra={"connector": record.name, "reason": str(exc)})
+        raise _unavailable(runtime, "the connector's secrets cannot be opened", "secrets-unavailable") from None
     return _Delivery(record, cls, [s.get_secret_value().encode() for s in webhook_secrets], config_secrets)
 
 

@@ -33,6 +33,7 @@ from metalake.expiry import ExpiryJanitor
 from metalake.http.problems import install_problem_handlers
 from metalake.lease import LeaseStore
 from metalake.mongo import mongo_client
+from metalake.sealing import sealer_for
 from metalake.settings import Settings
 from tenants.naming import CONTROL_DATABASE
 
@@ -48,7 +49,7 @@ def build_runtime(
     database = client[CONTROL_DATABASE]
     return Runtime(
         settings=settings,
-        store=ControlStore(database),
+        store=ControlStore(database, sealer_for(settings)),
         deliveries=DeliveryLog(database, timedelta(seconds=settings.connect.webhook_delivery_retention_s)),
         publisher=Publisher(settings),
         offsets=OffsetStore(settings),

@@ -29,6 +29,10 @@ class ConnectorConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    # Fields that say where the connector sends its secret fields (a server's host, port, TLS mode): a change of one
+    # requires the secret fields again, so a stored password is never handed to an endpoint it was not given for.
+    endpoint_fields: ClassVar[tuple[str, ...]] = ()
+
 
 C = TypeVar("C", bound=ConnectorConfig)
 

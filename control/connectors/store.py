@@ -8,7 +8,8 @@ Two collections, so a read of configuration can never carry a secret by accident
   name, task, config, state, trace, worker_id, last_run, updated_at}``, written by the crawl that runs it; ``config``
   is stored as JSON text (FerretDB refuses nested arrays, and a task config is the plugin's to shape);
 - ``connector_secrets``: the webhook signing secrets of a connector (at most two active, for rotation), the secret
-  fields of its configuration, and the tenants' ingest write keys (stored as SHA-256 hashes only).
+  fields of its configuration, and the tenants' ingest write keys (stored as SHA-256 hashes only). Signing secrets
+  and configuration secrets are sealed (``metalake.sealing``), each bound to its tenant, connector and field.
 
 Only operations MongoDB and FerretDB both support: single-document writes, no transactions, change streams or TTL.
 Secret values enter and leave this module as :class:`pydantic.SecretStr`, so a repr or a log line shows ``**********``.
@@ -20,10 +21,11 @@ import hashlib
 import hmac
 import json
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from functools import partial
 from typing import Any, NotRequired, TypedDict
 
 from pydantic import SecretStr
@@ -34,7 +36,8 @@ from pymongo.errors import DuplicateKeyError
 
 from control.connectors.transforms import TRANSFORM_SPECS, TransformSpec
 from metalake.mongo import Doc, mongo_client, typed_collection
-from metalake.settings import Settings
+from metalake.sealing import Binding, ResealCount, SealedValue, Sealer, require, sealer_for
+from metalake.settings import Settings, load_settings
 from tenants.naming import CONTROL_DATABASE, validate_tenant_id
 
 CONNECTORS = "connectors"
@@ -97,10 +100,12 @@ class TaskRecord:
 
 @dataclass(frozen=True)
 class SecretInfo:
-    """What may be shown about a stored secret: its id and age, never its value."""
+    """What may be shown about a stored secret: its id, age and end of overlap, never its value."""
 
     id: str
     created_at: datetime
+    # Set on the previous secret by a rotation: it is accepted until then, not until the next rotation.
+    expires_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -152,8 +157,11 @@ class WebhookSecretDoc(TypedDict):
     """One active webhook signing secret of a connector, newest first in its list."""
 
     id: str
-    value: str
+    # Sealed (a plain string: written before sealing; refused on read, sealed by `metalake secrets reseal`).
+    value: SealedValue | str
     created_at: datetime
+    # The end of the overlap, set on the previous secret when a newer one is activated; none on the newest.
+    expires_at: NotRequired[datetime | None]
 
 
 class ConnectorSecretsDoc(TypedDict, total=False):
@@ -164,8 +172,8 @@ class ConnectorSecretsDoc(TypedDict, total=False):
     _id: str
     tenant: str
     name: str
-    # The secret fields of the connector's configuration, in clear.
-    config: dict[str, str]
+    # The secret fields of the connector's configuration, sealed (plain strings: written before sealing).
+    config: dict[str, SealedValue | str]
     webhook_secrets: list[WebhookSecretDoc]
     # Revision of ``webhook_secrets``, the compare-and-set guard of a rotation.
     rev: int
@@ -185,6 +193,46 @@ class WriteKeyDoc(TypedDict):
 
 def connector_id(tenant: str, name: str) -> str:
     return f"{tenant}/{name}"
+
+
+def _utc(value: datetime) -> datetime:
+    # FerretDB hands datetimes back naive unless the client asked for tz_aware; they are UTC either way.
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+def _end(entry: WebhookSecretDoc) -> datetime | None:
+    end = entry.get("expires_at")
+    return _utc(end) if end is not None else None
+
+
+def usable_webhook_secrets(entries: Sequence[WebhookSecretDoc], now: datetime) -> list[WebhookSecretDoc]:
+    """The signing secrets a delivery may be signed with at ``now``: the newest, and a previous one until the end
+    of its overlap (an expired one stays stored until the next rotation or revocation, but verifies nothing)."""
+    return [e for e in entries if (end := e.get("expires_at")) is None or _utc(end) > now]
+
+
+def rotated_webhook_secrets(
+    entries: Sequence[WebhookSecretDoc], newest: WebhookSecretDoc, now: datetime, overlap: timedelta
+) -> list[WebhookSecretDoc]:
+    """The secrets after ``newest`` is activated at ``now``: the newest usable one before it stays valid for
+    ``overlap`` (none: retired at once), older ones are retired. A rotation never extends an overlap already running:
+    rotating twice cannot keep a secret alive past the end its first rotation gave it."""
+    previous = usable_webhook_secrets(entries, now)[: MAX_WEBHOOK_SECRETS - 1] if overlap > timedelta(0) else []
+    kept: list[WebhookSecretDoc] = [
+        {**e, "expires_at": min(end, now + overlap) if (end := _end(e)) is not None else now + overlap}
+        for e in previous
+    ]
+    return [newest, *kept]
+
+
+def config_binding(tenant: str, name: str, field: str) -> Binding:
+    """What a connector's secret configuration field is sealed for (another tenant, connector or field: no open)."""
+    return Binding(tenant, f"{SECRETS}/{connector_id(tenant, name)}", f"config.{field}")
+
+
+def webhook_binding(tenant: str, name: str, secret_id: str) -> Binding:
+    """What one of a connector's webhook signing secrets is sealed for."""
+    return Binding(tenant, f"{SECRETS}/{connector_id(tenant, name)}", f"webhook_secrets.{secret_id}")
 
 
 def task_doc_id(tenant: str, name: str, task: int) -> str:
@@ -244,7 +292,10 @@ def parse_write_key(key: str) -> tuple[str, str] | None:
 class ControlStore:
     """Typed access to connector configuration, state and secrets. Thread-safe (pymongo clients are)."""
 
-    def __init__(self, database: Database[Doc]) -> None:
+    def __init__(self, database: Database[Doc], sealer: Sealer | None = None) -> None:
+        """``sealer``: the keys secrets are sealed with; by default the process's (``sealer_for(load_settings())``),
+        resolved at the first secret written or read, so a process that never touches one needs no key."""
+        self._sealer = sealer
         self._connectors: Collection[ConnectorDoc] = typed_collection(database, CONNECTORS, ConnectorDoc)
         # One collection, two kinds of document: a connector's secrets and the tenants' write keys (by _id prefix).
         self._secrets: Collection[ConnectorSecretsDoc] = typed_collection(database, SECRETS, ConnectorSecretsDoc)
@@ -254,7 +305,12 @@ class ControlStore:
     @classmethod
     def connect(cls, settings: Settings) -> ControlStore:
         client = mongo_client(settings)
-        return cls(client[CONTROL_DATABASE])
+        return cls(client[CONTROL_DATABASE], sealer_for(settings))
+
+    def _keys(self) -> Sealer:
+        if self._sealer is None:
+            self._sealer = require(sealer_for(load_settings()))
+        return self._sealer
 
     # -- configuration and state ------------------------------------------------------------------------------------
 
@@ -278,6 +334,12 @@ class ControlStore:
         validate_tenant_id(tenant)
         secret_values = dict(config_secrets or {})
         doc_id = connector_id(tenant, name)
+        # Sealed before anything is written: without a key nothing is stored.
+        keys = self._keys() if secret_values else None
+        sealed: dict[str, SealedValue | str] = {
+            k: require(keys).seal(v.get_secret_value(), config_binding(tenant, name, k))
+            for k, v in secret_values.items()
+        }
         before = self._connectors.find_one_and_update(
             {"_id": doc_id},
             {
@@ -303,7 +365,7 @@ class ControlStore:
                 "$set": {
                     "tenant": tenant,
                     "name": name,
-                    "config": {k: v.get_secret_value() for k, v in secret_values.items()},
+                    "config": sealed,
                 }
             },
             upsert=True,
@@ -410,27 +472,74 @@ class ControlStore:
 
     # -- secrets -----------------------------------------------------------------------------------------------------
 
+    def _open_config(self, tenant: str, name: str, doc: ConnectorSecretsDoc) -> dict[str, SecretStr]:
+        values = doc.get("config") or {}
+        if not values:
+            return {}
+        keys = self._keys()
+        return {k: keys.open(v, config_binding(tenant, name, k)) for k, v in values.items()}
+
+    def _open_webhook(self, tenant: str, name: str, doc: ConnectorSecretsDoc) -> list[SecretStr]:
+        entries = usable_webhook_secrets(doc.get("webhook_secrets") or [], _now())
+        if not entries:
+            return []
+        keys = self._keys()
+        return [keys.open(s["value"], webhook_binding(tenant, name, s["id"])) for s in entries]
+
     def config_secrets(self, tenant: str, name: str) -> dict[str, SecretStr]:
+        """The secret configuration fields; :class:`~metalake.sealing.SealingError` if one does not open."""
         doc = self._secrets.find_one({"_id": connector_id(tenant, name)}, {"config": 1})
-        return {k: SecretStr(v) for k, v in ((doc or {}).get("config") or {}).items()}
+        return self._open_config(tenant, name, doc or {})
 
-    def add_webhook_secret(self, tenant: str, name: str, secret: SecretStr) -> list[SecretInfo]:
-        """Make ``secret`` active next to the newest one before it (rotation); older ones are retired.
+    def add_webhook_secret(
+        self, tenant: str, name: str, secret: SecretStr, overlap: timedelta = timedelta(0)
+    ) -> list[SecretInfo]:
+        """Make ``secret`` the newest; the newest before it stays valid for ``overlap`` (rotation; none: retired at
+        once), older ones are retired. Returns the active secrets, newest first."""
+        secret_id = secrets.token_hex(4)
+        sealed = self._keys().seal(secret.get_secret_value(), webhook_binding(tenant, name, secret_id))
+        now = _now()
+        entry: WebhookSecretDoc = {"id": secret_id, "value": sealed, "created_at": now, "expires_at": None}
 
-        Returns the active secrets' ids, newest first.
-        """
+        def rotated(entries: list[WebhookSecretDoc]) -> list[WebhookSecretDoc]:
+            return rotated_webhook_secrets(entries, entry, now, overlap)
+
+        return self._change_webhook_secrets(tenant, name, rotated, create=True)
+
+    def revoke_webhook_secret(self, tenant: str, name: str, secret_id: str) -> list[SecretInfo] | None:
+        """Retire the signing secret ``secret_id`` now (a leaked previous secret need not wait for its overlap to
+        end); the active secrets left, or ``None`` if the connector has no such secret."""
+        found = False
+
+        def without(entries: list[WebhookSecretDoc]) -> list[WebhookSecretDoc]:
+            nonlocal found
+            found = any(e["id"] == secret_id for e in entries)
+            return [e for e in entries if e["id"] != secret_id]
+
+        active = self._change_webhook_secrets(tenant, name, without, create=False)
+        return active if found else None
+
+    def _change_webhook_secrets(
+        self,
+        tenant: str,
+        name: str,
+        change: Callable[[list[WebhookSecretDoc]], list[WebhookSecretDoc]],
+        *,
+        create: bool,
+    ) -> list[SecretInfo]:
         doc_id = connector_id(tenant, name)
-        entry: WebhookSecretDoc = {"id": secrets.token_hex(4), "value": secret.get_secret_value(), "created_at": _now()}
         # FerretDB ignores $push's $position/$slice, so the list is computed here and written with a revision guard
-        # (compare-and-set on one document): two concurrent rotations cannot lose one another's secret silently.
+        # (compare-and-set on one document): two concurrent changes cannot lose one another's secret silently.
         for _ in range(5):
             doc = self._secrets.find_one({"_id": doc_id}, {"webhook_secrets": 1, "rev": 1}) or {}
+            if not doc and not create:
+                return []
             revision = int(doc.get("rev", 0))
-            active = [entry, *(doc.get("webhook_secrets") or [])][:MAX_WEBHOOK_SECRETS]
+            entries = change(list(doc.get("webhook_secrets") or []))
             try:
                 result = self._secrets.update_one(
                     {"_id": doc_id, "rev": revision if "rev" in doc else {"$exists": False}},
-                    {"$set": {"tenant": tenant, "name": name, "webhook_secrets": active, "rev": revision + 1}},
+                    {"$set": {"tenant": tenant, "name": name, "webhook_secrets": entries, "rev": revision + 1}},
                     upsert=not doc,
                 )
             except DuplicateKeyError:
@@ -440,19 +549,49 @@ class ControlStore:
         raise RuntimeError(f"webhook secrets of {doc_id} changed concurrently five times; try again")
 
     def webhook_secret_info(self, tenant: str, name: str) -> list[SecretInfo]:
+        """The secrets a delivery may be signed with now, newest first (an expired previous one is not listed)."""
         doc = self._secrets.find_one({"_id": connector_id(tenant, name)}, {"webhook_secrets": 1})
-        return [SecretInfo(s["id"], s["created_at"]) for s in (doc or {}).get("webhook_secrets") or []]
+        entries = usable_webhook_secrets((doc or {}).get("webhook_secrets") or [], _now())
+        return [SecretInfo(s["id"], _utc(s["created_at"]), _end(s)) for s in entries]
 
     def secrets_of(self, tenant: str, name: str) -> tuple[list[SecretStr], dict[str, SecretStr]]:
         """The active webhook signing secrets (newest first) and the secret configuration fields, in one read."""
         doc = self._secrets.find_one({"_id": connector_id(tenant, name)}) or {}
-        webhook = [SecretStr(s["value"]) for s in doc.get("webhook_secrets") or []]
-        return webhook, {k: SecretStr(v) for k, v in (doc.get("config") or {}).items()}
+        return self._open_webhook(tenant, name, doc), self._open_config(tenant, name, doc)
 
     def webhook_secrets(self, tenant: str, name: str) -> list[SecretStr]:
         """The active signing secrets, newest first (empty: the connector must refuse every delivery)."""
         doc = self._secrets.find_one({"_id": connector_id(tenant, name)}, {"webhook_secrets": 1})
-        return [SecretStr(s["value"]) for s in (doc or {}).get("webhook_secrets") or []]
+        return self._open_webhook(tenant, name, doc or {})
+
+    def reseal(self, tenant: str | None = None) -> ResealCount:
+        """Every connector's (of ``tenant``, or all) signing and configuration secrets sealed under the current key,
+        plain ones too. Each part is rewritten only if unchanged since it was read (the signing secrets under their
+        revision), so a concurrent rotation or configuration change is never undone. Write keys are hashes: nothing
+        to seal."""
+        keys, count = self._keys(), ResealCount()
+        for doc in self._secrets.find({} if tenant is None else {"tenant": tenant}):
+            owner, name = doc.get("tenant"), doc.get("name")
+            if owner is None or name is None or doc["_id"].startswith("write-key/"):
+                continue  # a write key's document: a hash, nothing sealed
+            what = f"{SECRETS}/{doc['_id']}"
+            config = dict(doc.get("config") or {})
+            resealed = count.each(keys, config, partial(config_binding, owner, name))
+            if resealed is not None:
+                done = self._secrets.update_one({"_id": doc["_id"], "config": config}, {"$set": {"config": resealed}})
+                count.written(done.matched_count == 1, what)
+            entries = list(doc.get("webhook_secrets") or [])
+            by_id = {e["id"]: e["value"] for e in entries}
+            rewrapped = count.each(keys, by_id, partial(webhook_binding, owner, name))
+            if rewrapped is not None:
+                revision = int(doc.get("rev", 0))
+                updated = [{**e, "value": rewrapped[e["id"]]} for e in entries]
+                done = self._secrets.update_one(
+                    {"_id": doc["_id"], "rev": revision if "rev" in doc else {"$exists": False}},
+                    {"$set": {"webhook_secrets": updated, "rev": revision + 1}},
+                )
+                count.written(done.matched_count == 1, what)
+        return count
 
     def create_write_key(self, tenant: str) -> tuple[WriteKeyInfo, SecretStr]:
         """A new ingest write key for ``tenant``: its id and age, and the key. Only its SHA-256 is stored: show the

@@ -46,16 +46,21 @@ class InvalidConfig(ValueError):
 
 
 def validate_config(
-    cls: ConnectorClass, config: Mapping[str, Any], stored_secrets: Mapping[str, SecretStr], tasks_max: int
+    cls: ConnectorClass,
+    config: Mapping[str, Any],
+    stored_secrets: Mapping[str, SecretStr],
+    tasks_max: int,
+    previous: Mapping[str, Any] | None = None,
 ) -> tuple[dict[str, Any], dict[str, SecretStr]]:
     """The plain config and its secret fields, validated by the plugin's model; a secret field left out or sent
-    masked keeps its stored value."""
+    masked keeps its stored value, unless an endpoint field (``config_model.endpoint_fields``) differs from the
+    ``previous`` plain config: then every stored secret field must be sent again."""
     if tasks_max > 1 and not issubclass(cls, SourceConnector):
         raise InvalidConfig("tasks_max", "tasks_max: a webhook connector runs one task")
     values = dict(config)
-    for key, stored in stored_secrets.items():
-        if values.get(key, MASK) == MASK:
-            values[key] = stored
+    kept = [key for key in stored_secrets if values.get(key, MASK) == MASK]
+    for key in kept:
+        values[key] = stored_secrets[key]
     try:
         model = cls.config_model.model_validate(values)
     except ValidationError as exc:
@@ -64,14 +69,24 @@ def validate_config(
         # pydantic's msg names the rule, never the value (which may be a secret).
         raise InvalidConfig(field, f"{field}: {first['msg']}") from None
     secret_values = {k: v for k, v in model if isinstance(v, SecretStr)}
-    return model.model_dump(mode="json", exclude=set(secret_values)), secret_values
+    plain = model.model_dump(mode="json", exclude=set(secret_values))
+    moved = next((f for f in cls.config_model.endpoint_fields if previous and previous.get(f) != plain.get(f)), None)
+    if moved is not None and kept:
+        field = f"config/{sorted(kept)[0]}"
+        raise InvalidConfig(field, f"{field}: required again when config/{moved} changes")
+    return plain, secret_values
 
 
 def put_validated(
     store: ControlStore, cls: ConnectorClass, tenant: str, name: str, spec: ConnectorFields
 ) -> tuple[ConnectorRecord, bool]:
     """Validate ``spec`` (raising :class:`InvalidConfig`), then create or replace the connector; True if created."""
-    plain, secret_values = validate_config(cls, spec.config, store.config_secrets(tenant, name), spec.tasks_max)
+    current = store.get_connector(tenant, name)
+    # Another type is another endpoint altogether: nothing stored for the old one carries over.
+    same_type = current is not None and current.type == spec.type
+    stored = store.config_secrets(tenant, name) if same_type else {}
+    previous = current.config if current is not None and same_type else None
+    plain, secret_values = validate_config(cls, spec.config, stored, spec.tasks_max, previous)
     return store.put_connector(
         tenant,
         name,

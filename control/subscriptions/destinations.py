@@ -40,6 +40,9 @@ class DestinationSpec:
     secrets_model: ClassVar[type[DestinationSecrets]]
     # The runtime's destination class, "module:Class": loaded by the outbound runtime only (it imports the SDK).
     implementation: ClassVar[str]
+    # Configuration fields that say where deliveries (and so the secrets) go: changing one requires every stored
+    # secret again, so a write-only secret is never handed to a host its owner did not send it to.
+    endpoint_fields: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def merge_secrets(cls, stored: Mapping[str, str], update: Mapping[str, str]) -> dict[str, str]:

@@ -4,16 +4,20 @@ Two collections, so reading a subscription can never carry a secret by accident:
 
 - ``subscriptions``: ``{_id: "<tenant>/<name>", tenant, name, destination, config, filters, enabled, secret_fields,
   created_at, updated_at}``;
-- ``subscription_secrets``: ``{_id, tenant, name, values: {field: value}}``, written and read only here; values leave
-  as :class:`pydantic.SecretStr` and are never returned by the API or logged.
+- ``subscription_secrets``: ``{_id, tenant, name, values: {field: sealed}}``, written and read only here. Each value
+  is sealed (``metalake.sealing``) bound to the tenant, this document and the field; values leave as
+  :class:`pydantic.SecretStr`, only for delivery and for merging an update, and are never returned by the API or
+  logged.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, TypedDict
 
 from pydantic import SecretStr
@@ -24,11 +28,15 @@ from pymongo.errors import DuplicateKeyError
 
 from control.subscriptions.filters import Filters
 from metalake.mongo import Doc, typed_collection
+from metalake.sealing import Binding, ResealCount, SealedValue, Sealer, SealingError, require, sealer_for
+from metalake.settings import load_settings
 from tenants.naming import validate_tenant_id
 
 SUBSCRIPTIONS = "subscriptions"
 SUBSCRIPTION_SECRETS = "subscription_secrets"
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
+
+log = logging.getLogger(__name__)
 
 
 class InvalidSubscriptionName(ValueError):
@@ -83,12 +91,18 @@ class SubscriptionDoc(TypedDict):
 
 
 class SubscriptionSecretsDoc(TypedDict):
-    """A document of ``subscription_secrets`` (``_id`` is the subscription's): the secret fields' values in clear."""
+    """A document of ``subscription_secrets`` (``_id`` is the subscription's): the secret fields' values, sealed
+    (a plain string is a value written before sealing: refused on read, sealed by ``metalake secrets reseal``)."""
 
     _id: str
     tenant: str
     name: str
-    values: dict[str, str]
+    values: dict[str, SealedValue | str]
+
+
+def secret_binding(tenant: str, name: str, field: str) -> Binding:
+    """What a subscription's secret is sealed for: moved to another tenant, subscription or field, it does not open."""
+    return Binding(tenant, f"{SUBSCRIPTION_SECRETS}/{subscription_id(tenant, name)}", f"values.{field}")
 
 
 def _record(doc: SubscriptionDoc, secrets: Mapping[str, str] | None = None) -> Subscription:
@@ -107,11 +121,24 @@ def _record(doc: SubscriptionDoc, secrets: Mapping[str, str] | None = None) -> S
 
 
 class SubscriptionStore:
-    def __init__(self, database: Database[Doc]) -> None:
+    """``sealer``: the keys secrets are sealed with; by default the process's (``sealer_for(load_settings())``),
+    resolved at the first secret written or read, so a process that never touches one needs no key."""
+
+    def __init__(self, database: Database[Doc], sealer: Sealer | None = None) -> None:
         self._subs: Collection[SubscriptionDoc] = typed_collection(database, SUBSCRIPTIONS, SubscriptionDoc)
         self._secrets: Collection[SubscriptionSecretsDoc] = typed_collection(
             database, SUBSCRIPTION_SECRETS, SubscriptionSecretsDoc
         )
+        self._sealer = sealer
+
+    def _keys(self) -> Sealer:
+        if self._sealer is None:
+            self._sealer = require(sealer_for(load_settings()))
+        return self._sealer
+
+    def _sealed(self, tenant: str, name: str, values: Mapping[str, str]) -> dict[str, SealedValue | str]:
+        keys = self._keys()
+        return {k: keys.seal(v, secret_binding(tenant, name, k)) for k, v in values.items()}
 
     def create(
         self,
@@ -143,11 +170,13 @@ class SubscriptionStore:
             "created_at": now,
             "updated_at": now,
         }
+        # Sealed before anything is written: without a key nothing is stored, not even the name.
+        values = self._sealed(tenant, name, secrets)
         try:
             self._subs.insert_one(doc)
         except DuplicateKeyError:
             return None
-        stored: SubscriptionSecretsDoc = {"_id": doc_id, "tenant": tenant, "name": name, "values": dict(secrets)}
+        stored: SubscriptionSecretsDoc = {"_id": doc_id, "tenant": tenant, "name": name, "values": values}
         self._secrets.replace_one({"_id": doc_id}, stored, upsert=True)
         if enabled:
             self._subs.update_one({"_id": doc_id}, {"$set": {"enabled": True}})
@@ -174,7 +203,7 @@ class SubscriptionStore:
         if secrets is not None:
             self._secrets.update_one(
                 {"_id": doc_id},
-                {"$set": {"values": dict(secrets), "tenant": tenant, "name": name}},
+                {"$set": {"values": self._sealed(tenant, name, secrets), "tenant": tenant, "name": name}},
                 upsert=True,
             )
             changes["secret_fields"] = sorted(secrets)
@@ -186,9 +215,16 @@ class SubscriptionStore:
         return _record(doc) if doc is not None else None
 
     def stored_secrets(self, tenant: str, name: str) -> dict[str, str]:
-        """Plain secret values, for merging an update and for delivery only. Never serialise the result."""
+        """Plain secret values, for merging an update and for delivery only. Never serialise the result. Raises
+        :class:`~metalake.sealing.SealingError` when a value does not open (never a plain value instead)."""
         doc = self._secrets.find_one({"_id": subscription_id(tenant, name)})
-        return dict(doc.get("values") or {}) if doc is not None else {}
+        if doc is None:
+            return {}
+        keys = self._keys()
+        return {
+            k: keys.open(v, secret_binding(tenant, name, k)).get_secret_value()
+            for k, v in (doc.get("values") or {}).items()
+        }
 
     def with_secrets(self, sub: Subscription) -> Subscription:
         return replace(sub, secrets={k: SecretStr(v) for k, v in self.stored_secrets(sub.tenant, sub.name).items()})
@@ -207,7 +243,30 @@ class SubscriptionStore:
         subs = [_record(d) for d in self._subs.find({"tenant": tenant, "enabled": True}).sort("name", ASCENDING)]
         # One lookup by `_id` per subscription: FerretDB pushes `_id` equality down to an index, never `$in` (that
         # read would scan every tenant's secrets).
-        return [self.with_secrets(s) for s in subs]
+        out = []
+        for sub in subs:
+            try:
+                out.append(self.with_secrets(sub))
+            except SealingError as exc:
+                # Left out rather than delivered without its secrets (or failing every other subscription): the
+                # operator's key configuration is at fault, and the log says which one and how to fix it.
+                log.error(
+                    "outbound.subscription_secrets_unusable",
+                    extra={"tenant": tenant, "subscription": sub.name, "reason": str(exc)},
+                )
+        return out
+
+    def reseal(self, tenant: str | None = None) -> ResealCount:
+        """Every stored secret (of ``tenant``, or all) sealed under the current key, plain ones too; each document
+        rewritten only if its values are unchanged since they were read, so a concurrent update is never undone."""
+        keys, count = self._keys(), ResealCount()
+        for doc in self._secrets.find({} if tenant is None else {"tenant": tenant}):
+            owner, name, values = doc["tenant"], doc["name"], dict(doc.get("values") or {})
+            resealed = count.each(keys, values, partial(secret_binding, owner, name))
+            if resealed is not None:
+                done = self._secrets.update_one({"_id": doc["_id"], "values": values}, {"$set": {"values": resealed}})
+                count.written(done.matched_count == 1, f"{SUBSCRIPTION_SECRETS}/{doc['_id']}")
+        return count
 
     def delete(self, tenant: str, name: str) -> bool:
         doc_id = subscription_id(tenant, name)

@@ -34,6 +34,7 @@ COMMANDS: dict[str, Entry] = {
     "access": Entry("processors.access.main:app", "Trino access rules: tenant isolation and PII masks."),
     "outbound": Entry("processors.outbound.main:app", "The outbound runtime: Slack, Jira and signed webhooks."),
     "propagation": Entry("processors.propagation.main:app", "Tag propagation along lineage, and its dry run."),
+    "secrets": Entry("ops.cli.secrets:app", "Tenants' third-party secrets at rest: reseal under the current key."),
 }
 
 

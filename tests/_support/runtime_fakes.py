@@ -22,6 +22,7 @@ from control.auth.jwks import JwksCache
 from control.auth.validator import AccessTokenValidator
 from control.connectors.store import ConnectorRecord, ConnectorState, SecretInfo
 from metalake.kafka import Delivery, PublishError, RawRecord
+from metalake.sealing import SealingError
 from metalake.settings import Settings
 from tenants.model import Tier
 from tenants.registry import TenantDirectory, TenantRecord, TenantState
@@ -80,6 +81,8 @@ class FakeStore:
     def __init__(self) -> None:
         self.records: dict[str, ConnectorRecord] = {}
         self.secrets: dict[str, list[SecretStr]] = {}
+        # Connectors whose stored secrets do not open with the process's key (sealed elsewhere, moved, plain text).
+        self.unsealable: set[str] = set()
         self.write_keys: dict[str, str] = {hashlib.sha256(WRITE_KEY.encode()).hexdigest(): "acme"}
 
     def add(self, record: ConnectorRecord, *webhook_secrets: str) -> None:
@@ -96,6 +99,8 @@ class FakeStore:
         return [r for r in self.records.values() if tenant is None or r.tenant == tenant]
 
     def secrets_of(self, tenant: str, name: str) -> tuple[list[SecretStr], dict[str, SecretStr]]:
+        if f"{tenant}/{name}" in self.unsealable:
+            raise SealingError(f"connector_secrets/{tenant}/{name} field webhook_secrets.x is not sealed")
         return list(self.secrets.get(f"{tenant}/{name}", [])), {}
 
     def config_secrets(self, tenant: str, name: str) -> dict[str, SecretStr]:

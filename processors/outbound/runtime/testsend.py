@@ -19,6 +19,7 @@ from pymongo.errors import PyMongoError
 from control.subscriptions.store import SubscriptionStore
 from control.subscriptions.testsend import Status, SubscriptionTest, TestOutcomes
 from metalake.events.validation import InvalidData
+from metalake.sealing import SealingError
 from processors.outbound.runtime.destination import DeliveryError, Destination
 from processors.outbound.runtime.ledger import Ledger
 
@@ -64,6 +65,8 @@ class SubscriptionTester:
         ledger = self.ledger.scope(test.tenant, sub.name, change.id)
         try:
             result = destination.deliver(change, self.store.with_secrets(sub), ledger)
+        except SealingError:
+            return "failed", "the subscription's secrets cannot be opened with the runtime's key-encryption key", {}
         except DeliveryError as exc:
             return "failed", str(exc), {}
         except PyMongoError:

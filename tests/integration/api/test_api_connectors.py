@@ -26,6 +26,7 @@ from api.services.audit import tenant_audit_path
 from connectors.runtime.worker import create_app as create_worker
 from control.audit import AuditQuery, read
 from control.connectors.store import ConnectorState, ControlStore
+from metalake.sealing import is_sealed
 from metalake.settings import Settings
 from ops.stack import StackManager
 from tenants.naming import CONTROL_DATABASE
@@ -125,11 +126,19 @@ def test_source_connector_secret_fields_are_write_only(api: TestClient, tenant: 
     assert created.status_code == 201, created.text
     assert created.json()["config"]["password"] == "**********" and created.json()["tasks_max"] == 3
     # Replacing with the mask keeps the stored password; nothing returns it.
-    kept = {**config, "password": "**********", "port": 5433}
+    kept = {**config, "password": "**********", "databases": ["shop"]}
     replaced = api.put(f"{route}/pg", json={"type": "postgres", "config": kept, "tasks_max": 2}, headers=admin)
     assert replaced.status_code == 200, replaced.text
-    store = ControlStore(MongoClient(api.app.state.ctx.settings.mongo_uri)[CONTROL_DATABASE])  # type: ignore[attr-defined]
+    # ...but not to another endpoint: a new host or port needs the password again.
+    for moved in ({"port": 5433}, {"host": "elsewhere.internal"}):
+        body = {"type": "postgres", "config": {**kept, **moved}, "tasks_max": 2}
+        problem(api.put(f"{route}/pg", json=body, headers=admin), 422, "config/password")
+    database = MongoClient(api.app.state.ctx.settings.mongo_uri)[CONTROL_DATABASE]  # type: ignore[attr-defined]
+    store = ControlStore(database)
     assert store.config_secrets(tenant, "pg")["password"].get_secret_value() == password
+    # At rest the password is sealed, bound to this tenant, connector and field.
+    raw = database["connector_secrets"].find_one({"_id": f"{tenant}/pg"})
+    assert raw is not None and password not in str(raw) and is_sealed(raw["config"]["password"])
     for response in (replaced, api.get(f"{route}/pg", headers=admin), api.get(route, headers=admin)):
         assert password not in response.text
     problem(api.post(f"{route}/pg/secrets", json={}, headers=admin), 409, "name")
@@ -168,6 +177,12 @@ def test_webhook_connector_lifecycle_with_secret_rotation(
     assert [s["id"] for s in rotated.json()["active"]] == [rotated.json()["id"], generated.json()["id"]]
     listed = api.get(f"{route}/monte-carlo/secrets", headers=reader)
     assert len(listed.json()["active"]) == 2 and old not in listed.text and new not in listed.text
+    # At rest the signing secrets are sealed; the worker opens them to verify (below).
+    raw = MongoClient(settings.mongo_uri)[CONTROL_DATABASE]["connector_secrets"].find_one(
+        {"_id": f"{tenant}/monte-carlo"}
+    )
+    assert raw is not None and old not in str(raw) and new not in str(raw)
+    assert all(is_sealed(s["value"]) for s in raw["webhook_secrets"])
 
     # The overlap: deliveries signed with either secret verify.
     eventually(worker, tenant, old, 202)
@@ -176,6 +191,25 @@ def test_webhook_connector_lifecycle_with_secret_rotation(
     assert api.post(f"{route}/monte-carlo/secrets", json={"secret": newest}, headers=admin).status_code == 201
     eventually(worker, tenant, old, 401)  # retired by the second rotation
     assert deliver(worker, tenant, new) == 202
+    assert deliver(worker, tenant, newest) == 202
+
+    # The previous secret verifies until its overlap ends (listed with that end), or until it is revoked.
+    listed_now = api.get(f"{route}/monte-carlo/secrets", headers=reader).json()["active"]
+    assert listed_now[0]["expires_at"] is None and listed_now[1]["expires_at"] is not None
+    previous_id = listed_now[1]["id"]
+    problem(api.delete(f"{route}/monte-carlo/secrets/{previous_id}", headers=reader), 403)
+    problem(api.delete(f"{route}/monte-carlo/secrets/ffffffff", headers=admin), 404, "secret_id")
+    revoked = api.delete(f"{route}/monte-carlo/secrets/{previous_id}", headers=admin)
+    assert revoked.status_code == 200, revoked.text
+    assert [s["id"] for s in revoked.json()["active"]] == [listed_now[0]["id"]]
+    eventually(worker, tenant, new, 401)
+    assert deliver(worker, tenant, newest) == 202
+    # A rotation with overlap_seconds 0 retires the previous secret at once.
+    latest = "latest-secret-" + uuid.uuid4().hex
+    at_once = api.post(f"{route}/monte-carlo/secrets", json={"secret": latest, "overlap_seconds": 0}, headers=admin)
+    assert at_once.status_code == 201 and [s["id"] for s in at_once.json()["active"]] == [at_once.json()["id"]]
+    eventually(worker, tenant, newest, 401)
+    newest = latest
     assert deliver(worker, tenant, newest) == 202
 
     # Pause and resume through the API reach the worker.
@@ -210,7 +244,7 @@ def test_webhook_connector_lifecycle_with_secret_rotation(
         headers=admin,
     )
     assert replaced.status_code == 200 and replaced.json()["config"]["default_instance"] == "b"
-    assert replaced.json()["state"] == "PAUSED" and len(replaced.json()["webhook_secrets"]) == 2
+    assert replaced.json()["state"] == "PAUSED" and len(replaced.json()["webhook_secrets"]) == 1
 
     assert api.delete(f"{route}/monte-carlo", headers=admin).status_code == 204
     problem(api.get(f"{route}/monte-carlo", headers=admin), 404, "name")
@@ -227,6 +261,7 @@ def test_webhook_connector_lifecycle_with_secret_rotation(
         "connector.offsets.reset",
         "connector.pause",
         "connector.resume",
+        "connector.secret.revoke",
         "connector.secret.rotate",
         "connector.update",
     ]

@@ -21,6 +21,7 @@ from webhook_server import WebhookServer
 
 from api.app import create_app
 from control.subscriptions.store import SubscriptionStore
+from metalake.sealing import is_sealed
 from metalake.settings import ApiSettings, Settings
 from ops.stack import StackManager
 from processors.outbound.destinations.webhook.signing import verify
@@ -100,6 +101,11 @@ def test_crud_secrets_stay_write_only_and_test_send(api: TestClient, outbound: R
 
         got = api.get(f"{base}/pii-alerts", headers=admin)
         assert got.status_code == 200 and SLACK_TOKEN not in got.text
+        # At rest the token is sealed: the stored document does not hold it; the runtime still delivers (below).
+        stored = api.app.state.ctx.mongo[CONTROL_DATABASE]["subscription_secrets"].find_one(  # type: ignore[attr-defined]
+            {"_id": f"{tenant}/pii-alerts"}
+        )
+        assert stored is not None and SLACK_TOKEN not in str(stored) and is_sealed(stored["values"]["token"])
 
         sent = _test_send(api, f"{base}/pii-alerts/test", admin, outbound)
         assert sent.status_code == 200, sent.text
@@ -162,9 +168,17 @@ def test_webhook_key_rotation_signs_with_both_keys(api: TestClient, outbound: Ru
         api.patch(f"{base}/hook", json={"secrets": {"key_id": "k2", "secret": NEW_SECRET}}, headers=admin)
         store = SubscriptionStore(api.app.state.ctx.mongo[CONTROL_DATABASE])  # type: ignore[attr-defined]
         assert sorted(store.stored_secrets(tenant, "hook")) == ["key_id", "secret"]
+        raw = api.app.state.ctx.mongo[CONTROL_DATABASE]["subscription_secrets"].find_one({"_id": f"{tenant}/hook"})  # type: ignore[attr-defined]
+        assert raw is not None and NEW_SECRET not in str(raw) and WEBHOOK_SECRET not in str(raw)
 
-        refused = api.patch(f"{base}/hook", json={"config": {"url": "http://169.254.169.254/latest"}}, headers=admin)
-        assert refused.status_code == 200
+        # A new URL needs the secrets again: the stored ones are never sent to a host they were not given for.
+        moved = {"url": "http://169.254.169.254/latest"}
+        kept = api.patch(f"{base}/hook", json={"config": moved}, headers=admin)
+        assert kept.status_code == 422 and kept.json()["field"] == "secrets/key_id", kept.text
+        assert NEW_SECRET not in kept.text
+        resent = {"key_id": "k3", "secret": NEW_SECRET}
+        refused = api.patch(f"{base}/hook", json={"config": moved, "secrets": resent}, headers=admin)
+        assert refused.status_code == 200, refused.text
         failed = _test_send(api, f"{base}/hook/test", admin, outbound)
         assert failed.status_code == 502 and "metadata" in failed.json()["detail"]
     finally:

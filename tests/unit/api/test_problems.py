@@ -4,6 +4,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from api.problems import install_problem_handlers
+from metalake.sealing import SealingError
 
 
 def test_every_error_is_problem_json_and_a_crash_says_nothing_about_its_cause() -> None:
@@ -27,3 +28,18 @@ def test_every_error_is_problem_json_and_a_crash_says_nothing_about_its_cause() 
         assert response.status_code == status
         assert response.headers["content-type"] == "application/problem+json"
     assert client.get("/items/x").json()["field"] == "n"
+
+
+def test_a_secret_that_cannot_be_sealed_or_opened_is_a_503_that_names_no_object() -> None:
+    app = FastAPI()
+    install_problem_handlers(app)
+
+    @app.get("/connectors/pg")
+    def unsealable() -> None:
+        raise SealingError("connector_secrets/acme/pg field config.password is not sealed")
+
+    response = TestClient(app, raise_server_exceptions=False).get("/connectors/pg")
+    assert response.status_code == 503 and response.headers["content-type"] == "application/problem+json"
+    assert response.json()["type"] == "/problems/secrets-unavailable"
+    # The reason is the operator's (the log): the caller learns the class of failure only.
+    assert "config.password" not in response.text and "acme" not in response.text

@@ -28,3 +28,4 @@ class JiraSpec(DestinationSpec):
     config_model: ClassVar[type[DestinationConfig]] = JiraConfig
     secrets_model: ClassVar[type[DestinationSecrets]] = JiraSecrets
     implementation: ClassVar[str] = "processors.outbound.destinations.jira.destination:JiraDestination"
+    endpoint_fields: ClassVar[tuple[str, ...]] = ("server",)

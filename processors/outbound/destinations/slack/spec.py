@@ -24,3 +24,4 @@ class SlackSpec(DestinationSpec):
     config_model: ClassVar[type[DestinationConfig]] = SlackConfig
     secrets_model: ClassVar[type[DestinationSecrets]] = SlackSecrets
     implementation: ClassVar[str] = "processors.outbound.destinations.slack.destination:SlackDestination"
+    endpoint_fields: ClassVar[tuple[str, ...]] = ("base_url",)

@@ -28,6 +28,7 @@ class WebhookSpec(DestinationSpec):
     config_model: ClassVar[type[DestinationConfig]] = WebhookConfig
     secrets_model: ClassVar[type[DestinationSecrets]] = WebhookSecrets
     implementation: ClassVar[str] = "processors.outbound.destinations.webhook.destination:WebhookDestination"
+    endpoint_fields: ClassVar[tuple[str, ...]] = ("url",)
 
     @classmethod
     def merge_secrets(cls, stored: Mapping[str, str], update: Mapping[str, str]) -> dict[str, str]:

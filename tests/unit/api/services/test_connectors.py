@@ -119,5 +119,8 @@ def test_an_unknown_or_disabled_type_is_refused_as_the_caller_names_it(type_: st
 def test_only_a_webhook_connector_rotates_a_signing_secret() -> None:
     record = ConnectorRecord("acme", "s", "list", {})
     with pytest.raises(Problem) as refused:
-        connectors.rotate_secret(_control(_store(record)), PLUGINS, record, None)
+        connectors.rotate_secret(_control(_store(record)), PLUGINS, record, None, 3600)
+    assert (refused.value.status, refused.value.slug) == (409, "not-a-webhook")
+    with pytest.raises(Problem) as refused:
+        connectors.revoke_secret(_control(_store(record)), PLUGINS, record, "0a1b2c3d")
     assert (refused.value.status, refused.value.slug) == (409, "not-a-webhook")

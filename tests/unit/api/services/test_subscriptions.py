@@ -11,8 +11,16 @@ from pydantic import SecretStr
 
 from api.problems import Problem
 from api.services import subscriptions
-from control.subscriptions.destinations import DestinationConfig, DestinationSecrets, DestinationSpec
+from control.subscriptions.destinations import (
+    DestinationConfig,
+    DestinationSecrets,
+    DestinationSpec,
+)
+from control.subscriptions.store import Subscription, SubscriptionStore
 from control.subscriptions.testsend import TestOutcome, TestOutcomes
+from processors.outbound.destinations.jira.spec import JiraSpec
+from processors.outbound.destinations.slack.spec import SlackSpec
+from processors.outbound.destinations.webhook.spec import WebhookSpec
 
 
 class ChatConfig(DestinationConfig):
@@ -90,3 +98,88 @@ def test_a_test_of_another_subscription_is_404() -> None:
     with pytest.raises(Problem) as missing:
         subscriptions.find_test(fake, "acme", "other", "t1")
     assert (missing.value.status, missing.value.field) == (404, "test_id")
+
+
+class Store:
+    """The part of SubscriptionStore that update uses, in memory."""
+
+    def __init__(self, destination: str, config: dict[str, Any], secrets: dict[str, str]) -> None:
+        self.sub = Subscription("acme", "alerts", destination, config)
+        self.secrets = secrets
+        self.written: dict[str, str] | None = None
+
+    def get(self, tenant: str, name: str) -> Subscription | None:
+        return self.sub
+
+    def stored_secrets(self, tenant: str, name: str) -> dict[str, str]:
+        return dict(self.secrets)
+
+    def update(self, tenant: str, name: str, **changes: Any) -> Subscription:
+        self.written = changes["secrets"]
+        return self.sub
+
+
+def _update(store: Store, config: dict[str, Any], secrets: dict[str, SecretStr | None] | None) -> None:
+    subscriptions.update(
+        cast(SubscriptionStore, cast(Any, store)),
+        DESTINATIONS,
+        "acme",
+        "alerts",
+        config=config,
+        secrets=secrets,
+        filters=None,
+        enabled=None,
+    )
+
+
+DESTINATIONS: dict[str, type[DestinationSpec]] = {"webhook": WebhookSpec, "slack": SlackSpec, "jira": JiraSpec}
+HOOK = {"url": "https://hooks.example/in"}
+MOVES = [
+    ("webhook", HOOK, {"url": "https://attacker.example/in"}, {"key_id": "k1", "secret": "s3cret-stored-0123456"}),
+    (
+        "slack",
+        {"channel": "alerts"},
+        {"channel": "alerts", "base_url": "https://attacker.example"},
+        {"token": "xoxb-s3cret"},
+    ),
+    (
+        "jira",
+        {"server": "https://acme.atlassian.net", "email": "ops@acme.test", "project": "OPS"},
+        {"server": "https://attacker.example", "email": "ops@acme.test", "project": "OPS"},
+        {"api_token": "s3cret-token"},
+    ),
+]
+
+
+@pytest.mark.parametrize(("destination", "before", "after", "stored"), MOVES)
+def test_moving_a_destination_requires_its_secrets_again(
+    destination: str, before: dict[str, Any], after: dict[str, Any], stored: dict[str, str]
+) -> None:
+    # The class of attack: a write-only secret kept across a change of endpoint is handed to the new host.
+    spec = DESTINATIONS[destination]
+    store = Store(destination, spec.config(before).model_dump(mode="json"), stored)
+    for secrets in (None, {}):
+        with pytest.raises(Problem) as refused:
+            _update(store, after, secrets)
+        assert refused.value.status == 422 and refused.value.slug == "secrets-required"
+        assert refused.value.field is not None and refused.value.field.startswith("secrets/")
+        assert "s3cret" not in refused.value.detail
+    assert store.written is None
+    fresh = {k: SecretStr(v.replace("s3cret", "fresh1")) for k, v in stored.items()}
+    _update(store, after, dict(fresh))
+    assert store.written == {k: v.get_secret_value() for k, v in fresh.items()}
+    # The same endpoint keeps the stored secrets.
+    store.written = None
+    _update(store, before, {})
+    assert store.written == stored
+
+
+def test_a_moved_webhook_does_not_keep_its_previous_key() -> None:
+    stored = {"key_id": "k1", "secret": "s3cret-stored-0123456"}
+    store = Store("webhook", WebhookSpec.config(HOOK).model_dump(mode="json"), stored)
+    _update(
+        store,
+        {"url": "https://new.example/in"},
+        {"key_id": SecretStr("k2"), "secret": SecretStr("fresh-secret-0123456")},
+    )
+    assert store.written == {"key_id": "k2", "secret": "fresh-secret-0123456"}

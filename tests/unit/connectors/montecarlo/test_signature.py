@@ -11,12 +11,14 @@ import hmac
 import json
 import urllib.parse
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from connectors.montecarlo import BodyNotJson, MonteCarloConnector
 from connectors.montecarlo.signature import signed_message, verify_signature
 from control.connectors.plugin import AuthenticationFailed, InboundRequest, InvalidPayload, parse_json
+from control.connectors.store import WebhookSecretDoc, rotated_webhook_secrets, usable_webhook_secrets
 
 SECRET = b"mc-secret-aW4gcm90YXRpb24gMQ-0123456789abcdef"
 NEW_SECRET = b"mc-secret-bmV3IHNlY3JldCAy-fedcba9876543210"
@@ -192,3 +194,62 @@ def test_connector_refuses_other_headers(
 ) -> None:
     with pytest.raises(AuthenticationFailed, match="missing x-mcd-signature"):
         connector.verify(request_for(SAMPLE, {"x-signature": _mc_reference(SECRET, SAMPLE)}), [SECRET])
+
+
+# --- the overlap after a rotation, and revocation -------------------------------------------------------------------
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+DAY = timedelta(days=1)
+
+
+def _entry(secret_id: str, value: bytes, created: datetime) -> WebhookSecretDoc:
+    # The selection never opens values: plain bytes stand in for the sealed ones here.
+    return {"id": secret_id, "value": value.decode(), "created_at": created, "expires_at": None}
+
+
+def _rotated(overlap: timedelta) -> list[WebhookSecretDoc]:
+    return rotated_webhook_secrets([_entry("old", SECRET, T0)], _entry("new", NEW_SECRET, T0 + DAY), T0 + DAY, overlap)
+
+
+def _usable(entries: list[WebhookSecretDoc], at: datetime) -> list[bytes]:
+    return [str(e["value"]).encode() for e in usable_webhook_secrets(entries, at)]
+
+
+@pytest.mark.parametrize(
+    ("overlap", "after", "previous_verifies"),
+    [
+        (DAY, timedelta(hours=23), True),  # within the overlap
+        (DAY, DAY, False),  # at its end
+        (DAY, 2 * DAY, False),  # long after: a previous secret no longer lives until the next rotation
+        (timedelta(hours=1), timedelta(hours=2), False),  # a shorter overlap asked by the rotation
+        (timedelta(0), timedelta(0), False),  # overlap 0: retired at the rotation
+    ],
+)
+def test_the_previous_secret_verifies_only_until_its_overlap_ends(
+    overlap: timedelta, after: timedelta, previous_verifies: bool
+) -> None:
+    at = T0 + DAY + after
+    secrets = _usable(_rotated(overlap), at)
+    _verify(SAMPLE, _mc_reference(NEW_SECRET, SAMPLE), secrets)  # the newest always does
+    if previous_verifies:
+        _verify(SAMPLE, _mc_reference(SECRET, SAMPLE), secrets)
+    else:
+        _fails(SAMPLE, _mc_reference(SECRET, SAMPLE), secrets)
+
+
+def test_a_revoked_previous_secret_verifies_nothing_during_its_overlap() -> None:
+    entries = [e for e in _rotated(DAY) if e["id"] != "old"]  # what revoke_webhook_secret writes
+    _fails(SAMPLE, _mc_reference(SECRET, SAMPLE), _usable(entries, T0 + DAY + timedelta(minutes=1)))
+
+
+def test_rotating_again_neither_extends_an_overlap_nor_revives_an_expired_secret() -> None:
+    first = _rotated(DAY)  # new (no end), old (ends T0 + 2 days)
+    newest = _entry("newest", OTHER, T0 + 3 * DAY)
+    # Rotating after old's overlap ended: new becomes the previous one, old is not carried into a new overlap.
+    late = rotated_webhook_secrets(first, newest, T0 + 3 * DAY, DAY)
+    assert [(e["id"], e["expires_at"]) for e in late] == [("newest", None), ("new", T0 + 4 * DAY)]
+    assert _usable(late, T0 + 3 * DAY) == [OTHER, NEW_SECRET]
+    # The newest revoked during the overlap, then a rotation with a longer overlap: old keeps its first end.
+    revoked = [e for e in first if e["id"] != "new"]
+    again = rotated_webhook_secrets(revoked, newest, T0 + DAY + timedelta(hours=1), 7 * DAY)
+    assert [(e["id"], e["expires_at"]) for e in again] == [("newest", None), ("old", T0 + 2 * DAY)]

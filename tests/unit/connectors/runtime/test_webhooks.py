@@ -187,3 +187,10 @@ def test_paused_connector_answers_503_with_retry_after(client: TestClient, world
     response = _post(client, _body())
     _problem(response, 503)
     assert response.headers["retry-after"] == "30"  # type: ignore[attr-defined]
+
+
+def test_secrets_that_do_not_open_are_a_503_the_sender_retries_never_a_pass(client: TestClient, world: World) -> None:
+    world.store.unsealable.add("acme/hook")
+    problem = _problem(_post(client, _body()), 503)
+    assert problem["type"] == "/problems/secrets-unavailable" and "webhook_secrets" not in json.dumps(problem)
+    assert world.publisher.routed == []

@@ -48,3 +48,23 @@ def test_pausing_a_connector_pauses_its_tasks_but_a_failed_task_stays_failed(
 ) -> None:
     record = ConnectorRecord("acme", "pg", "postgres", {}, state=connector)
     assert task_state(record, TaskRecord("acme", "pg", 0, {}, state=task)) is shown
+
+
+@pytest.mark.parametrize(("field", "value"), [("host", "elsewhere.example"), ("port", 6543), ("sslmode", "disable")])
+def test_moving_the_endpoint_requires_the_stored_password_again(field: str, value: object) -> None:
+    # The class of attack: a write-only secret kept across a change of endpoint is handed to the new host.
+    stored = {"password": SecretStr("s3cret-stored")}
+    previous, _ = validate_config(PostgresCatalogConnector, {**PG, "password": "s3cret-stored"}, {}, 1)
+    for config in ({**PG, field: value}, {**PG, field: value, "password": MASK}):
+        with pytest.raises(InvalidConfig) as caught:
+            validate_config(PostgresCatalogConnector, config, stored, 1, previous)
+        assert caught.value.field == "config/password"
+        assert field in caught.value.detail and "s3cret" not in caught.value.detail
+    _, secrets = validate_config(
+        PostgresCatalogConnector, {**PG, field: value, "password": "new-one"}, stored, 1, previous
+    )
+    assert secrets["password"].get_secret_value() == "new-one"
+    # The same endpoint keeps the stored password; a connector without one has nothing to resupply.
+    _, kept = validate_config(PostgresCatalogConnector, {**PG, "databases": ["shop"]}, stored, 1, previous)
+    assert kept["password"].get_secret_value() == "s3cret-stored"
+    validate_config(PostgresCatalogConnector, {**PG, field: value}, {}, 1, previous)
