@@ -24,6 +24,7 @@ from connectors.runtime.errors import Counter
 from connectors.runtime.lookups import LookupCache
 from connectors.runtime.publisher import Publisher
 from connectors.runtime.webhooks import router as webhook_router
+from control.audit import TenantAuditLog
 from control.auth.gate import build_gate
 from control.connectors import registry
 from control.connectors.offsets import OffsetStore
@@ -57,6 +58,7 @@ def build_runtime(
         dlq_counter=dlq_counter,
         lookups=LookupCache(settings.connect.lookup_cache_ttl_s),
         leases=LeaseStore.in_database(database),
+        audit=TenantAuditLog(database, lambda: settings.lake_root),
     )
 
 
