@@ -2,8 +2,9 @@
 
 A column is masked for a tenant's plain Trino user while a live tag matching ``access.pii_tags`` is on it, directly
 or propagated along lineage (:mod:`tenants.access`). Taking such a tag off, or changing how it spreads, unmasks
-columns: the caller must be trusted with the data itself, i.e. hold ``pii:read`` or ``tenant:admin`` (a platform
-administrator holds both), or be a write key created with the PII grant. :func:`weakening` tells, from one event
+columns: the caller must be trusted with the data itself, i.e. hold ``pii:read`` or ``tenant:admin`` (which a
+platform administrator's token satisfies; a tenant administrator could grant itself ``pii:read`` anyway), or be a
+write key created with the PII grant. :func:`weakening` tells, from one event
 alone, whether it may weaken a mask and which field makes it so. The check is stateless on purpose: a removal of a
 tag the asset does not hold yet still needs the grant (with a far-future version it would cancel the tag's next
 addition), and the ingest API cannot afford a catalog read per event.
