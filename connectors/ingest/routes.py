@@ -5,7 +5,8 @@ only after Kafka confirmed them. If Kafka does not confirm, the answer is 503 wi
 accepted (a resend may duplicate some in Kafka; consumers deduplicate by event id and version).
 
 An event that may unmask PII (:func:`control.auth.pii.weakening`: a PII tag removed or withdrawn, added without
-spreading, an edge stopping it) needs the caller's PII grant: without it the whole request is refused, 403
+spreading, an edge stopping it; :func:`control.auth.pii.withdraws`: an edge removed or an asset deleted that a live
+propagated PII tag travelled) needs the caller's PII grant: without it the whole request is refused, 403
 ``pii-grant-required`` naming the event (``index``) and its field, nothing published. Every such event, accepted or
 refused, is audited in the tenant's audit table (actor: the token's client id or ``write-key:<key id>``; target: the
 URN and tag, hashed), the accepted ones once Kafka confirmed them and before the answer.
@@ -20,6 +21,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
+from pymongo.errors import PyMongoError
 
 from connectors.ingest.auth import IngestCaller, IngestCallerDep
 from connectors.ingest.parsing import BodyError, split_body
@@ -28,7 +30,7 @@ from connectors.runtime.bodies import read_limited
 from connectors.runtime.context import Runtime, RuntimeDep
 from connectors.runtime.transforms import Routed
 from control.audit import ACCEPTED, REFUSED, AuditRow, audit_row
-from control.auth.pii import EDGE_ADDED, Weakening, weakening
+from control.auth.pii import EDGE_ADDED, EDGE_REMOVED, LINEAGE_CUTS, Weakening, cut_urns, weakening, withdraws
 from metalake.events import CloudEvent, spec_for
 from metalake.http.problems import Problem
 from metalake.kafka import PublishError
@@ -65,6 +67,8 @@ _ACTIONS = {
     "io.metalake.classification.removed.v1": "asset.tag.remove",
     "io.metalake.classification.unpropagated.v1": "asset.tag.unpropagate",
     EDGE_ADDED: "lineage.edge.add",
+    EDGE_REMOVED: "lineage.edge.remove",
+    "io.metalake.asset.deleted.v1": "asset.delete",
 }
 
 
@@ -77,12 +81,30 @@ class PiiChange:
     reason: Weakening
 
 
-def pii_changes(results: list[Result], events: list[CloudEvent], patterns: list[str]) -> list[PiiChange]:
-    """The request's accepted events that may unmask PII (``events`` are the accepted ``results``, in order)."""
-    indexes = [r.index for r in results if r.status == "accepted"]
+def pii_changes(
+    runtime: Runtime, tenant: str, results: list[Result], events: list[CloudEvent], patterns: list[str]
+) -> list[PiiChange]:
+    """The request's accepted events that may unmask PII (``events`` are the accepted ``results``, in order). Edge
+    removals and asset deletions are looked up in the tenant's propagated tags (one query per request)."""
+    indexed = list(zip([r.index for r in results if r.status == "accepted"], events, strict=True))
+    urns = [u for _, e in indexed for u in cut_urns(e.type, e.data)]
+    propagated: list[dict[str, Any]] = []
+    if urns and runtime.propagated is not None:
+        try:
+            propagated = runtime.propagated(tenant, urns, patterns)
+        except PyMongoError:
+            log.warning("ingest.lineage_unavailable", extra={"events": len(urns)})
+            raise Problem(
+                503,
+                "unavailable",
+                "the tenant's lineage cannot be read to check the deletions; none was accepted, send again later",
+                headers={"Retry-After": str(runtime.settings.connect.retry_after_s)},
+            ) from None
     out = []
-    for index, event in zip(indexes, events, strict=True):
+    for index, event in indexed:
         found = weakening(event.type, event.data, patterns)
+        if found is None and event.type in LINEAGE_CUTS and propagated:
+            found = withdraws(event.type, event.data, propagated, patterns)
         if found is not None:
             out.append(PiiChange(index, event, found))
     return out
@@ -92,8 +114,12 @@ def _audit_rows(caller: IngestCaller, changes: list[PiiChange], result: str) -> 
     rows = []
     for change in changes:
         data = change.event.data
-        second = data["upstream"] if change.event.type == EDGE_ADDED else data["tag"]
-        target = f"{data['urn']}|{second}"
+        if change.event.type in (EDGE_ADDED, EDGE_REMOVED):
+            target = f"{data['urn']}|{data['upstream']}"
+        elif "tag" in data:
+            target = f"{data['urn']}|{data['tag']}"
+        else:
+            target = str(data["urn"])
         rows.append(audit_row(caller.actor, _ACTIONS[change.event.type], target, result, {"pii": 1}))
     return rows
 
@@ -136,7 +162,7 @@ async def ingest(request: Request, caller: IngestCallerDep, runtime: RuntimeDep)
         slug = {413: "too-many-events", 415: "unsupported-media-type"}.get(exc.status, "invalid-body")
         raise Problem(exc.status, slug, str(exc), field=exc.field, extra=extra) from None
     results, events = check_items(items, tenant)
-    changes = pii_changes(results, events, runtime.settings.access.pii_tags)
+    changes = await run_in_threadpool(pii_changes, runtime, tenant, results, events, runtime.settings.access.pii_tags)
     if changes and not caller.pii:
         first = changes[0]
         # One row for the refused request (not one per event): a refused flood costs one commit per request.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
@@ -50,6 +50,9 @@ class Runtime:
     # The tenants' audit tables: the ingest API audits the PII changes it accepts or refuses (None: it has nowhere
     # to write them, so it refuses PII changes with 503).
     audit: AuditLog | None = None
+    # The tenant's live propagated PII tags whose path names these URNs (tenants.access.columns.PropagatedPaths):
+    # whether an edge removal or asset deletion sent to the ingest API unmasks PII (None: no lineage is known).
+    propagated: Callable[[str, Iterable[str], Iterable[str]], list[dict[str, Any]]] | None = None
 
     def task_io(self) -> tuple[Publisher, OffsetStore]:
         if self.task_io_factory is not None:

@@ -35,6 +35,7 @@ from metalake.http.problems import install_problem_handlers
 from metalake.lease import LeaseStore
 from metalake.mongo import mongo_client
 from metalake.settings import Settings
+from tenants.access.columns import PropagatedPaths
 from tenants.naming import CONTROL_DATABASE
 
 
@@ -59,6 +60,7 @@ def build_runtime(
         lookups=LookupCache(settings.connect.lookup_cache_ttl_s),
         leases=LeaseStore.in_database(database),
         audit=TenantAuditLog(database, lambda: settings.lake_root),
+        propagated=PropagatedPaths(client, lambda: settings.lake_root),
     )
 
 

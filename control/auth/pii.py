@@ -9,14 +9,17 @@ alone, whether it may weaken a mask and which field makes it so. The check is st
 tag the asset does not hold yet still needs the grant (with a far-future version it would cancel the tag's next
 addition), and the ingest API cannot afford a catalog read per event.
 
-What does not weaken a mask here: ``asset.deleted`` (the tag assignments outlive the asset, and propagation freezes
-a deleted origin's tags unless the assignment asked otherwise, which needs the grant), ``lineage.edge.removed`` and
-an upstream asset's deletion (lineage is the source system's truth: a crawler reports them). See docs/security.md.
+Two more events weaken a mask only through the lineage the tenant holds, so :func:`withdraws` decides them from the
+live propagated PII tags whose path they cut: ``lineage.edge.removed`` of an edge a propagated PII tag travelled,
+and ``asset.deleted`` of an asset on such a path after its origin (propagation withdraws the tags from a deleted
+asset and from everything it led to; a deleted origin's tags stay, unless its assignment asked otherwise, which needed
+the grant). Deleting an asset never removes its direct tags, so a delete and re-create of a column keeps its direct
+PII tag.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +30,10 @@ CLASSIFICATION_ADDED = "io.metalake.classification.added.v1"
 CLASSIFICATION_REMOVED = "io.metalake.classification.removed.v1"
 CLASSIFICATION_UNPROPAGATED = "io.metalake.classification.unpropagated.v1"
 EDGE_ADDED = "io.metalake.lineage.edge.added.v1"
+EDGE_REMOVED = "io.metalake.lineage.edge.removed.v1"
+ASSET_DELETED = "io.metalake.asset.deleted.v1"
+# The events :func:`withdraws` decides (they name the URNs whose propagated tags to look at).
+LINEAGE_CUTS = frozenset({EDGE_REMOVED, ASSET_DELETED})
 
 # The scopes that let a token weaken a mask: reading PII in clear, or administering the tenant (which may grant it).
 PII_GRANTS: tuple[Scope, ...] = (Scope.PII_READ, Scope.TENANT_ADMIN)
@@ -98,5 +105,41 @@ def weakening(event_type: str, data: Mapping[str, Any], patterns: Iterable[str])
                 "data/propagation",
                 "an edge that stops tags flowing downstream stops PII tags: it needs the PII grant "
                 "(pii:read or tenant:admin)",
+            )
+    return None
+
+
+def cut_urns(event_type: str, data: Mapping[str, Any]) -> list[str]:
+    """The URNs whose propagated tags :func:`withdraws` needs for this event (none for other events)."""
+    if event_type == EDGE_REMOVED:
+        return [str(data["urn"]), str(data["upstream"])]
+    if event_type == ASSET_DELETED:
+        return [str(data["urn"])]
+    return []
+
+
+def _crosses(path: Sequence[str], a: str, b: str) -> bool:
+    return any((path[i], path[i + 1]) in ((a, b), (b, a)) for i in range(len(path) - 1))
+
+
+def withdraws(
+    event_type: str, data: Mapping[str, Any], propagated: Iterable[Mapping[str, Any]], patterns: Iterable[str]
+) -> Weakening | None:
+    """Whether an edge removal or an asset deletion withdraws a live propagated PII tag, given the tenant's live
+    ``propagated_tags`` rows (``{tag, path}``) whose path names the event's URNs. Pure."""
+    wanted = tuple(patterns)
+    for row in propagated:
+        tag, path = row.get("tag"), row.get("path")
+        if not isinstance(tag, str) or not is_masked_tag(tag, wanted) or not isinstance(path, list):
+            continue
+        if event_type == EDGE_REMOVED and _crosses(path, str(data.get("upstream")), str(data.get("urn"))):
+            return Weakening(
+                "data/upstream",
+                "removing an edge a PII tag propagated along needs the PII grant (pii:read or tenant:admin)",
+            )
+        if event_type == ASSET_DELETED and data.get("urn") in path[1:]:
+            return Weakening(
+                "data/urn",
+                "deleting an asset a PII tag propagated to or through needs the PII grant (pii:read or tenant:admin)",
             )
     return None

@@ -19,7 +19,7 @@ from api.services.audit import tenant_audit_path
 from control.audit import AuditQuery, read
 from metalake.settings import Settings
 from metalake.urn import asset_urn
-from tenants.naming import BULK_TOPIC, CONTROL_DATABASE, PRIORITY_TOPIC
+from tenants.naming import BULK_TOPIC, CONTROL_DATABASE, PRIORITY_TOPIC, names_for
 
 pytestmark = pytest.mark.integration
 
@@ -211,3 +211,47 @@ def test_removing_a_pii_tag_needs_the_pii_grant_and_is_audited(
     actors = sorted((r.actor.startswith("write-key:"), r.result) for r in rows)
     assert actors == [(False, "accepted"), (False, "refused"), (True, "accepted"), (True, "refused")]
     assert all(r.counts == {"pii": 1} for r in rows)
+
+
+def test_deleting_an_asset_a_pii_tag_propagated_to_needs_the_pii_grant(
+    worker: TestClient, api: TestClient, settings: Settings, tenant: str, mongo: MongoClient[dict[str, Any]]
+) -> None:
+    # Propagation withdraws tags from a deleted asset: deleting the copy of a PII column through the ingest API
+    # unmasked it. The worker reads the tenant's live propagated tags (FerretDB) to tell.
+    origin, copy = (asset_urn("trino", "metalake", "lake", tenant.replace("-", "_"), t, "email") for t in ("a", "b"))
+    db = mongo[names_for(tenant, settings.lake_root).mongo_database]
+    db["propagated_tags"].insert_one(
+        {
+            "_id": f"{copy}|PII|{origin}",
+            "urn": copy,
+            "tag": "PII",
+            "origin": origin,
+            "path": [origin, copy],
+            "depth": 1,
+            "deleted": False,
+            "version": 1,
+            "event_id": "e1",
+        }
+    )
+    try:
+
+        def deleted(i: int, urn: str) -> dict[str, Any]:
+            return {
+                "specversion": "1.0",
+                "id": f"del-{i}",
+                "source": "/producers/it",
+                "type": "io.metalake.asset.deleted.v1",
+                "tenantid": tenant,
+                "data": {"urn": urn, "version": i},
+            }
+
+        plain = {"Authorization": f"Bearer {_write_key(api, tenant)}"}
+        refused = worker.post("/v1/events", json=[deleted(1, copy)], headers=plain)
+        assert refused.status_code == 403, refused.text
+        assert (refused.json()["type"], refused.json()["field"]) == ("/problems/pii-grant-required", "data/urn")
+        # The origin's deletion keeps what it propagated: no grant needed.
+        assert worker.post("/v1/events", json=[deleted(2, origin)], headers=plain).json()["accepted"] == 1
+        admin = tenant_admin(api, tenant)
+        assert worker.post("/v1/events", json=[deleted(3, copy)], headers=admin).json()["accepted"] == 1
+    finally:
+        mongo.drop_database(db.name)

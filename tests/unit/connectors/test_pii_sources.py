@@ -1,7 +1,8 @@
-"""Connectors cannot unmask PII (issue 12, item 1): the built-in ones emit no event control.auth.pii counts as
-weakening a mask. A connector's events are the tenant administrator's (only tenant:admin creates, replaces or
-re-configures a connector and its transforms, and tenant:admin holds the PII grant); these tests keep the built-in
-sources from growing such events unnoticed.
+"""Connectors and PII masks (issue 12, item 1): a connector's events are the tenant administrator's (only tenant:admin
+creates, replaces or re-configures a connector and its transforms, and tenant:admin holds the PII grant), so the
+worker does not check them per event. The built-in ones send no tag or edge change control.auth.pii.weakening counts;
+these tests keep them from growing one unnoticed. (The crawler's deletions of dropped tables and foreign keys are the
+source's facts: they withdraw propagated tags like any lineage change, see docs/connectors/ingest.md.)
 """
 
 from __future__ import annotations

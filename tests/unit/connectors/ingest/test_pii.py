@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from pymongo.errors import PyMongoError
 from runtime_fakes import PII_WRITE_KEY, WRITE_KEY, World, access_token
 
 from control.audit import target_hash
@@ -118,3 +119,44 @@ def test_a_worker_that_cannot_audit_accepts_no_pii_change(client: TestClient, wo
     assert world.publisher.routed == []
     # Changes that unmask nothing still flow.
     assert client.post("/v1/events", json=[_removed(2, "finance")], headers=_bearer(WRITE_KEY)).status_code == 200
+
+
+DOWN = asset_urn("trino", "metalake", "lake", "acme", "mart", "email")
+
+
+def test_cutting_the_lineage_a_pii_tag_travelled_needs_the_grant(client: TestClient, world: World) -> None:
+    # A propagated PII tag went UPSTREAM -> URN -> DOWN: removing one of those edges, or deleting URN or DOWN, makes
+    # propagation withdraw it, and DOWN (and URN) read in clear.
+    asked: list[tuple[str, list[str], list[str]]] = []
+
+    def propagated(tenant: str, urns: Any, patterns: Any) -> list[dict[str, Any]]:
+        asked.append((tenant, sorted(urns), list(patterns)))
+        return [{"tag": "PII", "path": [UPSTREAM, URN, DOWN]}]
+
+    object.__setattr__(world.runtime, "propagated", propagated)
+    edge = _event(1, "io.metalake.lineage.edge.removed.v1", upstream=UPSTREAM)
+    deleted = {**_event(2, "io.metalake.asset.deleted.v1"), "data": {"urn": DOWN, "version": 2}}
+    for event, field in ((edge, "data/upstream"), (deleted, "data/urn")):
+        refused = client.post("/v1/events", json=[event], headers=_bearer(WRITE_KEY))
+        assert refused.status_code == 403, refused.text
+        assert (refused.json()["type"], refused.json()["field"]) == ("/problems/pii-grant-required", field)
+    assert world.publisher.routed == []
+    assert asked[0] == ("acme", sorted([UPSTREAM, URN]), ["PII", "PII.*", "GDPR", "GDPR.*"])
+    accepted = client.post("/v1/events", json=[edge, deleted], headers=_bearer(PII_WRITE_KEY))
+    assert accepted.status_code == 200 and accepted.json()["accepted"] == 2, accepted.text
+    actions = [row.action for _, row in world.audit.rows if row.result == "accepted"]
+    assert actions == ["lineage.edge.remove", "asset.delete"]
+    # The origin's deletion freezes the tag (propagation keeps it): no grant needed.
+    origin = {**_event(3, "io.metalake.asset.deleted.v1"), "data": {"urn": UPSTREAM, "version": 3}}
+    assert client.post("/v1/events", json=[origin], headers=_bearer(WRITE_KEY)).status_code == 200
+
+
+def test_an_unreadable_lineage_accepts_no_deletion(client: TestClient, world: World) -> None:
+    def unreadable(tenant: str, urns: Any, patterns: Any) -> list[dict[str, Any]]:
+        raise PyMongoError("down")
+
+    object.__setattr__(world.runtime, "propagated", unreadable)
+    deleted = {**_event(1, "io.metalake.asset.deleted.v1"), "data": {"urn": URN, "version": 1}}
+    response = client.post("/v1/events", json=[deleted], headers=_bearer(WRITE_KEY))
+    assert response.status_code == 503 and "Retry-After" in response.headers
+    assert world.publisher.routed == []

@@ -7,13 +7,17 @@ from typing import Any
 import pytest
 
 from control.auth.pii import (
+    ASSET_DELETED,
     CLASSIFICATION_ADDED,
     CLASSIFICATION_REMOVED,
     CLASSIFICATION_UNPROPAGATED,
     EDGE_ADDED,
+    EDGE_REMOVED,
     blocks_masked,
+    cut_urns,
     may_weaken,
     weakening,
+    withdraws,
 )
 from control.auth.principal import Principal, Scope
 from metalake.settings import AccessSettings
@@ -122,3 +126,36 @@ def test_events_that_do_not_unmask() -> None:
 )
 def test_who_may_weaken(scopes: set[str], tenant: str | None, expected: bool) -> None:
     assert may_weaken(Principal("client", tenant, frozenset(scopes))) is expected
+
+
+DOWN = "urn:metalake:trino:metalake/lake/acme/mart/email"
+ROWS = [
+    {"tag": "finance", "path": ["urn:o", UPSTREAM, URN]},
+    {"tag": "PII", "path": [UPSTREAM, URN, DOWN]},
+]
+
+
+@pytest.mark.parametrize(
+    ("event_type", "data", "field"),
+    [
+        # An edge the PII tag travelled, either way round (an upstream-propagating edge is walked backwards).
+        (EDGE_REMOVED, {"upstream": UPSTREAM, "urn": URN}, "data/upstream"),
+        (EDGE_REMOVED, {"upstream": DOWN, "urn": URN}, "data/upstream"),
+        # Not on the path, or only the non-PII tag's path.
+        (EDGE_REMOVED, {"upstream": UPSTREAM, "urn": DOWN}, None),
+        (EDGE_REMOVED, {"upstream": "urn:o", "urn": UPSTREAM}, None),
+        # Deleting an asset the tag went through or reached withdraws it; deleting its origin freezes it.
+        (ASSET_DELETED, {"urn": URN}, "data/urn"),
+        (ASSET_DELETED, {"urn": DOWN}, "data/urn"),
+        (ASSET_DELETED, {"urn": UPSTREAM}, None),
+        (ASSET_DELETED, {"urn": "urn:elsewhere"}, None),
+    ],
+)
+def test_cutting_the_lineage_a_pii_tag_propagated_along_weakens(
+    event_type: str, data: dict[str, Any], field: str | None
+) -> None:
+    found = withdraws(event_type, data, ROWS, PATTERNS)
+    assert (found.field if found is not None else None) == field
+    assert withdraws(event_type, data, [], PATTERNS) is None
+    # What the reader asks the projection for.
+    assert set(cut_urns(event_type, data)) == set(data.values())
