@@ -10,15 +10,21 @@ answers. Needs ``deltalake`` (the api and spark extras).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, Protocol
 
 from arro3.core import Array, DataType, Field, Schema, Table
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
+from pymongo.database import Database
+
+from tenants.naming import names_for
+from tenants.registry import TenantRegistry
 
 TIMESTAMP = DataType.timestamp("us", tz="UTC")
 COLUMNS = ("at", "actor", "action", "target_hash", "result", "counts")
@@ -173,3 +179,46 @@ def read(path: Path, query: AuditQuery) -> list[AuditRow]:
             )
         )
     return rows
+
+
+# Results of an action (the admin API's and ``metalake lake erase``'s rows use the same words).
+ACCEPTED = "accepted"
+REFUSED = "refused"
+
+
+class AuditLog(Protocol):
+    def record(self, tenant: str, rows: Sequence[AuditRow]) -> None: ...
+
+
+def target_hash(target: str) -> str:
+    """The sha256 a row stores for its target (a URN, a tenant id, a connector name...): never the target itself."""
+    return hashlib.sha256(target.encode()).hexdigest()
+
+
+def tenant_audit_path(control: Database[Any], lake_root: Path, tenant: str) -> Path:
+    """The tenant's ``audit`` table, under its own lake root if the registry gives it one."""
+    record = TenantRegistry(control).get(tenant)
+    names = record.names(lake_root) if record is not None else names_for(tenant, lake_root)
+    return names.delta_path("audit")
+
+
+class TenantAuditLog:
+    """Appends rows to tenants' audit tables for a deployable without the admin API's context (the connector
+    worker's ingest API audits the PII changes it accepts or refuses). The lake root is read at the first row: a
+    worker configured without one fails only when it has something to audit."""
+
+    def __init__(self, control: Database[Any], lake_root: Callable[[], Path]) -> None:
+        self._control = control
+        self._lake_root = lake_root
+
+    def record(self, tenant: str, rows: Sequence[AuditRow]) -> None:
+        """Append ``rows`` in one commit; returns once it is durable (raises otherwise)."""
+        if rows:
+            append(tenant_audit_path(self._control, self._lake_root(), tenant), rows)
+
+
+def audit_row(actor: str, action: str, target: str, result: str, counts: Mapping[str, int] | None = None) -> AuditRow:
+    """A row about ``target`` (stored hashed) done now by ``actor``."""
+    if not ACTION_PATTERN.fullmatch(action):
+        raise ValueError(f"audit action {action!r}: lowercase words separated by '.'")
+    return AuditRow(datetime.now(UTC), actor, action, target_hash(target), result, dict(counts or {}))

@@ -1,9 +1,11 @@
 """Assets of a tenant, read from its MongoDB projection; tags changed by publishing classification events.
 
 URNs contain ``/``, so they travel in the query string or the body, never in the path. Reads need ``tenant:read``
-(or ``tenant:admin``); tagging needs ``tenant:admin`` or ``events:write``. A tag change is an event like any other:
-it is published to the tenant's priority topic, the answer is 202 once Kafka confirmed it, and the projection shows
-it within seconds.
+(or ``tenant:admin``); tagging needs ``tenant:admin`` or ``events:write``. A change that may unmask PII (removing a
+tag ``access.pii_tags`` matches, or adding one that does not spread downstream) also needs ``pii:read`` or
+``tenant:admin`` (:mod:`control.auth.pii`): 403 ``pii-grant-required`` otherwise, audited. A tag change is an
+event like any other: it is published to the tenant's priority topic, the answer is 202 once Kafka confirmed it, and
+the projection shows it within seconds.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from api.services import audit
 from api.services.catalog import Catalog, TooBroad
 from api.services.events import PublisherDep, TenantPublisher
 from api.services.lineage import DEFAULT_DEPTH, DEFAULT_NODES, MAX_DEPTH, MAX_NODES, Direction, traverse
+from control.auth.pii import may_weaken, weakening
 from control.auth.principal import Scope
 from metalake.events import new_event
 from metalake.events.validation import InvalidData
@@ -64,6 +67,10 @@ _LIST_ERRORS: dict[int | str, dict[str, Any]] = {
 }
 _PUBLISH_ERRORS: dict[int | str, dict[str, Any]] = {
     **_ERRORS,
+    403: {
+        "description": "The token lacks the scope, or the change may unmask PII and the token holds neither "
+        "`pii:read` nor `tenant:admin` (`pii-grant-required`, naming the field)."
+    },
     409: {"description": "The tag is propagated, not set on this asset: remove it at its origin."},
     503: {"description": "Kafka did not confirm the event; nothing changed. Retry after `Retry-After` seconds."},
 }
@@ -165,6 +172,20 @@ def _next_version(publisher: TenantPublisher, held: ClassificationDoc | None) ->
     return publisher.clock.next(at_least=held_version + 1 if isinstance(held_version, int) else 0)
 
 
+def _guard_pii(tc: TenantContext, ctx: ApiContext, event_type: str, data: dict[str, Any], action: str) -> bool:
+    """Refuse (403, audited) a change that may unmask PII unless the caller holds the PII grant; True if the change
+    may unmask PII (the caller holds the grant: its audit row says ``pii``)."""
+    found = weakening(event_type, data, ctx.settings.access.pii_tags)
+    if found is None:
+        return False
+    if not may_weaken(tc.principal):
+        target = f"{data['urn']}|{data['tag']}"
+        audit.record(ctx, tc.tenant, tc.principal, action, target, audit.REFUSED, counts={"pii": 1})
+        field = found.field.removeprefix("data/")
+        raise Problem(403, "pii-grant-required", f"{field}: {found.reason}", field=field)
+    return True
+
+
 def _publish_tag(tc: TenantContext, publisher: PublisherDep, event_type: str, data: dict[str, Any]) -> TagAccepted:
     try:
         event = new_event(event_type, tc.tenant, data, source=f"/tenants/{tc.tenant}/api")
@@ -178,6 +199,14 @@ def _publish_tag(tc: TenantContext, publisher: PublisherDep, event_type: str, da
 def add_tag(tc: TagWriter, ctx: ContextDep, publisher: PublisherDep, body: TagChange) -> TagAccepted:
     """Publish ``io.metalake.classification.added.v1`` (source ``human``, actor: the caller). 202 once Kafka
     confirmed it; the asset shows the tag as soon as the streaming job applied it (seconds)."""
+    wanted = {
+        "urn": body.urn,
+        "tag": body.tag,
+        "propagate": body.propagate,
+        "restrict_propagation_through_lineage": body.restrict_propagation_through_lineage,
+        "remove_propagations_on_entity_delete": body.remove_propagations_on_entity_delete,
+    }
+    pii = _guard_pii(tc, ctx, ADDED, wanted, "asset.tag.add")
     catalog = _catalog(ctx, tc.tenant)
     _live_asset(catalog, body.urn)
     data = {
@@ -191,7 +220,8 @@ def add_tag(tc: TagWriter, ctx: ContextDep, publisher: PublisherDep, body: TagCh
         "actor": tc.principal.subject,
     }
     accepted = _publish_tag(tc, publisher, ADDED, data)
-    audit.record(ctx, tc.tenant, tc.principal, "asset.tag.add", f"{body.urn}|{body.tag}", audit.ACCEPTED)
+    counts = {"pii": 1} if pii else None
+    audit.record(ctx, tc.tenant, tc.principal, "asset.tag.add", f"{body.urn}|{body.tag}", audit.ACCEPTED, counts=counts)
     return accepted
 
 
@@ -204,7 +234,9 @@ def add_tag(tc: TagWriter, ctx: ContextDep, publisher: PublisherDep, body: TagCh
 )
 def remove_tag(tc: TagWriter, ctx: ContextDep, publisher: PublisherDep, urn: UrnQuery, tag: TagQuery) -> TagAccepted:
     """Publish ``io.metalake.classification.removed.v1`` for a tag set on the asset itself (404 if it has none;
-    a propagated tag is removed at its origin: 409)."""
+    a propagated tag is removed at its origin: 409). A PII tag (``access.pii_tags``) needs ``pii:read`` or
+    ``tenant:admin`` too (403 ``pii-grant-required``)."""
+    pii = _guard_pii(tc, ctx, REMOVED, {"urn": urn, "tag": tag}, "asset.tag.remove")
     catalog = _catalog(ctx, tc.tenant)
     held = catalog.classification(urn, tag)
     if held is None or held.get("deleted"):
@@ -213,7 +245,8 @@ def remove_tag(tc: TagWriter, ctx: ContextDep, publisher: PublisherDep, urn: Urn
         raise Problem(404, "not-found", "the asset has no such tag", field="tag")
     data = {"urn": urn, "version": _next_version(publisher, held), "tag": tag, "actor": tc.principal.subject}
     accepted = _publish_tag(tc, publisher, REMOVED, data)
-    audit.record(ctx, tc.tenant, tc.principal, "asset.tag.remove", f"{urn}|{tag}", audit.ACCEPTED)
+    counts = {"pii": 1} if pii else None
+    audit.record(ctx, tc.tenant, tc.principal, "asset.tag.remove", f"{urn}|{tag}", audit.ACCEPTED, counts=counts)
     return accepted
 
 

@@ -2,7 +2,9 @@
 
 Created here (the key is in the creation answer only: the control plane stores its SHA-256), listed by id and age,
 revoked at once (the ingest API reads the store on every request). Listing needs ``tenant:read`` (or
-``tenant:admin``), creating and revoking ``tenant:admin``; both changes are audited like the connectors'.
+``tenant:admin``), creating and revoking ``tenant:admin``; both changes are audited like the connectors'. A key may be
+created with the PII grant (``{"pii": true}``): only such a key may send events that take PII tags off or stop them
+spreading (``control.auth.pii``); the grant is fixed for the key's life.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from fastapi import APIRouter, Path, Response
 from api.context import ContextDep
 from api.deps import ConnectorStoreDep, TenantAdmin, TenantReader
 from api.problems import Problem
-from api.schemas.write_keys import WriteKeyCreated, WriteKeyInfo, WriteKeysView
+from api.schemas.write_keys import WriteKeyCreate, WriteKeyCreated, WriteKeyInfo, WriteKeysView
 from api.services import audit
 
 router = APIRouter(tags=["write-keys"])
@@ -32,18 +34,25 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 @router.post(
     PREFIX, status_code=201, summary="Create an ingest write key", response_model=WriteKeyCreated, responses=_ERRORS
 )
-def create_write_key(tc: TenantAdmin, store: ConnectorStoreDep, ctx: ContextDep) -> WriteKeyCreated:
-    """A new write key for the tenant's ingest API. Keep it: it is shown this once and cannot be read back."""
-    info, key = store.create_write_key(tc.tenant)
-    audit.record(ctx, tc.tenant, tc.principal, "write_key.create", info.key_id, audit.DONE)
-    return WriteKeyCreated(tenant=tc.tenant, key_id=info.key_id, key=key.get_secret_value(), created_at=info.created_at)
+def create_write_key(
+    tc: TenantAdmin, store: ConnectorStoreDep, ctx: ContextDep, body: WriteKeyCreate | None = None
+) -> WriteKeyCreated:
+    """A new write key for the tenant's ingest API. Keep it: it is shown this once and cannot be read back. The body
+    is optional: ``{"pii": true}`` grants the key what ``pii:read`` grants a token on tags."""
+    pii = body is not None and body.pii
+    info, key = store.create_write_key(tc.tenant, pii=pii)
+    counts = {"pii": 1} if pii else None
+    audit.record(ctx, tc.tenant, tc.principal, "write_key.create", info.key_id, audit.DONE, counts=counts)
+    return WriteKeyCreated(
+        tenant=tc.tenant, key_id=info.key_id, key=key.get_secret_value(), created_at=info.created_at, pii=info.pii
+    )
 
 
 @router.get(PREFIX, summary="List ingest write keys", response_model=WriteKeysView, responses=_ERRORS)
 def list_write_keys(tc: TenantReader, store: ConnectorStoreDep) -> WriteKeysView:
     """The tenant's active write keys by id and creation time. Keys themselves are never returned."""
     return WriteKeysView(
-        items=[WriteKeyInfo(key_id=k.key_id, created_at=k.created_at) for k in store.write_keys(tc.tenant)]
+        items=[WriteKeyInfo(key_id=k.key_id, created_at=k.created_at, pii=k.pii) for k in store.write_keys(tc.tenant)]
     )
 
 

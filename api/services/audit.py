@@ -14,17 +14,16 @@ target finds its rows by hashing it (the audit route takes ``?target=`` and hash
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
 from api.context import ApiContext
+from control import audit as control_audit
 from control.audit import ACTION_PATTERN, AuditRow, append
 from control.auth.principal import Principal
-from tenants.naming import CONTROL_DATABASE, names_for, platform_audit_dir
-from tenants.registry import TenantRegistry
+from tenants.naming import CONTROL_DATABASE, platform_audit_dir
 
 log = logging.getLogger(__name__)
 
@@ -37,15 +36,12 @@ REFUSED = "refused"
 
 def target_hash(target: str) -> str:
     """The sha256 the audit stores for a target (the same hash ``metalake lake erase`` records for a URN)."""
-    return hashlib.sha256(target.encode()).hexdigest()
+    return control_audit.target_hash(target)
 
 
 def tenant_audit_path(ctx: ApiContext, tenant: str) -> Path:
     """The tenant's ``audit`` table, under its own lake root if the registry gives it one."""
-    record = TenantRegistry(ctx.mongo[CONTROL_DATABASE]).get(tenant)
-    if record is not None:
-        return record.names(ctx.settings.lake_root).delta_path("audit")
-    return names_for(tenant, ctx.settings.lake_root).delta_path("audit")
+    return control_audit.tenant_audit_path(ctx.mongo[CONTROL_DATABASE], ctx.settings.lake_root, tenant)
 
 
 def _row(principal: Principal, action: str, target: str, result: str, counts: Mapping[str, int] | None) -> AuditRow:

@@ -10,10 +10,14 @@ decides the tenant.
   ``auth-unavailable``). It must hold ``events:write`` (``platform:admin`` holds every scope; else 403
   ``insufficient-scope``) and be bound to a tenant (a platform token has none: 403 ``tenant-required``). Its tenant
   claim is the tenant the events must name.
+
+Events that may unmask PII (:mod:`control.auth.pii`) also need the PII grant: a token's ``pii:read`` or
+``tenant:admin``, or a write key created with ``pii`` (:class:`IngestCaller`; the route refuses them otherwise).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from fastapi import Depends, Request
@@ -24,7 +28,8 @@ from pymongo.errors import PyMongoError
 from connectors.runtime.context import RuntimeDep
 from control.auth.gate import TenantRefused, TokenGate
 from control.auth.jwks import KeySourceUnavailable
-from control.auth.principal import Scope
+from control.auth.pii import may_weaken
+from control.auth.principal import Principal, Scope
 from control.auth.problems import auth_unavailable, forbidden, tenant_refused, unauthorized
 from control.auth.validator import InvalidToken
 from control.connectors.store import parse_write_key
@@ -33,6 +38,16 @@ from metalake.http.problems import Problem
 WRITE_KEY_HEADER = "x-metalake-write-key"
 
 Kind = Literal["write-key", "token"]
+
+
+@dataclass(frozen=True)
+class IngestCaller:
+    """Who sends the events: the tenant they are for, the actor the audit names (a token's client id, or
+    ``write-key:<key id>``), and whether it holds the PII grant."""
+
+    tenant: str
+    actor: str
+    pii: bool = False
 
 
 def _unauthorized(detail: str) -> Problem:
@@ -59,8 +74,8 @@ def presented(request: Request) -> tuple[Kind, SecretStr] | None:
     return ("write-key", SecretStr(key.strip())) if key and key.strip() else None
 
 
-def token_tenant(gate: TokenGate, token: str) -> str:
-    """The tenant an access token may send events for, or the problem that refuses it."""
+def token_principal(gate: TokenGate, token: str) -> Principal:
+    """The principal of an access token that may send events (bound to a tenant), or the problem that refuses it."""
     try:
         principal = gate.admit(token).principal
     except InvalidToken as exc:
@@ -78,11 +93,11 @@ def token_tenant(gate: TokenGate, token: str) -> str:
             "the token is bound to no tenant: send events with a token (or write key) of the tenant",
             field="authorization",
         )
-    return principal.tenant
+    return principal
 
 
-async def ingest_tenant(request: Request, runtime: RuntimeDep) -> str:
-    """The tenant the request's credential sends events for; a problem if it is missing or not acceptable."""
+async def ingest_caller(request: Request, runtime: RuntimeDep) -> IngestCaller:
+    """Who the request's credential sends events as; a problem if it is missing or not acceptable."""
     credential = presented(request)
     if credential is None:
         raise _unauthorized(
@@ -90,11 +105,12 @@ async def ingest_tenant(request: Request, runtime: RuntimeDep) -> str:
         )
     kind, value = credential
     if kind == "token":
-        return await run_in_threadpool(token_tenant, runtime.gate, value.get_secret_value())
-    tenant = await run_in_threadpool(runtime.store.tenant_for_write_key, value)
-    if tenant is None:
+        principal = await run_in_threadpool(token_principal, runtime.gate, value.get_secret_value())
+        return IngestCaller(str(principal.tenant), principal.subject, may_weaken(principal))
+    grant = await run_in_threadpool(runtime.store.check_write_key, value)
+    if grant is None:
         raise _unauthorized("the write key is not valid")
-    return tenant
+    return IngestCaller(grant.tenant, f"write-key:{grant.key_id}", grant.pii)
 
 
-IngestTenant = Annotated[str, Depends(ingest_tenant)]
+IngestCallerDep = Annotated[IngestCaller, Depends(ingest_caller)]

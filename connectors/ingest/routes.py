@@ -3,23 +3,34 @@
 Every event is checked before anything is published; the accepted ones are published together and the answer is sent
 only after Kafka confirmed them. If Kafka does not confirm, the answer is 503 with Retry-After and no event counts as
 accepted (a resend may duplicate some in Kafka; consumers deduplicate by event id and version).
+
+An event that may unmask PII (:func:`control.auth.pii.weakening`: a PII tag removed or withdrawn, added without
+spreading, an edge stopping it; :func:`control.auth.pii.withdraws`: an edge removed or an asset deleted that a live
+propagated PII tag travelled) needs the caller's PII grant: without it the whole request is refused, 403
+``pii-grant-required`` naming the event (``index``) and its field, nothing published. Every such event, accepted or
+refused, is audited in the tenant's audit table (actor: the token's client id or ``write-key:<key id>``; target: the
+URN and tag, hashed), the accepted ones once Kafka confirmed them and before the answer.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
+from pymongo.errors import PyMongoError
 
-from connectors.ingest.auth import IngestTenant
+from connectors.ingest.auth import IngestCaller, IngestCallerDep
 from connectors.ingest.parsing import BodyError, split_body
 from connectors.ingest.validation import Rejected, Result, item_id, to_event
 from connectors.runtime.bodies import read_limited
 from connectors.runtime.context import Runtime, RuntimeDep
 from connectors.runtime.transforms import Routed
+from control.audit import ACCEPTED, REFUSED, AuditRow, audit_row
+from control.auth.pii import EDGE_ADDED, EDGE_REMOVED, LINEAGE_CUTS, Weakening, cut_urns, weakening, withdraws
 from metalake.events import CloudEvent, spec_for
 from metalake.http.problems import Problem
 from metalake.kafka import PublishError
@@ -50,6 +61,78 @@ def check_items(items: list[Any], tenant: str) -> tuple[list[Result], list[Cloud
     return results, events
 
 
+# The audit action of each event type that may weaken a PII mask (the admin API's names for the same changes).
+_ACTIONS = {
+    "io.metalake.classification.added.v1": "asset.tag.add",
+    "io.metalake.classification.removed.v1": "asset.tag.remove",
+    "io.metalake.classification.unpropagated.v1": "asset.tag.unpropagate",
+    EDGE_ADDED: "lineage.edge.add",
+    EDGE_REMOVED: "lineage.edge.remove",
+    "io.metalake.asset.deleted.v1": "asset.delete",
+}
+
+
+@dataclass(frozen=True)
+class PiiChange:
+    """An accepted event of the request that may unmask PII: its index in the request and why."""
+
+    index: int
+    event: CloudEvent
+    reason: Weakening
+
+
+def pii_changes(
+    runtime: Runtime, tenant: str, results: list[Result], events: list[CloudEvent], patterns: list[str]
+) -> list[PiiChange]:
+    """The request's accepted events that may unmask PII (``events`` are the accepted ``results``, in order). Edge
+    removals and asset deletions are looked up in the tenant's propagated tags (one query per request)."""
+    indexed = list(zip([r.index for r in results if r.status == "accepted"], events, strict=True))
+    urns = [u for _, e in indexed for u in cut_urns(e.type, e.data)]
+    propagated: list[dict[str, Any]] = []
+    if urns and runtime.propagated is not None:
+        try:
+            propagated = runtime.propagated(tenant, urns, patterns)
+        except PyMongoError:
+            log.warning("ingest.lineage_unavailable", extra={"events": len(urns)})
+            raise Problem(
+                503,
+                "unavailable",
+                "the tenant's lineage cannot be read to check the deletions; none was accepted, send again later",
+                headers={"Retry-After": str(runtime.settings.connect.retry_after_s)},
+            ) from None
+    out = []
+    for index, event in indexed:
+        found = weakening(event.type, event.data, patterns)
+        if found is None and event.type in LINEAGE_CUTS and propagated:
+            found = withdraws(event.type, event.data, propagated, patterns)
+        if found is not None:
+            out.append(PiiChange(index, event, found))
+    return out
+
+
+def _audit_rows(caller: IngestCaller, changes: list[PiiChange], result: str) -> list[AuditRow]:
+    rows = []
+    for change in changes:
+        data = change.event.data
+        if change.event.type in (EDGE_ADDED, EDGE_REMOVED):
+            target = f"{data['urn']}|{data['upstream']}"
+        elif "tag" in data:
+            target = f"{data['urn']}|{data['tag']}"
+        else:
+            target = str(data["urn"])
+        rows.append(audit_row(caller.actor, _ACTIONS[change.event.type], target, result, {"pii": 1}))
+    return rows
+
+
+def _audit(runtime: Runtime, caller: IngestCaller, changes: list[PiiChange], result: str) -> None:
+    if runtime.audit is None:
+        # Accepted changes never get here without an audit log (the route answers 503 first): this is a refusal.
+        log.warning("ingest.pii_refusal_not_audited", extra={"events": len(changes)})
+        return
+    runtime.audit.record(caller.tenant, _audit_rows(caller, changes, result))
+    log.info("ingest.pii_audited", extra={"events": len(changes), "result": result})
+
+
 def _publish(runtime: Runtime, tenant: str, events: list[CloudEvent]) -> None:
     routed = [Routed(e, spec_for(e.type).topic_class(e.data)) for e in events]
     with bind_tenant(tenant):
@@ -67,8 +150,9 @@ def _publish(runtime: Runtime, tenant: str, events: list[CloudEvent]) -> None:
 
 
 @router.post("/v1/events")
-async def ingest(request: Request, tenant: IngestTenant, runtime: RuntimeDep) -> JSONResponse:
+async def ingest(request: Request, caller: IngestCallerDep, runtime: RuntimeDep) -> JSONResponse:
     """Validate each event, publish the valid ones (confirmed), and answer the result of every event."""
+    tenant = caller.tenant
     limits = runtime.settings.connect
     body = await read_limited(request, limits.ingest_max_body_bytes)
     try:
@@ -78,8 +162,24 @@ async def ingest(request: Request, tenant: IngestTenant, runtime: RuntimeDep) ->
         slug = {413: "too-many-events", 415: "unsupported-media-type"}.get(exc.status, "invalid-body")
         raise Problem(exc.status, slug, str(exc), field=exc.field, extra=extra) from None
     results, events = check_items(items, tenant)
+    changes = await run_in_threadpool(pii_changes, runtime, tenant, results, events, runtime.settings.access.pii_tags)
+    if changes and not caller.pii:
+        first = changes[0]
+        # One row for the refused request (not one per event): a refused flood costs one commit per request.
+        await run_in_threadpool(_audit, runtime, caller, [first], REFUSED)
+        raise Problem(
+            403,
+            "pii-grant-required",
+            f"event {first.index}: {first.reason.reason}; nothing was accepted",
+            field=first.reason.field,
+            extra={"index": first.index},
+        )
+    if changes and runtime.audit is None:
+        raise Problem(503, "unavailable", "this worker cannot audit PII changes; none was accepted")
     if events:
         await run_in_threadpool(_publish, runtime, tenant, events)
+    if changes:
+        await run_in_threadpool(_audit, runtime, caller, changes, ACCEPTED)
     accepted = len(events)
     return JSONResponse(
         {

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
@@ -14,6 +14,7 @@ from connectors.runtime.errors import Counter, ErrorPolicy
 from connectors.runtime.lookups import LookupCache
 from connectors.runtime.publisher import Publisher
 from connectors.runtime.transforms import Chain
+from control.audit import AuditLog
 from control.auth.gate import TokenGate
 from control.connectors.offsets import OffsetStore
 from control.connectors.plugin import ConnectorConfig, ConnectorContext, SourceConnector, WebhookConnector
@@ -46,6 +47,12 @@ class Runtime:
     lookups: LookupCache[Any] = field(default_factory=lambda: LookupCache(0.0))
     # Keeps two crawls of one connector from overlapping (None: no lease, for tests that build a runtime of fakes).
     leases: LeaseStore | None = None
+    # The tenants' audit tables: the ingest API audits the PII changes it accepts or refuses (None: it has nowhere
+    # to write them, so it refuses PII changes with 503).
+    audit: AuditLog | None = None
+    # The tenant's live propagated PII tags whose path names these URNs (tenants.access.columns.PropagatedPaths):
+    # whether an edge removal or asset deletion sent to the ingest API unmasks PII (None: no lineage is known).
+    propagated: Callable[[str, Iterable[str], Iterable[str]], list[dict[str, Any]]] | None = None
 
     def task_io(self) -> tuple[Publisher, OffsetStore]:
         if self.task_io_factory is not None:

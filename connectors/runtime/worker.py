@@ -24,6 +24,7 @@ from connectors.runtime.errors import Counter
 from connectors.runtime.lookups import LookupCache
 from connectors.runtime.publisher import Publisher
 from connectors.runtime.webhooks import router as webhook_router
+from control.audit import TenantAuditLog
 from control.auth.gate import build_gate
 from control.connectors import registry
 from control.connectors.offsets import OffsetStore
@@ -35,6 +36,7 @@ from metalake.lease import LeaseStore
 from metalake.mongo import mongo_client
 from metalake.sealing import sealer_for
 from metalake.settings import Settings
+from tenants.access.columns import PropagatedPaths
 from tenants.naming import CONTROL_DATABASE
 
 
@@ -58,6 +60,8 @@ def build_runtime(
         dlq_counter=dlq_counter,
         lookups=LookupCache(settings.connect.lookup_cache_ttl_s),
         leases=LeaseStore.in_database(database),
+        audit=TenantAuditLog(database, lambda: settings.lake_root),
+        propagated=PropagatedPaths(client, lambda: settings.lake_root),
     )
 
 

@@ -110,10 +110,21 @@ class SecretInfo:
 
 @dataclass(frozen=True)
 class WriteKeyInfo:
-    """What may be shown about an ingest write key: its id and age, never the key (only its hash is stored)."""
+    """What may be shown about an ingest write key: its id, age and grants, never the key (only its hash is stored).
+    ``pii``: the key may take PII tags off and stop them spreading (``control.auth.pii``), set at creation only."""
 
     key_id: str
     created_at: datetime
+    pii: bool = False
+
+
+@dataclass(frozen=True)
+class WriteKeyGrant:
+    """What a valid write key may do: send events for ``tenant``, and weaken PII masks if ``pii``."""
+
+    tenant: str
+    key_id: str
+    pii: bool = False
 
 
 class ConnectorDoc(TypedDict):
@@ -187,6 +198,8 @@ class WriteKeyDoc(TypedDict):
     key_id: str
     sha256: str
     created_at: datetime
+    # The PII grant (absent on keys created before it existed: no grant).
+    pii: NotRequired[bool]
     revoked: NotRequired[bool]
     revoked_at: NotRequired[datetime]
 
@@ -593,11 +606,12 @@ class ControlStore:
                 count.written(done.matched_count == 1, what)
         return count
 
-    def create_write_key(self, tenant: str) -> tuple[WriteKeyInfo, SecretStr]:
-        """A new ingest write key for ``tenant``: its id and age, and the key. Only its SHA-256 is stored: show the
-        key once."""
+    def create_write_key(self, tenant: str, *, pii: bool = False) -> tuple[WriteKeyInfo, SecretStr]:
+        """A new ingest write key for ``tenant``: its id, age and grant, and the key. Only its SHA-256 is stored: show
+        the key once. ``pii`` lets it weaken PII masks (a tenant administrator's decision, fixed for the key's life:
+        to change it, create another key and revoke this one)."""
         validate_tenant_id(tenant)
-        info = WriteKeyInfo(key_id=secrets.token_hex(8), created_at=_now())
+        info = WriteKeyInfo(key_id=secrets.token_hex(8), created_at=_now(), pii=pii)
         secret = secrets.token_urlsafe(32)
         self._write_keys.insert_one(
             {
@@ -606,12 +620,14 @@ class ControlStore:
                 "key_id": info.key_id,
                 "sha256": _sha256(secret),
                 "created_at": info.created_at,
+                "pii": pii,
             }
         )
         return info, SecretStr(f"{WRITE_KEY_PREFIX}_{info.key_id}_{secret}")
 
-    def tenant_for_write_key(self, key: SecretStr) -> str | None:
-        """The tenant a write key belongs to, or ``None``. The secret part is compared in constant time."""
+    def check_write_key(self, key: SecretStr) -> WriteKeyGrant | None:
+        """What a write key may do, or ``None`` if it is not a valid key. The secret part is compared in constant
+        time."""
         parsed = parse_write_key(key.get_secret_value())
         if parsed is None:
             return None
@@ -621,12 +637,17 @@ class ControlStore:
             return None
         if not hmac.compare_digest(_sha256(secret), str(doc.get("sha256", ""))):
             return None
-        return doc["tenant"]
+        return WriteKeyGrant(tenant=doc["tenant"], key_id=key_id, pii=doc.get("pii") is True)
+
+    def tenant_for_write_key(self, key: SecretStr) -> str | None:
+        """The tenant a write key belongs to, or ``None`` (:meth:`check_write_key`)."""
+        grant = self.check_write_key(key)
+        return grant.tenant if grant is not None else None
 
     def write_keys(self, tenant: str) -> list[WriteKeyInfo]:
         """The tenant's write keys that are not revoked, oldest first."""
         docs = self._write_keys.find({"tenant": tenant, "key_id": {"$exists": True}, "revoked": {"$ne": True}})
-        keys = [WriteKeyInfo(key_id=d["key_id"], created_at=d["created_at"]) for d in docs]
+        keys = [WriteKeyInfo(key_id=d["key_id"], created_at=d["created_at"], pii=d.get("pii") is True) for d in docs]
         return sorted(keys, key=lambda k: (k.created_at, k.key_id))
 
     def revoke_write_key(self, tenant: str, key_id: str) -> bool:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
+from pymongo import MongoClient
 from pymongo.database import Database
 
 from metalake.projection import CLASSIFICATIONS_COLLECTION, PROPAGATED_COLLECTION
 from tenants.access.rules import MirroredSchema, TrinoColumn, column_for_urn, is_masked_tag
+from tenants.naming import names_for
 
 # Collections of a tenant's MongoDB database holding tag assignments (propagated_tags: written by propagation).
 TAG_COLLECTIONS = (CLASSIFICATIONS_COLLECTION, PROPAGATED_COLLECTION)
@@ -57,3 +60,27 @@ def load_masked_columns(
         docs = db[name].find(query, projection)
         out |= masked_columns(docs, tenant, patterns=patterns, catalog=catalog, instance=instance, mirrored=sources)
     return out
+
+
+def propagated_through(
+    db: Database[dict[str, Any]], urns: Iterable[str], *, patterns: Iterable[str]
+) -> list[dict[str, Any]]:
+    """The tenant's live propagated tags matching ``patterns`` whose lineage path names one of ``urns``: what deleting
+    those assets or edges between them would withdraw (``control.auth.pii.withdraws``). Only ``tag`` and ``path``;
+    rows of other tags are dropped while reading, so the answer is bounded by the PII tags on those paths."""
+    wanted = tuple(patterns)
+    query = {"deleted": {"$ne": True}, "path": {"$in": sorted(set(urns))}}
+    cursor = db[PROPAGATED_COLLECTION].find(query, {"_id": 0, "tag": 1, "path": 1})
+    return [doc for doc in cursor if isinstance(doc.get("tag"), str) and is_masked_tag(doc["tag"], wanted)]
+
+
+class PropagatedPaths:
+    """:func:`propagated_through` for any tenant of one MongoDB deployment (the ingest API's lineage check)."""
+
+    def __init__(self, client: MongoClient[dict[str, Any]], lake_root: Callable[[], Path]) -> None:
+        self._client = client
+        self._lake_root = lake_root
+
+    def __call__(self, tenant: str, urns: Iterable[str], patterns: Iterable[str]) -> list[dict[str, Any]]:
+        db = self._client[names_for(tenant, self._lake_root()).mongo_database]
+        return propagated_through(db, urns, patterns=patterns)

@@ -16,11 +16,12 @@ from pydantic import SecretStr
 
 from connectors.runtime.context import Runtime
 from connectors.runtime.transforms import Routed
+from control.audit import AuditRow
 from control.auth.clients import ClientCache, ClientRecord, Role
 from control.auth.gate import TokenGate
 from control.auth.jwks import JwksCache
 from control.auth.validator import AccessTokenValidator
-from control.connectors.store import ConnectorRecord, ConnectorState, SecretInfo
+from control.connectors.store import ConnectorRecord, ConnectorState, SecretInfo, WriteKeyGrant
 from metalake.kafka import Delivery, PublishError, RawRecord
 from metalake.sealing import SealingError
 from metalake.settings import Settings
@@ -28,6 +29,8 @@ from tenants.model import Tier
 from tenants.registry import TenantDirectory, TenantRecord, TenantState
 
 WRITE_KEY = "mlk_k1_supersecretvalue"
+# A write key created with the PII grant (control.auth.pii).
+PII_WRITE_KEY = "mlk_k2_anothersecretvalue"
 TOKEN_HEADER = {"alg": "RS256", "typ": "at+jwt", "kid": "unit-1"}
 
 
@@ -83,7 +86,10 @@ class FakeStore:
         self.secrets: dict[str, list[SecretStr]] = {}
         # Connectors whose stored secrets do not open with the process's key (sealed elsewhere, moved, plain text).
         self.unsealable: set[str] = set()
-        self.write_keys: dict[str, str] = {hashlib.sha256(WRITE_KEY.encode()).hexdigest(): "acme"}
+        self.write_keys: dict[str, str] = {
+            hashlib.sha256(key.encode()).hexdigest(): "acme" for key in (WRITE_KEY, PII_WRITE_KEY)
+        }
+        self.pii_keys = {hashlib.sha256(PII_WRITE_KEY.encode()).hexdigest()}
 
     def add(self, record: ConnectorRecord, *webhook_secrets: str) -> None:
         self.records[record.id] = record
@@ -125,6 +131,23 @@ class FakeStore:
 
     def tenant_for_write_key(self, key: SecretStr) -> str | None:
         return self.write_keys.get(hashlib.sha256(key.get_secret_value().encode()).hexdigest())
+
+    def check_write_key(self, key: SecretStr) -> WriteKeyGrant | None:
+        digest = hashlib.sha256(key.get_secret_value().encode()).hexdigest()
+        tenant = self.write_keys.get(digest)
+        if tenant is None:
+            return None
+        return WriteKeyGrant(tenant, key.get_secret_value().split("_")[1], digest in self.pii_keys)
+
+
+class FakeAudit:
+    """The tenants' audit tables, in memory."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[str, AuditRow]] = []
+
+    def record(self, tenant: str, rows: Sequence[AuditRow]) -> None:
+        self.rows += [(tenant, row) for row in rows]
 
 
 class FakeDeliveries:
@@ -212,3 +235,4 @@ class World:
     runtime: Runtime
     clients: FakeClients
     tenants: FakeTenants
+    audit: FakeAudit

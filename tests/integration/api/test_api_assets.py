@@ -271,3 +271,48 @@ def test_a_tag_change_always_outranks_the_version_the_projection_holds(
     added = client.post(f"/v1/tenants/{tenant}/assets/tags", json={"urn": table, "tag": "PII"})
     assert added.status_code == 202, added.text
     assert added.json()["version"] == far + 2
+
+
+def _audit(client: TestClient, tenant: str, target: str) -> list[tuple[str, str, str, dict[str, int]]]:
+    act_as(client, tenant, "tenant:admin", subject="it-auditor")
+    rows = client.get(f"/v1/tenants/{tenant}/audit", params={"target": target}).json()["items"]
+    return sorted((r["actor"], r["action"], r["result"], r["counts"]) for r in rows)
+
+
+def test_unmasking_pii_needs_the_pii_grant_and_is_audited(
+    client: TestClient, db: Database[dict[str, Any]], tenant: str
+) -> None:
+    # Issue 12, item 1: events:write alone took PII tags off (or stopped them spreading) and the SQL endpoint then
+    # served the columns in clear. A PII tag (access.pii_tags) now needs pii:read or tenant:admin to weaken.
+    table = urn("wh", "s", "people")
+    seed(db, ASSETS, urn=table, kind="table", name="people")
+    for tag in ("PII", "finance"):
+        seed(db, CLASSIFICATIONS, urn=table, tag=tag, source="human", propagate=True)
+    route = f"/v1/tenants/{tenant}/assets/tags"
+    act_as(client, tenant, "events:write", "tenant:read", "sql:read", subject="it-writer")
+    refused = problem(client.delete(route, params={"urn": table, "tag": "PII"}), 403, "tag")
+    assert refused["type"].endswith("pii-grant-required")
+    assert "pii:read" in refused["detail"]
+    for option, value in (
+        ("propagate", False),
+        ("restrict_propagation_through_lineage", True),
+        ("remove_propagations_on_entity_delete", True),
+    ):
+        problem(client.post(route, json={"urn": table, "tag": "GDPR.personal", option: value}), 403, option)
+    # Tags that mask nothing, and a PII tag that spreads, need no grant.
+    assert client.delete(route, params={"urn": table, "tag": "finance"}).status_code == 202
+    assert client.post(route, json={"urn": table, "tag": "PII.email"}).status_code == 202
+    # The grant: pii:read with events:write, or tenant:admin.
+    act_as(client, tenant, "events:write", "pii:read", subject="it-pii-writer")
+    assert client.delete(route, params={"urn": table, "tag": "PII"}).status_code == 202
+    act_as(client, tenant, "tenant:admin", subject="it-admin")
+    added = client.post(route, json={"urn": table, "tag": "GDPR.personal", "propagate": False})
+    assert added.status_code == 202, added.text
+    assert _audit(client, tenant, f"{table}|PII") == [
+        ("it-pii-writer", "asset.tag.remove", "accepted", {"pii": 1}),
+        ("it-writer", "asset.tag.remove", "refused", {"pii": 1}),
+    ]
+    assert _audit(client, tenant, f"{table}|GDPR.personal") == [
+        ("it-admin", "asset.tag.add", "accepted", {"pii": 1}),
+        *[("it-writer", "asset.tag.add", "refused", {"pii": 1})] * 3,
+    ]

@@ -16,9 +16,10 @@ import pytest
 from fastapi.routing import iter_route_contexts
 from fastapi.testclient import TestClient
 from pymongo import MongoClient
-from tokens import api_settings, auth_headers, create_api_client
+from tokens import api_settings, auth_headers, create_api_client, request_token
 
 from api.app import create_app
+from control.auth.clients import Role
 from metalake.settings import Settings
 from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE
@@ -178,3 +179,31 @@ def test_openapi_declares_security_and_summaries(client: TestClient) -> None:
                 assert status in operation["responses"], (method, path, status)
     assert not missing_security, f"protected operations without the token schemes: {missing_security}"
     assert not missing_summary, f"operations without a summary: {missing_summary}"
+
+
+# Every route that can take a PII tag off an asset or stop it spreading (issue 12, item 1), with a request doing so.
+# A route added later under /assets/tags must be listed here, so its PII check is not forgotten.
+PII_WEAKENING = {
+    ("DELETE", "/v1/tenants/{tenant}/assets/tags"): {
+        "params": {"urn": "urn:metalake:trino:metalake/x/y/z", "tag": "PII"}
+    },
+    ("POST", "/v1/tenants/{tenant}/assets/tags"): {
+        "json": {"urn": "urn:metalake:trino:metalake/x/y/z", "tag": "GDPR.personal", "propagate": False}
+    },
+}
+
+
+def test_pii_weakening_matrix(client: TestClient, mongo: Mongo, tenant: str) -> None:
+    tag_routes = {(m, p) for m, p in _operations(client) if "/tags" in p and m in {"POST", "PUT", "PATCH", "DELETE"}}
+    assert tag_routes == set(PII_WEAKENING), "a route changing tags must be in PII_WEAKENING"
+    writer = auth_headers(client, tenant=tenant, role="read-write")
+    record, secret = client.app.state.auth.clients.create(tenant, Role.READ_WRITE, "pii-writer", pii=True)  # type: ignore[attr-defined]
+    granted = {"Authorization": f"Bearer {request_token(client, record.client_id, secret)['access_token']}"}
+    for (method, path), request in PII_WEAKENING.items():
+        url = _fill(path, {"tenant": tenant})
+        refused = client.request(method, url, headers=writer, **request)
+        assert refused.status_code == 403, (method, path, refused.text)
+        assert refused.json()["type"].endswith("pii-grant-required"), (method, path)
+        # With the grant, the PII check lets it through to the asset lookup (no such asset here).
+        allowed = client.request(method, url, headers=granted, **request)
+        assert allowed.status_code == 404, (method, path, allowed.text)

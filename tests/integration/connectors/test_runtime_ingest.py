@@ -19,7 +19,7 @@ from api.services.audit import tenant_audit_path
 from control.audit import AuditQuery, read
 from metalake.settings import Settings
 from metalake.urn import asset_urn
-from tenants.naming import BULK_TOPIC, CONTROL_DATABASE, PRIORITY_TOPIC
+from tenants.naming import BULK_TOPIC, CONTROL_DATABASE, PRIORITY_TOPIC, names_for
 
 pytestmark = pytest.mark.integration
 
@@ -164,3 +164,94 @@ def _client_id(token: str) -> str:
     claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
     client_id: str = claims["client_id"]
     return client_id
+
+
+def test_removing_a_pii_tag_needs_the_pii_grant_and_is_audited(
+    worker: TestClient, api: TestClient, settings: Settings, tenant: str
+) -> None:
+    # Issue 12, item 1: any write key or events:write token could take a PII tag off; the column then read in clear.
+    urn = asset_urn("trino", "metalake", "lake", tenant.replace("-", "_"), "people", "email")
+
+    def removal(i: int) -> dict[str, Any]:
+        return {
+            "specversion": "1.0",
+            "id": f"pii-{i}",
+            "source": "/producers/it",
+            "type": "io.metalake.classification.removed.v1",
+            "tenantid": tenant,
+            "data": {"urn": urn, "version": i, "tag": "PII"},
+        }
+
+    admin = tenant_admin(api, tenant)
+    plain = _write_key(api, tenant)
+    granted = api.post(f"/v1/tenants/{tenant}/write-keys", json={"pii": True}, headers=admin)
+    assert granted.status_code == 201 and granted.json()["pii"] is True, granted.text
+    listed = {k["key_id"]: k["pii"] for k in api.get(f"/v1/tenants/{tenant}/write-keys", headers=admin).json()["items"]}
+    assert listed == {plain.split("_")[1]: False, granted.json()["key_id"]: True}
+    marks = mark(settings, PRIORITY_TOPIC)
+    refused = worker.post("/v1/events", json=[removal(1)], headers={"Authorization": f"Bearer {plain}"})
+    assert refused.status_code == 403, refused.text
+    assert refused.headers["content-type"] == "application/problem+json"
+    assert (refused.json()["type"], refused.json()["field"]) == ("/problems/pii-grant-required", "data/tag")
+    writer = auth_headers(api, tenant=tenant, role="read-write")  # events:write, no pii:read
+    assert worker.post("/v1/events", json=[removal(2)], headers=writer).status_code == 403
+    accepted = worker.post(
+        "/v1/events", json=[removal(3)], headers={"Authorization": f"Bearer {granted.json()['key']}"}
+    )
+    assert accepted.status_code == 200 and accepted.json()["accepted"] == 1, accepted.text
+    # A tenant administrator's token holds the grant.
+    assert worker.post("/v1/events", json=[removal(4)], headers=admin).json()["accepted"] == 1
+    # Only the granted removals reached Kafka.
+    records = read_since(settings, PRIORITY_TOPIC, marks, of_tenant(tenant), expect=2)
+    assert sorted(r.headers["ce_id"] for r in records) == [b"pii-3", b"pii-4"]
+    rows = read(
+        tenant_audit_path(api.app.state.ctx, tenant),  # type: ignore[attr-defined]
+        AuditQuery(action="asset.tag.remove", limit=10),
+    )
+    actors = sorted((r.actor.startswith("write-key:"), r.result) for r in rows)
+    assert actors == [(False, "accepted"), (False, "refused"), (True, "accepted"), (True, "refused")]
+    assert all(r.counts == {"pii": 1} for r in rows)
+
+
+def test_deleting_an_asset_a_pii_tag_propagated_to_needs_the_pii_grant(
+    worker: TestClient, api: TestClient, settings: Settings, tenant: str, mongo: MongoClient[dict[str, Any]]
+) -> None:
+    # Propagation withdraws tags from a deleted asset: deleting the copy of a PII column through the ingest API
+    # unmasked it. The worker reads the tenant's live propagated tags (FerretDB) to tell.
+    origin, copy = (asset_urn("trino", "metalake", "lake", tenant.replace("-", "_"), t, "email") for t in ("a", "b"))
+    db = mongo[names_for(tenant, settings.lake_root).mongo_database]
+    db["propagated_tags"].insert_one(
+        {
+            "_id": f"{copy}|PII|{origin}",
+            "urn": copy,
+            "tag": "PII",
+            "origin": origin,
+            "path": [origin, copy],
+            "depth": 1,
+            "deleted": False,
+            "version": 1,
+            "event_id": "e1",
+        }
+    )
+    try:
+
+        def deleted(i: int, urn: str) -> dict[str, Any]:
+            return {
+                "specversion": "1.0",
+                "id": f"del-{i}",
+                "source": "/producers/it",
+                "type": "io.metalake.asset.deleted.v1",
+                "tenantid": tenant,
+                "data": {"urn": urn, "version": i},
+            }
+
+        plain = {"Authorization": f"Bearer {_write_key(api, tenant)}"}
+        refused = worker.post("/v1/events", json=[deleted(1, copy)], headers=plain)
+        assert refused.status_code == 403, refused.text
+        assert (refused.json()["type"], refused.json()["field"]) == ("/problems/pii-grant-required", "data/urn")
+        # The origin's deletion keeps what it propagated: no grant needed.
+        assert worker.post("/v1/events", json=[deleted(2, origin)], headers=plain).json()["accepted"] == 1
+        admin = tenant_admin(api, tenant)
+        assert worker.post("/v1/events", json=[deleted(3, copy)], headers=admin).json()["accepted"] == 1
+    finally:
+        mongo.drop_database(db.name)

@@ -8,6 +8,7 @@ from typing import Any, cast
 import pytest
 from fastapi.testclient import TestClient
 from runtime_fakes import (
+    FakeAudit,
     FakeClients,
     FakeCounter,
     FakeDeliveries,
@@ -37,7 +38,7 @@ def world() -> World:
         FakeOffsets(),
         FakeCounter(),
     )
-    clients, tenants = FakeClients(), FakeTenants()
+    clients, tenants, audit = FakeClients(), FakeTenants(), FakeAudit()
     runtime = Runtime(
         settings=settings,
         store=cast(Any, store),
@@ -47,8 +48,9 @@ def world() -> World:
         plugins=plugins_from(PLUGINS),
         gate=fake_gate(clients, tenants),
         dlq_counter=counter,
+        audit=audit,
     )
-    return World(settings, store, deliveries, publisher, offsets, counter, runtime, clients, tenants)
+    return World(settings, store, deliveries, publisher, offsets, counter, runtime, clients, tenants, audit)
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 from runtime_fakes import WRITE_KEY, World, access_token
 
-from connectors.ingest.auth import token_tenant
+from connectors.ingest.auth import token_principal
 from metalake.http.problems import MEDIA_TYPE, Problem
 from metalake.urn import asset_urn
 
@@ -103,14 +103,14 @@ def test_a_token_of_a_suspended_tenant_is_403(client: TestClient, world: World) 
 def test_a_platform_token_bound_to_no_tenant_is_refused(world: World) -> None:
     token = access_token(scope="platform:admin", tenant=None)
     with pytest.raises(Problem) as refused:
-        token_tenant(world.runtime.gate, token)
+        token_principal(world.runtime.gate, token)
     assert refused.value.status == 403 and refused.value.slug == "tenant-required"
 
 
 def test_a_platform_token_with_a_tenant_claim_sends_for_that_tenant(world: World) -> None:
     # platform:admin holds every scope; the tenant claim still decides which tenant's events it may send.
     token = access_token(scope="platform:admin")
-    assert token_tenant(world.runtime.gate, token) == "acme"
+    assert token_principal(world.runtime.gate, token).tenant == "acme"
 
 
 @pytest.mark.parametrize(
