@@ -130,6 +130,16 @@ class ConnectSettings(BaseModel):
     # deletes expired ones every ``webhook_delivery_prune_interval_s``.
     webhook_delivery_retention_s: float = Field(default=7 * 86_400, gt=0)
     webhook_delivery_prune_interval_s: float = Field(default=3_600, gt=0)
+    # Networks (CIDR) a source connector's host may resolve to although the SSRF guard (metalake.net.ssrf) refuses
+    # them: empty in production; the local stack and its tests allow loopback, where their PostgreSQL listens.
+    ssrf_allow: list[str] = Field(default_factory=list)
+    # Whether a source may let a crawl in without asking for a password (trust, peer, ident, certificate-only): off,
+    # so a tenant cannot borrow the worker's own network identity; the local stack's PostgreSQL uses trust auth.
+    allow_passwordless_sources: bool = False
+    # Dead letters one connector may publish per dead_letter_window_s; more are counted and dropped (with a log line),
+    # so a replayed webhook delivery in endless variants cannot flood the DLQ topic.
+    dead_letter_cap: int = Field(default=1000, ge=1)
+    dead_letter_window_s: float = Field(default=3_600, gt=0)
 
 
 class OutboundSettings(BaseModel):

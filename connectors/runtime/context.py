@@ -16,7 +16,13 @@ from connectors.runtime.publisher import Publisher
 from connectors.runtime.transforms import Chain
 from control.auth.gate import TokenGate
 from control.connectors.offsets import OffsetStore
-from control.connectors.plugin import ConnectorConfig, ConnectorContext, SourceConnector, WebhookConnector
+from control.connectors.plugin import (
+    ConnectorConfig,
+    ConnectorContext,
+    SourceAccess,
+    SourceConnector,
+    WebhookConnector,
+)
 from control.connectors.registry import ConnectorClass, Plugin
 from control.connectors.store import ConnectorRecord, ControlStore
 from metalake.lease import LeaseStore
@@ -46,6 +52,12 @@ class Runtime:
     lookups: LookupCache[Any] = field(default_factory=lambda: LookupCache(0.0))
     # Keeps two crawls of one connector from overlapping (None: no lease, for tests that build a runtime of fakes).
     leases: LeaseStore | None = None
+
+    @property
+    def access(self) -> SourceAccess:
+        """What this worker's source connectors may connect to (settings ``connect.ssrf_allow`` and
+        ``connect.allow_passwordless_sources``)."""
+        return SourceAccess.from_settings(self.settings.connect)
 
     def task_io(self) -> tuple[Publisher, OffsetStore]:
         if self.task_io_factory is not None:
@@ -91,6 +103,7 @@ def instantiate(
     *,
     task_id: int | None = None,
     task_config: Mapping[str, Any] | None = None,
+    access: SourceAccess | None = None,
 ) -> WebhookConnector[Any] | SourceConnector[Any]:
     """The connector (``task_id=None``) or one of its tasks, with its typed config; else :class:`PluginUnavailable`."""
     try:
@@ -100,7 +113,8 @@ def instantiate(
         raise PluginUnavailable(
             f"stored config of {record.id} is invalid for {record.type}: {exc.error_count()} error(s)"
         ) from exc
-    return cls(config, ConnectorContext(record.tenant, record.name, task_id, dict(task_config or {})))
+    ctx = ConnectorContext(record.tenant, record.name, task_id, dict(task_config or {}), access or SourceAccess())
+    return cls(config, ctx)
 
 
 def get_runtime(request: Request) -> Runtime:

@@ -140,7 +140,7 @@ def _handle(runtime: Runtime, delivery: _Delivery, request: InboundRequest, path
     try:
         connector = instantiate(delivery.cls, record, delivery.config_secrets)
     except PluginUnavailable as exc:
-        _fail(runtime, record, str(exc))
+        _fail(runtime, record, f"plugin-unavailable: {exc}")
         raise _unavailable(runtime, "connector configuration is invalid", "connector-failed") from exc
     assert isinstance(connector, WebhookConnector)  # noqa: S101 - _resolve admits webhook types only
     try:
@@ -190,7 +190,7 @@ def _handle(runtime: Runtime, delivery: _Delivery, request: InboundRequest, path
             return JSONResponse({"status": "dead_lettered", "field": exc.field}, status_code=202)
         prepared = prepare(((e, origin) for e in events), runtime.chain(record), policy)
     except TaskFailed as exc:
-        _fail(runtime, record, str(exc))
+        _fail(runtime, record, f"record-failed: {exc}")
         log.warning("connect.task_failed", extra={"plugin": record.type, "connector": record.name, "stage": exc.stage})
         raise _unavailable(
             runtime, "the connector failed on this delivery (errors.tolerance=none)", "connector-failed"
