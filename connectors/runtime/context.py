@@ -10,7 +10,7 @@ from fastapi import Depends, Request
 from pydantic import SecretStr, ValidationError
 
 from connectors.runtime.dedup import DeliveryLog
-from connectors.runtime.errors import Counter, ErrorPolicy
+from connectors.runtime.errors import Counter, DeadLetterBudget, ErrorPolicy
 from connectors.runtime.lookups import LookupCache
 from connectors.runtime.publisher import Publisher
 from connectors.runtime.transforms import Chain
@@ -52,6 +52,17 @@ class Runtime:
     lookups: LookupCache[Any] = field(default_factory=lambda: LookupCache(0.0))
     # Keeps two crawls of one connector from overlapping (None: no lease, for tests that build a runtime of fakes).
     leases: LeaseStore | None = None
+    # Dead letters per connector and window; built from settings (connect.dead_letter_cap) when not given.
+    dead_letters: DeadLetterBudget | None = None
+    dropped_counter: Counter | None = None
+
+    def __post_init__(self) -> None:
+        if self.dead_letters is None:
+            connect = self.settings.connect
+            # Frozen: set once here, shared by every request and task of the process.
+            object.__setattr__(
+                self, "dead_letters", DeadLetterBudget(connect.dead_letter_cap, connect.dead_letter_window_s)
+            )
 
     @property
     def access(self) -> SourceAccess:
@@ -79,6 +90,8 @@ class Runtime:
             connector=record.name,
             plugin=record.type,
             counter=self.dlq_counter,
+            budget=self.dead_letters,
+            dropped_counter=self.dropped_counter,
         )
 
     def chain(self, record: ConnectorRecord) -> Chain:

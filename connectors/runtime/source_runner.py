@@ -217,9 +217,10 @@ class SourceRunner:
             self._chain,
             self._policy,
         )
+        dead = self._policy.admit(prepared.dead)
         self._publisher.publish(prepared.routed)
-        self._publisher.publish_dead_letters(prepared.dead)
-        self._policy.count(prepared.dead)
+        self._publisher.publish_dead_letters(dead)
+        self._policy.count(dead)
         # Later records of a partition carry its newer position; KEEP leaves it; FORGET (or None) is a tombstone.
         offsets: dict[str, dict[str, Any] | None] = {}
         for record in batch:
@@ -231,7 +232,7 @@ class SourceRunner:
         self._offsets.store(ctx.tenant_id, ctx.connector_name, offsets)
         summary.batches += 1
         summary.records += len(prepared.routed)
-        summary.dead_lettered += len(prepared.dead)
+        summary.dead_lettered += len(dead)
         summary.dropped += prepared.dropped
         summary.offsets_stored += len(offsets)
         for routed in prepared.routed:
