@@ -119,9 +119,9 @@ def worker_floor(tables: int, fetch_size: int) -> dict[str, Any]:
 def _connector(tables: int, fetch_size: int) -> PostgresCatalogConnector:
     info = _conninfo(DATABASE)
     # A password is required by the config; the stack's trust authentication never asks for it.
-    unused = "-".join(("unused", "trust"))
     config = PostgresCatalogConfig(
-        host=info["host"], port=info["port"], user=info["user"], password=unused, instance="bench",
+        host=info["host"], port=info["port"], user=info["user"], password="unused-trust",  # noqa: S106 - placeholder
+        instance="bench",
         databases=[DATABASE], include_schemas=_schemas(tables), fetch_size=fetch_size,
     )  # fmt: skip
     # The stack's PostgreSQL: loopback with trust authentication, which only an explicit allowance lets a crawl reach.
