@@ -19,7 +19,7 @@ DEFAULT_EXCLUDED_SCHEMAS = ("pg_catalog", "information_schema", "pg_toast*", "pg
 # socket directory or abstract socket, and a comma as a list of hosts to try in turn; both would bypass the address
 # guard, so neither gets past validation.
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-_HOSTNAME = re.compile(rf"^{_LABEL}(?:\.{_LABEL})*\.?$")
+_HOSTNAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*\.?")
 # libpq expands a database name that looks like a connection string or URI into connection options (host, service,
 # passfile...) where it is given the chance; such a name is never a real database of a crawl.
 _DSN_LIKE = re.compile(r"=|^postgres(?:ql)?://", re.IGNORECASE)
@@ -74,7 +74,7 @@ class PostgresCatalogConfig(ConnectorConfig):
         try:
             ipaddress.ip_address(host.strip("[]") if host.startswith("[") and host.endswith("]") else host)
         except ValueError:
-            if not _HOSTNAME.match(host):
+            if not _HOSTNAME.fullmatch(host):
                 raise ValueError("must be one host name or IP address (no socket path, list or options)") from None
         return host
 

@@ -133,6 +133,7 @@ BAD_HOSTS = [
     "db.example.com service=other",
     "host=10.0.0.1",
     "db example com",
+    "db.example.com\n",
     "db.example.com\x00",
     "-db.example.com",
     "",
