@@ -49,6 +49,9 @@ def _default_dropped_counter() -> Counter:
     )
 
 
+_PRUNE_ABOVE = 10_000
+
+
 class DeadLetterBudget:
     """How many dead letters each connector may still publish: ``cap`` per fixed window of ``window_s`` seconds.
 
@@ -62,6 +65,7 @@ class DeadLetterBudget:
         self._clock = clock
         self._lock = threading.Lock()
         self._used: dict[tuple[str, str], tuple[float, int]] = {}
+        self._pruned_at = clock()
 
     def take(self, tenant: str, connector: str, wanted: int) -> int:
         """How many of ``wanted`` dead letters ``connector`` may publish now (they are counted as used)."""
@@ -72,8 +76,10 @@ class DeadLetterBudget:
                 started, used = now, 0
             granted = max(0, min(wanted, self.cap - used))
             self._used[(tenant, connector)] = (started, used + granted)
-            if len(self._used) > 10_000:  # connectors that stopped dead-lettering: their windows are over
+            # Forget connectors whose window is over, at most once a window: the scan stays off the common path.
+            if len(self._used) > _PRUNE_ABOVE and now - self._pruned_at >= self.window_s:
                 self._used = {k: v for k, v in self._used.items() if now - v[0] < self.window_s}
+                self._pruned_at = now
         return granted
 
 

@@ -132,3 +132,13 @@ def test_the_dead_letter_budget_caps_each_connector_per_window() -> None:
     assert budget.take("acme", "mc", 1) == 0
     now[0] = 60.0  # a new window
     assert budget.take("acme", "mc", 4) == 3
+
+
+def test_the_budget_forgets_connectors_whose_window_is_over() -> None:
+    now = [0.0]
+    budget = DeadLetterBudget(cap=1, window_s=60, clock=lambda: now[0])
+    for i in range(10_001):
+        budget.take("acme", f"c{i}", 1)
+    now[0] = 61.0
+    assert budget.take("acme", "fresh", 1) == 1
+    assert len(budget._used) == 1  # only the fresh connector's window is left
