@@ -109,6 +109,19 @@ def test_config_is_validated_against_the_plugins_schema(api: TestClient, tenant:
     problem(api.post(route, json=typo, headers=admin), 422, "config/default_instanse")
     nested = {"name": "pg", "type": "postgres", "config": {"host": "h", "user": "u", "instance": "i", "port": 0}}
     problem(api.post(route, json=nested, headers=admin), 422, "config/port")
+    # The crawler is no way into the worker's network: one network host, a password, database names only.
+    pg = {"host": "db.example.com", "user": "u", "password": "pw", "instance": "i"}
+    for bad, field in (
+        ({"host": "/var/run/postgresql"}, "config/host"),
+        ({"host": "@abstract"}, "config/host"),
+        ({"host": "a.example.com,10.0.0.1"}, "config/host"),
+        ({"password": ""}, "config/password"),
+        ({"password": None}, "config/password"),
+        ({"databases": ["host=/tmp dbname=x"]}, "config/databases"),
+        ({"maintenance_database": "service=internal"}, "config/maintenance_database"),
+    ):
+        body = {"name": "pg", "type": "postgres", "config": {**pg, **bad}}
+        problem(api.post(route, json=body, headers=admin), 422, field)
     problem(api.post(route, json={"name": "x", "type": "nope"}, headers=admin), 422, "type")
     problem(api.post(route, json={"name": "bad name", "type": "montecarlo", "config": MC_CONFIG}, headers=admin), 422)
     webhook_tasks = {"name": "mc", "type": "montecarlo", "config": MC_CONFIG, "tasks_max": 3}
