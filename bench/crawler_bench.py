@@ -31,7 +31,8 @@ import psycopg
 
 from connectors.postgres import PostgresCatalogConfig, PostgresCatalogConnector
 from connectors.postgres.catalog import COLUMNS_SQL
-from control.connectors.plugin import ConnectorContext, partition_key
+from control.connectors.plugin import ConnectorContext, SourceAccess, partition_key
+from metalake.net.ssrf import AddressGuard
 from metalake.settings import load_settings
 from ops.stack.paths import use_checkout_stack
 
@@ -117,11 +118,15 @@ def worker_floor(tables: int, fetch_size: int) -> dict[str, Any]:
 
 def _connector(tables: int, fetch_size: int) -> PostgresCatalogConnector:
     info = _conninfo(DATABASE)
+    # A password is required by the config; the stack's trust authentication never asks for it.
     config = PostgresCatalogConfig(
-        host=info["host"], port=info["port"], user=info["user"], instance="bench", databases=[DATABASE],
-        include_schemas=_schemas(tables), fetch_size=fetch_size,
+        host=info["host"], port=info["port"], user=info["user"], password="unused-trust",  # noqa: S106 - placeholder
+        instance="bench",
+        databases=[DATABASE], include_schemas=_schemas(tables), fetch_size=fetch_size,
     )  # fmt: skip
-    return PostgresCatalogConnector(config, ConnectorContext("bench", "pg"))
+    # The stack's PostgreSQL: loopback with trust authentication, which only an explicit allowance lets a crawl reach.
+    local = SourceAccess(AddressGuard.from_settings(["127.0.0.0/8"]), allow_passwordless=True)
+    return PostgresCatalogConnector(config, ConnectorContext("bench", "pg", access=local))
 
 
 def worker_crawler(tables: int, fetch_size: int) -> dict[str, Any]:

@@ -147,6 +147,16 @@ class ConnectSettings(BaseModel):
     # After a webhook signing secret's rotation, how long the previous one still verifies (unless the rotation asks
     # for another overlap or the previous one is revoked): long enough to update the sender, not forever.
     webhook_secret_overlap_s: int = Field(default=86_400, ge=0, le=30 * 86_400)
+    # Networks (CIDR) a source connector's host may resolve to although the SSRF guard (metalake.net.ssrf) refuses
+    # them: empty in production; the local stack and its tests allow loopback, where their PostgreSQL listens.
+    ssrf_allow: list[str] = Field(default_factory=list)
+    # Whether a source may let a crawl in without asking for a password (trust, peer, ident, certificate-only): off,
+    # so a tenant cannot borrow the worker's own network identity; the local stack's PostgreSQL uses trust auth.
+    allow_passwordless_sources: bool = False
+    # Dead letters one connector may publish per dead_letter_window_s; more are counted and dropped (with a log line),
+    # so a replayed webhook delivery in endless variants cannot flood the DLQ topic.
+    dead_letter_cap: int = Field(default=1000, ge=1)
+    dead_letter_window_s: float = Field(default=3_600, gt=0)
 
 
 class OutboundSettings(BaseModel):

@@ -48,6 +48,7 @@ from api.services import audit, connectors
 from api.services.events import PublisherDep
 from control.auth.principal import Scope
 from control.connectors import registry
+from control.connectors.reasons import shown_error
 from control.connectors.registry import Plugin
 from control.connectors.status import task_state
 from control.connectors.store import ConnectorRecord, ConnectorState, ControlStore, SecretInfo, TaskRecord
@@ -101,13 +102,13 @@ def _view(store: ControlStore, plugins: dict[str, Plugin], record: ConnectorReco
 
 
 def _task_view(record: ConnectorRecord, task: TaskRecord) -> TaskStatusView:
-    # Only a FAILED task shows its trace.
+    # Only a FAILED task shows its trace: an error class and our message (first line: older records held tracebacks).
     state = task_state(record, task)
     return TaskStatusView(
         id=task.id,
         state=state.value,
         worker_id=task.worker_id,
-        trace=task.trace if state is ConnectorState.FAILED else None,
+        trace=shown_error(task.trace) if state is ConnectorState.FAILED else None,
         last_run=dict(task.last_run) if task.last_run is not None else None,
         updated_at=task.updated_at,
     )
@@ -118,7 +119,9 @@ def _status(store: ControlStore, plugins: dict[str, Plugin], record: ConnectorRe
     return StatusView(
         name=record.name,
         type=connectors.kind_of(plugins, record),
-        connector=ConnectorStateView(state=record.state.value, error=record.error, updated_at=record.updated_at),
+        connector=ConnectorStateView(
+            state=record.state.value, error=shown_error(record.error), updated_at=record.updated_at
+        ),
         tasks=[_task_view(record, t) for t in connectors.shown_tasks(store, plugins, record)],
     )
 

@@ -12,19 +12,51 @@ but one hash join instead of a SQL-function call per row (a million calls for a 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 import psycopg
 
 from connectors.postgres.config import PostgresCatalogConfig
+from control.connectors.plugin import SourceAccess
+from control.connectors.reasons import SourceFailure
+from metalake.net.ssrf import RefusedAddress
 
 log = logging.getLogger(__name__)
 
 
-class CatalogError(Exception):
-    """The catalog could not be read. The message never holds the password."""
+class CatalogError(SourceFailure):
+    """The catalog could not be read: an error class and a message of ours (the tenant sees them in the connector's
+    status). The driver's text, which can tell a closed port from an open one and quote the peer's reply, goes to
+    the operator log only, without the password."""
+
+
+# One message for a closed port, a filtered one, a name that does not resolve and a port that answers but does not
+# speak PostgreSQL: telling them apart would make the crawler a port scanner.
+_UNREACHABLE = "cannot connect to a PostgreSQL server at {where} (not reachable, or not PostgreSQL)"
+_AUTH_FAILED = "the server refused the configured user and password at {where}"
+_NO_PASSWORD = "the server at {where} did not ask for a password; crawls authenticate with a password only"  # noqa: S105 - a message
+_DATABASE = "the server at {where} refused to open database {database!r}"
+# libpq's words (English: what an untranslated server and libpq write) for a failed authentication; anything else
+# that fails a connection is "unreachable". A server that answers in another language lands there too, the safe side.
+_AUTH_MARKERS = (
+    "password authentication failed",
+    "authentication failed",
+    "no password supplied",
+    "pg_hba.conf",
+    "authentication method requirement",
+    "server requested",
+)
+
+
+def _connect_failure(detail: str) -> str:
+    lowered = detail.lower()
+    if any(marker in lowered for marker in _AUTH_MARKERS) or ("role " in lowered and "does not exist" in lowered):
+        return "authentication-failed"
+    if "database " in lowered and "does not exist" in lowered:
+        return "database-error"
+    return "unreachable"
 
 
 class DatabaseRow(NamedTuple):
@@ -138,40 +170,100 @@ ORDER BY n.nspname, c.relname, a.attnum
 """
 
 
-def _connect(config: PostgresCatalogConfig, database: str) -> psycopg.Connection[Any]:
+def _connect(config: PostgresCatalogConfig, database: str, access: SourceAccess) -> psycopg.Connection[Any]:
+    """A connection to ``database``: the host resolved once through the SSRF guard and the connection made to the
+    address it checked, authenticated by password (unless the operator allows passwordless sources)."""
+    where = f"{config.host}:{config.port}"
+    fields = {"database": database, "host": config.host, "port": config.port}
     try:
-        return psycopg.connect(**config.connect_kwargs(database))
-    except psycopg.Error as exc:
-        # The driver's message may quote the connection string; ``from None`` keeps the original out of tracebacks.
-        detail = config.redact(str(exc).strip())
+        address = access.guard.resolve(config.host, config.port)
+    except RefusedAddress as exc:
+        log.warning("postgres.address_refused", extra={**fields, "reason": str(exc)})
         raise CatalogError(
-            f"cannot connect to database {database!r} at {config.host}:{config.port} as {config.user!r}: {detail}"
+            "address-refused", f"the host {config.host!r} resolves to an address connectors may not reach"
         ) from None
+    except (OSError, UnicodeError) as exc:
+        log.warning("postgres.unreachable", extra={**fields, "error": f"{type(exc).__name__}: {exc}"})
+        raise CatalogError("unreachable", _UNREACHABLE.format(where=where)) from None
+    require_password = not access.allow_passwordless
+    try:
+        conn = psycopg.connect(**config.connect_kwargs(database, address, require_password=require_password))
+    except psycopg.Error as exc:
+        # The driver's message may quote the connection string: redacted, and ``from None`` keeps it out of chains.
+        detail = config.redact(str(exc).strip())
+        error_class = _connect_failure(detail)
+        log.warning(
+            "postgres.connect_failed",
+            extra={**fields, "address": address, "error_class": error_class, "detail": detail},
+        )
+        message = {
+            "authentication-failed": _AUTH_FAILED,
+            "database-error": _DATABASE,
+        }.get(error_class, _UNREACHABLE)
+        raise CatalogError(error_class, message.format(where=where, database=database)) from None
+    if require_password and not conn.pgconn.used_password:
+        # require_auth already refuses this (libpq 16+); checked again so an older libpq cannot let it through.
+        conn.close()
+        log.warning("postgres.passwordless_refused", extra={**fields, "address": address})
+        raise CatalogError("authentication-failed", _NO_PASSWORD.format(where=where))
+    return conn
 
 
-def list_databases(config: PostgresCatalogConfig) -> list[str]:
+def list_databases(config: PostgresCatalogConfig, access: SourceAccess) -> list[str]:
     """Non-template databases the configured user may connect to, read from ``maintenance_database``."""
-    with _connect(config, config.maintenance_database) as conn:
-        return [name for (name,) in conn.execute(_DATABASES_SQL).fetchall()]
+    with _connect(config, config.maintenance_database, access) as conn:
+        return [name for (name,) in _guarded(lambda: conn.execute(_DATABASES_SQL).fetchall(), config)]
 
 
 @contextmanager
-def snapshot(config: PostgresCatalogConfig, database: str) -> Iterator[psycopg.Connection[Any]]:
-    """A connection to ``database`` inside one read-only repeatable-read transaction; closed on exit."""
-    conn = _connect(config, database)
+def snapshot(config: PostgresCatalogConfig, database: str, access: SourceAccess) -> Iterator[psycopg.Connection[Any]]:
+    """A connection to ``database`` inside one read-only repeatable-read transaction; closed on exit.
+
+    A driver error inside (a query refused, cancelled, or the connection lost) leaves as a :class:`CatalogError`.
+    """
+    conn = _connect(config, database, access)
     try:
         conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
         conn.read_only = True
         with conn.transaction():
             yield conn
+    except psycopg.Error as exc:
+        raise _query_failure(exc, config, database) from None
     finally:
         conn.close()
+
+
+def _query_failure(exc: psycopg.Error, config: PostgresCatalogConfig, database: str) -> CatalogError:
+    """A driver error after the connection was made, as a tenant sees it; the server's text goes to the log."""
+    error_class = "timeout" if isinstance(exc, psycopg.errors.QueryCanceled) else "database-error"
+    log.warning(
+        "postgres.query_failed",
+        extra={
+            "database": database,
+            "host": config.host,
+            "port": config.port,
+            "error_class": error_class,
+            "sqlstate": exc.sqlstate,
+            "detail": config.redact(str(exc).strip()),
+        },
+    )
+    where = f"{config.host}:{config.port}"
+    if error_class == "timeout":
+        return CatalogError("timeout", f"a catalog query on database {database!r} at {where} was cancelled")
+    return CatalogError("database-error", f"a catalog query on database {database!r} at {where} failed")
+
+
+def _guarded(read: Callable[[], list[Any]], config: PostgresCatalogConfig) -> list[Any]:
+    try:
+        return read()
+    except psycopg.Error as exc:
+        raise _query_failure(exc, config, config.maintenance_database) from None
 
 
 def read_database(conn: psycopg.Connection[Any]) -> DatabaseRow:
     row = conn.execute(_DATABASE_SQL).fetchone()
     if row is None:  # current_database() always exists while we are connected to it
-        raise CatalogError("the current database is missing from pg_database")
+        raise CatalogError("database-error", "the current database is missing from pg_database")
     return DatabaseRow(*row)
 
 

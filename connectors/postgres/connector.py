@@ -51,7 +51,7 @@ class PostgresCatalogConnector(SourceConnector[PostgresCatalogConfig]):
         in the stored offsets, dealt round robin."""
         if max_tasks == 1:
             return [{}]
-        live = discover_units(self.config, self._databases())
+        live = discover_units(self.config, self._databases(), self.ctx.access)
         return task_configs(live | stored_units(offsets), max_tasks)
 
     def owns(self, partition: Mapping[str, str]) -> bool:
@@ -59,7 +59,9 @@ class PostgresCatalogConnector(SourceConnector[PostgresCatalogConfig]):
 
     def _databases(self) -> list[str]:
         config = self.config
-        return list(dict.fromkeys(config.databases if config.databases is not None else list_databases(config)))
+        return list(
+            dict.fromkeys(config.databases if config.databases is not None else list_databases(config, self.ctx.access))
+        )
 
     def poll(self, offsets: Mapping[str, Mapping[str, Any]]) -> Iterator[SourceRecord]:
         config, scope = self.config, self._scope
@@ -71,7 +73,7 @@ class PostgresCatalogConnector(SourceConnector[PostgresCatalogConfig]):
         for database in databases:
             started = time.monotonic()
             crawl = DatabaseCrawl(config, events, offsets, scope)
-            with snapshot(config, database) as conn:
+            with snapshot(config, database, self.ctx.access) as conn:
                 yield from crawl.run(conn, database)
             gone = stale(stored.get(database, []), crawl.seen)
             yield from deletions(events, gone)

@@ -153,7 +153,9 @@ class DatabaseCrawl:
                 upcoming = next(columns, None)
             yield from self._tail(table, held)
         if upcoming is not None:
-            raise CatalogError(f"column stream out of step with the table stream at table oid {upcoming.table_oid}")
+            raise CatalogError(
+                "database-error", f"column stream out of step with the table stream at table oid {upcoming.table_oid}"
+            )
 
     def _tail(self, table: PendingTable, columns: list[ColumnRow]) -> Iterator[SourceRecord]:
         self.counts["columns"] += len(columns)
@@ -167,7 +169,9 @@ class DatabaseCrawl:
         ]
         out += [self.events.edge_removed(table.urn, up) for up in removed(table.stored, "upstreams", table.upstreams)]
         if not out:  # has_tail() promised records; the snapshot makes this unreachable unless the queries disagree
-            raise CatalogError(f"no columns or edges read for table oid {table.row.oid} that has a tail")
+            raise CatalogError(
+                "database-error", f"no columns or edges read for table oid {table.row.oid} that has a tail"
+            )
         final = self._final(table, names)
         for i, event in enumerate(out, 1):
             yield SourceRecord(event, table.partition, final if i == len(out) else KEEP)

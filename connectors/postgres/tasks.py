@@ -16,7 +16,7 @@ from typing import Any
 
 from connectors.postgres.catalog import read_schemas, snapshot
 from connectors.postgres.config import PostgresCatalogConfig
-from control.connectors.plugin import InvalidPartitionKey, parse_partition_key
+from control.connectors.plugin import InvalidPartitionKey, SourceAccess, parse_partition_key
 
 Unit = tuple[str, ...]
 
@@ -54,12 +54,12 @@ def stored_units(offsets: Iterable[str]) -> set[Unit]:
     return units
 
 
-def discover_units(config: PostgresCatalogConfig, databases: Iterable[str]) -> set[Unit]:
+def discover_units(config: PostgresCatalogConfig, databases: Iterable[str], access: SourceAccess) -> set[Unit]:
     """The units in the source now: each database and its selected schemas (one short read per database)."""
     units: set[Unit] = set()
     for database in databases:
         units.add((database,))
-        with snapshot(config, database) as conn:
+        with snapshot(config, database, access) as conn:
             units.update((database, row.name) for row in read_schemas(conn) if config.schema_selected(row.name))
     return units
 

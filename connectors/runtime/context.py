@@ -10,14 +10,20 @@ from fastapi import Depends, Request
 from pydantic import SecretStr, ValidationError
 
 from connectors.runtime.dedup import DeliveryLog
-from connectors.runtime.errors import Counter, ErrorPolicy
+from connectors.runtime.errors import Counter, DeadLetterBudget, ErrorPolicy
 from connectors.runtime.lookups import LookupCache
 from connectors.runtime.publisher import Publisher
 from connectors.runtime.transforms import Chain
 from control.audit import AuditLog
 from control.auth.gate import TokenGate
 from control.connectors.offsets import OffsetStore
-from control.connectors.plugin import ConnectorConfig, ConnectorContext, SourceConnector, WebhookConnector
+from control.connectors.plugin import (
+    ConnectorConfig,
+    ConnectorContext,
+    SourceAccess,
+    SourceConnector,
+    WebhookConnector,
+)
 from control.connectors.registry import ConnectorClass, Plugin
 from control.connectors.store import ConnectorRecord, ControlStore
 from metalake.lease import LeaseStore
@@ -53,6 +59,23 @@ class Runtime:
     # The tenant's live propagated PII tags whose path names these URNs (tenants.access.columns.PropagatedPaths):
     # whether an edge removal or asset deletion sent to the ingest API unmasks PII (None: no lineage is known).
     propagated: Callable[[str, Iterable[str], Iterable[str]], list[dict[str, Any]]] | None = None
+    # Dead letters per connector and window; built from settings (connect.dead_letter_cap) when not given.
+    dead_letters: DeadLetterBudget | None = None
+    dropped_counter: Counter | None = None
+
+    def __post_init__(self) -> None:
+        if self.dead_letters is None:
+            connect = self.settings.connect
+            # Frozen: set once here, shared by every request and task of the process.
+            object.__setattr__(
+                self, "dead_letters", DeadLetterBudget(connect.dead_letter_cap, connect.dead_letter_window_s)
+            )
+
+    @property
+    def access(self) -> SourceAccess:
+        """What this worker's source connectors may connect to (settings ``connect.ssrf_allow`` and
+        ``connect.allow_passwordless_sources``)."""
+        return SourceAccess.from_settings(self.settings.connect)
 
     def task_io(self) -> tuple[Publisher, OffsetStore]:
         if self.task_io_factory is not None:
@@ -74,6 +97,8 @@ class Runtime:
             connector=record.name,
             plugin=record.type,
             counter=self.dlq_counter,
+            budget=self.dead_letters,
+            dropped_counter=self.dropped_counter,
         )
 
     def chain(self, record: ConnectorRecord) -> Chain:
@@ -98,6 +123,7 @@ def instantiate(
     *,
     task_id: int | None = None,
     task_config: Mapping[str, Any] | None = None,
+    access: SourceAccess | None = None,
 ) -> WebhookConnector[Any] | SourceConnector[Any]:
     """The connector (``task_id=None``) or one of its tasks, with its typed config; else :class:`PluginUnavailable`."""
     try:
@@ -107,7 +133,8 @@ def instantiate(
         raise PluginUnavailable(
             f"stored config of {record.id} is invalid for {record.type}: {exc.error_count()} error(s)"
         ) from exc
-    return cls(config, ConnectorContext(record.tenant, record.name, task_id, dict(task_config or {})))
+    ctx = ConnectorContext(record.tenant, record.name, task_id, dict(task_config or {}), access or SourceAccess())
+    return cls(config, ctx)
 
 
 def get_runtime(request: Request) -> Runtime:

@@ -9,7 +9,10 @@ the record raises :class:`TaskFailed`; the caller marks the connector FAILED wit
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from opentelemetry import metrics
@@ -21,6 +24,8 @@ from metalake.kafka.dlq import DeadLetter, dead_letter_record, read_dead_letter
 from tenants.naming import dlq_topic
 
 DLQ_TOPIC = dlq_topic("connectors")
+
+log = logging.getLogger(__name__)
 
 
 class Counter(Protocol):
@@ -36,6 +41,48 @@ def _default_counter() -> Counter:
     )
 
 
+def _default_dropped_counter() -> Counter:
+    return metrics.get_meter("metalake.connectors").create_counter(
+        "metalake.connectors.dlq.dropped",
+        unit="{record}",
+        description="Dead letters dropped because their connector reached connect.dead_letter_cap",
+    )
+
+
+_PRUNE_ABOVE = 10_000
+
+
+class DeadLetterBudget:
+    """How many dead letters each connector may still publish: ``cap`` per fixed window of ``window_s`` seconds.
+
+    One captured webhook delivery verifies in many variants (Monte Carlo signs a re-encoding of the parsed body), and
+    a source can fail every record; without a cap either fills the DLQ topic. Counted per worker process (each of N
+    workers admits up to ``cap``), under one lock; an entry is one small tuple per connector that dead-lettered.
+    """
+
+    def __init__(self, cap: int, window_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.cap, self.window_s = cap, window_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._used: dict[tuple[str, str], tuple[float, int]] = {}
+        self._pruned_at = clock()
+
+    def take(self, tenant: str, connector: str, wanted: int) -> int:
+        """How many of ``wanted`` dead letters ``connector`` may publish now (they are counted as used)."""
+        now = self._clock()
+        with self._lock:
+            started, used = self._used.get((tenant, connector), (now, 0))
+            if now - started >= self.window_s:
+                started, used = now, 0
+            granted = max(0, min(wanted, self.cap - used))
+            self._used[(tenant, connector)] = (started, used + granted)
+            # Forget connectors whose window is over, at most once a window: the scan stays off the common path.
+            if len(self._used) > _PRUNE_ABOVE and now - self._pruned_at >= self.window_s:
+                self._used = {k: v for k, v in self._used.items() if now - v[0] < self.window_s}
+                self._pruned_at = now
+        return granted
+
+
 class TaskFailed(RuntimeError):
     """A record failed under ``errors.tolerance=none``: the connector stops (FAILED) with this message."""
 
@@ -48,11 +95,42 @@ class ErrorPolicy:
     """Applies one connector's tolerance. Holds only immutable context; counting happens after Kafka confirmed."""
 
     def __init__(
-        self, tolerance: Tolerance, *, tenant: str, connector: str, plugin: str, counter: Counter | None = None
+        self,
+        tolerance: Tolerance,
+        *,
+        tenant: str,
+        connector: str,
+        plugin: str,
+        counter: Counter | None = None,
+        budget: DeadLetterBudget | None = None,
+        dropped_counter: Counter | None = None,
     ) -> None:
         self.tolerance = tolerance
         self.tenant, self.connector, self.plugin = tenant, connector, plugin
         self._counter = counter if counter is not None else _default_counter()
+        self._budget = budget
+        self._dropped = dropped_counter if dropped_counter is not None else _default_dropped_counter()
+
+    def admit(self, letters: Sequence[RawRecord]) -> list[RawRecord]:
+        """The dead letters within the connector's cap (``connect.dead_letter_cap``); the others are counted
+        (``metalake.connectors.dlq.dropped``), logged and dropped."""
+        if self._budget is None or not letters:
+            return list(letters)
+        granted = self._budget.take(self.tenant, self.connector, len(letters))
+        dropped = len(letters) - granted
+        if dropped:
+            self._dropped.add(dropped, {"tenant": self.tenant, "plugin": self.plugin})
+            log.warning(
+                "connect.dead_letters_dropped",
+                extra={
+                    "connector": self.connector,
+                    "plugin": self.plugin,
+                    "dropped": dropped,
+                    "cap": self._budget.cap,
+                    "window_s": self._budget.window_s,
+                },
+            )
+        return list(letters[:granted])
 
     def dead_letter(
         self,

@@ -24,11 +24,11 @@ from connectors.runtime.context import PluginUnavailable, Runtime, instantiate
 from connectors.runtime.errors import ErrorPolicy, TaskFailed
 from connectors.runtime.pipeline import prepare
 from connectors.runtime.publisher import Publisher
-from connectors.runtime.tasks import check_configs, owned_offsets, trace_of, worker_id
+from connectors.runtime.tasks import InvalidTaskConfigs, check_configs, owned_offsets, worker_id
 from connectors.runtime.transforms import Chain
 from control.connectors.offsets import OffsetStore, OffsetsUnavailable
-from control.connectors.plugin import SourceConnector, SourceRecord, partition_key
-from control.connectors.reasons import safe_reason
+from control.connectors.plugin import SourceAccess, SourceConnector, SourceRecord, partition_key
+from control.connectors.reasons import public_failure, shown_error
 from control.connectors.store import ConnectorRecord, ConnectorState, TaskRecord
 from metalake.kafka import PublishError
 from metalake.lease import LeaseHeld
@@ -46,6 +46,9 @@ class CrawlRefused(RuntimeError):
 
 # How a task's run ended, in a crawl's report.
 DONE, FAILED, UNAVAILABLE, SKIPPED = "done", "failed", "unavailable", "skipped"
+UNAVAILABLE_TEXT = (
+    "unavailable: Kafka or the offsets topic did not confirm; the next run resumes from the stored offsets"
+)
 
 
 @dataclass
@@ -215,9 +218,10 @@ class SourceRunner:
             self._chain,
             self._policy,
         )
+        dead = self._policy.admit(prepared.dead)
         self._publisher.publish(prepared.routed)
-        self._publisher.publish_dead_letters(prepared.dead)
-        self._policy.count(prepared.dead)
+        self._publisher.publish_dead_letters(dead)
+        self._policy.count(dead)
         # Later records of a partition carry its newer position; KEEP leaves it; FORGET (or None) is a tombstone.
         offsets: dict[str, dict[str, Any] | None] = {}
         for record in batch:
@@ -229,7 +233,7 @@ class SourceRunner:
         self._offsets.store(ctx.tenant_id, ctx.connector_name, offsets)
         summary.batches += 1
         summary.records += len(prepared.routed)
-        summary.dead_lettered += len(prepared.dead)
+        summary.dead_lettered += len(dead)
         summary.dropped += prepared.dropped
         summary.offsets_stored += len(offsets)
         for routed in prepared.routed:
@@ -290,21 +294,21 @@ def _crawl(runtime: Runtime, tenant: str, name: str) -> CrawlReport:
             runtime.store.set_state(tenant, name, ConnectorState.FAILED, str(exc))
             raise CrawlRefused(str(exc)) from exc
         try:
-            connector = instantiate(cls, record, secrets)
+            connector = instantiate(cls, record, secrets, access=runtime.access)
         except PluginUnavailable as exc:
-            runtime.store.set_state(tenant, name, ConnectorState.FAILED, str(exc))
+            runtime.store.set_state(tenant, name, ConnectorState.FAILED, f"plugin-unavailable: {exc}")
             raise CrawlRefused(str(exc)) from exc
         assert isinstance(connector, SourceConnector)  # noqa: S101 - checked with issubclass above
         stored = runtime.offsets.load(tenant, name)
         try:
             configs = check_configs(connector.task_configs(record.tasks_max, stored), record.tasks_max)
-            tasks = [_task(cls, record, secrets, i, c) for i, c in enumerate(configs)]
+            tasks = [_task(cls, record, secrets, i, c, runtime.access) for i, c in enumerate(configs)]
             owned, unowned = owned_offsets(stored, tasks)
         except Exception as exc:
             if not isinstance(exc, PublishError | OffsetsUnavailable):
-                runtime.store.set_state(
-                    tenant, name, ConnectorState.FAILED, f"{type(exc).__name__}: {safe_reason(exc)}"
-                )
+                # The tenant's status gets a class and our words; the driver's text and the traceback, the log.
+                log.warning("connect.split_failed", extra={"connector": name}, exc_info=True)
+                runtime.store.set_state(tenant, name, ConnectorState.FAILED, _failure(exc))
             raise
         assigned = runtime.store.assign_tasks(tenant, name, configs)
         log.info(
@@ -320,10 +324,24 @@ def _crawl(runtime: Runtime, tenant: str, name: str) -> CrawlReport:
     return CrawlReport(tenant, name, summaries, unowned, time.monotonic() - started)
 
 
+def _failure(exc: BaseException) -> str:
+    """What a tenant's status says about ``exc``: an error class and a message of ours, never a traceback."""
+    if isinstance(exc, InvalidTaskConfigs):
+        return f"invalid-split: {exc}"
+    if isinstance(exc, TaskFailed):
+        return f"record-failed: {exc}"
+    return public_failure(exc)
+
+
 def _task(
-    cls: type[SourceConnector[Any]], record: ConnectorRecord, secrets: Any, task_id: int, config: dict[str, Any]
+    cls: type[SourceConnector[Any]],
+    record: ConnectorRecord,
+    secrets: Any,
+    task_id: int,
+    config: dict[str, Any],
+    access: SourceAccess,
 ) -> SourceConnector[Any]:
-    task = instantiate(cls, record, secrets, task_id=task_id, task_config=config)
+    task = instantiate(cls, record, secrets, task_id=task_id, task_config=config, access=access)
     assert isinstance(task, SourceConnector)  # noqa: S101 - cls is a SourceConnector subclass
     return task
 
@@ -357,7 +375,7 @@ def _run_task(
     """One task's run, in its own thread: its state and last run are written to the control plane."""
     tenant, name, task_id = record.tenant, record.name, assigned.id
     if assigned.state is ConnectorState.FAILED:
-        reason = (assigned.trace or "").split("\n", 1)[0]
+        reason = shown_error(assigned.trace) or ""
         return CrawlSummary(tenant, name, task_id, outcome=SKIPPED, error=f"task is FAILED: {reason}")
     me = worker_id()
     with bind_tenant(tenant):  # per thread: a new thread does not inherit the caller's context
@@ -373,14 +391,21 @@ def _run_task(
         summary = runner.summary
         try:
             runner.run(stored)
-        except (PublishError, OffsetsUnavailable) as exc:
+        except (PublishError, OffsetsUnavailable):
             # Not the task's failure: the next run resumes from the offsets stored so far.
-            summary.outcome, summary.error = UNAVAILABLE, f"{type(exc).__name__}: {safe_reason(exc)}"
-        except Exception as exc:  # noqa: BLE001 - whatever the plugin raises fails this task, not the others
-            summary.outcome, summary.error = FAILED, f"{type(exc).__name__}: {safe_reason(exc)}"
-            log.warning("connect.task_failed", extra={"connector": name, "task": task_id, "error": summary.error})
+            summary.outcome, summary.error = UNAVAILABLE, UNAVAILABLE_TEXT
+            log.warning("connect.task_unavailable", extra={"connector": name, "task": task_id}, exc_info=True)
+        except Exception as exc:
+            # ``last_run`` and the task's ``trace`` are served to tenant:read: a class and our words there; the
+            # exception's own text and its traceback go to the operator log only.
+            summary.outcome, summary.error = FAILED, _failure(exc)
+            log.warning(
+                "connect.task_failed",
+                extra={"connector": name, "task": task_id, "error": summary.error},
+                exc_info=True,
+            )
             runtime.store.set_task_state(
-                tenant, name, task_id, ConnectorState.FAILED, trace=trace_of(exc), last_run=summary.as_dict()
+                tenant, name, task_id, ConnectorState.FAILED, trace=summary.error, last_run=summary.as_dict()
             )
             return summary
         runtime.store.set_task_state(tenant, name, task_id, ConnectorState.RUNNING, last_run=summary.as_dict())

@@ -11,14 +11,10 @@ from __future__ import annotations
 import json
 import os
 import socket
-import traceback
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from control.connectors.plugin import InvalidPartitionKey, SourceConnector, parse_partition_key
-from control.connectors.reasons import safe_reason
-
-MAX_TRACE = 8000
 
 Offsets = Mapping[str, Mapping[str, Any]]
 
@@ -72,10 +68,3 @@ def owned_offsets(
         else:
             unowned += 1
     return per_task, unowned
-
-
-def trace_of(exc: BaseException) -> str:
-    """Connect's task ``trace``: the error and where it was raised. Frames only, no locals, and the message through
-    :func:`safe_reason`, so no input value or secret reaches the control plane."""
-    frames = "".join(traceback.format_tb(exc.__traceback__))
-    return f"{type(exc).__name__}: {safe_reason(exc)}\n{frames}"[:MAX_TRACE]

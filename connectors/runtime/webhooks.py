@@ -13,7 +13,10 @@ each answered as RFC 9457 problem+json:
 6. body not JSON -> 400;
 7. redelivery of a delivery already handled (same dedup key) -> 200 ``{"status": "duplicate"}``, nothing published;
 8. verified but unmappable -> raw bytes to the DLQ topic, 202 ``{"status": "dead_lettered"}``
-   (under ``errors.tolerance=none`` the connector is marked FAILED instead and the answer is 503);
+   (under ``errors.tolerance=none`` the connector is marked FAILED instead and the answer is 503); once the
+   connector reached ``connect.dead_letter_cap`` in the window, 202 ``{"status": "dead_letter_dropped"}``, counted
+   and logged, nothing published. Such a delivery is remembered by its *parsed* content (:func:`parsed_key`), so
+   variants of one body that the signature does not tell apart (spacing, escapes) are one delivery;
 9. events published and confirmed by Kafka -> 202 ``{"status": "accepted"}``; Kafka unavailable -> 503 with
    Retry-After, and the delivery is not recorded as seen, so the resend publishes it exactly once.
 """
@@ -21,6 +24,7 @@ each answered as RFC 9457 problem+json:
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -135,8 +139,23 @@ def _dedup_key(connector: WebhookConnector[Any], request: InboundRequest) -> str
         try:
             return f"k:{connector.dedup_key(request)}"
         except (InvalidPayload, ValueError, KeyError, TypeError):
-            pass  # an unmappable body still deduplicates: by its bytes
-    return "b:" + hashlib.sha256(request.body).hexdigest()
+            pass  # an unmappable body still deduplicates: by its parsed content
+    return parsed_key(request)
+
+
+def parsed_key(request: InboundRequest) -> str:
+    """The dedup key of a body by its parsed content (a canonical JSON form), not its bytes.
+
+    A signature may not cover the bytes (Monte Carlo signs ``urlencode(json.loads(body))``): one captured delivery
+    re-spaced, re-indented or with its keys' escapes rewritten still verifies. Keyed by bytes, each variant was a new
+    delivery and a new dead letter; keyed by what it parses to, they are one.
+    """
+    try:
+        canonical = json.dumps(request.parsed.value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except (ValueError, RecursionError):  # not JSON (checked before: unreachable), or too deep to re-encode
+        return "b:" + hashlib.sha256(request.body).hexdigest()
+    # surrogatepass: a JSON "\ud800" escape parses to a lone surrogate; it must hash, not crash.
+    return "p:" + hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _handle(runtime: Runtime, delivery: _Delivery, request: InboundRequest, path: str) -> JSONResponse:
@@ -146,7 +165,7 @@ def _handle(runtime: Runtime, delivery: _Delivery, request: InboundRequest, path
     try:
         connector = instantiate(delivery.cls, record, delivery.config_secrets)
     except PluginUnavailable as exc:
-        _fail(runtime, record, str(exc))
+        _fail(runtime, record, f"plugin-unavailable: {exc}")
         raise _unavailable(runtime, "connector configuration is invalid", "connector-failed") from exc
     assert isinstance(connector, WebhookConnector)  # noqa: S101 - _resolve admits webhook types only
     try:
@@ -186,23 +205,27 @@ def _handle(runtime: Runtime, delivery: _Delivery, request: InboundRequest, path
                 ],
                 origin=origin,
             )
-            _publish(runtime, [], [letter])
-            policy.count([letter])
-            runtime.deliveries.record(record.tenant, record.name, key, "dead_lettered", [])
+            letters = policy.admit([letter])
+            _publish(runtime, [], letters)
+            policy.count(letters)
+            # Over the cap the delivery is remembered too, so its resends are answered "duplicate" at no cost.
+            outcome = "dead_lettered" if letters else "dead_letter_dropped"
+            runtime.deliveries.record(record.tenant, record.name, key, outcome, [])
             log.info(
                 "connect.webhook_dead_lettered",
-                extra={"plugin": record.type, "connector": record.name, "field": exc.field},
+                extra={"plugin": record.type, "connector": record.name, "field": exc.field, "outcome": outcome},
             )
-            return JSONResponse({"status": "dead_lettered", "field": exc.field}, status_code=202)
+            return JSONResponse({"status": outcome, "field": exc.field}, status_code=202)
         prepared = prepare(((e, origin) for e in events), runtime.chain(record), policy)
     except TaskFailed as exc:
-        _fail(runtime, record, str(exc))
+        _fail(runtime, record, f"record-failed: {exc}")
         log.warning("connect.task_failed", extra={"plugin": record.type, "connector": record.name, "stage": exc.stage})
         raise _unavailable(
             runtime, "the connector failed on this delivery (errors.tolerance=none)", "connector-failed"
         ) from None
-    deliveries = _publish(runtime, list(prepared.routed), prepared.dead)
-    policy.count(prepared.dead)
+    dead = policy.admit(prepared.dead)
+    deliveries = _publish(runtime, list(prepared.routed), dead)
+    policy.count(dead)
     event_ids = [r.event.id for r in prepared.routed]
     runtime.deliveries.record(record.tenant, record.name, key, "accepted", event_ids)
     log.info(
@@ -211,7 +234,7 @@ def _handle(runtime: Runtime, delivery: _Delivery, request: InboundRequest, path
             "plugin": record.type,
             "connector": record.name,
             "events": len(deliveries),
-            "dead_lettered": len(prepared.dead),
+            "dead_lettered": len(dead),
             "dropped": prepared.dropped,
         },
     )
@@ -219,7 +242,7 @@ def _handle(runtime: Runtime, delivery: _Delivery, request: InboundRequest, path
         {
             "status": "accepted",
             "events": event_ids,
-            "dead_lettered": len(prepared.dead),
+            "dead_lettered": len(dead),
             "dropped": prepared.dropped,
         },
         status_code=202,

@@ -22,6 +22,8 @@ from typing import Any, ClassVar, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 from metalake.events import CloudEvent
+from metalake.net.ssrf import AddressGuard
+from metalake.settings import ConnectSettings
 
 
 class ConnectorConfig(BaseModel):
@@ -38,6 +40,20 @@ C = TypeVar("C", bound=ConnectorConfig)
 
 
 @dataclass(frozen=True)
+class SourceAccess:
+    """What a source connector may connect to: the host a tenant named goes through ``guard`` (the SSRF guard, connect
+    to the address it checked), and the source must ask for a password unless ``allow_passwordless``. The default is
+    the strict policy; the runtime builds it from ``connect.ssrf_allow`` and ``connect.allow_passwordless_sources``."""
+
+    guard: AddressGuard = field(default_factory=AddressGuard)
+    allow_passwordless: bool = False
+
+    @classmethod
+    def from_settings(cls, connect: ConnectSettings) -> SourceAccess:
+        return cls(AddressGuard.from_settings(connect.ssrf_allow), connect.allow_passwordless_sources)
+
+
+@dataclass(frozen=True)
 class ConnectorContext:
     """Who a connector instance works for. No I/O handles: those stay with the runtime.
 
@@ -50,6 +66,7 @@ class ConnectorContext:
     connector_name: str
     task_id: int | None = None
     task_config: Mapping[str, Any] = field(default_factory=dict)
+    access: SourceAccess = field(default_factory=SourceAccess)
 
     @property
     def source(self) -> str:

@@ -20,6 +20,7 @@ from control.subscriptions.store import SubscriptionStore
 from control.subscriptions.testsend import TestOutcomes
 from metalake.kafka import EventProducer, ensure_topics
 from metalake.mongo import mongo_client
+from metalake.net.ssrf import AddressGuard
 from metalake.settings import Settings, get_settings
 from metalake.telemetry import configure_telemetry
 from processors.outbound.runtime.destination import DestinationEnv, load_destinations
@@ -27,7 +28,6 @@ from processors.outbound.runtime.dispatch import Dispatcher
 from processors.outbound.runtime.ledger import Ledger
 from processors.outbound.runtime.loops import DLQ_TOPIC, RETRY_TOPIC, Loops, Outbound
 from processors.outbound.runtime.retry import RetryPolicy
-from processors.outbound.runtime.ssrf import AddressGuard
 from processors.outbound.runtime.subscriptions import SubscriptionCache
 from processors.outbound.runtime.testsend import SubscriptionTester
 from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE, OUTBOUND_TESTS_TOPIC

@@ -2,5 +2,5 @@
 (``dispatch``), the retry topic's schedule (``retry``), the delivery ledger and its expiry (``ledger``,
 ``retention``), test sends (``testsend``), the subscriptions cache (``subscriptions``), the destination interface and
 its registry (``destination``), and the SSRF guard with the pinned HTTP connection every destination connects through
-(``ssrf``, ``pinned_http``). Nothing here imports a vendor SDK.
+(``pinned_http``, over the kernel's guard :mod:`metalake.net.ssrf`). Nothing here imports a vendor SDK.
 """

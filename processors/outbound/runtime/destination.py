@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from control.subscriptions.destinations import GROUP, DestinationSpec, destination_specs
 from metalake.events.changes import Change
+from metalake.net.ssrf import AddressGuard
 from metalake.plugins import PluginRegistry
 from metalake.settings import Settings
-from processors.outbound.runtime.ssrf import AddressGuard
 
 if TYPE_CHECKING:
     from control.subscriptions.store import Subscription

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from processors.outbound.runtime.ssrf import AddressGuard, RefusedAddress
+from metalake.net.ssrf import AddressGuard, RefusedAddress
 
 MAX_RESPONSE_BYTES = 64 * 1024
 

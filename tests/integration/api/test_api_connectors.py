@@ -110,6 +110,19 @@ def test_config_is_validated_against_the_plugins_schema(api: TestClient, tenant:
     problem(api.post(route, json=typo, headers=admin), 422, "config/default_instanse")
     nested = {"name": "pg", "type": "postgres", "config": {"host": "h", "user": "u", "instance": "i", "port": 0}}
     problem(api.post(route, json=nested, headers=admin), 422, "config/port")
+    # The crawler is no way into the worker's network: one network host, a password, database names only.
+    pg = {"host": "db.example.com", "user": "u", "password": "pw", "instance": "i"}
+    for bad, field in (
+        ({"host": "/var/run/postgresql"}, "config/host"),
+        ({"host": "@abstract"}, "config/host"),
+        ({"host": "a.example.com,10.0.0.1"}, "config/host"),
+        ({"password": ""}, "config/password"),
+        ({"password": None}, "config/password"),
+        ({"databases": ["host=/tmp dbname=x"]}, "config/databases"),
+        ({"maintenance_database": "service=internal"}, "config/maintenance_database"),
+    ):
+        body = {"name": "pg", "type": "postgres", "config": {**pg, **bad}}
+        problem(api.post(route, json=body, headers=admin), 422, field)
     problem(api.post(route, json={"name": "x", "type": "nope"}, headers=admin), 422, "type")
     problem(api.post(route, json={"name": "bad name", "type": "montecarlo", "config": MC_CONFIG}, headers=admin), 422)
     webhook_tasks = {"name": "mc", "type": "montecarlo", "config": MC_CONFIG, "tasks_max": 3}
@@ -273,7 +286,7 @@ def test_offsets_of_a_source_connector(api: TestClient, settings: Settings, tena
 
     admin = auth_headers(api, tenant=tenant, role="admin")
     route = f"/v1/tenants/{tenant}/connectors/pg"
-    config = {"host": "db.internal", "user": "crawler", "instance": "shop"}
+    config = {"host": "db.internal", "user": "crawler", "password": "s3cret", "instance": "shop"}
     assert (
         api.post(
             f"/v1/tenants/{tenant}/connectors", json={"name": "pg", "type": "postgres", "config": config}, headers=admin
@@ -323,14 +336,16 @@ def test_another_tenants_token_never_reaches_a_connector(api: TestClient, tenant
 def test_source_connector_status_shows_each_task(api: TestClient, settings: Settings, tenant: str) -> None:
     admin = auth_headers(api, tenant=tenant, role="admin")
     route = f"/v1/tenants/{tenant}/connectors"
-    config = {"host": "db.internal", "user": "crawler", "instance": "shop"}
+    config = {"host": "db.internal", "user": "crawler", "password": "s3cret", "instance": "shop"}
     body = {"name": "pg", "type": "postgres", "config": config, "tasks.max": 3}
     assert api.post(route, json=body, headers=admin).json()["tasks_max"] == 3
     # What a crawl writes when it splits the work (connectors.runtime: one document per task).
     store = ControlStore(MongoClient(settings.mongo_uri)[CONTROL_DATABASE])
     store.assign_tasks(tenant, "pg", [{"schemas": ["a"]}, {"schemas": ["b"]}, {"schemas": ["c"]}])
     store.set_task_state(tenant, "pg", 0, ConnectorState.RUNNING, worker_id="host:1", last_run={"records": 7})
-    store.set_task_state(tenant, "pg", 2, ConnectorState.FAILED, trace="OperationalError: timeout", worker_id="host:1")
+    # A trace as older versions stored it (frames after the first line): served without the frames.
+    stored = 'OperationalError: timeout\n  File "/srv/connectors/postgres/catalog.py", line 9, in _connect'
+    store.set_task_state(tenant, "pg", 2, ConnectorState.FAILED, trace=stored, worker_id="host:1")
 
     def tasks() -> list[tuple[int, str, str | None]]:
         status = api.get(f"{route}/pg/status", headers=admin).json()

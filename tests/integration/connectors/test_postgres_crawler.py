@@ -7,6 +7,8 @@ at the end. Offsets are fed back the way the runtime stores them: the last offse
 from __future__ import annotations
 
 import secrets
+import socket
+import threading
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -16,8 +18,10 @@ from pgit import connect, scratch_database
 
 from connectors.postgres import PostgresCatalogConfig, PostgresCatalogConnector
 from connectors.postgres.catalog import CatalogError, list_databases
-from control.connectors.plugin import FORGET, ConnectorContext, SourceRecord, partition_key
+from control.connectors.plugin import FORGET, ConnectorContext, SourceAccess, SourceRecord, partition_key
+from control.connectors.reasons import public_failure
 from metalake.events import decode_record, spec_for
+from metalake.net.ssrf import AddressGuard
 from metalake.settings import Settings
 from metalake.urn import asset_urn
 from ops.stack import StackManager
@@ -61,15 +65,21 @@ def database(settings: Settings, stack: StackManager) -> Iterator[str]:
         yield name
 
 
+# The stack's PostgreSQL listens on loopback with trust authentication: what the local stack lets connectors reach
+# (connect.ssrf_allow, connect.allow_passwordless_sources), never the default.
+LOCAL = SourceAccess(AddressGuard.from_settings(["127.0.0.0/8"]), allow_passwordless=True)
+
+
 def _config(settings: Settings, database: str, **kw: Any) -> PostgresCatalogConfig:
-    return PostgresCatalogConfig(
-        host="127.0.0.1", port=settings.stack.ports.postgres, user="metalake", instance="it", databases=[database],
-        fetch_size=500, **kw,
-    )  # fmt: skip
+    values = {
+        "host": "127.0.0.1", "port": settings.stack.ports.postgres, "user": "metalake", "password": "unused-trust",
+        "instance": "it", "databases": [database], "fetch_size": 500, **kw,
+    }  # fmt: skip
+    return PostgresCatalogConfig(**values)
 
 
-def _crawler(settings: Settings, database: str) -> PostgresCatalogConnector:
-    return PostgresCatalogConnector(_config(settings, database), ConnectorContext("acme", "pg"))
+def _crawler(settings: Settings, database: str, access: SourceAccess = LOCAL) -> PostgresCatalogConnector:
+    return PostgresCatalogConnector(_config(settings, database), ConnectorContext("acme", "pg", access=access))
 
 
 def _store(offsets: Mapping[str, Mapping[str, Any]], records: list[SourceRecord]) -> dict[str, Mapping[str, Any]]:
@@ -209,7 +219,7 @@ def test_dropped_table_is_deleted_and_forgotten(settings: Settings, database: st
 
 
 def test_database_discovery_lists_connectable_non_template_databases(settings: Settings, database: str) -> None:
-    found = list_databases(_config(settings, database))
+    found = list_databases(_config(settings, database), LOCAL)
     assert database in found
     assert "template0" not in found
     assert "template1" not in found
@@ -219,6 +229,68 @@ def test_connection_failure_does_not_leak_the_password(settings: Settings, stack
     secret = f"pw-{secrets.token_hex(8)}"
     config = _config(settings, "no_such_database_here", password=secret)
     with pytest.raises(CatalogError) as info:
-        list(PostgresCatalogConnector(config, ConnectorContext("acme", "pg")).poll({}))
+        list(PostgresCatalogConnector(config, ConnectorContext("acme", "pg", access=LOCAL)).poll({}))
     assert secret not in str(info.value)
-    assert "no_such_database_here" in str(info.value)
+    assert info.value.error_class == "database-error" and "no_such_database_here" in str(info.value)
+
+
+# -- the SSRF rules against a real server --------------------------------------------------------------------------
+
+
+def _failure(config: PostgresCatalogConfig, access: SourceAccess) -> CatalogError:
+    with pytest.raises(CatalogError) as info:
+        list(PostgresCatalogConnector(config, ConnectorContext("acme", "pg", access=access)).poll({}))
+    return info.value
+
+
+def test_without_the_operators_allowance_loopback_is_refused(settings: Settings, database: str) -> None:
+    for host in ("127.0.0.1", "localhost"):
+        failure = _failure(_config(settings, database, host=host), SourceAccess())
+        assert failure.error_class == "address-refused"
+
+
+def test_a_server_that_does_not_ask_for_a_password_is_refused(settings: Settings, database: str) -> None:
+    # The stack's PostgreSQL trusts loopback: reachable (allowed network), but it never asks for the password.
+    strict = SourceAccess(AddressGuard.from_settings(["127.0.0.0/8"]))
+    failure = _failure(_config(settings, database), strict)
+    assert failure.error_class == "authentication-failed"
+
+
+@pytest.fixture
+def not_postgres() -> Iterator[int]:
+    """A port that accepts and answers like an HTTP server, then hangs up (what a port scan would find)."""
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                peer, _ = server.accept()
+            except TimeoutError:
+                continue
+            with peer:
+                peer.sendall(b"HTTP/1.1 400 Bad Request\r\nServer: internal-admin/2.1\r\n\r\n")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    stop.set()
+    thread.join()
+    server.close()
+
+
+def test_a_closed_port_and_an_open_one_that_is_not_postgresql_look_the_same(
+    settings: Settings, database: str, not_postgres: int
+) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        closed = probe.getsockname()[1]  # bound, then closed on leaving the block: nothing listens there
+    shown = []
+    for port in (closed, not_postgres):
+        for sslmode in ("prefer", "disable"):
+            failure = _failure(_config(settings, database, port=port, sslmode=sslmode), LOCAL)
+            assert failure.error_class == "unreachable"
+            text = public_failure(failure)
+            assert "internal-admin" not in text and "HTTP" not in text and "refused" not in text.lower()
+            shown.append(text.replace(str(port), "PORT"))
+    assert len(set(shown)) == 1

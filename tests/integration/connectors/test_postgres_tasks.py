@@ -57,7 +57,9 @@ def database(settings: Settings, stack: StackManager) -> Iterator[str]:
 
 @pytest.fixture
 def pg_runtime(settings: Settings, stack: StackManager) -> Iterator[Runtime]:
-    built = build_runtime(worker_settings(settings, source_batch_size=50), plugins=WITH_PG)
+    # The stack's PostgreSQL: on loopback with trust authentication, what the local stack lets connectors reach.
+    local = worker_settings(settings, source_batch_size=50, ssrf_allow=["127.0.0.0/8"], allow_passwordless_sources=True)
+    built = build_runtime(local, plugins=WITH_PG)
     yield built
     built.publisher.close()
     built.offsets.close()
@@ -68,7 +70,8 @@ def _put(api: TestClient, admin: dict[str, str], settings: Settings, tenant: str
     spec = {
         "type": "postgres",
         "config": {
-            "host": "127.0.0.1", "port": settings.stack.ports.postgres, "user": "metalake", "instance": "it",
+            "host": "127.0.0.1", "port": settings.stack.ports.postgres, "user": "metalake", "password": "unused-trust",
+            "instance": "it",
             "databases": [database], "fetch_size": 100,
         },
         "tasks.max": tasks,

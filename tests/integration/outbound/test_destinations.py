@@ -29,13 +29,13 @@ from slack_server import SlackServer
 from webhook_server import WebhookServer
 
 from control.subscriptions.store import SubscriptionStore
+from metalake.net.ssrf import AddressGuard
 from metalake.settings import Settings
 from processors.outbound.destinations.jira.destination import dedup_label
 from processors.outbound.runtime.destination import DestinationEnv, load_destinations
 from processors.outbound.runtime.dispatch import Dispatcher
 from processors.outbound.runtime.ledger import Ledger
 from processors.outbound.runtime.retry import RetryPolicy
-from processors.outbound.runtime.ssrf import AddressGuard
 from processors.outbound.runtime.subscriptions import SubscriptionCache
 from tenants.naming import CONTROL_DATABASE
 

@@ -27,13 +27,13 @@ from slack_server import SlackServer
 from control.subscriptions.store import SubscriptionStore
 from control.subscriptions.testsend import DELIVERIES
 from metalake.expiry import EXPIRY_INDEX
+from metalake.net.ssrf import AddressGuard
 from metalake.settings import Settings
 from processors.outbound.runtime.destination import DestinationEnv, load_destinations
 from processors.outbound.runtime.dispatch import Dispatcher
 from processors.outbound.runtime.ledger import Ledger
 from processors.outbound.runtime.retention import LedgerJanitor
 from processors.outbound.runtime.retry import RetryPolicy
-from processors.outbound.runtime.ssrf import AddressGuard
 from processors.outbound.runtime.subscriptions import SubscriptionCache
 from tenants.naming import CONTROL_DATABASE
 

@@ -23,6 +23,7 @@ from jira.exceptions import JIRAError
 from control.subscriptions.destinations import DestinationSpec
 from control.subscriptions.store import Subscription
 from metalake.events.changes import Change
+from metalake.net.ssrf import AddressGuard, RefusedAddress
 from processors.outbound.destinations.common import mapping_get, worth_telling
 from processors.outbound.destinations.jira.messages import jira_comment, jira_description, jira_summary
 from processors.outbound.destinations.jira.pinned import guard_session
@@ -35,7 +36,6 @@ from processors.outbound.runtime.destination import (
 )
 from processors.outbound.runtime.ledger import LedgerScope, Step
 from processors.outbound.runtime.retry import parse_retry_after
-from processors.outbound.runtime.ssrf import AddressGuard, RefusedAddress
 
 ANCHOR = "jira-issue"
 _KINDS = frozenset({"classification.added", "classification.removed", "propagation.completed"})

@@ -18,6 +18,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from control.subscriptions.destinations import DestinationSpec
 from control.subscriptions.store import Subscription
 from metalake.events.changes import Change
+from metalake.net.ssrf import RefusedAddress
 from processors.outbound.destinations.common import mapping_get, worth_telling
 from processors.outbound.destinations.slack.messages import jira_link_message, slack_message
 from processors.outbound.destinations.slack.pinned import pinned_web_client
@@ -30,7 +31,6 @@ from processors.outbound.runtime.destination import (
 )
 from processors.outbound.runtime.ledger import LedgerScope, Step
 from processors.outbound.runtime.retry import parse_retry_after
-from processors.outbound.runtime.ssrf import RefusedAddress
 
 THREAD = "slack-thread"
 JIRA_ANCHOR = "jira-issue"

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from slack_sdk import WebClient
 
-from processors.outbound.runtime.ssrf import AddressGuard, IPAddress, RefusedAddress
+from metalake.net.ssrf import AddressGuard, IPAddress, RefusedAddress
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer

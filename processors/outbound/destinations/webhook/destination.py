@@ -10,6 +10,7 @@ from typing import ClassVar
 from control.subscriptions.destinations import DestinationSpec
 from control.subscriptions.store import Subscription
 from metalake.events.changes import Change
+from metalake.net.ssrf import RefusedAddress
 from processors.outbound.destinations.webhook.signing import SigningKey, sign
 from processors.outbound.destinations.webhook.spec import WebhookConfig, WebhookSpec
 from processors.outbound.runtime.destination import (
@@ -21,7 +22,6 @@ from processors.outbound.runtime.destination import (
 from processors.outbound.runtime.ledger import LedgerScope, Step
 from processors.outbound.runtime.pinned_http import post
 from processors.outbound.runtime.retry import parse_retry_after
-from processors.outbound.runtime.ssrf import RefusedAddress
 
 _RETRYABLE = frozenset({408, 425, 429, 500, 502, 503, 504})
 

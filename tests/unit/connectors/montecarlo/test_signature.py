@@ -17,6 +17,7 @@ import pytest
 
 from connectors.montecarlo import BodyNotJson, MonteCarloConnector
 from connectors.montecarlo.signature import signed_message, verify_signature
+from connectors.runtime.webhooks import parsed_key
 from control.connectors.plugin import AuthenticationFailed, InboundRequest, InvalidPayload, parse_json
 from control.connectors.store import WebhookSecretDoc, rotated_webhook_secrets, usable_webhook_secrets
 
@@ -253,3 +254,53 @@ def test_rotating_again_neither_extends_an_overlap_nor_revives_an_expired_secret
     revoked = [e for e in first if e["id"] != "new"]
     again = rotated_webhook_secrets(revoked, newest, T0 + DAY + timedelta(hours=1), 7 * DAY)
     assert [(e["id"], e["expires_at"]) for e in again] == [("newest", None), ("old", T0 + 2 * DAY)]
+# --- what the signature does not authenticate (issue 12, item 14) ---------------------------------------------------
+# Monte Carlo signs urlencode(json.loads(body)): one captured delivery verifies in every variant with the same signed
+# message. The runtime keys a delivery by its parsed content (connectors.runtime.webhooks.parsed_key), so spelling
+# variants are one delivery; type variants parse differently and are bounded by connect.dead_letter_cap.
+
+CAPTURED = b'{"account":{"id":"a1"},"action":"incident","owner":null,"muted":true,"rows":1.0,"note":"ok"}'
+SPELLING_VARIANTS = {
+    "re-indented": json.dumps(json.loads(CAPTURED), indent=2).encode(),
+    "spaces around tokens": b" " + CAPTURED.replace(b":", b" : ").replace(b",", b" , ") + b"\n",
+    "escaped letters": CAPTURED.replace(b'"ok"', b'"\\u006f\\u006b"'),
+}
+TYPE_VARIANTS = {
+    "null as the string None": CAPTURED.replace(b'"owner":null', b'"owner":"None"'),
+    "true as the string True": CAPTURED.replace(b'"muted":true', b'"muted":"True"'),
+    "a float as its string": CAPTURED.replace(b'"rows":1.0', b'"rows":"1.0"'),
+    "an object as its Python repr": CAPTURED.replace(b'{"id":"a1"}', b"\"{'id': 'a1'}\""),
+}
+NOT_VARIANTS = {
+    "keys reordered": b'{"action":"incident","account":{"id":"a1"},"owner":null,"muted":true,"rows":1.0,"note":"ok"}',
+    "a value changed": CAPTURED.replace(b'"ok"', b'"ko"'),
+    "a key added": CAPTURED.replace(b"}", b',"x":1}', 1)[:-1] + b"}",
+    "null as the string null": CAPTURED.replace(b'"owner":null', b'"owner":"null"'),
+}
+
+
+def _request(body: bytes) -> InboundRequest:
+    return InboundRequest(headers={}, body=body, received_at=datetime(2026, 11, 26, tzinfo=UTC))
+
+
+@pytest.mark.parametrize(
+    "variant", [*SPELLING_VARIANTS.values(), *TYPE_VARIANTS.values()], ids=[*SPELLING_VARIANTS, *TYPE_VARIANTS]
+)
+def test_a_captured_signature_verifies_variants_of_its_body(variant: bytes) -> None:
+    assert variant != CAPTURED
+    _verify(variant, _mc_reference(SECRET, CAPTURED), [SECRET])
+
+
+@pytest.mark.parametrize("variant", list(NOT_VARIANTS.values()), ids=list(NOT_VARIANTS))
+def test_a_captured_signature_does_not_verify_other_content(variant: bytes) -> None:
+    _fails(variant, _mc_reference(SECRET, CAPTURED), [SECRET])
+
+
+@pytest.mark.parametrize("variant", list(SPELLING_VARIANTS.values()), ids=list(SPELLING_VARIANTS))
+def test_spelling_variants_are_one_delivery_by_parsed_content(variant: bytes) -> None:
+    assert parsed_key(_request(variant)) == parsed_key(_request(CAPTURED))
+
+
+def test_type_variants_parse_differently_so_the_dead_letter_cap_bounds_them() -> None:
+    keys = {parsed_key(_request(body)) for body in (CAPTURED, *TYPE_VARIANTS.values())}
+    assert len(keys) == 1 + len(TYPE_VARIANTS)

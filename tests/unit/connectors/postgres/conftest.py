@@ -20,7 +20,7 @@ from connectors.postgres import connector as connector_module
 from connectors.postgres import crawl as crawl_module
 from connectors.postgres import tasks as tasks_module
 from connectors.postgres.catalog import ColumnRow, DatabaseRow, SchemaRow, TableRow
-from control.connectors.plugin import ConnectorContext, SourceRecord, partition_key
+from control.connectors.plugin import ConnectorContext, SourceAccess, SourceRecord, partition_key
 
 
 @dataclass
@@ -53,7 +53,7 @@ class FakeCatalog:
         fake = self
 
         @contextmanager
-        def snapshot(config: PostgresCatalogConfig, database: str) -> Iterator[str]:
+        def snapshot(config: PostgresCatalogConfig, database: str, access: SourceAccess) -> Iterator[str]:
             yield database  # the "connection" is the database name
 
         def read_database(conn: str) -> DatabaseRow:
@@ -73,7 +73,7 @@ class FakeCatalog:
         monkeypatch.setattr(connector_module, "snapshot", snapshot)
         monkeypatch.setattr(tasks_module, "snapshot", snapshot)
         monkeypatch.setattr(tasks_module, "read_schemas", read_schemas)
-        monkeypatch.setattr(connector_module, "list_databases", lambda config: sorted(fake.databases))
+        monkeypatch.setattr(connector_module, "list_databases", lambda config, access: sorted(fake.databases))
         monkeypatch.setattr(crawl_module, "read_database", read_database)
         monkeypatch.setattr(crawl_module, "read_schemas", read_schemas)
         monkeypatch.setattr(crawl_module, "stream_tables", stream_tables)

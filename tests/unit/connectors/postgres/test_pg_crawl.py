@@ -187,7 +187,7 @@ def test_excluded_schemas_are_not_crawled(catalog: Any, apply: Any) -> None:
     ]
     db.add_table(1, "pg_catalog", "pg_class", [("oid", "oid")])
     db.add_table(2, "tmp_x", "t", [("a", "int")])
-    config = PostgresCatalogConfig(host="h", user="u", instance="i", exclude_schemas=["pg_*", "tmp_*"])
+    config = PostgresCatalogConfig(host="h", user="u", password="pw", instance="i", exclude_schemas=["pg_*", "tmp_*"])
     records = list(PostgresCatalogConnector(config, ConnectorContext("acme", "pg")).poll({}))
     assert [r.event.data["urn"].split("/", 1)[1] for r in records] == ["shop", "shop/public"]
 

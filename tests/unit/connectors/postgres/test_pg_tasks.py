@@ -21,7 +21,7 @@ from connectors.postgres.tasks import InvalidTaskConfig, Scope, split, stored_un
 from connectors.runtime.tasks import InvalidTaskConfigs, check_configs, owned_offsets
 from control.connectors.plugin import ConnectorContext, SourceRecord, partition_key
 
-CONFIG = PostgresCatalogConfig(host="db.internal", user="crawler", instance="prod")
+CONFIG = PostgresCatalogConfig(host="db.internal", user="crawler", password="pw", instance="prod")
 SCHEMAS = ("hr", "ops", "sales", "staging")
 
 Offsets = dict[str, Mapping[str, Any]]

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ValidationError
 from runtime_fakes import FakeCounter, FakeOffsets, FakePublisher
 from runtime_plugins import ListSource, ListSourceConfig
 
-from connectors.runtime.errors import ErrorPolicy, TaskFailed
+from connectors.runtime.errors import DeadLetterBudget, ErrorPolicy, TaskFailed
 from connectors.runtime.source_runner import SourceRunner
 from connectors.runtime.transforms import Chain, TransformError
 from control.connectors.plugin import ConnectorContext
@@ -121,3 +121,24 @@ def test_runner_dead_letters_what_a_transform_rejects() -> None:
     assert dict(publisher.dead[0].headers)["stage"] == b"transform"
     assert counter.calls == [{"tenant": "acme", "plugin": "listsource", "stage": "transform"}]
     assert offsets.stored[("acme", "c1")] == {"table=a": {"version": 1}}  # a dead-lettered record is handled
+
+
+def test_the_dead_letter_budget_caps_each_connector_per_window() -> None:
+    now = [0.0]
+    budget = DeadLetterBudget(cap=3, window_s=60, clock=lambda: now[0])
+    assert [budget.take("acme", "mc", 2), budget.take("acme", "mc", 2), budget.take("acme", "mc", 1)] == [2, 1, 0]
+    assert budget.take("acme", "other", 5) == 3 and budget.take("globex", "mc", 1) == 1  # per connector
+    now[0] = 59.9
+    assert budget.take("acme", "mc", 1) == 0
+    now[0] = 60.0  # a new window
+    assert budget.take("acme", "mc", 4) == 3
+
+
+def test_the_budget_forgets_connectors_whose_window_is_over() -> None:
+    now = [0.0]
+    budget = DeadLetterBudget(cap=1, window_s=60, clock=lambda: now[0])
+    for i in range(10_001):
+        budget.take("acme", f"c{i}", 1)
+    now[0] = 61.0
+    assert budget.take("acme", "fresh", 1) == 1
+    assert len(budget._used) == 1  # only the fresh connector's window is left

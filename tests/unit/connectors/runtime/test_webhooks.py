@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 from fastapi.testclient import TestClient
@@ -194,3 +195,50 @@ def test_secrets_that_do_not_open_are_a_503_the_sender_retries_never_a_pass(clie
     problem = _problem(_post(client, _body()), 503)
     assert problem["type"] == "/problems/secrets-unavailable" and "webhook_secrets" not in json.dumps(problem)
     assert world.publisher.routed == []
+
+
+# -- one captured delivery in many variants (issue 12, item 14) ----------------------------------------------------
+
+
+def test_variants_of_one_unmappable_body_are_one_dead_letter(client: TestClient, world: World) -> None:
+    # A signature over a re-encoding of the parsed body (Monte Carlo's) verifies every spelling of one body; the
+    # fake signs each spelling itself, as a captured delivery's signature would cover them.
+    # No "delivery" field: the plugin cannot name the delivery, so the runtime keys it by its content.
+    value = {"tables": "nope", "note": "caf\u00e9", "n": 9}
+    spellings = [
+        json.dumps(value).encode(),
+        json.dumps(value, indent=4).encode(),
+        json.dumps(value, separators=(",", ":")).encode(),
+        json.dumps(value, ensure_ascii=False).encode(),
+        b"\n\t " + json.dumps(value).encode() + b" \r\n",
+        json.dumps(value).replace('"nope"', '"\\u006eope"').encode(),  # an escape for a plain letter
+    ]
+    answers = [_post(client, body).json()["status"] for body in spellings]
+    assert answers == ["dead_lettered"] + ["duplicate"] * (len(spellings) - 1)
+    assert len(world.publisher.dead) == 1
+
+
+def test_dead_letters_over_the_connectors_cap_are_counted_and_dropped(
+    client: TestClient, world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    budget = world.runtime.dead_letters
+    assert budget is not None and budget.cap == world.settings.connect.dead_letter_cap == 1000
+    budget.cap = 2
+    with caplog.at_level(logging.WARNING, logger="connectors.runtime.errors"):
+        answers = [
+            _post(client, json.dumps({"delivery": f"d{i}", "tables": "nope"}).encode()).json()["status"]
+            for i in range(4)
+        ]
+    assert answers == ["dead_lettered", "dead_lettered", "dead_letter_dropped", "dead_letter_dropped"]
+    assert len(world.publisher.dead) == 2
+    dropped = [r for r in caplog.records if r.getMessage() == "connect.dead_letters_dropped"]
+    assert [(r.__dict__["connector"], r.__dict__["dropped"], r.__dict__["cap"]) for r in dropped] == [
+        ("hook", 1, 2),
+        ("hook", 1, 2),
+    ]
+    # A dropped delivery is remembered: its resend costs nothing.
+    assert _post(client, json.dumps({"delivery": "d3", "tables": "nope"}).encode()).json()["status"] == "duplicate"
+    # Another connector has its own budget.
+    world.store.add(ConnectorRecord("acme", "other", "testhook", {}), SECRET)
+    other = json.dumps({"delivery": "d3", "tables": "nope"}).encode()
+    assert _post(client, other, url=f"{URL}/other").json()["status"] == "dead_lettered"

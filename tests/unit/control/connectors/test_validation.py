@@ -34,6 +34,24 @@ def test_the_field_at_fault_is_named_and_the_value_never_quoted() -> None:
     assert caught.value.field == "tasks_max"
 
 
+@pytest.mark.parametrize("config", [PG, {**PG, "password": ""}])
+def test_a_postgres_connector_without_a_password_is_refused_naming_the_field(config: dict[str, str]) -> None:
+    # Passwordless authentication (trust, peer, .pgpass) would crawl with the worker's own network identity.
+    with pytest.raises(InvalidConfig) as caught:
+        validate_config(PostgresCatalogConnector, config, {}, 1)
+    assert caught.value.field == "config/password"
+    with pytest.raises(InvalidConfig) as caught:  # and on update: an empty password does not replace the stored one
+        validate_config(PostgresCatalogConnector, {**PG, "password": ""}, {"password": SecretStr("stored")}, 1)
+    assert caught.value.field == "config/password"
+
+
+@pytest.mark.parametrize("host", ["/var/run/postgresql", "@sock", "a.example.com,b.example.com"])
+def test_a_postgres_socket_path_or_host_list_is_refused_naming_the_field(host: str) -> None:
+    with pytest.raises(InvalidConfig) as caught:
+        validate_config(PostgresCatalogConnector, {**PG, "host": host, "password": "pw"}, {}, 1)
+    assert caught.value.field == "config/host"
+
+
 @pytest.mark.parametrize(
     ("connector", "task", "shown"),
     [

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from selfsigned import self_signed
 
+from metalake.net.ssrf import AddressGuard, RefusedAddress
 from processors.outbound.runtime.pinned_http import post
-from processors.outbound.runtime.ssrf import AddressGuard
 
 
 def _certificate(tmp: Path) -> tuple[Path, Path]:
@@ -65,3 +65,10 @@ def test_https_connects_to_the_checked_address_and_verifies_the_host_name(
     other = AddressGuard.from_settings(["127.0.0.0/8"], resolver=lambda host, _port: ["127.0.0.1"])
     with pytest.raises(ssl.SSLCertVerificationError):
         post(f"https://evil.test:{port}/in", b"{}", {}, guard=other, timeout_s=5, tls=trust)
+
+
+def test_post_refuses_before_connecting() -> None:
+    guard = AddressGuard.from_settings((), resolver=lambda host, port: ["169.254.169.254"])
+    for url in ("http://169.254.169.254/latest/meta-data", "ftp://example.com/x", "http://user:pw@example.com/"):
+        with pytest.raises(RefusedAddress):
+            post(url, b"{}", {}, guard=guard, timeout_s=1)

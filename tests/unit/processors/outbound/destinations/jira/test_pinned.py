@@ -16,12 +16,12 @@ from pydantic import SecretStr
 from scripted_dns import ScriptedResolver
 
 from control.subscriptions.store import Subscription
+from metalake.net.ssrf import AddressGuard, RefusedAddress
 from metalake.settings import OutboundSettings, Settings
 from processors.outbound.destinations.jira.destination import JiraDestination
 from processors.outbound.destinations.jira.pinned import GuardedAdapter, guard_session
 from processors.outbound.runtime.destination import DestinationEnv, PermanentDelivery
 from processors.outbound.runtime.ledger import LedgerScope
-from processors.outbound.runtime.ssrf import AddressGuard, RefusedAddress
 
 PUBLIC, INTERNAL = "93.184.216.34", "10.0.0.7"
 

@@ -27,6 +27,7 @@ from selfsigned import self_signed
 from slack_server import SlackServer
 
 from control.subscriptions.store import Subscription
+from metalake.net.ssrf import AddressGuard, RefusedAddress
 from metalake.settings import OutboundSettings, Settings
 from processors.outbound.destinations.slack.destination import SlackDestination
 from processors.outbound.destinations.slack.pinned import (
@@ -39,7 +40,6 @@ from processors.outbound.destinations.slack.pinned import (
 from processors.outbound.destinations.slack.spec import SlackConfig
 from processors.outbound.runtime.destination import DestinationEnv, PermanentDelivery
 from processors.outbound.runtime.ledger import LedgerScope
-from processors.outbound.runtime.ssrf import AddressGuard, RefusedAddress
 
 TOKEN = "xoxb-pinned-test"
 PUBLIC, INTERNAL = "93.184.216.34", "10.0.0.7"

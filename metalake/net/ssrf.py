@@ -1,4 +1,5 @@
-"""The SSRF guard for URLs tenants configure: resolve once, refuse internal addresses, connect to what was checked.
+"""The SSRF guard for where tenants send or read (outbound URLs, source connectors' hosts): resolve once,
+refuse internal addresses, connect to what was checked.
 
 Refused: loopback, private (RFC 1918, ULA), site-local (``fec0::/10``), link-local (incl. 169.254.169.254),
 multicast, reserved, unspecified, shared (CGNAT, 100.64/10, where some clouds keep metadata), documentation and
@@ -6,7 +7,8 @@ every other non-global range, plus the cloud metadata addresses by name. IPv6 fo
 (IPv4-mapped ``::ffff:a.b.c.d``, NAT64 ``64:ff9b::/96``, 6to4, Teredo) are judged by that IPv4 address too. A host
 is refused if *any* of its addresses is, so DNS cannot smuggle an internal address in next to a public one; the
 caller connects to the returned address, so there is no second lookup to rebind. ``allow`` (settings
-``outbound.ssrf_allow``) lists networks to let through, for tests with a loopback receiver.
+``outbound.ssrf_allow`` and ``connect.ssrf_allow``) lists networks to let through, for the local stack and tests
+whose receivers and sources are on loopback.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 
 
 class RefusedAddress(ValueError):
-    """The destination resolves to an address outbound must not connect to. The message names the address class."""
+    """The destination resolves to an address no tenant may reach. The message names the address class."""
 
 
 def _embedded_v4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:

@@ -1,0 +1,1 @@
+"""Network policy every deployable that connects where a tenant says shares: the SSRF address guard (``ssrf``)."""
