@@ -82,7 +82,9 @@ def test_moving_the_endpoint_requires_the_stored_password_again(field: str, valu
         PostgresCatalogConnector, {**PG, field: value, "password": "new-one"}, stored, 1, previous
     )
     assert secrets["password"].get_secret_value() == "new-one"
-    # The same endpoint keeps the stored password; a connector without one has nothing to resupply.
+    # The same endpoint keeps the stored password; without a stored one, a password is required anyway (item 9).
     _, kept = validate_config(PostgresCatalogConnector, {**PG, "databases": ["shop"]}, stored, 1, previous)
     assert kept["password"].get_secret_value() == "s3cret-stored"
-    validate_config(PostgresCatalogConnector, {**PG, field: value}, {}, 1, previous)
+    with pytest.raises(InvalidConfig) as missing:
+        validate_config(PostgresCatalogConnector, {**PG, field: value}, {}, 1, previous)
+    assert missing.value.field == "config/password"
