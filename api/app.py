@@ -24,6 +24,7 @@ ROUTERS: tuple[str, ...] = (
     "health",
     "oauth",
     "clients",
+    "platform_clients",
     "connectors",
     "write_keys",
     "assets",

@@ -1,10 +1,11 @@
-"""The admin API's entry point: ``python -m api`` (also ``metalake api``): serve the admin API, bootstrap a platform
-administrator, rotate the signing keys."""
+"""The admin API's entry point: ``python -m api`` (also ``metalake api``): serve the admin API, bootstrap, list,
+rotate and revoke platform administrators, rotate the signing keys."""
 
 from __future__ import annotations
 
 import json
 import sys
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
@@ -12,8 +13,8 @@ from pymongo import MongoClient
 
 from api.auth.keys import KeysUnavailable, SigningKeyStore
 from api.context import ApiContext
-from api.services import audit
-from control.auth.clients import ClientStore, Role
+from api.services import audit, platform_clients
+from control.auth.clients import ClientConflict, ClientRecord, ClientStore, Role
 from control.auth.principal import Principal, Scope
 from metalake.console import fail
 from metalake.mongo import mongo_client
@@ -75,6 +76,85 @@ def create_admin(
     out = {"client_id": record.client_id, "client_secret": secret, "scopes": list(record.scopes)}
     sys.stdout.write(json.dumps(out) + "\n")
     typer.echo("store the secret now: it is not shown again", err=True)
+
+
+def _admin_json(record: ClientRecord) -> dict[str, Any]:
+    return {
+        "client_id": record.client_id,
+        "name": record.name,
+        "state": record.state,
+        "scopes": list(record.scopes),
+        "created_at": record.created_at.isoformat(),
+        "revoked_at": record.revoked_at.isoformat() if record.revoked_at else None,
+        "secrets_valid": len(record.live_secrets(datetime.now(UTC))),
+    }
+
+
+@app.command("list-admins")
+def list_admins() -> None:
+    """List the platform-admin API clients, active and revoked (JSON on stdout; secrets are never shown)."""
+    settings = load_settings()
+    with _mongo(settings) as mongo:
+        store = ClientStore(mongo[CONTROL_DATABASE])
+        items: list[dict[str, Any]] = []
+        after: str | None = None
+        while page := platform_clients.list_admins(store, after=after, limit=500):
+            items += [_admin_json(r) for r in page]
+            after = page[-1].client_id
+    sys.stdout.write(json.dumps({"items": items}) + "\n")
+
+
+@app.command("rotate-admin")
+def rotate_admin(
+    client_id: Annotated[str, typer.Argument(help="The platform admin's client_id (see list-admins).")],
+    overlap_seconds: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            max=30 * 86_400,
+            help="How long the previous secret stays valid (default settings.api.secret_overlap_s; 0 revokes it now).",
+        ),
+    ] = None,
+) -> None:
+    """Give a platform admin a new secret and print it once (JSON on stdout); audited in the platform audit."""
+    settings = load_settings()
+    overlap = settings.api.secret_overlap_s if overlap_seconds is None else overlap_seconds
+    with _mongo(settings) as mongo:
+        store = ClientStore(mongo[CONTROL_DATABASE])
+        try:
+            rotated = platform_clients.rotate_admin(
+                ApiContext(settings, mongo), store, CLI_PRINCIPAL, client_id, overlap
+            )
+        except ClientConflict:
+            raise fail("the client changed concurrently; retry") from None
+    if rotated is None:
+        raise fail(f"{client_id}: no such active platform-admin client")
+    record, secret = rotated
+    sys.stdout.write(json.dumps({**_admin_json(record), "client_secret": secret}) + "\n")
+    typer.echo("store the secret now: it is not shown again", err=True)
+
+
+@app.command("revoke-admin")
+def revoke_admin(
+    client_id: Annotated[str, typer.Argument(help="The platform admin's client_id (see list-admins).")],
+    force: Annotated[
+        bool, typer.Option("--force", help="Revoke it even if it is the last active platform admin.")
+    ] = False,
+) -> None:
+    """Revoke a platform admin: its secrets stop working at once, its tokens within settings.api.client_cache_ttl_s
+    (the API's client cache). Refuses the last active platform admin unless --force; audited."""
+    settings = load_settings()
+    with _mongo(settings) as mongo:
+        store = ClientStore(mongo[CONTROL_DATABASE])
+        try:
+            record = platform_clients.revoke_admin(
+                ApiContext(settings, mongo), store, CLI_PRINCIPAL, client_id, force=force
+            )
+        except platform_clients.LastPlatformAdmin:
+            raise fail(f"{client_id} is the last active platform admin: pass --force to revoke it anyway") from None
+    if record is None:
+        raise fail(f"{client_id}: no such platform-admin client")
+    sys.stdout.write(json.dumps(_admin_json(record)) + "\n")
 
 
 @app.command("rotate-keys")

@@ -308,6 +308,9 @@ class PropagationSettings(BaseModel):
     max_fanout: int = Field(default=1000, ge=1)
     max_reached: int = Field(default=100_000, ge=1)
     time_budget_s: float = Field(default=5.0, gt=0)
+    # A dry-run loads the lineage within its reach, never the whole tenant; past this many edges it is refused (422)
+    # rather than held in the API's memory.
+    dry_run_max_edges: int = Field(default=50_000, ge=1)
 
 
 class FaultSettings(BaseModel):

@@ -32,6 +32,7 @@ from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE, TenantNames, names_for, validate_tenant_id
 
 __all__ = [
+    "DELETED_TENANTS_COLLECTION",
     "TENANTS_COLLECTION",
     "TenantDirectory",
     "TenantDoc",
@@ -43,6 +44,9 @@ __all__ = [
 ]
 
 TENANTS_COLLECTION = "tenants"
+# One tombstone per deleted tenant id, ``{_id: <tenant id>, deleted_at}``: once its document is gone a deleted tenant
+# would read as an unregistered (pooled, usable) one, and events still in Kafka would recreate its data.
+DELETED_TENANTS_COLLECTION = "tenants_deleted"
 
 
 class TenantState(StrEnum):
@@ -126,6 +130,7 @@ class TenantRegistry:
 
     def __init__(self, database: Database[Doc]) -> None:
         self._tenants: Collection[TenantDoc] = typed_collection(database, TENANTS_COLLECTION, TenantDoc)
+        self._deleted: Collection[Doc] = database[DELETED_TENANTS_COLLECTION]
 
     @classmethod
     def connect(cls, settings: Settings) -> TenantRegistry:
@@ -160,6 +165,8 @@ class TenantRegistry:
             self._tenants.insert_one(doc)
         except DuplicateKeyError as exc:
             raise TenantExists(tenant_id) from exc
+        # A re-created id starts clean: its events are accepted again.
+        self._deleted.delete_one({"_id": tenant_id})
         return _record(doc)
 
     def get(self, tenant_id: str) -> TenantRecord | None:
@@ -221,6 +228,22 @@ class TenantRegistry:
 
     def delete(self, tenant_id: str) -> bool:
         return self._tenants.delete_one({"_id": tenant_id}).deleted_count == 1
+
+    def forget(self, tenant_id: str) -> bool:
+        """Delete the tenant's document, leaving a tombstone that :meth:`refused_for_events` reads (the end of a
+        deprovisioning). The tombstone goes first: at no moment is the tenant neither being deleted nor deleted."""
+        self._deleted.replace_one({"_id": tenant_id}, {"deleted_at": _now()}, upsert=True)
+        return self.delete(tenant_id)
+
+    def refused_for_events(self, tenant_ids: Iterable[str]) -> set[str]:
+        """Those of ``tenant_ids`` whose events must be dropped: being deleted, or deleted (a tombstone). Two
+        queries whatever the number of tenants. Suspended tenants are not among them (see docs/tenants.md)."""
+        ids = sorted(set(tenant_ids))
+        if not ids:
+            return set()
+        deleting = self._tenants.find({"_id": {"$in": ids}, "state": TenantState.DELETING.value}, {"_id": 1})
+        deleted = self._deleted.find({"_id": {"$in": ids}}, {"_id": 1})
+        return {str(d["_id"]) for d in deleting} | {str(d["_id"]) for d in deleted}
 
     def is_active(self, tenant_id: str, *, unregistered: bool = False) -> bool:
         """Whether the tenant may get tokens and send events; ``unregistered`` answers for unknown tenants."""

@@ -123,7 +123,7 @@ async def tenant_audit(
 
 @router.get(
     "/v1/audit",
-    summary="The platform's audit trail: tenants created, updated, suspended, resumed, deleted (newest first)",
+    summary="The platform's audit trail: tenant lifecycle, platform-admin clients, signing keys (newest first)",
     response_model=AuditPage,
     responses=READ_ERRORS,
 )

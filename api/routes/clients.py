@@ -1,7 +1,7 @@
 """API clients of a tenant: create, list, get, rotate, revoke. The secret is in the create and rotate answers only.
 
 Tenant administrators manage their tenant's clients; platform administrators any tenant's. Platform-admin clients
-are not made here (``metalake api create-admin``).
+are not made here (``metalake api create-admin``) and are managed in ``api.routes.platform_clients``.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _view(record: ClientRecord) -> ClientView:
+def client_view(record: ClientRecord) -> ClientView:
     live = record.live_secrets(datetime.now(UTC))
     previous = [s.expires_at for s in live if s.expires_at is not None]
     return ClientView(
@@ -57,8 +57,8 @@ def _view(record: ClientRecord) -> ClientView:
     )
 
 
-def _with_secret(record: ClientRecord, secret: str) -> ClientWithSecret:
-    return ClientWithSecret(**_view(record).model_dump(), client_secret=secret)
+def client_with_secret(record: ClientRecord, secret: str) -> ClientWithSecret:
+    return ClientWithSecret(**client_view(record).model_dump(), client_secret=secret)
 
 
 async def _audit(api: ContextDep, ctx: TenantContext, action: str, client_id: str) -> None:
@@ -88,7 +88,7 @@ async def create_client(body: ClientCreate, ctx: TenantAdmin, auth: AuthDep, api
         lambda: auth.clients.create(ctx.tenant, body.role, body.name, pii=body.pii)
     )
     await _audit(api, ctx, "client.create", record.client_id)
-    return _with_secret(record, secret)
+    return client_with_secret(record, secret)
 
 
 @router.get("", summary="List the tenant's API clients", response_model=ClientPage, responses=ERRORS)
@@ -101,14 +101,14 @@ async def list_clients(
     records = await run_in_threadpool(lambda: auth.clients.list(ctx.tenant, after=cursor, limit=limit + 1))
     page = records[:limit]
     return ClientPage(
-        items=[_view(r) for r in page],
+        items=[client_view(r) for r in page],
         next_cursor=page[-1].client_id if len(records) > limit else None,
     )
 
 
 @router.get("/{client_id}", summary="Get one API client", response_model=ClientView, responses=ERRORS)
 async def get_client(client_id: str, ctx: TenantAdmin, auth: AuthDep) -> ClientView:
-    return _view(await run_in_threadpool(_owned, auth, ctx, client_id))
+    return client_view(await run_in_threadpool(_owned, auth, ctx, client_id))
 
 
 @router.post(
@@ -133,7 +133,7 @@ async def rotate_client(
     record, secret = rotated
     auth.client_cache.invalidate(client_id)
     await _audit(api, ctx, "client.rotate", client_id)
-    return _with_secret(record, secret)
+    return client_with_secret(record, secret)
 
 
 @router.delete(
@@ -149,4 +149,4 @@ async def revoke_client(client_id: str, ctx: TenantAdmin, auth: AuthDep, api: Co
         raise Problem(404, "client-not-found", "no such client", field="client_id")
     auth.client_cache.invalidate(client_id)
     await _audit(api, ctx, "client.revoke", client_id)
-    return _view(record)
+    return client_view(record)

@@ -1,7 +1,8 @@
 """What a tag would reach along lineage, without changing anything (the propagation dry-run).
 
 The walk is the propagation processor's own (``metalake.propagation.dry_run``: same graph, directions, blocked
-tags, deleted assets and guardrails), over the tenant's lineage and tags as MongoDB holds them now. Needs
+tags, deleted assets and guardrails), over the tenant's lineage and tags as MongoDB holds them now: only the part
+within the walk's reach is read, up to ``propagation.dry_run_max_edges`` edges (beyond: 422). Needs
 ``tenant:read`` (or ``tenant:admin``); it reads only, so nothing is audited.
 """
 
@@ -13,16 +14,21 @@ from fastapi import APIRouter
 
 from api.context import ContextDep
 from api.deps import TenantReader
+from api.problems import Problem
 from api.schemas.propagation import DryRunRequest, DryRunView, ReachedView
 from metalake.propagation import dry_run_tenant
 from metalake.propagation.config import limits_from
+from metalake.propagation.store import TooLarge
 from tenants.naming import names_for
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"description": "No valid access token."},
     403: {"description": "The token lacks the scope."},
     404: {"description": "No such tenant (another tenant's answers 404 too)."},
-    422: {"description": "Invalid body (problem+json naming the field, e.g. `urn`, `tag` or `max_depth`)."},
+    422: {
+        "description": "Invalid body (problem+json naming the field, e.g. `urn`, `tag` or `max_depth`), or "
+        "`dry-run-too-large`: more lineage within reach than `propagation.dry_run_max_edges` (field `max_depth`)."
+    },
 }
 
 router = APIRouter(prefix="/v1/tenants/{tenant}/propagation", tags=["propagation"])
@@ -35,7 +41,17 @@ def dry_run(tc: TenantReader, ctx: ContextDep, body: DryRunRequest) -> DryRunVie
     asset without lineage reaches nothing: the answer is then an empty list, not 404."""
     names = names_for(tc.tenant, ctx.settings.lake_root)
     limits = limits_from(ctx.settings, body.max_depth)
-    result = dry_run_tenant(ctx.mongo[names.mongo_database], tc.tenant, body.urn, body.tag, limits)
+    try:
+        result = dry_run_tenant(
+            ctx.mongo[names.mongo_database],
+            tc.tenant,
+            body.urn,
+            body.tag,
+            limits,
+            max_edges=ctx.settings.propagation.dry_run_max_edges,
+        )
+    except TooLarge as exc:
+        raise Problem(422, "dry-run-too-large", str(exc), field="max_depth") from None
     listed = result.reached[: body.limit]
     return DryRunView(
         urn=result.urn,

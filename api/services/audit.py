@@ -9,7 +9,8 @@ The row lands in the tenant's Delta ``audit`` table (appended with delta-rs, see
 ``GET /v1/tenants/{tenant}/audit`` and Trino (``lake.<schema>.audit``) read it. The target is stored as its sha256
 only: an erased URN must never be written down in clear, and one rule for every action keeps it so. Whoever knows a
 target finds its rows by hashing it (the audit route takes ``?target=`` and hashes it). Tenant lifecycle actions
-(create, update, suspend, resume, delete) also go to the platform's audit table, which outlives a deleted tenant.
+(create, update, suspend, resume, delete) also go to the platform's audit table, which outlives a deleted tenant,
+as do the changes to platform-admin clients and signing keys.
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ def record_platform(
     *,
     counts: Mapping[str, int] | None = None,
 ) -> None:
-    """Append one row to the platform's audit table (tenant lifecycle)."""
+    """Append one row to the platform's audit table (tenant lifecycle, platform-admin clients, signing keys)."""
     row = _row(principal, action, target, result, counts)
     append(platform_audit_dir(ctx.settings.lake_root), [row])
     log.info("api.audit_platform", extra={"action": action, "result": result})

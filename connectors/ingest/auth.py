@@ -3,7 +3,7 @@ decides the tenant.
 
 * A write key (``mlk_<key id>_<secret>``, as ``Authorization: Bearer`` or ``X-Metalake-Write-Key``): stored as a
   SHA-256 hash and compared in constant time (``ControlStore``). Missing, unknown or revoked: 401
-  ``invalid-write-key``.
+  ``invalid-write-key``; its tenant suspended or being deleted: 403 ``tenant-suspended``, as for a token.
 * An access token (``Authorization: Bearer <JWT>``, told from a write key by its shape): admitted by the admin API's
   own gate (:mod:`control.auth.gate`: signature, issuer, audience, expiry, client not revoked, tenant not
   suspended), refused with the admin API's answers (401 ``invalid-token``, 403 ``tenant-suspended``, 503
@@ -26,7 +26,7 @@ from pydantic import SecretStr
 from pymongo.errors import PyMongoError
 
 from connectors.runtime.context import RuntimeDep
-from control.auth.gate import TenantRefused, TokenGate
+from control.auth.gate import TenantRefused, TokenGate, tenant_usable
 from control.auth.jwks import KeySourceUnavailable
 from control.auth.pii import may_weaken
 from control.auth.principal import Principal, Scope
@@ -110,7 +110,19 @@ async def ingest_caller(request: Request, runtime: RuntimeDep) -> IngestCaller:
     grant = await run_in_threadpool(runtime.store.check_write_key, value)
     if grant is None:
         raise _unauthorized("the write key is not valid")
+    await run_in_threadpool(refuse_unusable_tenant, runtime.gate, grant.tenant)
     return IngestCaller(grant.tenant, f"write-key:{grant.key_id}", grant.pii)
+
+
+def refuse_unusable_tenant(gate: TokenGate, tenant: str) -> None:
+    """A write key's tenant must be usable, as a token's is (the gate's cached tenant lookup: a suspension is seen
+    within its TTL, ``api.client_cache_ttl_s``): else 403 ``tenant-suspended``, 503 if it cannot be read now."""
+    try:
+        usable = tenant_usable(gate.tenants, tenant)
+    except PyMongoError:
+        raise auth_unavailable() from None
+    if not usable:
+        raise tenant_refused("the tenant of this write key is suspended or being deleted")
 
 
 IngestCallerDep = Annotated[IngestCaller, Depends(ingest_caller)]

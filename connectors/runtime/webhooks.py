@@ -10,14 +10,16 @@ each answered as RFC 9457 problem+json:
 4. connector PAUSED or FAILED -> 503 with Retry-After (the sender keeps the delivery and resends);
 5. signature not valid for any active secret -> 401 (a verifier that finds the body unusable raises
    ``InvalidPayload``: 400, not dead-lettered, since nothing authenticated it);
-6. body not JSON -> 400;
-7. redelivery of a delivery already handled (same dedup key) -> 200 ``{"status": "duplicate"}``, nothing published;
-8. verified but unmappable -> raw bytes to the DLQ topic, 202 ``{"status": "dead_lettered"}``
+6. the tenant suspended or being deleted -> 403 ``tenant-suspended`` (after the signature: an anonymous caller
+   learns nothing of the tenant's state), as the ingest API answers its write keys and tokens;
+7. body not JSON -> 400;
+8. redelivery of a delivery already handled (same dedup key) -> 200 ``{"status": "duplicate"}``, nothing published;
+9. verified but unmappable -> raw bytes to the DLQ topic, 202 ``{"status": "dead_lettered"}``
    (under ``errors.tolerance=none`` the connector is marked FAILED instead and the answer is 503); once the
    connector reached ``connect.dead_letter_cap`` in the window, 202 ``{"status": "dead_letter_dropped"}``, counted
    and logged, nothing published. Such a delivery is remembered by its *parsed* content (:func:`parsed_key`), so
    variants of one body that the signature does not tell apart (spacing, escapes) are one delivery;
-9. events published and confirmed by Kafka -> 202 ``{"status": "accepted"}``; Kafka unavailable -> 503 with
+10. events published and confirmed by Kafka -> 202 ``{"status": "accepted"}``; Kafka unavailable -> 503 with
    Retry-After, and the delivery is not recorded as seen, so the resend publishes it exactly once.
 """
 
@@ -35,11 +37,14 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from opentelemetry import trace
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from pymongo.errors import PyMongoError
 
 from connectors.runtime.bodies import read_limited
 from connectors.runtime.context import PluginUnavailable, Runtime, RuntimeDep, instantiate
 from connectors.runtime.errors import TaskFailed
 from connectors.runtime.pipeline import prepare
+from control.auth.gate import tenant_usable
+from control.auth.problems import tenant_refused
 from control.connectors.plugin import AuthenticationFailed, InboundRequest, InvalidPayload, WebhookConnector
 from control.connectors.reasons import safe_reason
 from control.connectors.store import ConnectorRecord, ConnectorState
@@ -134,6 +139,17 @@ def _fail(runtime: Runtime, record: ConnectorRecord, error: str) -> None:
     runtime.lookups.invalidate(record.tenant)
 
 
+def _refuse_unusable_tenant(runtime: Runtime, tenant: str) -> None:
+    # The gate's cached tenant lookup, as for tokens: a suspension is seen within api.client_cache_ttl_s.
+    try:
+        usable = tenant_usable(runtime.gate.tenants, tenant)
+    except PyMongoError:
+        raise _unavailable(runtime, "the tenant's state cannot be read now") from None
+    if not usable:
+        log.info("connect.webhook_tenant_refused", extra={"tenant": tenant})
+        raise tenant_refused("the tenant is suspended or being deleted")
+
+
 def _dedup_key(connector: WebhookConnector[Any], request: InboundRequest) -> str:
     if isinstance(connector, HasDedupKey):
         try:
@@ -181,6 +197,7 @@ def _handle(runtime: Runtime, delivery: _Delivery, request: InboundRequest, path
         # A verifier that must parse the body to compute the signature (Monte Carlo signs a re-encoding of the JSON)
         # cannot vouch for a body it cannot parse: that is an authentication failure, not a server error.
         raise Problem(401, "invalid-signature", "the signature could not be checked", field="signature") from None
+    _refuse_unusable_tenant(runtime, record.tenant)
     parsed = request.parsed  # parsed once: the verifier, the dedup key and the mapping read the same value
     if parsed.error is not None:
         raise Problem(

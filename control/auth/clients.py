@@ -199,6 +199,13 @@ class ClientStore:
         self._clients.insert_one(doc)
         return _record(doc), secret
 
+    def list_platform_admins(self, *, after: str | None, limit: int) -> list[ClientRecord]:
+        """Platform-admin clients (active and revoked) in id order: they have no tenant, so :meth:`list` misses them."""
+        query: Doc = {"tenant": None, "role": Role.PLATFORM_ADMIN.value}
+        if after is not None:
+            query["_id"] = {"$gt": after}
+        return [_record(d) for d in self._clients.find(query).sort("_id", ASCENDING).limit(limit)]
+
     def get(self, client_id: str) -> ClientRecord | None:
         doc = self._clients.find_one({"_id": client_id})
         return _record(doc) if doc is not None else None
@@ -208,6 +215,12 @@ class ClientStore:
         if after is not None:
             query["_id"] = {"$gt": after}
         return [_record(d) for d in self._clients.find(query).sort("_id", ASCENDING).limit(limit)]
+
+    def other_active_platform_admins(self, client_id: str) -> int:
+        """How many active platform-admin clients there are besides ``client_id``."""
+        return self._clients.count_documents(
+            {"tenant": None, "role": Role.PLATFORM_ADMIN.value, "state": "active", "_id": {"$ne": client_id}}
+        )
 
     def rotate(self, client_id: str, overlap_s: int) -> tuple[ClientRecord, str] | None:
         """A new secret; the current ones stay valid for ``overlap_s`` more seconds (0: revoked now)."""

@@ -1,8 +1,9 @@
 """The dry-run: what a tag put on an asset would reach, without changing anything.
 
-:func:`dry_run` is pure (a loaded state in, an answer out); :func:`dry_run_tenant` loads the tenant from MongoDB
-first. The walk is the processor's own (same graph, guardrails and deleted assets), as if the tag were put on the
-asset with ``propagate`` on and lineage not restricted.
+:func:`dry_run` is pure (a loaded state in, an answer out); :func:`dry_run_tenant` loads from MongoDB first what
+the walk can reach (``store.load_reachable``, within an edge budget), not the whole tenant. The walk is the
+processor's own (same graph, guardrails and deleted assets), as if the tag were put on the asset with ``propagate``
+on and lineage not restricted.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 from pymongo.database import Database
 
 from metalake.propagation.graph import Limits, TruncationReason, closure
-from metalake.propagation.store import load_tenant
+from metalake.propagation.store import load_reachable
 from metalake.propagation.tenant import TenantPropagation
 
 # The event schemas' patterns: a dry-run asks about assets and tags that events could carry.
@@ -89,7 +90,10 @@ def dry_run(state: TenantPropagation, urn: str, tag: str, limits: Limits | None 
     )
 
 
-def dry_run_tenant(database: Database[dict[str, Any]], tenant: str, urn: str, tag: str, limits: Limits) -> DryRun:
-    """Load the tenant, then :func:`dry_run`; raises :class:`InvalidDryRun` first for an impossible URN or tag."""
+def dry_run_tenant(
+    database: Database[dict[str, Any]], tenant: str, urn: str, tag: str, limits: Limits, *, max_edges: int
+) -> DryRun:
+    """Load what the walk can reach, then :func:`dry_run`; raises :class:`InvalidDryRun` first for an impossible
+    URN or tag, :class:`metalake.propagation.store.TooLarge` past ``max_edges`` lineage edges."""
     check_request(urn, tag)
-    return dry_run(load_tenant(database, tenant, limits), urn, tag, limits)
+    return dry_run(load_reachable(database, tenant, urn, tag, limits, max_edges=max_edges), urn, tag, limits)

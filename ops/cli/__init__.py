@@ -28,7 +28,7 @@ COMMANDS: dict[str, Entry] = {
     "stack": Entry("ops.cli.stack:app", "The local stack of real services: Kafka, FerretDB, Trino, PostgreSQL, Spark."),
     "demo": Entry("ops.cli.run:demo_app", "The whole flow end to end through the admin API (needs the stack)."),
     "job": Entry("ops.cli.run:job_app", "Run a processing job in the foreground."),
-    "api": Entry("api.main:app", "The tenant-admin API: serve it, create a platform admin, rotate signing keys."),
+    "api": Entry("api.main:app", "The tenant-admin API: serve it, manage platform admins, rotate signing keys."),
     "connect": Entry("connectors.main:app", "The connector worker (webhooks, ingest) and crawls of source connectors."),
     "lake": Entry("processors.lake.main:app", "Lake operations: maintain, erase (GDPR), reconcile, prune, init, drop."),
     "access": Entry("processors.access.main:app", "Trino access rules: tenant isolation and PII masks."),

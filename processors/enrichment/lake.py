@@ -29,6 +29,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from metalake.settings import Settings
+from processors.enrichment.admission import TenantAdmission, count_dropped
 from processors.enrichment.commits import StepTimer, retry_conflicts
 from processors.enrichment.health import HEALTH_COLUMNS, INCIDENT_COLUMNS, INSERT_DEFAULTS, asset_health
 from processors.enrichment.rows import (
@@ -77,6 +78,10 @@ def _newer(s: str, t: str) -> str:
     return f"{s}.version > {t}.version OR ({s}.version = {t}.version AND {s}.event_id > {t}.event_id)"
 
 
+# (tenant_id, tenant_bucket, valid, state_table, count): one group of a batch's parsed rows.
+Group = tuple[str | None, int | None, bool, str | None, int]
+
+
 @dataclass(frozen=True)
 class BatchSummary:
     """What the driver learns of a batch: one small aggregate of the parsed rows."""
@@ -87,18 +92,43 @@ class BatchSummary:
     dead: int
     unrouted: int
     state_tables: frozenset[str]
+    groups: tuple[Group, ...] = ()
 
     @classmethod
     def of(cls, parsed: DataFrame) -> BatchSummary:
         rows = parsed.groupBy("tenant_id", "tenant_bucket", "valid", "state_table").count().collect()
-        return cls(
-            tenants=frozenset(r["tenant_id"] for r in rows if r["tenant_id"]),
-            buckets=frozenset(r["tenant_bucket"] for r in rows if r["tenant_bucket"] is not None),
-            valid=sum(r["count"] for r in rows if r["valid"]),
-            dead=sum(r["count"] for r in rows if not r["valid"] and r["tenant_id"]),
-            unrouted=sum(r["count"] for r in rows if not r["tenant_id"]),
-            state_tables=frozenset(r["state_table"] for r in rows if r["state_table"]),
+        return cls.from_groups(
+            tuple((r["tenant_id"], r["tenant_bucket"], bool(r["valid"]), r["state_table"], r["count"]) for r in rows)
         )
+
+    @classmethod
+    def from_groups(cls, groups: tuple[Group, ...]) -> BatchSummary:
+        return cls(
+            tenants=frozenset(t for t, _, _, _, _ in groups if t),
+            buckets=frozenset(b for _, b, _, _, _ in groups if b is not None),
+            valid=sum(n for _, _, v, _, n in groups if v),
+            dead=sum(n for t, _, v, _, n in groups if not v and t),
+            unrouted=sum(n for t, _, _, _, n in groups if not t),
+            state_tables=frozenset(s for _, _, _, s, _ in groups if s),
+            groups=groups,
+        )
+
+    def records_of(self, tenants: frozenset[str]) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for tenant, _, _, _, n in self.groups:
+            if tenant in tenants:
+                counts[tenant] = counts.get(tenant, 0) + n
+        return counts
+
+    def without(self, tenants: frozenset[str]) -> BatchSummary:
+        """The summary of the batch once the records of ``tenants`` are left out (their buckets too, if no other
+        tenant of the batch shares them: the MERGEs then prune to the buckets actually written)."""
+        return BatchSummary.from_groups(tuple(g for g in self.groups if g[0] not in tenants))
+
+
+def kept_rows(tenant_column: Column, dropped: frozenset[str]) -> Column:
+    """The rows a batch keeps: those of no dropped tenant, unrouted ones (no tenant) included."""
+    return tenant_column.isNull() | ~tenant_column.isin(*sorted(dropped))
 
 
 class LakeWriter:
@@ -111,8 +141,11 @@ class LakeWriter:
         only_tenant: str | None = None,
         after_lake: AfterLakeHook | None = None,
         tenants_seen: TenantsSeen | None = None,
+        admission: TenantAdmission | None = None,
     ) -> None:
         self._settings = settings
+        # None: every tenant's events are written (tests and benchmarks that run without a control plane).
+        self._admission = admission
         self._app_id = app_id
         self._layout = layout
         self._only_tenant = only_tenant
@@ -138,15 +171,23 @@ class LakeWriter:
         now = datetime.now(UTC)
         spark = batch_df.sparkSession
         with tracer.start_as_current_span("enrichment.lake_batch", attributes={"batch.id": batch_id}):
-            parsed = (
+            cached = (
                 batch_df.select(*KAFKA_COLUMNS)
                 .mapInArrow(parse_batches(self._only_tenant), PARSED_SPARK)
                 .persist(StorageLevel.MEMORY_AND_DISK)
             )
+            parsed = cached
             folded: DataFrame | None = None
             try:
                 with timer("parse"):
                     summary = BatchSummary.of(parsed)
+                if self._admission is not None and summary.tenants:
+                    with timer("admission"):
+                        dropped = self._admission.refused(summary.tenants)
+                    if dropped:
+                        count_dropped(summary.records_of(dropped), self._app_id)
+                        parsed = parsed.where(kept_rows(F.col("tenant_id"), dropped))
+                        summary = summary.without(dropped)
                 if self._tenants_seen is not None and summary.tenants:
                     # Before the writes: a new tenant's views are being made while its rows are committed.
                     self._tenants_seen(set(summary.tenants))
@@ -168,7 +209,7 @@ class LakeWriter:
                 if self._after_lake is not None:
                     self._after_lake(batch_id)
             finally:
-                parsed.unpersist()
+                cached.unpersist()
                 if folded is not None:
                     folded.unpersist()
         events_in.add(summary.valid)

@@ -24,6 +24,7 @@ from metalake.kafka import EventProducer
 from metalake.mongo import mongo_client
 from metalake.settings import FaultSettings, Settings, get_settings
 from metalake.telemetry import configure_telemetry
+from processors.enrichment.admission import TenantAdmission
 from processors.enrichment.health import IncidentIndex
 from processors.enrichment.lake import AfterLakeHook, LakeWriter
 from processors.enrichment.projector import AfterMongoHook, ProjectionWriter
@@ -230,6 +231,7 @@ def run(settings: Settings, args: JobOptions) -> None:
     names = names_for(args.tenant, settings.lake_root, dedicated=True) if args.tenant else None
     layout = Layout(settings.lake_root, names)
     registrar = TrinoRegistrar(settings, dedicated=names)
+    admission = TenantAdmission.connect(mongo)
     lake = LakeWriter(
         settings,
         plans[0].name,
@@ -237,6 +239,7 @@ def run(settings: Settings, args: JobOptions) -> None:
         only_tenant=args.tenant,
         after_lake=_after_lake_hook(settings.faults),
         tenants_seen=registrar.saw,
+        admission=admission,
     )
     added = lake.prepare(spark)
     registrar.start(columns_changed=bool(added))
@@ -250,6 +253,7 @@ def run(settings: Settings, args: JobOptions) -> None:
             only_tenant=args.tenant,
             publish_lock=publish_lock,
             after_mongo=_after_mongo_hook(settings.faults),
+            admission=admission,
         )
         for plan in plans[1:]
     ]

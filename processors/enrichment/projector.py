@@ -35,6 +35,7 @@ from metalake.events import CloudEvent
 from metalake.kafka import EventProducer
 from metalake.settings import Settings
 from metalake.telemetry import bind_tenant, extract_context
+from processors.enrichment.admission import TenantAdmission, count_dropped
 from processors.enrichment.changes import auto_classifications, change_events
 from processors.enrichment.classify import DEFAULT_RULES
 from processors.enrichment.commits import StepTimer
@@ -94,8 +95,11 @@ class ProjectionWriter:
         only_tenant: str | None = None,
         publish_lock: threading.Lock | None = None,
         after_mongo: AfterMongoHook | None = None,
+        admission: TenantAdmission | None = None,
     ) -> None:
         self._settings = settings
+        # None: every tenant's events are projected (tests that run without a control plane).
+        self._admission = admission
         self._name = name
         self._mongo = mongo
         self._changes = changes
@@ -121,6 +125,10 @@ class ProjectionWriter:
             for row in parse_rows(raw, self._only_tenant):
                 if row.valid and row.tenant:
                     by_tenant.setdefault(row.tenant, []).append(row)
+            if self._admission is not None and by_tenant:
+                # A tenant being deleted (or deleted) gets no documents back: one control-plane read per batch.
+                dropped = self._admission.refused(by_tenant)
+                count_dropped({t: len(by_tenant.pop(t)) for t in sorted(dropped)}, self._name)
             with timer("mongo"):
                 written = self._write_all(by_tenant)
             if self._after_mongo is not None:

@@ -26,7 +26,7 @@ from metalake.mongo import mongo_client
 from metalake.propagation import dry_run_tenant
 from metalake.propagation.config import limits_from
 from metalake.propagation.dry_run import InvalidDryRun, check_request
-from metalake.propagation.store import load_tenant
+from metalake.propagation.store import TooLarge, load_tenant
 from metalake.settings import Settings, get_settings
 from metalake.telemetry import configure_telemetry
 from metalake.tenancy import InvalidTenantId
@@ -152,7 +152,16 @@ def dry_run_command(
         raise fail(str(exc), REFUSED) from None
     client = mongo_client(settings)
     try:
-        result = dry_run_tenant(client[names.mongo_database], tenant, urn, tag, limits_from(settings, max_depth))
+        result = dry_run_tenant(
+            client[names.mongo_database],
+            tenant,
+            urn,
+            tag,
+            limits_from(settings, max_depth),
+            max_edges=settings.propagation.dry_run_max_edges,
+        )
+    except TooLarge as exc:
+        raise fail(str(exc), REFUSED) from None
     finally:
         client.close()
     typer.echo(json.dumps(result.as_dict(), indent=2))

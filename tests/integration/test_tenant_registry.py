@@ -85,3 +85,32 @@ def test_directory_routes_a_registered_dedicated_tenant(
         assert not directory.is_active(tenant)  # still provisioning
     finally:
         registry.delete(tenant)
+
+
+def test_a_deleting_or_forgotten_tenant_is_refused_for_events_until_recreated(
+    registry: TenantRegistry, tenant: str
+) -> None:
+    other = f"{tenant}-ok"
+    registry.create(tenant, Tier.POOLED)
+    registry.create(other, Tier.POOLED)
+    try:
+        for t in (tenant, other):
+            registry.set_state(t, TenantState.ACTIVE)
+        unregistered = f"{tenant}-none"
+        assert registry.refused_for_events([tenant, other, unregistered]) == set()
+        registry.set_state(tenant, TenantState.SUSPENDED)
+        assert registry.refused_for_events([tenant, other]) == set()  # suspended: its accepted events are kept
+        registry.set_state(tenant, TenantState.DELETING)
+        assert registry.refused_for_events([tenant, other, unregistered]) == {tenant}
+        # Deleted: no document, but the tombstone keeps its late events out (an unregistered id is still accepted).
+        assert registry.forget(tenant)
+        assert registry.get(tenant) is None
+        assert registry.refused_for_events([tenant, other, unregistered]) == {tenant}
+        # The id registered again starts clean.
+        registry.create(tenant, Tier.POOLED)
+        assert registry.refused_for_events([tenant]) == set()
+    finally:
+        registry.forget(tenant)
+        registry.delete(other)
+        registry.create(tenant, Tier.POOLED)  # and clears the tombstone again: leave nothing behind
+        registry.delete(tenant)

@@ -85,7 +85,8 @@ class Provisioner:
         return Outcome(tenant_id, True, tuple(ran), None, seconds)
 
     def deprovision(self, tenant_id: str) -> Outcome:
-        """Undo every step (last first) and delete the tenant document. The tenant must be in state ``deleting``."""
+        """Undo every step (last first) and replace the tenant document by a tombstone (the streaming job then drops
+        the events of the tenant still in Kafka). The tenant must be in state ``deleting``."""
         started = time.monotonic()
         record = self._registry.get(tenant_id)
         if record is None:
@@ -106,7 +107,7 @@ class Provisioner:
                 return Outcome(tenant_id, False, tuple(ran), error, time.monotonic() - started)
             self._registry.mark_step(tenant_id, step.name, done=False)
             ran.append(step.name)
-        self._registry.delete(tenant_id)
+        self._registry.forget(tenant_id)
         seconds = time.monotonic() - started
         log.info("tenants.deprovisioned", extra={"tenant": tenant_id, "steps": ran, "seconds": round(seconds, 3)})
         return Outcome(tenant_id, True, tuple(ran), None, seconds)

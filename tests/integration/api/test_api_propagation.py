@@ -17,6 +17,10 @@ from stateseed import seed
 from tokens import auth_headers
 
 from api.app import create_app
+from metalake.propagation.dry_run import dry_run
+from metalake.propagation.graph import Limits
+from metalake.propagation.store import TooLarge, load_reachable, load_tenant
+from metalake.propagation.tenant import TenantPropagation
 from metalake.settings import Settings
 from ops.stack import StackManager
 from processors.enrichment.state import ASSETS, CLASSIFICATIONS, LINEAGE
@@ -114,3 +118,63 @@ def test_dry_run_is_scoped_to_the_callers_tenant(client: TestClient, db: Databas
     assert response.status_code == 404
     admin = auth_headers(client, platform_admin=True)
     assert client.post(f"/v1/tenants/{tenant}/propagation/dry-run", json=body, headers=admin).json()["count"] == 2
+
+
+def test_the_dry_run_reads_only_the_lineage_within_its_reach(db: Database[dict[str, Any]], tenant: str) -> None:
+    # A large component the dry-run from users cannot reach, and edges that carry tags upstream or both ways.
+    for i in range(200):
+        seed(db, LINEAGE, upstream=col(f"far{i}"), urn=col(f"far{i + 1}"))
+    seed(db, LINEAGE, upstream=col("source"), urn=col("report"), propagation="upstream")
+    seed(db, LINEAGE, upstream=col("report"), urn=col("archive"), propagation="both")
+    seed(db, LINEAGE, upstream=col("sink"), urn=col("archive"), propagation="none")
+    seed(db, CLASSIFICATIONS, urn=col("far3"), tag="PII", source="human", propagate=True)
+    limits = Limits(max_depth=10)
+    state = load_reachable(db, tenant, col("users"), "PII", limits, max_edges=1000)
+    loaded = set(_edges(state))
+    assert loaded == {
+        (col("users"), col("customers")),
+        (col("users"), col("hashed")),  # blocks PII, but another tag would cross it: the walk decides
+        (col("customers"), col("report")),
+        (col("customers"), col("gone")),
+        (col("source"), col("report")),  # carries tags from report up to source
+        (col("report"), col("archive")),
+    }
+    assert set(state.tags_on) <= {col("report")} and col("gone") in state.deleted_assets
+    # The same answers as over the whole tenant, for every origin, tag and depth tried.
+    whole = load_tenant(db, tenant, limits)
+    for origin in (col("users"), col("customers"), col("archive"), col("far0"), col("nowhere")):
+        for tag in ("PII", "GDPR"):
+            for depth in (1, 2, 10):
+                bounded = Limits(max_depth=depth)
+                part = load_reachable(db, tenant, origin, tag, bounded, max_edges=1000)
+                assert dry_run(part, origin, tag, bounded) == dry_run(whole, origin, tag, bounded), (origin, tag, depth)
+    # The budget counts the edges read: the whole chain from far0 is 200 of them.
+    deep = Limits(max_depth=500)
+    assert len(load_reachable(db, tenant, col("far0"), "PII", deep, max_edges=200).edge_stamps) == 200
+    with pytest.raises(TooLarge):
+        load_reachable(db, tenant, col("far0"), "PII", deep, max_edges=199)
+
+
+def _edges(state: TenantPropagation) -> list[tuple[str, str]]:
+    return sorted(state.edge_stamps)
+
+
+def test_a_dry_run_over_its_edge_budget_is_422_naming_max_depth(
+    settings: Settings, stack: StackManager, db: Database[dict[str, Any]], tenant: str
+) -> None:
+    mongo: MongoClient[dict[str, Any]] = MongoClient(settings.mongo_uri, tz_aware=True)
+    for budget, status in ((3, 422), (4, 200)):
+        copy = settings.model_copy(deep=True)
+        copy.propagation.dry_run_max_edges = budget
+        with TestClient(create_app(copy, mongo=mongo)) as client:
+            headers = auth_headers(client, tenant=tenant, role="read-only")
+            response = client.post(
+                f"/v1/tenants/{tenant}/propagation/dry-run", json={"urn": col("users"), "tag": "PII"}, headers=headers
+            )
+        assert response.status_code == status, response.text
+        if status == 422:
+            assert response.headers["content-type"].startswith("application/problem+json")
+            assert response.json()["type"].endswith("/dry-run-too-large") and response.json()["field"] == "max_depth"
+        else:
+            assert response.json()["count"] == 2
+    mongo.close()

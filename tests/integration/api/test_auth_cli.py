@@ -15,14 +15,19 @@ from typing import Any
 
 import httpx
 import pytest
+from fastapi.testclient import TestClient
 from itest import wait_for
 from pydantic import SecretStr
 from pymongo import MongoClient
+from tokens import api_settings, request_token
 
+from api.app import create_app
 from api.auth.keys import KeyEncryption
-from control.auth.clients import ClientStore
+from api.services import audit
+from control.audit import AuditQuery, read
+from control.auth.clients import ClientStore, Role
 from metalake.settings import Settings
-from tenants.naming import CONTROL_DATABASE
+from tenants.naming import CONTROL_DATABASE, platform_audit_dir
 
 pytestmark = pytest.mark.integration
 
@@ -58,6 +63,12 @@ def test_help_lists_the_commands() -> None:
     result = subprocess.run([METALAKE, "api", "--help"], capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0
     assert "create-admin" in result.stdout and "rotate-keys" in result.stdout and "--port" in result.stdout
+    for command in ("list-admins", "rotate-admin", "revoke-admin"):
+        assert command in result.stdout
+    revoke = subprocess.run(
+        [METALAKE, "api", "revoke-admin", "--help"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert revoke.returncode == 0 and "--force" in revoke.stdout
 
 
 def test_serve_refuses_to_start_without_a_key_encryption_key(settings: Settings, tmp_path: Path) -> None:
@@ -120,3 +131,56 @@ def test_bootstrap_serve_token_rotate(settings: Settings, mongo: Mongo, env: dic
         ClientStore(mongo[CONTROL_DATABASE]).revoke(admin["client_id"])
     assert server.stderr is not None
     assert admin["client_secret"] not in server.stderr.read()
+
+
+def test_list_rotate_revoke_platform_admins(settings: Settings, mongo: Mongo, env: dict[str, str], tenant: str) -> None:
+    created = _run(["create-admin", "--name", "cli-admins"], env)
+    assert created.returncode == 0, created.stderr
+    admin = json.loads(created.stdout)
+    client_id, first = admin["client_id"], admin["client_secret"]
+    store = ClientStore(mongo[CONTROL_DATABASE])
+    tenant_client, _ = store.create(tenant, Role.ADMIN, "not an admin")
+    # An app in this process with no client cache: what a served API sees once its cache TTL has passed.
+    app = create_app(api_settings(settings, client_cache_ttl_s=0.0), mongo=mongo)
+    try:
+        listed = _run(["list-admins"], env)
+        assert listed.returncode == 0, listed.stderr
+        items = {item["client_id"]: item for item in json.loads(listed.stdout)["items"]}
+        assert items[client_id]["state"] == "active" and items[client_id]["scopes"] == ["platform:admin"]
+        assert tenant_client.client_id not in items and first not in listed.stdout
+        assert "client_secret" not in listed.stdout
+
+        rotated = _run(["rotate-admin", client_id, "--overlap-seconds", "0"], env)
+        assert rotated.returncode == 0, rotated.stderr
+        second = json.loads(rotated.stdout)["client_secret"]
+        assert second != first and second not in rotated.stderr
+        assert _run(["rotate-admin", tenant_client.client_id], env).returncode == 1
+
+        with TestClient(app) as client:
+            denied = client.post("/oauth/token", data={"grant_type": "client_credentials"}, auth=(client_id, first))
+            assert denied.status_code == 401
+            bearer = {"Authorization": f"Bearer {request_token(client, client_id, second)['access_token']}"}
+            assert client.get("/v1/tenants", headers=bearer).status_code == 200
+
+            not_admin = _run(["revoke-admin", tenant_client.client_id], env)
+            assert not_admin.returncode == 1 and "no such platform-admin client" in not_admin.stderr
+            revoked = _run(["revoke-admin", client_id], env)
+            assert revoked.returncode == 0, revoked.stderr
+            assert json.loads(revoked.stdout)["state"] == "revoked"
+            # The gate checks revocation: the token issued before is refused, and no new one is issued.
+            refused = client.get("/v1/tenants", headers=bearer)
+            assert refused.status_code == 401 and "revoked" in refused.json()["detail"]
+            denied = client.post("/oauth/token", data={"grant_type": "client_credentials"}, auth=(client_id, second))
+            assert denied.status_code == 401
+        kept = store.get(tenant_client.client_id)
+        assert kept is not None and kept.active
+
+        rows = read(platform_audit_dir(settings.lake_root), AuditQuery(target_hash=audit.target_hash(client_id)))
+        assert sorted((r.action, r.result, r.actor) for r in rows) == [
+            ("client.create", "done", "cli"),
+            ("client.revoke", "done", "cli"),
+            ("client.rotate", "done", "cli"),
+        ]
+    finally:
+        store.revoke(client_id)
+        store.revoke(tenant_client.client_id)

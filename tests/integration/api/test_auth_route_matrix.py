@@ -159,6 +159,28 @@ def _cross_tenant(client: TestClient, tenant: str, tenant_b: str) -> None:
     assert own.status_code == 200
 
 
+def test_platform_routes_refuse_tenant_tokens(client: TestClient, tenant: str) -> None:
+    """Every ``/v1/platform/...`` route (platform-admin clients, ...) answers 403 to every tenant role, even the
+    tenant's admin, and changes nothing."""
+    target, _ = create_api_client(client, tenant=None, role="platform-admin")
+    platform_routes = [(m, p) for m, p in _operations(client) if p.startswith("/v1/platform/")]
+    assert ("DELETE", "/v1/platform/clients/{client_id}") in platform_routes
+    assert ("POST", "/v1/platform/clients/{client_id}/rotate") in platform_routes
+    failures = []
+    try:
+        for role in ("admin", "read-write", "read-only"):
+            headers = auth_headers(client, tenant=tenant, role=role)
+            for method, path in platform_routes:
+                response = _call(client, method, _fill(path, {"client_id": target.client_id}), headers)
+                if response.status_code != 403 or response.headers.get("content-type") != "application/problem+json":
+                    failures.append((role, method, path, response.status_code))
+        record = client.app.state.auth.clients.get(target.client_id)  # type: ignore[attr-defined]
+        assert record is not None and record.active and len(record.secrets) == 1
+    finally:
+        client.app.state.auth.clients.revoke(target.client_id)  # type: ignore[attr-defined]
+    assert not failures, f"tenant tokens reached platform routes: {failures}"
+
+
 def test_openapi_declares_security_and_summaries(client: TestClient) -> None:
     schema = client.get("/openapi.json").json()
     assert set(schema["components"]["securitySchemes"]) >= {"bearer", "oauth2"}

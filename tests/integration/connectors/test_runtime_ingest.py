@@ -19,7 +19,9 @@ from api.services.audit import tenant_audit_path
 from control.audit import AuditQuery, read
 from metalake.settings import Settings
 from metalake.urn import asset_urn
+from tenants.model import Tier
 from tenants.naming import BULK_TOPIC, CONTROL_DATABASE, PRIORITY_TOPIC, names_for
+from tenants.registry import TenantRegistry, TenantState
 
 pytestmark = pytest.mark.integration
 
@@ -255,3 +257,32 @@ def test_deleting_an_asset_a_pii_tag_propagated_to_needs_the_pii_grant(
         assert worker.post("/v1/events", json=[deleted(3, copy)], headers=admin).json()["accepted"] == 1
     finally:
         mongo.drop_database(db.name)
+
+
+def test_a_suspended_or_deleting_tenants_write_key_is_refused_403(
+    worker: TestClient, api: TestClient, tenant: str, mongo: MongoClient[dict[str, Any]]
+) -> None:
+    key = _write_key(api, tenant)
+    registry = TenantRegistry(mongo[CONTROL_DATABASE])
+    registry.create(tenant, Tier.POOLED)
+    # The worker's cached tenant lookup (the gate's): forgotten here instead of waiting api.client_cache_ttl_s.
+    directory = worker.app.state.runtime.gate.tenants  # type: ignore[attr-defined]
+    try:
+        for state, status in (
+            (TenantState.ACTIVE, 200),
+            (TenantState.SUSPENDED, 403),
+            (TenantState.DELETING, 403),
+            (TenantState.ACTIVE, 200),
+        ):
+            registry.set_state(tenant, state)
+            directory.invalidate(tenant)
+            for headers in ({"Authorization": f"Bearer {key}"}, {"X-Metalake-Write-Key": key}):
+                response = worker.post("/v1/events", json=_event(tenant, 1), headers=headers)
+                assert response.status_code == status, (state, response.text)
+                if status == 403:
+                    assert response.headers["content-type"] == "application/problem+json"
+                    assert response.json()["type"].endswith("/tenant-suspended")
+                    assert response.json()["field"] == "tenant" and key not in response.text
+    finally:
+        registry.delete(tenant)
+        directory.invalidate(tenant)

@@ -18,7 +18,9 @@ from worker_helpers import configure_hook, connectors_route, post_signed, worker
 from connectors.runtime.worker import create_app
 from metalake.settings import Settings
 from ops.stack import StackManager
+from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE, PRIORITY_TOPIC, dlq_topic
+from tenants.registry import TenantRegistry, TenantState
 
 pytestmark = pytest.mark.integration
 
@@ -169,3 +171,37 @@ def test_a_change_through_the_admin_api_is_seen_within_the_lookup_ttl(
         assert api.post(f"{route}/resume", headers=admin).status_code == 200
         time.sleep(1.2)
         assert post_signed(cached, tenant, SECRET, {"delivery": "x4", "tables": []}).status_code == 202
+
+
+def test_a_suspended_or_deleting_tenant_gets_403_after_the_signature_check(
+    worker: TestClient, api: TestClient, settings: Settings, tenant: str, mongo: MongoClient[dict[str, Any]]
+) -> None:
+    configure_hook(api, tenant, SECRET)
+    registry = TenantRegistry(mongo[CONTROL_DATABASE])
+    registry.create(tenant, Tier.POOLED)
+    directory = worker.app.state.runtime.gate.tenants  # type: ignore[attr-defined]
+    try:
+        for i, state in enumerate((TenantState.SUSPENDED, TenantState.DELETING)):
+            registry.set_state(tenant, state)
+            directory.invalidate(tenant)
+            marks = mark(settings, PRIORITY_TOPIC)
+            refused = post_signed(worker, tenant, SECRET, {"delivery": f"s{i}", "tables": [{"name": "orders"}]})
+            assert refused.status_code == 403, (state, refused.text)
+            assert refused.headers["content-type"] == "application/problem+json"
+            assert refused.json()["type"].endswith("/tenant-suspended")
+            # An unsigned caller learns nothing of the tenant's state: the signature is checked first.
+            body = json.dumps({"delivery": f"u{i}", "tables": []}).encode()
+            unsigned = worker.post(
+                f"/webhooks/test-hook/{tenant}", content=body, headers={"x-test-signature": sign("wrong", body)}
+            )
+            assert unsigned.status_code == 401
+        registry.set_state(tenant, TenantState.ACTIVE)
+        directory.invalidate(tenant)
+        # The refused delivery was not recorded as seen: once resumed, the sender's resend is accepted.
+        resent = post_signed(worker, tenant, SECRET, {"delivery": "s0", "tables": [{"name": "orders"}]})
+        assert resent.status_code == 202, resent.text
+        [record] = read_since(settings, PRIORITY_TOPIC, marks, of_tenant(tenant), expect=1)
+        assert record.headers["ce_id"] == resent.json()["events"][0].encode()
+    finally:
+        registry.delete(tenant)
+        directory.invalidate(tenant)

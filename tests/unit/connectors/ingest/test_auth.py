@@ -100,6 +100,15 @@ def test_a_token_of_a_suspended_tenant_is_403(client: TestClient, world: World) 
     assert world.publisher.routed == []
 
 
+def test_a_write_key_of_a_suspended_tenant_is_403_as_a_token_is(client: TestClient, world: World) -> None:
+    world.tenants.suspend("acme")
+    for headers in (_bearer(WRITE_KEY), {"X-Metalake-Write-Key": WRITE_KEY}):
+        response = client.post("/v1/events", json=_event(1), headers=headers)
+        assert response.status_code == 403 and response.json()["type"] == "/problems/tenant-suspended"
+        assert response.json()["field"] == "tenant" and WRITE_KEY not in response.text
+    assert world.publisher.routed == []
+
+
 def test_a_platform_token_bound_to_no_tenant_is_refused(world: World) -> None:
     token = access_token(scope="platform:admin", tenant=None)
     with pytest.raises(Problem) as refused:

@@ -254,6 +254,8 @@ def test_rotating_again_neither_extends_an_overlap_nor_revives_an_expired_secret
     revoked = [e for e in first if e["id"] != "new"]
     again = rotated_webhook_secrets(revoked, newest, T0 + DAY + timedelta(hours=1), 7 * DAY)
     assert [(e["id"], e["expires_at"]) for e in again] == [("newest", None), ("old", T0 + 2 * DAY)]
+
+
 # --- what the signature does not authenticate (issue 12, item 14) ---------------------------------------------------
 # Monte Carlo signs urlencode(json.loads(body)): one captured delivery verifies in every variant with the same signed
 # message. The runtime keys a delivery by its parsed content (connectors.runtime.webhooks.parsed_key), so spelling

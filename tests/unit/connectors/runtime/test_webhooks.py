@@ -71,6 +71,20 @@ def test_bad_or_missing_signature_is_401(client: TestClient, world: World, secre
     assert world.publisher.routed == []
 
 
+def test_a_suspended_tenant_is_403_after_the_signature_and_nothing_is_published(
+    client: TestClient, world: World
+) -> None:
+    world.tenants.suspend("acme")
+    problem = _problem(_post(client, _body()), 403)
+    assert problem["type"] == "/problems/tenant-suspended" and problem["field"] == "tenant"
+    # Unsigned, the answer is the signature's: the tenant's state is not told to anyone.
+    _problem(_post(client, _body(), secret="wrong-secret-wrong"), 401)
+    assert world.publisher.routed == []
+    # Not recorded as seen: the same delivery is accepted once the tenant is resumed.
+    world.tenants.records.clear()
+    assert _post(client, _body()).status_code == 202
+
+
 def test_tampered_body_is_401(client: TestClient) -> None:
     body = _body()
     _problem(client.post(URL, content=body + b" ", headers={"x-test-signature": sign(SECRET, body)}), 401)
