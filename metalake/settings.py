@@ -207,6 +207,9 @@ class ApiSettings(BaseModel):
     secret_overlap_s: int = Field(default=86_400, ge=0, le=30 * 86_400)
     rate_limit_per_s: float = Field(default=20.0, gt=0)
     rate_limit_burst: int = Field(default=100, gt=0)
+    # POST /oauth/token per peer address, before any secret check: bounds a flood of made-up client ids from one host.
+    token_peer_rate_per_s: float = Field(default=10.0, gt=0)
+    token_peer_burst: int = Field(default=50, gt=0)
     # Background work (tenant (de)provisioning, erasures) runs under a lease per item, resumed at startup and every
     # resume_interval_s when its runner died (lease expired) or never started (older than resume_grace_s).
     lease_ttl_s: float = Field(default=60.0, gt=0)

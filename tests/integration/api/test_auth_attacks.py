@@ -182,3 +182,40 @@ def test_rotated_key_stays_valid_until_retired(settings: Settings, mongo: Mongo,
             assert keys.find_one({"_id": old_key.kid}) is None
     finally:
         keys.delete_many({"kek_id": KeyEncryption(SecretStr(kek)).kek_id})
+
+
+def _basic(user: str, secret: str) -> dict[str, str]:
+    return {"Authorization": "Basic " + base64.b64encode(f"{user}:{secret}".encode()).decode()}
+
+
+def test_token_endpoint_throttle_attacks(settings: Settings, mongo: Mongo, tenant: str) -> None:
+    form = {"grant_type": "client_credentials"}
+    # One client under many spellings (authlib percent-decodes the Basic user name): one bucket, throttled after 3.
+    roomy_peer = api_settings(
+        settings, rate_limit_per_s=0.01, rate_limit_burst=3, token_peer_rate_per_s=1000.0, token_peer_burst=10_000
+    )
+    with TestClient(create_app(roomy_peer, mongo=mongo)) as client:
+        record, secret = create_api_client(client, tenant=tenant, role="read-only")
+        cid = record.client_id
+        spellings = [cid, f"%{ord(cid[0]):02x}{cid[1:]}", f"{cid[:-1]}%{ord(cid[-1]):02X}"]
+        spellings += ["".join(f"%{ord(c):02x}" for c in cid), f"%{ord(cid[0]):02X}%{ord(cid[1]):02x}{cid[2:]}"]
+        codes = [client.post("/oauth/token", data=form, headers=_basic(s, "wrong")).status_code for s in spellings]
+        assert codes == [401, 401, 401, 429, 429], codes
+        # The form spelling of the same client shares the bucket too; so does its right secret, until it refills.
+        post = {**form, "client_id": cid, "client_secret": secret}
+        assert client.post("/oauth/token", data=post).status_code == 429
+        # Another client is not affected.
+        other, other_secret = create_api_client(client, tenant=tenant, role="read-only")
+        assert client.post("/oauth/token", data=form, headers=_basic(other.client_id, other_secret)).status_code == 200
+    # A flood of made-up client ids from one address: throttled on the address, before any of them is looked up.
+    roomy_clients = api_settings(
+        settings, rate_limit_per_s=1000.0, rate_limit_burst=10_000, token_peer_rate_per_s=0.01, token_peer_burst=5
+    )
+    with TestClient(create_app(roomy_clients, mongo=mongo)) as client:
+        headers = [_basic(f"mlc_{secrets.token_hex(8)}", "x") for _ in range(8)]
+        codes = [client.post("/oauth/token", data=form, headers=h).status_code for h in headers]
+        assert codes == [401] * 5 + [429] * 3, codes
+        limited = client.post("/oauth/token", data=form, headers=_basic(f"mlc_{secrets.token_hex(8)}", "x"))
+        assert limited.headers["content-type"] == "application/problem+json"
+        assert int(limited.headers["retry-after"]) >= 1
+        assert limited.json()["type"] == "/problems/rate-limited"

@@ -47,7 +47,16 @@ _PARAM = re.compile(r"\{([^}:]+)(?::[^}]+)?\}")
 @pytest.fixture(scope="module")
 def client(settings: Settings, mongo: Mongo) -> Iterator[TestClient]:
     # A roomy rate limit: the matrix sends hundreds of requests with a handful of tokens.
-    app = create_app(api_settings(settings, rate_limit_per_s=1000.0, rate_limit_burst=10_000), mongo=mongo)
+    app = create_app(
+        api_settings(
+            settings,
+            rate_limit_per_s=1000.0,
+            rate_limit_burst=10_000,
+            token_peer_rate_per_s=1000.0,
+            token_peer_burst=10_000,
+        ),
+        mongo=mongo,
+    )
     with TestClient(app) as c:
         yield c
 
