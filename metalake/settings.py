@@ -210,6 +210,8 @@ class ApiSettings(BaseModel):
     # POST /oauth/token per peer address, before any secret check: bounds a flood of made-up client ids from one host.
     token_peer_rate_per_s: float = Field(default=10.0, gt=0)
     token_peer_burst: int = Field(default=50, gt=0)
+    # Every request body, read or not by its route, stops here (413); routes may take less (the token form: 8 KiB).
+    max_body_bytes: int = Field(default=1024 * 1024, gt=0)
     # Background work (tenant (de)provisioning, erasures) runs under a lease per item, resumed at startup and every
     # resume_interval_s when its runner died (lease expired) or never started (older than resume_grace_s).
     lease_ttl_s: float = Field(default=60.0, gt=0)

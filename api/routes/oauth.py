@@ -16,6 +16,7 @@ from api.auth.server import AUTH_METHODS, claimed_client_ids
 from api.deps import AuthDep
 from api.problems import MEDIA_TYPE, Problem
 from api.schemas.oauth import Jwks, ServerMetadata, TokenResponse
+from metalake.http.bodies import read_body
 
 router = APIRouter(tags=["oauth"])
 
@@ -138,12 +139,9 @@ async def token(request: Request, response: Response, auth: AuthDep) -> TokenRes
             "send the token request as application/x-www-form-urlencoded",
             extra={"error": "invalid_request"},
         )
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > _MAX_FORM_BYTES:
-        raise Problem(413, "request-too-large", "the token request is too large", extra={"error": "invalid_request"})
-    raw = await request.body()
-    if len(raw) > _MAX_FORM_BYTES:
-        raise Problem(413, "request-too-large", "the token request is too large", extra={"error": "invalid_request"})
+    # Refused on its declared length, else once the bytes read pass the limit: a chunked body is never read whole.
+    too_large = Problem(413, "request-too-large", "the token request is too large", extra={"error": "invalid_request"})
+    raw = await read_body(request, _MAX_FORM_BYTES, too_large)
     try:
         pairs = parse_qsl(raw.decode("utf-8"), keep_blank_values=True, strict_parsing=False)
     except UnicodeDecodeError:

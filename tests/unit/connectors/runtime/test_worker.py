@@ -50,3 +50,14 @@ def test_the_worker_starts_without_any_token_and_serves_no_management_routes(wor
             response = client.request(method, path)
             assert response.status_code in (404, 405), (method, path)
             assert response.headers["content-type"] == MEDIA_TYPE
+
+
+def test_the_worker_bounds_every_body_unread(world: World) -> None:
+    # The body limit layer answers before any route or token check: a declared length over the worker's largest
+    # route limit is refused without reading, wherever it is sent.
+    limit = max(world.settings.connect.webhook_max_body_bytes, world.settings.connect.ingest_max_body_bytes)
+    with TestClient(create_app(world.settings, runtime=world.runtime)) as client:
+        for path in ("/v1/events", "/webhooks/test-hook/acme", "/no/such/route"):
+            response = client.post(path, content=b"x" * (limit + 1))
+            assert response.status_code == 413, path
+            assert response.json()["type"] == "/problems/body-too-large" and response.headers["connection"] == "close"
