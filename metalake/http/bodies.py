@@ -63,7 +63,8 @@ def _declared_length(scope: Scope) -> int | None:
 async def send_problem(send: Send, problem: Problem, path: str, *, close: bool = True) -> None:
     """Answer ``problem`` as problem+json, by default with ``Connection: close``: the server then stops taking in a
     body that will not be read (else it reads and discards the rest to keep the connection)."""
-    body = json.dumps(problem.body(path)).encode()
+    # Rendered as the app's own problem answers are (Starlette's JSONResponse), byte for byte.
+    body = json.dumps(problem.body(path), ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
     headers = [(b"content-type", MEDIA_TYPE.encode()), (b"content-length", str(len(body)).encode())]
     headers += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in problem.headers.items()]
     if close:

@@ -50,7 +50,7 @@ class _Stream:
         return {"type": "http.request", "body": part, "more_body": self.consumed < self.size}
 
 
-def _call(app: FastAPI, path: str, body: _Stream, length: int | None = None) -> tuple[int, dict[str, Any], bytes]:
+def _call(app: FastAPI, path: str, body: _Stream, length: int | None = None) -> tuple[int, dict[str, Any], str]:
     headers = [(b"content-type", b"application/json")]
     headers.append(
         (b"content-length", str(length).encode()) if length is not None else (b"transfer-encoding", b"chunked")
@@ -79,14 +79,14 @@ def _call(app: FastAPI, path: str, body: _Stream, length: int | None = None) -> 
     assert len(starts) == 1, sent  # one answer: the app's own answer to a refused body never goes out
     payload = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
     headers_out = {k.decode(): v.decode() for k, v in starts[0]["headers"]}
-    return starts[0]["status"], json.loads(payload), headers_out.get("connection", "").encode()
+    return starts[0]["status"], json.loads(payload), headers_out.get("connection", "")
 
 
 def test_a_declared_length_over_the_limit_is_refused_unread() -> None:
     body = _Stream(10_000, 1000)
     status, problem, connection = _call(_app(1000), "/model", body, length=10_000)
     assert (status, problem["type"], problem["field"], body.consumed) == (413, "/problems/body-too-large", "body", 0)
-    assert problem["detail"] == "the request body exceeds the limit of 1000 bytes" and connection == b"close"
+    assert problem["detail"] == "the request body exceeds the limit of 1000 bytes" and connection == "close"
 
 
 def test_a_streamed_body_is_refused_once_past_the_limit_even_where_fastapi_parses_it() -> None:
