@@ -10,12 +10,14 @@ from typing import Any
 from fastapi import APIRouter, FastAPI
 from pymongo import MongoClient
 
+from api.auth.first import AuthenticateFirst
 from api.auth.runtime import build_auth
 from api.context import ApiContext
 from api.openapi import install_openapi
 from api.problems import install_problem_handlers
 from api.services.events import close_publisher
 from api.services.provisioning import resume
+from metalake.http.bodies import BodyLimit
 from metalake.mongo import mongo_client
 from metalake.settings import Settings, load_settings
 
@@ -61,6 +63,10 @@ def create_app(settings: Settings | None = None, *, mongo: MongoClient[dict[str,
     app.state.ctx = ApiContext(settings=settings, mongo=client)
     app.state.auth = build_auth(settings, client)
     install_problem_handlers(app)
+    # The last added runs first: the body limit (a declared length over it is refused unread), then the token of a
+    # protected route, both before FastAPI reads and parses a body.
+    app.add_middleware(AuthenticateFirst, api=app)
+    app.add_middleware(BodyLimit, max_bytes=settings.api.max_body_bytes)
     for module in ROUTERS:
         app.include_router(_router(module))
     install_openapi(app)

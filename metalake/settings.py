@@ -14,7 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal, TypeVar
 
-from pydantic import BaseModel, Field, SecretStr, model_validator
+from pydantic import BaseModel, Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -208,6 +208,22 @@ class OutboundSettings(BaseModel):
         return self
 
 
+class IssuerProfile(BaseModel):
+    """What an external issuer's access tokens look like, where they differ from RFC 9068 (``api.issuer_profiles``).
+
+    The defaults are RFC 9068's: ``typ`` is ``at+jwt`` (or ``application/at+jwt``) and the scopes are the
+    space-separated string ``scope``. Okta and Keycloak send ``typ: JWT`` (or none) and a ``scp`` array: say so for
+    that issuer alone.
+    """
+
+    # Accepted header ``typ`` values (compared without case); ``allow_missing_typ`` accepts a header without one.
+    token_types: list[str] = Field(default_factory=lambda: ["at+jwt", "application/at+jwt"], min_length=1)
+    allow_missing_typ: bool = False
+    # The claim holding the scopes and its shape: a space-separated string, a JSON array of strings, or either.
+    scope_claim: str = Field(default="scope", min_length=1)
+    scope_format: Literal["string", "list", "string_or_list"] = "string"
+
+
 class ApiSettings(BaseModel):
     """The admin API (``metalake api``): its OAuth 2 authorization server, token validation and rate limits.
 
@@ -226,6 +242,8 @@ class ApiSettings(BaseModel):
     signing_alg: Literal["RS256", "ES256"] = "RS256"
     key_encryption_key: SecretStr | None = None
     external_issuer: str | None = None
+    # Per external issuer (its exact ``iss``): the token shape it sends, if not RFC 9068's. Never for the built-in one.
+    issuer_profiles: dict[str, IssuerProfile] = Field(default_factory=dict)
     tenant_claim: str = "tenant"
     leeway_s: int = Field(default=30, ge=0, le=300)
     jwks_min_refresh_s: float = Field(default=1.0, ge=0)
@@ -234,6 +252,11 @@ class ApiSettings(BaseModel):
     secret_overlap_s: int = Field(default=86_400, ge=0, le=30 * 86_400)
     rate_limit_per_s: float = Field(default=20.0, gt=0)
     rate_limit_burst: int = Field(default=100, gt=0)
+    # POST /oauth/token per peer address, before any secret check: bounds a flood of made-up client ids from one host.
+    token_peer_rate_per_s: float = Field(default=10.0, gt=0)
+    token_peer_burst: int = Field(default=50, gt=0)
+    # Every request body, read or not by its route, stops here (413); routes may take less (the token form: 8 KiB).
+    max_body_bytes: int = Field(default=1024 * 1024, gt=0)
     # Background work (tenant (de)provisioning, erasures) runs under a lease per item, resumed at startup and every
     # resume_interval_s when its runner died (lease expired) or never started (older than resume_grace_s).
     lease_ttl_s: float = Field(default=60.0, gt=0)
@@ -247,6 +270,18 @@ class ApiSettings(BaseModel):
     @property
     def issuer_url(self) -> str:
         return self.issuer or f"http://{self.host}:{self.port}"
+
+    @field_validator("issuer_profiles")
+    @classmethod
+    def _profiles_for_the_external_issuer_only(
+        cls, profiles: dict[str, IssuerProfile], info: ValidationInfo
+    ) -> dict[str, IssuerProfile]:
+        # Our own tokens are RFC 9068's: a profile must not loosen the checks of the issuer this API runs itself.
+        # A field validator, so an error quotes only this field (never the key encryption key beside it).
+        strays = sorted(set(profiles) - {info.data.get("external_issuer")})
+        if strays:
+            raise ValueError(f"issuer_profiles names issuers that are not the external issuer: {', '.join(strays)}")
+        return profiles
 
 
 class SecretsSettings(BaseModel):

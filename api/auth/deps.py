@@ -19,6 +19,7 @@ from typing import Annotated
 from fastapi import Depends, Path, Request
 from fastapi.openapi.models import OAuthFlowClientCredentials, OAuthFlows
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer, OAuth2
+from fastapi.security.utils import get_authorization_scheme_param
 from pymongo.errors import PyMongoError
 
 from api.auth.runtime import AuthRuntime
@@ -60,17 +61,29 @@ def auth_runtime(request: Request) -> AuthRuntime:
     return auth
 
 
-def current_principal(
-    request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)],
-    _oauth: Annotated[str | None, Depends(oauth2_scheme)],
-) -> Principal:
-    """The caller behind the bearer token; 401 problem+json when there is none or it is not acceptable."""
-    if credentials is None or not credentials.credentials:
+def bearer_token(authorization: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer`` header, read as :data:`bearer_scheme` reads it; else None."""
+    scheme, token = get_authorization_scheme_param(authorization)
+    if not authorization or scheme.lower() != "bearer" or not token:
+        return None
+    return token
+
+
+# Where admit() leaves the admitted token and its principal, so the route's dependency does not admit it twice.
+_ADMITTED = "admitted"
+
+
+def admit(request: Request, token: str | None) -> Principal:
+    """The caller behind ``token``; raises the 401/403/429/503 problem+json of a token that is not acceptable.
+
+    Runs once per request: in :class:`api.auth.first.AuthenticateFirst`, before the body is read, and again in
+    :func:`current_principal` only for a request the layer did not admit (an app without it).
+    """
+    if not token:
         raise unauthorized("a bearer access token is required", error=None)
     auth = auth_runtime(request)
     try:
-        verified = auth.gate.admit(credentials.credentials)
+        verified = auth.gate.admit(token)
     except InvalidToken as exc:
         log.info("token refused", extra={"reason": str(exc), "path": request.url.path})
         raise unauthorized(str(exc)) from None
@@ -81,7 +94,21 @@ def current_principal(
         raise auth_unavailable() from None
     auth.limiter.check(verified.client_id)
     request.state.principal = verified.principal
+    setattr(request.state, _ADMITTED, token)
     return verified.principal
+
+
+def current_principal(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)],
+    _oauth: Annotated[str | None, Depends(oauth2_scheme)],
+) -> Principal:
+    """The caller behind the bearer token; 401 problem+json when there is none or it is not acceptable."""
+    token = credentials.credentials if credentials is not None else None
+    principal = getattr(request.state, "principal", None)
+    if token and isinstance(principal, Principal) and getattr(request.state, _ADMITTED, None) == token:
+        return principal
+    return admit(request, token)
 
 
 PrincipalDep = Annotated[Principal, Depends(current_principal)]

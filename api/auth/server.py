@@ -17,6 +17,7 @@ from typing import Any
 from authlib.oauth2.rfc6749 import AuthorizationServer, ClientMixin, OAuth2Request
 from authlib.oauth2.rfc6749.grants import ClientCredentialsGrant
 from authlib.oauth2.rfc6749.requests import BasicOAuth2Payload
+from authlib.oauth2.rfc6749.util import extract_basic_authorization
 from authlib.oauth2.rfc9068 import JWTBearerTokenGenerator
 from joserfc.jwk import KeySet
 
@@ -28,6 +29,28 @@ from metalake.settings import ApiSettings
 log = logging.getLogger(__name__)
 
 AUTH_METHODS = ("client_secret_basic", "client_secret_post")
+
+
+def claimed_client_ids(headers: Mapping[str, str], form: Mapping[str, str]) -> set[str]:
+    """Every client id whose secret authlib would check for this request, decoded exactly as authlib decodes it.
+
+    The token endpoint throttles on these before authlib runs: keyed on the spelling instead, ``%61bc`` and ``abc`` (or
+    Basic credentials in sloppy base64, which authlib decodes without validating) would be one client with unlimited
+    buckets, each attempt an scrypt run. Basic comes from authlib's own parser (percent-decoded user name), the form
+    value as parsed (authlib does not decode it again); both count, since authlib tries Basic, then the form.
+    """
+    ids: set[str] = set()
+    try:
+        basic_id, basic_secret = extract_basic_authorization(headers)
+    except (UnicodeDecodeError, ValueError):
+        # authlib fails on these too, before any secret check: the peer's bucket alone covers them.
+        basic_id, basic_secret = None, None
+    if basic_id and basic_secret:
+        ids.add(str(basic_id))
+    form_id, form_secret = form.get("client_id"), form.get("client_secret")
+    if form_id and form_secret:
+        ids.add(form_id)
+    return ids
 
 
 class OAuthClient(ClientMixin):  # type: ignore[misc]  # authlib is untyped

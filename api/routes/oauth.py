@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -14,10 +12,11 @@ from pymongo.errors import PyMongoError
 from api.auth.deps import SCOPE_DESCRIPTIONS
 from api.auth.keys import KeysUnavailable
 from api.auth.runtime import AuthRuntime
-from api.auth.server import AUTH_METHODS
+from api.auth.server import AUTH_METHODS, claimed_client_ids
 from api.deps import AuthDep
 from api.problems import MEDIA_TYPE, Problem
 from api.schemas.oauth import Jwks, ServerMetadata, TokenResponse
+from metalake.http.bodies import read_body
 
 router = APIRouter(tags=["oauth"])
 
@@ -66,18 +65,12 @@ _TOKEN_REQUEST_BODY: dict[str, Any] = {
 }
 
 
-def _client_id_hint(request: Request, form: dict[str, str]) -> str:
-    # Rate-limit key before authentication: the claimed client id (Basic or form), so guessing one client's
-    # secret is throttled per client; unauthenticated noise shares one bucket per peer address.
-    header = request.headers.get("authorization", "")
-    if header[:6].lower() == "basic ":
-        try:
-            return "token:" + base64.b64decode(header[6:], validate=True).decode().partition(":")[0]
-        except (binascii.Error, UnicodeDecodeError):
-            pass
-    if form.get("client_id"):
-        return "token:" + form["client_id"]
-    return "token-peer:" + (request.client.host if request.client else "unknown")
+def _throttle(request: Request, auth: AuthRuntime, form: dict[str, str]) -> None:
+    # Before any secret check (an scrypt run each): the peer's bucket bounds a flood of made-up client ids, the
+    # client's (decoded as authlib decodes it, under any spelling) bounds guessing one client's secret from many peers.
+    auth.token_peer_limiter.check("token-peer:" + (request.client.host if request.client else "unknown"))
+    for client_id in sorted(claimed_client_ids(request.headers, form)):
+        auth.limiter.check("token:" + client_id)
 
 
 def _answer(status: int, body: dict[str, Any], headers: list[tuple[str, str]], response: Response) -> TokenResponse:
@@ -125,7 +118,7 @@ def _answer(status: int, body: dict[str, Any], headers: list[tuple[str, str]], r
         401: _oauth_error("invalid_client: unknown client, wrong secret, revoked, or its tenant is suspended"),
         413: _oauth_error("the form is larger than 8 KiB"),
         415: _oauth_error("the body is not application/x-www-form-urlencoded"),
-        429: _oauth_error("too many token requests for this client"),
+        429: _oauth_error("too many token requests for this client, or from this address"),
         503: _oauth_error("signing keys unavailable"),
     },
     openapi_extra={"requestBody": _TOKEN_REQUEST_BODY},
@@ -146,12 +139,9 @@ async def token(request: Request, response: Response, auth: AuthDep) -> TokenRes
             "send the token request as application/x-www-form-urlencoded",
             extra={"error": "invalid_request"},
         )
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > _MAX_FORM_BYTES:
-        raise Problem(413, "request-too-large", "the token request is too large", extra={"error": "invalid_request"})
-    raw = await request.body()
-    if len(raw) > _MAX_FORM_BYTES:
-        raise Problem(413, "request-too-large", "the token request is too large", extra={"error": "invalid_request"})
+    # Refused on its declared length, else once the bytes read pass the limit: a chunked body is never read whole.
+    too_large = Problem(413, "request-too-large", "the token request is too large", extra={"error": "invalid_request"})
+    raw = await read_body(request, _MAX_FORM_BYTES, too_large)
     try:
         pairs = parse_qsl(raw.decode("utf-8"), keep_blank_values=True, strict_parsing=False)
     except UnicodeDecodeError:
@@ -162,7 +152,7 @@ async def token(request: Request, response: Response, auth: AuthDep) -> TokenRes
             # RFC 6749 §3.2: parameters must not be repeated.
             raise Problem(400, "invalid-request", f"{name}: repeated", field=name, extra={"error": "invalid_request"})
         form[name] = value
-    auth.limiter.check(_client_id_hint(request, form))
+    _throttle(request, auth, form)
     try:
         status, body, headers = await run_in_threadpool(auth.server.token, request.headers, form)
     except KeysUnavailable as exc:

@@ -31,6 +31,7 @@ from control.connectors.offsets import OffsetStore
 from control.connectors.registry import ConnectorClass
 from control.connectors.store import ControlStore
 from metalake.expiry import ExpiryJanitor
+from metalake.http.bodies import BodyLimit
 from metalake.http.problems import install_problem_handlers
 from metalake.lease import LeaseStore
 from metalake.mongo import mongo_client
@@ -89,6 +90,9 @@ def create_app(
     app = FastAPI(title="metalake connector worker", version="1", lifespan=lifespan)
     app.state.runtime = built
     install_problem_handlers(app)
+    # Every route's body is bounded while it is read; the webhook and ingest routes tighten it to their own limit.
+    limits = settings.connect
+    app.add_middleware(BodyLimit, max_bytes=max(limits.webhook_max_body_bytes, limits.ingest_max_body_bytes))
     app.include_router(webhook_router)
     app.include_router(ingest_router)
 

@@ -13,7 +13,7 @@ from pymongo.database import Database
 
 from control.auth.clients import ClientCache, ClientStore
 from control.auth.jwks import JwksCache, verification_source
-from control.auth.validator import AccessTokenValidator, InvalidToken, VerifiedToken
+from control.auth.validator import RFC9068, AccessTokenValidator, InvalidToken, VerifiedToken
 from metalake.mongo import Doc
 from metalake.settings import Settings
 from tenants.registry import TenantDirectory, TenantRegistry, TenantState
@@ -75,6 +75,8 @@ def build_gate(
         audience=api.audience,
         leeway_s=api.leeway_s,
         tenant_claim=api.tenant_claim,
+        # Only the external issuer may have a profile (settings refuse one for ours): RFC 9068's otherwise.
+        profile=api.issuer_profiles.get(api.external_issuer, RFC9068) if api.external_issuer else RFC9068,
     )
     if api.external_issuer:
         clients = None

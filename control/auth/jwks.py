@@ -6,7 +6,8 @@ through its discovery document (:func:`verification_source`).
 
 A token signed with a key the cache has not seen (the issuer just rotated) triggers one refresh; refreshes are spaced
 by ``min_refresh_s`` so a stream of tokens with made-up kids cannot turn into a stream of JWKS fetches. The whole set
-is also refetched after ``max_age_s`` so retired keys drop out.
+is also refetched after ``max_age_s`` so retired keys drop out. One fetch at a time, outside the cache's lock: a slow
+issuer delays only the checks that need its answer, never those of tokens whose key is cached.
 """
 
 from __future__ import annotations
@@ -61,7 +62,22 @@ class KeySourceUnavailable(RuntimeError):
     """The issuer's keys could not be fetched and none are cached: no token can be checked right now."""
 
 
+class _Fetch:
+    """One JWKS fetch in flight: the callers that need its result wait on ``done``."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.error: BaseException | None = None
+
+
 class JwksCache:
+    """The verification keys by kid, thread-safe, with one fetch in flight at a time.
+
+    The fetch (an HTTP call to the issuer for an external one) runs outside the lock: a token whose kid is cached and
+    fresh is answered at once while another thread waits for a slow issuer. A caller that needs the fetch (an unknown
+    kid, or a set older than ``max_age_s``) starts it, or waits for the one in flight rather than starting another.
+    """
+
     def __init__(
         self,
         source: JwksSource,
@@ -76,31 +92,54 @@ class JwksCache:
         self._clock = clock
         self._lock = threading.Lock()
         self._keys: dict[str, VerificationKey] = {}
+        # When the last fetch started: spaces unknown-kid refreshes and ages the set.
         self._fetched_at: float | None = None
+        self._in_flight: _Fetch | None = None
         self.fetches = 0
 
     def get(self, kid: str) -> VerificationKey | None:
         now = self._clock()
         with self._lock:
-            stale = self._fetched_at is None or now - self._fetched_at >= self._max_age_s
             key = self._keys.get(kid)
-            may_refresh = self._fetched_at is None or now - self._fetched_at >= self._min_refresh_s
-            if stale or (key is None and may_refresh):
-                self._refresh(now)
-                key = self._keys.get(kid)
-        return key
+            stale = self._fetched_at is None or now - self._fetched_at >= self._max_age_s
+            if key is not None and not stale:
+                return key
+            flight = self._in_flight
+            leader = flight is None
+            if flight is None:
+                may_refresh = stale or self._fetched_at is None or now - self._fetched_at >= self._min_refresh_s
+                if not may_refresh:
+                    return key  # an unknown kid within min_refresh_s of the last fetch: no fetch for made-up kids
+                flight = self._in_flight = _Fetch()
+                self._fetched_at = now
+                self.fetches += 1
+        if leader:
+            self._fetch(flight)
+        else:
+            flight.done.wait()
+        with self._lock:
+            if flight.error is not None and not self._keys:
+                raise KeySourceUnavailable(type(flight.error).__name__) from flight.error
+            return self._keys.get(kid)
 
-    def _refresh(self, now: float) -> None:
-        self._fetched_at = now
-        self.fetches += 1
+    def _fetch(self, flight: _Fetch) -> None:
+        keys: dict[str, VerificationKey] | None = None
         try:
-            data = dict(self._source())
-        except Exception as exc:
+            keys = self._load()
+        except Exception as exc:  # noqa: BLE001 - any failure of the source: keep the keys (or callers get KeySourceUnavailable)
             # The issuer blinked: keep verifying with the keys we have rather than refusing every token.
-            if not self._keys:
-                raise KeySourceUnavailable(type(exc).__name__) from exc
+            flight.error = exc
             log.warning("jwks refresh failed; keeping %d cached keys", len(self._keys))
-            return
+        finally:
+            # Whatever happened, the waiters are released and the next caller may fetch again.
+            with self._lock:
+                if keys is not None:
+                    self._keys = keys
+                self._in_flight = None
+            flight.done.set()
+
+    def _load(self) -> dict[str, VerificationKey]:
+        data = dict(self._source())
         keys: dict[str, VerificationKey] = {}
         for jwk in data.get("keys") or ():
             # Only public signature keys of the allowed families: an "oct" key in a JWKS is never a verification key.
@@ -112,7 +151,7 @@ class JwksCache:
                 continue  # RFC 7517 §5: skip a key we cannot use, keep the others
             if isinstance(key, RSAKey | ECKey) and key.kid and not key.is_private:
                 keys[key.kid] = key
-        self._keys = keys
+        return keys
 
     def remember(self, key: VerificationKey) -> None:
         """Trust a key this process signs with before the next refresh would show it.

@@ -4,7 +4,11 @@ Checked before any signature work: the token is a compact JWS, its ``alg`` is on
 never ``none``, never an HMAC whose "secret" could be the public key), its ``typ`` is ``at+jwt``, and it names a
 ``kid`` the issuer's JWKS knows. Then the signature against that key (whose type must fit the alg), then the
 claims: ``iss`` and ``aud`` exact, ``exp`` and ``nbf`` with a small leeway, ``sub``, ``client_id`` and ``iat``
-present.
+present; the scopes are the space-separated string ``scope``.
+
+An external issuer whose tokens differ (``typ: JWT`` or none, scopes as an ``scp`` array: Okta, Keycloak) has that
+accepted by an explicit profile of its own (``api.issuer_profiles``); without one, and always for the built-in issuer,
+the RFC 9068 rules hold.
 """
 
 from __future__ import annotations
@@ -22,13 +26,13 @@ from joserfc.jwt import JWTClaimsRegistry
 
 from control.auth.jwks import JwksCache
 from control.auth.principal import Principal
+from metalake.settings import IssuerProfile
 
 ALLOWED_ALGORITHMS: dict[str, type[RSAKey] | type[ECKey]] = {
     "RS256": RSAKey,
     "PS256": RSAKey,
     "ES256": ECKey,
 }
-ACCESS_TOKEN_TYPES = frozenset({"at+jwt", "application/at+jwt"})
 
 
 class InvalidToken(Exception):
@@ -47,23 +51,42 @@ def _b64json(segment: str) -> Any:
     return json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
 
 
-def _scopes(claims: dict[str, Any]) -> frozenset[str]:
-    # RFC 9068 uses a space-separated "scope"; some external issuers send a list (often as "scp").
-    raw = claims.get("scope", claims.get("scp", ""))
-    if isinstance(raw, str):
+RFC9068 = IssuerProfile()
+
+
+def _scopes(claims: dict[str, Any], profile: IssuerProfile) -> frozenset[str]:
+    # RFC 9068: a space-separated "scope" string. Another claim or shape only where the issuer's profile says so.
+    raw = claims.get(profile.scope_claim)
+    if raw is None:
+        return frozenset()
+    if isinstance(raw, str) and profile.scope_format in ("string", "string_or_list"):
         return frozenset(raw.split())
-    if isinstance(raw, list) and all(isinstance(s, str) for s in raw):
-        return frozenset(raw)
+    if isinstance(raw, list) and profile.scope_format in ("list", "string_or_list"):
+        if all(isinstance(s, str) and s and not any(c.isspace() for c in s) for s in raw):
+            return frozenset(raw)
     raise InvalidToken("scope claim is malformed")
 
 
 class AccessTokenValidator:
-    def __init__(self, keys: JwksCache, *, issuer: str, audience: str, leeway_s: int, tenant_claim: str) -> None:
+    """Validates the tokens of one issuer; ``profile`` is that issuer's token shape (RFC 9068's unless configured)."""
+
+    def __init__(
+        self,
+        keys: JwksCache,
+        *,
+        issuer: str,
+        audience: str,
+        leeway_s: int,
+        tenant_claim: str,
+        profile: IssuerProfile = RFC9068,
+    ) -> None:
         self._keys = keys
         self._issuer = issuer
         self._audience = audience
         self._leeway_s = leeway_s
         self._tenant_claim = tenant_claim
+        self._profile = profile
+        self._token_types = frozenset(t.lower() for t in profile.token_types)
 
     def header(self, token: str) -> dict[str, Any]:
         parts = token.split(".")
@@ -83,7 +106,9 @@ class AccessTokenValidator:
         if not isinstance(alg, str) or alg not in ALLOWED_ALGORITHMS:
             raise InvalidToken("signing algorithm not allowed")
         typ = header.get("typ")
-        if not isinstance(typ, str) or typ.lower() not in ACCESS_TOKEN_TYPES:
+        if typ is None and not self._profile.allow_missing_typ:
+            raise InvalidToken("not an access token (typ must be at+jwt)")
+        if typ is not None and (not isinstance(typ, str) or typ.lower() not in self._token_types):
             raise InvalidToken("not an access token (typ must be at+jwt)")
         if "crit" in header:
             raise InvalidToken("critical header parameters are not supported")
@@ -122,7 +147,7 @@ class AccessTokenValidator:
         principal = Principal(
             subject=str(claims["sub"]),
             tenant=tenant or None,
-            scopes=_scopes(claims),
+            scopes=_scopes(claims, self._profile),
             token_id=jti if isinstance(jti, str) else None,
         )
         return VerifiedToken(principal=principal, client_id=client_id, claims=claims)

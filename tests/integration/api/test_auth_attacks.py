@@ -6,6 +6,7 @@ processes sign with in the shared control plane."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import secrets
@@ -21,7 +22,7 @@ from joserfc.jwk import RSAKey
 from jwt_forge import claims, hs256_with_public_key, sign, unsigned
 from pydantic import SecretStr
 from pymongo import MongoClient
-from tokens import api_settings, create_api_client, request_token
+from tokens import api_settings, auth_headers, create_api_client, request_token
 
 from api.app import create_app
 from api.auth.keys import KeyEncryption
@@ -182,3 +183,141 @@ def test_rotated_key_stays_valid_until_retired(settings: Settings, mongo: Mongo,
             assert keys.find_one({"_id": old_key.kid}) is None
     finally:
         keys.delete_many({"kek_id": KeyEncryption(SecretStr(kek)).kek_id})
+
+
+def _basic(user: str, secret: str) -> dict[str, str]:
+    return {"Authorization": "Basic " + base64.b64encode(f"{user}:{secret}".encode()).decode()}
+
+
+def test_token_endpoint_throttle_attacks(settings: Settings, mongo: Mongo, tenant: str) -> None:
+    form = {"grant_type": "client_credentials"}
+    # One client under many spellings (authlib percent-decodes the Basic user name): one bucket, throttled after 3.
+    roomy_peer = api_settings(
+        settings, rate_limit_per_s=0.01, rate_limit_burst=3, token_peer_rate_per_s=1000.0, token_peer_burst=10_000
+    )
+    with TestClient(create_app(roomy_peer, mongo=mongo)) as client:
+        record, secret = create_api_client(client, tenant=tenant, role="read-only")
+        cid = record.client_id
+        spellings = [cid, f"%{ord(cid[0]):02x}{cid[1:]}", f"{cid[:-1]}%{ord(cid[-1]):02X}"]
+        spellings += ["".join(f"%{ord(c):02x}" for c in cid), f"%{ord(cid[0]):02X}%{ord(cid[1]):02x}{cid[2:]}"]
+        codes = [client.post("/oauth/token", data=form, headers=_basic(s, "wrong")).status_code for s in spellings]
+        assert codes == [401, 401, 401, 429, 429], codes
+        # The form spelling of the same client shares the bucket too; so does its right secret, until it refills.
+        post = {**form, "client_id": cid, "client_secret": secret}
+        assert client.post("/oauth/token", data=post).status_code == 429
+        # Another client is not affected.
+        other, other_secret = create_api_client(client, tenant=tenant, role="read-only")
+        assert client.post("/oauth/token", data=form, headers=_basic(other.client_id, other_secret)).status_code == 200
+    # A flood of made-up client ids from one address: throttled on the address, before any of them is looked up.
+    roomy_clients = api_settings(
+        settings, rate_limit_per_s=1000.0, rate_limit_burst=10_000, token_peer_rate_per_s=0.01, token_peer_burst=5
+    )
+    with TestClient(create_app(roomy_clients, mongo=mongo)) as client:
+        headers = [_basic(f"mlc_{secrets.token_hex(8)}", "x") for _ in range(8)]
+        codes = [client.post("/oauth/token", data=form, headers=h).status_code for h in headers]
+        assert codes == [401] * 5 + [429] * 3, codes
+        limited = client.post("/oauth/token", data=form, headers=_basic(f"mlc_{secrets.token_hex(8)}", "x"))
+        assert limited.headers["content-type"] == "application/problem+json"
+        assert int(limited.headers["retry-after"]) >= 1
+        assert limited.json()["type"] == "/problems/rate-limited"
+
+
+MiB = 1024 * 1024
+
+
+class _Stream:
+    """An ASGI ``receive`` that streams ``size`` bytes in chunks and counts how many the app took: proof of what the
+    app read before it answered."""
+
+    def __init__(self, size: int, chunk: int = 64 * 1024) -> None:
+        self.size, self.chunk, self.consumed = size, chunk, 0
+
+    async def __call__(self) -> dict[str, Any]:
+        if self.consumed >= self.size:
+            return {"type": "http.disconnect"}
+        part = b"x" * min(self.chunk, self.size - self.consumed)
+        self.consumed += len(part)
+        return {"type": "http.request", "body": part, "more_body": self.consumed < self.size}
+
+
+def _send_raw(
+    client: TestClient, method: str, path: str, headers: dict[str, str], body: _Stream
+) -> tuple[int, dict[str, str], dict[str, Any]]:
+    """The app called as a server would, with ``body`` as its receive (chunked unless ``headers`` give a length)."""
+    if "content-length" not in headers:
+        headers = {**headers, "transfer-encoding": "chunked"}
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+        "client": ("203.0.113.7", 40000),
+        "server": ("testserver", 80),
+        "state": {},
+    }
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    asyncio.run(client.app(scope, body, send))  # type: ignore[arg-type]
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    payload = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    answer = {k.decode(): v.decode() for k, v in start["headers"]}
+    return start["status"], answer, json.loads(payload)
+
+
+def test_body_attacks(client: TestClient, tenant: str) -> None:
+    """Bodies are bounded while read, and a protected route's token is checked before its body is read."""
+    url = f"/v1/tenants/{tenant}/clients"
+    json_type = {"content-type": "application/json"}
+    # Anonymous (or with a bad token), a 60 MiB body streamed without a length: 401, not one byte read.
+    for headers, slug in [
+        (json_type, "missing-token"),
+        ({**json_type, "authorization": "Bearer not-a-jwt"}, "invalid-token"),
+        ({**json_type, "authorization": "Basic Zm9vOmJhcg=="}, "missing-token"),
+    ]:
+        body = _Stream(60 * MiB)
+        status, answer, problem = _send_raw(client, "POST", url, headers, body)
+        assert (status, problem["type"], body.consumed) == (401, f"/problems/{slug}", 0), problem
+        assert answer["content-type"] == "application/problem+json" and answer["www-authenticate"].startswith("Bearer")
+        assert answer["connection"] == "close"
+    # Declared over the limit (1 MiB by default): 413 before anything is read, token or not.
+    body = _Stream(60 * MiB)
+    status, _, problem = _send_raw(client, "POST", url, {**json_type, "content-length": str(60 * MiB)}, body)
+    assert (status, problem["type"], problem["field"], body.consumed) == (413, "/problems/body-too-large", "body", 0)
+    # With a valid token, a chunked body is counted as it arrives: 413 as soon as it passes the limit.
+    token = auth_headers(client, tenant=tenant, role="admin")
+    body = _Stream(60 * MiB)
+    status, _, problem = _send_raw(client, "POST", url, {**json_type, **token}, body)
+    assert (status, problem["type"]) == (413, "/problems/body-too-large")
+    assert MiB < body.consumed <= MiB + body.chunk
+    # The token endpoint takes 8 KiB of form: a chunked one is refused once past it, never read whole.
+    body = _Stream(60 * MiB, chunk=1024)
+    form = {"content-type": "application/x-www-form-urlencoded"}
+    status, _, problem = _send_raw(client, "POST", "/oauth/token", form, body)
+    assert (status, problem["type"], problem["error"]) == (413, "/problems/request-too-large", "invalid_request")
+    assert 8 * 1024 < body.consumed <= 9 * 1024
+    # Public routes and 404s still answer without reading what they do not need.
+    body = _Stream(60 * MiB)
+    assert _send_raw(client, "POST", "/no/such/route", json_type, body)[0] == 404 and body.consumed == 0
+
+
+def test_body_limit_setting_is_honoured(settings: Settings, mongo: Mongo, tenant: str) -> None:
+    with TestClient(create_app(api_settings(settings, max_body_bytes=4096), mongo=mongo)) as client:
+        url = f"/v1/tenants/{tenant}/clients"
+        headers = {"content-type": "application/json", **auth_headers(client, tenant=tenant, role="admin")}
+        # Under the limit the route parses it (not JSON: 422 naming the body); over it, 413 declared or streamed.
+        small = client.post(url, content=b"x" * 4000, headers=headers)
+        assert small.status_code == 422 and small.json()["type"] == "/problems/invalid-request"
+        assert client.post(url, content=b"x" * 4097, headers=headers).status_code == 413
+        body = _Stream(10_000, chunk=1000)
+        status, _, problem = _send_raw(client, "POST", url, headers, body)
+        assert (status, problem["detail"]) == (413, "the request body exceeds the limit of 4096 bytes")
+        assert body.consumed == 5000

@@ -19,7 +19,7 @@ from pymongo import MongoClient
 from tokens import api_settings, auth_headers
 
 from api.app import create_app
-from metalake.settings import Settings
+from metalake.settings import IssuerProfile, Settings
 
 pytestmark = pytest.mark.integration
 
@@ -61,9 +61,10 @@ class Issuer:
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
-    def token(self, **overrides: Any) -> str:
+    def token(self, typ: str | None = "at+jwt", **overrides: Any) -> str:
         body = claims(iss=self.url, aud="metalake-api", sub="svc-1", client_id="svc-1", **overrides)
-        return sign(self.key, {"alg": "RS256", "typ": "at+jwt", "kid": "ext-1"}, body)
+        header = {"alg": "RS256", "kid": "ext-1"} | ({"typ": typ} if typ else {})
+        return sign(self.key, header, body)
 
     def close(self) -> None:
         self.server.shutdown()
@@ -85,9 +86,13 @@ def test_external_issuer_tokens(settings: Settings, mongo: Mongo, issuer: Issuer
         response = client.get(url, headers={"Authorization": f"Bearer {token}"})
         assert response.status_code == 200, response.text
         assert issuer.requests[:2] == ["/.well-known/openid-configuration", "/keys"]
-        # Scopes as a list (scp) are understood; the tenant comes from the configured claim.
+        # Without a profile for the issuer, RFC 9068 holds: scopes in an scp array are not read (403), typ JWT or none
+        # is not an access token (401).
         scp = issuer.token(org=tenant, scope=None, scp=["tenant:admin"], tenant=None)
-        assert client.get(url, headers={"Authorization": f"Bearer {scp}"}).status_code == 200
+        assert client.get(url, headers={"Authorization": f"Bearer {scp}"}).status_code == 403
+        for typ in ("JWT", None):
+            okta = issuer.token(typ=typ, org=tenant, scope=None, scp=["tenant:admin"], tenant=None)
+            assert client.get(url, headers={"Authorization": f"Bearer {okta}"}).status_code == 401
         other = issuer.token(org=f"{tenant}-b", scope="tenant:admin", tenant=None)
         assert client.get(url, headers={"Authorization": f"Bearer {other}"}).status_code == 404
         # The built-in authorization server is off: its token endpoint says where tokens come from.
@@ -112,3 +117,23 @@ def test_unreachable_external_issuer_is_503(settings: Settings, mongo: Mongo, is
         time.sleep(0.01)
         response = client.get(f"/v1/tenants/{tenant}/clients", headers={"Authorization": f"Bearer {token}"})
         assert response.status_code == 200, response.text
+
+
+def test_an_issuer_profile_admits_okta_style_tokens(
+    settings: Settings, mongo: Mongo, issuer: Issuer, tenant: str
+) -> None:
+    profile = IssuerProfile(
+        token_types=["at+jwt", "JWT"], allow_missing_typ=True, scope_claim="scp", scope_format="list"
+    )
+    own = api_settings(settings, external_issuer=issuer.url, issuer_profiles={issuer.url: profile}, tenant_claim="org")
+    with TestClient(create_app(own, mongo=mongo)) as client:
+        url = f"/v1/tenants/{tenant}/clients"
+        for typ in ("JWT", None, "at+jwt"):
+            token = issuer.token(typ=typ, org=tenant, scope=None, scp=["tenant:admin"], tenant=None)
+            response = client.get(url, headers={"Authorization": f"Bearer {token}"})
+            assert response.status_code == 200, (typ, response.text)
+        # The profile names what it accepts, nothing more: another typ, or a scope string where it expects the array.
+        odd = issuer.token(typ="JOSE", org=tenant, scope=None, scp=["tenant:admin"], tenant=None)
+        assert client.get(url, headers={"Authorization": f"Bearer {odd}"}).status_code == 401
+        flat = issuer.token(typ="JWT", org=tenant, scope=None, scp="tenant:admin", tenant=None)
+        assert client.get(url, headers={"Authorization": f"Bearer {flat}"}).status_code == 401

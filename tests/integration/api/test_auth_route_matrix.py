@@ -1,13 +1,14 @@
 """Matrices over every route the app serves, so routers added later are covered without touching this file:
 
 * every route except health, token, JWKS, metadata and share links answers 401 (problem+json, a Bearer challenge)
-  without a token and with a bad one;
+  without a token and with a bad one, before reading a byte of the body it was sent;
 * every ``/v1/tenants/{tenant}/...`` route answers tenant A's token on tenant B with 404 or 403, never data;
 * every protected operation declares the bearer/OAuth 2 security schemes and has a summary in the OpenAPI document.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -48,7 +49,16 @@ _PARAM = re.compile(r"\{([^}:]+)(?::[^}]+)?\}")
 @pytest.fixture(scope="module")
 def client(settings: Settings, mongo: Mongo) -> Iterator[TestClient]:
     # A roomy rate limit: the matrix sends hundreds of requests with a handful of tokens.
-    app = create_app(api_settings(settings, rate_limit_per_s=1000.0, rate_limit_burst=10_000), mongo=mongo)
+    app = create_app(
+        api_settings(
+            settings,
+            rate_limit_per_s=1000.0,
+            rate_limit_burst=10_000,
+            token_peer_rate_per_s=1000.0,
+            token_peer_burst=10_000,
+        ),
+        mongo=mongo,
+    )
     with TestClient(app) as c:
         yield c
 
@@ -76,6 +86,41 @@ def _call(client: TestClient, method: str, url: str, headers: dict[str, str] | N
     return client.request(method, url, **kwargs)
 
 
+def _stream_body(client: TestClient, method: str, url: str, headers: dict[str, str]) -> tuple[int, int]:
+    """The app called as a server would, with an endless chunked JSON body: its status and the bytes it took."""
+    taken = 0
+
+    async def receive() -> dict[str, Any]:
+        nonlocal taken
+        taken += 64 * 1024
+        return {"type": "http.request", "body": b" " * (64 * 1024), "more_body": taken < 16 * 2**20}
+
+    status = 0
+
+    async def send(message: dict[str, Any]) -> None:
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = message["status"]
+
+    raw = {"content-type": "application/json", "transfer-encoding": "chunked", **headers}
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": url,
+        "raw_path": url.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(k.lower().encode(), v.encode()) for k, v in raw.items()],
+        "client": ("203.0.113.8", 40000),
+        "server": ("testserver", 80),
+    }
+    asyncio.run(client.app(scope, receive, send))  # type: ignore[arg-type]
+    return status, taken
+
+
 def test_every_route_but_the_public_ones_needs_a_token(client: TestClient) -> None:
     operations = _operations(client)
     protected = [(m, p) for m, p in operations if not _is_public(m, p)]
@@ -95,6 +140,16 @@ def test_every_route_but_the_public_ones_needs_a_token(client: TestClient) -> No
             if not ok:
                 failures.append((method, path, headers.get("Authorization"), response.status_code))
     assert not failures, f"routes answering without a valid token: {failures}"
+    # A body is never read before the token is checked: a 16 MiB body streamed at each protected route, anonymous or
+    # with a bad token, gets the 401 with no byte of it taken.
+    unread = [
+        (method, path, status, taken)
+        for method, path in protected
+        for headers in ({}, {"Authorization": "Bearer not.a.token"})
+        for status, taken in [_stream_body(client, method, _fill(path, values), headers)]
+        if (status, taken) != (401, 0)
+    ]
+    assert not unread, f"routes reading a body before the token check: {unread}"
     # And the public ones really are public.
     for method, path in operations:
         if _is_public(method, path):

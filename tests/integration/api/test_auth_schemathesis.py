@@ -40,7 +40,13 @@ CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
 # schemathesis parametrizes at collection time, so the app exists then (pymongo connects on first use). The MongoDB
 # client is passed in: schemathesis runs the app's lifespan around every call, and an app-owned client would be
 # closed after the first.
-SETTINGS = api_settings(load_settings(), rate_limit_per_s=1000.0, rate_limit_burst=10_000)
+SETTINGS = api_settings(
+    load_settings(),
+    rate_limit_per_s=1000.0,
+    rate_limit_burst=10_000,
+    token_peer_rate_per_s=1000.0,
+    token_peer_burst=10_000,
+)
 APP = create_app(SETTINGS, mongo=MongoClient(SETTINGS.mongo_uri, serverSelectionTimeoutMS=10_000, tz_aware=True))
 schema = (
     schemathesis.openapi.from_asgi("/openapi.json", APP)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import base64
+from collections.abc import Mapping
 from datetime import UTC, datetime
 
-from api.auth.server import OAuthClient
+from starlette.datastructures import Headers
+
+from api.auth.server import OAuthClient, claimed_client_ids
 from control.auth.clients import ROLE_SCOPES, ClientRecord, Role, SecretInfo, hash_secret
 
 
@@ -34,3 +38,29 @@ def test_only_confidential_client_credentials() -> None:
     assert client.check_grant_type("client_credentials")
     assert not client.check_grant_type("authorization_code") and not client.check_grant_type("password")
     assert not client.check_redirect_uri("https://evil.example") and not client.check_response_type("code")
+
+
+def _basic(user_and_secret: bytes, *, junk: str = "") -> Mapping[str, str]:
+    encoded = base64.b64encode(user_and_secret).decode()
+    return {"Authorization": "Basic " + junk.join(encoded)}
+
+
+def test_claimed_client_ids_are_decoded_as_authlib_decodes_them() -> None:
+    # Every spelling authlib turns into client "abc" is throttled as "abc": percent-encoded in Basic, base64 with
+    # characters outside the alphabet (authlib's decoder skips them), any case of the scheme.
+    for headers in (
+        _basic(b"abc:wrong"),
+        _basic(b"%61bc:wrong"),
+        _basic(b"%61%62%63:wrong"),
+        _basic(b"a%62c:wrong", junk="!"),
+        # The route hands over Starlette's headers, whose names match in any case (as the ones authlib sees).
+        Headers({"authorization": "bAsIc " + base64.b64encode(b"ab%63:wrong").decode()}),
+    ):
+        assert claimed_client_ids(headers, {}) == {"abc"}, headers
+    # The form is decoded once by the route's parser and never again by authlib: its value is the id.
+    assert claimed_client_ids({}, {"client_id": "abc", "client_secret": "x"}) == {"abc"}
+    # authlib tries Basic, then the form: both ids may cost a secret check, so both count.
+    assert claimed_client_ids(_basic(b"%61bc:x"), {"client_id": "def", "client_secret": "y"}) == {"abc", "def"}
+    # Without a secret authlib checks none.
+    assert claimed_client_ids(_basic(b"abc"), {"client_id": "def"}) == set()
+    assert claimed_client_ids({"Authorization": "Basic %%%"}, {}) == set()

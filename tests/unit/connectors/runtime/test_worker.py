@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.testclient import TestClient
@@ -50,3 +52,48 @@ def test_the_worker_starts_without_any_token_and_serves_no_management_routes(wor
             response = client.request(method, path)
             assert response.status_code in (404, 405), (method, path)
             assert response.headers["content-type"] == MEDIA_TYPE
+
+
+def test_the_worker_bounds_every_body_unread(world: World) -> None:
+    # The body limit layer answers before any route or token check: a declared length over the worker's largest
+    # route limit is refused without reading, wherever it is sent.
+    limit = max(world.settings.connect.webhook_max_body_bytes, world.settings.connect.ingest_max_body_bytes)
+    with TestClient(create_app(world.settings, runtime=world.runtime)) as client:
+        for path in ("/v1/events", "/webhooks/test-hook/acme", "/no/such/route"):
+            response = client.post(path, content=b"x" * (limit + 1))
+            assert response.status_code == 413, path
+            assert response.json()["type"] == "/problems/body-too-large" and response.headers["connection"] == "close"
+
+
+def test_the_ingest_api_checks_credentials_before_reading_the_body(world: World) -> None:
+    # The ingest route takes no body parameter, so its credential dependency runs before anything reads the body: a
+    # caller without a write key or token is refused with none of its (endless, chunked) body taken.
+    app = create_app(world.settings, runtime=world.runtime)
+    taken = 0
+
+    async def receive() -> dict[str, Any]:
+        nonlocal taken
+        taken += 65536
+        return {"type": "http.request", "body": b"[" * 65536, "more_body": True}
+
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/v1/events",
+        "raw_path": b"/v1/events",
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(b"content-type", b"application/json"), (b"transfer-encoding", b"chunked")],
+        "client": ("127.0.0.1", 1),
+        "server": ("test", 80),
+    }
+    asyncio.run(app(scope, receive, send))
+    assert sent[0]["status"] == 401 and taken == 0

@@ -11,9 +11,11 @@ from cryptography.hazmat.primitives import serialization
 from fake_clock import FakeClock
 from joserfc.jwk import ECKey, RSAKey
 from jwt_forge import AUDIENCE, ISSUER, claims, hs256_with_public_key, sign, unsigned
+from pydantic import ValidationError
 
 from control.auth.jwks import JwksCache, KeySourceUnavailable
 from control.auth.validator import AccessTokenValidator, InvalidToken
+from metalake.settings import ApiSettings, IssuerProfile
 
 
 class Source:
@@ -184,10 +186,60 @@ def test_retired_key_drops_out_when_the_set_ages(rsa: RSAKey) -> None:
     _refused(validator, token, "unknown signing key")
 
 
-def test_scope_as_list_and_malformed(rsa: RSAKey) -> None:
+def test_scope_is_an_rfc9068_string_by_default(rsa: RSAKey) -> None:
     validator = make(Source(rsa))
-    assert validator.validate(sign(rsa, HEADER, claims(scope=None, scp=["a", "b"]))).principal.scopes == {"a", "b"}
     _refused(validator, sign(rsa, HEADER, claims(scope=42)), "scope")
+    # A list, or scopes in another claim, are not RFC 9068's: refused, or not read, unless the issuer's profile says so.
+    _refused(validator, sign(rsa, HEADER, claims(scope=["tenant:admin"])), "scope")
+    assert validator.validate(sign(rsa, HEADER, claims(scope=None, scp=["tenant:admin"]))).principal.scopes == set()
+
+
+OKTA = IssuerProfile(token_types=["at+jwt", "JWT"], allow_missing_typ=True, scope_claim="scp", scope_format="list")
+
+
+def _with(source: Source, profile: IssuerProfile) -> AccessTokenValidator:
+    cache = JwksCache(source, min_refresh_s=10, max_age_s=300, clock=FakeClock(1000.0))
+    return AccessTokenValidator(
+        cache, issuer=ISSUER, audience=AUDIENCE, leeway_s=5, tenant_claim="tenant", profile=profile
+    )
+
+
+def test_an_issuer_profile_accepts_its_typ_and_scope_shape_and_nothing_more(rsa: RSAKey) -> None:
+    okta = _with(Source(rsa), OKTA)
+    jwt_typ, no_typ = {**HEADER, "typ": "JWT"}, {"alg": "RS256", "kid": "rsa-1"}
+    scp = claims(scope=None, scp=["tenant:admin", "sql:read"])
+    for header in (jwt_typ, no_typ, HEADER, {**HEADER, "typ": "jwt"}):
+        assert okta.validate(sign(rsa, header, scp)).principal.scopes == {"tenant:admin", "sql:read"}, header
+    # Only the typ values it names; the scp array of strings only (a string there, or odd items, are malformed).
+    _refused(okta, sign(rsa, {**HEADER, "typ": "JOSE"}, scp), "typ")
+    _refused(okta, unsigned({**HEADER, "typ": 1}, scp, b"sig"), "typ")
+    _refused(okta, sign(rsa, jwt_typ, claims(scope=None, scp="tenant:admin")), "scope")
+    _refused(okta, sign(rsa, jwt_typ, claims(scope=None, scp=["tenant:admin", 3])), "scope")
+    _refused(okta, sign(rsa, jwt_typ, claims(scope=None, scp=["tenant:admin sql:read"])), "scope")
+    # The "scope" string is not read any more either: the profile names where the scopes are.
+    assert okta.validate(sign(rsa, jwt_typ, claims(scope="tenant:admin"))).principal.scopes == set()
+    # Everything else RFC 9068 asks still holds: the algorithm, the signature, iss, aud, exp.
+    _refused(okta, unsigned({**jwt_typ, "alg": "none"}, scp), "not a signed JWT")
+    _refused(okta, sign(rsa, jwt_typ, {**scp, "iss": "https://evil.test"}), "iss")
+    _refused(okta, sign(rsa, jwt_typ, {**scp, "aud": "another-api"}), "aud")
+    _refused(okta, sign(rsa, jwt_typ, {**scp, "exp": int(time.time()) - 60}), "expired")
+    either = _with(Source(rsa), IssuerProfile(scope_claim="scp", scope_format="string_or_list"))
+    assert either.validate(sign(rsa, HEADER, claims(scope=None, scp="a b"))).principal.scopes == {"a", "b"}
+    assert either.validate(sign(rsa, HEADER, claims(scope=None, scp=["a"]))).principal.scopes == {"a"}
+    _refused(either, sign(rsa, jwt_typ, claims()), "typ")  # its typ stays RFC 9068's
+
+
+def test_issuer_profiles_apply_to_the_external_issuer_alone() -> None:
+    idp = "https://idp.example.com"
+    external = ApiSettings(external_issuer=idp, issuer_profiles={idp: OKTA})
+    assert external.issuer_profiles[idp].token_types == ["at+jwt", "JWT"]
+    # A profile for any other issuer, the built-in one above all, is a configuration error, not a silent loosening.
+    with pytest.raises(ValidationError, match="issuer_profiles"):
+        ApiSettings(issuer_profiles={"http://127.0.0.1:8000": OKTA})
+    with pytest.raises(ValidationError, match="issuer_profiles"):
+        ApiSettings(external_issuer=idp, issuer_profiles={idp: OKTA, "https://other.example.com": OKTA})
+    with pytest.raises(ValidationError):
+        IssuerProfile(token_types=[])
 
 
 def test_a_failing_jwks_source_keeps_cached_keys_and_reports_when_there_are_none(rsa: RSAKey) -> None:
