@@ -4,9 +4,10 @@ worker (``metalake lake worker``) runs ``metalake lake erase`` for it where Spar
 The queue is bounded (``control.erasures``): 429 with ``Retry-After`` when it is full or the tenant has its limit of
 unfinished erasures, 409 when the same target is already queued or running for the tenant.
 
-The URN travels in the body (URNs hold '/') and is validated and canonical. The erasure document and every audit row
-hold only its sha256; the URN itself is kept only until the erasure finishes, so an erasure a crash interrupted runs
-again. The erase command itself writes the ``erase.asset`` audit row with the counts, the worker ``erasure.finish``.
+The URN travels in the body (URNs hold '/'); any valid spelling is accepted and made canonical. The erasure
+document and every audit row hold only its sha256; the URN itself is kept only until the erasure finishes, so an
+erasure a crash interrupted runs again. The erase command itself writes the ``erase.asset`` audit row with the
+counts, the worker ``erasure.finish``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from api.routes.tenants import ERRORS
 from api.schemas.erasures import ErasureRequest, ErasureView
 from api.services import audit
 from api.services.erasures import AlreadyQueued, ErasureQueue, ErasureRecord, QueueFull, queue
-from metalake.urn import AssetUrn, InvalidUrn
+from metalake.urn import InvalidUrn, canonical_urn
 
 router = APIRouter(prefix="/v1/tenants/{tenant}/erasures", tags=["gdpr"])
 
@@ -52,14 +53,12 @@ def _view(record: ErasureRecord) -> ErasureView:
 
 
 def _canonical(urn: str) -> str:
+    """Any valid spelling of the URN, in canonical form: rows are stored canonical, and the erase also finds rows
+    stored under another spelling of it before URNs were canonicalised (``processors.lake.scope``)."""
     try:
-        canonical = str(AssetUrn.parse(urn))
+        return canonical_urn(urn)
     except InvalidUrn:
         raise Problem(422, "invalid-urn", "urn: not a metalake asset URN", field="urn") from None
-    if canonical != urn:
-        # Rows hold URNs in canonical form; another spelling would match nothing and "succeed".
-        raise Problem(422, "invalid-urn", "urn: not in canonical form", field="urn")
-    return urn
 
 
 def erasure_queue(ctx: ContextDep) -> ErasureQueue:
@@ -100,7 +99,7 @@ def _enqueue(
     responses={
         **TENANT_ERRORS,
         409: problem_doc("the same asset is already queued or running", "erasure-in-progress", 409),
-        422: problem_doc("invalid URN", "invalid-urn", 422),
+        422: problem_doc("not a metalake asset URN", "invalid-urn", 422),
         429: problem_doc("the queue or the tenant's share of it is full (Retry-After)", "too-many-erasures", 429),
     },
 )

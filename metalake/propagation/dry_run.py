@@ -16,6 +16,7 @@ from pymongo.database import Database
 from metalake.propagation.graph import Limits, TruncationReason, closure
 from metalake.propagation.store import load_tenant
 from metalake.propagation.tenant import TenantPropagation
+from metalake.urn import InvalidUrn, canonical_urn
 
 # The event schemas' patterns: a dry-run asks about assets and tags that events could carry.
 URN_PATTERN = r"^urn:metalake:[a-z][a-z0-9_-]{0,63}:[^/]+(/[^/]+){1,4}$"
@@ -30,11 +31,18 @@ class InvalidDryRun(ValueError):
         self.field = field
 
 
-def check_request(urn: str, tag: str) -> None:
+def check_request(urn: str, tag: str) -> str:
+    """The URN in canonical form (the graph holds canonical URNs); raises :class:`InvalidDryRun`."""
+    not_urn = InvalidDryRun("urn", "urn is not an asset URN (urn:metalake:<platform>:<instance>/<database>[/...])")
     if len(urn) > 2048 or not re.fullmatch(URN_PATTERN, urn):
-        raise InvalidDryRun("urn", "urn is not an asset URN (urn:metalake:<platform>:<instance>/<database>[/...])")
+        raise not_urn
+    try:
+        canonical = canonical_urn(urn)
+    except InvalidUrn:
+        raise not_urn from None
     if not re.fullmatch(TAG_PATTERN, tag):
         raise InvalidDryRun("tag", "tag must be a letter then up to 127 of letters, digits and _ . : / -")
+    return canonical
 
 
 @dataclass(frozen=True)
@@ -91,5 +99,5 @@ def dry_run(state: TenantPropagation, urn: str, tag: str, limits: Limits | None 
 
 def dry_run_tenant(database: Database[dict[str, Any]], tenant: str, urn: str, tag: str, limits: Limits) -> DryRun:
     """Load the tenant, then :func:`dry_run`; raises :class:`InvalidDryRun` first for an impossible URN or tag."""
-    check_request(urn, tag)
-    return dry_run(load_tenant(database, tenant, limits), urn, tag, limits)
+    canonical = check_request(urn, tag)
+    return dry_run(load_tenant(database, tenant, limits), canonical, tag, limits)

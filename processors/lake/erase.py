@@ -1,11 +1,12 @@
 """GDPR erase of one asset: every row naming its URN leaves the tenant's Delta rows and MongoDB, physically: its own
 rows and other assets' rows that name it (edges to it, tags propagated from or through it: ``scope``).
 
-Steps: DELETE the rows (predicates in ``scope``: they compare hashes, so the Delta log records no URN), each limited
-to the tenant's rows (``LakeTable.where``: its bucket and id on a shared pooled table), purge the files that held
-them from disk (``purge``: VACUUM with a retention of 0 hours, touched tables only), delete the MongoDB documents, and
-append an audit row holding the URN's sha256 and counts only. A pooled tenant's rows are in the shared tables; a
-folder the old layout left for it is erased too (``discover.places``), so no copy stays behind.
+Steps: find the other spellings of the URN the tenant's rows hold (``stored_urns``: rows written before every entry
+point canonicalised URNs), DELETE the rows (predicates in ``scope``: they compare hashes, so the Delta log records no
+URN), each limited to the tenant's rows (``LakeTable.where``: its bucket and id on a shared pooled table), purge the
+files that held them from disk (``purge``: VACUUM with a retention of 0 hours, touched tables only), delete the
+MongoDB documents, and append an audit row holding the URN's sha256 and counts only. A pooled tenant's rows are in
+the shared tables; a folder the old layout left for it is erased too (``discover.places``), so no copy stays behind.
 
 The 0-hour VACUUM is what GDPR asks and it has a price: time travel to versions before the erase no longer works on
 the touched tables, for every tenant of a touched shared table. Events about the URN published after the erase
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import operator
+import re
 import time
 import uuid
 from collections.abc import Callable
@@ -62,6 +64,7 @@ from processors.lake.scope import (
     identity_predicate,
     mongo_filters,
     raw_pattern,
+    with_spellings,
 )
 from processors.lake.sparkio import is_delta, lake_session
 from processors.propagation.erasure import erased_event
@@ -92,6 +95,42 @@ class EraseReport:
             **{f"delta.{t}": n for t, n in self.delta_rows.items()},
             **{f"mongo.{c}": n for c, n in self.mongo_documents.items()},
         }
+
+
+# The columns that hold an asset's own URN (or an edge's or a propagated tag's other end), per table: where another
+# spelling of the URN would have been stored.
+URN_COLUMNS: dict[str, tuple[str, ...]] = {
+    "events": ("subject",),
+    "assets": ("urn",),
+    "classifications": ("urn",),
+    "lineage_edges": ("urn", "upstream"),
+    "incidents": ("urn",),
+    "propagated_tags": ("urn", "origin"),
+}
+
+
+def stored_urns(
+    spark: SparkSession, mongo: MongoClient[dict[str, Any]], names: TenantNames, target: EraseTarget
+) -> set[str]:
+    """The distinct URNs of the tenant's rows that start like the target's (its platform): the candidates for other
+    spellings of it (``scope.with_spellings`` decides). Reads only: the filter spells the platform, never the URN."""
+    prefix = target.platform_prefix
+    found: set[str] = set()
+    for table, columns in URN_COLUMNS.items():
+        for place in places(names, table):
+            if not is_delta(spark, place.path):
+                continue
+            frame = spark.read.format("delta").load(str(place.path))
+            if place.predicate is not None:
+                frame = frame.where(place.predicate)
+            for column in (c for c in columns if c in frame.columns):
+                starts = F.substring(F.col(column), 1, len(prefix)) == F.lit(prefix)
+                rows = frame.where(starts).select(column).distinct().collect()
+                found.update(r[0] for r in rows if isinstance(r[0], str))
+    # The projection may lead the lake (the job's projection queries write it apart from the lake query).
+    ids = mongo[names.mongo_database]["assets"].distinct("_id", {"_id": {"$regex": "^" + re.escape(prefix)}})
+    found.update(i for i in ids if isinstance(i, str))
+    return found
 
 
 def dead_letters_naming(frame: DataFrame, target: EraseTarget) -> list[KafkaPosition]:
@@ -204,6 +243,8 @@ def erase(
     audit.ensure_audit_table(settings, names)
     action = "erase.asset_and_children" if target.include_children else "erase.asset"
     try:
+        echo(f"erase {names.tenant_id}: looking for other spellings of the URN ...")
+        target = with_spellings(target, stored_urns(spark, mongo, names, target))
         echo(f"erase {names.tenant_id}: deleting from Delta and vacuuming touched tables ...")
         erase_delta(spark, names, target, report, grace_s)
         echo(f"erase {names.tenant_id}: deleting from MongoDB ...")

@@ -4,6 +4,7 @@ queue is a scratch database's (the stack's lake worker drains the control plane'
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 import shutil
 from collections.abc import Iterator
@@ -79,3 +80,17 @@ def test_erasures_are_queued_and_bounded(api: TestClient, scratch: Database[Any]
     scratch_queue.enqueue(f"{tenant}-c", URN, "0" * 64, False, "it-other")
     everyone = api.post(path, json={"urn": f"{URN}/name"})
     assert everyone.status_code == 429 and "queue is full" in everyone.json()["detail"]
+
+
+def test_any_spelling_of_the_urn_is_accepted_as_the_canonical_one(api: TestClient, tenant: str) -> None:
+    # Issue 12, item 10: ".../jane doe's orders" was refused as "not canonical", so an asset ingested so could never
+    # be erased. Any valid spelling names the asset; the erasure records the canonical URN's hash.
+    odd = "urn:metalake:postgres:it/shop/public/jane doe's orders"
+    canonical = "urn:metalake:postgres:it/shop/public/jane%20doe%27s%20orders"
+    path = f"/v1/tenants/{tenant}/erasures"
+    accepted = api.post(path, json={"urn": odd})
+    assert accepted.status_code == 202, accepted.text
+    assert accepted.json()["target_hash"] == hashlib.sha256(canonical.encode()).hexdigest()
+    assert api.post(path, json={"urn": canonical}).status_code == 409  # the same asset
+    invalid = api.post(path, json={"urn": "jane doe's orders"})
+    assert invalid.status_code == 422 and invalid.json()["field"] == "urn"
