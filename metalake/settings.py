@@ -121,6 +121,13 @@ class ConnectSettings(BaseModel):
     retry_after_s: int = Field(default=30, gt=0)
     source_batch_size: int = Field(default=1000, gt=0)
     offsets_load_timeout_s: float = Field(default=30.0, gt=0)
+    # The compacted offsets topic: how long a superseded offset record (e.g. one an erase rewrote or tombstoned) may
+    # stay. Kafka compacts only closed segments, so the old record is gone within about segment.ms +
+    # max.compaction.lag.ms; a tombstone (its key only) stays delete.retention.ms longer. Applied at topic creation
+    # and to an existing topic by `metalake stack up` and the offsets store.
+    offsets_segment_ms: int = Field(default=3_600_000, ge=60_000)
+    offsets_max_compaction_lag_ms: int = Field(default=3_600_000, ge=60_000)
+    offsets_delete_retention_ms: int = Field(default=3_600_000, ge=60_000)
     # How long the webhook path may reuse a connector's control-plane record and secrets (0: read them every time).
     lookup_cache_ttl_s: float = Field(default=2.0, ge=0)
     # A crawl holds a lease on its connector, renewed every third of this; a crawler that died frees it after this.

@@ -12,6 +12,9 @@ The 0-hour VACUUM is what GDPR asks and it has a price: time travel to versions 
 the touched tables, for every tenant of a touched shared table. Events about the URN published after the erase
 recreate it: stop the source first.
 
+The tenant's connector offsets (``metalake.connect.offsets``) that name the URN are rewritten without it or
+tombstoned (``control.connectors.offsets``); the superseded records stay until the topic's compaction removes them.
+
 Dead letters are raw bytes: those whose key, value or headers spell the URN are found by a read-only filter and
 deleted by their Kafka position (``scope.raw_pattern``, ``scope.identity_predicate``), so the log still names no URN.
 
@@ -39,6 +42,7 @@ from pymongo import MongoClient
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from control.connectors.offsets import OffsetStore
 from metalake.kafka import EventProducer, EventPublisher, PublishError
 from metalake.mongo import mongo_client
 from metalake.settings import Settings
@@ -87,6 +91,8 @@ class EraseReport:
     erasure_id: str
     delta_rows: dict[str, int] = field(default_factory=dict)
     mongo_documents: dict[str, int] = field(default_factory=dict)
+    # Records of the connectors' offsets topic that named the URN: rewritten without it, or tombstoned.
+    offsets: dict[str, int] = field(default_factory=dict)
     vacuumed: list[str] = field(default_factory=list)
     propagation_notified: bool = False
 
@@ -94,6 +100,7 @@ class EraseReport:
         return {
             **{f"delta.{t}": n for t, n in self.delta_rows.items()},
             **{f"mongo.{c}": n for c, n in self.mongo_documents.items()},
+            **{f"offsets.{k}": n for k, n in self.offsets.items()},
         }
 
 
@@ -197,6 +204,14 @@ def erase_mongo(
         report.mongo_documents[collection] = database[collection].delete_many(query).deleted_count
 
 
+def erase_offsets(store: OffsetStore, names: TenantNames, target: EraseTarget, report: EraseReport) -> None:
+    """Rewrite or tombstone the tenant's connector offsets that name the URN (any spelling; children too if asked):
+    ``GET .../connectors/{name}/offsets`` and the topic's latest values then no longer hold it. The superseded
+    records stay in the compacted topic until compaction (``control.connectors.offsets.topic_config``)."""
+    rewritten, tombstoned = store.forget_urn(names.tenant_id, target.urn, target.include_children)
+    report.offsets = {"rewritten": rewritten, "tombstoned": tombstoned}
+
+
 def announce(
     publisher: EventPublisher, names: TenantNames, target: EraseTarget, report: EraseReport, echo: Callable[[str], None]
 ) -> None:
@@ -227,12 +242,14 @@ def erase(
     grace_s: float = UNTRACKED_GRACE_S,
     publisher: EventPublisher | None = None,
     erasure_id: str | None = None,
+    offsets: OffsetStore | None = None,
 ) -> EraseReport:
-    """Erase ``target`` from the tenant's Delta tables and MongoDB, announce it on ``metalake.changes`` (through
-    ``publisher``, by default a producer of its own), then audit it. Idempotent: erasing again finds nothing,
-    announces again and records a second audit row. A failure midway is audited as ``failed`` and raised; rerun to
-    finish. Delta goes first: the projection is rebuilt from Delta (reconcile), so the reverse order could resurrect
-    it; the announcement goes after both, since the propagation processor reloads from MongoDB on it."""
+    """Erase ``target`` from the tenant's Delta tables, MongoDB and connector offsets (``offsets``, by default a
+    store of its own), announce it on ``metalake.changes`` (through ``publisher``, by default a producer of its own),
+    then audit it. Idempotent: erasing again finds nothing, announces again and records a second audit row. A failure
+    midway is audited as ``failed`` and raised; rerun to finish. Delta goes first: the projection is rebuilt from
+    Delta (reconcile), so the reverse order could resurrect it; the announcement goes after both, since the
+    propagation processor reloads from MongoDB on it."""
     if not actor.strip():
         raise LakeUsageError("--actor must name who requests the erase")
     try:
@@ -249,6 +266,13 @@ def erase(
         erase_delta(spark, names, target, report, grace_s)
         echo(f"erase {names.tenant_id}: deleting from MongoDB ...")
         erase_mongo(mongo, names, target, report)
+        echo(f"erase {names.tenant_id}: scrubbing the connectors' offsets ...")
+        store = offsets if offsets is not None else OffsetStore(settings)
+        try:
+            erase_offsets(store, names, target, report)
+        finally:
+            if offsets is None:
+                store.close()
     except Exception:
         audit.record(names, actor, action, target.target_hash, "failed", report.counts())
         raise
@@ -289,6 +313,7 @@ def erase_report(
         "delta_rows": report.delta_rows,
         "vacuumed": report.vacuumed,
         "mongo_documents": report.mongo_documents,
+        "offsets": report.offsets,
         "propagation_notified": report.propagation_notified,
         **({} if report.propagation_notified else {"action_required": RESTART_PROCESSOR}),
     }

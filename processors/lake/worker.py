@@ -127,7 +127,7 @@ def erase_argv(record: ErasureRecord, urn: str) -> list[str]:
 def counts(report: Mapping[str, Any]) -> dict[str, int]:
     """Rows and documents removed, per table and collection: the numbers of the erase report, nothing else."""
     out: dict[str, int] = {}
-    for group in ("delta_rows", "mongo_documents"):
+    for group in ("delta_rows", "mongo_documents", "offsets"):
         for name, value in (report.get(group) or {}).items():
             if isinstance(value, int):
                 out[f"{group.split('_')[0]}.{name}"] = value

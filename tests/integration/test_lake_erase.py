@@ -24,6 +24,7 @@ from pymongo import MongoClient
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from control.connectors.offsets import OffsetStore
 from metalake.kafka import EventProducer, RawRecord
 from metalake.settings import Settings
 from metalake.urn import asset_urn
@@ -165,6 +166,16 @@ def test_erase_removes_the_asset_and_its_columns_everywhere_and_audits_a_hash(
     wait_for("the dead letters in Trino", lambda: trino_rows(trino_cursor, dead_letters) == [(3,)] or None)
     old_files = _files_with_rows(lake_spark, names, u.pattern)
     assert old_files, "the seeded rows are on disk before the erase"
+    # A crawler's offsets: the table's own (tombstoned by the erase) and one naming it as an upstream (rewritten).
+    offsets = OffsetStore(settings)
+    offsets.store(
+        tenant,
+        "pg",
+        {
+            '{"table":"customers"}': {"urn": TABLE, "columns": ["notes"], "upstreams": []},
+            '{"table":"orders"}': {"urn": OTHER, "columns": ["id"], "upstreams": [TABLE]},
+        },
+    )
 
     lines: list[str] = []
     target = erase_target(tenant, TABLE, include_children=True)
@@ -191,6 +202,10 @@ def test_erase_removes_the_asset_and_its_columns_everywhere_and_audits_a_hash(
         "propagated_tags": 0,
     }
     assert _files_with_rows(lake_spark, names, u.pattern) == set()
+    assert report.offsets == {"rewritten": 1, "tombstoned": 1}
+    assert offsets.load(tenant, "pg") == {'{"table":"orders"}': {"urn": OTHER, "columns": ["id"], "upstreams": []}}
+    offsets.forget_tenant(tenant)
+    offsets.close()
     # Physically gone: the files that held the rows are deleted, and no data file holds the URN's bytes.
     assert not any(f.exists() for f in old_files)
     assert _grep(names, "*.parquet", u.pattern) == []
