@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, NotRequired, TypedDict
 
-from pymongo import ASCENDING, ReturnDocument
+from pymongo import ReturnDocument
 from pymongo.collection import Collection
 from pymongo.database import Database
 
@@ -145,19 +145,20 @@ class ErasureStore:
         doc = self._erasures.find_one({"_id": f"{tenant}/{erasure_id}"})
         return _record(doc) if doc is not None else None
 
+    @staticmethod
+    def _queries(tenant: str | None) -> list[dict[str, Any]]:
+        # One scalar equality per state rather than $in: FerretDB pushes only those down to PostgreSQL, and the
+        # collection keeps every finished erasure too.
+        return [{"state": state, **({"tenant": tenant} if tenant is not None else {})} for state in UNFINISHED]
+
     def unfinished(self, tenant: str | None = None) -> list[ErasureRecord]:
         """Every erasure still accepted or running (of one tenant, or of all), oldest first."""
-        query: dict[str, Any] = {"state": {"$in": UNFINISHED}}
-        if tenant is not None:
-            query["tenant"] = tenant
-        docs = self._erasures.find(query).sort([("created_at", ASCENDING), ("_id", ASCENDING)])
+        docs = [doc for query in self._queries(tenant) for doc in self._erasures.find(query)]
+        docs.sort(key=lambda d: (d["created_at"], d["_id"]))
         return [_record(doc) for doc in docs]
 
     def count_unfinished(self, tenant: str | None = None) -> int:
-        query: dict[str, Any] = {"state": {"$in": UNFINISHED}}
-        if tenant is not None:
-            query["tenant"] = tenant
-        return self._erasures.count_documents(query)
+        return sum(self._erasures.count_documents(query) for query in self._queries(tenant))
 
     def update(
         self,
@@ -266,6 +267,15 @@ class ErasureQueue:
         erasure_id = f"era_{secrets.token_hex(12)}"
         # The URN first: a worker that finds a queued erasure without its URN fails it as interrupted.
         self.pending.put(tenant, erasure_id, urn)
+        try:
+            return self._insert(tenant, erasure_id, target_hash, include_children, requested_by, now)
+        except Exception:
+            self.pending.drop(tenant, erasure_id)  # no erasure will run: its URN must not stay behind
+            raise
+
+    def _insert(
+        self, tenant: str, erasure_id: str, target_hash: str, include_children: bool, requested_by: str, now: datetime
+    ) -> ErasureRecord:
         return self.store.insert(
             {
                 "_id": f"{tenant}/{erasure_id}",
