@@ -86,7 +86,9 @@ async def _legit(base: str, client_id: str, secret: str, tenant: str, stop: floa
     async with httpx.AsyncClient(base_url=base, timeout=30) as http:
         while time.monotonic() < stop:
             t0 = time.perf_counter()
-            answer = await http.post("/oauth/token", data={"grant_type": "client_credentials"}, auth=(client_id, secret))
+            answer = await http.post(
+                "/oauth/token", data={"grant_type": "client_credentials"}, auth=(client_id, secret)
+            )
             phase.token_ms.append((time.perf_counter() - t0) * 1000)
             if answer.status_code != 200:
                 phase.legit_failures[answer.status_code] += 1
@@ -245,8 +247,10 @@ def main() -> None:
                     )
             finally:
                 _stop(proc)
-    print("\n| checkout | phase | token p50 / p99 (ms) | tokens | read p50 / p99 (ms) | reads | legit refused | "
-          "peak RSS (MiB) | flood answers |")
+    print(
+        "\n| checkout | phase | token p50 / p99 (ms) | tokens | read p50 / p99 (ms) | reads | legit refused | "
+        "peak RSS (MiB) | flood answers |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for (name, label), phases in results.items():
         med = statistics.median

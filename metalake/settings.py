@@ -135,6 +135,13 @@ class ConnectSettings(BaseModel):
     retry_after_s: int = Field(default=30, gt=0)
     source_batch_size: int = Field(default=1000, gt=0)
     offsets_load_timeout_s: float = Field(default=30.0, gt=0)
+    # The compacted offsets topic: how long a superseded offset record (e.g. one an erase rewrote or tombstoned) may
+    # stay. Kafka compacts only closed segments, so the old record is gone within about segment.ms +
+    # max.compaction.lag.ms; a tombstone (its key only) stays delete.retention.ms longer. Applied at topic creation
+    # and to an existing topic by `metalake stack up` and the offsets store.
+    offsets_segment_ms: int = Field(default=3_600_000, ge=60_000)
+    offsets_max_compaction_lag_ms: int = Field(default=3_600_000, ge=60_000)
+    offsets_delete_retention_ms: int = Field(default=3_600_000, ge=60_000)
     # How long the webhook path may reuse a connector's control-plane record and secrets (0: read them every time).
     lookup_cache_ttl_s: float = Field(default=2.0, ge=0)
     # A crawl holds a lease on its connector, renewed every third of this; a crawler that died frees it after this.
@@ -296,6 +303,25 @@ class SecretsSettings(BaseModel):
     previous_key_encryption_keys: list[SecretStr] = Field(default_factory=list)
 
 
+class ErasureSettings(BaseModel):
+    """GDPR erasures: the bounded queue the admin API fills and the lake worker (``metalake lake worker``) drains.
+
+    The API refuses a request (429) once ``queue_max`` erasures of all tenants, or ``per_tenant_max`` of one tenant,
+    are unfinished, asking the client to retry after ``retry_after_s``. A worker runs at most ``concurrency`` erases
+    at a time (each a Spark driver of ``spark.driver_memory``), stops one that runs longer than ``timeout_s`` (it
+    fails), and holds a lease of ``lease_ttl_s`` on each: a crashed worker's erasures are claimed again once it
+    expires. It looks for queued erasures every ``poll_s``.
+    """
+
+    queue_max: int = Field(default=50, gt=0)
+    per_tenant_max: int = Field(default=3, gt=0)
+    retry_after_s: int = Field(default=60, gt=0)
+    concurrency: int = Field(default=1, gt=0, le=16)
+    timeout_s: float = Field(default=3600.0, gt=0)
+    lease_ttl_s: float = Field(default=60.0, gt=0)
+    poll_s: float = Field(default=2.0, gt=0)
+
+
 class AccessSettings(BaseModel):
     """Trino access rules generated from the control plane (``metalake access run|sync``; docs/serving.md).
 
@@ -388,6 +414,7 @@ class Settings(BaseSettings):
     outbound: OutboundSettings = OutboundSettings()
     secrets: SecretsSettings = SecretsSettings()
     access: AccessSettings = AccessSettings()
+    erasure: ErasureSettings = ErasureSettings()
     sql: SqlSettings = SqlSettings()
     faults: FaultSettings = FaultSettings()
 

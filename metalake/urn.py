@@ -2,6 +2,12 @@
 
 Each path segment is percent-encoded, so names holding ``/``, ``:`` or spaces round-trip. The kind of asset follows
 from the depth: database, schema, table, column.
+
+A URN has one canonical spelling, ``str(AssetUrn.parse(value))`` (:func:`canonical_urn`): every segment percent-encoded
+with nothing left safe, upper-case hex. ``.../jane doe's orders`` and ``.../jane%20doe%27s%20orders`` name the same
+asset; only the second is canonical. Every entry point canonicalises (event construction and decoding in
+``metalake.events``, the ingest API, the connectors' pipeline, the admin API's URN parameters), so stored URNs are
+canonical and the erase, which compares exact values, finds them.
 """
 
 from __future__ import annotations
@@ -74,6 +80,11 @@ class AssetUrn:
             raise InvalidUrn(f"missing ':' after the platform in {value!r}")
         instance, *path = locator.split("/")
         return cls(platform, unquote(instance), tuple(unquote(p) for p in path))
+
+
+def canonical_urn(value: str) -> str:
+    """The canonical spelling of an asset URN; raises :class:`InvalidUrn` for a string that is not one."""
+    return str(AssetUrn.parse(value))
 
 
 def asset_urn(platform: str, instance: str, *path: str) -> str:

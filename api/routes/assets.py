@@ -34,6 +34,7 @@ from api.schemas.assets import (
     TagChange,
 )
 from api.schemas.common import Page
+from api.schemas.urns import Canonical, CanonicalOrNone
 from api.security import TenantContext
 from api.services import audit
 from api.services.catalog import Catalog, TooBroad
@@ -52,7 +53,8 @@ REMOVED = "io.metalake.classification.removed.v1"
 # Changing a tag is sending an event about the tenant's catalog: an administrator or a client that sends events.
 TagWriter = Annotated[TenantContext, Depends(require_tenant(Scope.TENANT_ADMIN, Scope.EVENTS_WRITE))]
 TagName = Annotated[str, StringConstraints(pattern=TAG_PATTERN)]
-UrnQuery = Annotated[str, Query(min_length=1, max_length=URN_MAX, description="The asset URN.")]
+# Canonical: stored rows hold the canonical spelling, so another one would find nothing.
+UrnQuery = Annotated[str, Query(min_length=1, max_length=URN_MAX, description="The asset URN."), Canonical]
 TagQuery = Annotated[str, Query(pattern=TAG_PATTERN, description="Tag name, e.g. `PII` or `GDPR.personal`.")]
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
@@ -293,7 +295,7 @@ def incidents(
     tc: TenantReader,
     ctx: ContextDep,
     urn: Annotated[
-        str | None, Query(min_length=1, max_length=URN_MAX, description="One asset; all if omitted.")
+        str | None, Query(min_length=1, max_length=URN_MAX, description="One asset; all if omitted."), CanonicalOrNone
     ] = None,
     state: Annotated[Literal["open", "resolved", "all"], Query(description="open: not resolved.")] = "all",
     limit: Limit = DEFAULT_LIMIT,

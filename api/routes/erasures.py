@@ -1,17 +1,20 @@
-"""GDPR erasure of an asset through the API: ``POST`` answers 202 with a status resource and runs
-``metalake lake erase`` (as ``python -m processors.lake.erase``) after the answer; ``GET`` tells how it went.
+"""GDPR erasure of an asset through the API: ``POST`` queues it and answers 202 with a status resource; the lake
+worker (``metalake lake worker``) runs ``metalake lake erase`` for it where Spark work runs; ``GET`` tells how it went.
 
-The URN travels in the body (URNs hold '/') and is validated and canonical. The erasure document and every audit row
-hold only its sha256; the URN itself is kept only until the erasure finishes, so an erasure a crash interrupted runs
-again (``api.services.provisioning.runs``). The erase command itself writes the ``erase.asset`` audit row with the
-counts.
+The queue is bounded (``control.erasures``): 429 with ``Retry-After`` when it is full or the tenant has its limit of
+unfinished erasures, 409 when the same target is already queued or running for the tenant.
+
+The URN travels in the body (URNs hold '/'); any valid spelling is accepted and made canonical. The erasure
+document and every audit row hold only its sha256; the URN itself is kept only until the erasure finishes, so an
+erasure a crash interrupted runs again. The erase command itself writes the ``erase.asset`` audit row with the
+counts, the worker ``erasure.finish``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, BackgroundTasks, Response
+from fastapi import APIRouter, Depends, Response
 from fastapi.concurrency import run_in_threadpool
 
 from api.context import ApiContext, ContextDep
@@ -20,11 +23,8 @@ from api.problems import Problem, problem_doc
 from api.routes.tenants import ERRORS
 from api.schemas.erasures import ErasureRequest, ErasureView
 from api.services import audit
-from api.services.erasures import ErasureRecord, ErasureStore
-from api.services.provisioning.runs import PendingErasures, erase_asset
-from control.auth.principal import Principal
-from metalake.urn import AssetUrn, InvalidUrn
-from tenants.naming import CONTROL_DATABASE
+from api.services.erasures import AlreadyQueued, ErasureQueue, ErasureRecord, QueueFull, queue
+from metalake.urn import InvalidUrn, canonical_urn
 
 router = APIRouter(prefix="/v1/tenants/{tenant}/erasures", tags=["gdpr"])
 
@@ -34,10 +34,6 @@ TENANT_ERRORS: dict[int | str, dict[str, Any]] = {
     403: problem_doc("the token lacks tenant:admin", "insufficient-scope", 403),
     404: problem_doc("no such tenant or erasure", "not-found", 404),
 }
-
-
-def _store(ctx: ApiContext) -> ErasureStore:
-    return ErasureStore(ctx.mongo[CONTROL_DATABASE])
 
 
 def _view(record: ErasureRecord) -> ErasureView:
@@ -57,39 +53,63 @@ def _view(record: ErasureRecord) -> ErasureView:
 
 
 def _canonical(urn: str) -> str:
+    """Any valid spelling of the URN, in canonical form: rows are stored canonical, and the erase also finds rows
+    stored under another spelling of it before URNs were canonicalised (``processors.lake.scope``)."""
     try:
-        canonical = str(AssetUrn.parse(urn))
+        return canonical_urn(urn)
     except InvalidUrn:
         raise Problem(422, "invalid-urn", "urn: not a metalake asset URN", field="urn") from None
-    if canonical != urn:
-        # Rows hold URNs in canonical form; another spelling would match nothing and "succeed".
-        raise Problem(422, "invalid-urn", "urn: not in canonical form", field="urn")
-    return urn
 
 
-def _erase(ctx: ApiContext, principal: Principal, tenant: str, erasure_id: str, urn: str, children: bool) -> None:
-    # Under the erasure's lease: a resumer (this or another replica) never runs it at the same time.
-    erase_asset(ctx, principal, tenant, erasure_id, urn, children, ctx.settings.api.lease_wait_s)
+def erasure_queue(ctx: ContextDep) -> ErasureQueue:
+    return queue(ctx)
+
+
+QueueDep = Annotated[ErasureQueue, Depends(erasure_queue)]
+
+
+def _enqueue(
+    ctx: ApiContext, queued: ErasureQueue, tenant: str, urn: str, include_children: bool, requested_by: str
+) -> ErasureRecord:
+    try:
+        return queued.enqueue(tenant, urn, audit.target_hash(urn), include_children, requested_by)
+    except AlreadyQueued as exc:
+        raise Problem(
+            409,
+            "erasure-in-progress",
+            f"urn: an erasure of this asset is already queued or running ({exc.existing})",
+            field="urn",
+            extra={"erasure": exc.existing},
+        ) from None
+    except QueueFull as exc:
+        what = "the erasure queue is full" if exc.scope == "global" else "the tenant has its limit of erasures"
+        raise Problem(
+            429,
+            "too-many-erasures",
+            f"{what} ({exc.limit} unfinished); retry later",
+            headers={"Retry-After": str(ctx.settings.erasure.retry_after_s)},
+        ) from None
 
 
 @router.post(
     "",
     status_code=202,
-    summary="Erase an asset (GDPR): every row about its URN, from Delta and MongoDB; runs after the answer",
+    summary="Erase an asset (GDPR): every row about its URN, from Delta and MongoDB; queued for the lake worker",
     response_model=ErasureView,
-    responses={**TENANT_ERRORS, 422: problem_doc("invalid or non-canonical URN", "invalid-urn", 422)},
+    responses={
+        **TENANT_ERRORS,
+        409: problem_doc("the same asset is already queued or running", "erasure-in-progress", 409),
+        422: problem_doc("not a metalake asset URN", "invalid-urn", 422),
+        429: problem_doc("the queue or the tenant's share of it is full (Retry-After)", "too-many-erasures", 429),
+    },
 )
 async def request_erasure(
-    body: ErasureRequest, tc: TenantAdmin, ctx: ContextDep, background: BackgroundTasks, response: Response
+    body: ErasureRequest, tc: TenantAdmin, ctx: ContextDep, queued: QueueDep, response: Response
 ) -> ErasureView:
     urn = _canonical(body.urn)
-    record = await run_in_threadpool(
-        _store(ctx).create, tc.tenant, audit.target_hash(urn), body.include_children, tc.principal.subject
-    )
-    # Kept until the erasure finishes, so a crash does not lose it (the status document keeps only the hash).
-    await run_in_threadpool(PendingErasures(ctx).put, tc.tenant, record.id, urn)
+    subject = tc.principal.subject
+    record = await run_in_threadpool(_enqueue, ctx, queued, tc.tenant, urn, body.include_children, subject)
     await run_in_threadpool(audit.record, ctx, tc.tenant, tc.principal, "erasure.request", urn, audit.ACCEPTED)
-    background.add_task(_erase, ctx, tc.principal, tc.tenant, record.id, urn, body.include_children)
     response.headers["Location"] = f"/v1/tenants/{tc.tenant}/erasures/{record.id}"
     return _view(record)
 
@@ -100,8 +120,8 @@ async def request_erasure(
     response_model=ErasureView,
     responses=TENANT_ERRORS,
 )
-async def get_erasure(erasure_id: str, tc: TenantAdmin, ctx: ContextDep) -> ErasureView:
-    record = await run_in_threadpool(_store(ctx).get, tc.tenant, erasure_id)
+async def get_erasure(erasure_id: str, tc: TenantAdmin, queued: QueueDep) -> ErasureView:
+    record = await run_in_threadpool(queued.store.get, tc.tenant, erasure_id)
     if record is None:
         raise Problem(404, "erasure-not-found", "no such erasure", field="erasure_id")
     return _view(record)

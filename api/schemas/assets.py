@@ -4,14 +4,15 @@ lineage graphs and incidents."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from api.schemas.urns import URN_MAX as URN_MAX  # routes import it from here
+from api.schemas.urns import Canonical
 from api.services.lineage import Direction
 
 TAG_PATTERN = r"^[A-Za-z][A-Za-z0-9_.:/-]{0,127}$"
-URN_MAX = 2048
 
 
 class TagView(BaseModel):
@@ -99,7 +100,7 @@ class TagChange(BaseModel):
         json_schema_extra={"example": {"urn": "urn:metalake:postgres:prod/shop/public/orders/email", "tag": "PII"}},
     )
 
-    urn: str = Field(min_length=1, max_length=URN_MAX)
+    urn: Annotated[str, Field(min_length=1, max_length=URN_MAX), Canonical]
     tag: str = Field(pattern=TAG_PATTERN)
     propagate: bool = True
     restrict_propagation_through_lineage: bool = False

@@ -13,7 +13,7 @@ class ErasureRequest(BaseModel):
     urn: str = Field(
         min_length=1,
         max_length=2000,
-        description="The asset's canonical URN. Every row about it leaves Delta (files vacuumed) and MongoDB.",
+        description="The asset's URN, any spelling. Every row about it leaves Delta (files vacuumed) and MongoDB.",
         examples=["urn:metalake:postgres:prod/shop/public/customers/email"],
     )
     include_children: bool = Field(default=False, description="Also erase the assets under it (a table's columns).")

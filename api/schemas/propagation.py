@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from api.schemas.urns import Canonical
 from metalake.propagation.dry_run import TAG_PATTERN, URN_PATTERN
 
 MAX_DEPTH = 50
@@ -18,7 +19,9 @@ class DryRunRequest(BaseModel):
         json_schema_extra={"example": {"urn": "urn:metalake:postgres:prod/shop/public/users/email", "tag": "PII"}},
     )
 
-    urn: str = Field(pattern=URN_PATTERN, max_length=2048, description="The asset the tag would be put on.")
+    urn: Annotated[
+        str, Field(pattern=URN_PATTERN, max_length=2048, description="The asset the tag would be put on."), Canonical
+    ]
     tag: str = Field(pattern=TAG_PATTERN, description="Tag name, e.g. `PII` or `GDPR.personal`.")
     max_depth: int | None = Field(
         default=None, ge=1, le=MAX_DEPTH, description="Hops from the asset (default: the processor's configured limit)."

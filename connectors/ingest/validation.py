@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from metalake.events import CloudEvent, UnknownEventType, spec_for, validate_data
+from metalake.events.canonical import canonical_data, canonical_subject
 from metalake.events.envelope import JSON, SPEC_VERSION
 from metalake.events.validation import InvalidData
 
@@ -82,10 +83,12 @@ def _check_shape(item: Any, tenant: str) -> dict[str, Any]:
     return item
 
 
-def _check_data(item: dict[str, Any]) -> None:
+def _check_data(item: dict[str, Any]) -> dict[str, Any]:
+    """The item's data, valid and with its URNs in canonical form (stored rows hold one spelling per asset)."""
     try:
         spec_for(item["type"])
         validate_data(item["type"], item["data"])
+        return canonical_data(item["type"], item["data"])
     except UnknownEventType:
         raise Rejected("unknown event type", "type") from None
     except InvalidData as exc:
@@ -95,10 +98,10 @@ def _check_data(item: dict[str, Any]) -> None:
 def to_event(item: Any, tenant: str) -> CloudEvent:
     """The event ``item`` describes, for ``tenant``; raises :class:`Rejected`."""
     checked = _check_shape(item, tenant)
-    _check_data(checked)
-    data: dict[str, Any] = checked["data"]
+    data = _check_data(checked)
     urn = data.get("urn")
-    subject = checked.get("subject") or (urn if isinstance(urn, str) else None)
+    given = checked.get("subject")
+    subject = (canonical_subject(given) if isinstance(given, str) else given) or (urn if isinstance(urn, str) else None)
     if urn is not None and subject != urn:
         raise Rejected("subject must equal data.urn", "subject")
     key = checked.get("partitionkey") or f"{tenant}:{subject or checked['id']}"

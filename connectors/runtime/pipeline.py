@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pydantic import ValidationError
 
 from connectors.runtime.errors import ErrorPolicy
 from connectors.runtime.transforms import Chain, Routed, TransformError
 from metalake.events import CloudEvent, InvalidEvent, UnknownEventType, validate_data
+from metalake.events.canonical import canonical_data, canonical_subject
 from metalake.events.validation import InvalidData
 from metalake.kafka import RawRecord
 from metalake.tenancy import InvalidTenantId
@@ -18,12 +19,21 @@ from metalake.tenancy import InvalidTenantId
 RECORD_ERRORS = (TransformError, UnknownEventType, InvalidData, InvalidEvent, InvalidTenantId, ValidationError)
 
 
-def check(event: CloudEvent) -> None:
-    """Raise unless the event's data matches its type's schema and its subject names the asset it carries."""
+def check(event: CloudEvent) -> CloudEvent:
+    """The event with its URNs canonical (a plugin or a webhook mapping may spell one another way); raises unless
+    its data matches its type's schema and its subject names the asset it carries."""
     validate_data(event.type, event.data)
-    urn = event.data.get("urn")
-    if urn is not None and event.subject is not None and event.subject != urn:
+    data = canonical_data(event.type, event.data)
+    subject = canonical_subject(event.subject)
+    urn = data.get("urn")
+    if urn is not None and subject is not None and subject != urn:
         raise InvalidEvent("subject must equal data.urn", "subject", event.tenantid)
+    if data == event.data and subject == event.subject:
+        return event
+    key = event.partitionkey
+    if event.subject is not None and key == f"{event.tenantid}:{event.subject}":
+        key = f"{event.tenantid}:{subject}"  # the default key names the asset: keep one key per asset
+    return event.model_copy(update={"data": data, "subject": subject, "partitionkey": key})
 
 
 @dataclass
@@ -43,7 +53,7 @@ def prepare(items: Iterable[tuple[CloudEvent, str]], chain: Chain, policy: Error
         try:
             routed = chain.run(event)
             if routed is not None:
-                check(routed.event)
+                routed = replace(routed, event=check(routed.event))
         except RECORD_ERRORS as exc:
             out.dead.append(
                 policy.dead_letter(

@@ -4,6 +4,11 @@ Record key: the JSON array ``[tenant, connector, partition key]`` (compact separ
 bytes and compaction keeps one record per key); value: the JSON offset, or no value (a tombstone) to forget the
 partition. Loading reads the topic from the beginning up to the end offsets taken at the start, bounded by a timeout;
 the last value per key wins.
+
+Offsets hold URNs (a crawler's table, its columns' names, its foreign keys' upstreams). A GDPR erase rewrites every
+record of the tenant that mentions the erased URN (``forget_urn``: the URN leaves a list) or tombstones it (the
+record is about the asset itself, or names it elsewhere). The superseded record stays in the topic until compaction
+removes it: the topic's ``segment.ms`` and ``max.compaction.lag.ms`` (``topic_config``) bound that.
 """
 
 from __future__ import annotations
@@ -11,14 +16,16 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from metalake.kafka import EventProducer, RawRecord, ensure_topics
+from metalake.kafka.admin import ensure_topic_config
 from metalake.kafka.config import consumer_config
 from metalake.settings import Settings
+from metalake.urn import AssetUrn, InvalidUrn, canonical_urn
 from tenants.naming import CONNECT_OFFSETS_TOPIC
 
 Offset = dict[str, Any]
@@ -30,6 +37,103 @@ class OffsetsUnavailable(RuntimeError):
 
 def offset_key(tenant: str, connector: str, partition: str) -> bytes:
     return json.dumps([tenant, connector, partition], separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def topic_config(settings: Settings) -> dict[str, str]:
+    """The offsets topic's configuration: compacted, and superseded records removed within a bounded time."""
+    connect = settings.connect
+    return {
+        "cleanup.policy": "compact",
+        "segment.ms": str(connect.offsets_segment_ms),
+        "max.compaction.lag.ms": str(connect.offsets_max_compaction_lag_ms),
+        "delete.retention.ms": str(connect.offsets_delete_retention_ms),
+    }
+
+
+def urn_matcher(urn: str, include_children: bool) -> Callable[[str], bool]:
+    """Whether a string is the URN (any spelling of it), or with children a URN under it."""
+    target = canonical_urn(urn)
+    prefix = target + "/"
+
+    def matches(value: str) -> bool:
+        if not value.startswith("urn:metalake:"):
+            return False
+        try:
+            canonical = canonical_urn(value)
+        except InvalidUrn:
+            return False
+        return canonical == target or (include_children and canonical.startswith(prefix))
+
+    return matches
+
+
+class _Tombstone(Exception):
+    """Raised inside :func:`scrub`'s walk: the record names the URN where it cannot simply be left out."""
+
+
+def scrub(partition: str, offset: Mapping[str, Any], matches: Callable[[str], bool]) -> tuple[bool, Offset | None]:
+    """``(changed, offset)``: the offset without the URN, a copy whose lists lost the elements naming it (a URN, or
+    a name that is a child of the offset's own ``urn``, e.g. a table's column); ``None`` (tombstone it) when the
+    record is about the URN or names it anywhere else (the partition key included)."""
+    if partition_mentions(partition, matches):
+        return True, None
+    own = offset.get("urn")
+    parent: AssetUrn | None = None
+    if isinstance(own, str):
+        try:
+            parent = AssetUrn.parse(own)
+        except InvalidUrn:
+            parent = None
+
+    def names_it(value: str) -> bool:
+        if matches(value):
+            return True
+        if parent is None or value.startswith("urn:"):
+            return False
+        try:
+            return matches(str(parent.child(value)))
+        except InvalidUrn:
+            return False
+
+    changed = False
+
+    def walk(value: Any) -> Any:
+        nonlocal changed
+        if isinstance(value, str):
+            if matches(value):
+                raise _Tombstone
+            return value
+        if isinstance(value, list):
+            kept = [walk(v) for v in value if not (isinstance(v, str) and names_it(v))]
+            changed = changed or len(kept) != len(value)
+            return kept
+        if isinstance(value, dict):
+            return {k: walk(v) for k, v in value.items()}
+        return value
+
+    try:
+        scrubbed: Offset = walk(dict(offset))
+    except _Tombstone:
+        return True, None
+    return changed, scrubbed
+
+
+def partition_mentions(partition: str, matches: Callable[[str], bool]) -> bool:
+    """Whether a partition key (a plugin's own string, often JSON) holds the URN among its strings."""
+    try:
+        parsed = json.loads(partition)
+    except json.JSONDecodeError:
+        return matches(partition)
+    stack = [parsed]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str) and matches(item):
+            return True
+        if isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+    return False
 
 
 class OffsetKey(NamedTuple):
@@ -64,8 +168,11 @@ class OffsetStore:
         return self._producer
 
     def ensure_topic(self) -> None:
-        """Create the compacted offsets topic if it does not exist (one partition: offsets are few and small)."""
-        ensure_topics(self._settings, [self._topic], partitions=1, config={"cleanup.policy": "compact"})
+        """Create the compacted offsets topic if it does not exist (one partition: offsets are few and small), and
+        give an existing one the configuration of :func:`topic_config`."""
+        config = topic_config(self._settings)
+        if not ensure_topics(self._settings, [self._topic], partitions=1, config=config):
+            ensure_topic_config(self._settings, self._topic, config)
 
     def store(self, tenant: str, connector: str, offsets: Mapping[str, Mapping[str, Any] | None]) -> None:
         """Write offsets (``None``: forget the partition); returns once Kafka confirmed them (else PublishError).
@@ -96,6 +203,30 @@ class OffsetStore:
         for connector, offsets in live.items():
             self.store(tenant, connector, dict.fromkeys(offsets))
         return sum(len(offsets) for offsets in live.values())
+
+    def forget_urn(
+        self, tenant: str, urn: str, include_children: bool = False, timeout_s: float | None = None
+    ) -> tuple[int, int]:
+        """Rewrite or tombstone every live offset of the tenant's connectors that mentions ``urn`` (any spelling;
+        with ``include_children`` also URNs under it): ``(rewritten, tombstoned)``. Returns once Kafka confirmed
+        every record (else :class:`PublishError`); raises :class:`OffsetsUnavailable` if the topic cannot be read."""
+        matches = urn_matcher(urn, include_children)
+        rewritten = tombstoned = 0
+        for (owner, connector), offsets in self.load_all(timeout_s).items():
+            if owner != tenant:
+                continue
+            changes: dict[str, Mapping[str, Any] | None] = {}
+            for partition, offset in offsets.items():
+                changed, scrubbed = scrub(partition, offset, matches)
+                if not changed:
+                    continue
+                changes[partition] = scrubbed
+                if scrubbed is None:
+                    tombstoned += 1
+                else:
+                    rewritten += 1
+            self.store(tenant, connector, changes)
+        return rewritten, tombstoned
 
     def load(self, tenant: str, connector: str, timeout_s: float | None = None) -> dict[str, Offset]:
         """The stored offset of every partition of one connector instance (last value per key wins)."""

@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from metalake.events.canonical import canonical_data, canonical_subject
 from metalake.events.registry import UnknownEventType, spec_for
 from metalake.events.validation import InvalidData, validate_data
 from metalake.tenancy import InvalidTenantId, validate_tenant_id
@@ -110,10 +111,12 @@ def new_event(
     time: datetime | None = None,
     traceparent: str | None = None,
 ) -> CloudEvent:
-    """Build and validate an event. The subject defaults to ``data["urn"]``; the key to ``<tenant>:<subject>``."""
+    """Build and validate an event, its URNs canonical (``metalake.events.canonical``). The subject defaults to
+    ``data["urn"]``; the key to ``<tenant>:<subject>``."""
     spec_for(event_type)
     validate_data(event_type, data)
-    subject = subject or data.get("urn")
+    data = canonical_data(event_type, data)
+    subject = canonical_subject(subject or data.get("urn"))
     return CloudEvent(
         id=event_id or str(uuid.uuid4()),
         source=source,
@@ -184,9 +187,11 @@ def _parse_data(value: bytes | None, tenant: str | None) -> dict[str, Any]:
     return data
 
 
-def _validate_data(event_type: str, data: dict[str, Any], tenant: str | None) -> None:
+def _validate_data(event_type: str, data: dict[str, Any], tenant: str | None) -> dict[str, Any]:
+    """The data, validated and with its URNs canonical."""
     try:
         validate_data(event_type, data)
+        return canonical_data(event_type, data)
     except UnknownEventType as exc:
         raise InvalidEvent(str(exc), "ce_type", tenant) from None
     except InvalidData as exc:
@@ -203,7 +208,7 @@ def _build_event(
             type=attrs["type"],
             specversion=attrs["specversion"],
             time=attrs.get("time") or datetime.now(UTC),
-            subject=attrs.get("subject") or _urn_of(data),
+            subject=canonical_subject(attrs.get("subject")) or _urn_of(data),
             tenantid=attrs["tenantid"],
             partitionkey=attrs.get("partitionkey") or (key or b"").decode("utf-8", "replace"),
             traceparent=attrs.get("traceparent"),
@@ -219,7 +224,8 @@ def _build_event(
 def decode_record(
     key: bytes | None, value: bytes | None, headers: Iterable[tuple[str, bytes | None]] | None
 ) -> CloudEvent:
-    """Parse and validate one Kafka record. Raises :class:`InvalidEvent` with a reason safe to store and log."""
+    """Parse and validate one Kafka record, its URNs made canonical (a producer that bypassed ``new_event`` may have
+    sent another spelling). Raises :class:`InvalidEvent` with a reason safe to store and log."""
     attrs, content_type = _read_headers(headers)
     tenant = _valid_tenant_or_none(attrs.get("tenantid"))
     for attr in _REQUIRED:
@@ -227,8 +233,7 @@ def decode_record(
             raise InvalidEvent(f"missing header ce_{attr}", f"ce_{attr}", tenant)
     if content_type.split(";")[0].strip() != JSON:
         raise InvalidEvent(f"unsupported content-type {content_type[:80]!r}", "content-type", tenant)
-    data = _parse_data(value, tenant)
-    _validate_data(attrs["type"], data, tenant)
+    data = _validate_data(attrs["type"], _parse_data(value, tenant), tenant)
     event = _build_event(key, attrs, content_type, data, tenant)
     urn = data.get("urn")
     if urn is not None and event.subject is not None and event.subject != urn:

@@ -1,11 +1,11 @@
-"""Idempotent topic creation."""
+"""Idempotent topic creation, and topic configuration kept as declared."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
 from metalake.kafka.config import client_config
 from metalake.settings import Settings
@@ -46,3 +46,15 @@ def ensure_topics(
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise
     return created
+
+
+def ensure_topic_config(settings: Settings, topic: str, config: Mapping[str, str], *, timeout_s: float = 30.0) -> None:
+    """Set ``config`` on an existing topic (incrementally: other settings stay), so a topic created before a setting
+    was declared gets it too. Raises :class:`KafkaException` if the broker refuses."""
+    admin = AdminClient(client_config(settings))
+    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in config.items()]
+    futures = admin.incremental_alter_configs(
+        [ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=entries)]
+    )
+    for future in futures.values():
+        future.result(timeout=timeout_s)

@@ -17,6 +17,7 @@ from pymongo.database import Database
 from metalake.propagation.graph import Limits, TruncationReason, closure
 from metalake.propagation.store import load_reachable
 from metalake.propagation.tenant import TenantPropagation
+from metalake.urn import InvalidUrn, canonical_urn
 
 # The event schemas' patterns: a dry-run asks about assets and tags that events could carry.
 URN_PATTERN = r"^urn:metalake:[a-z][a-z0-9_-]{0,63}:[^/]+(/[^/]+){1,4}$"
@@ -31,11 +32,18 @@ class InvalidDryRun(ValueError):
         self.field = field
 
 
-def check_request(urn: str, tag: str) -> None:
+def check_request(urn: str, tag: str) -> str:
+    """The URN in canonical form (the graph holds canonical URNs); raises :class:`InvalidDryRun`."""
+    not_urn = InvalidDryRun("urn", "urn is not an asset URN (urn:metalake:<platform>:<instance>/<database>[/...])")
     if len(urn) > 2048 or not re.fullmatch(URN_PATTERN, urn):
-        raise InvalidDryRun("urn", "urn is not an asset URN (urn:metalake:<platform>:<instance>/<database>[/...])")
+        raise not_urn
+    try:
+        canonical = canonical_urn(urn)
+    except InvalidUrn:
+        raise not_urn from None
     if not re.fullmatch(TAG_PATTERN, tag):
         raise InvalidDryRun("tag", "tag must be a letter then up to 127 of letters, digits and _ . : / -")
+    return canonical
 
 
 @dataclass(frozen=True)
@@ -95,5 +103,6 @@ def dry_run_tenant(
 ) -> DryRun:
     """Load what the walk can reach, then :func:`dry_run`; raises :class:`InvalidDryRun` first for an impossible
     URN or tag, :class:`metalake.propagation.store.TooLarge` past ``max_edges`` lineage edges."""
-    check_request(urn, tag)
-    return dry_run(load_reachable(database, tenant, urn, tag, limits, max_edges=max_edges), urn, tag, limits)
+    canonical = check_request(urn, tag)
+    state = load_reachable(database, tenant, canonical, tag, limits, max_edges=max_edges)
+    return dry_run(state, canonical, tag, limits)

@@ -30,7 +30,10 @@ COMMANDS: dict[str, Entry] = {
     "job": Entry("ops.cli.run:job_app", "Run a processing job in the foreground."),
     "api": Entry("api.main:app", "The tenant-admin API: serve it, manage platform admins, rotate signing keys."),
     "connect": Entry("connectors.main:app", "The connector worker (webhooks, ingest) and crawls of source connectors."),
-    "lake": Entry("processors.lake.main:app", "Lake operations: maintain, erase (GDPR), reconcile, prune, init, drop."),
+    "lake": Entry(
+        "processors.lake.main:app",
+        "Lake operations: maintain, erase (GDPR), reconcile, prune, init, drop; the erasure worker.",
+    ),
     "access": Entry("processors.access.main:app", "Trino access rules: tenant isolation and PII masks."),
     "outbound": Entry("processors.outbound.main:app", "The outbound runtime: Slack, Jira and signed webhooks."),
     "propagation": Entry("processors.propagation.main:app", "Tag propagation along lineage, and its dry run."),

@@ -28,7 +28,9 @@ def stack_up(
     services: Annotated[
         list[str] | None, typer.Argument(help="Only these services (default: all infrastructure).")
     ] = None,
-    with_job: Annotated[bool, typer.Option("--with-job", help="Also start the Spark streaming job.")] = False,
+    with_job: Annotated[
+        bool, typer.Option("--with-job", help="Also start the Spark streaming job and the lake worker.")
+    ] = False,
     with_processors: Annotated[
         bool,
         typer.Option(
@@ -77,7 +79,9 @@ def stack_status() -> None:
 def stack_logs(
     service: Annotated[
         str,
-        typer.Argument(help="kafka, ferretdb, trino, postgres, stream, api, propagation, outbound or access."),
+        typer.Argument(
+            help="kafka, ferretdb, trino, postgres, stream, lake-worker, api, propagation, outbound or access."
+        ),
     ],
     lines: Annotated[int, typer.Option("-n", "--lines", help="How many lines from the end.")] = 50,
     follow: Annotated[bool, typer.Option("-f", "--follow", help="Keep printing new lines.")] = False,

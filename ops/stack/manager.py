@@ -141,7 +141,8 @@ class StackManager:
         raise StackError(f"{name}: not healthy after {timeout:.0f}s ({reason}); stopped it. See {ctx.log_file(name)}")
 
     def _create_topics(self) -> None:
-        from metalake.kafka.admin import ensure_topics
+        from control.connectors.offsets import topic_config
+        from metalake.kafka.admin import ensure_topic_config, ensure_topics
 
         topics = [
             *event_topics(),
@@ -150,9 +151,13 @@ class StackManager:
             *(dlq_topic(s) for s in ("connectors", "outbound")),
         ]
         created = ensure_topics(self._ctx.settings, topics)
-        created += ensure_topics(
-            self._ctx.settings, [CONNECT_OFFSETS_TOPIC], partitions=1, config={"cleanup.policy": "compact"}
-        )
+        # The offsets topic's compaction bounds how long a record an erase superseded stays: set on a topic created
+        # before they were declared too.
+        offsets_config = topic_config(self._ctx.settings)
+        offsets = ensure_topics(self._ctx.settings, [CONNECT_OFFSETS_TOPIC], partitions=1, config=offsets_config)
+        if not offsets:
+            ensure_topic_config(self._ctx.settings, CONNECT_OFFSETS_TOPIC, offsets_config)
+        created += offsets
         if created:
             self._echo(f"{'kafka':11} created topics: {', '.join(created)}")
 

@@ -1,15 +1,19 @@
 """GDPR erase of one asset: every row naming its URN leaves the tenant's Delta rows and MongoDB, physically: its own
 rows and other assets' rows that name it (edges to it, tags propagated from or through it: ``scope``).
 
-Steps: DELETE the rows (predicates in ``scope``: they compare hashes, so the Delta log records no URN), each limited
-to the tenant's rows (``LakeTable.where``: its bucket and id on a shared pooled table), purge the files that held
-them from disk (``purge``: VACUUM with a retention of 0 hours, touched tables only), delete the MongoDB documents, and
-append an audit row holding the URN's sha256 and counts only. A pooled tenant's rows are in the shared tables; a
-folder the old layout left for it is erased too (``discover.places``), so no copy stays behind.
+Steps: find the other spellings of the URN the tenant's rows hold (``stored_urns``: rows written before every entry
+point canonicalised URNs), DELETE the rows (predicates in ``scope``: they compare hashes, so the Delta log records no
+URN), each limited to the tenant's rows (``LakeTable.where``: its bucket and id on a shared pooled table), purge the
+files that held them from disk (``purge``: VACUUM with a retention of 0 hours, touched tables only), delete the
+MongoDB documents, and append an audit row holding the URN's sha256 and counts only. A pooled tenant's rows are in
+the shared tables; a folder the old layout left for it is erased too (``discover.places``), so no copy stays behind.
 
 The 0-hour VACUUM is what GDPR asks and it has a price: time travel to versions before the erase no longer works on
 the touched tables, for every tenant of a touched shared table. Events about the URN published after the erase
 recreate it: stop the source first.
+
+The tenant's connector offsets (``metalake.connect.offsets``) that name the URN are rewritten without it or
+tombstoned (``control.connectors.offsets``); the superseded records stay until the topic's compaction removes them.
 
 Dead letters are raw bytes: those whose key, value or headers spell the URN are found by a read-only filter and
 deleted by their Kafka position (``scope.raw_pattern``, ``scope.identity_predicate``), so the log still names no URN.
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import operator
+import re
 import time
 import uuid
 from collections.abc import Callable
@@ -37,6 +42,7 @@ from pymongo import MongoClient
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from control.connectors.offsets import OffsetStore
 from metalake.kafka import EventProducer, EventPublisher, PublishError
 from metalake.mongo import mongo_client
 from metalake.settings import Settings
@@ -62,6 +68,7 @@ from processors.lake.scope import (
     identity_predicate,
     mongo_filters,
     raw_pattern,
+    with_spellings,
 )
 from processors.lake.sparkio import is_delta, lake_session
 from processors.propagation.erasure import erased_event
@@ -84,6 +91,8 @@ class EraseReport:
     erasure_id: str
     delta_rows: dict[str, int] = field(default_factory=dict)
     mongo_documents: dict[str, int] = field(default_factory=dict)
+    # Records of the connectors' offsets topic that named the URN: rewritten without it, or tombstoned.
+    offsets: dict[str, int] = field(default_factory=dict)
     vacuumed: list[str] = field(default_factory=list)
     propagation_notified: bool = False
 
@@ -91,7 +100,44 @@ class EraseReport:
         return {
             **{f"delta.{t}": n for t, n in self.delta_rows.items()},
             **{f"mongo.{c}": n for c, n in self.mongo_documents.items()},
+            **{f"offsets.{k}": n for k, n in self.offsets.items()},
         }
+
+
+# The columns that hold an asset's own URN (or an edge's or a propagated tag's other end), per table: where another
+# spelling of the URN would have been stored.
+URN_COLUMNS: dict[str, tuple[str, ...]] = {
+    "events": ("subject",),
+    "assets": ("urn",),
+    "classifications": ("urn",),
+    "lineage_edges": ("urn", "upstream"),
+    "incidents": ("urn",),
+    "propagated_tags": ("urn", "origin"),
+}
+
+
+def stored_urns(
+    spark: SparkSession, mongo: MongoClient[dict[str, Any]], names: TenantNames, target: EraseTarget
+) -> set[str]:
+    """The distinct URNs of the tenant's rows that start like the target's (its platform): the candidates for other
+    spellings of it (``scope.with_spellings`` decides). Reads only: the filter spells the platform, never the URN."""
+    prefix = target.platform_prefix
+    found: set[str] = set()
+    for table, columns in URN_COLUMNS.items():
+        for place in places(names, table):
+            if not is_delta(spark, place.path):
+                continue
+            frame = spark.read.format("delta").load(str(place.path))
+            if place.predicate is not None:
+                frame = frame.where(place.predicate)
+            for column in (c for c in columns if c in frame.columns):
+                starts = F.substring(F.col(column), 1, len(prefix)) == F.lit(prefix)
+                rows = frame.where(starts).select(column).distinct().collect()
+                found.update(r[0] for r in rows if isinstance(r[0], str))
+    # The projection may lead the lake (the job's projection queries write it apart from the lake query).
+    ids = mongo[names.mongo_database]["assets"].distinct("_id", {"_id": {"$regex": "^" + re.escape(prefix)}})
+    found.update(i for i in ids if isinstance(i, str))
+    return found
 
 
 def dead_letters_naming(frame: DataFrame, target: EraseTarget) -> list[KafkaPosition]:
@@ -158,6 +204,14 @@ def erase_mongo(
         report.mongo_documents[collection] = database[collection].delete_many(query).deleted_count
 
 
+def erase_offsets(store: OffsetStore, names: TenantNames, target: EraseTarget, report: EraseReport) -> None:
+    """Rewrite or tombstone the tenant's connector offsets that name the URN (any spelling; children too if asked):
+    ``GET .../connectors/{name}/offsets`` and the topic's latest values then no longer hold it. The superseded
+    records stay in the compacted topic until compaction (``control.connectors.offsets.topic_config``)."""
+    rewritten, tombstoned = store.forget_urn(names.tenant_id, target.urn, target.include_children)
+    report.offsets = {"rewritten": rewritten, "tombstoned": tombstoned}
+
+
 def announce(
     publisher: EventPublisher, names: TenantNames, target: EraseTarget, report: EraseReport, echo: Callable[[str], None]
 ) -> None:
@@ -188,12 +242,14 @@ def erase(
     grace_s: float = UNTRACKED_GRACE_S,
     publisher: EventPublisher | None = None,
     erasure_id: str | None = None,
+    offsets: OffsetStore | None = None,
 ) -> EraseReport:
-    """Erase ``target`` from the tenant's Delta tables and MongoDB, announce it on ``metalake.changes`` (through
-    ``publisher``, by default a producer of its own), then audit it. Idempotent: erasing again finds nothing,
-    announces again and records a second audit row. A failure midway is audited as ``failed`` and raised; rerun to
-    finish. Delta goes first: the projection is rebuilt from Delta (reconcile), so the reverse order could resurrect
-    it; the announcement goes after both, since the propagation processor reloads from MongoDB on it."""
+    """Erase ``target`` from the tenant's Delta tables, MongoDB and connector offsets (``offsets``, by default a
+    store of its own), announce it on ``metalake.changes`` (through ``publisher``, by default a producer of its own),
+    then audit it. Idempotent: erasing again finds nothing, announces again and records a second audit row. A failure
+    midway is audited as ``failed`` and raised; rerun to finish. Delta goes first: the projection is rebuilt from
+    Delta (reconcile), so the reverse order could resurrect it; the announcement goes after both, since the
+    propagation processor reloads from MongoDB on it."""
     if not actor.strip():
         raise LakeUsageError("--actor must name who requests the erase")
     try:
@@ -204,10 +260,19 @@ def erase(
     audit.ensure_audit_table(settings, names)
     action = "erase.asset_and_children" if target.include_children else "erase.asset"
     try:
+        echo(f"erase {names.tenant_id}: looking for other spellings of the URN ...")
+        target = with_spellings(target, stored_urns(spark, mongo, names, target))
         echo(f"erase {names.tenant_id}: deleting from Delta and vacuuming touched tables ...")
         erase_delta(spark, names, target, report, grace_s)
         echo(f"erase {names.tenant_id}: deleting from MongoDB ...")
         erase_mongo(mongo, names, target, report)
+        echo(f"erase {names.tenant_id}: scrubbing the connectors' offsets ...")
+        store = offsets if offsets is not None else OffsetStore(settings)
+        try:
+            erase_offsets(store, names, target, report)
+        finally:
+            if offsets is None:
+                store.close()
     except Exception:
         audit.record(names, actor, action, target.target_hash, "failed", report.counts())
         raise
@@ -248,6 +313,7 @@ def erase_report(
         "delta_rows": report.delta_rows,
         "vacuumed": report.vacuumed,
         "mongo_documents": report.mongo_documents,
+        "offsets": report.offsets,
         "propagation_notified": report.propagation_notified,
         **({} if report.propagation_notified else {"action_required": RESTART_PROCESSOR}),
     }

@@ -1,13 +1,15 @@
 """``python -m processors.lake <command>`` (also ``metalake lake``): the lake operations on the Delta tables and the
 MongoDB projection. Each prints progress on stderr and a JSON report on stdout; exit 0 done, 1 failed, 2 refused
-(unknown tenant, invalid URN, unsafe option). The admin API runs ``init``, ``drop`` and ``erase`` this way, in a
-subprocess, so Spark never starts in the API. See docs/lake.md.
+(unknown tenant, invalid URN, unsafe option). The admin API runs ``init`` and ``drop`` this way, in a subprocess, so
+Spark never starts in the API; erasures it only queues, and ``worker`` (a long-running deployable, where Spark work
+runs) runs ``erase`` for each. See docs/lake.md.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -24,11 +26,12 @@ from processors.lake.prune import prune_report
 from processors.lake.reconcile import reconcile_report
 from processors.lake.runner import run
 from processors.lake.scope import erase_target
+from processors.lake.worker import worker_report
 
 app = typer.Typer(
     help="Lake operations on the Delta tables and the MongoDB projection: maintain, erase (GDPR), reconcile, prune, "
-    "init, drop (tenant deletion). Progress on stderr, a JSON report on stdout; exit 0 done, 1 failed, 2 refused "
-    "(unknown tenant, invalid URN, unsafe option). See docs/lake.md.",
+    "init, drop (tenant deletion), and the worker that runs the erasures the API queues. Progress on stderr, a JSON "
+    "report on stdout; exit 0 done, 1 failed, 2 refused (unknown tenant, invalid URN, unsafe option). See docs/lake.md",
     no_args_is_help=True,
 )
 
@@ -96,6 +99,18 @@ def erase(
         what = f"{urn} and everything under it" if include_children else urn
         _confirm(f"Erase {what} from tenant {tenant}, permanently?", "erase")
     _report("erase", lambda: erase_report(settings, tenant, urn, actor, include_children, erasure_id))
+
+
+@app.command("worker")
+def worker(
+    ready_file: Annotated[
+        Path | None, typer.Option(help="Written once the worker polls (the local stack's start marker).")
+    ] = None,
+) -> None:
+    """Run the GDPR erasures the admin API queued, until SIGTERM: at most erasure.concurrency at a time, each as
+    ``erase`` in a child process group killed after erasure.timeout_s (the erasure then fails). A crashed worker's
+    erasures are claimed again once their leases expire. Starts no JVM itself."""
+    _report("worker", lambda: worker_report(get_settings(), ready_file))
 
 
 @app.command("reconcile")

@@ -1,7 +1,10 @@
 """What a GDPR erase of one asset touches: the rows of each Delta table and the MongoDB documents. Pure.
 
-URNs are validated and canonical (``AssetUrn.parse``: percent-encoded ASCII segments). Delta predicates compare
-sha256 hashes, so neither SQL quoting nor the Delta log ever sees the URN.
+URNs are validated and made canonical (``metalake.urn.canonical_urn``: percent-encoded ASCII segments); any valid
+spelling names the asset. Rows written before every entry point canonicalised may hold another spelling of it: the
+erase looks for those among the URNs the tenant's tables hold (``erase.stored_urns``) and erases them too
+(``EraseTarget.spellings``, ``with_spellings``). Delta predicates compare sha256 hashes, so neither SQL quoting nor
+the Delta log ever sees the URN.
 
 A row goes when it names the URN anywhere, not only as its own subject: an edge's other end, a propagated tag's
 origin or any hop of its path (its source or a step of its route is gone: like deleting the source, which removes
@@ -21,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from metalake.events import event_types
-from metalake.urn import AssetUrn, InvalidUrn
+from metalake.urn import InvalidUrn, canonical_urn
 from processors.lake.errors import LakeUsageError
 
 
@@ -32,6 +35,19 @@ class EraseTarget:
     tenant: str
     urn: str
     include_children: bool = False
+    # Other spellings of the URN (or, with children, of a child) found stored: erased by exact value too.
+    spellings: tuple[str, ...] = ()
+
+    @property
+    def values(self) -> tuple[str, ...]:
+        """Every stored spelling to erase: the canonical URN first."""
+        return (self.urn, *self.spellings)
+
+    @property
+    def platform_prefix(self) -> str:
+        """``urn:metalake:<platform>:``, which every spelling of the URN starts with (the platform is lowercase
+        ASCII: it has one spelling)."""
+        return self.urn[: self.urn.index(":", len("urn:metalake:")) + 1]
 
     @property
     def child_prefix(self) -> str:
@@ -49,25 +65,43 @@ class EraseTarget:
 
 
 def erase_target(tenant: str, urn: str, include_children: bool = False) -> EraseTarget:
-    """Validate the URN (LakeUsageError with the parser's reason otherwise) and build the target."""
+    """Validate the URN (LakeUsageError with the parser's reason otherwise) and build the target for its canonical
+    spelling (any valid spelling names the asset)."""
     try:
-        canonical = str(AssetUrn.parse(urn))
+        canonical = canonical_urn(urn)
     except InvalidUrn as exc:
         raise LakeUsageError(f"invalid URN: {exc}") from None
-    if canonical != urn:
-        # Rows hold URNs as published (canonical). A non-canonical spelling would match nothing and "succeed".
-        raise LakeUsageError(f"URN is not in canonical form; did you mean {canonical!r}?")
-    return EraseTarget(tenant, urn, include_children)
+    return EraseTarget(tenant, canonical, include_children)
+
+
+def with_spellings(target: EraseTarget, stored: Iterable[str]) -> EraseTarget:
+    """The target with every stored value that is another spelling of its URN (with children: of a child's URN)."""
+    found: set[str] = set()
+    for value in stored:
+        if value in target.values:
+            continue
+        try:
+            canonical = canonical_urn(value)
+        except InvalidUrn:
+            continue
+        # A canonical child already goes by the prefix: only other spellings need their own match.
+        mine = canonical == target.urn or (target.include_children and canonical.startswith(target.child_prefix))
+        if mine and canonical != value:
+            found.add(value)
+    return EraseTarget(target.tenant, target.urn, target.include_children, tuple(sorted(found)))
 
 
 def _sha(value: str) -> str:
     return hashlib.sha256(value.encode()).hexdigest()
 
 
-def _is(expr: str, value: str, include_children: bool, prefix: str) -> str:
-    """``expr`` equals ``value`` (or starts with ``prefix``), compared through sha256 so the predicate Delta records
-    in the commit (``operationParameters``) names a hash, never the erased value."""
-    exact = f"sha2({expr}, 256) = '{_sha(value)}'"
+def _is(expr: str, values: tuple[str, ...], include_children: bool, prefix: str) -> str:
+    """``expr`` equals one of ``values`` (or starts with ``prefix``), compared through sha256 so the predicate Delta
+    records in the commit (``operationParameters``) names hashes, never an erased value."""
+    if len(values) == 1:
+        exact = f"sha2({expr}, 256) = '{_sha(values[0])}'"
+    else:
+        exact = f"sha2({expr}, 256) IN ({', '.join(repr(_sha(v)) for v in values)})"
     if not include_children:
         return exact
     return f"({exact} OR sha2(substring({expr}, 1, {len(prefix)}), 256) = '{_sha(prefix)}')"
@@ -105,7 +139,7 @@ def delta_predicates(target: EraseTarget) -> dict[str, str]:
     kids, prefix = target.include_children, target.child_prefix
 
     def on(expr: str) -> str:
-        return _is(expr, target.urn, kids, prefix)
+        return _is(expr, target.values, kids, prefix)
 
     def any_of(array: str) -> str:
         # A null array (a field the event lacks) gives null: the row does not match.
@@ -123,12 +157,13 @@ def delta_predicates(target: EraseTarget) -> dict[str, str]:
         "lineage_edges": f"{on('urn')} OR {on('upstream')}",
         "incidents": on("urn"),
         "propagated_tags": f"{on('urn')} OR {on('origin')} OR {any_of('path')}",
-        "_dlq": _is("raw_key", target.raw_key, kids, target.raw_key + "/"),
+        "_dlq": _is("raw_key", tuple(f"{target.tenant}:{v}" for v in target.values), kids, target.raw_key + "/"),
     }
 
 
 def _mongo_match(field: str, target: EraseTarget) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = [{field: target.urn}]
+    exact = target.urn if not target.spellings else {"$in": list(target.values)}
+    out: list[dict[str, Any]] = [{field: exact}]
     if target.include_children:
         out.append({field: {"$regex": "^" + re.escape(target.child_prefix)}})
     return out
@@ -168,9 +203,17 @@ def raw_pattern(target: EraseTarget) -> str:
     """A Java (Spark ``rlike``) regex for the URN's text in raw bytes read as UTF-8: its slashes also JSON-escaped
     (``\\/``), not followed by a name character (a lookalike that only shares a prefix) nor, unless children go too,
     by a slash (a child's URN). For a read-only filter only: it spells the URN, so it must never reach a DELETE."""
-    body = "\\\\?/".join(re.escape(part) for part in target.urn.split("/"))
+
+    def spelled(value: str) -> str:
+        return "\\\\?/".join(re.escape(part) for part in value.split("/"))
+
     stop = f"[{_NAME_CHAR}]" if target.include_children else f"[{_NAME_CHAR}]|\\\\?/"
-    return f"{body}(?!{stop})"
+    canonical = f"{spelled(target.urn)}(?!{stop})"
+    if not target.spellings:
+        return canonical
+    # Another spelling may hold any character (a space, a quote): only the end of a JSON string or of the key ends it.
+    others = [f'{spelled(value)}(?="|$)' for value in target.spellings]
+    return f"(?:{'|'.join([canonical, *others])})"
 
 
 def _literal(value: str | int | None) -> str:

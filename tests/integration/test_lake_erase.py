@@ -24,6 +24,7 @@ from pymongo import MongoClient
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from control.connectors.offsets import OffsetStore
 from metalake.kafka import EventProducer, RawRecord
 from metalake.settings import Settings
 from metalake.urn import asset_urn
@@ -165,6 +166,16 @@ def test_erase_removes_the_asset_and_its_columns_everywhere_and_audits_a_hash(
     wait_for("the dead letters in Trino", lambda: trino_rows(trino_cursor, dead_letters) == [(3,)] or None)
     old_files = _files_with_rows(lake_spark, names, u.pattern)
     assert old_files, "the seeded rows are on disk before the erase"
+    # A crawler's offsets: the table's own (tombstoned by the erase) and one naming it as an upstream (rewritten).
+    offsets = OffsetStore(settings)
+    offsets.store(
+        tenant,
+        "pg",
+        {
+            '{"table":"customers"}': {"urn": TABLE, "columns": ["notes"], "upstreams": []},
+            '{"table":"orders"}': {"urn": OTHER, "columns": ["id"], "upstreams": [TABLE]},
+        },
+    )
 
     lines: list[str] = []
     target = erase_target(tenant, TABLE, include_children=True)
@@ -191,6 +202,10 @@ def test_erase_removes_the_asset_and_its_columns_everywhere_and_audits_a_hash(
         "propagated_tags": 0,
     }
     assert _files_with_rows(lake_spark, names, u.pattern) == set()
+    assert report.offsets == {"rewritten": 1, "tombstoned": 1}
+    assert offsets.load(tenant, "pg") == {'{"table":"orders"}': {"urn": OTHER, "columns": ["id"], "upstreams": []}}
+    offsets.forget_tenant(tenant)
+    offsets.close()
     # Physically gone: the files that held the rows are deleted, and no data file holds the URN's bytes.
     assert not any(f.exists() for f in old_files)
     assert _grep(names, "*.parquet", u.pattern) == []
@@ -225,6 +240,37 @@ def test_erase_removes_the_asset_and_its_columns_everywhere_and_audits_a_hash(
     # Erasing again finds nothing and says so.
     again = erase(lake_spark, mongo, settings, names, target, "dpo@it", grace_s=5)
     assert set(again.delta_rows.values()) == {0} and again.vacuumed == []
+
+
+def test_rows_stored_under_another_spelling_of_the_urn_are_erased_too(
+    settings: Settings, tenant: str, mongo: MongoClient[dict[str, Any]], lake_spark: SparkSession
+) -> None:
+    """Issue 12, item 10: before every entry point canonicalised URNs, an asset ingested as ``.../jane doe's orders``
+    was stored so, and erasing the canonical spelling found nothing. The erase now also finds the tenant's rows under
+    any spelling of the URN (and the request may use any spelling)."""
+    names = names_for(tenant, settings.lake_root)
+    canonical = asset_urn("postgres", tenant, "shop", "public", "jane doe's orders")
+    odd = canonical.replace("jane%20doe%27s%20orders", "jane doe's orders")
+    assert odd != canonical
+    other = asset_urn("postgres", tenant, "shop", "public", "orders")
+    db = mongo[names.mongo_database]
+    place = names.table("assets")
+    publish(
+        settings, [upsert(tenant, canonical, kind="table", name="x"), upsert(tenant, other, kind="table", name="y")]
+    )
+    wait_for("the assets in MongoDB", lambda: db["assets"].count_documents({}) == 2 or None)
+    wait_for("the assets in Delta", lambda: _tenant_frame(lake_spark, place).count() == 2 or None)
+    # What the job stored before: the same rows under the source's spelling, in Delta and in MongoDB.
+    stored = _tenant_frame(lake_spark, place).where(F.col("urn") == canonical).withColumn("urn", F.lit(odd))
+    stored.write.format("delta").mode("append").save(str(place.path))
+    db["assets"].insert_one({"_id": odd, "urn": odd, "kind": "table", "name": "x"})
+
+    report = erase(lake_spark, mongo, settings, names, erase_target(tenant, odd), "dpo@it", grace_s=5)
+
+    assert report.target_hash == hashlib.sha256(canonical.encode()).hexdigest()
+    assert (report.delta_rows["assets"], report.mongo_documents["assets"]) == (2, 2)
+    assert [r["urn"] for r in _tenant_frame(lake_spark, place).collect()] == [other]
+    assert [d["_id"] for d in db["assets"].find()] == [other]
 
 
 # A -> B -> C, PII on A: the propagation processor puts it on B (path A, B) and C (path A, B, C); then B is erased

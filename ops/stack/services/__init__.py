@@ -4,13 +4,15 @@ from ops.stack.services.api import Api
 from ops.stack.services.base import Service, StackContext
 from ops.stack.services.ferretdb import FerretDB
 from ops.stack.services.kafka import Kafka
+from ops.stack.services.lake_worker import LakeWorker
 from ops.stack.services.postgres import Postgres
 from ops.stack.services.processors import Access, Outbound, Propagation
 from ops.stack.services.stream import StreamJob
 from ops.stack.services.trino import Trino
 
 # Infrastructure first, each after what it ``requires`` (FerretDB stores in PostgreSQL); the streaming job needs Kafka,
-# FerretDB and (for table registration) Trino; the API and the processors of metalake.changes come last (they read
+# FerretDB and (for table registration) Trino; the lake worker, which runs the erasures the API queues, starts with
+# it (where Spark work runs); the API and the processors of metalake.changes come last (they read
 # what the job writes).
 SERVICES: tuple[Service, ...] = (
     Kafka(),
@@ -18,6 +20,7 @@ SERVICES: tuple[Service, ...] = (
     FerretDB(),
     Trino(),
     StreamJob(),
+    LakeWorker(),
     Api(),
     Propagation(),
     Outbound(),

@@ -316,3 +316,27 @@ def test_unmasking_pii_needs_the_pii_grant_and_is_audited(
         ("it-admin", "asset.tag.add", "accepted", {"pii": 1}),
         *[("it-writer", "asset.tag.add", "refused", {"pii": 1})] * 3,
     ]
+
+
+def test_any_spelling_of_a_urn_finds_the_asset_and_tags_go_out_canonical(
+    client: TestClient, db: Database[dict[str, Any]], tenant: str
+) -> None:
+    # Issue 12, item 10: stored URNs are canonical; a person types the name as the source spells it.
+    canonical = urn("shop", "public", "jane%20doe%27s%20orders")
+    odd = urn("shop", "public", "jane doe's orders")
+    seed(db, ASSETS, urn=canonical, kind="table", name="jane doe's orders")
+    act_as(client, tenant, "tenant:admin")
+    found = client.get(f"/v1/tenants/{tenant}/assets", params={"urn": odd})
+    assert found.status_code == 200, found.text
+    assert found.json()["urn"] == canonical
+    lineage = client.get(f"/v1/tenants/{tenant}/assets/lineage", params={"urn": odd})
+    assert lineage.status_code == 200, lineage.text
+    assert lineage.json()["urn"] == canonical
+    added = client.post(f"/v1/tenants/{tenant}/assets/tags", json={"urn": odd, "tag": "PII"})
+    assert added.status_code == 202, added.text
+    assert added.json()["urn"] == canonical  # the event it published names the canonical URN
+    dry_run = client.post(f"/v1/tenants/{tenant}/propagation/dry-run", json={"urn": odd, "tag": "PII"})
+    assert dry_run.status_code == 200, dry_run.text
+    assert dry_run.json()["urn"] == canonical
+    problem(client.get(f"/v1/tenants/{tenant}/assets", params={"urn": "jane doe's orders"}), 422, "urn")
+    problem(client.post(f"/v1/tenants/{tenant}/assets/tags", json={"urn": "orders", "tag": "PII"}), 422, "urn")

@@ -4,11 +4,8 @@ request validation of the tenants routes, with the caller stood in by a dependen
 
 from __future__ import annotations
 
-import hashlib
-import json
 import sys
 import time
-import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -20,7 +17,6 @@ from pymongo import MongoClient
 from api.app import create_app
 from api.auth.deps import current_principal
 from api.routes.tenants import provisioner
-from api.services.erasures import ERASE_ID_NAMESPACE, EraseRunner, ErasureState, ErasureStore, run_erasure
 from api.services.provisioning.provisioner import Provisioner
 from api.services.provisioning.steps import STEPS, LakeStep, MongoStep, Step, StepContext, run_subprocess
 from control.auth.principal import Principal
@@ -236,63 +232,3 @@ def test_list_pages_through_tenants_in_id_order(api: TestClient, control: Mongo,
     finally:
         for tenant_id in ids:
             registry.delete(tenant_id)
-
-
-def test_erasure_outcomes_are_recorded_without_the_urn(control: Mongo, tenant: str) -> None:
-    """The erase command's outcome on the status document: counts from its JSON report, or the kind of failure only
-    (its own error line may quote the URN). The command is stood in; the store is the real control plane."""
-    store = ErasureStore(control[CONTROL_DATABASE])
-    urn = "urn:metalake:postgres:it/shop/public/customers"
-    restart = "restart the propagation processor (metalake propagation run) so it forgets the asset"
-    report = json.dumps(
-        {
-            "delta_rows": {"assets": 1, "events": 3},
-            "mongo_documents": {"assets": 1},
-            "vacuumed": [],
-            "propagation_notified": False,
-            "action_required": restart,
-        }
-    )
-    argvs: list[list[str]] = []
-
-    def runner(code: int, out: str) -> EraseRunner:
-        def run(argv: Sequence[str]) -> tuple[int, str, str]:
-            argvs.append(list(argv))
-            return code, out, f"error: URN is not in canonical form; did you mean {urn!r}?"
-
-        return run
-
-    try:
-        done = store.create(tenant, hashlib.sha256(urn.encode()).hexdigest(), True, "it-dpo")
-        finished = run_erasure(store, tenant, done.id, urn, "it-dpo", True, runner(0, report))
-        assert finished is not None and finished.state is ErasureState.DONE
-        assert dict(finished.counts) == {"delta.assets": 1, "delta.events": 3, "mongo.assets": 1}
-        assert finished.action_required == restart  # Kafka did not confirm the announcement: the operator acts
-        # The announcement's id: a UUID derived from the erasure's, the same on every run of it.
-        announced = str(uuid.uuid5(ERASE_ID_NAMESPACE, f"{tenant}/{done.id}"))
-        assert argvs[0][2:] == [
-            "processors.lake",
-            "erase",
-            "--yes",
-            "--tenant",
-            tenant,
-            "--urn",
-            urn,
-            "--actor",
-            "it-dpo",
-            "--erasure-id",
-            announced,
-            "--include-children",
-        ]
-
-        for code, reason in [
-            (2, "refused by the erase command (unknown tenant lake or invalid URN)"),
-            (1, "exit code 1"),
-        ]:
-            failing = store.create(tenant, hashlib.sha256(urn.encode()).hexdigest(), False, "it-dpo")
-            failed = run_erasure(store, tenant, failing.id, urn, "it-dpo", False, runner(code, ""))
-            assert failed is not None and failed.state is ErasureState.FAILED and failed.error == reason
-        for doc in control[CONTROL_DATABASE]["erasures"].find({"tenant": tenant}):
-            assert urn not in str(doc)
-    finally:
-        control[CONTROL_DATABASE]["erasures"].delete_many({"tenant": tenant})

@@ -146,12 +146,20 @@ def test_pooled_tenant_end_to_end(
     )
     assert patched.status_code == 200 and patched.json()["settings"] == {"region": "eu"}
 
-    # GDPR erase through the API: 202, then the status resource says done, and the asset is gone everywhere.
+    # GDPR erase through the API: 202 (queued), then the stack's lake worker runs it (the API starts no Spark), the
+    # status resource says done, and the asset is gone everywhere.
     bad = api.post(f"/v1/tenants/{tenant}/erasures", json={"urn": "not a urn"}, headers=mine)
     assert bad.status_code == 422 and bad.json()["field"] == "urn" and "not a urn" not in bad.text
     erasure = api.post(f"/v1/tenants/{tenant}/erasures", json={"urn": table}, headers=mine)
     assert erasure.status_code == 202, erasure.text
-    status = api.get(erasure.headers["location"], headers=mine).json()
+    assert erasure.json()["state"] == "accepted"
+
+    def finished() -> dict[str, Any] | None:
+        body: dict[str, Any] = api.get(erasure.headers["location"], headers=mine).json()
+        return body if body["state"] in ("done", "failed") else None
+
+    # The erase's Spark start, DELETEs, VACUUMs and grace period: minutes on the shared 2-core machine.
+    status = wait_for("the lake worker to run the erasure", finished, timeout_s=900, interval_s=2.0)
     assert status["state"] == "done", status
     assert status["target_hash"] == _sha(table)
     assert status["counts"]["delta.assets"] == 1

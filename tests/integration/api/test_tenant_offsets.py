@@ -9,13 +9,18 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource
+from fastapi.testclient import TestClient
 from pymongo import MongoClient
 
+from api.app import create_app
+from api.auth.deps import current_principal
 from api.services.provisioning.provisioner import Provisioner
 from api.services.provisioning.steps import STEPS, ControlPlaneStep, OffsetsStep, StepContext
+from control.auth.principal import Principal
 from control.connectors.offsets import OffsetStore
 from control.connectors.store import ControlStore
-from metalake.kafka.config import consumer_config
+from metalake.kafka.config import client_config, consumer_config
 from metalake.settings import Settings
 from ops.stack.launcher import LocalProcessLauncher
 from tenants.model import Tier
@@ -106,3 +111,63 @@ def test_offsets_step_undoes_before_the_control_plane_step() -> None:
     """Deprovisioning runs STEPS backwards: the offsets go while the connector documents still exist."""
     names = [s.name for s in STEPS]
     assert names.index("offsets") > names.index("control")
+
+
+def test_an_erased_urn_leaves_the_offsets_api_and_the_topics_latest_values(
+    settings: Settings, control: Mongo, tenant: str
+) -> None:
+    """Issue 12, item 11: the crawler's offsets name tables, columns and upstreams; after an erase of a table (the
+    erase command calls ``forget_urn``, here directly: no Spark) neither ``GET .../connectors/{name}/offsets`` nor
+    the last value of any key of the topic holds its URN, in any spelling. Other tenants' offsets stay."""
+    table = f"urn:metalake:postgres:{tenant}/shop/public/jane%20doe%27s%20orders"
+    odd = f"urn:metalake:postgres:{tenant}/shop/public/jane doe's orders"
+    orders = f"urn:metalake:postgres:{tenant}/shop/public/orders"
+    other = f"{tenant}-b"
+    store = OffsetStore(settings)
+    connectors = ControlStore(control[CONTROL_DATABASE])
+    app = create_app(settings, mongo=control)
+    reader = Principal(subject="it-reader", tenant=tenant, scopes=frozenset({"tenant:read"}))
+    app.dependency_overrides[current_principal] = lambda: reader
+    try:
+        store.ensure_topic()
+        store.store(
+            tenant,
+            "pg",
+            {
+                '{"table":"jane"}': {"urn": odd, "hash": "h1", "version": 1, "columns": ["id"], "upstreams": []},
+                '{"table":"orders"}': {
+                    "urn": orders,
+                    "hash": "h2",
+                    "version": 1,
+                    "columns": ["id"],
+                    "upstreams": [table],
+                },
+            },
+        )
+        store.store(other, "pg", {'{"table":"orders"}': {"urn": orders, "upstreams": [table]}})
+        connectors.put_connector(tenant, "pg", "postgres", {"host": "db"})
+
+        assert store.forget_urn(tenant, table) == (1, 1)
+
+        with TestClient(app) as api:
+            served = api.get(f"/v1/tenants/{tenant}/connectors/pg/offsets")
+        assert served.status_code == 200, served.text
+        assert [o["partition"] for o in served.json()["offsets"]] == ['{"table":"orders"}']
+        assert "jane" not in served.text
+        last = last_values(settings)
+        mine = {k: v for k, v in last.items() if k[0] == tenant}
+        assert mine[(tenant, "pg", '{"table":"jane"}')] is None  # tombstoned
+        assert json.loads(mine[(tenant, "pg", '{"table":"orders"}')] or b"{}")["upstreams"] == []
+        assert not any(b"jane" in (v or b"") for v in mine.values())
+        assert json.loads(last[(other, "pg", '{"table":"orders"}')] or b"{}")["upstreams"] == [table]
+        # The topic bounds how long the superseded records stay (docs/events.md).
+        admin = AdminClient(client_config(settings))
+        resource = ConfigResource(ConfigResource.Type.TOPIC, CONNECT_OFFSETS_TOPIC)
+        described = next(iter(admin.describe_configs([resource]).values())).result(timeout=30)
+        assert described["max.compaction.lag.ms"].value == str(settings.connect.offsets_max_compaction_lag_ms)
+        assert described["segment.ms"].value == str(settings.connect.offsets_segment_ms)
+    finally:
+        store.forget_tenant(tenant)
+        store.forget_tenant(other)
+        store.close()
+        connectors.delete_connector(tenant, "pg")

@@ -1,10 +1,10 @@
 """Background work the API left unfinished is resumed, once, under a lease in the real control plane (FerretDB):
 two runners never run one item, a live holder is left alone, a dead holder's item is taken over, and an API that
-starts finds an interrupted provisioning, deletion and erasure and finishes them without any request."""
+starts finds an interrupted provisioning and deletion and finishes them without any request. (Erasures are the lake
+worker's: tests/integration/test_erasure_worker.py.)"""
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -17,13 +17,10 @@ from pymongo import MongoClient
 
 from api.app import create_app
 from api.context import ApiContext
-from api.services.erasures import ERASURES_COLLECTION, ErasureState, ErasureStore
 from api.services.provisioning.provisioner import Provisioner
 from api.services.provisioning.resume import Resumer
 from api.services.provisioning.runs import (
-    PENDING_ERASURES,
     RESUMER,
-    PendingErasures,
     build_provisioner,
     leased,
     provision_tenant,
@@ -259,17 +256,15 @@ def test_the_request_path_takes_the_same_lease(
 
 
 def test_the_api_resumes_interrupted_work_at_startup(settings: Settings, control: Mongo, tenant: str) -> None:
-    """No request: the app's lifespan starts the resumer, which provisions a tenant stuck in ``provisioning``,
-    finishes deleting one stuck in ``deleting``, and runs an erasure whose API process died before it ran."""
+    """No request: the app's lifespan starts the resumer, which provisions a tenant stuck in ``provisioning`` and
+    finishes deleting one stuck in ``deleting``."""
     gone = f"{tenant}-d"
     _interrupted(control, gone, TenantState.DELETING)
     registry = _interrupted(control, tenant)
     fast = settings.model_copy(
         update={"api": settings.api.model_copy(update={"resume": True, "resume_interval_s": 1.0})}
     )
-    erasures = ErasureStore(control[CONTROL_DATABASE])
     ctx = ApiContext(fast, control)
-    urn = "urn:metalake:postgres:it/shop/public/customers"
     names = names_for(tenant, settings.lake_root)
     try:
         with TestClient(create_app(fast, mongo=control)):
@@ -281,22 +276,6 @@ def test_the_api_resumes_interrupted_work_at_startup(settings: Settings, control
             wait_for("the interrupted tenant active", lambda: state() is TenantState.ACTIVE, timeout_s=600)
             wait_for("the interrupted deletion done", lambda: registry.get(gone) is None, timeout_s=120)
             assert names.lake_dir.exists()
-
-            erasure = erasures.create(tenant, hashlib.sha256(urn.encode()).hexdigest(), False, "it-dpo")
-            PendingErasures(ctx).put(tenant, erasure.id, urn)
-            control[CONTROL_DATABASE][ERASURES_COLLECTION].update_one(
-                {"_id": f"{tenant}/{erasure.id}"}, {"$set": {"updated_at": LONG_AGO}}
-            )
-
-            def erased() -> bool:
-                record = erasures.get(tenant, erasure.id)
-                return record is not None and record.state in (ErasureState.DONE, ErasureState.FAILED)
-
-            wait_for("the pending erasure finished", erased, timeout_s=600)
-            record = erasures.get(tenant, erasure.id)
-            assert record is not None and record.state is ErasureState.DONE, record
-            assert PendingErasures(ctx).urn(tenant, erasure.id) is None  # the URN is not kept once it ran
-            assert control[CONTROL_DATABASE][PENDING_ERASURES].count_documents({"tenant": tenant}) == 0
     finally:
         registry.set_state(tenant, TenantState.DELETING)
         outcome = build_provisioner(ctx).deprovision(tenant)

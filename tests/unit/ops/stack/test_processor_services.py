@@ -30,9 +30,10 @@ def _names(manager: StackManager, **flags: bool) -> list[str]:
 def test_with_processors_implies_the_job_and_with_job_does_not_start_processors(tmp_path: Path) -> None:
     manager = _manager(tmp_path)
     assert _names(manager) == INFRA
-    # The integration tests' fixture asks for the job only: their processors run under their own groups.
-    assert _names(manager, with_job=True) == [*INFRA, "stream"]
-    assert _names(manager, with_processors=True) == [*INFRA, "stream", *NEW]
+    # The integration tests' fixture asks for the job only: their processors run under their own groups. The lake
+    # worker comes with the job (the erasures the API queues run where Spark work runs).
+    assert _names(manager, with_job=True) == [*INFRA, "stream", "lake-worker"]
+    assert _names(manager, with_processors=True) == [*INFRA, "stream", "lake-worker", *NEW]
     # By name, a processor starts alone (the others are already running).
     assert [s.name for s in manager._select(["outbound"], False)] == ["outbound"]
 
@@ -113,7 +114,9 @@ def test_a_busy_api_port_names_the_api_setting(tmp_path: Path) -> None:
     assert "(e.g. METALAKE_API__PORT=<port>)" in str(err.value)
 
 
-@pytest.mark.parametrize("service", [s for s in SERVICES if s.name in ("stream", *NEW)], ids=lambda s: s.name)
+@pytest.mark.parametrize(
+    "service", [s for s in SERVICES if s.name in ("stream", "lake-worker", *NEW)], ids=lambda s: s.name
+)
 def test_every_python_service_starts_a_command_that_exists(service: object, tmp_path: Path) -> None:
     # A renamed entry point must fail here, not when the stack starts it: run the service's own argv with --help.
     import itertools

@@ -16,6 +16,7 @@ from processors.lake.scope import (
     mongo_filters,
     raw_pattern,
     urn_fields,
+    with_spellings,
 )
 
 URN = "urn:metalake:postgres:prod/shop/public/customers"
@@ -87,12 +88,55 @@ def test_target_hash_is_the_sha256_of_the_urn() -> None:
     [
         ("customers", "not a metalake URN"),
         ("urn:metalake:postgres:prod/", "1 to 4 non-empty segments"),
-        ("urn:metalake:postgres:prod/my db", "canonical form"),
     ],
 )
 def test_invalid_urns_are_refused_with_the_reason(urn: str, message: str) -> None:
     with pytest.raises(LakeUsageError, match=message):
         erase_target("acme", urn)
+
+
+# Issue 12, item 10: an asset ingested as ".../jane doe's orders" (before URNs were canonicalised) could not be
+# erased: the API and the command refused that spelling, and the canonical one matched none of its rows.
+ODD = "urn:metalake:postgres:prod/shop/public/jane doe's orders"
+CANONICAL = "urn:metalake:postgres:prod/shop/public/jane%20doe%27s%20orders"
+
+
+def test_any_valid_spelling_names_the_asset_in_canonical_form() -> None:
+    assert erase_target("acme", ODD).urn == CANONICAL
+    assert erase_target("acme", CANONICAL).urn == CANONICAL
+    assert erase_target("acme", ODD).target_hash == _sha(CANONICAL)  # one hash per asset, whatever the spelling
+
+
+def test_stored_spellings_of_the_urn_are_erased_too_and_lookalikes_are_not() -> None:
+    stored = [
+        ODD,
+        CANONICAL,
+        "urn:metalake:postgres:prod/shop/public/jane%20doe's%20orders",  # a third spelling of the same asset
+        "urn:metalake:postgres:prod/shop/public/jane doe's orders archive",  # another asset
+        "urn:metalake:postgres:prod/shop/public/jane doe's orders/email",  # a child: only with children
+        "urn:metalake:postgres:prod/shop/public/jane%20doe%27s%20orders/id",  # a canonical child: by the prefix
+        "not a urn",
+    ]
+    target = with_spellings(erase_target("acme", ODD), stored)
+    assert target.urn == CANONICAL
+    assert target.spellings == (
+        "urn:metalake:postgres:prod/shop/public/jane doe's orders",
+        "urn:metalake:postgres:prod/shop/public/jane%20doe's%20orders",
+    )
+    hashes = ", ".join(repr(_sha(v)) for v in target.values)
+    predicates = delta_predicates(target)
+    assert predicates["assets"] == f"sha2(urn, 256) IN ({hashes})"
+    assert not any("jane" in p for p in predicates.values())  # still hashes only
+    assert _sha("acme:" + ODD) in predicates["_dlq"]
+    assert mongo_filters(target)["assets"] == {
+        "$or": [{"_id": {"$in": list(target.values)}}, {"urn": {"$in": list(target.values)}}]
+    }
+    assert re.search(raw_pattern(target), f'{{"urn":"{ODD}"}}')
+    assert not re.search(raw_pattern(target), f'{{"urn":"{ODD} archive"}}')
+
+    children = with_spellings(erase_target("acme", CANONICAL, include_children=True), stored)
+    assert "urn:metalake:postgres:prod/shop/public/jane doe's orders/email" in children.spellings
+    assert "urn:metalake:postgres:prod/shop/public/jane%20doe%27s%20orders/id" not in children.spellings
 
 
 # Dead letters: Spark's rlike is Java regex; the constructs raw_pattern uses (escapes, "?", "[...]", "(?!...)") read

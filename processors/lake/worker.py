@@ -1,0 +1,316 @@
+"""The lake worker (``metalake lake worker``): runs the GDPR erasures the admin API queued (``control.erasures``),
+where Spark work runs, so the API never starts a Spark driver.
+
+It claims a queued erasure with its lease (``<tenant>/erasure/<id>``, renewed while it runs; a crashed worker's
+erasures are claimed again once its leases expire, and a ``running`` erasure whose lease is free is one of those),
+runs at most ``erasure.concurrency`` at a time, each as ``python -m processors.lake erase`` in a child process of its
+own process group (the worker itself starts no JVM), and kills the group of one that runs longer than
+``erasure.timeout_s``: the erasure fails with :data:`TIMED_OUT`. Stopping the worker kills its children and releases
+their leases; their erasures stay ``running`` and are claimed again. The erase is idempotent, so a rerun is safe.
+
+The child's stderr is discarded (its lines may quote the URN); its stdout is the JSON report, of which only the counts
+are kept.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from pymongo.database import Database
+
+from control.audit import AuditRow, append
+from control.erasures import (
+    ErasureRecord,
+    ErasureState,
+    ErasureStore,
+    PendingErasures,
+    announcement_id,
+    erasure_key,
+)
+from metalake.lease import LeaseHeld, LeaseStore
+from metalake.mongo import Doc
+from metalake.settings import Settings
+from tenants.registry import TenantRegistry
+
+log = logging.getLogger("processors.lake.worker")
+
+TIMED_OUT = "timed out: the erase ran longer than erasure.timeout_s and was stopped; request it again"
+ORPHANED = "interrupted before it could run: request the erasure again"
+REFUSED = "refused by the erase command (unknown tenant lake or invalid URN)"
+WORKER = "metalake-lake-worker"
+# How often a running child is checked for the worker's stop.
+_TICK_S = 1.0
+
+
+class Ending(Enum):
+    EXITED = "exited"
+    TIMED_OUT = "timed_out"
+    STOPPED = "stopped"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    ending: Ending
+    code: int | None = None
+    stdout: str = ""
+
+
+# (argv, timeout in seconds, stop) -> how the child ended
+EraseRunner = Callable[[Sequence[str], float, threading.Event], Outcome]
+
+
+def run_in_group(argv: Sequence[str], timeout_s: float, stop: threading.Event) -> Outcome:
+    """Run ``argv`` as the leader of a new process group; kill the whole group (the JVM the erase starts included)
+    when it runs past ``timeout_s`` or ``stop`` is set."""
+    child = subprocess.Popen(
+        list(argv),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            stdout, _ = child.communicate(timeout=max(0.0, min(_TICK_S, deadline - time.monotonic())))
+            return Outcome(Ending.EXITED, child.returncode, stdout or "")
+        except subprocess.TimeoutExpired:
+            if stop.is_set() or time.monotonic() >= deadline:
+                ending = Ending.STOPPED if stop.is_set() else Ending.TIMED_OUT
+                _kill_group(child)
+                return Outcome(ending, child.returncode)
+
+
+def _kill_group(child: subprocess.Popen[str]) -> None:
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass  # it ended meanwhile
+    child.communicate()
+
+
+def erase_argv(record: ErasureRecord, urn: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "processors.lake",
+        "erase",
+        "--yes",  # the erasure request is the confirmation
+        "--tenant",
+        record.tenant,
+        "--urn",
+        urn,
+        "--actor",
+        record.requested_by,
+        # The erase's announcement takes a UUID: one derived from ours, so a resumed erasure announces the same id.
+        "--erasure-id",
+        announcement_id(record.tenant, record.id),
+        *(["--include-children"] if record.include_children else []),
+    ]
+
+
+def counts(report: Mapping[str, Any]) -> dict[str, int]:
+    """Rows and documents removed, per table and collection: the numbers of the erase report, nothing else."""
+    out: dict[str, int] = {}
+    for group in ("delta_rows", "mongo_documents", "offsets"):
+        for name, value in (report.get(group) or {}).items():
+            if isinstance(value, int):
+                out[f"{group.split('_')[0]}.{name}"] = value
+    return out
+
+
+@dataclass
+class ErasureWorker:
+    settings: Settings
+    control: Database[Doc]
+    runner: EraseRunner = run_in_group
+    # Where the ``erasure.finish`` audit row goes (the tenant's Delta audit table); tests replace it.
+    audit: Callable[[ErasureRecord, str, Mapping[str, int]], None] | None = None
+    stop: threading.Event = field(default_factory=threading.Event)
+    ran: list[str] = field(default_factory=list)  # erasure ids this worker finished, for logs and tests
+    _active: dict[str, threading.Thread] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.store = ErasureStore(self.control)
+        self.pending = PendingErasures(self.control)
+        self.leases = LeaseStore.in_database(self.control)
+
+    # -- claiming -----------------------------------------------------------------------------------------------
+
+    def _running(self) -> int:
+        with self._lock:
+            for key in [k for k, t in self._active.items() if not t.is_alive()]:
+                del self._active[key]
+            return len(self._active)
+
+    def poll(self, scope: Callable[[str], bool] = lambda _tenant: True) -> int:
+        """Claim queued erasures up to the concurrency limit and start each in a thread; returns how many started."""
+        started = 0
+        if self._running() >= self.settings.erasure.concurrency:
+            return 0
+        for record in self.store.unfinished():
+            if self._running() >= self.settings.erasure.concurrency or self.stop.is_set():
+                break
+            key = erasure_key(record.tenant, record.id)
+            if key in self._active or not scope(record.tenant):
+                continue
+            hold = ExitStack()
+            try:
+                hold.enter_context(self.leases.held(key, self.settings.erasure.lease_ttl_s))
+            except LeaseHeld:
+                continue  # another worker runs it (or its crashed holder's lease has not expired yet)
+            thread = threading.Thread(target=self._run, args=(record, hold), name=f"erase-{record.id}", daemon=True)
+            with self._lock:
+                self._active[key] = thread
+            thread.start()
+            started += 1
+        return started
+
+    def wait(self, timeout_s: float | None = None) -> None:
+        """Wait for the erasures running now to end (for tests and shutdown)."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        with self._lock:
+            threads = list(self._active.values())
+        for thread in threads:
+            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+
+    def run(self, ready: Callable[[], None] | None = None) -> None:
+        """Poll every ``erasure.poll_s`` until ``stop``; then stop the running children (their leases go)."""
+        log.info(
+            "lake.worker_started",
+            extra={"concurrency": self.settings.erasure.concurrency, "timeout_s": self.settings.erasure.timeout_s},
+        )
+        if ready is not None:
+            ready()
+        while not self.stop.is_set():
+            try:
+                self.poll()
+            except Exception as exc:  # noqa: BLE001 - MongoDB blinked: the next poll tries again
+                log.warning("lake.worker_poll_failed", extra={"error": type(exc).__name__})
+            self.stop.wait(self.settings.erasure.poll_s)
+        self.wait(timeout_s=30.0)
+
+    # -- one erasure ----------------------------------------------------------------------------------------------
+
+    def _run(self, claimed: ErasureRecord, hold: ExitStack) -> None:
+        with hold:
+            try:
+                self._erase(claimed)
+            except Exception as exc:  # noqa: BLE001 - said on the status resource; the lease goes with the block
+                log.warning(
+                    "lake.erasure_error",
+                    extra={"tenant": claimed.tenant, "erasure": claimed.id, "error": type(exc).__name__},
+                )
+                self._finish(claimed, ErasureState.FAILED, error=f"internal error: {type(exc).__name__}")
+
+    def _erase(self, claimed: ErasureRecord) -> None:
+        tenant, erasure_id = claimed.tenant, claimed.id
+        record = self.store.get(tenant, erasure_id)  # under the lease now: the listing may be stale
+        if record is None or record.state in (ErasureState.DONE, ErasureState.FAILED):
+            self.pending.drop(tenant, erasure_id)  # finished meanwhile (or the tenant went)
+            return
+        urn = self.pending.urn(tenant, erasure_id)
+        if urn is None:
+            # The URN is written before the status document: without it the erasure cannot run, ever.
+            log.warning("lake.erasure_orphaned", extra={"tenant": tenant, "erasure": erasure_id})
+            self._finish(record, ErasureState.FAILED, error=ORPHANED)
+            return
+        self.store.update(tenant, erasure_id, ErasureState.RUNNING)
+        log.info("lake.erasure_running", extra={"tenant": tenant, "erasure": erasure_id})
+        outcome = self.runner(erase_argv(record, urn), self.settings.erasure.timeout_s, self.stop)
+        if outcome.ending is Ending.STOPPED:
+            # The worker stops: the erasure stays running, its lease goes, and a worker claims it again.
+            log.info("lake.erasure_interrupted", extra={"tenant": tenant, "erasure": erasure_id})
+            return
+        if outcome.ending is Ending.TIMED_OUT:
+            log.warning("lake.erasure_timed_out", extra={"tenant": tenant, "erasure": erasure_id})
+            self._finish(record, ErasureState.FAILED, error=TIMED_OUT)
+            return
+        if outcome.code == 0:
+            try:
+                report = json.loads(outcome.stdout)
+            except ValueError:
+                report = {}
+            action = report.get("action_required") if isinstance(report, dict) else None
+            self._finish(
+                record,
+                ErasureState.DONE,
+                counts=counts(report) if isinstance(report, dict) else {},
+                action_required=action if isinstance(action, str) else None,
+            )
+            return
+        # The command's own error line may quote the URN (e.g. "did you mean ..."): keep only the kind of failure.
+        log.warning("lake.erasure_failed", extra={"tenant": tenant, "erasure": erasure_id, "code": outcome.code})
+        self._finish(record, ErasureState.FAILED, error=REFUSED if outcome.code == 2 else f"exit code {outcome.code}")
+
+    def _finish(
+        self,
+        record: ErasureRecord,
+        state: ErasureState,
+        *,
+        counts: Mapping[str, int] | None = None,
+        error: str | None = None,
+        action_required: str | None = None,
+    ) -> None:
+        tenant, erasure_id = record.tenant, record.id
+        self.store.update(tenant, erasure_id, state, counts=counts or {}, error=error, action_required=action_required)
+        self.pending.drop(tenant, erasure_id)
+        self.ran.append(erasure_id)
+        result = "done" if state is ErasureState.DONE else "failed"
+        audit = self.audit or self._audit
+        try:
+            audit(record, result, counts or {})
+        except Exception as exc:  # noqa: BLE001 - the erasure's outcome is recorded; the audit row is the extra
+            log.warning("lake.erasure_audit_failed", extra={"tenant": tenant, "error": type(exc).__name__})
+
+    def _audit(self, record: ErasureRecord, result: str, numbers: Mapping[str, int]) -> None:
+        """The ``erasure.finish`` row of the tenant's audit table (the target as its hash, as every audit row)."""
+        tenant = TenantRegistry(self.control).get(record.tenant)
+        if tenant is None:
+            return  # deleted meanwhile: its audit table went with it
+        row = AuditRow(
+            datetime.now(UTC), record.requested_by, "erasure.finish", record.target_hash, result, dict(numbers)
+        )
+        append(tenant.names(self.settings.lake_root).delta_path("audit"), [row])
+
+
+def worker_report(settings: Settings, ready_file: Path | None = None) -> dict[str, Any]:
+    """``metalake lake worker``: run until SIGTERM or SIGINT; the report says how many erasures it finished."""
+    from metalake.mongo import mongo_client
+    from tenants.naming import CONTROL_DATABASE
+
+    mongo = mongo_client(settings)
+    worker = ErasureWorker(settings, mongo[CONTROL_DATABASE])
+
+    def on_signal(_signum: int, _frame: object) -> None:
+        worker.stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    def ready() -> None:
+        if ready_file is not None:
+            ready_file.parent.mkdir(parents=True, exist_ok=True)
+            ready_file.write_text("started\n")
+
+    try:
+        worker.run(ready)
+    finally:
+        mongo.close()
+    return {"worker": WORKER, "erasures_finished": len(worker.ran)}
