@@ -27,21 +27,25 @@ os.environ["METALAKE_API__RESUME"] = "false"
 
 
 @pytest.fixture(scope="session")
-def settings() -> Settings:
-    return load_settings()
-
-
-@pytest.fixture(scope="session")
-def stack(settings: Settings) -> Iterator[StackManager]:
+def stack() -> Iterator[StackManager]:
     # Straight to the real stderr: a cold start fetches and builds for minutes, and pytest would hold the lines back.
     manager = StackManager(
-        settings, find_project_root(), echo=lambda line: print(f"[stack] {line}", file=sys.__stderr__, flush=True)
+        load_settings(),
+        find_project_root(),
+        echo=lambda line: print(f"[stack] {line}", file=sys.__stderr__, flush=True),
     )
     running_before = {s.name for s in manager.status() if s.state == "running"}
     manager.up(with_job=True)
     yield manager
     started_here = [s.name for s in manager.status() if s.name not in running_before]
     manager.down(started_here)
+
+
+@pytest.fixture(scope="session")
+def settings(stack: StackManager) -> Settings:
+    # Loaded once the stack is up: its first start writes stack.env (generated secrets such as the key-encryption
+    # key), and the tests must seal and open with the key the stack's processes read, also on a fresh machine.
+    return load_settings()
 
 
 @pytest.fixture
