@@ -14,7 +14,8 @@ change) in a fresh process on loopback, against the running stack's control plan
 
 Reported per checkout and phase (median over rounds): the legitimate operations' p50/p99 latency and how many
 succeeded, the flood's answers by status, and the API process's peak resident memory (VmHWM). The load generator
-shares the two cores with the server: compare the checkouts and the phases, not the absolute figures.
+shares the two cores with the server: compare the checkouts and the phases, not the absolute figures. The
+legitimate connections pace themselves (--interval) under their client's rate limit.
 Needs the stack (Kafka, FerretDB): .stack/venv/bin/metalake stack up
 
     .stack/venv/bin/python bench/auth_flood.py --tree before=/tmp/before --tree after=. --seconds 10 --rounds 3
@@ -82,24 +83,30 @@ def _peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
-async def _legit(base: str, client_id: str, secret: str, tenant: str, stop: float, phase: Phase) -> None:
+async def _legit(
+    base: str, client_id: str, secret: str, tenant: str, stop: float, phase: Phase, interval: float
+) -> None:
+    # Paced under the client's own rate limit (api.rate_limit_per_s): what is measured is the wait, not throttling.
     async with httpx.AsyncClient(base_url=base, timeout=30) as http:
         while time.monotonic() < stop:
-            t0 = time.perf_counter()
-            answer = await http.post(
-                "/oauth/token", data={"grant_type": "client_credentials"}, auth=(client_id, secret)
-            )
-            phase.token_ms.append((time.perf_counter() - t0) * 1000)
-            if answer.status_code != 200:
-                phase.legit_failures[answer.status_code] += 1
-                await asyncio.sleep(0.05)
-                continue
-            token = answer.json()["access_token"]
-            t0 = time.perf_counter()
-            read = await http.get(f"/v1/tenants/{tenant}", headers={"Authorization": f"Bearer {token}"})
-            phase.read_ms.append((time.perf_counter() - t0) * 1000)
-            if read.status_code != 200:
-                phase.legit_failures[read.status_code] += 1
+            started = time.monotonic()
+            await _one_legit(http, client_id, secret, tenant, phase)
+            await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
+
+
+async def _one_legit(http: httpx.AsyncClient, client_id: str, secret: str, tenant: str, phase: Phase) -> None:
+    t0 = time.perf_counter()
+    answer = await http.post("/oauth/token", data={"grant_type": "client_credentials"}, auth=(client_id, secret))
+    phase.token_ms.append((time.perf_counter() - t0) * 1000)
+    if answer.status_code != 200:
+        phase.legit_failures[answer.status_code] += 1
+        return
+    token = answer.json()["access_token"]
+    t0 = time.perf_counter()
+    read = await http.get(f"/v1/tenants/{tenant}", headers={"Authorization": f"Bearer {token}"})
+    phase.read_ms.append((time.perf_counter() - t0) * 1000)
+    if read.status_code != 200:
+        phase.legit_failures[read.status_code] += 1
 
 
 async def _flooder(base: str, client_id: str, tenant: str, stop: float, phase: Phase, kind: int) -> None:
@@ -121,12 +128,17 @@ async def _flooder(base: str, client_id: str, tenant: str, stop: float, phase: P
                     )
                     label = "token-random-id"
                 else:
-                    answer = await http.post(
-                        f"/v1/tenants/{tenant}/sql",
-                        content=BIG_BODY,
-                        headers={"content-type": "application/json"},
-                    )
                     label = "8MiB-anonymous"
+                    try:
+                        answer = await http.post(
+                            f"/v1/tenants/{tenant}/sql",
+                            content=BIG_BODY,
+                            headers={"content-type": "application/json"},
+                        )
+                    except (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError):
+                        # Answered (401, Connection: close) and closed before the client finished sending.
+                        phase.flood[f"{label} closed-early"] += 1
+                        continue
                 phase.flood[f"{label} {answer.status_code}"] += 1
             except httpx.HTTPError as exc:
                 phase.flood[f"error {type(exc).__name__}"] += 1
@@ -134,12 +146,21 @@ async def _flooder(base: str, client_id: str, tenant: str, stop: float, phase: P
 
 
 async def _run_phase(
-    base: str, pid: int, client_id: str, secret: str, tenant: str, seconds: float, legit: int, flood: int
+    base: str,
+    pid: int,
+    client_id: str,
+    secret: str,
+    tenant: str,
+    seconds: float,
+    legit: int,
+    flood: int,
+    kinds: list[int],
+    interval: float,
 ) -> Phase:
     phase = Phase()
     stop = time.monotonic() + seconds
-    tasks = [_legit(base, client_id, secret, tenant, stop, phase) for _ in range(legit)]
-    tasks += [_flooder(base, client_id, tenant, stop, phase, i % 3) for i in range(flood)]
+    tasks = [_legit(base, client_id, secret, tenant, stop, phase, interval) for _ in range(legit)]
+    tasks += [_flooder(base, client_id, tenant, stop, phase, kinds[i % len(kinds)]) for i in range(flood)]
     await asyncio.gather(*tasks)
     phase.peak_rss_mb = _peak_rss_mb(pid)
     return phase
@@ -220,6 +241,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--legit", type=int, default=2, help="legitimate connections")
     parser.add_argument("--flood", type=int, default=24, help="anonymous flooding connections")
+    parser.add_argument(
+        "--kinds", default="0,1,2", help="flood kinds: 0 id spellings, 1 random ids, 2 8 MiB anonymous bodies"
+    )
+    parser.add_argument(
+        "--interval", type=float, default=0.25, help="seconds between a legit connection's token+read pairs"
+    )
     args = parser.parse_args()
     use_checkout_stack()
     trees = [(name, Path(path).resolve()) for name, _, path in (t.partition("=") for t in args.tree)]
@@ -234,7 +261,18 @@ def main() -> None:
                 base = f"http://127.0.0.1:{port}"
                 for label, flood in (("quiet", 0), ("flood", args.flood)):
                     phase = asyncio.run(
-                        _run_phase(base, proc.pid, client_id, secret, tenant, args.seconds, args.legit, flood)
+                        _run_phase(
+                            base,
+                            proc.pid,
+                            client_id,
+                            secret,
+                            tenant,
+                            args.seconds,
+                            args.legit,
+                            flood,
+                            [int(k) for k in args.kinds.split(",")],
+                            args.interval,
+                        )
                     )
                     results.setdefault((name, label), []).append(phase)
                     print(
