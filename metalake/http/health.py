@@ -21,7 +21,7 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from metalake.settings import Settings
 
@@ -31,6 +31,8 @@ log = logging.getLogger(__name__)
 Check = Callable[[], None]
 #: None while the process is alive, else a short reason (no secrets) why it is not.
 Liveness = Callable[[], str | None]
+
+_C = TypeVar("_C")
 
 Process = Literal["enrichment", "propagation", "outbound", "access", "lake_worker"]
 
@@ -97,17 +99,37 @@ def run_checks(checks: Mapping[str, Check], timeout_s: float) -> dict[str, str]:
 # -- the checks of the usual dependencies ----------------------------------------------------------------------------
 
 
+class _Once(Generic[_C]):
+    """A client opened at the first probe (not when the process starts: no connection unless someone asks), then
+    kept: a probe every few seconds must not open a connection pool each time."""
+
+    def __init__(self, open_client: Callable[[], _C]) -> None:
+        self._open, self._lock = open_client, threading.Lock()
+        self._client: _C | None = None
+
+    def get(self) -> _C:
+        with self._lock:
+            if self._client is None:
+                self._client = self._open()
+            return self._client
+
+
 def mongo_check(settings: Settings, timeout_s: float) -> Check:
-    """A ``ping`` on a client of its own (the process's client may be busy or mid-failover), opened once."""
+    """A ``ping`` on a client of its own (the process's client may be busy or mid-failover)."""
     from pymongo import MongoClient
 
     timeout_ms = int(timeout_s * 1000)
-    client: MongoClient[dict[str, Any]] = MongoClient(
-        settings.mongo_uri, serverSelectionTimeoutMS=timeout_ms, connectTimeoutMS=timeout_ms, socketTimeoutMS=timeout_ms
+    client: _Once[MongoClient[dict[str, Any]]] = _Once(
+        lambda: MongoClient(
+            settings.mongo_uri,
+            serverSelectionTimeoutMS=timeout_ms,
+            connectTimeoutMS=timeout_ms,
+            socketTimeoutMS=timeout_ms,
+        )
     )
 
     def check() -> None:
-        client.admin.command("ping")
+        client.get().admin.command("ping")
 
     return check
 
@@ -120,10 +142,10 @@ def kafka_check(settings: Settings, timeout_s: float) -> Check:
 
     # Quiet: a probe of a broker that is down would print librdkafka's reconnect errors every few seconds; the
     # process's own clients already log them.
-    admin = AdminClient(client_config(settings, log_level=0))
+    admin = _Once(lambda: AdminClient(client_config(settings, log_level=0)))
 
     def check() -> None:
-        if not admin.list_topics(timeout=timeout_s).brokers:
+        if not admin.get().list_topics(timeout=timeout_s).brokers:
             raise NotReady("no broker in the metadata")
 
     return check
