@@ -254,17 +254,20 @@ def serve_health(
     server = HealthServer(
         cfg.host, port, liveness or stalled_after(LOOP, cfg.stall_after_s), checks, cfg.check_timeout_s
     ).start()
-    log.info("health.serving", extra={"process": process, "host": cfg.host, "port": server.port})
+    log.info("health.serving", extra={"service": process, "host": cfg.host, "port": server.port})
     return server
 
 
 def standard_checks(settings: Settings, *names: Literal["mongo", "kafka", "trino", "lake"]) -> dict[str, Check]:
     """The checks named, built from ``settings`` (each with ``health.check_timeout_s``)."""
     timeout = settings.health.check_timeout_s
+    # The clients give up a little before the deadline, so a down dependency is named by its own error class
+    # (ServerSelectionTimeoutError, KafkaException), not by the deadline's "Timeout".
+    client_timeout = timeout / 2
     builders: dict[str, Callable[[], Check]] = {
-        "mongo": lambda: mongo_check(settings, timeout),
-        "kafka": lambda: kafka_check(settings, timeout),
-        "trino": lambda: trino_check(settings, timeout),
+        "mongo": lambda: mongo_check(settings, client_timeout),
+        "kafka": lambda: kafka_check(settings, client_timeout),
+        "trino": lambda: trino_check(settings, client_timeout),
         "lake": lambda: directory_check(lambda: settings.lake_root),
     }
     return {name: builders[name]() for name in names}

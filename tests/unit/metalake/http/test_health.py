@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import time
 import urllib.error
@@ -19,11 +20,10 @@ from metalake.http.health import (
     HealthServer,
     Heartbeat,
     directory_check,
-    kafka_check,
-    mongo_check,
     run_checks,
     serve_health,
     stalled_after,
+    standard_checks,
 )
 from metalake.kafka import BatchConsumer
 from metalake.settings import Settings
@@ -106,7 +106,8 @@ def test_stalled_is_503(server: HealthServer) -> None:
     )
 
 
-def test_off_unless_the_process_port_is_set(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_off_unless_the_process_port_is_set(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="metalake.http.health")
     assert serve_health(Settings(), "propagation", {"mongo": _ok}) is None
     monkeypatch.setenv("METALAKE_HEALTH__PORTS__PROPAGATION", "0")
     assert serve_health(Settings(), "propagation", {"mongo": _ok}) is None
@@ -116,6 +117,7 @@ def test_off_unless_the_process_port_is_set(monkeypatch: pytest.MonkeyPatch) -> 
     assert serve_health(Settings(), "outbound", {"mongo": _ok}) is None
     srv = serve_health(Settings(), "propagation", {"mongo": _ok})
     assert srv is not None
+    assert [(r.message, r.__dict__["port"]) for r in caplog.records] == [("health.serving", port)]
     try:
         LOOP.beat()
         assert _get(f"http://127.0.0.1:{port}/healthz") == (200, {"status": "ok"})
@@ -155,13 +157,15 @@ def test_a_batch_consumer_poll_beats_the_loop(monkeypatch: pytest.MonkeyPatch) -
         consumer.close()
 
 
-def test_kafka_and_mongo_checks_fail_on_a_closed_port(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_kafka_and_mongo_checks_fail_on_a_closed_port_with_their_own_error(monkeypatch: pytest.MonkeyPatch) -> None:
     port = _closed_port()
     monkeypatch.setenv("METALAKE_KAFKA__BOOTSTRAP_SERVERS", f"127.0.0.1:{port}")
     monkeypatch.setenv("METALAKE_MONGO__URI", f"mongodb://user:hunter2@127.0.0.1:{port}/")
+    monkeypatch.setenv("METALAKE_HEALTH__CHECK_TIMEOUT_S", "1")
     settings = Settings()
-    checks = {"kafka": kafka_check(settings, 0.5), "mongo": mongo_check(settings, 0.5)}
-    assert run_checks(checks, timeout_s=3) == {
+    # Within the deadline the clients' own errors name what failed, not "Timeout".
+    checks = standard_checks(settings, "kafka", "mongo")
+    assert run_checks(checks, timeout_s=settings.health.check_timeout_s) == {
         "kafka": "down: KafkaException",
         "mongo": "down: ServerSelectionTimeoutError",
     }
