@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import threading
 import time
 import urllib.request
@@ -184,7 +185,7 @@ class HealthServer:
         self, host: str, port: int, liveness: Liveness, checks: Mapping[str, Check], check_timeout_s: float
     ) -> None:
         self.liveness, self.checks, self.check_timeout_s = liveness, dict(checks), check_timeout_s
-        self._server = ThreadingHTTPServer((host, port), _handler(self))
+        self._server = (_Server6 if ":" in host else ThreadingHTTPServer)((host, port), _handler(self))
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="health-server", daemon=True)
 
@@ -210,6 +211,11 @@ class HealthServer:
         checks = run_checks(self.checks, self.check_timeout_s)
         ready = all(state == "ok" for state in checks.values())
         return (200 if ready else 503), {"status": "ready" if ready else "not-ready", "checks": checks}
+
+
+class _Server6(ThreadingHTTPServer):
+    # An IPv6 bind address (``::`` on a dual-stack pod): http.server binds IPv4 only by default.
+    address_family = socket.AF_INET6
 
 
 def _handler(server: HealthServer) -> type[BaseHTTPRequestHandler]:

@@ -90,6 +90,19 @@ def test_served_over_http(server: HealthServer) -> None:
     assert _get(f"{base}/metrics") == (404, {"status": "not-found"})
 
 
+def test_binds_an_ipv6_address() -> None:
+    if not socket.has_ipv6:
+        pytest.skip("no IPv6 on this machine")
+    try:
+        srv = HealthServer("::1", 0, lambda: None, {}, check_timeout_s=1).start()
+    except OSError:
+        pytest.skip("::1 not configured on this machine")
+    try:
+        assert _get(f"http://[::1]:{srv.port}/healthz") == (200, {"status": "ok"})
+    finally:
+        srv.close()
+
+
 def test_not_ready_is_503_naming_the_dependency_and_no_driver_text(server: HealthServer) -> None:
     server.checks["kafka"] = _leaky
     status, body = _get(f"http://127.0.0.1:{server.port}/readyz")
