@@ -2,8 +2,9 @@
 
 A process reads the environment and, if ``METALAKE_ENV_FILE`` names one, that file (real variables win); it discovers
 nothing on disk. The operator tooling (``ops``) points itself and the processes it starts at a checkout's local stack
-by setting ``METALAKE_STACK__DIR`` and ``METALAKE_ENV_FILE`` (``.stack/stack.env``, where the stack writes the
-addresses it started). Elsewhere the lake and checkpoint roots must be set explicitly; addresses default to loopback.
+by setting ``METALAKE_STACK__DIR``, ``METALAKE_ENV_FILE`` (``.stack/stack.env``, where the stack writes the
+addresses it started) and the stack's paths (``ops.stack.paths``). Elsewhere every path must be set explicitly;
+addresses default to loopback (development only: production sets each one).
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ class StackPorts(BaseModel):
 
 
 class StackSettings(BaseModel):
-    """The local stack (operator tooling). ``dir`` is set by ``ops`` for a checkout's stack; when set, the lake,
-    checkpoint, Spark scratch and jar folders default to its ``data/`` and ``cache/``. Addresses left unset are
-    derived from ``host`` and ``ports``."""
+    """The local stack (operator tooling). ``dir`` is set by ``ops`` for a checkout's stack and read only by the
+    tooling: no deployable path defaults into it (``ops.stack.paths`` sets the lake, checkpoint, Spark and rules-file
+    paths for the processes it starts). Addresses left unset are derived from ``host`` and ``ports`` (loopback)."""
 
     dir: Path | None = None
     ports: StackPorts = StackPorts()
@@ -325,7 +326,8 @@ class ErasureSettings(BaseModel):
 class AccessSettings(BaseModel):
     """Trino access rules generated from the control plane (``metalake access run|sync``; docs/serving.md).
 
-    ``rules_file`` is the file Trino's file-based access control reloads (default: the local Trino's etc folder).
+    ``rules_file`` is the file Trino's file-based access control reloads (required by the access processor; the local
+    stack sets its Trino's).
     ``service_users`` keep full access besides ``trino.user``. ``pii_tags`` are fnmatch patterns of the tags whose
     columns are masked for a tenant's users without the PII role. A column of a table in the tenant's Trino schema
     has the URN ``urn:metalake:trino:<trino_instance>/<catalog>/<schema>/<table>/<column>``.
@@ -390,13 +392,38 @@ class FaultSettings(BaseModel):
     pause_after_publish: Path | None = None
 
 
+class HealthPorts(BaseModel):
+    """The port of each long-running process's health server (``metalake.http.health``); 0 or unset: none. Two
+    processes on one host need two ports: set each instance's own variable."""
+
+    enrichment: int | None = Field(default=None, ge=0, lt=65536)
+    propagation: int | None = Field(default=None, ge=0, lt=65536)
+    outbound: int | None = Field(default=None, ge=0, lt=65536)
+    access: int | None = Field(default=None, ge=0, lt=65536)
+    lake_worker: int | None = Field(default=None, ge=0, lt=65536)
+
+
+class HealthSettings(BaseModel):
+    """The processors' health servers: ``/healthz`` (the loop polled within ``stall_after_s``) and ``/readyz`` (each
+    dependency answers within ``check_timeout_s``). ``host`` is the address they bind: loopback by default; a
+    cluster's probes reach the pod's address (``0.0.0.0``). They say nothing secret: states and exception classes."""
+
+    host: str = "127.0.0.1"
+    ports: HealthPorts = Field(default_factory=HealthPorts)
+    check_timeout_s: float = Field(default=2.0, gt=0, le=30)
+    # Longer than the slowest batch a processor handles between two polls (an access resync, a large closure).
+    stall_after_s: float = Field(default=300.0, gt=0)
+
+
 def _env_files() -> tuple[Path, ...]:
     explicit = os.environ.get("METALAKE_ENV_FILE")
     return (Path(explicit),) if explicit else ()
 
 
 class Settings(BaseSettings):
-    """Root settings. Service addresses left unset are derived from the stack's ports."""
+    """Root settings. Service addresses left unset are derived from the stack's host and ports (loopback: for
+    development); paths (lake, checkpoints, Spark jars, the access rules file) have no default but a temp folder
+    for Spark's scratch space."""
 
     model_config = SettingsConfigDict(env_prefix="METALAKE_", env_nested_delimiter="__", extra="ignore")
 
@@ -417,21 +444,15 @@ class Settings(BaseSettings):
     erasure: ErasureSettings = ErasureSettings()
     sql: SqlSettings = SqlSettings()
     faults: FaultSettings = FaultSettings()
+    health: HealthSettings = HealthSettings()
 
     @model_validator(mode="after")
     def _derive_addresses(self) -> Settings:
-        host, ports, stack_dir = self.stack.host, self.stack.ports, self.stack.dir
+        host, ports = self.stack.host, self.stack.ports
         self.kafka.bootstrap_servers = self.kafka.bootstrap_servers or f"{host}:{ports.kafka}"
         self.mongo.uri = self.mongo.uri or f"mongodb://{host}:{ports.ferretdb}/"
         self.trino.host = self.trino.host or host
         self.trino.port = self.trino.port or ports.trino
-        if stack_dir is not None:
-            data = stack_dir / "data"
-            self.lake.root = self.lake.root or data / "lake"
-            self.lake.checkpoint_root = self.lake.checkpoint_root or data / "checkpoints"
-            self.spark.jars_dir = self.spark.jars_dir or stack_dir / "cache" / "spark" / "jars"
-            self.spark.scratch_dir = self.spark.scratch_dir or data / "spark"
-            self.access.rules_file = self.access.rules_file or stack_dir / "run" / "trino" / "etc" / "rules.json"
         self.lake.root = self.lake.root.resolve() if self.lake.root else None
         self.lake.checkpoint_root = self.lake.checkpoint_root.resolve() if self.lake.checkpoint_root else None
         self.spark.scratch_dir = self.spark.scratch_dir or Path(tempfile.gettempdir()) / "metalake-spark"
@@ -455,7 +476,7 @@ class Settings(BaseSettings):
 
     @property
     def access_rules_file(self) -> Path:
-        """The Trino access rules file Trino reloads (``access.rules_file``; the local stack's Trino's by default)."""
+        """The Trino access rules file Trino reloads (``access.rules_file``)."""
         return _required(self.access.rules_file, "access.rules_file")
 
     @property

@@ -3,7 +3,8 @@
 The app's lifespan also keeps the webhook delivery log bounded (:class:`~metalake.expiry.ExpiryJanitor`).
 
 ``metalake connect run`` serves :func:`create_app` with uvicorn on loopback. Webhooks authenticate by signature, the
-ingest API by write key or OAuth access token; ``GET /healthz`` is public. Connectors and write keys are managed
+ingest API by write key or OAuth access token; ``GET /healthz`` and ``GET /readyz`` (MongoDB and Kafka, each named when
+down: ``metalake.http.health``) are public. Connectors and write keys are managed
 through the admin API (``api.routes.connectors``, ``api.routes.write_keys``), which writes the control plane this
 worker reads.
 """
@@ -16,6 +17,7 @@ from datetime import timedelta
 
 from fastapi import FastAPI
 from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
 
 from connectors.ingest import router as ingest_router
 from connectors.runtime.context import Runtime, plugins_from
@@ -32,6 +34,7 @@ from control.connectors.registry import ConnectorClass
 from control.connectors.store import ControlStore
 from metalake.expiry import ExpiryJanitor
 from metalake.http.bodies import BodyLimit
+from metalake.http.health import Check, run_checks, standard_checks
 from metalake.http.problems import install_problem_handlers
 from metalake.lease import LeaseStore
 from metalake.mongo import mongo_client
@@ -71,9 +74,12 @@ def create_app(
     *,
     runtime: Runtime | None = None,
     plugins: Mapping[str, ConnectorClass] | None = None,
+    checks: Mapping[str, Check] | None = None,
 ) -> FastAPI:
-    """The worker app; ``runtime`` replaces the one built from ``settings`` (tests)."""
+    """The worker app; ``runtime`` replaces the one built from ``settings``, ``checks`` the readiness checks (tests)."""
     built = runtime or build_runtime(settings, plugins=plugins)
+    # Their clients open at the first probe, on their own: the runtime's may be busy with a crawl.
+    ready_checks = dict(checks) if checks is not None else standard_checks(settings, "mongo", "kafka")
     janitor = ExpiryJanitor(
         built.deliveries, settings.connect.webhook_delivery_prune_interval_s, name="connect.webhook_deliveries"
     )
@@ -100,5 +106,14 @@ def create_app(
     def healthz() -> dict[str, str]:
         """Liveness: the process serves requests (it does not probe Kafka or MongoDB)."""
         return {"status": "ok"}
+
+    @app.get("/readyz", tags=["health"])
+    async def readyz() -> JSONResponse:
+        """Readiness: MongoDB and Kafka answer within health.check_timeout_s; 503 names the one that does not
+        (``"down: <exception class>"``, never the driver's text)."""
+        states = await run_in_threadpool(run_checks, ready_checks, settings.health.check_timeout_s)
+        ready = all(state == "ok" for state in states.values())
+        body = {"status": "ready" if ready else "not-ready", "checks": states}
+        return JSONResponse(body, status_code=200 if ready else 503, headers={"Cache-Control": "no-store"})
 
     return app

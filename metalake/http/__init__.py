@@ -1,2 +1,2 @@
-"""HTTP pieces every FastAPI service of metalake shares. Needs ``fastapi``, which the ``api`` and ``connectors``
-extras both install; nothing else in the kernel imports this package."""
+"""HTTP pieces of metalake's services. ``bodies`` and ``problems`` need ``fastapi`` (the ``api`` and ``connectors``
+extras install it; the rest of the kernel does not import them); ``health`` is stdlib only (the processors' probes)."""

@@ -8,6 +8,7 @@ from typing import Any, Protocol
 
 from confluent_kafka import Consumer, KafkaException, Message
 
+from metalake.http.health import LOOP
 from metalake.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,7 @@ class BatchConsumer:
 
     def poll_batch(self, max_records: int = 500, timeout_s: float = 1.0) -> list[Message]:
         messages = self._consumer.consume(num_messages=max_records, timeout=timeout_s)
+        LOOP.beat()  # the health server's liveness: this process's loop still polls
         good: list[Message] = []
         for msg in messages:
             err = msg.error()

@@ -172,6 +172,14 @@ class StackManager:
             f"METALAKE_LAKE__CHECKPOINT_ROOT={s.checkpoint_root}",
             f"METALAKE_STACK__PORTS__POSTGRES={s.stack.ports.postgres}",
         ]
+        # The stack's own paths, which no setting defaults to: a process started by hand with only this file finds
+        # them too (``ops.stack.paths.stack_paths`` sets them for the processes the tooling starts).
+        paths = {
+            "METALAKE_SPARK__JARS_DIR": s.spark.jars_dir,
+            "METALAKE_SPARK__SCRATCH_DIR": s.spark.scratch_dir,
+            "METALAKE_ACCESS__RULES_FILE": s.access.rules_file,
+        }
+        lines += [f"{variable}={value}" for variable, value in paths.items() if value is not None]
         path = s.local_stack_dir / "stack.env"
         lines += _generated_secrets(path)
         path.parent.mkdir(parents=True, exist_ok=True)

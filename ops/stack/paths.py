@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from metalake.settings import Settings
+
 
 def find_project_root(start: Path | None = None) -> Path:
     """The checkout that holds deploy/local, found upwards from ``start`` (default: the working directory)."""
@@ -20,12 +22,52 @@ def find_project_root(start: Path | None = None) -> Path:
     return here
 
 
+# The settings (section, field) that name a folder or file of the local stack, relative to its folder. The
+# deployables' settings have no default for them (a deployment sets them); the tooling sets these.
+_STACK_PATHS: dict[tuple[str, str], str] = {
+    ("lake", "root"): "data/lake",
+    ("lake", "checkpoint_root"): "data/checkpoints",
+    ("spark", "jars_dir"): "cache/spark/jars",
+    ("spark", "scratch_dir"): "data/spark",
+    ("access", "rules_file"): "run/trino/etc/rules.json",
+}
+
+
+def stack_paths(stack_dir: Path) -> dict[str, str]:
+    """The local stack's paths by environment variable (``METALAKE_LAKE__ROOT``...)."""
+    return {
+        f"METALAKE_{section.upper()}__{name.upper()}": str(stack_dir / relative)
+        for (section, name), relative in _STACK_PATHS.items()
+    }
+
+
+def with_stack_paths(settings: Settings) -> Settings:
+    """A copy of ``settings`` with the paths of the local stack in ``stack.dir`` (tests of the tooling, which must
+    not follow the checkout's paths the test session's environment holds)."""
+    out = settings.model_copy(deep=True)
+    for (section, name), relative in _STACK_PATHS.items():
+        setattr(getattr(out, section), name, settings.local_stack_dir / relative)
+    return out
+
+
 def use_checkout_stack(start: Path | None = None) -> Path:
-    """Point this process (and its children, through the environment) at the checkout's ``.stack/``: its folder and
-    the ``stack.env`` the stack writes (addresses, generated secrets). Variables already set win. Returns the
-    checkout's root."""
+    """Point this process (and its children, through the environment) at the checkout's ``.stack/``: its folder,
+    the ``stack.env`` the stack writes (addresses, generated secrets) and its paths (``stack_paths``). Variables
+    already set win, and so does a path the env file sets (e.g. a lake root elsewhere). Returns the checkout's root."""
     root = find_project_root(start)
     stack_dir = Path(os.environ.get("METALAKE_STACK__DIR") or root / ".stack")
     os.environ.setdefault("METALAKE_STACK__DIR", str(stack_dir))
     os.environ.setdefault("METALAKE_ENV_FILE", str(stack_dir / "stack.env"))
+    in_file = _variables_of(Path(os.environ["METALAKE_ENV_FILE"]))
+    for variable, value in stack_paths(stack_dir).items():
+        if variable not in in_file:
+            os.environ.setdefault(variable, value)
     return root
+
+
+def _variables_of(env_file: Path) -> set[str]:
+    try:
+        lines = env_file.read_text().splitlines()
+    except OSError:
+        return set()
+    return {line.partition("=")[0].strip() for line in lines if "=" in line and not line.lstrip().startswith("#")}

@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from metalake.http.health import serve_health, standard_checks
 from metalake.mongo import mongo_client
 from metalake.settings import get_settings
 from metalake.telemetry import configure_telemetry
@@ -28,6 +29,7 @@ def run_command() -> None:
     """Regenerate the rules as classifications and propagated tags change (consumes metalake.changes; Ctrl-C stops)."""
     settings = get_settings()
     configure_telemetry(settings.telemetry, "access")
+    serve_health(settings, "access", standard_checks(settings, "mongo", "kafka", "trino"))
     try:
         run(settings)
     except KeyboardInterrupt:

@@ -20,6 +20,7 @@ import typer
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
+from metalake.http.health import serve_health, standard_checks
 from metalake.kafka import EventProducer
 from metalake.mongo import mongo_client
 from metalake.settings import FaultSettings, Settings, get_settings
@@ -221,6 +222,16 @@ class _Supervisor:
             self.stopping.wait(1)
 
 
+def _liveness(supervisor: _Supervisor) -> Callable[[], str | None]:
+    """Alive while every query runs (a failed one is down until the supervisor restarted it)."""
+
+    def liveness() -> str | None:
+        stopped = [q.name for q in supervisor.queries if not q.isActive]
+        return f"queries not running: {', '.join(stopped)}" if stopped else None
+
+    return liveness
+
+
 def run(settings: Settings, args: JobOptions) -> None:
     plans = _plan(settings, args)
     spark = build_spark(settings, plans[0].name.rsplit("-", 1)[0])
@@ -263,6 +274,14 @@ def run(settings: Settings, args: JobOptions) -> None:
     )
     if args.ready_file:
         args.ready_file.write_text(f"{os.getpid()} {time.time():.0f}\n")
+    # The pooled job's only: a dedicated tenant's job inherits the same environment, so the same port.
+    health = (
+        None
+        if args.tenant
+        else serve_health(
+            settings, "enrichment", standard_checks(settings, "mongo", "kafka", "trino", "lake"), _liveness(supervisor)
+        )
+    )
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         # Only flag it: calling into py4j from a signal handler re-enters the gateway connection.
@@ -276,6 +295,8 @@ def run(settings: Settings, args: JobOptions) -> None:
         for q in supervisor.queries:
             q.stop()
     finally:
+        if health is not None:
+            health.close()
         registrar.close()
         for projector in projectors:
             projector.close()

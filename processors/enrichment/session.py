@@ -1,4 +1,4 @@
-"""The SparkSession every job uses: local jars by path (no Ivy), Delta enabled, scratch space under .stack/."""
+"""The SparkSession every job uses: local jars by path (no Ivy), Delta enabled, scratch space where settings say."""
 
 from __future__ import annotations
 

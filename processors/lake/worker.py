@@ -41,6 +41,7 @@ from control.erasures import (
     announcement_id,
     erasure_key,
 )
+from metalake.http.health import LOOP, serve_health, standard_checks
 from metalake.lease import LeaseHeld, LeaseStore
 from metalake.mongo import Doc
 from metalake.settings import Settings
@@ -203,6 +204,7 @@ class ErasureWorker:
                 self.poll()
             except Exception as exc:  # noqa: BLE001 - MongoDB blinked: the next poll tries again
                 log.warning("lake.worker_poll_failed", extra={"error": type(exc).__name__})
+            LOOP.beat()  # alive even when MongoDB is away: readiness says which dependency is down
             self.stop.wait(self.settings.erasure.poll_s)
         self.wait(timeout_s=30.0)
 
@@ -309,8 +311,12 @@ def worker_report(settings: Settings, ready_file: Path | None = None) -> dict[st
             ready_file.parent.mkdir(parents=True, exist_ok=True)
             ready_file.write_text("started\n")
 
+    # The erases it runs read and write the lake, MongoDB, and publish their changes to Kafka.
+    health = serve_health(settings, "lake_worker", standard_checks(settings, "mongo", "kafka", "lake"))
     try:
         worker.run(ready)
     finally:
+        if health is not None:
+            health.close()
         mongo.close()
     return {"worker": WORKER, "erasures_finished": len(worker.ran)}

@@ -18,6 +18,7 @@ from pymongo import MongoClient
 
 from control.subscriptions.store import SubscriptionStore
 from control.subscriptions.testsend import TestOutcomes
+from metalake.http.health import serve_health, standard_checks
 from metalake.kafka import EventProducer, ensure_topics
 from metalake.mongo import mongo_client
 from metalake.net.ssrf import AddressGuard
@@ -97,6 +98,7 @@ def run_command() -> None:
     """
     settings = get_settings()
     configure_telemetry(settings.telemetry, "outbound")
+    serve_health(settings, "outbound", standard_checks(settings, "mongo", "kafka"))
     run(settings)
 
 

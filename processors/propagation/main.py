@@ -21,6 +21,7 @@ from typing import Annotated
 import typer
 
 from metalake.console import REFUSED, fail
+from metalake.http.health import serve_health, standard_checks
 from metalake.kafka import BatchConsumer, EventProducer
 from metalake.mongo import mongo_client
 from metalake.propagation import dry_run_tenant
@@ -133,6 +134,7 @@ def run_command(
     """
     settings = get_settings()
     configure_telemetry(settings.telemetry, "propagation")
+    serve_health(settings, "propagation", standard_checks(settings, "mongo", "kafka"))
     run(settings, tenant, group, ready_file, progress_s)
 
 

@@ -29,9 +29,9 @@ def test_defaults(clean_env: Path) -> None:
     assert settings.trino.host == "127.0.0.1"
     assert settings.trino.port == 8080
     assert settings.stack.ports.postgres == 55432
-    assert settings.lake_root == (clean_env / "data" / "lake").resolve()
-    assert settings.checkpoint_root == (clean_env / "data" / "checkpoints").resolve()
-    assert settings.spark.jars_dir == clean_env / "cache" / "spark" / "jars"
+    # Paths have no default, not even into the stack's folder: the tooling sets them (ops.stack.paths).
+    assert settings.lake.root is None and settings.lake.checkpoint_root is None
+    assert settings.spark.jars_dir is None and settings.access.rules_file is None
 
 
 def test_addresses_follow_the_ports(monkeypatch: pytest.MonkeyPatch) -> None:

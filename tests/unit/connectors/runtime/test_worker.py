@@ -54,6 +54,33 @@ def test_the_worker_starts_without_any_token_and_serves_no_management_routes(wor
             assert response.headers["content-type"] == MEDIA_TYPE
 
 
+def test_readyz_names_the_dependency_that_is_down(world: World) -> None:
+    def down() -> None:
+        raise ConnectionRefusedError("mongodb://worker:hunter2@db:27017")
+
+    healthy = {"mongo": lambda: None, "kafka": lambda: None}
+    with TestClient(create_app(world.settings, runtime=world.runtime, checks=healthy)) as client:
+        response = client.get("/readyz")
+        assert (response.status_code, response.json()) == (
+            200,
+            {
+                "status": "ready",
+                "checks": {
+                    "mongo": "ok",
+                    "kafka": "ok",
+                },
+            },
+        )
+    with TestClient(create_app(world.settings, runtime=world.runtime, checks={**healthy, "mongo": down})) as client:
+        response = client.get("/readyz")
+        assert response.status_code == 503
+        assert response.json() == {
+            "status": "not-ready",
+            "checks": {"mongo": "down: ConnectionRefusedError", "kafka": "ok"},
+        }
+        assert "hunter2" not in response.text
+
+
 def test_the_worker_bounds_every_body_unread(world: World) -> None:
     # The body limit layer answers before any route or token check: a declared length over the worker's largest
     # route limit is refused without reading, wherever it is sent.

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from metalake.settings import Settings, StackPorts, StackSettings
+from ops.stack.paths import with_stack_paths
 from ops.stack.services.base import StackContext
 from ops.stack.services.ferretdb import DATABASE, FerretDB, postgresql_url, psql_argv
 from ops.stack.services.postgres import SUPERUSER
@@ -14,7 +15,9 @@ SQL = REPO / "deploy" / "local" / "ferretdb"
 
 
 def test_ferretdb_runs_on_the_stack_postgres_database() -> None:
-    ctx = StackContext(Settings(stack=StackSettings(dir=Path("/x/.stack"), ports=StackPorts(postgres=5999))), REPO)
+    ctx = StackContext(
+        with_stack_paths(Settings(stack=StackSettings(dir=Path("/x/.stack"), ports=StackPorts(postgres=5999)))), REPO
+    )
     argv = FerretDB().argv(ctx)
     assert argv[0] == "/x/.stack/cache/ferretdb/ferretdb-run"
     assert f"--postgresql-url=postgres://{SUPERUSER}@127.0.0.1:5999/{DATABASE}" in argv

@@ -11,6 +11,7 @@ import pytest
 from metalake.settings import Settings, StackPorts, StackSettings
 from ops.stack import StackError, StackManager
 from ops.stack.manager import with_dependents, with_requirements
+from ops.stack.paths import with_stack_paths
 from ops.stack.process import alive, spawn
 from ops.stack.services.base import ServiceError, StackContext
 
@@ -24,7 +25,7 @@ def busy_port() -> Iterator[int]:
 
 
 def _settings(tmp_path: Path, **ports: int) -> Settings:
-    return Settings(stack=StackSettings(dir=tmp_path / ".stack", ports=StackPorts(**ports)))
+    return with_stack_paths(Settings(stack=StackSettings(dir=tmp_path / ".stack", ports=StackPorts(**ports))))
 
 
 def _free_port() -> int:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from metalake.settings import load_settings
-from ops.stack.paths import find_project_root, use_checkout_stack
+from metalake.settings import Settings, StackSettings, load_settings
+from ops.stack.paths import find_project_root, use_checkout_stack, with_stack_paths
 
 
 def _checkout(tmp_path: Path) -> Path:
@@ -44,7 +44,31 @@ def test_the_checkout_stack_reaches_settings_through_the_environment(
     assert os.environ["METALAKE_STACK__DIR"] == str(root.resolve() / ".stack")
     settings = load_settings()
     assert settings.kafka_bootstrap == "127.0.0.1:19092"
-    assert settings.lake_root == root.resolve() / ".stack" / "data" / "lake"
+    stack = root.resolve() / ".stack"
+    assert settings.lake_root == stack / "data" / "lake"
+    assert settings.checkpoint_root == stack / "data" / "checkpoints"
+    assert settings.spark.jars_dir == stack / "cache" / "spark" / "jars"
+    assert settings.spark.scratch_dir == stack / "data" / "spark"
+    assert settings.access_rules_file == stack / "run" / "trino" / "etc" / "rules.json"
+
+
+def test_a_path_the_env_file_sets_wins_over_the_stack_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.startswith("METALAKE_"):
+            monkeypatch.delenv(name)
+    root = _checkout(tmp_path)
+    (root / ".stack").mkdir()
+    (root / ".stack" / "stack.env").write_text(f"METALAKE_LAKE__ROOT={tmp_path / 'lake-elsewhere'}\n")
+    use_checkout_stack(root)
+    settings = load_settings()
+    assert settings.lake_root == tmp_path / "lake-elsewhere"
+    assert settings.checkpoint_root == root.resolve() / ".stack" / "data" / "checkpoints"
+
+
+def test_with_stack_paths_follows_the_settings_stack_folder(tmp_path: Path) -> None:
+    settings = with_stack_paths(Settings(stack=StackSettings(dir=tmp_path / "s")))
+    assert settings.access_rules_file == tmp_path / "s" / "run" / "trino" / "etc" / "rules.json"
+    assert settings.lake_root == tmp_path / "s" / "data" / "lake"
 
 
 def test_variables_already_set_win(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,6 +11,7 @@ import pytest
 from metalake.settings import ApiSettings, Settings, StackSettings, load_settings
 from ops.stack import StackError, StackManager
 from ops.stack.manager import GENERATED_SECRETS, _generated_secrets
+from ops.stack.paths import with_stack_paths
 from ops.stack.services import SERVICES
 from ops.stack.services.base import StackContext
 from ops.stack.services.processors import LOCAL_SSRF_ALLOW, Outbound, Propagation, local_env
@@ -20,7 +21,9 @@ INFRA = ["kafka", "postgres", "ferretdb", "trino"]
 
 
 def _manager(tmp_path: Path) -> StackManager:
-    return StackManager(Settings(stack=StackSettings(dir=tmp_path / ".stack")), tmp_path, echo=lambda _: None)
+    return StackManager(
+        with_stack_paths(Settings(stack=StackSettings(dir=tmp_path / ".stack"))), tmp_path, echo=lambda _: None
+    )
 
 
 def _names(manager: StackManager, **flags: bool) -> list[str]:
@@ -51,7 +54,9 @@ def test_the_generated_key_is_kept_across_ups_owner_only_and_never_echoed(
     for key in GENERATED_SECRETS:
         monkeypatch.delenv(key, raising=False)
     lines: list[str] = []
-    manager = StackManager(Settings(stack=StackSettings(dir=tmp_path / ".stack")), tmp_path, echo=lines.append)
+    manager = StackManager(
+        with_stack_paths(Settings(stack=StackSettings(dir=tmp_path / ".stack"))), tmp_path, echo=lines.append
+    )
     manager._write_env_file()
     env_file = tmp_path / ".stack" / "stack.env"
     first = env_file.read_text()
@@ -80,7 +85,7 @@ def test_the_ssrf_allowance_is_loopback_only_and_yields_to_the_environment(monke
 
 
 def test_a_processor_is_healthy_only_once_this_start_logged_its_marker(tmp_path: Path) -> None:
-    ctx = StackContext(Settings(stack=StackSettings(dir=tmp_path / ".stack")), tmp_path)
+    ctx = StackContext(with_stack_paths(Settings(stack=StackSettings(dir=tmp_path / ".stack"))), tmp_path)
     service = Outbound()
     log = ctx.log_file("outbound")
     log.parent.mkdir(parents=True)
@@ -96,7 +101,7 @@ def test_a_processor_is_healthy_only_once_this_start_logged_its_marker(tmp_path:
 
 
 def test_propagation_writes_its_own_ready_file(tmp_path: Path) -> None:
-    ctx = StackContext(Settings(stack=StackSettings(dir=tmp_path / ".stack")), tmp_path)
+    ctx = StackContext(with_stack_paths(Settings(stack=StackSettings(dir=tmp_path / ".stack"))), tmp_path)
     argv = Propagation().argv(ctx)
     assert argv[argv.index("--ready-file") + 1] == str(ctx.run_dir("propagation") / "ready")
     assert argv[argv.index("-m") + 1 : argv.index("--ready-file")] == ["ops", "propagation", "run"]
@@ -107,7 +112,7 @@ def test_a_busy_api_port_names_the_api_setting(tmp_path: Path) -> None:
         sock.bind(("127.0.0.1", 0))
         sock.listen(1)
         port = sock.getsockname()[1]
-        settings = Settings(stack=StackSettings(dir=tmp_path / ".stack"), api=ApiSettings(port=port))
+        settings = with_stack_paths(Settings(stack=StackSettings(dir=tmp_path / ".stack"), api=ApiSettings(port=port)))
         with pytest.raises(StackError) as err:
             StackManager(settings, tmp_path, echo=lambda _: None).up(["api"])
     assert f"api: port 127.0.0.1:{port} is in use by another process" in str(err.value)
@@ -126,7 +131,7 @@ def test_every_python_service_starts_a_command_that_exists(service: object, tmp_
     from ops.stack.services.base import Service
 
     assert isinstance(service, Service)
-    ctx = StackContext(Settings(stack=StackSettings(dir=tmp_path / ".stack")), tmp_path)
+    ctx = StackContext(with_stack_paths(Settings(stack=StackSettings(dir=tmp_path / ".stack"))), tmp_path)
     argv = service.argv(ctx)
     # The module and its subcommands, up to the first option (the options would start the service), then --help.
     words = list(itertools.takewhile(lambda a: not a.startswith("--"), argv[argv.index("-m") + 1 :]))

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from metalake.settings import Settings, StackSettings
+from ops.stack.paths import with_stack_paths
 from ops.stack.services.base import StackContext
 from ops.stack.services.trino import Trino
 
@@ -15,7 +16,7 @@ def _properties(path: Path) -> dict[str, str]:
 
 
 def test_prepare_configures_file_based_access_control(tmp_path: Path) -> None:
-    settings = Settings(stack=StackSettings(dir=tmp_path / ".stack"))
+    settings = with_stack_paths(Settings(stack=StackSettings(dir=tmp_path / ".stack")))
     ctx = StackContext(settings, tmp_path)
     Trino().prepare(ctx)
     etc = ctx.run_dir("trino") / "etc"
@@ -34,7 +35,7 @@ def test_prepare_configures_file_based_access_control(tmp_path: Path) -> None:
 
 
 def test_prepare_keeps_the_rules_the_access_runner_wrote(tmp_path: Path) -> None:
-    settings = Settings(stack=StackSettings(dir=tmp_path / ".stack"))
+    settings = with_stack_paths(Settings(stack=StackSettings(dir=tmp_path / ".stack")))
     settings.access_rules_file.parent.mkdir(parents=True)
     settings.access_rules_file.write_text('{"tables": []}\n')
     Trino().prepare(StackContext(settings, tmp_path))

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from metalake.settings import Settings, StackSettings, TrinoResourceGroupSettings, TrinoSettings
+from ops.stack.paths import with_stack_paths
 from ops.stack.services.base import StackContext
 from ops.stack.services.trino import Trino
 from tenants.naming import trino_user
@@ -49,7 +50,9 @@ def _group(groups: dict[str, Any], path: list[str]) -> dict[str, Any]:
 
 def test_prepare_writes_the_file_resource_group_manager(tmp_path: Path) -> None:
     limits = TrinoResourceGroupSettings(tenant_max_running=3, tenant_max_queued=7)
-    settings = Settings(stack=StackSettings(dir=tmp_path / ".stack"), trino=TrinoSettings(resource_groups=limits))
+    settings = with_stack_paths(
+        Settings(stack=StackSettings(dir=tmp_path / ".stack"), trino=TrinoSettings(resource_groups=limits))
+    )
     ctx = StackContext(settings, tmp_path)
     Trino().prepare(ctx)
     etc = ctx.run_dir("trino") / "etc"

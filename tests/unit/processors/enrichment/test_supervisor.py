@@ -69,3 +69,12 @@ def test_available_now_ends_when_every_query_has_drained() -> None:
     runner.start()
     runner.join(timeout=10)
     assert not runner.is_alive()
+
+
+def test_the_health_servers_liveness_names_the_queries_not_running() -> None:
+    queries = [FakeQuery("lake", isActive=True), FakeQuery("mongo-bulk", isActive=True)]
+    supervisor = _Supervisor(lambda i: queries[i], 2, available_now=False)  # type: ignore[arg-type,return-value]
+    liveness = stream._liveness(supervisor)
+    assert liveness() is None
+    queries[1].isActive = False  # failed, not restarted yet
+    assert liveness() == "queries not running: mongo-bulk"
