@@ -44,11 +44,20 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def changes_key(tenant: str) -> str:
+    """The record key of everything on ``metalake.changes``: the tenant alone, so all of a tenant's records (state
+    changes, propagation runs, erasures) land on one partition, in order, and one instance of a consumer group holds
+    a whole tenant (the propagation processor keeps a tenant's lineage graph in memory). Per-asset order follows.
+    The price: one tenant's changes are read by one instance per group (docs/propagation.md#scaling-out)."""
+    return tenant
+
+
 class StateChange(BaseModel):
     """One committed state row (``io.metalake.state.changed.v1``): its table, key, meta columns and other columns.
 
     ``key`` and ``state`` keep their producer's order (the table's key and field order), which the record's value
-    keeps too. The record's subject and partition key are the row's asset, ``key["urn"]``.
+    keeps too. The record's subject is the row's asset, ``key["urn"]``; its partition key is the tenant
+    (:func:`changes_key`).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -106,6 +115,7 @@ class StateChange(BaseModel):
             event_id=self.id,
             time=self.time,
             traceparent=self.traceparent,
+            partitionkey=changes_key(self.tenant),
         )
 
     @classmethod

@@ -110,9 +110,10 @@ def new_event(
     event_id: str | None = None,
     time: datetime | None = None,
     traceparent: str | None = None,
+    partitionkey: str | None = None,
 ) -> CloudEvent:
     """Build and validate an event, its URNs canonical (``metalake.events.canonical``). The subject defaults to
-    ``data["urn"]``; the key to ``<tenant>:<subject>``."""
+    ``data["urn"]``; the key to ``<tenant>:<subject>`` (``metalake.changes`` records pass the tenant alone)."""
     spec_for(event_type)
     validate_data(event_type, data)
     data = canonical_data(event_type, data)
@@ -124,7 +125,7 @@ def new_event(
         time=time or datetime.now(UTC),
         subject=subject,
         tenantid=tenant_id,
-        partitionkey=f"{tenant_id}:{subject or event_id}",
+        partitionkey=partitionkey or f"{tenant_id}:{subject or event_id}",
         traceparent=traceparent,
         data=dict(data),
     )

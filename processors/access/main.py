@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+import threading
 from typing import Annotated
 
 import typer
@@ -26,14 +28,17 @@ app = typer.Typer(
 
 @app.command("run")
 def run_command() -> None:
-    """Regenerate the rules as classifications and propagated tags change (consumes metalake.changes; Ctrl-C stops)."""
+    """Regenerate the rules as classifications and propagated tags change (consumes metalake.changes; SIGTERM or
+    Ctrl-C stop it after the batch)."""
     settings = get_settings()
     configure_telemetry(settings.telemetry, "access")
     serve_health(settings, "access", standard_checks(settings, "mongo", "kafka", "trino"))
-    try:
-        run(settings)
-    except KeyboardInterrupt:
-        pass
+    # SIGTERM (what supervisors send) stops it after the batch, like Ctrl-C: the consumer then leaves its group at
+    # once, so the other instances take its partitions without waiting for the session to time out.
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+    signal.signal(signal.SIGINT, lambda signum, frame: stop.set())
+    run(settings, stop=stop)
 
 
 @app.command("sync")

@@ -11,6 +11,7 @@ import time
 from typing import Any, Protocol
 
 from metalake.events import CloudEvent, new_event
+from metalake.events.changes import changes_key
 
 ERASED_TYPE = "io.metalake.asset.erased.v1"
 SOURCE = "/processors/lake/erase"
@@ -21,14 +22,16 @@ class _Record(Protocol):
 
 
 def erased_event(tenant: str, erasure_id: str, urn_sha256: str, include_children: bool) -> CloudEvent:
-    """The event of one completed erase; its id (and so its key, ``<tenant>:<erasure_id>``) is the erasure id."""
+    """The event of one completed erase; its id is the erasure id. Keyed by the tenant like every record of
+    ``metalake.changes``: it reaches the propagation instance that holds the tenant, after the tenant's earlier
+    changes."""
     data = {
         "version": time.time_ns() // 1_000_000,
         "erasure_id": erasure_id,
         "urn_sha256": urn_sha256,
         "include_children": include_children,
     }
-    return new_event(ERASED_TYPE, tenant, data, source=SOURCE, event_id=erasure_id)
+    return new_event(ERASED_TYPE, tenant, data, source=SOURCE, event_id=erasure_id, partitionkey=changes_key(tenant))
 
 
 def erased_tenant(msg: _Record) -> str | None:

@@ -7,6 +7,7 @@ import hashlib
 import uuid
 
 from metalake.events import CloudEvent, new_event
+from metalake.events.changes import changes_key
 from metalake.propagation.diff import PROPAGATED_TYPE, UNPROPAGATED_TYPE, Plan
 from metalake.propagation.model import Propagated
 
@@ -53,4 +54,6 @@ def completed_event(plan: Plan, version: int) -> CloudEvent:
         "truncated": plan.truncated,
         "reason": plan.reason,
     }
-    return new_event(COMPLETED_TYPE, plan.tenant, data, source=SOURCE, event_id=str(event_id))
+    return new_event(
+        COMPLETED_TYPE, plan.tenant, data, source=SOURCE, event_id=str(event_id), partitionkey=changes_key(plan.tenant)
+    )

@@ -70,7 +70,12 @@ def run(
         tenants=tenants,
         after_publish=_fault_hook(settings.faults.pause_after_publish),
     )
-    consumer = BatchConsumer(settings, group or settings.propagation.group_id, [CHANGES_TOPIC])
+    consumer = BatchConsumer(
+        settings,
+        group or settings.propagation.group_id,
+        [CHANGES_TOPIC],
+        on_assignment=lambda owned: processor.retain({p for topic, p in owned if topic == CHANGES_TOPIC}),
+    )
     stopping = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

@@ -8,6 +8,12 @@ scrubbed). A batch's affected origins are recomputed; their propagated/unpropaga
 topic (confirmed by Kafka), then one completed event per run to ``metalake.changes``; only then are the offsets
 committed. A crash in between replays the batch after a restart: the recompute finds the same rows with the same
 versions and ids, so stores and consumers see no change.
+
+Several instances share the work: ``metalake.changes`` is keyed by tenant, so a tenant's records all sit on one
+partition and its graph lives in the one instance that owns that partition. The processor remembers which
+partition each tenant's records came from; when the assignment changes (:meth:`retain`), it drops every tenant
+whose partition it no longer owns (or whose partition it never saw): another instance may change that tenant
+meanwhile, and if the partition comes back the tenant is reloaded from MongoDB, current, at its next record.
 """
 
 from __future__ import annotations
@@ -78,6 +84,9 @@ class PropagationProcessor:
         self._tenants = frozenset(tenants) if tenants else None
         self._after_publish = after_publish
         self._states: dict[str, TenantPropagation] = {}
+        # tenant -> the partitions of metalake.changes its records came from (one, unless records predate the
+        # tenant key): the tenant is held only while all of them are owned.
+        self._partitions: dict[str, set[int]] = {}
         self._batches = 0
 
     def state(self, tenant: str) -> TenantPropagation | None:
@@ -110,12 +119,31 @@ class PropagationProcessor:
     def _follows(self, tenant: str) -> bool:
         return self._tenants is None or tenant in self._tenants
 
+    def retain(self, owned: Collection[int]) -> None:
+        """The partitions of ``metalake.changes`` this instance owns now: drop every tenant held from another one
+        (or loaded before any record of it, at the start-up reconcile). Called by the consumer on every assignment
+        change, between batches."""
+        keep = set(owned)
+        for tenant in sorted(set(self._states) | set(self._partitions)):
+            seen = self._partitions.get(tenant)
+            if seen and seen <= keep:
+                continue
+            self._partitions.pop(tenant, None)
+            if self._states.pop(tenant, None) is not None:
+                log.info("propagation.tenant_forgotten", extra={"tenant_id": tenant, "reason": "partition_not_owned"})
+
+    def _seen(self, tenant: str, msg: Received) -> None:
+        partition = msg.partition()
+        if partition is not None:
+            self._partitions.setdefault(tenant, set()).add(partition)
+
     def handle(self, messages: Sequence[Received]) -> BatchOutcome:
         outcome = BatchOutcome(records=len(messages))
         by_tenant: dict[str, list[StateChange]] = {}
         for msg in messages:
             erased = erased_tenant(msg)
             if erased is not None and self._follows(erased):
+                self._seen(erased, msg)
                 self.forget(erased)
                 # The reload reads MongoDB after every change before the erase was committed there: those changes
                 # are in it (or were erased), and replaying them could bring the erased asset back into memory.
@@ -124,6 +152,7 @@ class PropagationProcessor:
             change = read_change(msg)
             if change is None or not self._follows(change.tenant):
                 continue
+            self._seen(change.tenant, msg)
             by_tenant.setdefault(change.tenant, []).append(change)
         for tenant in sorted(by_tenant):
             # A tenant just forgotten is reloaded and reconciled here, even without a change of its own: a tag that

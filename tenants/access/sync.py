@@ -85,6 +85,11 @@ def _from_doc(items: Iterable[MaskedColumnDoc]) -> Masked:
     return out
 
 
+def _stamps(docs: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """Which tenant's masks were stored when: ``updated_at`` changes with every store that changed them."""
+    return sorted((str(doc["_id"]), str(doc.get("updated_at"))) for doc in docs)
+
+
 class AccessSync:
     """Refreshes tenants' masks from MongoDB and Trino, and rewrites the rules file. One per process."""
 
@@ -142,8 +147,23 @@ class AccessSync:
         return masked
 
     def render(self) -> bool:
-        """Rewrite the rules file from the stored masks of every tenant; True if it changed."""
-        stored = {doc["_id"]: _from_doc(doc.get("masked") or []) for doc in self._access.find()}
+        """Rewrite the rules file from the stored masks of every tenant; True if it changed.
+
+        Several access processors may render the same file at once (instances of one consumer group, each
+        refreshing its partitions' tenants): a render that read the stored masks before another instance stored a
+        tenant's could be written last and leave that tenant stale. So after writing, it reads the stamps again and
+        renders anew if a tenant's masks were stored meanwhile: whichever write lands last was read after the last
+        store. It stops as soon as nothing was stored during a render."""
+        changed = False
+        while True:
+            docs = list(self._access.find())
+            changed = self._render(docs) or changed
+            if _stamps(self._access.find({}, {"updated_at": 1})) == _stamps(docs):
+                return changed
+            log.info("access.rules_stale", extra={"reason": "masks stored during the render"})
+
+    def _render(self, docs: Iterable[AccessDoc]) -> bool:
+        stored = {doc["_id"]: _from_doc(doc.get("masked") or []) for doc in docs}
         accesses = [TenantAccess(t, stored.get(t, {})) for t in self.tenants()]
         settings = self._settings
         rules = build_rules(

@@ -9,7 +9,7 @@ from typing import Any
 from control.subscriptions.filters import Filters
 from control.subscriptions.store import Subscription, SubscriptionStore
 from metalake.events import CloudEvent, new_event
-from metalake.events.changes import PROPAGATION_COMPLETED, Change, StateChange
+from metalake.events.changes import PROPAGATION_COMPLETED, Change, StateChange, changes_key
 from metalake.settings import OutboundSettings, Settings
 
 SLACK_TOKEN = "xoxb-test-token"
@@ -67,7 +67,10 @@ def completed_event(
         "truncated": False,
         "reason": None,
     }
-    return new_event(PROPAGATION_COMPLETED, tenant, data, source="/processors/propagation")
+    # Keyed by tenant as the processor keys it: on the partition of the tenant's other changes, after them.
+    return new_event(
+        PROPAGATION_COMPLETED, tenant, data, source="/processors/propagation", partitionkey=changes_key(tenant)
+    )
 
 
 def as_change(event: CloudEvent) -> Change:

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
@@ -49,6 +50,14 @@ def _headers(msg: Message) -> list[tuple[str, bytes]]:
     raw = msg.headers() or []
     pairs = list(raw.items()) if isinstance(raw, dict) else raw
     return [(k, v.encode() if isinstance(v, str) else v) for k, v in pairs if v is not None]
+
+
+def _subject(msg: Message) -> bytes | None:
+    """The record's ``ce_subject`` (the asset), None without one."""
+    for name, value in _headers(msg):
+        if name == "ce_subject":
+            return value
+    return None
 
 
 @dataclass
@@ -143,14 +152,16 @@ class Outbound:
     # -- main loop ----------------------------------------------------------------------------------------------------
 
     def handle_batch(self, messages: Sequence[Message]) -> Followups:
-        """Deliver a batch: records grouped by key (one asset's changes in order), groups in parallel."""
-        groups: dict[bytes | None, list[Message]] = {}
+        """Deliver a batch: records grouped by asset (key and subject: one asset's changes in order), groups in
+        parallel. The key alone is the tenant (``metalake.changes`` is keyed by tenant): grouping by it would
+        serialise a tenant's deliveries."""
+        groups: dict[tuple[bytes | None, bytes | None], list[Message]] = {}
         tests: list[Message] = []
         for msg in messages:
             if msg.topic() == OUTBOUND_TESTS_TOPIC:
                 tests.append(msg)
             else:
-                groups.setdefault(msg.key(), []).append(msg)
+                groups.setdefault((msg.key(), _subject(msg)), []).append(msg)
         followups = Followups()
         parts = [self._pool.submit(self._handle_group, group) for group in groups.values()]
         if tests:
@@ -281,7 +292,7 @@ class Loops:
 
     def __init__(self, settings: Settings, outbound: Outbound) -> None:
         self.settings, self.outbound = settings, outbound
-        session = {"session.timeout.ms": settings.outbound.session_timeout_ms}
+        session: dict[str, Any] = {"session.timeout.ms": settings.outbound.session_timeout_ms}
         self.main = BatchConsumer(
             settings, settings.outbound.group_id, [CHANGES_TOPIC, OUTBOUND_TESTS_TOPIC], **session
         )

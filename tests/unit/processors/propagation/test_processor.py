@@ -79,7 +79,7 @@ def test_a_tag_is_published_to_the_priority_topic_then_completed_to_changes() ->
     assert second.data["path"] == [A, B, C] and second.data["depth"] == 2
     assert first.partitionkey == f"acme:{B}"
     assert completed.type == "io.metalake.propagation.completed.v1"
-    assert completed.partitionkey == f"acme:{A}"
+    assert completed.partitionkey == "acme"  # keyed by tenant, like every record of metalake.changes
     assert completed.data == {
         "urn": A,
         "version": 100,
@@ -190,3 +190,40 @@ def test_the_hook_runs_after_publishing() -> None:
     proc = processor(publisher, after_publish=lambda batch: seen.append(len(publisher.sent)))
     proc.handle([tagged(100)])
     assert seen == [3]
+
+
+def _on(partition: int, tenant: str, version: int) -> Record:
+    record = FakeRecord(
+        tenant, change("classifications", {"urn": A, "tag": "PII"}, version, source="human", propagate=True)
+    )
+    return Record(record.headers(), record.value(), partition=partition, key=record.key())
+
+
+def test_an_instance_holds_only_the_tenants_of_the_partitions_it_owns() -> None:
+    loads: list[str] = []
+
+    def load(tenant: str) -> TenantPropagation:
+        loads.append(tenant)
+        return edges_only(tenant)
+
+    proc = PropagationProcessor(load, RecordingPublisher(), lambda t: f"prio.{t}", tenants=None)
+    proc.reconcile("boot")  # loaded at start, before any record tells its partition
+    proc.handle([_on(0, "acme", 100), _on(1, "globex", 100)])
+    assert loads == ["boot", "acme", "globex"]
+
+    proc.retain({0})  # partition 1 went to another instance, which may change globex meanwhile
+    assert (proc.state("acme") is not None, proc.state("globex"), proc.state("boot")) == (True, None, None)
+
+    # Partition 1 comes back: globex is reloaded (current, from MongoDB) at its next record, not served stale.
+    proc.retain({0, 1})
+    proc.handle([_on(1, "globex", 101)])
+    assert loads == ["boot", "acme", "globex", "globex"]
+    assert proc.state("acme") is not None and proc.state("globex") is not None
+
+
+def test_a_tenant_seen_on_several_partitions_is_held_only_while_all_are_owned() -> None:
+    # Records published before changes were keyed by tenant spread a tenant over partitions.
+    proc = processor(RecordingPublisher())
+    proc.handle([_on(0, "acme", 100), _on(2, "acme", 101)])
+    proc.retain({0, 1})
+    assert proc.state("acme") is None
