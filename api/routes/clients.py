@@ -6,6 +6,7 @@ are not made here (``metalake api create-admin``) and are managed in ``api.route
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from http import HTTPStatus
 from typing import Annotated, Any
@@ -61,6 +62,34 @@ def client_with_secret(record: ClientRecord, secret: str) -> ClientWithSecret:
     return ClientWithSecret(**client_view(record).model_dump(), client_secret=secret)
 
 
+def client_page(records: list[ClientRecord], limit: int) -> ClientPage:
+    """A page of ``limit`` clients from ``limit + 1`` read: the extra one only says that there is a next page."""
+    page = records[:limit]
+    return ClientPage(
+        items=[client_view(r) for r in page],
+        next_cursor=page[-1].client_id if len(records) > limit else None,
+    )
+
+
+Rotation = Callable[[int], tuple[ClientRecord, str] | None]
+
+
+async def rotate(auth: AuthRuntime, client_id: str, body: ClientRotate | None, call: Rotation) -> ClientWithSecret:
+    """Run ``call`` (a store's rotation, given the overlap) with the answers every client route gives: the overlap
+    from the body or ``api.secret_overlap_s``, 409 on a concurrent change or a revoked client, the cache dropped."""
+    overlap = auth.settings.api.secret_overlap_s
+    if body is not None and body.overlap_seconds is not None:
+        overlap = body.overlap_seconds
+    try:
+        rotated = await run_in_threadpool(call, overlap)
+    except ClientConflict:
+        raise Problem(409, "conflict", "the client changed concurrently; retry", field="client_id") from None
+    if rotated is None:
+        raise Problem(409, "client-revoked", "a revoked client cannot be rotated", field="client_id")
+    auth.client_cache.invalidate(client_id)
+    return client_with_secret(*rotated)
+
+
 async def _audit(api: ContextDep, ctx: TenantContext, action: str, client_id: str) -> None:
     # Recorded once the change is made: the row says it happened (a failed change raises before this).
     await run_in_threadpool(audit.record, api, ctx.tenant, ctx.principal, action, client_id, audit.DONE)
@@ -99,11 +128,7 @@ async def list_clients(
     cursor: Annotated[str | None, Query(max_length=200, description="next_cursor of the previous page.")] = None,
 ) -> ClientPage:
     records = await run_in_threadpool(lambda: auth.clients.list(ctx.tenant, after=cursor, limit=limit + 1))
-    page = records[:limit]
-    return ClientPage(
-        items=[client_view(r) for r in page],
-        next_cursor=page[-1].client_id if len(records) > limit else None,
-    )
+    return client_page(records, limit)
 
 
 @router.get("/{client_id}", summary="Get one API client", response_model=ClientView, responses=ERRORS)
@@ -121,19 +146,9 @@ async def rotate_client(
     client_id: str, ctx: TenantAdmin, auth: AuthDep, api: ContextDep, body: ClientRotate | None = None
 ) -> ClientWithSecret:
     await run_in_threadpool(_owned, auth, ctx, client_id)
-    overlap = auth.settings.api.secret_overlap_s
-    if body is not None and body.overlap_seconds is not None:
-        overlap = body.overlap_seconds
-    try:
-        rotated = await run_in_threadpool(auth.clients.rotate, client_id, overlap)
-    except ClientConflict:
-        raise Problem(409, "conflict", "the client changed concurrently; retry", field="client_id") from None
-    if rotated is None:
-        raise Problem(409, "client-revoked", "a revoked client cannot be rotated", field="client_id")
-    record, secret = rotated
-    auth.client_cache.invalidate(client_id)
+    answer = await rotate(auth, client_id, body, lambda overlap: auth.clients.rotate(client_id, overlap))
     await _audit(api, ctx, "client.rotate", client_id)
-    return client_with_secret(record, secret)
+    return answer
 
 
 @router.delete(

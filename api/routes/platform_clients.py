@@ -11,10 +11,10 @@ from fastapi.concurrency import run_in_threadpool
 from api.context import ContextDep
 from api.deps import AuthDep, PlatformAdmin
 from api.problems import Problem, problem_doc
-from api.routes.clients import client_view, client_with_secret
+from api.routes.clients import client_page, client_view, rotate
 from api.schemas.clients import ClientPage, ClientRotate, ClientView, ClientWithSecret
 from api.services import platform_clients
-from control.auth.clients import ClientConflict, ClientRecord
+from control.auth.clients import ClientRecord
 
 router = APIRouter(prefix="/v1/platform/clients", tags=["platform clients"])
 
@@ -44,11 +44,7 @@ async def list_platform_clients(
     cursor: Annotated[str | None, Query(max_length=200, description="next_cursor of the previous page.")] = None,
 ) -> ClientPage:
     records = await run_in_threadpool(lambda: platform_clients.list_admins(auth.clients, after=cursor, limit=limit + 1))
-    page = records[:limit]
-    return ClientPage(
-        items=[client_view(r) for r in page],
-        next_cursor=page[-1].client_id if len(records) > limit else None,
-    )
+    return client_page(records, limit)
 
 
 @router.get("/{client_id}", summary="Get one platform-admin API client", response_model=ClientView, responses=ERRORS)
@@ -66,20 +62,12 @@ async def rotate_platform_client(
     client_id: str, principal: PlatformAdmin, auth: AuthDep, api: ContextDep, body: ClientRotate | None = None
 ) -> ClientWithSecret:
     await run_in_threadpool(_admin, auth, client_id)
-    overlap = auth.settings.api.secret_overlap_s
-    if body is not None and body.overlap_seconds is not None:
-        overlap = body.overlap_seconds
-    try:
-        rotated = await run_in_threadpool(
-            platform_clients.rotate_admin, api, auth.clients, principal, client_id, overlap
-        )
-    except ClientConflict:
-        raise Problem(409, "conflict", "the client changed concurrently; retry", field="client_id") from None
-    if rotated is None:
-        raise Problem(409, "client-revoked", "a revoked client cannot be rotated", field="client_id")
-    record, secret = rotated
-    auth.client_cache.invalidate(client_id)
-    return client_with_secret(record, secret)
+    return await rotate(
+        auth,
+        client_id,
+        body,
+        lambda overlap: platform_clients.rotate_admin(api, auth.clients, principal, client_id, overlap),
+    )
 
 
 @router.delete(
