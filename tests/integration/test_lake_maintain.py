@@ -30,15 +30,19 @@ def test_maintain_compacts_small_files_and_keeps_every_row(
 ) -> None:
     names = names_for(tenant, settings.lake_root)
     assets = mongo[names.mongo_database]["assets"]
-    # One event per batch: wait for each before the next, so every one is its own small commit.
+    schema = names.trino_schema
+    query = f'SELECT event_id, subject, version FROM "{schema}".events ORDER BY event_id'
+    # One event per lake batch: wait for each in Delta (through Trino) before the next, so every one is its own small
+    # commit. MongoDB is not proof: the projection queries run on a 100 ms trigger, the lake query on 1 s, so two
+    # events seen one by one in MongoDB can still share a lake batch (and a file).
     for i in range(3):
         publish(
             settings, [upsert(tenant, asset_urn("postgres", "it", "db", "public", f"t{i}"), kind="table", name=f"t{i}")]
         )
         wait_for(f"asset {i} in MongoDB", lambda n=i + 1: assets.count_documents({}) == n or None)
-    schema = names.trino_schema
-    query = f'SELECT event_id, subject, version FROM "{schema}".events ORDER BY event_id'
-    before = wait_for("the events in Trino", lambda: (r := trino_rows(trino_cursor, query)) and len(r) == 3 and r)
+        before = wait_for(
+            f"event {i} in Delta", lambda n=i + 1: (r := trino_rows(trino_cursor, query)) and len(r) == n and r
+        )
     assets_query = f'SELECT urn, version, event_id FROM "{schema}".assets ORDER BY urn'
     # MongoDB may lead Delta, and a batch commits events before assets: wait for the assets in Delta too.
     assets_before = wait_for(
