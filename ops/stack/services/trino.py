@@ -24,6 +24,7 @@ from ops.stack.tls import server_cert
 from tenants.access.rules import build_rules, write_rules
 from tenants.resource_groups import build_resource_groups, resource_groups_properties
 
+TRINO_VERSION = "476"
 # Trino 476 needs JDK 24+; it runs on the Temurin 25 JDK (it checks a minimum version only).
 _MIN_JAVA = 24
 
@@ -46,6 +47,11 @@ _JVM_OPTIONS = [
 # Trino's file authenticator takes bcrypt or PBKDF2 hashes; PBKDF2 needs nothing beyond hashlib. Trino 476 checks
 # PBKDF2 with HMAC-SHA1 (still sound for PBKDF2), written ``<iterations>:<salt hex>:<hash hex>``.
 PBKDF2_ITERATIONS = 100_000
+
+
+def cli_jar(stack_dir: Path) -> Path:
+    """The Trino CLI's executable jar deploy/local/fetch/trino.sh keeps in the stack's cache."""
+    return stack_dir / "cache" / "trino" / f"trino-cli-{TRINO_VERSION}.jar"
 
 
 def pbkdf2_hash(password: str, *, salt: bytes | None = None, iterations: int = PBKDF2_ITERATIONS) -> str:
@@ -250,8 +256,9 @@ class Trino(Service):
         return env
 
     def probe(self, ctx: StackContext) -> str | None:
-        https = ctx.settings.trino.https
-        ca = ctx.stack_dir / "tls" / "ca.pem" if https else None
+        trino = ctx.settings.trino
+        # As every client verifies it: the configured CA (stack.env names the stack's own).
+        ca = (trino.ca_file or ctx.stack_dir / "tls" / "ca.pem") if trino.https else None
         return trino_probe(ctx.host, ctx.settings.stack.ports.trino, ca_file=ca)
 
 
