@@ -4,8 +4,8 @@ file-based access control and resource groups.
 With ``trino.https`` on (the default) Trino serves HTTPS only, with a certificate of the stack's CA (ops/stack/tls.py),
 and authenticates every request: the platform's service users with a password (Trino's password file, PBKDF2 hashes
 of ``trino.passwords``), people and tenants' tools with a JWT of the API's issuer (or the external one) whose
-``trino.jwt.user_claim`` names the Trino user. Trino's HTTP port is disabled, not merely left unauthenticated: on
-plain HTTP Trino would accept any claimed user name without credentials. See docs/serving.md.
+``trino.jwt.user_claim`` names the Trino user. Trino's HTTP port is disabled, not only left without authentication
+(Trino refuses credentials over HTTP by default, but the port would still answer in clear). See docs/serving.md.
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def server_properties(settings: Settings, *, host: str, port: int, etc: Path, ke
         raise ServiceError("trino: trino.shared_secret is unset (stack.env): HTTPS with authentication needs it")
     authenticators = ["PASSWORD", "JWT"] if settings.trino.jwt.enabled else ["PASSWORD"]
     lines = [
-        # No HTTP listener at all: Trino would take any claimed user there without credentials.
+        # No HTTP listener at all: nothing is served in clear, whatever the other flags say.
         "http-server.http.enabled=false",
         "http-server.https.enabled=true",
         f"http-server.https.port={port}",

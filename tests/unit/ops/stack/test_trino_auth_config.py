@@ -46,7 +46,7 @@ def test_trino_serves_https_only_with_the_stack_certificate_and_both_authenticat
     etc = ctx.run_dir("trino") / "etc"
     config = _properties(etc / "config.properties")
     port = settings.stack.ports.trino
-    # No HTTP listener: on plain HTTP Trino takes any claimed user without credentials.
+    # No HTTP listener: nothing is served in clear.
     assert config["http-server.http.enabled"] == "false" and "http-server.http.port" not in config
     assert config["http-server.https.enabled"] == "true" and config["http-server.https.port"] == str(port)
     assert config["discovery.uri"] == f"https://127.0.0.1:{port}"
