@@ -52,7 +52,7 @@ def _router(module: str) -> APIRouter:
 
 def publish_signing_key(auth: AuthRuntime) -> None:
     """Make the signing key (if there is none yet) when the API starts, not with the first token: Trino reads the JWKS
-    when it starts and then only every few minutes, so a key made later would be unknown to it meanwhile."""
+    when it starts and then every 15 minutes, so a key made later would be unknown to it meanwhile."""
     if auth.settings.api.external_issuer is not None or auth.settings.api.key_encryption_key is None:
         return
     try:
