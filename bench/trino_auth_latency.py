@@ -148,7 +148,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--queries", type=int, default=100, help="runs per query, mode and client shape")
     parser.add_argument("--warmup", type=int, default=10, help="untimed runs per query and mode first")
-    parser.add_argument("--plain-port", type=int, default=18080, help="port of the plain-HTTP reference Trino")
+    parser.add_argument(
+        "--plain-port", type=int, default=None, help="port of the plain-HTTP reference Trino (default: Trino's + 1)"
+    )
     parser.add_argument("--plain-dir", default=None, help="work folder of the plain Trino (default: under the stack)")
     args = parser.parse_args()
 
@@ -165,7 +167,8 @@ def main() -> None:
         token = tenant_token(settings, mongo, tenant)
         user = trino_user(tenant)
         tenant_sql = f"SELECT count(*), max(email) FROM {table} WHERE id % 7 = 0"  # noqa: S608 - a generated name
-        with plain_trino(settings, args.plain_port, work) as plain:
+        plain_port = args.plain_port or settings.stack.ports.trino + 1
+        with plain_trino(settings, plain_port, work) as plain:
             modes: dict[str, Callable[[], Any]] = {
                 "https_jwt": lambda: connect(settings, token=token),
                 "plain_http": lambda: connect(plain, session_user=user),
