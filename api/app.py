@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import APIRouter, FastAPI
 from pymongo import MongoClient
+from pymongo.errors import PyMongoError
 
 from api.auth.first import AuthenticateFirst
-from api.auth.runtime import build_auth
+from api.auth.runtime import AuthRuntime, build_auth
 from api.context import ApiContext
 from api.openapi import install_openapi
 from api.problems import install_problem_handlers
@@ -20,6 +22,8 @@ from api.services.provisioning import resume
 from metalake.http.bodies import BodyLimit
 from metalake.mongo import mongo_client
 from metalake.settings import Settings, load_settings
+
+log = logging.getLogger(__name__)
 
 # One module per resource under api/routes, each exposing ``router``. Add a line here to serve a new one.
 ROUTERS: tuple[str, ...] = (
@@ -46,12 +50,25 @@ def _router(module: str) -> APIRouter:
     return router
 
 
+def publish_signing_key(auth: AuthRuntime) -> None:
+    """Make the signing key (if there is none yet) when the API starts, not with the first token: Trino reads the JWKS
+    when it starts and then every 15 minutes, so a key made later would be unknown to it meanwhile."""
+    if auth.settings.api.external_issuer is not None or auth.settings.api.key_encryption_key is None:
+        return
+    try:
+        auth.keys.signing_key()
+    except PyMongoError as exc:
+        # The first token makes it then; the API still starts (its readiness says whether MongoDB answers).
+        log.warning("api.signing_key_unavailable", extra={"error": type(exc).__name__})
+
+
 def create_app(settings: Settings | None = None, *, mongo: MongoClient[dict[str, Any]] | None = None) -> FastAPI:
     settings = settings or load_settings()
     client = mongo or mongo_client(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        publish_signing_key(app.state.auth)
         stop_resume = resume.start(app.state.ctx)  # work a crash left unfinished, in a thread
         yield
         stop_resume()

@@ -25,6 +25,7 @@ from pymongo import MongoClient
 from metalake.events import new_event
 from metalake.kafka import EventProducer
 from metalake.settings import load_settings
+from metalake.trino_connect import connect as trino_connect
 from metalake.urn import asset_urn
 from ops.stack.paths import use_checkout_stack
 from tenants.naming import names_for
@@ -46,9 +47,7 @@ def main() -> None:
     names = names_for(tenant, settings.lake_root)
     mongo: MongoClient[dict[str, Any]] = MongoClient(settings.mongo_uri)
     assets = mongo[names.mongo_database]["assets"]
-    conn = trino.dbapi.connect(
-        host=settings.trino.host, port=settings.trino.port, user="bench", catalog=settings.trino.catalog
-    )
+    conn = trino_connect(settings, user="bench")
     cur = conn.cursor()
     consumer = Consumer(
         {"bootstrap.servers": settings.kafka_bootstrap, "group.id": f"bench-{tenant}", "enable.auto.commit": False}

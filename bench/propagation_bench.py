@@ -67,6 +67,7 @@ from metalake.propagation.graph import Edge, Limits, LineageGraph, closure
 from metalake.propagation.model import Assignment
 from metalake.propagation.tenant import TenantPropagation
 from metalake.settings import Settings, load_settings
+from metalake.trino_connect import connect as trino_connect
 from ops.stack.paths import use_checkout_stack
 from tenants.model import Tier
 from tenants.naming import CHANGES_TOPIC, TenantNames
@@ -293,9 +294,7 @@ def pipeline(
     names = TenantDirectory(registry, settings.lake_root, ttl_s=0).names(tenant)
     ensure_topics(settings, [names.priority_topic, names.bulk_topic])
     mongo: MongoClient[dict[str, Any]] = MongoClient(settings.mongo_uri, tz_aware=True)
-    conn = trino.dbapi.connect(
-        host=settings.trino.host, port=settings.trino.port, user="bench", catalog=settings.trino.catalog
-    )
+    conn = trino_connect(settings, user="bench")
     cursor = conn.cursor()
     logs = Path(args.log_dir)
     logs.mkdir(parents=True, exist_ok=True)

@@ -64,7 +64,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import trino
 from pymongo import MongoClient
 from trino.exceptions import TrinoQueryError
 
@@ -72,6 +71,7 @@ from metalake.events import CloudEvent, new_event
 from metalake.kafka import EventProducer
 from metalake.kafka.admin import ensure_topics
 from metalake.settings import Settings, load_settings
+from metalake.trino_connect import connect as trino_connect
 from metalake.urn import asset_urn
 from ops.stack.paths import use_checkout_stack
 from tenants.lake_catalog import register_tables
@@ -309,9 +309,7 @@ def publish(producer: EventProducer, events: Sequence[CloudEvent], topic: str) -
 
 
 def trino_cursor(settings: Settings) -> Any:
-    conn = trino.dbapi.connect(
-        host=settings.trino.host, port=settings.trino.port, user="bench", catalog=settings.trino.catalog
-    )
+    conn = trino_connect(settings, user="bench")
     return conn.cursor()
 
 

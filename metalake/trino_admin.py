@@ -10,22 +10,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import trino
-
 from metalake.settings import Settings
+from metalake.trino_connect import connect
 
 
 @contextmanager
 def admin_cursor(settings: Settings, *, timeout_s: float = 60.0) -> Iterator[Any]:
     """A cursor on ``settings.trino.catalog`` as the platform user; the connection is closed after the block."""
-    conn = trino.dbapi.connect(
-        host=settings.trino.host,
-        port=settings.trino.port,
-        user=settings.trino.user,
-        catalog=settings.trino.catalog,
-        request_timeout=timeout_s,
-        source="metalake",
-    )
+    conn = connect(settings, request_timeout=timeout_s, source="metalake")
     try:
         yield conn.cursor()
     finally:

@@ -66,5 +66,6 @@ def build_auth(settings: Settings, mongo: MongoClient[dict[str, Any]]) -> AuthRu
             lambda tenant: tenant_usable(tenants, tenant),
             # An external issuer's tokens never come from our keys; ours are trusted as soon as we sign with them.
             on_sign=(lambda key: None) if api.external_issuer else jwks.remember,
+            trino_user_claim=settings.trino.jwt.user_claim if settings.trino.jwt.enabled else None,
         ),
     )

@@ -4,7 +4,9 @@ authlib has no FastAPI integration for the server side, so this module is one: i
 authlib's :class:`OAuth2Request`, and authlib's answer into (status, body, headers). Clients authenticate with
 ``client_secret_basic`` or ``client_secret_post``; the token carries ``iss``, ``aud``, ``sub`` (the client id),
 ``client_id``, ``exp``, ``iat``, ``nbf``, ``jti``, ``scope`` and the tenant claim, signed with the active key of
-:class:`~api.auth.keys.SigningKeyStore` (its ``kid`` in the header).
+:class:`~api.auth.keys.SigningKeyStore` (its ``kid`` in the header). A tenant client's token also names its Trino user
+(claim ``trino.jwt.user_claim``): ``tenant.<id>``, or ``tenant.<id>.pii`` when the token's scopes hold ``pii:read``
+(as the SQL endpoint decides), so the same token opens Trino to the tenant's own tools (docs/serving.md).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from api.auth.keys import SigningKey, SigningKeyStore
 from control.auth.clients import ClientRecord, ClientStore
 from control.auth.principal import Scope
 from metalake.settings import ApiSettings
+from tenants.naming import trino_user
 
 log = logging.getLogger(__name__)
 
@@ -96,13 +99,20 @@ class _ClientCredentials(ClientCredentialsGrant):  # type: ignore[misc]
 
 
 class _TokenGenerator(JWTBearerTokenGenerator):  # type: ignore[misc]
-    def __init__(self, keys: SigningKeyStore, settings: ApiSettings, on_sign: Callable[[SigningKey], None]) -> None:
+    def __init__(
+        self,
+        keys: SigningKeyStore,
+        settings: ApiSettings,
+        on_sign: Callable[[SigningKey], None],
+        trino_user_claim: str | None,
+    ) -> None:
         super().__init__(
             issuer=settings.issuer_url, alg=settings.signing_alg, expires_generator=settings.token_lifetime_s
         )
         self._keys = keys
         self._settings = settings
         self._on_sign = on_sign
+        self._trino_user_claim = trino_user_claim
 
     def get_jwks(self) -> KeySet:
         key = self._keys.signing_key()
@@ -115,8 +125,13 @@ class _TokenGenerator(JWTBearerTokenGenerator):  # type: ignore[misc]
 
     def get_extra_claims(self, client: OAuthClient, grant_type: str, user: object, scope: str) -> dict[str, Any]:
         claims: dict[str, Any] = {"nbf": int(time.time())}
-        if client.record.tenant is not None:
-            claims[self._settings.tenant_claim] = client.record.tenant
+        tenant = client.record.tenant
+        if tenant is not None:
+            claims[self._settings.tenant_claim] = tenant
+            if self._trino_user_claim:
+                # The granted scopes (authlib's answer), never more than the client holds.
+                pii = Scope.PII_READ.value in (scope or "").split()
+                claims[self._trino_user_claim] = trino_user(tenant, pii=pii)
         return claims
 
 
@@ -144,6 +159,7 @@ class TokenServer(AuthorizationServer):  # type: ignore[misc]
 
     ``on_sign`` sees every key a token is signed with: the app hands it to its own validator's key cache, so a token
     issued right after a rotation is accepted by the process that issued it without waiting for a JWKS refresh.
+    ``trino_user_claim`` (None: none) is the claim that names a tenant client's Trino user.
     """
 
     def __init__(
@@ -153,13 +169,14 @@ class TokenServer(AuthorizationServer):  # type: ignore[misc]
         settings: ApiSettings,
         tenant_usable: Callable[[str], bool],
         on_sign: Callable[[SigningKey], None] = lambda key: None,
+        trino_user_claim: str | None = None,
     ) -> None:
         super().__init__(scopes_supported=[s.value for s in Scope])
         self._clients = clients
         self._settings = settings
         self._tenant_usable = tenant_usable
         self.register_grant(_ClientCredentials)
-        self.register_token_generator("default", _TokenGenerator(keys, settings, on_sign))
+        self.register_token_generator("default", _TokenGenerator(keys, settings, on_sign, trino_user_claim))
 
     def query_client(self, client_id: str) -> OAuthClient | None:
         record = self._clients.get(client_id)

@@ -27,6 +27,7 @@ from trino.exceptions import TrinoExternalError, TrinoQueryError, TrinoUserError
 
 from api.problems import Problem
 from metalake.settings import Settings
+from metalake.trino_connect import connect
 from tenants.naming import names_for, trino_user
 
 log = logging.getLogger(__name__)
@@ -157,11 +158,11 @@ def problem_for(exc: Exception) -> Problem:
 def start(settings: Settings, tenant: str, sql: str, *, pii: bool, limits: Limits) -> RunningQuery:
     """Run ``sql`` as the tenant (its PII user if ``pii``) up to the first row; raise :class:`Problem` on errors."""
     deadline = time.monotonic() + limits.timeout_s
-    conn = trino.dbapi.connect(
-        host=settings.trino.host,
-        port=settings.trino.port,
-        user=trino_user(tenant, pii=pii),
-        catalog=settings.trino.catalog,
+    # The platform user authenticates and runs the query as the tenant's user (Trino impersonation, which the
+    # access rules allow it for tenants' users only).
+    conn = connect(
+        settings,
+        session_user=trino_user(tenant, pii=pii),
         schema=names_for(tenant, settings.lake_root).trino_schema,
         session_properties={"query_max_run_time": f"{max(1, round(limits.timeout_s))}s"},
         request_timeout=max(1.0, limits.timeout_s),

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import socket
+import ssl
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 
 def port_open(host: str, port: int, timeout_s: float = 1.0) -> bool:
@@ -59,9 +61,13 @@ def mongo_probe(uri: str) -> str | None:
     return None
 
 
-def trino_probe(host: str, port: int) -> str | None:
+def trino_probe(host: str, port: int, ca_file: Path | None = None) -> str | None:
+    """Trino's ``/v1/info`` (public: no credentials); over HTTPS verified against ``ca_file`` when given."""
+    scheme = "https" if ca_file is not None else "http"
+    context = ssl.create_default_context(cafile=str(ca_file)) if ca_file is not None else None
     try:
-        with urllib.request.urlopen(f"http://{host}:{port}/v1/info", timeout=3) as resp:
+        url = f"{scheme}://{host}:{port}/v1/info"
+        with urllib.request.urlopen(url, timeout=3, context=context) as resp:  # noqa: S310 - http(s) only
             info = json.load(resp)
     except (OSError, urllib.error.URLError, ValueError) as exc:
         return f"/v1/info unavailable: {type(exc).__name__}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import subprocess
@@ -10,20 +11,26 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import SecretStr
+
 from metalake.java import JavaNotFound
 from metalake.settings import Settings
 from ops.stack import process
 from ops.stack.health import port_free
 from ops.stack.services import SERVICES, Service, StackContext
 from ops.stack.services.base import ServiceError
+from ops.stack.services.trino import service_users
 from tenants.naming import CHANGES_TOPIC, CONNECT_OFFSETS_TOPIC, OUTBOUND_TESTS_TOPIC, dlq_topic, event_topics
 
 Echo = Callable[[str], None]
 
 
 # Local secrets generated once into .stack/stack.env (kept across `up`s, never printed), so a fresh clone runs the
-# API with no manual step: the key that seals the API's token signing keys; the local Spark cluster's RPC secret.
-GENERATED_SECRETS = ("METALAKE_API__KEY_ENCRYPTION_KEY", "METALAKE_SPARK__AUTH_SECRET")
+# API with no manual step: the key that seals the API's token signing keys, Trino's internal shared secret, the local
+# Spark cluster's RPC secret.
+GENERATED_SECRETS = ("METALAKE_API__KEY_ENCRYPTION_KEY", "METALAKE_TRINO__SHARED_SECRET", "METALAKE_SPARK__AUTH_SECRET")
+# The Trino service users' passwords: one JSON object (user -> password), a user added later gets one at the next up.
+TRINO_PASSWORDS = "METALAKE_TRINO__PASSWORDS"
 
 
 class StackError(RuntimeError):
@@ -50,17 +57,20 @@ class StackManager:
         return self._ctx
 
     def _select(self, names: Sequence[str] | None, with_job: bool, with_processors: bool = False) -> list[Service]:
+        needs = {s.name: (*s.requires, *s.needs_at_start(self._ctx)) for s in SERVICES}
         if names is not None:  # an empty list selects nothing; None selects the default set
             _check_known(names)
-            wanted = with_requirements(names, {s.name: s.requires for s in SERVICES})
+            wanted = with_requirements(names, needs)
             return [s for s in SERVICES if s.name in wanted]
         # The processors read what the job writes, so asking for them implies the job.
         with_job = with_job or with_processors
-        return [
-            s
+        default = [
+            s.name
             for s in SERVICES
             if not s.on_request and (s.infrastructure or (with_processors if s.processor else with_job))
         ]
+        wanted = with_requirements(default, needs)
+        return [s for s in SERVICES if s.name in wanted]
 
     def _pid_file(self, service: Service) -> Path:
         return self._ctx.run_dir(service.name) / "pid"
@@ -176,6 +186,10 @@ class StackManager:
             f"METALAKE_LAKE__CHECKPOINT_ROOT={s.checkpoint_root}",
             f"METALAKE_STACK__PORTS__POSTGRES={s.stack.ports.postgres}",
         ]
+        if s.trino.https:
+            # Trino's certificate is issued by the stack's CA (ops/stack/tls.py), made when Trino is prepared; a CA
+            # file the environment names wins, as every variable of the environment does over this file.
+            lines.append(f"METALAKE_TRINO__CA_FILE={s.local_stack_dir / 'tls' / 'ca.pem'}")
         # The stack's own paths, which no setting defaults to: a process started by hand with only this file finds
         # them too (``ops.stack.paths.stack_paths`` sets them for the processes the tooling starts).
         paths = {
@@ -186,6 +200,10 @@ class StackManager:
         lines += [f"{variable}={value}" for variable, value in paths.items() if value is not None]
         path = s.local_stack_dir / "stack.env"
         lines += _generated_secrets(path)
+        passwords = _generated_passwords(path, service_users(s))
+        if passwords is not None:
+            lines.append(f"{TRINO_PASSWORDS}='{json.dumps(passwords, sort_keys=True, separators=(',', ':'))}'")
+        _adopt_generated(s, lines, passwords)
         path.parent.mkdir(parents=True, exist_ok=True)
         # Owner-only: the file holds generated secrets.
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -274,3 +292,34 @@ def _generated_secrets(env_file: Path) -> list[str]:
         elif not os.environ.get(key):
             out.append(f"{key}={secrets.token_urlsafe(32)}")
     return out
+
+
+def _generated_passwords(env_file: Path, users: Sequence[str]) -> dict[str, str] | None:
+    """Every service user's Trino password: kept from the env file, generated for a user without one; None when
+    the environment sets them itself."""
+    if os.environ.get(TRINO_PASSWORDS):
+        return None
+    kept: dict[str, str] = {}
+    if env_file.is_file():
+        for line in env_file.read_text().splitlines():
+            key, sep, value = line.partition("=")
+            if sep and key == TRINO_PASSWORDS:
+                try:
+                    loaded = json.loads(value.strip("'"))
+                except ValueError:
+                    loaded = {}
+                kept = {str(k): str(v) for k, v in loaded.items()} if isinstance(loaded, dict) else {}
+    return {user: kept.get(user) or secrets.token_urlsafe(24) for user in users}
+
+
+def _adopt_generated(settings: Settings, lines: Sequence[str], passwords: Mapping[str, str] | None) -> None:
+    """The stack's own settings were read before the env file was written: take the generated values it renders
+    Trino with (values the environment set win, as they do for every process)."""
+    for line in lines:
+        key, _, value = line.partition("=")
+        if key == "METALAKE_TRINO__SHARED_SECRET" and settings.trino.shared_secret is None:
+            settings.trino.shared_secret = SecretStr(value)
+        if key == "METALAKE_TRINO__CA_FILE" and not os.environ.get(key):
+            settings.trino.ca_file = Path(value)
+    for user, password in (passwords or {}).items():
+        settings.trino.passwords.setdefault(user, SecretStr(password))

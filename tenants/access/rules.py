@@ -16,6 +16,10 @@ A pooled tenant's schema holds ``SECURITY DEFINER`` views over the shared tables
 SELECT on their own schema only, and no rule ever names ``_pooled``: it, its tables and their ``$history``, ``$files``,
 ``$partitions`` and ``$properties`` tables stay denied (and unlisted) for every tenant user. A mask is a rule on the
 view's column, which Trino applies like one on a table's.
+
+Impersonation (an authenticated user running a query as another Trino user): the ``impersonator`` (the platform
+user, ``trino.user``, as which the API runs a tenant's SQL) may act as tenants' users only; nobody else may
+impersonate anyone, and nobody may act as a service user other than itself.
 """
 
 from __future__ import annotations
@@ -41,6 +45,10 @@ _ALL_TABLE_PRIVILEGES = ["SELECT", "INSERT", "DELETE", "UPDATE", "OWNERSHIP", "G
 _NOT_TENANT_SCHEMAS = frozenset({"information_schema", "default", TRINO_POOLED_SCHEMA})
 # A connector's hidden table (``<table>$<kind>``): Trino table names never hold '$' otherwise.
 _METADATA_TABLE = r".*\$.*"
+# Every tenant's Trino user (tenants.naming.trino_user): ``tenant.<id>`` and ``tenant.<id>.pii``, ids as validated.
+# Trino matches it against the whole name; it has no '$' anchor, because Trino expands '$<n>' in ``new_user`` as a
+# group of ``original_user``.
+TENANT_USERS = r"tenant\.[a-z][a-z0-9-]{2,39}(\.pii)?"
 
 
 @dataclass(frozen=True)
@@ -179,8 +187,12 @@ def build_rules(
     *,
     catalog: str,
     mask_style: MaskStyle = "redact",
+    impersonator: str | None = None,
 ) -> dict[str, Any]:
-    """The rules JSON for Trino's file-based system access control. Pure and deterministic (sorted output)."""
+    """The rules JSON for Trino's file-based system access control. Pure and deterministic (sorted output).
+
+    ``impersonator`` may run queries as any tenant's user (:data:`TENANT_USERS`); no other impersonation is allowed.
+    """
     services = _exact(*service_users)
     accesses = sorted(tenants, key=lambda t: t.tenant)
     tables: list[dict[str, Any]] = [{"user": services, "privileges": _ALL_TABLE_PRIVILEGES}]
@@ -224,7 +236,12 @@ def build_rules(
         "system_information": [{"user": services, "allow": ["read", "write"]}],
         # Everyone may run queries and see their own; only service users see or kill other users' queries.
         "queries": [{"user": services, "allow": ["execute", "kill", "view"]}, {"allow": ["execute"]}],
+        # First match wins; the last rule is Trino's default made explicit (no rule: no impersonation).
+        "impersonation": [{"original_user": ".*", "new_user": ".*", "allow": False}],
     }
+    if impersonator:
+        allowed = {"original_user": _exact(impersonator), "new_user": TENANT_USERS, "allow": True}
+        rules["impersonation"].insert(0, allowed)
     if accesses:
         tenant_users = [trino_user(a.tenant, pii=p) for a in accesses for p in (False, True)]
         rules["catalogs"].append({"user": _exact(*tenant_users), "catalog": _exact(catalog), "allow": "read-only"})

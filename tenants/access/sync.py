@@ -171,6 +171,7 @@ class AccessSync:
             accesses,
             catalog=settings.trino.catalog,
             mask_style=settings.access.mask_style,
+            impersonator=settings.trino.user,
         )
         changed = write_rules(settings.access_rules_file, rules)
         log.info("access.rules_rendered", extra={"tenants": len(accesses), "changed": changed})

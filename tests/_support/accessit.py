@@ -10,6 +10,7 @@ from arro3.core import Array, DataType, Field, Schema, Table
 from deltalake import write_deltalake
 
 from metalake.settings import Settings
+from metalake.trino_connect import connect
 from tenants.naming import TenantNames
 
 EMAILS = ["ada@example.org", "bob@example.org"]
@@ -42,9 +43,17 @@ def make_data_table(settings: Settings, cursor: Any, names: TenantNames, table: 
     cursor.fetchall()
 
 
+def connect_as(settings: Settings, user: str) -> trino.dbapi.Connection:
+    """A connection whose queries run as ``user``: a service user authenticates with its own password; any other
+    user (a tenant's) is impersonated by the platform user, as the API's SQL endpoint does."""
+    if user in settings.trino.passwords:
+        return connect(settings, user=user)
+    return connect(settings, session_user=user)
+
+
 def query_as(settings: Settings, user: str, sql: str) -> list[list[Any]] | str:
     """Rows, or the Trino error name when the query fails."""
-    conn = trino.dbapi.connect(host=settings.trino.host, port=settings.trino.port, user=user, catalog="lake")
+    conn = connect_as(settings, user)
     try:
         cur = conn.cursor()
         cur.execute(sql)

@@ -13,10 +13,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import trino
 from pymongo import MongoClient
 
 from metalake.settings import Settings, load_settings
+from metalake.trino_connect import connect
 from ops.stack import StackManager
 from ops.stack.paths import find_project_root
 
@@ -63,8 +63,7 @@ def mongo(settings: Settings, stack: StackManager) -> Iterator[MongoClient[dict[
 
 @pytest.fixture(scope="session")
 def trino_cursor(settings: Settings, stack: StackManager) -> Iterator[Any]:
-    conn = trino.dbapi.connect(
-        host=settings.trino.host, port=settings.trino.port, user="metalake-tests", catalog=settings.trino.catalog
-    )
+    # Authenticated as the tests' service user (its password comes from stack.env), over TLS.
+    conn = connect(settings, user="metalake-tests")
     yield conn.cursor()
     conn.close()

@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import trino
-from accessit import EMAILS, PII_COLUMNS, drop_schema, make_data_table, query_as
+from accessit import EMAILS, PII_COLUMNS, connect_as, drop_schema, make_data_table, query_as
 from itest import trino_rows, wait_for
 from lakeit import publish, upsert
 from pipeline_procs import access_runner
@@ -358,7 +357,7 @@ def test_a_tenants_queries_run_in_its_own_resource_group(
             (trino_user(tenant, pii=True), ["tenants", tenant]),
             (settings.trino.user, ["platform"]),
         ):
-            conn = trino.dbapi.connect(host=settings.trino.host, port=settings.trino.port, user=user, catalog="lake")
+            conn = connect_as(settings, user)
             try:
                 cursor = conn.cursor()
                 cursor.execute(own)

@@ -4,9 +4,19 @@
 source "$(dirname "$0")/common.sh"
 TRINO_VERSION=476
 # resource-group-managers: the file-based resource groups (one per tenant, ops/stack/services/trino.py).
-PLUGINS="delta-lake resource-group-managers"
+# password-authenticators: the password file of the platform's service users (Trino's HTTPS authentication).
+PLUGINS="delta-lake resource-group-managers password-authenticators"
 VERSION="$TRINO_VERSION-$PLUGINS"
 DEST="$CACHE_DIR/trino"
+# The Trino CLI (an executable jar), for operators and the tests that connect with it as a tenant.
+CLI="$DEST/trino-cli-$TRINO_VERSION.jar"
+if [ ! -f "$CLI" ]; then
+  echo "trino: downloading trino-cli $TRINO_VERSION"
+  mkdir -p "$DEST"
+  mvn_run org.apache.maven.plugins:maven-dependency-plugin:3.8.1:get \
+    -Dartifact="io.trino:trino-cli:$TRINO_VERSION:jar:executable" -Dtransitive=false
+  cp "$M2_REPO/io/trino/trino-cli/$TRINO_VERSION/trino-cli-$TRINO_VERSION-executable.jar" "$CLI.tmp" && mv "$CLI.tmp" "$CLI"
+fi
 ready "$DEST/.ready" "$VERSION" && { echo "trino: cached"; exit 0; }
 rm -rf "$DEST/server" && mkdir -p "$DEST"
 TARBALL="$M2_REPO/io/trino/trino-server/$TRINO_VERSION/trino-server-$TRINO_VERSION.tar.gz"

@@ -13,18 +13,20 @@ from ops.stack.services.trino import Trino
 
 # Infrastructure first, each after what it ``requires`` (FerretDB stores in PostgreSQL); the streaming job needs Kafka,
 # FerretDB and (for table registration) Trino; the lake worker, which runs the erasures the API queues, starts with
-# it (where Spark work runs); the API and the processors of metalake.changes come last (they read
-# what the job writes). The Spark standalone cluster runs only on request (a job on it needs it up first).
+# it (where Spark work runs); the processors of metalake.changes come last (they read what the job writes). The API
+# comes before Trino: Trino reads the API's JWKS when it starts (JWT authentication with the built-in issuer), and the
+# API needs only Kafka and FerretDB to start. The Spark
+# standalone cluster runs only on request (a job on it needs it up first).
 SERVICES: tuple[Service, ...] = (
     Kafka(),
     Postgres(),
     FerretDB(),
+    Api(),
     Trino(),
     SparkMaster(),
     SparkWorker(),
     StreamJob(),
     LakeWorker(),
-    Api(),
     Propagation(),
     Outbound(),
     Access(),

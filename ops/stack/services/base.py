@@ -98,6 +98,11 @@ class Service(ABC):
     #: Services that must be running before this one starts (started with it, stopped after it).
     requires: tuple[str, ...] = ()
 
+    def needs_at_start(self, ctx: StackContext) -> tuple[str, ...]:
+        """Services that must be up when this one starts, beyond :attr:`requires` (started before it, but not
+        stopped with it: it needs them only to start)."""
+        return ()
+
     @abstractmethod
     def ports(self, ctx: StackContext) -> list[int]:
         """Loopback ports the service listens on; each must be free before start."""

@@ -1,18 +1,30 @@
 """Trino 476 (the last release on Maven Central) with the ``lake`` catalog: Delta Lake, file metastore, local disk;
-file-based access control and resource groups."""
+file-based access control and resource groups.
+
+With ``trino.https`` on (the default) Trino serves HTTPS only, with a certificate of the stack's CA (ops/stack/tls.py),
+and authenticates every request: the platform's service users with a password (Trino's password file, PBKDF2 hashes
+of ``trino.passwords``), people and tenants' tools with a JWT of the API's issuer (or the external one) whose
+``trino.jwt.user_claim`` names the Trino user. Trino's HTTP port is disabled, not only left without authentication
+(Trino refuses credentials over HTTP by default, but the port would still answer in clear). See docs/serving.md.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import secrets
 from pathlib import Path
 
 from metalake.java import find_java
+from metalake.settings import SettingMissing, Settings
 from ops.stack.health import trino_probe
-from ops.stack.services.base import Service, StackContext
+from ops.stack.services.base import Service, ServiceError, StackContext
+from ops.stack.tls import server_cert
 from tenants.access.rules import build_rules, write_rules
 from tenants.resource_groups import build_resource_groups, resource_groups_properties
 
+TRINO_VERSION = "476"
 # Trino 476 needs JDK 24+; it runs on the Temurin 25 JDK (it checks a minimum version only).
 _MIN_JAVA = 24
 
@@ -32,6 +44,91 @@ _JVM_OPTIONS = [
     "-Djdk.nio.maxCachedBufferSize=2000000",
     "-Dfile.encoding=UTF-8",
 ]
+# Trino's file authenticator takes bcrypt or PBKDF2 hashes; PBKDF2 needs nothing beyond hashlib. Trino 476 checks
+# PBKDF2 with HMAC-SHA1 (still sound for PBKDF2), written ``<iterations>:<salt hex>:<hash hex>``.
+PBKDF2_ITERATIONS = 100_000
+
+
+def cli_jar(stack_dir: Path) -> Path:
+    """The Trino CLI's executable jar deploy/local/fetch/trino.sh keeps in the stack's cache."""
+    return stack_dir / "cache" / "trino" / f"trino-cli-{TRINO_VERSION}.jar"
+
+
+def pbkdf2_hash(password: str, *, salt: bytes | None = None, iterations: int = PBKDF2_ITERATIONS) -> str:
+    """A password hash in the form Trino's password file reads."""
+    salt = salt if salt is not None else secrets.token_bytes(16)
+    digest = hashlib.pbkdf2_hmac("sha1", password.encode(), salt, iterations)
+    return f"{iterations}:{salt.hex()}:{digest.hex()}"
+
+
+def service_users(settings: Settings) -> list[str]:
+    """The users that authenticate with a password: the platform user and the other service users."""
+    return list(dict.fromkeys([settings.trino.user, *settings.access.service_users]))
+
+
+def password_file(settings: Settings) -> str:
+    """``password.db``: one ``user:hash`` line per service user; a user without a password is an error."""
+    lines = []
+    for user in service_users(settings):
+        secret = settings.trino.passwords.get(user)
+        if secret is None:
+            raise ServiceError(f"trino: no password for service user {user!r} in trino.passwords (stack.env)")
+        lines.append(f"{user}:{pbkdf2_hash(secret.get_secret_value())}")
+    return "\n".join(lines) + "\n"
+
+
+def jwt_properties(settings: Settings) -> list[str]:
+    """The JWT authenticator's lines of config.properties: the JWKS, issuer and audience of the API's issuer unless
+    ``trino.jwt`` sets them (an external issuer's JWKS URL must be set: Trino does not read discovery documents)."""
+    jwt, api = settings.trino.jwt, settings.api
+    issuer = jwt.issuer or api.external_issuer or api.issuer_url
+    if jwt.jwks_url:
+        jwks = jwt.jwks_url
+    elif api.external_issuer:
+        raise SettingMissing(
+            "settings: trino.jwt.jwks_url is unset; with api.external_issuer set, set METALAKE_TRINO__JWT__JWKS_URL "
+            "to the issuer's jwks_uri"
+        )
+    else:
+        jwks = api.issuer_url.rstrip("/") + "/.well-known/jwks.json"
+    lines = [
+        f"http-server.authentication.jwt.key-file={jwks}",
+        f"http-server.authentication.jwt.required-issuer={issuer}",
+        f"http-server.authentication.jwt.required-audience={jwt.audience or api.audience}",
+        f"http-server.authentication.jwt.principal-field={jwt.user_claim}",
+    ]
+    if jwt.user_mapping_pattern:
+        lines.append(f"http-server.authentication.jwt.user-mapping.pattern={jwt.user_mapping_pattern}")
+    return lines
+
+
+def server_properties(settings: Settings, *, host: str, port: int, etc: Path, keystore: Path | None) -> list[str]:
+    """The listener and authentication lines of config.properties: HTTPS only with password and JWT authenticators
+    (``keystore`` given, ``trino.https`` on), or the plain HTTP port (``trino.https`` off)."""
+    if not settings.trino.https:
+        return [f"http-server.http.port={port}", f"discovery.uri=http://{host}:{port}"]
+    if keystore is None:
+        raise ValueError("HTTPS needs a keystore")
+    secret = settings.trino.shared_secret
+    if secret is None:
+        raise ServiceError("trino: trino.shared_secret is unset (stack.env): HTTPS with authentication needs it")
+    authenticators = ["PASSWORD", "JWT"] if settings.trino.jwt.enabled else ["PASSWORD"]
+    lines = [
+        # No HTTP listener at all: nothing is served in clear, whatever the other flags say.
+        "http-server.http.enabled=false",
+        "http-server.https.enabled=true",
+        f"http-server.https.port={port}",
+        f"http-server.https.keystore.path={keystore}",
+        f"discovery.uri=https://{host}:{port}",
+        # The node then announces (and reaches) itself over HTTPS: without it, it never finds itself in discovery.
+        "internal-communication.https.required=true",
+        f"internal-communication.shared-secret={secret.get_secret_value()}",
+        f"http-server.authentication.type={','.join(authenticators)}",
+        f"password-authenticator.config-files={etc / 'password-authenticator.properties'}",
+    ]
+    if settings.trino.jwt.enabled:
+        lines += jwt_properties(settings)
+    return lines
 
 
 class Trino(Service):
@@ -39,6 +136,13 @@ class Trino(Service):
 
     def ports(self, ctx: StackContext) -> list[int]:
         return [ctx.settings.stack.ports.trino]
+
+    def needs_at_start(self, ctx: StackContext) -> tuple[str, ...]:
+        # Trino fetches the JWKS while it starts and does not start without it: with the API's own issuer, the
+        # local API must answer first (an external issuer's JWKS is the issuer's business).
+        trino, api = ctx.settings.trino, ctx.settings.api
+        own_issuer = trino.jwt.jwks_url is None and api.external_issuer is None
+        return ("api",) if trino.https and trino.jwt.enabled and own_issuer else ()
 
     def fetch(self, ctx: StackContext) -> None:
         ctx.run_fetch_script("trino", self.name)
@@ -51,15 +155,25 @@ class Trino(Service):
         data.mkdir(parents=True, exist_ok=True)
         lake = ctx.settings.lake_root
         (lake / "_trino_metastore").mkdir(parents=True, exist_ok=True)
-        port = ctx.settings.stack.ports.trino
         server = ctx.cache_dir("trino") / "server"
-        (etc / "config.properties").write_text(
+        settings = ctx.settings
+        keystore = None
+        if settings.trino.https:
+            keystore = server_cert(ctx.stack_dir / "tls", "trino", ["localhost", "127.0.0.1", ctx.host]).bundle
+            _write_private(etc / "password.db", password_file(settings))
+            (etc / "password-authenticator.properties").write_text(
+                f"password-authenticator.name=file\nfile.password-file={etc / 'password.db'}\n"
+            )
+        listener = server_properties(
+            settings, host=ctx.host, port=settings.stack.ports.trino, etc=etc, keystore=keystore
+        )
+        _write_private(
+            etc / "config.properties",
             "\n".join(
                 [
                     "coordinator=true",
                     "node-scheduler.include-coordinator=true",
-                    f"http-server.http.port={port}",
-                    f"discovery.uri=http://{ctx.host}:{port}",
+                    *listener,
                     "query.max-memory=1GB",
                     "query.max-memory-per-node=512MB",
                     "task.concurrency=2",
@@ -68,7 +182,7 @@ class Trino(Service):
                     f"access-control.config-files={etc / 'access-control.properties'}",
                     "",
                 ]
-            )
+            ),
         )
         self._prepare_access_control(ctx, etc)
         self._prepare_resource_groups(ctx, etc)
@@ -105,8 +219,12 @@ class Trino(Service):
             )
         )
         if not rules_file.is_file():
-            services = [settings.trino.user, *settings.access.service_users]
-            write_rules(rules_file, build_rules(services, [], catalog=settings.trino.catalog))
+            write_rules(
+                rules_file,
+                build_rules(
+                    service_users(settings), [], catalog=settings.trino.catalog, impersonator=settings.trino.user
+                ),
+            )
 
     def _prepare_resource_groups(self, ctx: StackContext, etc: Path) -> None:
         """One resource group per tenant (tenants/resource_groups.py). Trino reads ``etc/resource-groups.properties``
@@ -138,4 +256,15 @@ class Trino(Service):
         return env
 
     def probe(self, ctx: StackContext) -> str | None:
-        return trino_probe(ctx.host, ctx.settings.stack.ports.trino)
+        trino = ctx.settings.trino
+        # As every client verifies it: the configured CA (stack.env names the stack's own).
+        ca = (trino.ca_file or ctx.stack_dir / "tls" / "ca.pem") if trino.https else None
+        return trino_probe(ctx.host, ctx.settings.stack.ports.trino, ca_file=ca)
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Owner-only (the file holds a secret or its hash), created so: never briefly readable by others."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
+    path.chmod(0o600)

@@ -5,11 +5,13 @@ from __future__ import annotations
 import base64
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from unittest.mock import MagicMock
 
 from starlette.datastructures import Headers
 
-from api.auth.server import OAuthClient, claimed_client_ids
+from api.auth.server import OAuthClient, _TokenGenerator, claimed_client_ids
 from control.auth.clients import ROLE_SCOPES, ClientRecord, Role, SecretInfo, hash_secret
+from metalake.settings import ApiSettings
 
 
 def _client(role: Role = Role.READ_WRITE) -> OAuthClient:
@@ -64,3 +66,26 @@ def test_claimed_client_ids_are_decoded_as_authlib_decodes_them() -> None:
     # Without a secret authlib checks none.
     assert claimed_client_ids(_basic(b"abc"), {"client_id": "def"}) == set()
     assert claimed_client_ids({"Authorization": "Basic %%%"}, {}) == set()
+
+
+def _tenant_client(tenant: str | None, scopes: tuple[str, ...]) -> OAuthClient:
+    now = datetime.now(UTC)
+    secret = SecretInfo(hash_secret("s"), now, None)
+    return OAuthClient(ClientRecord("mlc_2", tenant, Role.READ_ONLY, scopes, "n", "active", now, now, (secret,)))
+
+
+def test_a_tenant_token_names_its_trino_user_the_pii_one_only_with_pii_read() -> None:
+    generator = _TokenGenerator(MagicMock(), ApiSettings(), lambda key: None, "trino_user")
+    plain = generator.get_extra_claims(
+        _tenant_client("acme", ("sql:read", "pii:read")), "client_credentials", None, "sql:read"
+    )
+    assert plain["tenant"] == "acme" and plain["trino_user"] == "tenant.acme"
+    pii = generator.get_extra_claims(
+        _tenant_client("acme", ("pii:read",)), "client_credentials", None, "sql:read pii:read"
+    )
+    assert pii["trino_user"] == "tenant.acme.pii"
+    # A platform client has no Trino user: Trino refuses its token (no principal claim).
+    assert "trino_user" not in generator.get_extra_claims(_tenant_client(None, ()), "client_credentials", None, "")
+    # Trino's JWT authenticator off: no claim at all.
+    off = _TokenGenerator(MagicMock(), ApiSettings(), lambda key: None, None)
+    assert "trino_user" not in off.get_extra_claims(_tenant_client("acme", ()), "client_credentials", None, "pii:read")

@@ -17,7 +17,8 @@ from ops.stack.services.base import StackContext
 from ops.stack.services.processors import LOCAL_SSRF_ALLOW, Outbound, Propagation, local_env
 
 NEW = ["api", "propagation", "outbound", "access"]
-INFRA = ["kafka", "postgres", "ferretdb", "trino"]
+# Trino authenticates JWTs with the API's JWKS, which it reads when it starts: the API comes first, in every selection.
+INFRA = ["kafka", "postgres", "ferretdb", "api", "trino"]
 
 
 def _manager(tmp_path: Path) -> StackManager:
@@ -36,7 +37,7 @@ def test_with_processors_implies_the_job_and_with_job_does_not_start_processors(
     # The integration tests' fixture asks for the job only: their processors run under their own groups. The lake
     # worker comes with the job (the erasures the API queues run where Spark work runs).
     assert _names(manager, with_job=True) == [*INFRA, "stream", "lake-worker"]
-    assert _names(manager, with_processors=True) == [*INFRA, "stream", "lake-worker", *NEW]
+    assert _names(manager, with_processors=True) == [*INFRA, "stream", "lake-worker", *NEW[1:]]
     # By name, a processor starts alone (the others are already running).
     assert [s.name for s in manager._select(["outbound"], False)] == ["outbound"]
     # The Spark cluster only by name, the worker with its master.
@@ -45,7 +46,8 @@ def test_with_processors_implies_the_job_and_with_job_does_not_start_processors(
 
 def test_down_and_status_cover_the_new_services(tmp_path: Path) -> None:
     manager = _manager(tmp_path)
-    assert [r.name for r in manager.status()][-4:] == NEW
+    names = [r.name for r in manager.status()]
+    assert names[-3:] == NEW[1:] and names.index("api") < names.index("trino")
     assert [r.state for r in manager.status()] == ["stopped"] * len(SERVICES)
     assert manager.log_path("access") == tmp_path / ".stack" / "logs" / "access.log"
 
@@ -76,6 +78,7 @@ def test_the_generated_key_is_kept_across_ups_owner_only_and_never_echoed(
 
 def test_a_key_the_environment_sets_is_not_generated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("METALAKE_API__KEY_ENCRYPTION_KEY", "set-by-the-operator-0123456789")
+    monkeypatch.setenv("METALAKE_TRINO__SHARED_SECRET", "set-by-the-operator-too-0123456789")
     monkeypatch.delenv("METALAKE_SPARK__AUTH_SECRET", raising=False)
     generated = [line.partition("=")[0] for line in _generated_secrets(tmp_path / "missing.env")]
     assert generated == ["METALAKE_SPARK__AUTH_SECRET"]

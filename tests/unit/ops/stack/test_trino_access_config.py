@@ -5,10 +5,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from metalake.settings import Settings, StackSettings
+from pydantic import SecretStr
+
+from metalake.settings import Settings, StackSettings, TrinoSettings
 from ops.stack.paths import with_stack_paths
 from ops.stack.services.base import StackContext
 from ops.stack.services.trino import Trino
+
+# The secrets the stack generates into stack.env (HTTPS with authentication needs them).
+SECRETS = TrinoSettings(
+    shared_secret=SecretStr("s"), passwords={u: SecretStr(u) for u in ("metalake", "metalake-tests", "bench")}
+)
 
 
 def _properties(path: Path) -> dict[str, str]:
@@ -16,7 +23,7 @@ def _properties(path: Path) -> dict[str, str]:
 
 
 def test_prepare_configures_file_based_access_control(tmp_path: Path) -> None:
-    settings = with_stack_paths(Settings(stack=StackSettings(dir=tmp_path / ".stack")))
+    settings = with_stack_paths(Settings(stack=StackSettings(dir=tmp_path / ".stack"), trino=SECRETS))
     ctx = StackContext(settings, tmp_path)
     Trino().prepare(ctx)
     etc = ctx.run_dir("trino") / "etc"
@@ -35,7 +42,7 @@ def test_prepare_configures_file_based_access_control(tmp_path: Path) -> None:
 
 
 def test_prepare_keeps_the_rules_the_access_runner_wrote(tmp_path: Path) -> None:
-    settings = with_stack_paths(Settings(stack=StackSettings(dir=tmp_path / ".stack")))
+    settings = with_stack_paths(Settings(stack=StackSettings(dir=tmp_path / ".stack"), trino=SECRETS))
     settings.access_rules_file.parent.mkdir(parents=True)
     settings.access_rules_file.write_text('{"tables": []}\n')
     Trino().prepare(StackContext(settings, tmp_path))

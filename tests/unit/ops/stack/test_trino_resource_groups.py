@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import SecretStr
 
 from metalake.settings import Settings, StackSettings, TrinoResourceGroupSettings, TrinoSettings
 from ops.stack.paths import with_stack_paths
@@ -51,7 +52,14 @@ def _group(groups: dict[str, Any], path: list[str]) -> dict[str, Any]:
 def test_prepare_writes_the_file_resource_group_manager(tmp_path: Path) -> None:
     limits = TrinoResourceGroupSettings(tenant_max_running=3, tenant_max_queued=7)
     settings = with_stack_paths(
-        Settings(stack=StackSettings(dir=tmp_path / ".stack"), trino=TrinoSettings(resource_groups=limits))
+        Settings(
+            stack=StackSettings(dir=tmp_path / ".stack"),
+            trino=TrinoSettings(
+                resource_groups=limits,
+                shared_secret=SecretStr("s"),
+                passwords={u: SecretStr(u) for u in ("metalake", "metalake-tests", "bench")},
+            ),
+        )
     )
     ctx = StackContext(settings, tmp_path)
     Trino().prepare(ctx)
