@@ -16,14 +16,16 @@ from ops.stack import process
 from ops.stack.health import port_free
 from ops.stack.services import SERVICES, Service, StackContext
 from ops.stack.services.base import ServiceError
+from ops.stack.services.kafka import ensure_scram_user, scram_user
 from tenants.naming import CHANGES_TOPIC, CONNECT_OFFSETS_TOPIC, OUTBOUND_TESTS_TOPIC, dlq_topic, event_topics
 
 Echo = Callable[[str], None]
 
 
 # Local secrets generated once into .stack/stack.env (kept across `up`s, never printed), so a fresh clone runs the
-# API with no manual step: the key that seals the API's token signing keys.
-GENERATED_SECRETS = ("METALAKE_API__KEY_ENCRYPTION_KEY",)
+# API with no manual step: the key that seals the API's token signing keys; the password of the broker's SCRAM user
+# (its SASL_SSL listener).
+GENERATED_SECRETS = ("METALAKE_API__KEY_ENCRYPTION_KEY", "METALAKE_KAFKA__SASL_PASSWORD")
 
 
 class StackError(RuntimeError):
@@ -109,6 +111,10 @@ class StackManager:
         )
         self._wait_healthy(service, record, proc)
         if name == "kafka":
+            user = ensure_scram_user(ctx)
+            self._echo(
+                f"{'kafka':11} SCRAM user {user!r} (SASL_SSL on {ctx.host}:{ctx.settings.stack.ports.kafka_sasl_ssl})"
+            )
             self._create_topics()
         self._echo(f"{name:11} healthy (pid {record.pid}) in {time.monotonic() - t0:.1f}s")
 
@@ -171,6 +177,10 @@ class StackManager:
             f"METALAKE_LAKE__ROOT={s.lake_root}",
             f"METALAKE_LAKE__CHECKPOINT_ROOT={s.checkpoint_root}",
             f"METALAKE_STACK__PORTS__POSTGRES={s.stack.ports.postgres}",
+            # The SASL_SSL listener's user and CA (its password is a generated secret below): unused while
+            # kafka.security_protocol is PLAINTEXT; a client switches with the protocol and the listener's address.
+            f"METALAKE_KAFKA__SASL_USERNAME={scram_user(self._ctx)}",
+            f"METALAKE_KAFKA__SSL_CA_LOCATION={s.kafka.ssl_ca_location or s.local_stack_dir / 'tls' / 'ca.pem'}",
         ]
         # The stack's own paths, which no setting defaults to: a process started by hand with only this file finds
         # them too (``ops.stack.paths.stack_paths`` sets them for the processes the tooling starts).

@@ -22,6 +22,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from metalake.http.health import serve_health, standard_checks
 from metalake.kafka import EventProducer
+from metalake.kafka.config import spark_kafka_options
 from metalake.mongo import mongo_client
 from metalake.settings import FaultSettings, Settings, get_settings
 from metalake.telemetry import configure_telemetry
@@ -144,7 +145,7 @@ def _start(
     spark.sparkContext.setLocalProperty("spark.scheduler.pool", plan.pool)
     source = (
         spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", settings.kafka_bootstrap)
+        .options(**spark_kafka_options(settings))
         .option("subscribe", ",".join(plan.topics))
         .option("startingOffsets", "earliest")
         .option("includeHeaders", "true")

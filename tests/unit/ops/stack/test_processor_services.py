@@ -74,7 +74,11 @@ def test_the_generated_key_is_kept_across_ups_owner_only_and_never_echoed(
 
 def test_a_key_the_environment_sets_is_not_generated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("METALAKE_API__KEY_ENCRYPTION_KEY", "set-by-the-operator-0123456789")
+    monkeypatch.setenv("METALAKE_KAFKA__SASL_PASSWORD", "set-by-the-operator-too")
     assert _generated_secrets(tmp_path / "missing.env") == []
+    monkeypatch.delenv("METALAKE_KAFKA__SASL_PASSWORD")
+    (line,) = _generated_secrets(tmp_path / "missing.env")
+    assert line.startswith("METALAKE_KAFKA__SASL_PASSWORD=") and len(line.partition("=")[2]) >= 32
 
 
 def test_the_ssrf_allowance_is_loopback_only_and_yields_to_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
