@@ -89,6 +89,10 @@ class StackManager:
             reason = service.probe(ctx)
             if reason is None:
                 self._echo(f"{name:11} already running")
+                if name == "kafka":
+                    # stack.env's password may be newer than the broker's user (a checkout that had no such line):
+                    # the upsert is cheap and keeps the two equal.
+                    ensure_scram_user(ctx)
                 return
             raise StackError(f"{name}: running but unhealthy ({reason}); see {ctx.log_file(name)}")
         self._check_ports_free(service)
@@ -180,7 +184,7 @@ class StackManager:
             # The SASL_SSL listener's user and CA (its password is a generated secret below): unused while
             # kafka.security_protocol is PLAINTEXT; a client switches with the protocol and the listener's address.
             f"METALAKE_KAFKA__SASL_USERNAME={scram_user(self._ctx)}",
-            f"METALAKE_KAFKA__SSL_CA_LOCATION={s.kafka.ssl_ca_location or s.local_stack_dir / 'tls' / 'ca.pem'}",
+            f"METALAKE_KAFKA__SSL_CA_LOCATION={s.local_stack_dir / 'tls' / 'ca.pem'}",
         ]
         # The stack's own paths, which no setting defaults to: a process started by hand with only this file finds
         # them too (``ops.stack.paths.stack_paths`` sets them for the processes the tooling starts).
