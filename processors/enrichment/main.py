@@ -22,7 +22,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from metalake.http.health import serve_health, standard_checks
 from metalake.kafka import EventProducer
-from metalake.kafka.config import spark_kafka_options
+from metalake.kafka.config import describe, spark_kafka_options
 from metalake.mongo import mongo_client
 from metalake.settings import FaultSettings, Settings, get_settings
 from metalake.telemetry import configure_telemetry
@@ -160,7 +160,15 @@ def _start(
     else:
         stream = stream.trigger(processingTime=plan.trigger)
     query = stream.start()
-    log.info("stream.started", extra={"query": plan.name, "topics": plan.topics, "checkpoint": str(plan.checkpoint)})
+    log.info(
+        "stream.started",
+        extra={
+            "query": plan.name,
+            "topics": plan.topics,
+            "checkpoint": str(plan.checkpoint),
+            "kafka": describe(settings.kafka),
+        },
+    )
     return query
 
 

@@ -109,6 +109,7 @@ def test_the_pipeline_runs_through_sasl_ssl(
     log = job.tail(200_000)
     # The job's Java client and its librdkafka producer (of the changes) both went through SASL_SSL: nothing refused.
     assert "kafka.security_error" not in log and "SaslAuthenticationException" not in log
+    assert '"security_protocol": "SASL_SSL"' in log  # the job said which protocol its queries use
     assert sasl.kafka.sasl_password is not None and sasl.kafka.sasl_password.get_secret_value() not in log
 
 
