@@ -23,9 +23,9 @@ Echo = Callable[[str], None]
 
 
 # Local secrets generated once into .stack/stack.env (kept across `up`s, never printed), so a fresh clone runs the
-# API with no manual step: the key that seals the API's token signing keys; the password of the broker's SCRAM user
-# (its SASL_SSL listener).
-GENERATED_SECRETS = ("METALAKE_API__KEY_ENCRYPTION_KEY", "METALAKE_KAFKA__SASL_PASSWORD")
+# API with no manual step: the key that seals the API's token signing keys; the local Spark cluster's RPC secret; the
+# password of the broker's SCRAM user (its SASL_SSL listener).
+GENERATED_SECRETS = ("METALAKE_API__KEY_ENCRYPTION_KEY", "METALAKE_SPARK__AUTH_SECRET", "METALAKE_KAFKA__SASL_PASSWORD")
 
 
 class StackError(RuntimeError):
@@ -58,7 +58,11 @@ class StackManager:
             return [s for s in SERVICES if s.name in wanted]
         # The processors read what the job writes, so asking for them implies the job.
         with_job = with_job or with_processors
-        return [s for s in SERVICES if s.infrastructure or (with_processors if s.processor else with_job)]
+        return [
+            s
+            for s in SERVICES
+            if not s.on_request and (s.infrastructure or (with_processors if s.processor else with_job))
+        ]
 
     def _pid_file(self, service: Service) -> Path:
         return self._ctx.run_dir(service.name) / "pid"

@@ -12,6 +12,7 @@ from pyspark.sql import SparkSession
 from metalake.java import find_java
 from metalake.kafka.config import java_system_properties
 from metalake.settings import Settings
+from processors.enrichment.shipping import code_archive
 
 
 class SparkSetupError(RuntimeError):
@@ -26,6 +27,50 @@ def _jars(jars_dir: Path) -> list[str]:
             "(or bash deploy/local/fetch/spark.sh with STACK_DIR and REPO_DIR set)"
         )
     return jars
+
+
+def cluster_conf(settings: Settings, scratch: Path) -> dict[str, str]:
+    """What a cluster needs beyond a local master: executor sizes, fixed ports, the executors' Python, metalake's
+    code shipped as a zip, and the user's own ``spark.conf`` (which wins). The RPC secret is not here: see
+    :func:`secret_properties`."""
+    spark = settings.spark
+    out: dict[str, str] = {"spark.pyspark.python": spark.executor_python or sys.executable}
+    optional = {
+        "spark.executor.memory": spark.executor_memory,
+        "spark.executor.cores": spark.executor_cores,
+        "spark.cores.max": spark.cores_max,
+        "spark.driver.port": spark.driver_port,
+        "spark.blockManager.port": spark.block_manager_port,
+    }
+    out.update({k: str(v) for k, v in optional.items() if v is not None})
+    if spark.ship_code if spark.ship_code is not None else not spark.is_local:
+        out["spark.submit.pyFiles"] = str(code_archive(scratch / "code"))
+    if spark.auth_secret is not None and not spark.is_local:
+        # A local master has no RPC between hosts to protect (and Spark makes its own secret for it). With the
+        # secret, RPC and block transfers are also encrypted (AES), as the cluster's daemons require.
+        out["spark.authenticate"] = "true"
+        out["spark.network.crypto.enabled"] = "true"
+    out.update(spark.conf)
+    return out
+
+
+def secret_properties(settings: Settings, scratch: Path) -> None:
+    """Hand the cluster's RPC secret to the JVM in a properties file only this user can read: PySpark passes the
+    builder's settings to ``spark-submit`` as ``--conf`` arguments, which every user of the host sees in ``ps``."""
+    secret = settings.spark.auth_secret
+    if secret is None or settings.spark.is_local:
+        return
+    submit_args = os.environ.get("PYSPARK_SUBMIT_ARGS", "pyspark-shell")
+    if "--properties-file" in submit_args:
+        raise SparkSetupError(
+            "PYSPARK_SUBMIT_ARGS names a --properties-file and settings.spark.auth_secret is set: Spark takes one "
+            "properties file; put spark.authenticate.secret in yours and unset METALAKE_SPARK__AUTH_SECRET"
+        )
+    path = scratch / "secret.properties"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(f"spark.authenticate.secret {secret.get_secret_value()}\n")
+    os.environ["PYSPARK_SUBMIT_ARGS"] = f"--properties-file {path} {submit_args}"
 
 
 def build_spark(settings: Settings, app_name: str) -> SparkSession:
@@ -43,8 +88,12 @@ def build_spark(settings: Settings, app_name: str) -> SparkSession:
     # System properties the Kafka source's Java client needs (the OIDC token endpoint it may call, for OAUTHBEARER):
     # on the executors too, where the source's consumers run on a cluster.
     kafka_jvm = [f"-D{key}={value}" for key, value in java_system_properties(settings.kafka).items()]
+    secret_properties(settings, scratch)
+    builder = SparkSession.builder
+    for key, value in cluster_conf(settings, scratch).items():
+        builder = builder.config(key, value)
     spark = (
-        SparkSession.builder.appName(app_name)
+        builder.appName(app_name)
         .master(settings.spark.master)
         .config("spark.jars", ",".join(_jars(settings.spark.jars_dir)))
         .config("spark.driver.memory", settings.spark.driver_memory)
@@ -59,7 +108,7 @@ def build_spark(settings: Settings, app_name: str) -> SparkSession:
         # behind the lake query's MERGEs (each query names its pool).
         .config("spark.scheduler.mode", "FAIR")
         .config("spark.driver.host", settings.spark.driver_host)
-        .config("spark.driver.bindAddress", settings.spark.driver_host)
+        .config("spark.driver.bindAddress", settings.spark.driver_bind_address or settings.spark.driver_host)
         .config("spark.local.dir", str(scratch / "tmp"))
         .config("spark.sql.warehouse.dir", str(scratch / "warehouse"))
         .config("spark.driver.extraJavaOptions", " ".join([f"-Dderby.system.home={scratch / 'derby'}", *kafka_jvm]))

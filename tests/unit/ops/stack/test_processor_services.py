@@ -39,6 +39,8 @@ def test_with_processors_implies_the_job_and_with_job_does_not_start_processors(
     assert _names(manager, with_processors=True) == [*INFRA, "stream", "lake-worker", *NEW]
     # By name, a processor starts alone (the others are already running).
     assert [s.name for s in manager._select(["outbound"], False)] == ["outbound"]
+    # The Spark cluster only by name, the worker with its master.
+    assert [s.name for s in manager._select(["spark-worker"], False)] == ["spark-master", "spark-worker"]
 
 
 def test_down_and_status_cover_the_new_services(tmp_path: Path) -> None:
@@ -75,10 +77,13 @@ def test_the_generated_key_is_kept_across_ups_owner_only_and_never_echoed(
 def test_a_key_the_environment_sets_is_not_generated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("METALAKE_API__KEY_ENCRYPTION_KEY", "set-by-the-operator-0123456789")
     monkeypatch.setenv("METALAKE_KAFKA__SASL_PASSWORD", "set-by-the-operator-too")
-    assert _generated_secrets(tmp_path / "missing.env") == []
+    monkeypatch.delenv("METALAKE_SPARK__AUTH_SECRET", raising=False)
+    generated = [line.partition("=")[0] for line in _generated_secrets(tmp_path / "missing.env")]
+    assert generated == ["METALAKE_SPARK__AUTH_SECRET"]
     monkeypatch.delenv("METALAKE_KAFKA__SASL_PASSWORD")
-    (line,) = _generated_secrets(tmp_path / "missing.env")
-    assert line.startswith("METALAKE_KAFKA__SASL_PASSWORD=") and len(line.partition("=")[2]) >= 32
+    lines = _generated_secrets(tmp_path / "missing.env")
+    (line,) = [line for line in lines if line.startswith("METALAKE_KAFKA__SASL_PASSWORD=")]
+    assert len(line.partition("=")[2]) >= 32
 
 
 def test_the_ssrf_allowance_is_loopback_only_and_yields_to_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
