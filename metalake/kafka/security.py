@@ -77,6 +77,24 @@ def security_error(kafka: KafkaSettings, error: KafkaError) -> KafkaSecurityErro
     return None
 
 
+# The Java client's (the Spark source's) exceptions for the same failures, and the setting each points at.
+_JAVA_FAILURES = (
+    ("SaslAuthenticationException", "kafka.sasl_password"),
+    ("UnsupportedSaslMechanismException", "kafka.sasl_mechanism"),
+    ("PKIX path building failed", "kafka.ssl_ca_location"),
+    ("SSLHandshakeException", "kafka.ssl_ca_location"),
+)
+
+
+def java_failure_setting(error_text: str) -> str | None:
+    """The setting at fault when a Java Kafka client's error (a failed Spark query's text) is an authentication or
+    TLS failure; None otherwise."""
+    for marker, setting in _JAVA_FAILURES:
+        if marker in error_text:
+            return setting
+    return None
+
+
 def error_callback(kafka: KafkaSettings) -> Callable[[KafkaError], None]:
     """A librdkafka ``error_cb`` that logs the first authentication or TLS failure of its client (librdkafka retries
     on every reconnect: once is enough to name the setting; other errors librdkafka logs itself)."""

@@ -15,6 +15,7 @@ from metalake.kafka.security import (
     KafkaAuthenticationFailed,
     KafkaTlsFailed,
     error_callback,
+    java_failure_setting,
     security_error,
 )
 from metalake.settings import KafkaSettings, Settings
@@ -97,3 +98,18 @@ def test_the_callback_logs_the_first_failure_once(caplog: pytest.LogCaptureFixtu
 def test_secured_clients_get_the_callback_plaintext_ones_do_not() -> None:
     assert callable(client_config(Settings(kafka=_kafka()))["error_cb"])
     assert "error_cb" not in client_config(Settings())
+
+
+def test_the_java_clients_failures_point_at_the_setting() -> None:
+    # As the Spark source's query fails (texts of the Java client 3.9 against the local SASL_SSL broker).
+    refused = (
+        "java.util.concurrent.ExecutionException: org.apache.kafka.common.errors.SaslAuthenticationException: "
+        "Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512"
+    )
+    untrusted = (
+        "org.apache.kafka.common.errors.SslAuthenticationException: SSL handshake failed\nCaused by: "
+        "javax.net.ssl.SSLHandshakeException: PKIX path building failed: unable to find valid certification path"
+    )
+    assert java_failure_setting(refused) == "kafka.sasl_password"
+    assert java_failure_setting(untrusted) == "kafka.ssl_ca_location"
+    assert java_failure_setting("org.apache.kafka.common.errors.TimeoutException: Timed out") is None
