@@ -24,6 +24,7 @@ from pymongo import MongoClient
 
 from metalake.events import new_event
 from metalake.kafka import EventProducer
+from metalake.kafka.config import consumer_config
 from metalake.settings import load_settings
 from metalake.trino_connect import connect as trino_connect
 from metalake.urn import asset_urn
@@ -49,9 +50,7 @@ def main() -> None:
     assets = mongo[names.mongo_database]["assets"]
     conn = trino_connect(settings, user="bench")
     cur = conn.cursor()
-    consumer = Consumer(
-        {"bootstrap.servers": settings.kafka_bootstrap, "group.id": f"bench-{tenant}", "enable.auto.commit": False}
-    )
+    consumer = Consumer(consumer_config(settings, f"bench-{tenant}"))
     results: dict[str, list[float]] = {"kafka_consumer": [], "mongodb": [], "trino": []}
     with EventProducer(settings) as producer:
         for i in range(args.events + 1):  # event 0 registers the tenant's tables; it is not timed

@@ -63,6 +63,7 @@ from pymongo import MongoClient
 
 from metalake.events import CloudEvent, new_event
 from metalake.kafka import EventProducer, ensure_topics
+from metalake.kafka.config import consumer_config
 from metalake.propagation.graph import Edge, Limits, LineageGraph, closure
 from metalake.propagation.model import Assignment
 from metalake.propagation.tenant import TenantPropagation
@@ -219,13 +220,7 @@ class Probe:
         self.receiver = receiver
         self.db = mongo[names.mongo_database]
         self.cursor = cursor
-        self.changes = Consumer(
-            {
-                "bootstrap.servers": settings.kafka_bootstrap,
-                "group.id": f"bench-{secrets.token_hex(4)}",
-                "enable.auto.commit": False,
-            }
-        )
+        self.changes = Consumer(consumer_config(settings, f"bench-{secrets.token_hex(4)}"))
         parts = self.changes.list_topics(CHANGES_TOPIC, timeout=10).topics[CHANGES_TOPIC].partitions
         self.changes.assign([TopicPartition(CHANGES_TOPIC, p, self._end(p)) for p in parts])
 

@@ -24,6 +24,8 @@ class StackPorts(BaseModel):
 
     kafka: int = 9092
     kafka_controller: int = 9093
+    # The broker's second listener, SASL_SSL (SCRAM-SHA-512, the stack's CA): the PLAINTEXT one stays the default.
+    kafka_sasl_ssl: int = 9094
     ferretdb: int = 27017
     trino: int = 8080
     postgres: int = 55432
@@ -49,11 +51,64 @@ class StackSettings(BaseModel):
     spark_worker_memory: str = "2g"
 
 
+KafkaSecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+KafkaSaslMechanism = Literal["SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "PLAIN"]
+
+
 class KafkaSettings(BaseModel):
+    """Every Kafka client's settings (librdkafka and the streaming job's Java client: ``metalake.kafka.config``
+    maps them). PLAINTEXT by default (the local stack's tests); production sets SASL_SSL with SCRAM or OAUTHBEARER
+    (OIDC client credentials) and the CA that signed the brokers' certificates. Topics the platform creates get
+    ``topic_replication_factor`` replicas and ``min.insync.replicas`` = ``topic_min_insync_replicas`` (1/1: one local
+    broker; a production cluster: 3/2, so a write acknowledged by ``acks=all`` survives the loss of a broker)."""
+
     bootstrap_servers: str | None = None
     client_id: str = "metalake"
     delivery_timeout_ms: int = 30_000
     topic_partitions: int = 3
+    topic_replication_factor: int = Field(default=1, ge=1)
+    topic_min_insync_replicas: int = Field(default=1, ge=1)
+    security_protocol: KafkaSecurityProtocol = "PLAINTEXT"
+    sasl_mechanism: KafkaSaslMechanism = "SCRAM-SHA-512"
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    # PEM file of the CA(s) that signed the brokers' certificates (unset: the system's trust store).
+    ssl_ca_location: Path | None = None
+    # Client certificate (mutual TLS), PEM. The streaming job's Java client reads one file holding the key followed by
+    # its certificate chain: point both settings at such a bundle when the job needs a client certificate.
+    ssl_certificate_location: Path | None = None
+    ssl_key_location: Path | None = None
+    ssl_key_password: SecretStr | None = None
+    # OAUTHBEARER: tokens from an OIDC provider's token endpoint (client credentials grant).
+    oauth_token_endpoint_url: str | None = None
+    oauth_client_id: str | None = None
+    oauth_client_secret: SecretStr | None = None
+    oauth_scope: str | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> KafkaSettings:
+        if self.topic_min_insync_replicas > self.topic_replication_factor:
+            raise ValueError(
+                "kafka.topic_min_insync_replicas exceeds kafka.topic_replication_factor: no acks=all write could "
+                "ever succeed"
+            )
+        if not self.security_protocol.startswith("SASL_"):
+            return self
+        if self.sasl_mechanism == "OAUTHBEARER":
+            wanted = {
+                "oauth_token_endpoint_url": self.oauth_token_endpoint_url,
+                "oauth_client_id": self.oauth_client_id,
+                "oauth_client_secret": self.oauth_client_secret,
+            }
+        else:
+            wanted = {"sasl_username": self.sasl_username, "sasl_password": self.sasl_password}
+        missing = [f"kafka.{name}" for name, value in wanted.items() if not value]
+        if missing:
+            raise ValueError(
+                f"kafka.security_protocol={self.security_protocol} with kafka.sasl_mechanism={self.sasl_mechanism} "
+                f"needs {', '.join(missing)}"
+            )
+        return self
 
 
 class MongoSettings(BaseModel):

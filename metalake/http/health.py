@@ -137,18 +137,14 @@ def mongo_check(settings: Settings, timeout_s: float) -> Check:
 
 
 def kafka_check(settings: Settings, timeout_s: float) -> Check:
-    """A metadata request with the processes' own client configuration (so its security settings too)."""
-    from confluent_kafka.admin import AdminClient
+    """A metadata request with the processes' own client configuration (so its security settings too): a refused
+    password or untrusted certificate is down as ``KafkaAuthenticationFailed`` / ``KafkaTlsFailed``."""
+    from metalake.kafka.security import ConnectionCheck
 
-    from metalake.kafka.config import client_config
-
-    # Quiet: a probe of a broker that is down would print librdkafka's reconnect errors every few seconds; the
-    # process's own clients already log them.
-    admin = _Once(lambda: AdminClient(client_config(settings, log_level=0)))
+    connection = ConnectionCheck(settings)
 
     def check() -> None:
-        if not admin.get().list_topics(timeout=timeout_s).brokers:
-            raise NotReady("no broker in the metadata")
+        connection(timeout_s)
 
     return check
 

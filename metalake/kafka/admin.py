@@ -19,7 +19,8 @@ def ensure_topics(
     config: Mapping[str, str] | None = None,
     timeout_s: float = 30.0,
 ) -> list[str]:
-    """Create the topics that do not exist yet; return the names created."""
+    """Create the topics that do not exist yet (``kafka.topic_replication_factor`` replicas, ``min.insync.replicas``
+    from ``kafka.topic_min_insync_replicas`` unless ``config`` sets it); return the names created."""
     admin = AdminClient(client_config(settings))
     existing = set(admin.list_topics(timeout=timeout_s).topics)
     wanted = [t for t in topics if t not in existing]
@@ -30,8 +31,8 @@ def ensure_topics(
             NewTopic(
                 t,
                 num_partitions=partitions or settings.kafka.topic_partitions,
-                replication_factor=1,
-                config=dict(config or {}),
+                replication_factor=settings.kafka.topic_replication_factor,
+                config={"min.insync.replicas": str(settings.kafka.topic_min_insync_replicas), **(config or {})},
             )
             for t in wanted
         ],

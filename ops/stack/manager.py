@@ -19,6 +19,7 @@ from ops.stack import process
 from ops.stack.health import port_free
 from ops.stack.services import SERVICES, Service, StackContext
 from ops.stack.services.base import ServiceError
+from ops.stack.services.kafka import ensure_scram_user, scram_user
 from ops.stack.services.trino import service_users
 from tenants.naming import CHANGES_TOPIC, CONNECT_OFFSETS_TOPIC, OUTBOUND_TESTS_TOPIC, dlq_topic, event_topics
 
@@ -27,8 +28,13 @@ Echo = Callable[[str], None]
 
 # Local secrets generated once into .stack/stack.env (kept across `up`s, never printed), so a fresh clone runs the
 # API with no manual step: the key that seals the API's token signing keys, Trino's internal shared secret, the local
-# Spark cluster's RPC secret.
-GENERATED_SECRETS = ("METALAKE_API__KEY_ENCRYPTION_KEY", "METALAKE_TRINO__SHARED_SECRET", "METALAKE_SPARK__AUTH_SECRET")
+# Spark cluster's RPC secret, the password of the broker's SCRAM user (its SASL_SSL listener).
+GENERATED_SECRETS = (
+    "METALAKE_API__KEY_ENCRYPTION_KEY",
+    "METALAKE_TRINO__SHARED_SECRET",
+    "METALAKE_SPARK__AUTH_SECRET",
+    "METALAKE_KAFKA__SASL_PASSWORD",
+)
 # The Trino service users' passwords: one JSON object (user -> password), a user added later gets one at the next up.
 TRINO_PASSWORDS = "METALAKE_TRINO__PASSWORDS"
 
@@ -101,6 +107,10 @@ class StackManager:
             reason = service.probe(ctx)
             if reason is None:
                 self._echo(f"{name:11} already running")
+                if name == "kafka":
+                    # stack.env's password may be newer than the broker's user (a checkout that had no such line):
+                    # the upsert is cheap and keeps the two equal.
+                    ensure_scram_user(ctx)
                 return
             raise StackError(f"{name}: running but unhealthy ({reason}); see {ctx.log_file(name)}")
         self._check_ports_free(service)
@@ -123,6 +133,10 @@ class StackManager:
         )
         self._wait_healthy(service, record, proc)
         if name == "kafka":
+            user = ensure_scram_user(ctx)
+            self._echo(
+                f"{'kafka':11} SCRAM user {user!r} (SASL_SSL on {ctx.host}:{ctx.settings.stack.ports.kafka_sasl_ssl})"
+            )
             self._create_topics()
         self._echo(f"{name:11} healthy (pid {record.pid}) in {time.monotonic() - t0:.1f}s")
 
@@ -185,6 +199,10 @@ class StackManager:
             f"METALAKE_LAKE__ROOT={s.lake_root}",
             f"METALAKE_LAKE__CHECKPOINT_ROOT={s.checkpoint_root}",
             f"METALAKE_STACK__PORTS__POSTGRES={s.stack.ports.postgres}",
+            # The SASL_SSL listener's user and CA (its password is a generated secret below): unused while
+            # kafka.security_protocol is PLAINTEXT; a client switches with the protocol and the listener's address.
+            f"METALAKE_KAFKA__SASL_USERNAME={scram_user(self._ctx)}",
+            f"METALAKE_KAFKA__SSL_CA_LOCATION={s.local_stack_dir / 'tls' / 'ca.pem'}",
         ]
         if s.trino.https:
             # Trino's certificate is issued by the stack's CA (ops/stack/tls.py), made when Trino is prepared; a CA

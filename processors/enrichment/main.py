@@ -22,6 +22,8 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from metalake.http.health import serve_health, standard_checks
 from metalake.kafka import EventProducer
+from metalake.kafka.config import describe, spark_kafka_options
+from metalake.kafka.security import java_failure_setting
 from metalake.mongo import mongo_client
 from metalake.settings import FaultSettings, Settings, get_settings
 from metalake.telemetry import configure_telemetry
@@ -144,7 +146,7 @@ def _start(
     spark.sparkContext.setLocalProperty("spark.scheduler.pool", plan.pool)
     source = (
         spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", settings.kafka_bootstrap)
+        .options(**spark_kafka_options(settings))
         .option("subscribe", ",".join(plan.topics))
         .option("startingOffsets", "earliest")
         .option("includeHeaders", "true")
@@ -159,7 +161,15 @@ def _start(
     else:
         stream = stream.trigger(processingTime=plan.trigger)
     query = stream.start()
-    log.info("stream.started", extra={"query": plan.name, "topics": plan.topics, "checkpoint": str(plan.checkpoint)})
+    log.info(
+        "stream.started",
+        extra={
+            "query": plan.name,
+            "topics": plan.topics,
+            "checkpoint": str(plan.checkpoint),
+            "kafka": describe(settings.kafka),
+        },
+    )
     return query
 
 
@@ -190,13 +200,19 @@ class _Supervisor:
         recent = [t for t in self._failures[i] if now - t < RESTART_WINDOW_S] + [now]
         self._failures[i] = recent
         name = self.queries[i].name
+        # A refused password or untrusted CA says which setting to fix (the Java client's text does not).
+        setting = java_failure_setting(str(error))
+        hint = {} if setting is None else {"setting": setting}
         if len(recent) > MAX_RESTARTS:
-            log.error("stream.query_failed", extra={"query": name, "failures": len(recent), "error": str(error)[:4000]})
+            log.error(
+                "stream.query_failed",
+                extra={"query": name, "failures": len(recent), "error": str(error)[:4000], **hint},
+            )
             return False
         delay = _backoff_s(len(recent))
         log.warning(
             "stream.query_restarting",
-            extra={"query": name, "failures": len(recent), "in_s": delay, "error": str(error)[:4000]},
+            extra={"query": name, "failures": len(recent), "in_s": delay, "error": str(error)[:4000], **hint},
         )
         if not self.stopping.wait(delay):
             self.queries[i] = self._start(i)

@@ -10,6 +10,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from metalake.java import find_java
+from metalake.kafka.config import java_system_properties
 from metalake.settings import Settings
 from processors.enrichment.shipping import code_archive
 
@@ -84,6 +85,9 @@ def build_spark(settings: Settings, app_name: str) -> SparkSession:
         raise SparkSetupError("settings.spark.jars_dir is unset: set METALAKE_SPARK__JARS_DIR (the Delta/Kafka jars)")
     scratch = settings.spark.scratch_dir or Path(tempfile.gettempdir()) / "metalake-spark"
     scratch.mkdir(parents=True, exist_ok=True)
+    # System properties the Kafka source's Java client needs (the OIDC token endpoint it may call, for OAUTHBEARER):
+    # on the executors too, where the source's consumers run on a cluster.
+    kafka_jvm = [f"-D{key}={value}" for key, value in java_system_properties(settings.kafka).items()]
     secret_properties(settings, scratch)
     builder = SparkSession.builder
     for key, value in cluster_conf(settings, scratch).items():
@@ -107,7 +111,8 @@ def build_spark(settings: Settings, app_name: str) -> SparkSession:
         .config("spark.driver.bindAddress", settings.spark.driver_bind_address or settings.spark.driver_host)
         .config("spark.local.dir", str(scratch / "tmp"))
         .config("spark.sql.warehouse.dir", str(scratch / "warehouse"))
-        .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={scratch / 'derby'}")
+        .config("spark.driver.extraJavaOptions", " ".join([f"-Dderby.system.home={scratch / 'derby'}", *kafka_jvm]))
+        .config(map={"spark.executor.extraJavaOptions": " ".join(kafka_jvm)} if kafka_jvm else {})
         # Trino 476 reads these tables: keep to table features it supports (no deletion vectors by default).
         .config("spark.databricks.delta.properties.defaults.enableDeletionVectors", "false")
         # Delta rebuilds table state (to read the txnAppId/txnVersion pairs) with this many tasks; the default 50

@@ -79,9 +79,14 @@ def test_the_generated_key_is_kept_across_ups_owner_only_and_never_echoed(
 def test_a_key_the_environment_sets_is_not_generated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("METALAKE_API__KEY_ENCRYPTION_KEY", "set-by-the-operator-0123456789")
     monkeypatch.setenv("METALAKE_TRINO__SHARED_SECRET", "set-by-the-operator-too-0123456789")
+    monkeypatch.setenv("METALAKE_KAFKA__SASL_PASSWORD", "set-by-the-operator-too")
     monkeypatch.delenv("METALAKE_SPARK__AUTH_SECRET", raising=False)
     generated = [line.partition("=")[0] for line in _generated_secrets(tmp_path / "missing.env")]
     assert generated == ["METALAKE_SPARK__AUTH_SECRET"]
+    monkeypatch.delenv("METALAKE_KAFKA__SASL_PASSWORD")
+    lines = _generated_secrets(tmp_path / "missing.env")
+    (line,) = [line for line in lines if line.startswith("METALAKE_KAFKA__SASL_PASSWORD=")]
+    assert len(line.partition("=")[2]) >= 32
 
 
 def test_the_ssrf_allowance_is_loopback_only_and_yields_to_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

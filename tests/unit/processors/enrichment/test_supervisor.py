@@ -78,3 +78,16 @@ def test_the_health_servers_liveness_names_the_queries_not_running() -> None:
     assert liveness() is None
     queries[1].isActive = False  # failed, not restarted yet
     assert liveness() == "queries not running: mongo-bulk"
+
+
+def test_a_query_refused_by_kafka_names_the_setting(caplog: pytest.LogCaptureFixture) -> None:
+    refused = (
+        "org.apache.kafka.common.errors.SaslAuthenticationException: Authentication failed during authentication due "
+        "to invalid credentials with SASL mechanism SCRAM-SHA-512"
+    )
+    supervisor = _Supervisor(lambda i: FakeQuery(f"q{i}", isActive=False, error=refused), 1, available_now=False)  # type: ignore[arg-type,return-value]
+    supervisor.stopping.set()  # no restart: only the log line
+    with caplog.at_level("WARNING", logger="processors.enrichment.main"):
+        supervisor._restart(0, refused)
+    (record,) = [r for r in caplog.records if r.getMessage() == "stream.query_restarting"]
+    assert record.__dict__["setting"] == "kafka.sasl_password"
