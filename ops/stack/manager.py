@@ -23,7 +23,13 @@ Echo = Callable[[str], None]
 
 # Local secrets generated once into .stack/stack.env (kept across `up`s, never printed), so a fresh clone runs the
 # API with no manual step: the key that seals the API's token signing keys.
-GENERATED_SECRETS = ("METALAKE_API__KEY_ENCRYPTION_KEY",)
+# The S3 key pair is the local SeaweedFS's only identity (a lake on S3); generated whatever the lake, so it never
+# changes under data that SeaweedFS already holds.
+GENERATED_SECRETS = (
+    "METALAKE_API__KEY_ENCRYPTION_KEY",
+    "METALAKE_LAKE__S3__ACCESS_KEY_ID",
+    "METALAKE_LAKE__S3__SECRET_ACCESS_KEY",
+)
 
 
 class StackError(RuntimeError):
@@ -56,7 +62,11 @@ class StackManager:
             return [s for s in SERVICES if s.name in wanted]
         # The processors read what the job writes, so asking for them implies the job.
         with_job = with_job or with_processors
-        return [s for s in SERVICES if s.infrastructure or (with_processors if s.processor else with_job)]
+        return [
+            s
+            for s in SERVICES
+            if (s.started_by_default(self._ctx) if s.infrastructure else (with_processors if s.processor else with_job))
+        ]
 
     def _pid_file(self, service: Service) -> Path:
         return self._ctx.run_dir(service.name) / "pid"
@@ -178,7 +188,12 @@ class StackManager:
             "METALAKE_SPARK__JARS_DIR": s.spark.jars_dir,
             "METALAKE_SPARK__SCRATCH_DIR": s.spark.scratch_dir,
             "METALAKE_ACCESS__RULES_FILE": s.access.rules_file,
+            "METALAKE_LAKE__S3__SPARK_JARS_DIR": s.lake.s3.spark_jars_dir,
         }
+        # The S3 store: the configured one, else the stack's SeaweedFS (for a lake on S3, and for tenants registered
+        # with an S3 lake root).
+        s3_endpoint = s.lake.s3.endpoint or f"http://{s.stack.host}:{s.stack.seaweedfs.s3}"
+        lines.append(f"METALAKE_LAKE__S3__ENDPOINT={s3_endpoint}")
         lines += [f"{variable}={value}" for variable, value in paths.items() if value is not None]
         path = s.local_stack_dir / "stack.env"
         lines += _generated_secrets(path)

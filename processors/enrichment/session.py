@@ -10,7 +10,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from metalake.java import find_java
-from metalake.settings import Settings
+from metalake.settings import LakeS3Settings, Settings
 
 
 class SparkSetupError(RuntimeError):
@@ -27,6 +27,44 @@ def _jars(jars_dir: Path) -> list[str]:
     return jars
 
 
+def _s3a_jars(settings: Settings) -> list[str]:
+    """Spark's s3a jars, for a lake on S3 only (the AWS SDK bundle is ~690 MB: a local lake starts without it)."""
+    if not settings.lake_on_s3:
+        return []
+    jars_dir = settings.lake.s3.spark_jars_dir
+    jars = sorted(str(p) for p in jars_dir.glob("*.jar")) if jars_dir is not None else []
+    if not any("hadoop-aws" in j for j in jars):
+        raise SparkSetupError(
+            f"lake.root is on S3 but Spark's s3a jars are missing from {jars_dir} (lake.s3.spark_jars_dir); run: "
+            "metalake stack up stream (or bash deploy/local/fetch/spark-s3.sh with STACK_DIR and REPO_DIR set)"
+        )
+    return jars
+
+
+def s3a_conf(s3: LakeS3Settings) -> dict[str, str]:
+    """Hadoop's s3a settings for the lake's store. Delta picks its log store by the path's scheme: for s3a it is
+    the single-driver S3 log store, safe only while one driver writes a table (docs/production.md)."""
+    conf = {
+        "spark.hadoop.fs.s3a.endpoint.region": s3.region,
+        "spark.hadoop.fs.s3a.path.style.access": "true" if s3.path_style else "false",
+        "spark.hadoop.fs.s3a.connection.maximum": str(s3.max_connections),
+        # The key pair below, else the default AWS chain (environment, profile, instance role).
+        "spark.hadoop.fs.s3a.aws.credentials.provider": (
+            "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
+            if s3.access_key_id is not None
+            else "software.amazon.awssdk.auth.credentials.DefaultCredentialsProvider"
+        ),
+    }
+    if s3.endpoint:
+        conf["spark.hadoop.fs.s3a.endpoint"] = s3.endpoint
+        conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] = "false" if s3.endpoint.startswith("http://") else "true"
+    if s3.access_key_id is not None and s3.secret_access_key is not None:
+        # Spark redacts values of keys matching "secret" in its UI and logs (spark.redaction.regex).
+        conf["spark.hadoop.fs.s3a.access.key"] = s3.access_key_id.get_secret_value()
+        conf["spark.hadoop.fs.s3a.secret.key"] = s3.secret_access_key.get_secret_value()
+    return conf
+
+
 def build_spark(settings: Settings, app_name: str) -> SparkSession:
     if "JAVA_HOME" not in os.environ:
         # Spark 4.2 runs on Java 17 or 21; a newer default JDK on the machine would fail in odd places.
@@ -39,10 +77,13 @@ def build_spark(settings: Settings, app_name: str) -> SparkSession:
         raise SparkSetupError("settings.spark.jars_dir is unset: set METALAKE_SPARK__JARS_DIR (the Delta/Kafka jars)")
     scratch = settings.spark.scratch_dir or Path(tempfile.gettempdir()) / "metalake-spark"
     scratch.mkdir(parents=True, exist_ok=True)
+    builder = SparkSession.builder
+    for key, value in (s3a_conf(settings.lake.s3) if settings.lake_on_s3 else {}).items():
+        builder = builder.config(key, value)
     spark = (
-        SparkSession.builder.appName(app_name)
+        builder.appName(app_name)
         .master(settings.spark.master)
-        .config("spark.jars", ",".join(_jars(settings.spark.jars_dir)))
+        .config("spark.jars", ",".join([*_jars(settings.spark.jars_dir), *_s3a_jars(settings)]))
         .config("spark.driver.memory", settings.spark.driver_memory)
         .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
         .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")

@@ -7,10 +7,12 @@ from ops.stack.services.kafka import Kafka
 from ops.stack.services.lake_worker import LakeWorker
 from ops.stack.services.postgres import Postgres
 from ops.stack.services.processors import Access, Outbound, Propagation
+from ops.stack.services.seaweedfs import SeaweedFS
 from ops.stack.services.stream import StreamJob
 from ops.stack.services.trino import Trino
 
-# Infrastructure first, each after what it ``requires`` (FerretDB stores in PostgreSQL); the streaming job needs Kafka,
+# Infrastructure first, each after what it ``requires`` (FerretDB stores in PostgreSQL; SeaweedFS, for a lake on S3,
+# before the processes that write the lake: Trino reads it only when queried); the streaming job needs Kafka,
 # FerretDB and (for table registration) Trino; the lake worker, which runs the erasures the API queues, starts with
 # it (where Spark work runs); the API and the processors of metalake.changes come last (they read
 # what the job writes).
@@ -19,6 +21,7 @@ SERVICES: tuple[Service, ...] = (
     Postgres(),
     FerretDB(),
     Trino(),
+    SeaweedFS(),
     StreamJob(),
     LakeWorker(),
     Api(),

@@ -82,6 +82,10 @@ class Service(ABC):
     #: Services that must be running before this one starts (started with it, stopped after it).
     requires: tuple[str, ...] = ()
 
+    def started_by_default(self, ctx: StackContext) -> bool:
+        """Whether ``up`` without names starts this infrastructure service (SeaweedFS: only for a lake on S3)."""
+        return True
+
     @abstractmethod
     def ports(self, ctx: StackContext) -> list[int]:
         """Loopback ports the service listens on; each must be free before start."""

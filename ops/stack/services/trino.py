@@ -9,7 +9,9 @@ from pathlib import Path
 
 from metalake.java import find_java
 from ops.stack.health import trino_probe
+from ops.stack.lake_storage import trino_file_system, trino_file_system_env
 from ops.stack.services.base import Service, StackContext
+from ops.stack.services.seaweedfs import stack_s3
 from tenants.access.rules import build_rules, write_rules
 from tenants.resource_groups import build_resource_groups, resource_groups_properties
 
@@ -49,8 +51,6 @@ class Trino(Service):
         (etc / "catalog").mkdir(parents=True, exist_ok=True)
         data = ctx.data_dir(self.name)
         data.mkdir(parents=True, exist_ok=True)
-        lake = ctx.settings.lake_root
-        (lake / "_trino_metastore").mkdir(parents=True, exist_ok=True)
         port = ctx.settings.stack.ports.trino
         server = ctx.cache_dir("trino") / "server"
         (etc / "config.properties").write_text(
@@ -79,9 +79,7 @@ class Trino(Service):
                 [
                     "connector.name=delta_lake",
                     "hive.metastore=file",
-                    "hive.metastore.catalog.dir=local:///_trino_metastore",
-                    "fs.native-local.enabled=true",
-                    f"local.location={lake}",
+                    *trino_file_system(ctx.settings, stack_s3(ctx)),
                     "delta.register-table-procedure.enabled=true",
                     "delta.enable-non-concurrent-writes=true",
                     "",
@@ -135,7 +133,7 @@ class Trino(Service):
     def env(self, ctx: StackContext) -> dict[str, str]:
         env = dict(os.environ)
         env.pop("JAVA_TOOL_OPTIONS", None)
-        return env
+        return env | trino_file_system_env(ctx.settings, stack_s3(ctx))
 
     def probe(self, ctx: StackContext) -> str | None:
         return trino_probe(ctx.host, ctx.settings.stack.ports.trino)

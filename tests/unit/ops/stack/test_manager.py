@@ -81,6 +81,7 @@ def test_status_of_a_fresh_stack_is_all_stopped(tmp_path: Path) -> None:
         ("postgres", "stopped", None),
         ("ferretdb", "stopped", None),
         ("trino", "stopped", None),
+        ("seaweedfs", "stopped", None),
         ("stream", "stopped", None),
         ("lake-worker", "stopped", None),
         ("api", "stopped", None),

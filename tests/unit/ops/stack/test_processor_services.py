@@ -73,7 +73,8 @@ def test_the_generated_key_is_kept_across_ups_owner_only_and_never_echoed(
 
 
 def test_a_key_the_environment_sets_is_not_generated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("METALAKE_API__KEY_ENCRYPTION_KEY", "set-by-the-operator-0123456789")
+    for key in GENERATED_SECRETS:
+        monkeypatch.setenv(key, "set-by-the-operator-0123456789")
     assert _generated_secrets(tmp_path / "missing.env") == []
 
 
