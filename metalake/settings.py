@@ -29,6 +29,11 @@ class StackPorts(BaseModel):
     ferretdb: int = 27017
     trino: int = 8080
     postgres: int = 55432
+    # A Spark standalone cluster, started only on request (``metalake stack up spark-worker``).
+    spark_master: int = 7077
+    spark_master_ui: int = 8090
+    spark_worker: int = 7078
+    spark_worker_ui: int = 8091
 
 
 class SeaweedFSPorts(BaseModel):
@@ -53,6 +58,9 @@ class StackSettings(BaseModel):
     host: str = "127.0.0.1"
     start_timeout_s: float = 180.0
     stop_timeout_s: float = 30.0
+    # What the local Spark worker offers its executors.
+    spark_worker_cores: int = Field(default=2, ge=1)
+    spark_worker_memory: str = "2g"
 
 
 class KafkaSettings(BaseModel):
@@ -134,10 +142,44 @@ class SparkSettings(BaseModel):
     driver_memory: str = "2g"
     # The address the driver binds and advertises (local masters: loopback; a cluster needs one its executors reach).
     driver_host: str = "127.0.0.1"
+    # Where the driver listens when it is not ``driver_host`` (a container: 0.0.0.0, advertising the pod's address).
+    driver_bind_address: str | None = None
+    # Fixed driver ports for a cluster behind a firewall (unset: Spark picks free ones).
+    driver_port: int | None = None
+    block_manager_port: int | None = None
+    # Executors on a cluster (unset: Spark's defaults; a local master runs them in the driver).
+    executor_memory: str | None = None
+    executor_cores: int | None = None
+    cores_max: int | None = None
+    # The Python the executors run (spark.pyspark.python): it must hold metalake's dependencies (`metalake[stream]`).
+    # Unset: this process's interpreter, right for local masters and for workers that share its environment.
+    executor_python: str | None = None
+    # Ship metalake's own packages to the executors as a zip (spark.submit.pyFiles, as spark-submit --py-files does),
+    # so workers run the driver's code version. Unset: on for any master but ``local``.
+    ship_code: bool | None = None
+    # The shared secret of a cluster that authenticates its RPC (standalone ``spark.authenticate``): passed in a
+    # properties file only the job's user can read, never on a command line.
+    auth_secret: SecretStr | None = None
+    # Any other Spark configuration (spark.kubernetes.*, spark.eventLog.*...); keys must start with ``spark.``.
+    conf: dict[str, str] = Field(default_factory=dict)
     jars_dir: Path | None = None
     # Spark's local dir, warehouse and Derby home (default: the stack's data/spark, else the system temp folder).
     scratch_dir: Path | None = None
     query_name: str = "metalake-pooled"
+
+    @field_validator("conf")
+    @classmethod
+    def _spark_keys(cls, value: dict[str, str]) -> dict[str, str]:
+        bad = sorted(k for k in value if not k.startswith("spark."))
+        if bad:
+            raise ValueError(f"keys must start with 'spark.': {', '.join(bad)}")
+        if "spark.authenticate.secret" in value:
+            raise ValueError("set the secret as spark.auth_secret (kept off command lines), not in spark.conf")
+        return value
+
+    @property
+    def is_local(self) -> bool:
+        return self.master == "local" or self.master.startswith("local[")
 
 
 class EnrichmentSettings(BaseModel):

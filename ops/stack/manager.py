@@ -22,11 +22,12 @@ Echo = Callable[[str], None]
 
 
 # Local secrets generated once into .stack/stack.env (kept across `up`s, never printed), so a fresh clone runs the
-# API with no manual step: the key that seals the API's token signing keys.
-# The S3 key pair is the local SeaweedFS's only identity (a lake on S3); generated whatever the lake, so it never
-# changes under data that SeaweedFS already holds.
+# API with no manual step: the key that seals the API's token signing keys; the local Spark cluster's RPC secret;
+# the S3 key pair of the local SeaweedFS's only identity (a lake on S3), generated whatever the lake so it never
+# changes under data SeaweedFS already holds.
 GENERATED_SECRETS = (
     "METALAKE_API__KEY_ENCRYPTION_KEY",
+    "METALAKE_SPARK__AUTH_SECRET",
     "METALAKE_LAKE__S3__ACCESS_KEY_ID",
     "METALAKE_LAKE__S3__SECRET_ACCESS_KEY",
 )
@@ -65,7 +66,10 @@ class StackManager:
         return [
             s
             for s in SERVICES
-            if (s.started_by_default(self._ctx) if s.infrastructure else (with_processors if s.processor else with_job))
+            if not s.on_request
+            and (
+                s.started_by_default(self._ctx) if s.infrastructure else (with_processors if s.processor else with_job)
+            )
         ]
 
     def _pid_file(self, service: Service) -> Path:

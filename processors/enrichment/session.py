@@ -11,6 +11,7 @@ from pyspark.sql import SparkSession
 
 from metalake.java import find_java
 from metalake.settings import LakeS3Settings, Settings
+from processors.enrichment.shipping import code_archive
 
 
 class SparkSetupError(RuntimeError):
@@ -42,13 +43,14 @@ def _s3a_jars(settings: Settings) -> list[str]:
 
 
 def s3a_conf(s3: LakeS3Settings) -> dict[str, str]:
-    """Hadoop's s3a settings for the lake's store. Delta picks its log store by the path's scheme: for s3a it is
-    the single-driver S3 log store, safe only while one driver writes a table (docs/production.md)."""
+    """Hadoop's s3a settings for the lake's store, without its keys (:func:`s3a_secrets`). Delta picks its log store
+    by the path's scheme: for s3a the single-driver S3 log store, safe only while one driver writes a table
+    (docs/production.md)."""
     conf = {
         "spark.hadoop.fs.s3a.endpoint.region": s3.region,
         "spark.hadoop.fs.s3a.path.style.access": "true" if s3.path_style else "false",
         "spark.hadoop.fs.s3a.connection.maximum": str(s3.max_connections),
-        # The key pair below, else the default AWS chain (environment, profile, instance role).
+        # The key pair of the settings, else the default AWS chain (environment, profile, instance role).
         "spark.hadoop.fs.s3a.aws.credentials.provider": (
             "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
             if s3.access_key_id is not None
@@ -58,11 +60,72 @@ def s3a_conf(s3: LakeS3Settings) -> dict[str, str]:
     if s3.endpoint:
         conf["spark.hadoop.fs.s3a.endpoint"] = s3.endpoint
         conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] = "false" if s3.endpoint.startswith("http://") else "true"
-    if s3.access_key_id is not None and s3.secret_access_key is not None:
-        # Spark redacts values of keys matching "secret" in its UI and logs (spark.redaction.regex).
-        conf["spark.hadoop.fs.s3a.access.key"] = s3.access_key_id.get_secret_value()
-        conf["spark.hadoop.fs.s3a.secret.key"] = s3.secret_access_key.get_secret_value()
     return conf
+
+
+def s3a_secrets(s3: LakeS3Settings) -> dict[str, str]:
+    """The s3a key pair as Spark properties: they go to the owner-only properties file (:func:`secret_properties`),
+    like the cluster's RPC secret, never onto the ``spark-submit`` command line."""
+    if s3.access_key_id is None or s3.secret_access_key is None:
+        return {}
+    return {
+        "spark.hadoop.fs.s3a.access.key": s3.access_key_id.get_secret_value(),
+        "spark.hadoop.fs.s3a.secret.key": s3.secret_access_key.get_secret_value(),
+    }
+
+
+def cluster_conf(settings: Settings, scratch: Path) -> dict[str, str]:
+    """What a cluster needs beyond a local master: executor sizes, fixed ports, the executors' Python, metalake's
+    code shipped as a zip, and the user's own ``spark.conf`` (which wins). The RPC secret is not here: see
+    :func:`secret_properties`."""
+    spark = settings.spark
+    out: dict[str, str] = {"spark.pyspark.python": spark.executor_python or sys.executable}
+    optional = {
+        "spark.executor.memory": spark.executor_memory,
+        "spark.executor.cores": spark.executor_cores,
+        "spark.cores.max": spark.cores_max,
+        "spark.driver.port": spark.driver_port,
+        "spark.blockManager.port": spark.block_manager_port,
+    }
+    out.update({k: str(v) for k, v in optional.items() if v is not None})
+    if spark.ship_code if spark.ship_code is not None else not spark.is_local:
+        out["spark.submit.pyFiles"] = str(code_archive(scratch / "code"))
+    if spark.auth_secret is not None and not spark.is_local:
+        # A local master has no RPC between hosts to protect (and Spark makes its own secret for it). With the
+        # secret, RPC and block transfers are also encrypted (AES), as the cluster's daemons require.
+        out["spark.authenticate"] = "true"
+        out["spark.network.crypto.enabled"] = "true"
+    out.update(spark.conf)
+    return out
+
+
+def secret_properties(settings: Settings, scratch: Path) -> None:
+    """Hand the cluster's RPC secret and the lake's S3 keys to the JVM in a properties file only this user can read:
+    PySpark passes the builder's settings to ``spark-submit`` as ``--conf`` arguments, which every user of the host
+    sees in ``ps``."""
+    secret = settings.spark.auth_secret
+    properties: dict[str, str] = {}
+    if secret is not None and not settings.spark.is_local:
+        properties["spark.authenticate.secret"] = secret.get_secret_value()
+    if settings.lake_on_s3:
+        properties.update(s3a_secrets(settings.lake.s3))
+    if not properties:
+        return
+    path = scratch / "secret.properties"
+    ours = f"--properties-file {path} "
+    submit_args = os.environ.get("PYSPARK_SUBMIT_ARGS", "pyspark-shell")
+    if ours not in submit_args and "--properties-file" in submit_args:
+        raise SparkSetupError(
+            "PYSPARK_SUBMIT_ARGS names a --properties-file and metalake has secrets for Spark: Spark takes one "
+            f"properties file; put {', '.join(sorted(properties))} in yours and unset METALAKE_SPARK__AUTH_SECRET "
+            "(and METALAKE_LAKE__S3__ACCESS_KEY_ID / __SECRET_ACCESS_KEY for the lake's keys)"
+        )
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        # java.util.Properties: a backslash in a value starts an escape.
+        out.writelines(f"{key} {value.replace(chr(92), chr(92) * 2)}\n" for key, value in properties.items())
+    if ours not in submit_args:  # a second session of this process reuses the file it named
+        os.environ["PYSPARK_SUBMIT_ARGS"] = ours + submit_args
 
 
 def build_spark(settings: Settings, app_name: str) -> SparkSession:
@@ -77,8 +140,10 @@ def build_spark(settings: Settings, app_name: str) -> SparkSession:
         raise SparkSetupError("settings.spark.jars_dir is unset: set METALAKE_SPARK__JARS_DIR (the Delta/Kafka jars)")
     scratch = settings.spark.scratch_dir or Path(tempfile.gettempdir()) / "metalake-spark"
     scratch.mkdir(parents=True, exist_ok=True)
+    secret_properties(settings, scratch)
     builder = SparkSession.builder
-    for key, value in (s3a_conf(settings.lake.s3) if settings.lake_on_s3 else {}).items():
+    s3a = s3a_conf(settings.lake.s3) if settings.lake_on_s3 else {}
+    for key, value in {**s3a, **cluster_conf(settings, scratch)}.items():
         builder = builder.config(key, value)
     spark = (
         builder.appName(app_name)
@@ -96,7 +161,7 @@ def build_spark(settings: Settings, app_name: str) -> SparkSession:
         # behind the lake query's MERGEs (each query names its pool).
         .config("spark.scheduler.mode", "FAIR")
         .config("spark.driver.host", settings.spark.driver_host)
-        .config("spark.driver.bindAddress", settings.spark.driver_host)
+        .config("spark.driver.bindAddress", settings.spark.driver_bind_address or settings.spark.driver_host)
         .config("spark.local.dir", str(scratch / "tmp"))
         .config("spark.sql.warehouse.dir", str(scratch / "warehouse"))
         .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={scratch / 'derby'}")

@@ -8,6 +8,7 @@ from ops.stack.services.lake_worker import LakeWorker
 from ops.stack.services.postgres import Postgres
 from ops.stack.services.processors import Access, Outbound, Propagation
 from ops.stack.services.seaweedfs import SeaweedFS
+from ops.stack.services.spark import SparkMaster, SparkWorker
 from ops.stack.services.stream import StreamJob
 from ops.stack.services.trino import Trino
 
@@ -15,13 +16,15 @@ from ops.stack.services.trino import Trino
 # before the processes that write the lake: Trino reads it only when queried); the streaming job needs Kafka,
 # FerretDB and (for table registration) Trino; the lake worker, which runs the erasures the API queues, starts with
 # it (where Spark work runs); the API and the processors of metalake.changes come last (they read
-# what the job writes).
+# what the job writes). The Spark standalone cluster runs only on request (a job on it needs it up first).
 SERVICES: tuple[Service, ...] = (
     Kafka(),
     Postgres(),
     FerretDB(),
     Trino(),
     SeaweedFS(),
+    SparkMaster(),
+    SparkWorker(),
     StreamJob(),
     LakeWorker(),
     Api(),

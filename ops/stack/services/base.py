@@ -28,6 +28,20 @@ class StackContext:
     def host(self) -> str:
         return self.settings.stack.host
 
+    def generated_secret(self, variable: str) -> str | None:
+        """A secret the stack generated into ``stack.env`` (``manager.GENERATED_SECRETS``); the settings loaded
+        before this ``up`` wrote the file may not hold it yet. The environment wins, as it does for every process."""
+        if os.environ.get(variable):
+            return os.environ[variable]
+        env_file = self.stack_dir / "stack.env"
+        if not env_file.is_file():
+            return None
+        for line in env_file.read_text().splitlines():
+            key, sep, value = line.partition("=")
+            if sep and key == variable and value:
+                return value
+        return None
+
     def run_dir(self, service: str) -> Path:
         return self.stack_dir / "run" / service
 
@@ -79,6 +93,8 @@ class Service(ABC):
     infrastructure: bool = True
     #: True for the processors and the API, started only by ``up --with-processors`` (or by name).
     processor: bool = False
+    #: True for what starts only when named (the Spark standalone cluster): never by ``up`` or ``up --with-job``.
+    on_request: bool = False
     #: Services that must be running before this one starts (started with it, stopped after it).
     requires: tuple[str, ...] = ()
 

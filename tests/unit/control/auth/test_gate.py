@@ -3,6 +3,8 @@ revoked (built-in issuer only), its tenant not suspended."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from pymongo import MongoClient
 from runtime_fakes import FakeClients, FakeTenants, access_token, fake_gate
@@ -11,7 +13,7 @@ from control.auth.clients import ClientCache
 from control.auth.gate import TenantRefused, build_gate
 from control.auth.validator import InvalidToken
 from metalake.mongo import Doc
-from metalake.settings import Settings
+from metalake.settings import LakeSettings, Settings
 
 
 def test_a_valid_token_of_an_active_client_and_tenant_is_admitted() -> None:
@@ -41,8 +43,10 @@ def test_an_external_issuer_has_no_client_check_and_the_built_in_one_has() -> No
     client: MongoClient[Doc] = MongoClient("mongodb://127.0.0.1:9", connect=False)
     try:
         control = client["metalake_control"]
-        assert isinstance(build_gate(Settings(), control).clients, ClientCache)
-        external = Settings()
+        # A lake root of its own: a checkout's stack.env (read by load_settings, not by Settings()) holds none here.
+        ours = Settings(lake=LakeSettings(root=Path("/nonexistent/lake")))
+        assert isinstance(build_gate(ours, control).clients, ClientCache)
+        external = ours.model_copy(deep=True)
         external.api.external_issuer = "https://login.example.com"
         assert build_gate(external, control).clients is None
     finally:

@@ -82,6 +82,8 @@ def test_status_of_a_fresh_stack_is_all_stopped(tmp_path: Path) -> None:
         ("ferretdb", "stopped", None),
         ("trino", "stopped", None),
         ("seaweedfs", "stopped", None),
+        ("spark-master", "stopped", None),
+        ("spark-worker", "stopped", None),
         ("stream", "stopped", None),
         ("lake-worker", "stopped", None),
         ("api", "stopped", None),

@@ -39,6 +39,8 @@ def test_with_processors_implies_the_job_and_with_job_does_not_start_processors(
     assert _names(manager, with_processors=True) == [*INFRA, "stream", "lake-worker", *NEW]
     # By name, a processor starts alone (the others are already running).
     assert [s.name for s in manager._select(["outbound"], False)] == ["outbound"]
+    # The Spark cluster only by name, the worker with its master.
+    assert [s.name for s in manager._select(["spark-worker"], False)] == ["spark-master", "spark-worker"]
 
 
 def test_down_and_status_cover_the_new_services(tmp_path: Path) -> None:
@@ -73,9 +75,12 @@ def test_the_generated_key_is_kept_across_ups_owner_only_and_never_echoed(
 
 
 def test_a_key_the_environment_sets_is_not_generated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in GENERATED_SECRETS:
-        monkeypatch.setenv(key, "set-by-the-operator-0123456789")
-    assert _generated_secrets(tmp_path / "missing.env") == []
+    monkeypatch.setenv("METALAKE_API__KEY_ENCRYPTION_KEY", "set-by-the-operator-0123456789")
+    monkeypatch.setenv("METALAKE_LAKE__S3__ACCESS_KEY_ID", "set-by-the-operator")
+    monkeypatch.delenv("METALAKE_SPARK__AUTH_SECRET", raising=False)
+    monkeypatch.delenv("METALAKE_LAKE__S3__SECRET_ACCESS_KEY", raising=False)
+    generated = [line.partition("=")[0] for line in _generated_secrets(tmp_path / "missing.env")]
+    assert generated == ["METALAKE_SPARK__AUTH_SECRET", "METALAKE_LAKE__S3__SECRET_ACCESS_KEY"]
 
 
 def test_the_ssrf_allowance_is_loopback_only_and_yields_to_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,6 +4,8 @@ identity; Trino's catalog and Spark's session point at the store without writing
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -18,7 +20,7 @@ from ops.stack.paths import stack_paths, with_stack_paths
 from ops.stack.services.base import StackContext
 from ops.stack.services.seaweedfs import SeaweedFS
 from ops.stack.services.trino import Trino
-from processors.enrichment.session import SparkSetupError, _s3a_jars, s3a_conf
+from processors.enrichment.session import SparkSetupError, _s3a_jars, s3a_conf, secret_properties
 
 
 def _settings(tmp_path: Path, lake: str | None = None, **s3: object) -> Settings:
@@ -145,7 +147,7 @@ def test_spark_gets_s3a_settings_and_jars_only_for_a_lake_on_s3(tmp_path: Path) 
     assert conf["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:8333"
     assert conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "false"
     assert conf["spark.hadoop.fs.s3a.path.style.access"] == "true"
-    assert conf["spark.hadoop.fs.s3a.secret.key"] == "sk"
+    assert not any(v in ("ak", "sk") for v in conf.values())  # the keys never reach spark-submit's command line
     assert conf["spark.hadoop.fs.s3a.aws.credentials.provider"].endswith("SimpleAWSCredentialsProvider")
     assert s3a_conf(LakeS3Settings())["spark.hadoop.fs.s3a.aws.credentials.provider"].endswith(
         "DefaultCredentialsProvider"
@@ -159,3 +161,22 @@ def test_spark_gets_s3a_settings_and_jars_only_for_a_lake_on_s3(tmp_path: Path) 
     (tmp_path / "jars" / "bundle-2.35.4.jar").touch()
     on_s3.lake.s3.spark_jars_dir = tmp_path / "jars"
     assert [Path(j).name for j in _s3a_jars(on_s3)] == ["bundle-2.35.4.jar", "hadoop-aws-3.5.0.jar"]
+
+
+def test_the_s3_keys_go_to_the_private_properties_file_with_a_local_master(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PYSPARK_SUBMIT_ARGS", raising=False)
+    settings = _settings(
+        tmp_path, "s3a://metalake/lake", access_key_id=SecretStr("ak-2"), secret_access_key=SecretStr("sk\\2")
+    )
+    secret_properties(settings, tmp_path)
+    props = tmp_path / "secret.properties"
+    assert props.read_text() == "spark.hadoop.fs.s3a.access.key ak-2\nspark.hadoop.fs.s3a.secret.key sk\\\\2\n"
+    assert stat.S_IMODE(props.stat().st_mode) == 0o600
+    assert os.environ["PYSPARK_SUBMIT_ARGS"] == f"--properties-file {props} pyspark-shell"
+    secret_properties(settings, tmp_path)  # a second session of the process: the same file, named once
+    assert os.environ["PYSPARK_SUBMIT_ARGS"] == f"--properties-file {props} pyspark-shell"
+    monkeypatch.delenv("PYSPARK_SUBMIT_ARGS")
+    secret_properties(_settings(tmp_path / "local"), tmp_path / "local")  # a local lake on a local master: no file
+    assert "PYSPARK_SUBMIT_ARGS" not in os.environ
