@@ -133,14 +133,16 @@ def main() -> None:
     parser.add_argument("--bucket", default="metalake-bench")
     parser.add_argument("--events", type=int, default=3000)
     parser.add_argument("--probes", type=int, default=15)
+    parser.add_argument("--local-root", type=Path, default=None, help="the local side's lake (default: lake.root)")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--workdir", type=Path, default=None, help="the jobs' logs (default: .stack/bench/s3-<time>)")
     args = parser.parse_args()
     use_checkout_stack()
     settings = load_settings()
     S3Client.from_settings(settings.lake.s3).create_bucket(args.bucket)
-    workdir = Path(settings.local_stack_dir) / "bench" / f"s3-{int(time.time())}"
+    workdir = args.workdir or settings.local_stack_dir / "bench" / f"s3-{int(time.time())}"
     workdir.mkdir(parents=True, exist_ok=True)
-    local = settings.lake_root
+    local = args.local_root.resolve() if args.local_root else settings.lake_root
     s3 = S3Path.parse(f"s3a://{args.bucket}/run-{secrets.token_hex(3)}")
     result = {
         "local": run_side(settings, local, "local", args.events, args.probes, workdir),
