@@ -23,6 +23,7 @@ from arro3.core import Array, DataType, Field, Schema, Table
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
 from pymongo.database import Database
 
+from metalake.lake_uri import LakeRoot, delta_rs_uri
 from tenants.naming import names_for
 from tenants.registry import TenantRegistry
 
@@ -80,26 +81,42 @@ def _table(rows: Sequence[AuditRow]) -> Table:
 _CONFIGURATION = {"delta.enableDeletionVectors": "false"}
 
 
-def append(path: Path, rows: Sequence[AuditRow]) -> None:
+# delta-rs' storage_options for the lake's store (``metalake.s3.delta_rs_storage_options``); None on a local lake.
+StorageOptions = Mapping[str, str] | None
+
+
+def _uri(path: LakeRoot) -> str:
+    if isinstance(path, Path):
+        # delta-rs creates the folders of a local table's files, not the table's own folder.
+        path.mkdir(parents=True, exist_ok=True)
+    return delta_rs_uri(path)
+
+
+def _options(storage: StorageOptions) -> dict[str, str] | None:
+    return dict(storage) if storage else None
+
+
+def append(path: LakeRoot, rows: Sequence[AuditRow], storage: StorageOptions = None) -> None:
     """Append rows, creating the table (this schema, no partitions) if it does not exist yet."""
     for row in rows:
         if not all(isinstance(v, int) and not isinstance(v, bool) for v in row.counts.values()):
             raise TypeError("audit counts must be integers")
-    path.mkdir(parents=True, exist_ok=True)
-    write_deltalake(str(path), _table(rows), mode="append", configuration=_CONFIGURATION)
+    write_deltalake(
+        _uri(path), _table(rows), mode="append", configuration=_CONFIGURATION, storage_options=_options(storage)
+    )
 
 
-def ensure_table(path: Path) -> bool:
+def ensure_table(path: LakeRoot, storage: StorageOptions = None) -> bool:
     """Create the empty table (this schema, no partitions) unless it exists, so Trino can register it before the
     first row; True if it was created. Two creators racing: the loser's commit of version 0 fails, and the table
     exists, which is all either wanted."""
-    if DeltaTable.is_deltatable(str(path)):
+    uri, options = _uri(path), _options(storage)
+    if DeltaTable.is_deltatable(uri, storage_options=options):
         return False
-    path.mkdir(parents=True, exist_ok=True)
     try:
-        DeltaTable.create(str(path), SCHEMA, mode="ignore", configuration=_CONFIGURATION)
+        DeltaTable.create(uri, SCHEMA, mode="ignore", configuration=_CONFIGURATION, storage_options=options)
     except Exception:
-        if not DeltaTable.is_deltatable(str(path)):
+        if not DeltaTable.is_deltatable(uri, storage_options=options):
             raise
         return False
     return True
@@ -154,11 +171,12 @@ class AuditQuery:
         return " AND ".join(clauses) or "TRUE"
 
 
-def read(path: Path, query: AuditQuery) -> list[AuditRow]:
+def read(path: LakeRoot, query: AuditQuery, storage: StorageOptions = None) -> list[AuditRow]:
     """Newest first (ties by action, then target hash). An absent table reads as empty."""
-    if not DeltaTable.is_deltatable(str(path)):
+    uri, options = delta_rs_uri(path), _options(storage)
+    if not DeltaTable.is_deltatable(uri, storage_options=options):
         return []
-    table = DeltaTable(str(path))
+    table = DeltaTable(uri, storage_options=options)
     sql = (
         "SELECT at, actor, action, target_hash, result, counts FROM audit "  # noqa: S608 - validated literals only
         f"WHERE {query.where()} ORDER BY at DESC, action ASC, target_hash ASC LIMIT {int(query.limit)}"
@@ -195,7 +213,7 @@ def target_hash(target: str) -> str:
     return hashlib.sha256(target.encode()).hexdigest()
 
 
-def tenant_audit_path(control: Database[Any], lake_root: Path, tenant: str) -> Path:
+def tenant_audit_path(control: Database[Any], lake_root: LakeRoot, tenant: str) -> LakeRoot:
     """The tenant's ``audit`` table, under its own lake root if the registry gives it one."""
     record = TenantRegistry(control).get(tenant)
     names = record.names(lake_root) if record is not None else names_for(tenant, lake_root)
@@ -207,14 +225,17 @@ class TenantAuditLog:
     worker's ingest API audits the PII changes it accepts or refuses). The lake root is read at the first row: a
     worker configured without one fails only when it has something to audit."""
 
-    def __init__(self, control: Database[Any], lake_root: Callable[[], Path]) -> None:
+    def __init__(
+        self, control: Database[Any], lake_root: Callable[[], LakeRoot], storage: StorageOptions = None
+    ) -> None:
         self._control = control
         self._lake_root = lake_root
+        self._storage = storage
 
     def record(self, tenant: str, rows: Sequence[AuditRow]) -> None:
         """Append ``rows`` in one commit; returns once it is durable (raises otherwise)."""
         if rows:
-            append(tenant_audit_path(self._control, self._lake_root(), tenant), rows)
+            append(tenant_audit_path(self._control, self._lake_root(), tenant), rows, self._storage)
 
 
 def audit_row(actor: str, action: str, target: str, result: str, counts: Mapping[str, int] | None = None) -> AuditRow:

@@ -13,10 +13,12 @@ import os
 import tempfile
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Annotated, Literal, TypeVar
 
-from pydantic import BaseModel, Field, SecretStr, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, Field, PlainValidator, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from metalake.lake_uri import LakeRoot, S3Path, parse_lake_root
 
 
 class StackPorts(BaseModel):
@@ -36,6 +38,17 @@ class StackPorts(BaseModel):
     spark_worker_ui: int = 8091
 
 
+class SeaweedFSPorts(BaseModel):
+    """Loopback ports of the local stack's SeaweedFS (started for a lake on S3): its S3 API and the master, volume
+    and filer servers behind it, each with a gRPC port ``grpc_offset`` above its HTTP port (SeaweedFS's rule)."""
+
+    s3: int = 8333
+    master: int = 9333
+    volume: int = 8381
+    filer: int = 8888
+    grpc_offset: int = 10000
+
+
 class StackSettings(BaseModel):
     """The local stack (operator tooling). ``dir`` is set by ``ops`` for a checkout's stack and read only by the
     tooling: no deployable path defaults into it (``ops.stack.paths`` sets the lake, checkpoint, Spark and rules-file
@@ -43,6 +56,7 @@ class StackSettings(BaseModel):
 
     dir: Path | None = None
     ports: StackPorts = StackPorts()
+    seaweedfs: SeaweedFSPorts = SeaweedFSPorts()
     host: str = "127.0.0.1"
     start_timeout_s: float = 180.0
     stop_timeout_s: float = 30.0
@@ -175,9 +189,32 @@ class TrinoSettings(BaseModel):
         return f"{self.http_scheme}://{self.host}:{self.port}"
 
 
+class LakeS3Settings(BaseModel):
+    """The object store of a lake whose root is ``s3a://bucket/prefix`` (Spark's s3a, Trino's native S3 file system
+    and delta-rs all use these). ``endpoint`` is the S3 API's base URL (unset: AWS's own, by ``region``); an
+    S3-compatible server (SeaweedFS, Ceph) usually needs ``path_style``. The keys are an access key pair with read
+    and write rights on the bucket; unset, each engine falls back to its default AWS credential chain."""
+
+    endpoint: str | None = None
+    region: str = "us-east-1"
+    path_style: bool = True
+    access_key_id: SecretStr | None = None
+    secret_access_key: SecretStr | None = None
+    # Connections Spark's s3a keeps to the store (its default, 500, is sized for clusters, not one driver).
+    max_connections: int = Field(default=64, gt=0)
+    # Spark's s3a jars (hadoop-aws and the AWS SDK bundle; deploy/local/fetch/spark-s3.sh), added to a session only
+    # when the lake is on S3.
+    spark_jars_dir: Path | None = None
+
+
 class LakeSettings(BaseModel):
-    root: Path | None = None
+    """``root``: a local folder or ``s3a://bucket/prefix`` (``metalake.lake_uri``; the ``s3`` section then says how to
+    reach it). ``checkpoint_root`` stays a local folder whatever the root: the streaming job's checkpoint needs an
+    atomic rename, which S3 does not have (docs/configuration.md)."""
+
+    root: Annotated[LakeRoot | None, PlainValidator(parse_lake_root)] = None
     checkpoint_root: Path | None = None
+    s3: LakeS3Settings = Field(default_factory=LakeS3Settings)
 
 
 class SparkSettings(BaseModel):
@@ -588,7 +625,7 @@ class Settings(BaseSettings):
         self.mongo.uri = self.mongo.uri or f"mongodb://{host}:{ports.ferretdb}/"
         self.trino.host = self.trino.host or host
         self.trino.port = self.trino.port or ports.trino
-        self.lake.root = self.lake.root.resolve() if self.lake.root else None
+        self.lake.root = parse_lake_root(self.lake.root)
         self.lake.checkpoint_root = self.lake.checkpoint_root.resolve() if self.lake.checkpoint_root else None
         self.spark.scratch_dir = self.spark.scratch_dir or Path(tempfile.gettempdir()) / "metalake-spark"
         return self
@@ -602,8 +639,16 @@ class Settings(BaseSettings):
         return _required(self.mongo.uri, "mongo.uri")
 
     @property
-    def lake_root(self) -> Path:
-        return _required(self.lake.root, "lake.root")
+    def lake_root(self) -> LakeRoot:
+        """The lake's root: a local folder or an S3 location (``metalake.lake_uri``)."""
+        root = self.lake.root
+        if root is None:
+            return _required(root, "lake.root")
+        return root
+
+    @property
+    def lake_on_s3(self) -> bool:
+        return isinstance(self.lake.root, S3Path)
 
     @property
     def checkpoint_root(self) -> Path:

@@ -13,9 +13,9 @@ DDL and CALL take no bind parameters in Trino: names are literals built from val
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
+from metalake.lake_uri import LakeRoot, S3Path
 from metalake.settings import Settings
 from metalake.trino_admin import admin_cursor
 from tenants.naming import POOLED_TABLES, TENANT_COLUMNS, TRINO_POOLED_SCHEMA, TenantNames, pooled_table_path
@@ -25,8 +25,11 @@ def _literal(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def _location(settings: Settings, path: Path) -> str:
-    """A ``local://`` URI relative to the catalog's local.location (the lake root)."""
+def _location(settings: Settings, path: LakeRoot) -> str:
+    """Where Trino finds ``path``: its ``s3://`` URI on an S3 lake (the catalog's native S3 file system), else a
+    ``local://`` URI relative to the catalog's local.location (the lake root)."""
+    if isinstance(path, S3Path):
+        return path.uri("s3")
     return "local:///" + str(path.relative_to(settings.lake_root))
 
 
@@ -36,7 +39,7 @@ def _known_tables(cur: Any, catalog: str, schema: str) -> set[str]:
     return {row[0] for row in cur.fetchall()}
 
 
-def _register(cur: Any, settings: Settings, schema: str, tables: Iterable[tuple[str, Path]]) -> list[str]:
+def _register(cur: Any, settings: Settings, schema: str, tables: Iterable[tuple[str, LakeRoot]]) -> list[str]:
     catalog = settings.trino.catalog
     known = _known_tables(cur, catalog, schema)
     registered = []

@@ -9,8 +9,9 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, overload
 
+from metalake.lake_uri import LakeRoot
 from metalake.tenancy import TENANT_ID_PATTERN, InvalidTenantId, validate_tenant_id
 
 __all__ = [
@@ -69,7 +70,11 @@ def tenant_bucket(tenant_id: str) -> int:
     return zlib.crc32(validate_tenant_id(tenant_id).encode()) % POOLED_BUCKETS
 
 
-def pooled_table_path(lake_root: Path, table: str) -> Path:
+@overload
+def pooled_table_path(lake_root: Path, table: str) -> Path: ...
+@overload
+def pooled_table_path(lake_root: LakeRoot, table: str) -> LakeRoot: ...
+def pooled_table_path(lake_root: LakeRoot, table: str) -> LakeRoot:
     if table not in POOLED_TABLES:
         raise KeyError(f"{table!r} is not a pooled table; pooled: {', '.join(POOLED_TABLES)}")
     return lake_root / POOLED_DIR / table
@@ -81,7 +86,7 @@ class LakeTable:
     of a shared pooled table (``tenant_id`` and ``bucket`` set). Build with :meth:`TenantNames.table`."""
 
     name: str
-    path: Path
+    path: LakeRoot
     tenant_id: str | None = None
     bucket: int | None = None
 
@@ -120,7 +125,7 @@ class TenantNames:
 
     tenant_id: str
     dedicated: bool
-    lake_root: Path
+    lake_root: LakeRoot
 
     def topic(self, topic_class: TopicClass) -> str:
         if self.dedicated:
@@ -140,10 +145,10 @@ class TenantNames:
         return f"{self.tenant_id}:"
 
     @property
-    def lake_dir(self) -> Path:
+    def lake_dir(self) -> LakeRoot:
         return self.lake_root / self.tenant_id
 
-    def delta_path(self, table: str) -> Path:
+    def delta_path(self, table: str) -> LakeRoot:
         """The folder of a table of the tenant's own (a dedicated tenant's tables; every tenant's ``audit``). For a
         pooled tenant's data use :meth:`table`, which knows the shared tables."""
         if table not in DELTA_TABLES:
@@ -174,7 +179,7 @@ class TenantNames:
         return checkpoint_root / self.tenant_id / query_name
 
 
-def names_for(tenant_id: str, lake_root: Path, *, dedicated: bool = False) -> TenantNames:
+def names_for(tenant_id: str, lake_root: LakeRoot, *, dedicated: bool = False) -> TenantNames:
     return TenantNames(validate_tenant_id(tenant_id), dedicated, lake_root)
 
 
@@ -191,12 +196,12 @@ def event_topics() -> tuple[str, str]:
     return (PRIORITY_TOPIC, BULK_TOPIC)
 
 
-def platform_audit_dir(lake_root: Path) -> Path:
+def platform_audit_dir(lake_root: LakeRoot) -> LakeRoot:
     """The platform's own Delta ``audit`` table: tenant lifecycle actions, which must outlive a deleted tenant's
     data. A leading underscore, so no tenant id can take the folder."""
     return lake_root / "_platform" / "audit"
 
 
-def unrouted_lake_dir(lake_root: Path) -> Path:
+def unrouted_lake_dir(lake_root: LakeRoot) -> LakeRoot:
     """Where records with no valid tenant go (their `_dlq`): a name no tenant id can take."""
     return lake_root / "_unrouted"

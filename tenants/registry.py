@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from pathlib import Path
 from typing import Any, Protocol, TypedDict
 
 from pymongo import ASCENDING, ReturnDocument
@@ -26,6 +25,7 @@ from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
 from metalake.cache import TtlCache
+from metalake.lake_uri import LakeRoot, lake_root_of
 from metalake.mongo import Doc, mongo_client, typed_collection
 from metalake.settings import Settings
 from tenants.model import Tier
@@ -69,7 +69,7 @@ class TenantRecord:
     id: str
     tier: Tier
     state: TenantState
-    lake_root: Path | None
+    lake_root: LakeRoot | None
     created_at: datetime
     updated_at: datetime
     display_name: str | None = None
@@ -85,7 +85,7 @@ class TenantRecord:
     def is_active(self) -> bool:
         return self.state is TenantState.ACTIVE
 
-    def names(self, default_lake_root: Path) -> TenantNames:
+    def names(self, default_lake_root: LakeRoot) -> TenantNames:
         return names_for(self.id, self.lake_root or default_lake_root, dedicated=self.dedicated)
 
 
@@ -115,7 +115,7 @@ def _record(doc: TenantDoc) -> TenantRecord:
         id=doc["_id"],
         tier=Tier(doc["tier"]),
         state=TenantState(doc["state"]),
-        lake_root=Path(lake_root) if lake_root else None,
+        lake_root=lake_root_of(lake_root) if lake_root else None,
         created_at=doc["created_at"],
         updated_at=doc["updated_at"],
         display_name=doc.get("display_name"),
@@ -144,7 +144,7 @@ class TenantRegistry:
         *,
         display_name: str | None = None,
         settings: Mapping[str, Any] | None = None,
-        lake_root: Path | None = None,
+        lake_root: LakeRoot | None = None,
     ) -> TenantRecord:
         """Register a tenant in state ``provisioning``; raise :class:`TenantExists` if the id is taken."""
         validate_tenant_id(tenant_id)
@@ -272,7 +272,7 @@ class TenantDirectory:
     def __init__(
         self,
         registry: TenantLookup,
-        lake_root: Path,
+        lake_root: LakeRoot,
         *,
         ttl_s: float = 5.0,
         clock: Callable[[], float] = time.monotonic,

@@ -5,7 +5,6 @@ the target given is hashed here, as it is when rows are written, so clear values
 from __future__ import annotations
 
 from datetime import datetime
-from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
@@ -18,7 +17,9 @@ from api.problems import Problem, problem_doc
 from api.routes.tenants import ERRORS
 from api.schemas.audit import AuditEntry, AuditPage
 from api.services import audit
-from control.audit import ACTION_PATTERN, AuditQuery, AuditRow, read
+from control.audit import ACTION_PATTERN, AuditQuery, AuditRow, StorageOptions, read
+from metalake.lake_uri import LakeRoot
+from metalake.s3 import lake_storage_options
 from tenants.naming import platform_audit_dir
 
 router = APIRouter(tags=["audit"])
@@ -78,9 +79,9 @@ def _query(
 Filters = Annotated[AuditQuery, Depends(_query)]
 
 
-def _page(path: Path, query: AuditQuery) -> AuditPage:
+def _page(path: LakeRoot, query: AuditQuery, storage: StorageOptions) -> AuditPage:
     try:
-        rows: list[AuditRow] = read(path, query)
+        rows: list[AuditRow] = read(path, query, storage)
     except ValueError:
         raise Problem(400, "invalid-cursor", "cursor: not a cursor of this listing", field="cursor") from None
     limit = query.limit - 1
@@ -118,7 +119,7 @@ async def tenant_audit(
     query: Filters,
 ) -> AuditPage:
     path = await run_in_threadpool(audit.tenant_audit_path, ctx, tc.tenant)
-    return await run_in_threadpool(_page, path, query)
+    return await run_in_threadpool(_page, path, query, lake_storage_options(ctx.settings))
 
 
 @router.get(
@@ -132,4 +133,6 @@ async def platform_audit(
     ctx: ContextDep,
     query: Filters,
 ) -> AuditPage:
-    return await run_in_threadpool(_page, platform_audit_dir(ctx.settings.lake_root), query)
+    return await run_in_threadpool(
+        _page, platform_audit_dir(ctx.settings.lake_root), query, lake_storage_options(ctx.settings)
+    )

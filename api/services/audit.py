@@ -18,12 +18,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from pathlib import Path
 
 from api.context import ApiContext
 from control import audit as control_audit
 from control.audit import ACTION_PATTERN, AuditRow, append
 from control.auth.principal import Principal
+from metalake.lake_uri import LakeRoot
+from metalake.s3 import lake_storage_options
 from tenants.naming import CONTROL_DATABASE, platform_audit_dir
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ def target_hash(target: str) -> str:
     return control_audit.target_hash(target)
 
 
-def tenant_audit_path(ctx: ApiContext, tenant: str) -> Path:
+def tenant_audit_path(ctx: ApiContext, tenant: str) -> LakeRoot:
     """The tenant's ``audit`` table, under its own lake root if the registry gives it one."""
     return control_audit.tenant_audit_path(ctx.mongo[CONTROL_DATABASE], ctx.settings.lake_root, tenant)
 
@@ -63,7 +64,7 @@ def record(
 ) -> None:
     """Append one row to the tenant's audit table; returns once it is committed (raises otherwise)."""
     row = _row(principal, action, target, result, counts)
-    append(tenant_audit_path(ctx, tenant), [row])
+    append(tenant_audit_path(ctx, tenant), [row], lake_storage_options(ctx.settings))
     log.info("api.audit", extra={"tenant": tenant, "action": action, "result": result})
 
 
@@ -78,5 +79,5 @@ def record_platform(
 ) -> None:
     """Append one row to the platform's audit table (tenant lifecycle, platform-admin clients, signing keys)."""
     row = _row(principal, action, target, result, counts)
-    append(platform_audit_dir(ctx.settings.lake_root), [row])
+    append(platform_audit_dir(ctx.settings.lake_root), [row], lake_storage_options(ctx.settings))
     log.info("api.audit_platform", extra={"action": action, "result": result})

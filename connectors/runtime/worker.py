@@ -38,6 +38,7 @@ from metalake.http.health import Check, run_checks, standard_checks
 from metalake.http.problems import install_problem_handlers
 from metalake.lease import LeaseStore
 from metalake.mongo import mongo_client
+from metalake.s3 import lake_storage_options
 from metalake.sealing import sealer_for
 from metalake.settings import Settings
 from tenants.access.columns import PropagatedPaths
@@ -64,7 +65,7 @@ def build_runtime(
         dlq_counter=dlq_counter,
         lookups=LookupCache(settings.connect.lookup_cache_ttl_s),
         leases=LeaseStore.in_database(database),
-        audit=TenantAuditLog(database, lambda: settings.lake_root),
+        audit=TenantAuditLog(database, lambda: settings.lake_root, lake_storage_options(settings)),
         propagated=PropagatedPaths(client, lambda: settings.lake_root),
     )
 

@@ -25,6 +25,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
+from metalake.lake_uri import S3Path
+from metalake.s3 import S3Client
 from metalake.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -176,6 +178,19 @@ def directory_check(path: Callable[[], Path]) -> Check:
     return check
 
 
+def lake_check(settings: Settings, timeout_s: float) -> Check:
+    """The lake's folder exists, or its S3 bucket answers to the lake's credentials (a signed HEAD request)."""
+
+    def check() -> None:
+        root = settings.lake_root
+        if isinstance(root, S3Path):
+            S3Client.from_settings(settings.lake.s3, timeout_s).head_bucket(root.bucket)
+        elif not root.is_dir():
+            raise FileNotFoundError("not a directory")
+
+    return check
+
+
 # -- the server ------------------------------------------------------------------------------------------------------
 
 
@@ -275,6 +290,6 @@ def standard_checks(settings: Settings, *names: Literal["mongo", "kafka", "trino
         "mongo": lambda: mongo_check(settings, client_timeout),
         "kafka": lambda: kafka_check(settings, client_timeout),
         "trino": lambda: trino_check(settings, client_timeout),
-        "lake": lambda: directory_check(lambda: settings.lake_root),
+        "lake": lambda: lake_check(settings, client_timeout),
     }
     return {name: builders[name]() for name in names}

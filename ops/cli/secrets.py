@@ -6,7 +6,6 @@ import hashlib
 import json
 import sys
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -15,8 +14,9 @@ from control.connectors.store import ControlStore
 from control.subscriptions.store import SubscriptionStore
 from metalake.console import fail
 from metalake.mongo import mongo_client
+from metalake.s3 import lake_storage_options
 from metalake.sealing import ResealCount, SealingError, require, sealer_for
-from metalake.settings import load_settings
+from metalake.settings import Settings, load_settings
 from tenants.naming import CONTROL_DATABASE, platform_audit_dir
 
 app = typer.Typer(
@@ -54,7 +54,7 @@ def reseal(
         count = ControlStore(database, sealer).reseal(tenant).merge(SubscriptionStore(database, sealer).reseal(tenant))
     finally:
         client.close()
-    _audit(settings.lake.root, sealer.kek_id, count)
+    _audit(settings, sealer.kek_id, count)
     out = {
         "kek_id": sealer.kek_id,
         "sealed_from_plain": count.plain,
@@ -73,8 +73,9 @@ def reseal(
         raise typer.Exit(code=1)
 
 
-def _audit(lake_root: Path | None, kek_id: str, count: ResealCount) -> None:
+def _audit(settings: Settings, kek_id: str, count: ResealCount) -> None:
     """One row in the platform's audit table, when this host has the lake (the api extra's delta-rs)."""
+    lake_root = settings.lake.root
     if lake_root is None:
         typer.echo("lake.root is unset: the reseal is not audited", err=True)
         return
@@ -91,4 +92,4 @@ def _audit(lake_root: Path | None, kek_id: str, count: ResealCount) -> None:
     result = "done" if not (count.failed or count.conflicts) else "failed"
     target = hashlib.sha256(kek_id.encode()).hexdigest()
     row = AuditRow(datetime.now(UTC), "cli", "secrets.reseal", target, result, counts)
-    append(platform_audit_dir(lake_root), [row])
+    append(platform_audit_dir(lake_root), [row], lake_storage_options(settings))

@@ -28,12 +28,16 @@ Echo = Callable[[str], None]
 
 # Local secrets generated once into .stack/stack.env (kept across `up`s, never printed), so a fresh clone runs the
 # API with no manual step: the key that seals the API's token signing keys, Trino's internal shared secret, the local
-# Spark cluster's RPC secret, the password of the broker's SCRAM user (its SASL_SSL listener).
+# Spark cluster's RPC secret, the password of the broker's SCRAM user (its SASL_SSL listener), the S3 key pair of the
+# local SeaweedFS's only identity (a lake on S3), generated whatever the lake so it never changes under data SeaweedFS
+# already holds.
 GENERATED_SECRETS = (
     "METALAKE_API__KEY_ENCRYPTION_KEY",
     "METALAKE_TRINO__SHARED_SECRET",
     "METALAKE_SPARK__AUTH_SECRET",
     "METALAKE_KAFKA__SASL_PASSWORD",
+    "METALAKE_LAKE__S3__ACCESS_KEY_ID",
+    "METALAKE_LAKE__S3__SECRET_ACCESS_KEY",
 )
 # The Trino service users' passwords: one JSON object (user -> password), a user added later gets one at the next up.
 TRINO_PASSWORDS = "METALAKE_TRINO__PASSWORDS"
@@ -73,7 +77,7 @@ class StackManager:
         default = [
             s.name
             for s in SERVICES
-            if not s.on_request and (s.infrastructure or (with_processors if s.processor else with_job))
+            if (s.started_by_default(self._ctx) if s.infrastructure else (with_processors if s.processor else with_job))
         ]
         wanted = with_requirements(default, needs)
         return [s for s in SERVICES if s.name in wanted]
@@ -214,7 +218,12 @@ class StackManager:
             "METALAKE_SPARK__JARS_DIR": s.spark.jars_dir,
             "METALAKE_SPARK__SCRATCH_DIR": s.spark.scratch_dir,
             "METALAKE_ACCESS__RULES_FILE": s.access.rules_file,
+            "METALAKE_LAKE__S3__SPARK_JARS_DIR": s.lake.s3.spark_jars_dir,
         }
+        # The S3 store: the configured one, else the stack's SeaweedFS (for a lake on S3, and for tenants registered
+        # with an S3 lake root).
+        s3_endpoint = s.lake.s3.endpoint or f"http://{s.stack.host}:{s.stack.seaweedfs.s3}"
+        lines.append(f"METALAKE_LAKE__S3__ENDPOINT={s3_endpoint}")
         lines += [f"{variable}={value}" for variable, value in paths.items() if value is not None]
         path = s.local_stack_dir / "stack.env"
         lines += _generated_secrets(path)

@@ -22,12 +22,13 @@ def find_project_root(start: Path | None = None) -> Path:
     return here
 
 
-# The settings (section, field) that name a folder or file of the local stack, relative to its folder. The
-# deployables' settings have no default for them (a deployment sets them); the tooling sets these.
+# The settings (section, dotted when nested; field) that name a folder or file of the local stack, relative to its
+# folder. The deployables' settings have no default for them (a deployment sets them); the tooling sets these.
 _STACK_PATHS: dict[tuple[str, str], str] = {
     ("lake", "root"): "data/lake",
     ("lake", "checkpoint_root"): "data/checkpoints",
     ("spark", "jars_dir"): "cache/spark/jars",
+    ("lake.s3", "spark_jars_dir"): "cache/spark-s3/jars",
     ("spark", "scratch_dir"): "data/spark",
     ("access", "rules_file"): "run/trino/etc/rules.json",
 }
@@ -36,7 +37,7 @@ _STACK_PATHS: dict[tuple[str, str], str] = {
 def stack_paths(stack_dir: Path) -> dict[str, str]:
     """The local stack's paths by environment variable (``METALAKE_LAKE__ROOT``...)."""
     return {
-        f"METALAKE_{section.upper()}__{name.upper()}": str(stack_dir / relative)
+        f"METALAKE_{section.upper().replace('.', '__')}__{name.upper()}": str(stack_dir / relative)
         for (section, name), relative in _STACK_PATHS.items()
     }
 
@@ -46,7 +47,10 @@ def with_stack_paths(settings: Settings) -> Settings:
     not follow the checkout's paths the test session's environment holds)."""
     out = settings.model_copy(deep=True)
     for (section, name), relative in _STACK_PATHS.items():
-        setattr(getattr(out, section), name, settings.local_stack_dir / relative)
+        holder: object = out
+        for part in section.split("."):
+            holder = getattr(holder, part)
+        setattr(holder, name, settings.local_stack_dir / relative)
     return out
 
 

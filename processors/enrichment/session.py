@@ -11,7 +11,7 @@ from pyspark.sql import SparkSession
 
 from metalake.java import find_java
 from metalake.kafka.config import java_system_properties
-from metalake.settings import Settings
+from metalake.settings import LakeS3Settings, Settings
 from processors.enrichment.shipping import code_archive
 
 
@@ -27,6 +27,52 @@ def _jars(jars_dir: Path) -> list[str]:
             "(or bash deploy/local/fetch/spark.sh with STACK_DIR and REPO_DIR set)"
         )
     return jars
+
+
+def _s3a_jars(settings: Settings) -> list[str]:
+    """Spark's s3a jars, for a lake on S3 only (the AWS SDK bundle is ~690 MB: a local lake starts without it)."""
+    if not settings.lake_on_s3:
+        return []
+    jars_dir = settings.lake.s3.spark_jars_dir
+    jars = sorted(str(p) for p in jars_dir.glob("*.jar")) if jars_dir is not None else []
+    if not any("hadoop-aws" in j for j in jars):
+        raise SparkSetupError(
+            f"lake.root is on S3 but Spark's s3a jars are missing from {jars_dir} (lake.s3.spark_jars_dir); run: "
+            "metalake stack up stream (or bash deploy/local/fetch/spark-s3.sh with STACK_DIR and REPO_DIR set)"
+        )
+    return jars
+
+
+def s3a_conf(s3: LakeS3Settings) -> dict[str, str]:
+    """Hadoop's s3a settings for the lake's store, without its keys (:func:`s3a_secrets`). Delta picks its log store
+    by the path's scheme: for s3a the single-driver S3 log store, safe only while one driver writes a table
+    (docs/production.md)."""
+    conf = {
+        "spark.hadoop.fs.s3a.endpoint.region": s3.region,
+        "spark.hadoop.fs.s3a.path.style.access": "true" if s3.path_style else "false",
+        "spark.hadoop.fs.s3a.connection.maximum": str(s3.max_connections),
+        # The key pair of the settings, else the default AWS chain (environment, profile, instance role).
+        "spark.hadoop.fs.s3a.aws.credentials.provider": (
+            "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
+            if s3.access_key_id is not None
+            else "software.amazon.awssdk.auth.credentials.DefaultCredentialsProvider"
+        ),
+    }
+    if s3.endpoint:
+        conf["spark.hadoop.fs.s3a.endpoint"] = s3.endpoint
+        conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] = "false" if s3.endpoint.startswith("http://") else "true"
+    return conf
+
+
+def s3a_secrets(s3: LakeS3Settings) -> dict[str, str]:
+    """The s3a key pair as Spark properties: they go to the owner-only properties file (:func:`secret_properties`),
+    like the cluster's RPC secret, never onto the ``spark-submit`` command line."""
+    if s3.access_key_id is None or s3.secret_access_key is None:
+        return {}
+    return {
+        "spark.hadoop.fs.s3a.access.key": s3.access_key_id.get_secret_value(),
+        "spark.hadoop.fs.s3a.secret.key": s3.secret_access_key.get_secret_value(),
+    }
 
 
 def cluster_conf(settings: Settings, scratch: Path) -> dict[str, str]:
@@ -55,22 +101,32 @@ def cluster_conf(settings: Settings, scratch: Path) -> dict[str, str]:
 
 
 def secret_properties(settings: Settings, scratch: Path) -> None:
-    """Hand the cluster's RPC secret to the JVM in a properties file only this user can read: PySpark passes the
-    builder's settings to ``spark-submit`` as ``--conf`` arguments, which every user of the host sees in ``ps``."""
+    """Hand the cluster's RPC secret and the lake's S3 keys to the JVM in a properties file only this user can read:
+    PySpark passes the builder's settings to ``spark-submit`` as ``--conf`` arguments, which every user of the host
+    sees in ``ps``."""
     secret = settings.spark.auth_secret
-    if secret is None or settings.spark.is_local:
+    properties: dict[str, str] = {}
+    if secret is not None and not settings.spark.is_local:
+        properties["spark.authenticate.secret"] = secret.get_secret_value()
+    if settings.lake_on_s3:
+        properties.update(s3a_secrets(settings.lake.s3))
+    if not properties:
         return
-    submit_args = os.environ.get("PYSPARK_SUBMIT_ARGS", "pyspark-shell")
-    if "--properties-file" in submit_args:
-        raise SparkSetupError(
-            "PYSPARK_SUBMIT_ARGS names a --properties-file and settings.spark.auth_secret is set: Spark takes one "
-            "properties file; put spark.authenticate.secret in yours and unset METALAKE_SPARK__AUTH_SECRET"
-        )
     path = scratch / "secret.properties"
+    ours = f"--properties-file {path} "
+    submit_args = os.environ.get("PYSPARK_SUBMIT_ARGS", "pyspark-shell")
+    if ours not in submit_args and "--properties-file" in submit_args:
+        raise SparkSetupError(
+            "PYSPARK_SUBMIT_ARGS names a --properties-file and metalake has secrets for Spark: Spark takes one "
+            f"properties file; put {', '.join(sorted(properties))} in yours and unset METALAKE_SPARK__AUTH_SECRET "
+            "(and METALAKE_LAKE__S3__ACCESS_KEY_ID / __SECRET_ACCESS_KEY for the lake's keys)"
+        )
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as out:
-        out.write(f"spark.authenticate.secret {secret.get_secret_value()}\n")
-    os.environ["PYSPARK_SUBMIT_ARGS"] = f"--properties-file {path} {submit_args}"
+        # java.util.Properties: a backslash in a value starts an escape.
+        out.writelines(f"{key} {value.replace(chr(92), chr(92) * 2)}\n" for key, value in properties.items())
+    if ours not in submit_args:  # a second session of this process reuses the file it named
+        os.environ["PYSPARK_SUBMIT_ARGS"] = ours + submit_args
 
 
 def build_spark(settings: Settings, app_name: str) -> SparkSession:
@@ -90,12 +146,13 @@ def build_spark(settings: Settings, app_name: str) -> SparkSession:
     kafka_jvm = [f"-D{key}={value}" for key, value in java_system_properties(settings.kafka).items()]
     secret_properties(settings, scratch)
     builder = SparkSession.builder
-    for key, value in cluster_conf(settings, scratch).items():
+    s3a = s3a_conf(settings.lake.s3) if settings.lake_on_s3 else {}
+    for key, value in {**s3a, **cluster_conf(settings, scratch)}.items():
         builder = builder.config(key, value)
     spark = (
         builder.appName(app_name)
         .master(settings.spark.master)
-        .config("spark.jars", ",".join(_jars(settings.spark.jars_dir)))
+        .config("spark.jars", ",".join([*_jars(settings.spark.jars_dir), *_s3a_jars(settings)]))
         .config("spark.driver.memory", settings.spark.driver_memory)
         .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
         .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")

@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
@@ -32,6 +31,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from metalake.lake_uri import LakeRoot
 from processors.enrichment.health import HEALTH_COLUMNS
 from processors.enrichment.state import STATE_SPECS, StateSpec
 from tenants.naming import POOLED_TABLES, TENANT_COLUMNS, TenantNames, pooled_table_path, unrouted_lake_dir
@@ -198,7 +198,7 @@ class Layout:
     """Where one query writes: the pooled tables (shared by every pooled tenant, rows keyed by the tenant columns)
     or a dedicated tenant's own tables (no tenant columns). ``spec`` and ``path`` answer per logical table."""
 
-    lake_root: Path
+    lake_root: LakeRoot
     tenant: TenantNames | None = None
 
     @property

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from control import audit
+from metalake.s3 import lake_storage_options
 from metalake.settings import Settings
 from tenants.lake_catalog import register_tables
 from tenants.naming import TenantNames
@@ -19,7 +20,7 @@ log = logging.getLogger(__name__)
 
 def ensure_audit_table(settings: Settings, names: TenantNames) -> None:
     """Create the table if missing and register it in Trino (best effort: Trino down must not block an erase)."""
-    audit.ensure_table(names.table("audit").path)
+    audit.ensure_table(names.table("audit").path, lake_storage_options(settings))
     try:
         register_tables(settings, names, ("audit",))
     except Exception as exc:  # noqa: BLE001 - the audit row matters, the Trino view of it can come later
@@ -27,8 +28,14 @@ def ensure_audit_table(settings: Settings, names: TenantNames) -> None:
 
 
 def record(
-    names: TenantNames, actor: str, action: str, target_hash: str, result: str, counts: Mapping[str, int]
+    settings: Settings,
+    names: TenantNames,
+    actor: str,
+    action: str,
+    target_hash: str,
+    result: str,
+    counts: Mapping[str, int],
 ) -> None:
     """Append one audit row (``control.audit.append`` checks that ``counts`` holds numbers only)."""
     row = audit.AuditRow(datetime.now(UTC), actor, action, target_hash, result, counts)
-    audit.append(names.table("audit").path, [row])
+    audit.append(names.table("audit").path, [row], lake_storage_options(settings))

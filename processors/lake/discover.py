@@ -20,7 +20,10 @@ from typing import Protocol
 
 from deltalake import DeltaTable, QueryBuilder
 
+from control.audit import StorageOptions
+from metalake.lake_uri import LakeRoot, delta_rs_uri
 from metalake.mongo import mongo_client
+from metalake.s3 import lake_storage_options
 from metalake.settings import Settings
 from metalake.tenancy import InvalidTenantId
 from processors.lake.errors import LakeUsageError
@@ -49,10 +52,12 @@ class Registry(Protocol):
     def list(self) -> list[TenantRecord]: ...
 
 
-def lake_tenants(lake_root: Path) -> list[str]:
+def lake_tenants(lake_root: LakeRoot) -> list[str]:
     """Tenant ids with a folder under ``lake_root``, sorted. Folders that are not tenant ids (``_pooled``,
-    ``_unrouted``, Trino's ``_trino_metastore``) are skipped; a missing lake root means no tenants."""
-    if not lake_root.is_dir():
+    ``_unrouted``, Trino's ``_trino_metastore``) are skipped; a missing lake root means no tenants. On S3 the
+    folders are not listed: a tenant there is registered (every tenant of an S3 lake was provisioned through the
+    registry) or has rows in the shared tables, which discovery reads too."""
+    if not isinstance(lake_root, Path) or not lake_root.is_dir():
         return []
     found = []
     for child in sorted(lake_root.iterdir()):
@@ -65,9 +70,9 @@ def lake_tenants(lake_root: Path) -> list[str]:
     return found
 
 
-def has_own_tables(lake_root: Path, tenant: str) -> bool:
+def has_own_tables(lake_root: LakeRoot, tenant: str, storage: StorageOptions = None) -> bool:
     """Whether the tenant has Delta tables of its own (``audit`` alone does not count: every tenant has one)."""
-    return (names_for(tenant, lake_root, dedicated=True).delta_path("assets") / "_delta_log").is_dir()
+    return _is_table(names_for(tenant, lake_root, dedicated=True).delta_path("assets"), storage)
 
 
 def projection_tenants(databases: Iterable[str]) -> list[str]:
@@ -83,27 +88,36 @@ def projection_tenants(databases: Iterable[str]) -> list[str]:
     return sorted(found)
 
 
-def _query(path: Path, sql: str) -> list[object]:
+def _is_table(path: LakeRoot, storage: StorageOptions) -> bool:
+    if isinstance(path, Path):
+        return (path / "_delta_log").is_dir()
+    return bool(DeltaTable.is_deltatable(delta_rs_uri(path), storage_options=dict(storage or {})))
+
+
+def _query(path: LakeRoot, sql: str, storage: StorageOptions = None) -> list[object]:
     """The first column of ``sql`` over the Delta table at ``path`` (registered as ``t``); [] for no table."""
-    if not (path / "_delta_log").is_dir():
+    if not _is_table(path, storage):
         return []
-    result = QueryBuilder().register("t", DeltaTable(str(path))).execute(sql).read_all()
+    table = DeltaTable(delta_rs_uri(path), storage_options=dict(storage) if storage else None)
+    result = QueryBuilder().register("t", table).execute(sql).read_all()
     return list(result.column(0).to_pylist()) if result.num_rows else []
 
 
-def pooled_tenant_ids(lake_root: Path) -> set[str]:
+def pooled_tenant_ids(lake_root: LakeRoot, storage: StorageOptions = None) -> set[str]:
     """The tenants with rows in the shared tables (a scan of the ``tenant_id`` column of ``TENANT_EVIDENCE``)."""
     found: set[str] = set()
     for table in TENANT_EVIDENCE:
-        found |= {str(t) for t in _query(pooled_table_path(lake_root, table), "SELECT DISTINCT tenant_id FROM t")}
+        path = pooled_table_path(lake_root, table)
+        found |= {str(t) for t in _query(path, "SELECT DISTINCT tenant_id FROM t", storage)}
     return found
 
 
-def has_pooled_rows(names: TenantNames) -> bool:
+def has_pooled_rows(names: TenantNames, storage: StorageOptions = None) -> bool:
     """Whether the shared tables hold rows of the tenant (its bucket's files only)."""
     for table in TENANT_EVIDENCE:
         place = shared_place(names, table)
-        if _query(place.path, f"SELECT 1 FROM t WHERE {place.predicate} LIMIT 1"):  # noqa: S608 - validated id
+        sql = f"SELECT 1 FROM t WHERE {place.predicate} LIMIT 1"  # noqa: S608 - validated id
+        if _query(place.path, sql, storage):
             return True
     return False
 
@@ -128,9 +142,11 @@ def places(names: TenantNames, table: str) -> list[LakeTable]:
 class Directory:
     """The tenants of one lake: their tier (``resolve``), whether a named one exists (``named``), all of them."""
 
-    lake_root: Path
+    lake_root: LakeRoot
     registry: Registry
     databases: Callable[[], Iterable[str]]
+    # delta-rs' storage options when the lake is on S3 (``metalake.s3.lake_storage_options``).
+    storage: StorageOptions = None
 
     def resolve(self, tenant: str) -> TenantNames:
         """The tenant's names with its tier; LakeUsageError for an invalid id."""
@@ -141,15 +157,15 @@ class Directory:
         record = self.registry.get(tenant)
         if record is not None:
             return record.names(self.lake_root)
-        return names_for(tenant, self.lake_root, dedicated=has_own_tables(self.lake_root, tenant))
+        return names_for(tenant, self.lake_root, dedicated=has_own_tables(self.lake_root, tenant, self.storage))
 
     def exists(self, names: TenantNames) -> bool:
         """Cheapest evidence first: a registered tenant resolves without the rest."""
         return (
             self.registry.get(names.tenant_id) is not None
-            or names.lake_dir.is_dir()
+            or (isinstance(names.lake_dir, Path) and names.lake_dir.is_dir())
             or names.mongo_database in set(self.databases())
-            or has_pooled_rows(names)
+            or has_pooled_rows(names, self.storage)
         )
 
     def named(self, tenant: str) -> TenantNames:
@@ -169,7 +185,7 @@ class Directory:
         ids = {r.id for r in self.registry.list()}
         ids |= set(lake_tenants(self.lake_root))
         ids |= set(projection_tenants(self.databases()))
-        ids |= pooled_tenant_ids(self.lake_root)
+        ids |= pooled_tenant_ids(self.lake_root, self.storage)
         return [self.resolve(t) for t in sorted(ids)]
 
     def selected(self, tenant: str | None) -> list[TenantNames]:
@@ -182,6 +198,11 @@ def connect(settings: Settings) -> Iterator[Directory]:
     """The directory of the configured lake, reading the registry and database names from MongoDB."""
     client = mongo_client(settings)
     try:
-        yield Directory(settings.lake_root, TenantRegistry(client[CONTROL_DATABASE]), client.list_database_names)
+        yield Directory(
+            settings.lake_root,
+            TenantRegistry(client[CONTROL_DATABASE]),
+            client.list_database_names,
+            lake_storage_options(settings),
+        )
     finally:
         client.close()

@@ -23,8 +23,10 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from metalake.lake_uri import local_path
 from metalake.settings import Settings
 from processors.lake.discover import connect, has_pooled_rows, shared_place
+from processors.lake.errors import require_local_lake
 from processors.lake.purge import (
     UNTRACKED_GRACE_S,
     count_rows,
@@ -77,9 +79,10 @@ def drop_shared_rows(
 
 def remove_folder(names: TenantNames, report: DropReport) -> None:
     """The tenant's lake folder (a dedicated tenant's tables, any tenant's ``audit``, old-layout leftovers)."""
-    if not names.lake_dir.exists():
+    folder = local_path(names.lake_dir, "removing a tenant's lake folder")
+    if not folder.exists():
         return
-    shutil.rmtree(names.lake_dir)
+    shutil.rmtree(folder)
     report.removed.append(relative(names.lake_root, names.lake_dir))
 
 
@@ -88,7 +91,8 @@ def needs_spark(names: TenantNames) -> bool:
     tenant deleted before any event of it landed (most deletions right after a provisioning) starts no JVM. Every
     state row comes from an event committed to ``events`` earlier in the same batch, and dead letters are in
     ``_dlq``: no row there means no row anywhere."""
-    exists = any((pooled_table_path(names.lake_root, t) / "_delta_log").is_dir() for t in POOLED_TABLES)
+    root = local_path(names.lake_root, "metalake lake drop")
+    exists = any((pooled_table_path(root, t) / "_delta_log").is_dir() for t in POOLED_TABLES)
     return exists and has_pooled_rows(names)
 
 
@@ -106,9 +110,8 @@ def drop(
         drop_shared_rows(spark, names, report, grace_s, sleep, echo)
     else:
         # The same report as a Spark pass that found nothing: a zero for every shared table that exists.
-        report.shared_rows = {
-            t: 0 for t in POOLED_TABLES if (pooled_table_path(names.lake_root, t) / "_delta_log").is_dir()
-        }
+        root = local_path(names.lake_root, "metalake lake drop")
+        report.shared_rows = {t: 0 for t in POOLED_TABLES if (pooled_table_path(root, t) / "_delta_log").is_dir()}
     echo(f"drop {names.tenant_id}: removing {names.lake_dir} ...")
     remove_folder(names, report)
     return report
@@ -116,6 +119,7 @@ def drop(
 
 def drop_report(settings: Settings, tenant: str) -> dict[str, Any]:
     """The report of ``python -m processors.lake drop`` (``processors.lake.main``): progress on stderr."""
+    require_local_lake(settings, "metalake lake drop")
     with connect(settings) as directory:
         names = directory.resolve(tenant)  # no existence check: dropping what is gone is done
     spark = lake_session(settings, "metalake-lake-drop") if needs_spark(names) else None

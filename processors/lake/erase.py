@@ -48,7 +48,7 @@ from metalake.mongo import mongo_client
 from metalake.settings import Settings
 from processors.lake import audit
 from processors.lake.discover import connect, places
-from processors.lake.errors import LakeUsageError
+from processors.lake.errors import LakeUsageError, require_local_lake
 from processors.lake.purge import (
     UNTRACKED_GRACE_S,
     count_rows,
@@ -274,7 +274,7 @@ def erase(
             if offsets is None:
                 store.close()
     except Exception:
-        audit.record(names, actor, action, target.target_hash, "failed", report.counts())
+        audit.record(settings, names, actor, action, target.target_hash, "failed", report.counts())
         raise
     echo(f"erase {names.tenant_id}: announcing the erase on {CHANGES_TOPIC} ...")
     if publisher is None:
@@ -283,7 +283,7 @@ def erase(
     else:
         announce(publisher, names, target, report, echo)
     counts = {**report.counts(), "propagation_notified": int(report.propagation_notified)}
-    audit.record(names, actor, action, target.target_hash, "done", counts)
+    audit.record(settings, names, actor, action, target.target_hash, "done", counts)
     log.info("lake.erased", extra={"target_hash": target.target_hash, "counts": report.counts()})
     return report
 
@@ -293,6 +293,7 @@ def erase_report(
 ) -> dict[str, Any]:
     """The report of ``python -m processors.lake erase`` (``processors.lake.main``): progress on stderr."""
     erasure_id = _uuid(erasure_id) if erasure_id is not None else None
+    require_local_lake(settings, "metalake lake erase")
     # Validate before Spark starts: a typo must be refused in a second, not after the JVM boots.
     if not actor.strip():
         raise LakeUsageError("--actor must name who requests the erase")

@@ -27,11 +27,12 @@ from urllib.parse import unquote, urlparse
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
+from metalake.lake_uri import LakeRoot, local_path
 from metalake.settings import Settings
 from processors.enrichment.commits import retry_conflicts
 from processors.enrichment.tables import TABLES
 from processors.lake.discover import connect
-from processors.lake.errors import LakeUsageError
+from processors.lake.errors import LakeUsageError, require_local_lake
 from processors.lake.runner import progress
 from processors.lake.sparkio import is_delta, lake_session, table_stats
 from tenants.naming import POOLED_DIR, POOLED_TABLES, TenantNames, pooled_table_path, tenant_bucket, unrouted_lake_dir
@@ -53,7 +54,7 @@ class Target:
 
     owner: str
     table: str
-    path: Path
+    path: LakeRoot
     where: str | None = None
 
 
@@ -108,22 +109,24 @@ def targets(tenants: list[TenantNames], every_tenant: bool) -> list[Target]:
     return out
 
 
-def has_data_files(path: Path) -> bool:
+def has_data_files(table: LakeRoot) -> bool:
     """Whether any parquet file exists under the table folder (live or awaiting VACUUM)."""
+    path = local_path(table, "metalake lake maintain")
     return any(p.name.endswith(".parquet") for p in path.rglob("*.parquet") if "_delta_log" not in p.parts)
 
 
-def stats(spark: SparkSession, path: Path, where: str | None) -> tuple[int, int]:
+def stats(spark: SparkSession, path: LakeRoot, where: str | None) -> tuple[int, int]:
     """(files, bytes) of the live files of the table, or of its partitions matching ``where``."""
     if where is None:
         return table_stats(spark, path)
     files = [
         Path(unquote(urlparse(f).path)) for f in spark.read.format("delta").load(str(path)).where(where).inputFiles()
     ]
+    local_path(path, "metalake lake maintain")
     return len(files), sum(f.stat().st_size for f in files if f.exists())
 
 
-def checkpoint(spark: SparkSession, path: Path) -> None:
+def checkpoint(spark: SparkSession, path: LakeRoot) -> None:
     """Write a checkpoint of the latest version, so readers replay at most a few JSON commits. Delta's Python API has
     no call for it; the JVM one writes a file for an existing version and commits nothing, so it cannot conflict."""
     jvm: Any = spark.sparkContext._jvm  # noqa: SLF001 - py4j gateway; PySpark exposes no public handle
@@ -199,6 +202,7 @@ def maintain(
 def maintain_report(settings: Settings, tenant: str | None, retention_hours: int) -> dict[str, Any]:
     """The report of ``python -m processors.lake maintain`` (``processors.lake.main``): progress on stderr."""
     check_retention(retention_hours)  # before Spark starts: a refusal should be instant
+    require_local_lake(settings, "metalake lake maintain")
     with connect(settings) as directory:
         tenants = directory.selected(tenant)
     if not tenants:

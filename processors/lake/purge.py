@@ -24,6 +24,7 @@ from urllib.parse import unquote, urlparse
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
+from metalake.lake_uri import LakeRoot, local_path, spark_uri
 from processors.enrichment.commits import retry_conflicts
 from tenants.naming import LakeTable
 
@@ -46,8 +47,8 @@ def _no_retention_check(spark: SparkSession) -> Iterator[None]:
         spark.conf.set(RETENTION_CHECK, previous)
 
 
-def count_rows(spark: SparkSession, path: Path, predicate: str | None) -> int:
-    frame = spark.read.format("delta").load(str(path))
+def count_rows(spark: SparkSession, path: LakeRoot, predicate: str | None) -> int:
+    frame = spark.read.format("delta").load(spark_uri(path))
     return (frame if predicate is None else frame.where(predicate)).count()
 
 
@@ -62,7 +63,7 @@ def delete_rows(spark: SparkSession, place: LakeTable, predicate: str | None) ->
     retry_conflicts(delete, place.name)
 
 
-def purge_removed(spark: SparkSession, path: Path) -> None:
+def purge_removed(spark: SparkSession, path: LakeRoot) -> None:
     """VACUUM LITE with 0 hours: delete now every file the Delta log marks removed (the DELETE's), and only those.
     Delta falls back to a full listing only when LITE lacks the log since the last vacuum."""
     with _no_retention_check(spark):
@@ -75,9 +76,10 @@ def purge_removed(spark: SparkSession, path: Path) -> None:
             spark.sql(f"VACUUM delta.`{path}` RETAIN 0 HOURS").collect()
 
 
-def untracked_files(spark: SparkSession, path: Path) -> list[Path]:
+def untracked_files(spark: SparkSession, table: LakeRoot) -> list[Path]:
     """Data files under the table folder that the current snapshot does not reference: leftovers of writes that
     lost a commit race (they may hold the erased rows) or writes still in flight."""
+    path = local_path(table, "purging a table's untracked files")
     live = {unquote(urlparse(f).path) for f in spark.read.format("delta").load(str(path)).inputFiles()}
     return [p for p in path.rglob("*.parquet") if "_delta_log" not in p.parts and str(p) not in live]
 
@@ -107,6 +109,6 @@ def purge_untracked(
             DeltaTable.forPath(spark, str(place.path)).vacuum(grace_s / 3600)
 
 
-def relative(lake_root: Path, path: Path) -> str:
+def relative(lake_root: LakeRoot, path: LakeRoot) -> str:
     """A table's folder as reports name it: relative to the lake root (``_pooled/events``, ``acme/audit``)."""
     return str(path.relative_to(lake_root)) if path.is_relative_to(lake_root) else str(path)

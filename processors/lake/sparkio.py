@@ -12,6 +12,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import TimestampType
 
+from metalake.lake_uri import LakeRoot, spark_uri
 from metalake.settings import Settings
 from processors.enrichment.session import build_spark
 
@@ -28,13 +29,16 @@ def lake_session(settings: Settings, app_name: str) -> SparkSession:
     return spark
 
 
-def is_delta(spark: SparkSession, path: Path) -> bool:
-    return path.is_dir() and bool(DeltaTable.isDeltaTable(spark, str(path)))
+def is_delta(spark: SparkSession, path: LakeRoot) -> bool:
+    # A local folder that is not there is answered without the JVM; on S3 Delta looks for the log itself.
+    if isinstance(path, Path) and not path.is_dir():
+        return False
+    return bool(DeltaTable.isDeltaTable(spark, spark_uri(path)))
 
 
-def table_stats(spark: SparkSession, path: Path) -> tuple[int, int]:
+def table_stats(spark: SparkSession, path: LakeRoot) -> tuple[int, int]:
     """(files, bytes) of the table's current snapshot (live files only, not what VACUUM has yet to remove)."""
-    detail = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").collect()[0]
+    detail = spark.sql(f"DESCRIBE DETAIL delta.`{spark_uri(path)}`").collect()[0]
     return int(detail["numFiles"]), int(detail["sizeInBytes"])
 
 
@@ -44,12 +48,12 @@ def from_micros(value: int | None) -> datetime | None:
 
 
 def read_rows(
-    spark: SparkSession, path: Path, columns: Sequence[str], where: str | None = None
+    spark: SparkSession, path: LakeRoot, columns: Sequence[str], where: str | None = None
 ) -> Iterator[dict[str, Any]]:
     """The table's rows (those matching ``where``: a tenant's of a shared table) as dicts of ``columns``, streamed to
     the driver partition by partition. Timestamps are aware UTC datetimes whatever the machine's time zone, so they
     compare and store like the job's own values."""
-    frame = spark.read.format("delta").load(str(path))
+    frame = spark.read.format("delta").load(spark_uri(path))
     if where is not None:
         frame = frame.where(where)
     stamps = {f.name for f in frame.schema.fields if isinstance(f.dataType, TimestampType)}

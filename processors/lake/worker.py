@@ -44,6 +44,7 @@ from control.erasures import (
 from metalake.http.health import LOOP, serve_health, standard_checks
 from metalake.lease import LeaseHeld, LeaseStore
 from metalake.mongo import Doc
+from metalake.s3 import lake_storage_options
 from metalake.settings import Settings
 from tenants.registry import TenantRegistry
 
@@ -289,7 +290,7 @@ class ErasureWorker:
         row = AuditRow(
             datetime.now(UTC), record.requested_by, "erasure.finish", record.target_hash, result, dict(numbers)
         )
-        append(tenant.names(self.settings.lake_root).delta_path("audit"), [row])
+        append(tenant.names(self.settings.lake_root).delta_path("audit"), [row], lake_storage_options(self.settings))
 
 
 def worker_report(settings: Settings, ready_file: Path | None = None) -> dict[str, Any]:

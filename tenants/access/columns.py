@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
 from pymongo import MongoClient
 from pymongo.database import Database
 
+from metalake.lake_uri import LakeRoot
 from metalake.projection import CLASSIFICATIONS_COLLECTION, PROPAGATED_COLLECTION
 from tenants.access.rules import MirroredSchema, TrinoColumn, column_for_urn, is_masked_tag
 from tenants.naming import names_for
@@ -77,7 +77,7 @@ def propagated_through(
 class PropagatedPaths:
     """:func:`propagated_through` for any tenant of one MongoDB deployment (the ingest API's lineage check)."""
 
-    def __init__(self, client: MongoClient[dict[str, Any]], lake_root: Callable[[], Path]) -> None:
+    def __init__(self, client: MongoClient[dict[str, Any]], lake_root: Callable[[], LakeRoot]) -> None:
         self._client = client
         self._lake_root = lake_root
 

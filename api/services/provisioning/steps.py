@@ -19,6 +19,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from confluent_kafka import KafkaError, KafkaException
@@ -33,6 +34,7 @@ from metalake.kafka import PublishError
 from metalake.kafka.admin import ensure_topics
 from metalake.kafka.config import client_config
 from metalake.mongo import Doc
+from metalake.s3 import lake_storage_options
 from metalake.settings import Settings
 from metalake.trino_admin import admin_cursor
 from tenants.access.sync import AccessSync
@@ -145,7 +147,7 @@ class LakeStep:
             register_tenant(ctx.settings, names)
         except LookupError as exc:
             raise StepWaiting(f"{exc} (the streaming job registers them when it starts)") from None
-        auditlog.ensure_table(names.delta_path("audit"))
+        auditlog.ensure_table(names.delta_path("audit"), lake_storage_options(ctx.settings))
         register_tables(ctx.settings, names, ("audit",))
 
     def deprovision(self, ctx: StepContext, tenant: TenantRecord, names: TenantNames) -> None:
@@ -156,7 +158,7 @@ class LakeStep:
         if code != 0:
             raise StepFailed(f"lake drop exited with {code}: {_last_line(tail)}")
         shutil.rmtree(ctx.settings.checkpoint_root / names.tenant_id, ignore_errors=True)
-        if names.lake_dir.exists():
+        if isinstance(names.lake_dir, Path) and names.lake_dir.exists():
             raise StepFailed(f"the lake folder {names.lake_dir} is still there after lake drop")
 
 

@@ -7,20 +7,23 @@ from ops.stack.services.kafka import Kafka
 from ops.stack.services.lake_worker import LakeWorker
 from ops.stack.services.postgres import Postgres
 from ops.stack.services.processors import Access, Outbound, Propagation
+from ops.stack.services.seaweedfs import SeaweedFS
 from ops.stack.services.spark import SparkMaster, SparkWorker
 from ops.stack.services.stream import StreamJob
 from ops.stack.services.trino import Trino
 
-# Infrastructure first, each after what it ``requires`` (FerretDB stores in PostgreSQL); the streaming job needs Kafka,
-# FerretDB and (for table registration) Trino; the lake worker, which runs the erasures the API queues, starts with
-# it (where Spark work runs); the processors of metalake.changes come last (they read what the job writes). The API
-# comes before Trino: Trino reads the API's JWKS when it starts (JWT authentication with the built-in issuer), and the
-# API needs only Kafka and FerretDB to start. The Spark
-# standalone cluster runs only on request (a job on it needs it up first).
+# Infrastructure first, each after what it ``requires`` (FerretDB stores in PostgreSQL; SeaweedFS, for a lake on S3,
+# before Trino, whose metastore is then in the lake, and the processes that write the lake); the streaming job needs
+# Kafka, FerretDB and (for table registration) Trino; the lake worker, which runs the erasures the API queues, starts
+# with it (where Spark work runs); the processors of metalake.changes come last (they read what the job writes). The
+# API comes before Trino: Trino reads the API's JWKS when it starts (JWT authentication with the built-in issuer), and
+# the API needs only Kafka and FerretDB to start. The Spark standalone cluster runs only on request (a job on it needs
+# it up first).
 SERVICES: tuple[Service, ...] = (
     Kafka(),
     Postgres(),
     FerretDB(),
+    SeaweedFS(),
     Api(),
     Trino(),
     SparkMaster(),

@@ -93,8 +93,6 @@ class Service(ABC):
     infrastructure: bool = True
     #: True for the processors and the API, started only by ``up --with-processors`` (or by name).
     processor: bool = False
-    #: True for what starts only when named (the Spark standalone cluster): never by ``up`` or ``up --with-job``.
-    on_request: bool = False
     #: Services that must be running before this one starts (started with it, stopped after it).
     requires: tuple[str, ...] = ()
 
@@ -102,6 +100,11 @@ class Service(ABC):
         """Services that must be up when this one starts, beyond :attr:`requires` (started before it, but not
         stopped with it: it needs them only to start)."""
         return ()
+
+    def started_by_default(self, ctx: StackContext) -> bool:
+        """Whether ``up`` without names starts this infrastructure service (SeaweedFS: only for a lake on S3; the
+        Spark standalone cluster: never, only when named)."""
+        return True
 
     @abstractmethod
     def ports(self, ctx: StackContext) -> list[int]:

@@ -51,8 +51,10 @@ def master_status(ctx: StackContext) -> dict[str, Any] | None:
 
 
 class _SparkDaemon(Service):
-    infrastructure = False
-    on_request = True
+    def started_by_default(self, ctx: StackContext) -> bool:
+        """Only when named: a job runs on the cluster only when its master setting says so."""
+        return False
+
     main_class = ""
 
     def fetch(self, ctx: StackContext) -> None:

@@ -18,6 +18,8 @@ class StreamJob(Service):
 
     def fetch(self, ctx: StackContext) -> None:
         ctx.run_fetch_script("spark", self.name)
+        if ctx.settings.lake_on_s3:
+            ctx.run_fetch_script("spark-s3", self.name)
 
     def prepare(self, ctx: StackContext) -> None:
         ctx.run_dir(self.name).mkdir(parents=True, exist_ok=True)

@@ -19,7 +19,9 @@ from pathlib import Path
 from metalake.java import find_java
 from metalake.settings import SettingMissing, Settings
 from ops.stack.health import trino_probe
+from ops.stack.lake_storage import trino_file_system, trino_file_system_env
 from ops.stack.services.base import Service, ServiceError, StackContext
+from ops.stack.services.seaweedfs import stack_s3
 from ops.stack.tls import server_cert
 from tenants.access.rules import build_rules, write_rules
 from tenants.resource_groups import build_resource_groups, resource_groups_properties
@@ -142,7 +144,9 @@ class Trino(Service):
         # local API must answer first (an external issuer's JWKS is the issuer's business).
         trino, api = ctx.settings.trino, ctx.settings.api
         own_issuer = trino.jwt.jwks_url is None and api.external_issuer is None
-        return ("api",) if trino.https and trino.jwt.enabled and own_issuer else ()
+        jwks = ("api",) if trino.https and trino.jwt.enabled and own_issuer else ()
+        # A lake on S3 holds Trino's file metastore: the local object store must answer when Trino reads it.
+        return (*jwks, "seaweedfs") if ctx.settings.lake_on_s3 else jwks
 
     def fetch(self, ctx: StackContext) -> None:
         ctx.run_fetch_script("trino", self.name)
@@ -153,8 +157,6 @@ class Trino(Service):
         (etc / "catalog").mkdir(parents=True, exist_ok=True)
         data = ctx.data_dir(self.name)
         data.mkdir(parents=True, exist_ok=True)
-        lake = ctx.settings.lake_root
-        (lake / "_trino_metastore").mkdir(parents=True, exist_ok=True)
         server = ctx.cache_dir("trino") / "server"
         settings = ctx.settings
         keystore = None
@@ -193,9 +195,7 @@ class Trino(Service):
                 [
                     "connector.name=delta_lake",
                     "hive.metastore=file",
-                    "hive.metastore.catalog.dir=local:///_trino_metastore",
-                    "fs.native-local.enabled=true",
-                    f"local.location={lake}",
+                    *trino_file_system(ctx.settings, stack_s3(ctx)),
                     "delta.register-table-procedure.enabled=true",
                     "delta.enable-non-concurrent-writes=true",
                     "",
@@ -253,7 +253,7 @@ class Trino(Service):
     def env(self, ctx: StackContext) -> dict[str, str]:
         env = dict(os.environ)
         env.pop("JAVA_TOOL_OPTIONS", None)
-        return env
+        return env | trino_file_system_env(ctx.settings, stack_s3(ctx))
 
     def probe(self, ctx: StackContext) -> str | None:
         trino = ctx.settings.trino

@@ -50,7 +50,7 @@ def test_a_busy_port_is_refused_before_anything_is_fetched(tmp_path: Path, busy_
 def test_unknown_service_names_the_known_ones(tmp_path: Path) -> None:
     manager = StackManager(_settings(tmp_path), tmp_path, echo=lambda _: None)
     with pytest.raises(
-        StackError, match=r"unknown service\(s\) zookeeper; known: kafka, postgres, ferretdb, api, trino"
+        StackError, match=r"unknown service\(s\) zookeeper; known: kafka, postgres, ferretdb, seaweedfs, api, trino"
     ):
         manager.up(["zookeeper"])
 
@@ -82,6 +82,7 @@ def test_status_of_a_fresh_stack_is_all_stopped(tmp_path: Path) -> None:
         ("kafka", "stopped", None),
         ("postgres", "stopped", None),
         ("ferretdb", "stopped", None),
+        ("seaweedfs", "stopped", None),
         ("api", "stopped", None),
         ("trino", "stopped", None),
         ("spark-master", "stopped", None),

@@ -80,9 +80,11 @@ def test_a_key_the_environment_sets_is_not_generated(tmp_path: Path, monkeypatch
     monkeypatch.setenv("METALAKE_API__KEY_ENCRYPTION_KEY", "set-by-the-operator-0123456789")
     monkeypatch.setenv("METALAKE_TRINO__SHARED_SECRET", "set-by-the-operator-too-0123456789")
     monkeypatch.setenv("METALAKE_KAFKA__SASL_PASSWORD", "set-by-the-operator-too")
+    monkeypatch.setenv("METALAKE_LAKE__S3__ACCESS_KEY_ID", "set-by-the-operator")
     monkeypatch.delenv("METALAKE_SPARK__AUTH_SECRET", raising=False)
+    monkeypatch.delenv("METALAKE_LAKE__S3__SECRET_ACCESS_KEY", raising=False)
     generated = [line.partition("=")[0] for line in _generated_secrets(tmp_path / "missing.env")]
-    assert generated == ["METALAKE_SPARK__AUTH_SECRET"]
+    assert generated == ["METALAKE_SPARK__AUTH_SECRET", "METALAKE_LAKE__S3__SECRET_ACCESS_KEY"]
     monkeypatch.delenv("METALAKE_KAFKA__SASL_PASSWORD")
     lines = _generated_secrets(tmp_path / "missing.env")
     (line,) = [line for line in lines if line.startswith("METALAKE_KAFKA__SASL_PASSWORD=")]
