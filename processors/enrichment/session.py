@@ -100,6 +100,11 @@ def cluster_conf(settings: Settings, scratch: Path) -> dict[str, str]:
     return out
 
 
+# Which ``--properties-file`` in PYSPARK_SUBMIT_ARGS metalake put there, in this process or in the parent that started
+# it (children inherit the environment): that one is replaced, any other is the operator's own.
+PROPERTIES_FILE_VARIABLE = "METALAKE_SPARK_PROPERTIES_FILE"
+
+
 def secret_properties(settings: Settings, scratch: Path) -> None:
     """Hand the cluster's RPC secret and the lake's S3 keys to the JVM in a properties file only this user can read:
     PySpark passes the builder's settings to ``spark-submit`` as ``--conf`` arguments, which every user of the host
@@ -110,23 +115,28 @@ def secret_properties(settings: Settings, scratch: Path) -> None:
         properties["spark.authenticate.secret"] = secret.get_secret_value()
     if settings.lake_on_s3:
         properties.update(s3a_secrets(settings.lake.s3))
+    submit_args = os.environ.get("PYSPARK_SUBMIT_ARGS")
+    inherited = os.environ.pop(PROPERTIES_FILE_VARIABLE, None)
+    if inherited is not None and submit_args is not None:
+        # Not this session's secrets: a parent's (another lake, another master) or an earlier session's.
+        submit_args = submit_args.replace(f"--properties-file {inherited} ", "")
+        os.environ["PYSPARK_SUBMIT_ARGS"] = submit_args
     if not properties:
         return
-    path = scratch / "secret.properties"
-    ours = f"--properties-file {path} "
-    submit_args = os.environ.get("PYSPARK_SUBMIT_ARGS", "pyspark-shell")
-    if ours not in submit_args and "--properties-file" in submit_args:
+    submit_args = submit_args or "pyspark-shell"
+    if "--properties-file" in submit_args:
         raise SparkSetupError(
             "PYSPARK_SUBMIT_ARGS names a --properties-file and metalake has secrets for Spark: Spark takes one "
             f"properties file; put {', '.join(sorted(properties))} in yours and unset METALAKE_SPARK__AUTH_SECRET "
             "(and METALAKE_LAKE__S3__ACCESS_KEY_ID / __SECRET_ACCESS_KEY for the lake's keys)"
         )
+    path = scratch / "secret.properties"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as out:
         # java.util.Properties: a backslash in a value starts an escape.
         out.writelines(f"{key} {value.replace(chr(92), chr(92) * 2)}\n" for key, value in properties.items())
-    if ours not in submit_args:  # a second session of this process reuses the file it named
-        os.environ["PYSPARK_SUBMIT_ARGS"] = ours + submit_args
+    os.environ["PYSPARK_SUBMIT_ARGS"] = f"--properties-file {path} {submit_args}"
+    os.environ[PROPERTIES_FILE_VARIABLE] = str(path)
 
 
 def build_spark(settings: Settings, app_name: str) -> SparkSession:

@@ -58,6 +58,9 @@ schema = (
 
 @pytest.fixture(scope="module")
 def api(stack: StackManager) -> Iterator[tuple[str, dict[str, str], dict[str, str]]]:
+    # SETTINGS were loaded at collection, before the stack's first start wrote stack.env on a fresh machine: take
+    # what the routes read from that file per request (Trino's CA and service passwords) into the object the app holds.
+    SETTINGS.trino = load_settings().trino
     tenant = f"it-{secrets.token_hex(4)}"
     with TestClient(APP) as client:
         yield tenant, auth_headers(client, tenant=tenant, role="admin"), auth_headers(client, platform_admin=True)

@@ -171,7 +171,10 @@ def test_spark_gets_s3a_settings_and_jars_only_for_a_lake_on_s3(tmp_path: Path) 
 def test_the_s3_keys_go_to_the_private_properties_file_with_a_local_master(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # A copy of the environment for this test: the function under test writes to os.environ.
+    monkeypatch.setattr(os, "environ", os.environ.copy())
     monkeypatch.delenv("PYSPARK_SUBMIT_ARGS", raising=False)
+    monkeypatch.delenv("METALAKE_SPARK_PROPERTIES_FILE", raising=False)
     settings = _settings(
         tmp_path, "s3a://metalake/lake", access_key_id=SecretStr("ak-2"), secret_access_key=SecretStr("sk\\2")
     )

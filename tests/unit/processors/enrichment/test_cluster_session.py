@@ -100,7 +100,10 @@ def test_the_code_zip_is_stable_and_importable_on_its_own(tmp_path: Path) -> Non
 def test_the_secret_goes_to_a_private_properties_file_not_the_command_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # A copy of the environment for this test: the function under test writes to os.environ.
+    monkeypatch.setattr(os, "environ", os.environ.copy())
     monkeypatch.delenv("PYSPARK_SUBMIT_ARGS", raising=False)
+    monkeypatch.delenv(session.PROPERTIES_FILE_VARIABLE, raising=False)
     session.secret_properties(settings_with(master="spark://h:7077", auth_secret="s3cret-value"), tmp_path)
     props = tmp_path / "secret.properties"
     assert props.read_text() == "spark.authenticate.secret s3cret-value\n"
@@ -110,6 +113,25 @@ def test_the_secret_goes_to_a_private_properties_file_not_the_command_line(
 
 
 def test_a_second_properties_file_is_refused_with_what_to_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "environ", os.environ.copy())
     monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--properties-file /etc/spark.conf pyspark-shell")
+    monkeypatch.delenv(session.PROPERTIES_FILE_VARIABLE, raising=False)
     with pytest.raises(session.SparkSetupError, match="METALAKE_SPARK__AUTH_SECRET"):
         session.secret_properties(settings_with(master="spark://h:7077", auth_secret="x"), tmp_path)
+
+
+def test_a_parents_properties_file_is_replaced_not_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A test session or a worker built a session (its file named in the environment), then started a job: the child
+    # inherits PYSPARK_SUBMIT_ARGS naming the parent's file, which holds another session's secrets.
+    monkeypatch.setattr(os, "environ", os.environ.copy())
+    parent = tmp_path / "parent" / "secret.properties"
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", f"--properties-file {parent} pyspark-shell")
+    monkeypatch.setenv(session.PROPERTIES_FILE_VARIABLE, str(parent))
+    session.secret_properties(settings_with(master="spark://h:7077", auth_secret="child-secret"), tmp_path)
+    ours = tmp_path / "secret.properties"
+    assert os.environ["PYSPARK_SUBMIT_ARGS"] == f"--properties-file {ours} pyspark-shell"
+    assert os.environ[session.PROPERTIES_FILE_VARIABLE] == str(ours)
+    # A child with nothing secret (a local master) drops the parent's file rather than run with its secrets.
+    session.secret_properties(settings_with(master="local[1]", auth_secret="child-secret"), tmp_path)
+    assert os.environ["PYSPARK_SUBMIT_ARGS"] == "pyspark-shell"
+    assert session.PROPERTIES_FILE_VARIABLE not in os.environ
