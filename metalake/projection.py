@@ -14,6 +14,7 @@ the other kinds' fields are replaced by each event, null included.
 
 # No ``from __future__ import annotations``: with string annotations Python 3.11 cannot tell NotRequired fields at
 # run time, and the unit test that pins these documents to the job's state specs reads __required_keys__.
+import re
 from datetime import datetime
 from typing import Any, NotRequired, TypedDict
 
@@ -29,6 +30,23 @@ INCIDENTS_COLLECTION = "incidents"
 PROPAGATED_COLLECTION = "propagated_tags"
 
 
+# An asset's property names come from sources (Spark conf names, OpenLineage facets, dbt meta) and often hold ".";
+# FerretDB, like MongoDB before 5.0, refuses a field name with "." or a leading "$" (and NUL anywhere), and one such
+# document would stop the job's projection query. Stored percent-encoded ("%" first, so decoding is exact).
+_KEY_ESCAPES = {"%": "%25", ".": "%2E", "$": "%24", "\x00": "%00"}
+_KEY_UNESCAPES = {v: k for k, v in _KEY_ESCAPES.items()}
+_ESCAPED = re.compile("|".join(re.escape(v) for v in _KEY_UNESCAPES))
+
+
+def escape_keys(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` with names MongoDB can store (see above); :func:`unescape_keys` restores them."""
+    return {"".join(_KEY_ESCAPES.get(ch, ch) for ch in k): v for k, v in values.items()}
+
+
+def unescape_keys(values: dict[str, Any]) -> dict[str, Any]:
+    return {_ESCAPED.sub(lambda m: _KEY_UNESCAPES[m.group(0)], k): v for k, v in values.items()}
+
+
 class AssetDoc(TypedDict):
     """A document of ``assets`` (``_id``: the URN), with the health the job derives from the asset's incidents."""
 
@@ -42,7 +60,7 @@ class AssetDoc(TypedDict):
     description: NotRequired[str]
     data_type: NotRequired[str]
     owners: NotRequired[list[str]]
-    properties: NotRequired[dict[str, str]]
+    properties: NotRequired[dict[str, str]]  # names escaped: escape_keys / unescape_keys
     deleted: bool
     version: int
     event_id: str

@@ -44,7 +44,7 @@ from control.auth.pii import may_weaken, weakening
 from control.auth.principal import Scope
 from metalake.events import new_event
 from metalake.events.validation import InvalidData
-from metalake.projection import AssetDoc, ClassificationDoc
+from metalake.projection import AssetDoc, ClassificationDoc, unescape_keys
 from tenants.naming import names_for
 
 ADDED = "io.metalake.classification.added.v1"
@@ -118,6 +118,8 @@ def get_asset(tc: TenantReader, ctx: ContextDep, urn: UrnQuery) -> AssetView:
     doc = _live_asset(catalog, urn)
     out = _public(doc)
     out["urn"] = doc.get("urn") or doc["_id"]
+    if out.get("properties"):
+        out["properties"] = unescape_keys(out["properties"])
     out["tags"] = [_public(t) for t in catalog.tags_of([urn]).get(urn, [])]
     out["propagated_tags"] = [_public(t) for t in catalog.propagated_of([urn]).get(urn, [])]
     return AssetView.model_validate(out)

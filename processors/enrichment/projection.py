@@ -11,6 +11,7 @@ from typing import Any
 from pymongo.collection import Collection
 from pymongo.errors import OperationFailure
 
+from metalake.projection import escape_keys
 from processors.enrichment.health import INSERT_DEFAULTS
 from processors.enrichment.state import ASSETS, StateSpec
 
@@ -55,6 +56,8 @@ def spec_upsert(spec: StateSpec) -> Callable[[Mapping[str, Any]], dict[str, Any]
         if not row["deleted"]:
             fields.update({c: row[c] for c in spec.fields if c not in spec.carried})
         fields.update({c: row[c] for c in spec.carried if row[c] is not None})
+        if fields.get("properties"):
+            fields["properties"] = escape_keys(dict(fields["properties"]))
         op = guarded_upsert(spec.mongo_id(row), row["version"], row["event_id"], fields)
         if spec is ASSETS:
             # A new asset starts healthy (no incident seen); the job sets the computed health after this upsert.

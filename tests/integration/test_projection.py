@@ -5,13 +5,16 @@ from __future__ import annotations
 import secrets
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from pymongo import MongoClient
 from pymongo.collection import Collection
 
-from processors.enrichment.projection import _insert_new, apply_updates, apply_upserts, guarded_upsert
+from metalake.projection import unescape_keys
+from processors.enrichment.projection import _insert_new, apply_updates, apply_upserts, guarded_upsert, spec_upsert
+from processors.enrichment.state import ASSETS
 
 pytestmark = pytest.mark.integration
 
@@ -144,3 +147,18 @@ def test_concurrent_writers_of_held_documents_all_answer(mongo: MongoClient[dict
     finally:
         client.drop_database(name)
         client.close()
+
+
+def test_property_names_with_dots_and_dollars_are_stored_and_read_back(
+    collection: Collection[dict[str, Any]],
+) -> None:
+    # FerretDB refuses "." in a field name and a leading "$": an asset whose source names its properties that way
+    # (Spark conf, OpenLineage facets) once stopped the job's projection query for every tenant.
+    properties = {"spark.app.name": "etl", "$ref": "x", "100%": "y", "a.b%2Ec": "z", "plain": "p"}
+    row: dict[str, Any] = dict.fromkeys(ASSETS.columns)
+    row.update(urn="urn:x", kind="table", name="t", properties=properties, deleted=False, version=1, event_id="e1")
+    row.update(event_time=None, updated_at=datetime.now(UTC))
+    assert apply_upserts(collection, [spec_upsert(ASSETS)(row)]) == (1, 0)
+    stored = collection.find_one({"_id": "urn:x"})
+    assert stored is not None and "spark.app.name" not in stored["properties"]
+    assert unescape_keys(stored["properties"]) == properties
