@@ -67,7 +67,9 @@ def test_get_an_asset_with_its_tags(client: TestClient, db: Database[dict[str, A
     email = urn("shop", "public", "customers", "email")
     seed(db, ASSETS, urn=email, kind="column", name="email", platform="postgres", owners=["a@x.example"])
     # Stored escaped by the job (FerretDB refuses "." in a field name): the API gives the source's names back.
-    db[ASSETS].update_one({"_id": email}, {"$set": {"properties": escape_keys({"dbt.meta.owner": "a", "x": "1"})}})
+    db[ASSETS.collection].update_one(
+        {"_id": email}, {"$set": {"properties": escape_keys({"dbt.meta.owner": "a", "x": "1"})}}
+    )
     seed(db, CLASSIFICATIONS, urn=email, tag="PII", source="human", propagate=True, actor="alice")
     seed(db, CLASSIFICATIONS, urn=email, tag="Old", source="human", deleted=True)
     db["propagated_tags"].insert_one(
