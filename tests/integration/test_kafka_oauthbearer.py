@@ -1,0 +1,207 @@
+"""Kafka clients authenticated with OAUTHBEARER tokens of the API's own issuer, end to end.
+
+A broker whose SASL_SSL listener validates tokens against the API's JWKS (issuer and audience checked:
+tests/_support/oauth_broker.py says why it is a broker of its own). metalake's librdkafka clients (admin, producer,
+consumer: ``sasl.oauthbearer.method=oidc``) and the Java client (the mapping the Spark source uses, driven through
+Kafka's own ConfigCommand) get their tokens from the real ``POST /oauth/token`` with client credentials and are let in;
+a wrong client secret fails naming the setting, never the secret; a forged token, an expired one of the real
+issuer and an unsigned one are refused by the broker.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient
+from joserfc import jwt
+from joserfc.jwk import RSAKey
+from jwt_forge import b64, claims
+from oauth_broker import OAuthBroker, oauth_broker
+from pydantic import SecretStr
+from pymongo import MongoClient
+
+from api.auth.keys import SigningKeyStore
+from control.auth.clients import ClientStore, Role
+from metalake.http.health import kafka_check, run_checks
+from metalake.java import find_java
+from metalake.kafka import ensure_topics
+from metalake.kafka.config import (
+    client_config,
+    consumer_config,
+    java_security_options,
+    java_system_properties,
+    producer_config,
+)
+from metalake.kafka.security import KafkaAuthenticationFailed, check_connection
+from metalake.settings import Settings
+from ops.stack import StackManager
+from ops.stack.services.kafka import certificate
+from tenants.naming import CONTROL_DATABASE
+
+pytestmark = pytest.mark.integration
+
+Mongo = MongoClient[dict[str, Any]]
+
+
+@pytest.fixture(scope="module")
+def broker(settings: Settings, stack: StackManager, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthBroker]:
+    issuer = settings.api.issuer_url
+    with oauth_broker(
+        stack.context,
+        tmp_path_factory.mktemp("oauth-broker"),
+        jwks_url=f"{issuer}/.well-known/jwks.json",
+        issuer=issuer,
+        audience=settings.api.audience,
+    ) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def client_secret(mongo: Mongo) -> tuple[str, str]:
+    """A client of the API's issuer for Kafka alone: a tenant's read-only client (least power on the API's side; the
+    broker's ACLs, keyed by the client id, decide what it may do in Kafka)."""
+    record, secret = ClientStore(mongo[CONTROL_DATABASE]).create(
+        f"it-{uuid.uuid4().hex[:8]}", Role.READ_ONLY, "kafka-oauthbearer-tests"
+    )
+    return record.client_id, secret
+
+
+@pytest.fixture(scope="module")
+def oauth(settings: Settings, stack: StackManager, broker: OAuthBroker, client_secret: tuple[str, str]) -> Settings:
+    client_id, secret = client_secret
+    kafka = settings.kafka.model_copy(
+        update={
+            "bootstrap_servers": broker.bootstrap,
+            "security_protocol": "SASL_SSL",
+            "sasl_mechanism": "OAUTHBEARER",
+            "ssl_ca_location": certificate(stack.context).ca,
+            "oauth_token_endpoint_url": f"{settings.api.issuer_url}/oauth/token",
+            "oauth_client_id": client_id,
+            "oauth_client_secret": SecretStr(secret),
+            "oauth_scope": "tenant:read",
+        }
+    )
+    return settings.model_copy(update={"kafka": kafka})
+
+
+def test_librdkafka_clients_authenticate_with_the_apis_tokens(oauth: Settings, broker: OAuthBroker) -> None:
+    check_connection(oauth, timeout_s=20)
+    topic = f"it-oauth-{uuid.uuid4().hex[:8]}"
+    assert ensure_topics(oauth, [topic]) == [topic]  # the admin client
+    producer = Producer(producer_config(oauth))
+    values = [f"v{i}".encode() for i in range(3)]
+    for value in values:
+        producer.produce(topic, value)
+    assert producer.flush(30) == 0, broker.tail()
+    consumer = Consumer(consumer_config(oauth, f"it-oauth-{uuid.uuid4().hex[:6]}", **{"auto.offset.reset": "earliest"}))
+    try:
+        consumer.subscribe([topic])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 60
+        while len(got) < len(values) and time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value())
+        assert got == values
+    finally:
+        consumer.close()
+
+
+def test_the_java_client_authenticates_with_the_mapping_the_spark_source_uses(
+    oauth: Settings, stack: StackManager, tmp_path: Path
+) -> None:
+    topic = f"it-oauth-java-{uuid.uuid4().hex[:8]}"
+    assert ensure_topics(oauth, [topic]) == [topic]
+    props = tmp_path / "client.properties"
+    props.write_text("".join(f"{k}={v}\n" for k, v in java_security_options(oauth.kafka).items()))
+    props.chmod(0o600)
+    java = str(find_java(17, env_var="METALAKE_KAFKA_JAVA_HOME"))
+    argv = [java, *(f"-D{k}={v}" for k, v in java_system_properties(oauth.kafka).items())]
+    argv += ["-cp", str(stack.context.cache_dir("kafka") / "libs" / "*"), "kafka.admin.ConfigCommand"]
+    argv += ["--bootstrap-server", str(oauth.kafka.bootstrap_servers), "--command-config", str(props)]
+    result = subprocess.run(
+        [*argv, "--describe", "--entity-type", "topics", "--entity-name", topic],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    assert f"Dynamic configs for topic {topic} are" in result.stdout
+    assert oauth.kafka.oauth_client_secret is not None
+    assert oauth.kafka.oauth_client_secret.get_secret_value() not in output
+
+
+def test_a_wrong_client_secret_fails_naming_the_setting(oauth: Settings) -> None:
+    secret = "mls_not-the-secret-0123456789abcdef"
+    kafka = oauth.kafka.model_copy(update={"oauth_client_secret": SecretStr(secret)})
+    wrong = oauth.model_copy(update={"kafka": kafka})
+    with pytest.raises(KafkaAuthenticationFailed) as err:
+        check_connection(wrong, timeout_s=5)
+    assert err.value.setting == "kafka.oauth_client_secret" and secret not in str(err.value)
+    assert run_checks({"kafka": kafka_check(wrong, 5)}, 10) == {"kafka": "down: KafkaAuthenticationFailed"}
+
+
+class _Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def _present(oauth: Settings, token: str) -> str | None:
+    """Present ``token`` to the broker (librdkafka's token callback): None if let in, else what librdkafka logged."""
+    base = {k: v for k, v in client_config(oauth).items() if not k.startswith("sasl.oauthbearer.")}
+    lines = _Lines()
+    logger = logging.getLogger(f"it.oauth.{uuid.uuid4().hex[:6]}")
+    logger.addHandler(lines)
+    logger.propagate = False
+    admin = AdminClient(
+        {**base, "oauth_cb": lambda _config: (token, time.time() + 300), "logger": logger, "log_level": 3}
+    )
+    try:
+        admin.list_topics(timeout=10)
+        return None
+    except KafkaException:
+        admin.poll(1)  # librdkafka hands its log lines to the Python logger on poll
+        return " ".join(lines.lines)
+
+
+def test_forged_expired_and_unsigned_tokens_are_refused(settings: Settings, oauth: Settings, mongo: Mongo) -> None:
+    client_id = str(oauth.kafka.oauth_client_id)
+    good = claims(iss=settings.api.issuer_url, aud=settings.api.audience, sub=client_id, client_id=client_id)
+    # Signed by a key the issuer never published, with the issuer's claims.
+    stranger = RSAKey.generate_key(2048, parameters={"kid": "not-the-issuers"})
+    forged = jwt.encode({"alg": "RS256", "kid": "not-the-issuers"}, good, stranger)
+    # Signed with the issuer's real key, expired.
+    key = SigningKeyStore(mongo[CONTROL_DATABASE], settings.api).signing_key()
+    now = int(time.time())
+    old = {**good, "iat": now - 7200, "nbf": now - 7200, "exp": now - 3600}
+    expired = jwt.encode({"alg": settings.api.signing_alg, "kid": key.kid, "typ": "at+jwt"}, old, key)
+    # No signature at all.
+    unsigned = f"{b64(json.dumps({'alg': 'none'}).encode())}.{b64(json.dumps(good).encode())}."
+    for name, token in (("forged", forged), ("expired", expired), ("unsigned", unsigned)):
+        answer = _present(oauth, token)
+        assert answer is not None and '"status":"invalid_token"' in answer, (name, answer)
+    # The same way in, with a token the issuer really gave: let in.
+    assert oauth.kafka.oauth_client_secret is not None
+    real = httpx.post(
+        str(oauth.kafka.oauth_token_endpoint_url),
+        data={"grant_type": "client_credentials"},
+        auth=(client_id, oauth.kafka.oauth_client_secret.get_secret_value()),
+        timeout=10,
+    )
+    assert _present(oauth, real.json()["access_token"]) is None
