@@ -207,6 +207,17 @@ class LakeS3Settings(BaseModel):
     spark_jars_dir: Path | None = None
 
 
+class LakeWriterLeaseSettings(BaseModel):
+    """The single-writer rule of a lake on S3 (``processors.enrichment.single_writer``): a Spark writer of a Delta
+    table there holds the table's lease while it commits. ``ttl_s``: how long a dead holder blocks the others (keep
+    it well above JVM pauses and clock skew); ``wait_s``: how long a writer waits for a held lease before it fails
+    (the streaming job behind a long maintain, a command behind the job's batch); ``poll_s``: how often it asks."""
+
+    ttl_s: float = Field(default=60.0, gt=0)
+    wait_s: float = Field(default=1800.0, ge=0)
+    poll_s: float = Field(default=0.5, gt=0)
+
+
 class LakeSettings(BaseModel):
     """``root``: a local folder or ``s3a://bucket/prefix`` (``metalake.lake_uri``; the ``s3`` section then says how to
     reach it). ``checkpoint_root`` stays a local folder whatever the root: the streaming job's checkpoint needs an
@@ -215,6 +226,7 @@ class LakeSettings(BaseModel):
     root: Annotated[LakeRoot | None, PlainValidator(parse_lake_root)] = None
     checkpoint_root: Path | None = None
     s3: LakeS3Settings = Field(default_factory=LakeS3Settings)
+    writer_lease: LakeWriterLeaseSettings = Field(default_factory=LakeWriterLeaseSettings)
 
 
 class SparkSettings(BaseModel):

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -39,6 +40,7 @@ from processors.enrichment.rows import (
     folded_columns,
     parse_batches,
 )
+from processors.enrichment.single_writer import NO_FENCE, NoWriterLeases, WriterLeases, s3_table
 from processors.enrichment.state import ASSETS, INCIDENTS, META, STATE_SPECS, StateSpec
 from processors.enrichment.tables import DLQ, EVENTS, SQL_TYPES, Layout, ensure_tables, spark_schema
 from tenants.naming import tenant_bucket
@@ -142,8 +144,12 @@ class LakeWriter:
         after_lake: AfterLakeHook | None = None,
         tenants_seen: TenantsSeen | None = None,
         admission: TenantAdmission | None = None,
+        leases: WriterLeases | None = None,
     ) -> None:
         self._settings = settings
+        # On S3 each batch holds its tables' writer leases (``single_writer``); a local lake takes none.
+        self._leases = leases or NoWriterLeases()
+        self._fence = NO_FENCE
         # None: every tenant's events are written (tests and benchmarks that run without a control plane).
         self._admission = admission
         self._app_id = app_id
@@ -158,7 +164,8 @@ class LakeWriter:
     def prepare(self, spark: SparkSession) -> dict[str, list[str]]:
         """Create the tables (and add columns a newer job has) before the query starts; return the columns added."""
         added: dict[str, list[str]] = {}
-        retry_conflicts(lambda: added.update(ensure_tables(spark, self._layout.tables())), "*")
+        with self._leases.holding([path for _, path in self._layout.tables()]):  # creating a table commits
+            retry_conflicts(lambda: added.update(ensure_tables(spark, self._layout.tables())), "*")
         incidents = spark.read.format("delta").load(self._layout.path(INCIDENTS.table))
         self._incident_urns = {
             (r["tenant_id"], r["urn"]) for r in incidents.select(*self._tenant_or_literal(), "urn").distinct().collect()
@@ -178,6 +185,7 @@ class LakeWriter:
             )
             parsed = cached
             folded: DataFrame | None = None
+            held = ExitStack()  # the writer leases of the batch's tables on S3, released when it ends
             try:
                 with timer("parse"):
                     summary = BatchSummary.of(parsed)
@@ -191,6 +199,7 @@ class LakeWriter:
                 if self._tenants_seen is not None and summary.tenants:
                     # Before the writes: a new tenant's views are being made while its rows are committed.
                     self._tenants_seen(set(summary.tenants))
+                held.enter_context(self._holding(timer))
                 self._append_events(parsed, summary, now, batch_id, timer)
                 self._append_dead_letters(parsed, summary, now, batch_id, timer)
                 if summary.state_tables:
@@ -209,6 +218,7 @@ class LakeWriter:
                 if self._after_lake is not None:
                     self._after_lake(batch_id)
             finally:
+                held.close()
                 cached.unpersist()
                 if folded is not None:
                     folded.unpersist()
@@ -230,20 +240,31 @@ class LakeWriter:
 
     # -- writes ------------------------------------------------------------------------------------------------
 
+    @contextmanager
+    def _holding(self, timer: StepTimer) -> Iterator[None]:
+        """The batch's writes hold the writer leases of the query's tables on S3, released at the batch's end so a
+        lake command gets in before the next one (``single_writer``); no lease on a local lake."""
+        paths = [path for _, path in self._layout.tables()]
+        with ExitStack() as held:
+            if any(s3_table(p) is not None for p in paths):
+                with timer("writer_lease"):  # the wait for a lake command between two batches shows here
+                    self._fence = held.enter_context(self._leases.holding(paths))
+            try:
+                yield
+            finally:
+                self._fence = NO_FENCE
+
     def _tenant(self) -> list[Column]:
         return [F.col(c) for c in self._layout.tenant_columns]
 
     def _append(self, frame: DataFrame, path: str, batch_id: int) -> None:
-        retry_conflicts(
-            lambda: (
-                frame.write.format("delta")
-                .mode("append")
-                .option("txnAppId", self._app_id)
-                .option("txnVersion", batch_id)
-                .save(path)
-            ),
-            path,
-        )
+        def attempt() -> None:
+            self._fence.check()
+            frame.write.format("delta").mode("append").option("txnAppId", self._app_id).option(
+                "txnVersion", batch_id
+            ).save(path)
+
+        retry_conflicts(attempt, path)
 
     def _append_events(
         self, parsed: DataFrame, summary: BatchSummary, now: datetime, batch_id: int, timer: StepTimer
@@ -331,6 +352,7 @@ class LakeWriter:
         path = self._layout.path(table)
 
         def attempt() -> None:
+            self._fence.check()
             conf.set("spark.databricks.delta.write.txnAppId", app_id)
             conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
             merge(DeltaTable.forPath(spark, path))

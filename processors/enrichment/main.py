@@ -33,8 +33,9 @@ from processors.enrichment.lake import AfterLakeHook, LakeWriter
 from processors.enrichment.projector import AfterMongoHook, ProjectionWriter
 from processors.enrichment.registrar import TrinoRegistrar
 from processors.enrichment.session import build_spark
+from processors.enrichment.single_writer import WriterLeases
 from processors.enrichment.tables import Layout
-from tenants.naming import TopicClass, event_topics, names_for
+from tenants.naming import CONTROL_DATABASE, TopicClass, event_topics, names_for
 
 TOPIC_CLASSES: tuple[TopicClass, ...] = ("priority", "bulk")
 
@@ -267,6 +268,9 @@ def run(settings: Settings, args: JobOptions) -> None:
         after_lake=_after_lake_hook(settings.faults),
         tenants_seen=registrar.saw,
         admission=admission,
+        leases=WriterLeases.in_database(mongo[CONTROL_DATABASE], settings.lake.writer_lease)
+        if settings.lake_on_s3
+        else None,
     )
     added = lake.prepare(spark)
     registrar.start(columns_changed=bool(added))

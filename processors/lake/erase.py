@@ -46,9 +46,10 @@ from control.connectors.offsets import OffsetStore
 from metalake.kafka import EventProducer, EventPublisher, PublishError
 from metalake.mongo import mongo_client
 from metalake.settings import Settings
+from processors.enrichment.single_writer import NoWriterLeases, WriterLeases
 from processors.lake import audit
 from processors.lake.discover import connect, places
-from processors.lake.errors import LakeUsageError, require_local_lake
+from processors.lake.errors import LakeUsageError
 from processors.lake.purge import (
     UNTRACKED_GRACE_S,
     count_rows,
@@ -72,7 +73,7 @@ from processors.lake.scope import (
 )
 from processors.lake.sparkio import is_delta, lake_session
 from processors.propagation.erasure import erased_event
-from tenants.naming import CHANGES_TOPIC, LakeTable, TenantNames
+from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE, LakeTable, TenantNames
 
 log = logging.getLogger("processors.lake.erase")  # not __main__ under python -m
 
@@ -152,7 +153,12 @@ def dead_letters_naming(frame: DataFrame, target: EraseTarget) -> list[KafkaPosi
 
 
 def _erase_place(
-    spark: SparkSession, place: LakeTable, predicate: str, target: EraseTarget, report: EraseReport
+    spark: SparkSession,
+    place: LakeTable,
+    predicate: str,
+    target: EraseTarget,
+    report: EraseReport,
+    leases: WriterLeases | None = None,
 ) -> bool:
     """DELETE the rows of one place naming the target, limited to the tenant's rows (``place.where``), then purge
     the files the DELETE removed; True when it had rows."""
@@ -169,8 +175,10 @@ def _erase_place(
     report.delta_rows[place.name] = report.delta_rows.get(place.name, 0) + matched
     if matched == 0:
         return False
-    delete_rows(spark, place, predicate)
-    purge_removed(spark, place.path)
+    # On S3 the DELETE and its purge hold the table's writer lease (the job's next batch on it waits).
+    with (leases or NoWriterLeases()).holding([place.path]) as fence:
+        delete_rows(spark, place, predicate, fence)
+        purge_removed(spark, place.path, fence)
     return True
 
 
@@ -181,6 +189,7 @@ def erase_delta(
     report: EraseReport,
     grace_s: float = UNTRACKED_GRACE_S,
     sleep: Callable[[float], None] = time.sleep,
+    leases: WriterLeases | None = None,
 ) -> None:
     """Every place of every table (``discover.places``: the tier's, and what the old layout left), the tenant's rows
     only. The purge runs on the touched tables only: on a shared one it costs every tenant's time travel."""
@@ -190,10 +199,10 @@ def erase_delta(
             if not is_delta(spark, place.path):
                 continue
             report.delta_rows.setdefault(table, 0)
-            if _erase_place(spark, place, predicate, target, report):
+            if _erase_place(spark, place, predicate, target, report, leases):
                 touched.append(place)
                 report.vacuumed.append(relative(names.lake_root, place.path))
-    purge_untracked(spark, touched, grace_s, sleep)
+    purge_untracked(spark, touched, grace_s, sleep, leases)
 
 
 def erase_mongo(
@@ -243,6 +252,7 @@ def erase(
     publisher: EventPublisher | None = None,
     erasure_id: str | None = None,
     offsets: OffsetStore | None = None,
+    leases: WriterLeases | None = None,
 ) -> EraseReport:
     """Erase ``target`` from the tenant's Delta tables, MongoDB and connector offsets (``offsets``, by default a
     store of its own), announce it on ``metalake.changes`` (through ``publisher``, by default a producer of its own),
@@ -263,7 +273,7 @@ def erase(
         echo(f"erase {names.tenant_id}: looking for other spellings of the URN ...")
         target = with_spellings(target, stored_urns(spark, mongo, names, target))
         echo(f"erase {names.tenant_id}: deleting from Delta and vacuuming touched tables ...")
-        erase_delta(spark, names, target, report, grace_s)
+        erase_delta(spark, names, target, report, grace_s, leases=leases)
         echo(f"erase {names.tenant_id}: deleting from MongoDB ...")
         erase_mongo(mongo, names, target, report)
         echo(f"erase {names.tenant_id}: scrubbing the connectors' offsets ...")
@@ -293,7 +303,6 @@ def erase_report(
 ) -> dict[str, Any]:
     """The report of ``python -m processors.lake erase`` (``processors.lake.main``): progress on stderr."""
     erasure_id = _uuid(erasure_id) if erasure_id is not None else None
-    require_local_lake(settings, "metalake lake erase")
     # Validate before Spark starts: a typo must be refused in a second, not after the JVM boots.
     if not actor.strip():
         raise LakeUsageError("--actor must name who requests the erase")
@@ -303,7 +312,13 @@ def erase_report(
     spark = lake_session(settings, "metalake-lake-erase")
     mongo = mongo_client(settings)
     try:
-        report = erase(spark, mongo, settings, names, target, actor, erasure_id=erasure_id)
+        # On S3 each Spark commit holds its table's writer lease (``single_writer``); a local lake needs none.
+        leases = (
+            WriterLeases.in_database(mongo[CONTROL_DATABASE], settings.lake.writer_lease)
+            if settings.lake_on_s3
+            else None
+        )
+        report = erase(spark, mongo, settings, names, target, actor, erasure_id=erasure_id, leases=leases)
     finally:
         mongo.close()
         spark.stop()

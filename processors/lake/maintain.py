@@ -11,6 +11,10 @@ retries (``retry_conflicts``, the job's own policy). VACUUM keeps every file rem
 ago, and never less than Delta's safety minimum (168 h), so readers of older snapshots (the job, Trino) keep working;
 it is table-wide (a partition filter does not apply to it), which that retention makes harmless on a shared table.
 
+On S3 (``single_writer``): each Spark table is maintained holding its writer lease, so the streaming job's batches
+wait for it instead of racing it (Spark's S3 log store is single-driver); the ``audit`` tables, which delta-rs writers
+append to without a lease, are maintained with delta-rs instead (conditional PUTs: safe beside them).
+
     python -m processors.lake maintain [--tenant T] [--retention-hours H]
 """
 
@@ -24,18 +28,32 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+import pyarrow as pa
 from delta.tables import DeltaTable
+from deltalake import DeltaTable as RsDeltaTable
+from deltalake.exceptions import TableNotFoundError
 from pyspark.sql import SparkSession
 
-from metalake.lake_uri import LakeRoot, local_path
+from metalake.lake_uri import LakeRoot, S3Path, delta_rs_uri, local_path, spark_uri
+from metalake.mongo import mongo_client
+from metalake.s3 import lake_storage_options
 from metalake.settings import Settings
 from processors.enrichment.commits import retry_conflicts
+from processors.enrichment.single_writer import Fence, NoWriterLeases, WriterLeases
 from processors.enrichment.tables import TABLES
 from processors.lake.discover import connect
-from processors.lake.errors import LakeUsageError, require_local_lake
+from processors.lake.errors import LakeUsageError
 from processors.lake.runner import progress
-from processors.lake.sparkio import is_delta, lake_session, table_stats
-from tenants.naming import POOLED_DIR, POOLED_TABLES, TenantNames, pooled_table_path, tenant_bucket, unrouted_lake_dir
+from processors.lake.sparkio import data_files, is_delta, lake_session, table_stats
+from tenants.naming import (
+    CONTROL_DATABASE,
+    POOLED_DIR,
+    POOLED_TABLES,
+    TenantNames,
+    pooled_table_path,
+    tenant_bucket,
+    unrouted_lake_dir,
+)
 
 log = logging.getLogger("processors.lake.maintain")  # not __main__ under python -m
 
@@ -109,8 +127,10 @@ def targets(tenants: list[TenantNames], every_tenant: bool) -> list[Target]:
     return out
 
 
-def has_data_files(table: LakeRoot) -> bool:
+def has_data_files(spark: SparkSession, table: LakeRoot) -> bool:
     """Whether any parquet file exists under the table folder (live or awaiting VACUUM)."""
+    if isinstance(table, S3Path):
+        return bool(data_files(spark, table))
     path = local_path(table, "metalake lake maintain")
     return any(p.name.endswith(".parquet") for p in path.rglob("*.parquet") if "_delta_log" not in p.parts)
 
@@ -119,6 +139,10 @@ def stats(spark: SparkSession, path: LakeRoot, where: str | None) -> tuple[int, 
     """(files, bytes) of the live files of the table, or of its partitions matching ``where``."""
     if where is None:
         return table_stats(spark, path)
+    if isinstance(path, S3Path):
+        live = {unquote(f) for f in spark.read.format("delta").load(spark_uri(path)).where(where).inputFiles()}
+        sizes = [f.size for f in data_files(spark, path) if unquote(f.uri) in live]
+        return len(live), sum(sizes)
     files = [
         Path(unquote(urlparse(f).path)) for f in spark.read.format("delta").load(str(path)).where(where).inputFiles()
     ]
@@ -133,14 +157,22 @@ def checkpoint(spark: SparkSession, path: LakeRoot) -> None:
     jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, str(path)).checkpoint()  # noqa: SLF001
 
 
-def maintain_table(spark: SparkSession, target: Target, retention_hours: int) -> TableReport | None:
-    """OPTIMIZE (within ``target.where``), checkpoint and VACUUM one table; None when it does not exist."""
+def maintain_table(
+    spark: SparkSession, target: Target, retention_hours: int, leases: WriterLeases | None = None
+) -> TableReport | None:
+    """OPTIMIZE (within ``target.where``), checkpoint and VACUUM one table; None when it does not exist. On S3 the
+    table's writer lease is held meanwhile (``leases``; the streaming job's next batch waits for it)."""
+    with (leases or NoWriterLeases()).holding([target.path]) as fence:
+        return _maintain_table(spark, target, retention_hours, fence)
+
+
+def _maintain_table(spark: SparkSession, target: Target, retention_hours: int, fence: Fence) -> TableReport | None:
     path = target.path
     if not is_delta(spark, path):
         return None
     started = time.monotonic()
     files_before, bytes_before = stats(spark, path, target.where)
-    if not has_data_files(path):
+    if not has_data_files(spark, path):
         # Created but never written: nothing to compact or vacuum, and each step costs seconds of Spark jobs.
         return TableReport(target.owner, target.table, 0, 0, 0, 0, round(time.monotonic() - started, 3), target.where)
     delta = DeltaTable.forPath(spark, str(path))
@@ -149,14 +181,17 @@ def maintain_table(spark: SparkSession, target: Target, retention_hours: int) ->
     compacted = [0]
 
     def optimize() -> None:
+        fence.check()
         builder = delta.optimize()
         result = (builder if target.where is None else builder.where(target.where)).executeCompaction().collect()
         compacted[0] = int(result[0]["metrics"]["numFilesRemoved"]) if result else 0
 
     def vacuum() -> None:
+        fence.check()
         delta.vacuum(float(retention_hours))
 
     retry_conflicts(optimize, label)
+    fence.check()
     checkpoint(spark, path)
     retry_conflicts(vacuum, label)
     files_after, bytes_after = stats(spark, path, target.where)
@@ -175,12 +210,49 @@ def maintain_table(spark: SparkSession, target: Target, retention_hours: int) ->
     return report
 
 
+def maintain_delta_rs(target: Target, retention_hours: int, storage: dict[str, str] | None) -> TableReport | None:
+    """Compact, checkpoint and VACUUM a table delta-rs writers share (``audit`` on S3) with delta-rs itself: its
+    commits are conditional PUTs, safe beside the API's and workers' appends, where a Spark commit on S3 could
+    overwrite one of theirs (Spark's S3 log store is single-driver, and those writers take no lease)."""
+    uri = delta_rs_uri(target.path)
+    try:
+        table = RsDeltaTable(uri, storage_options=storage)
+    except TableNotFoundError:
+        return None
+    started = time.monotonic()
+
+    def files() -> tuple[int, int]:
+        sizes = pa.table(table.get_add_actions(flatten=True)).column("size_bytes").to_pylist()
+        return len(sizes), int(sum(sizes))
+
+    files_before, bytes_before = files()
+    compacted = int(table.optimize.compact().get("numFilesRemoved", 0)) if files_before else 0
+    table.create_checkpoint()
+    table.vacuum(retention_hours=retention_hours, dry_run=False, enforce_retention_duration=False)
+    files_after, bytes_after = files()
+    report = TableReport(
+        target.owner,
+        target.table,
+        files_before,
+        files_after,
+        bytes_before,
+        bytes_after,
+        round(time.monotonic() - started, 3),
+        target.where,
+        compacted,
+    )
+    log.info("lake.maintained", extra=asdict(report))
+    return report
+
+
 def maintain(
     spark: SparkSession,
     tenants: list[TenantNames],
     retention_hours: int = DEFAULT_RETENTION_HOURS,
     echo: Callable[[str], None] = progress,
     every_tenant: bool = False,
+    leases: WriterLeases | None = None,
+    storage: dict[str, str] | None = None,
 ) -> list[TableReport]:
     """Maintain the tables of ``tenants`` (``targets``), one after the other (each step is already parallel inside
     Spark). ``every_tenant``: the selection is the whole lake, so the shared tables are maintained whole."""
@@ -189,7 +261,10 @@ def maintain(
     for target in targets(tenants, every_tenant):
         scope = f" WHERE {target.where}" if target.where else ""
         echo(f"maintain {target.owner}/{target.table}{scope} ...")
-        report = maintain_table(spark, target, retention_hours)
+        if target.table == "audit" and isinstance(target.path, S3Path):
+            report = maintain_delta_rs(target, retention_hours, storage)
+        else:
+            report = maintain_table(spark, target, retention_hours, leases)
         if report is not None:
             echo(
                 f"  files {report.files_before} -> {report.files_after}, "
@@ -202,15 +277,26 @@ def maintain(
 def maintain_report(settings: Settings, tenant: str | None, retention_hours: int) -> dict[str, Any]:
     """The report of ``python -m processors.lake maintain`` (``processors.lake.main``): progress on stderr."""
     check_retention(retention_hours)  # before Spark starts: a refusal should be instant
-    require_local_lake(settings, "metalake lake maintain")
     with connect(settings) as directory:
         tenants = directory.selected(tenant)
     if not tenants:
         progress(f"no tenants under {settings.lake_root}")
         return {"tables": []}
+    # On S3 each table is maintained holding its writer lease: the streaming job pauses that table's batch meanwhile.
+    mongo = mongo_client(settings) if settings.lake_on_s3 else None
+    leases = WriterLeases.in_database(mongo[CONTROL_DATABASE], settings.lake.writer_lease) if mongo else None
     spark = lake_session(settings, "metalake-lake-maintain")
     try:
-        reports = maintain(spark, tenants, retention_hours, every_tenant=tenant is None)
+        reports = maintain(
+            spark,
+            tenants,
+            retention_hours,
+            every_tenant=tenant is None,
+            leases=leases,
+            storage=lake_storage_options(settings),
+        )
     finally:
         spark.stop()
+        if mongo is not None:
+            mongo.close()
     return {"retention_hours": retention_hours, "tables": [asdict(r) for r in reports]}

@@ -24,8 +24,9 @@ from urllib.parse import unquote, urlparse
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
-from metalake.lake_uri import LakeRoot, local_path, spark_uri
+from metalake.lake_uri import LakeRoot, S3Path, local_path, spark_uri
 from processors.enrichment.commits import retry_conflicts
+from processors.enrichment.single_writer import NO_FENCE, Fence, NoWriterLeases, WriterLeases
 from tenants.naming import LakeTable
 
 log = logging.getLogger(__name__)
@@ -52,20 +53,23 @@ def count_rows(spark: SparkSession, path: LakeRoot, predicate: str | None) -> in
     return (frame if predicate is None else frame.where(predicate)).count()
 
 
-def delete_rows(spark: SparkSession, place: LakeTable, predicate: str | None) -> None:
+def delete_rows(spark: SparkSession, place: LakeTable, predicate: str | None, fence: Fence = NO_FENCE) -> None:
     """DELETE ``predicate`` limited to the tenant's rows of ``place`` (``LakeTable.where``): on a shared table a
-    predicate can never reach another tenant's rows. A table of its own with no predicate loses every row."""
+    predicate can never reach another tenant's rows. A table of its own with no predicate loses every row. On S3 the
+    caller holds the table's writer lease (``fence``, checked before each attempt)."""
     where = place.where(predicate)
 
     def delete() -> None:
+        fence.check()
         DeltaTable.forPath(spark, str(place.path)).delete(where)
 
     retry_conflicts(delete, place.name)
 
 
-def purge_removed(spark: SparkSession, path: LakeRoot) -> None:
+def purge_removed(spark: SparkSession, path: LakeRoot, fence: Fence = NO_FENCE) -> None:
     """VACUUM LITE with 0 hours: delete now every file the Delta log marks removed (the DELETE's), and only those.
     Delta falls back to a full listing only when LITE lacks the log since the last vacuum."""
+    fence.check()  # VACUUM commits its start and end to the log
     with _no_retention_check(spark):
         try:
             spark.sql(f"VACUUM delta.`{path}` RETAIN 0 HOURS LITE").collect()
@@ -91,22 +95,35 @@ def could_hold(place: LakeTable, file: Path) -> bool:
 
 
 def purge_untracked(
-    spark: SparkSession, places: list[LakeTable], grace_s: float, sleep: Callable[[float], None]
+    spark: SparkSession,
+    places: list[LakeTable],
+    grace_s: float,
+    sleep: Callable[[float], None],
+    leases: WriterLeases | None = None,
 ) -> None:
     """Delete the untracked files of the tables with a full VACUUM that spares files younger than ``grace_s`` (a
     concurrent writer's files before its commit). First wait until every untracked file seen now that may hold the
     tenant's rows is older than the grace, so such a leftover written just before the purge is not spared. On a
     shared table the job keeps writing other buckets meanwhile: their files hold none of the tenant's rows, so they
-    do not make the purge wait (they are spared by the grace, and deleted by a later purge or maintain)."""
+    do not make the purge wait (they are spared by the grace, and deleted by a later purge or maintain).
+
+    On S3 a table's VACUUM holds its writer lease (``leases``, ``single_writer``), and every Spark writer there writes
+    its files while holding it: no write is in flight meanwhile, so every untracked file is a leftover (of a writer
+    that died) and goes with no grace and no wait."""
+    local = [p for p in places if not isinstance(p.path, S3Path)]
     now = time.time()
     youngest = max(
-        (p.stat().st_mtime for t in places for p in untracked_files(spark, t.path) if could_hold(t, p)), default=None
+        (p.stat().st_mtime for t in local for p in untracked_files(spark, t.path) if could_hold(t, p)), default=None
     )
     if youngest is not None and now - youngest < grace_s:
         sleep(grace_s - (now - youngest) + 1)
+    writers = leases or NoWriterLeases()
     with _no_retention_check(spark):
         for place in places:
-            DeltaTable.forPath(spark, str(place.path)).vacuum(grace_s / 3600)
+            with writers.holding([place.path]) as fence:
+                fence.check()
+                hours = 0.0 if isinstance(place.path, S3Path) else grace_s / 3600
+                DeltaTable.forPath(spark, str(place.path)).vacuum(hours)
 
 
 def relative(lake_root: LakeRoot, path: LakeRoot) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,31 @@ def is_delta(spark: SparkSession, path: LakeRoot) -> bool:
     if isinstance(path, Path) and not path.is_dir():
         return False
     return bool(DeltaTable.isDeltaTable(spark, spark_uri(path)))
+
+
+@dataclass(frozen=True)
+class DataFile:
+    uri: str
+    size: int
+    modified: float  # seconds since the epoch
+
+
+def data_files(spark: SparkSession, table: LakeRoot) -> list[DataFile]:
+    """Every parquet file under the table's folder (live or awaiting VACUUM), listed through Hadoop's file system
+    (s3a on S3): what a lake command that cannot list a local folder needs to see."""
+    jvm: Any = spark.sparkContext._jvm  # noqa: SLF001 - py4j gateway; PySpark exposes no public handle
+    root = jvm.org.apache.hadoop.fs.Path(spark_uri(table))
+    fs = root.getFileSystem(spark._jsc.hadoopConfiguration())  # noqa: SLF001
+    if not fs.exists(root):
+        return []
+    found = fs.listFiles(root, True)
+    out = []
+    while found.hasNext():
+        status = found.next()
+        uri = str(status.getPath().toString())
+        if uri.endswith(".parquet") and "/_delta_log/" not in uri:
+            out.append(DataFile(uri, int(status.getLen()), int(status.getModificationTime()) / 1000))
+    return out
 
 
 def table_stats(spark: SparkSession, path: LakeRoot) -> tuple[int, int]:
