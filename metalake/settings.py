@@ -349,6 +349,10 @@ class ConnectSettings(BaseModel):
     # so a replayed webhook delivery in endless variants cannot flood the DLQ topic.
     dead_letter_cap: int = Field(default=1000, ge=1)
     dead_letter_window_s: float = Field(default=3_600, gt=0)
+    # OpenLineage in (POST /api/v1/lineage): a Spark event with its plan facets may run to megabytes; one event may
+    # become this many metalake events at most (assets, columns, edges), so one request cannot flood the topics.
+    openlineage_max_body_bytes: int = Field(default=5 * 1024 * 1024, gt=0)
+    openlineage_max_events: int = Field(default=10_000, gt=0)
 
 
 class OutboundSettings(BaseModel):

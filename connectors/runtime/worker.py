@@ -20,6 +20,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from connectors.ingest import router as ingest_router
+from connectors.openlineage import router as openlineage_router
 from connectors.runtime.context import Runtime, plugins_from
 from connectors.runtime.dedup import DeliveryLog
 from connectors.runtime.errors import Counter
@@ -99,9 +100,13 @@ def create_app(
     install_problem_handlers(app)
     # Every route's body is bounded while it is read; the webhook and ingest routes tighten it to their own limit.
     limits = settings.connect
-    app.add_middleware(BodyLimit, max_bytes=max(limits.webhook_max_body_bytes, limits.ingest_max_body_bytes))
+    app.add_middleware(
+        BodyLimit,
+        max_bytes=max(limits.webhook_max_body_bytes, limits.ingest_max_body_bytes, limits.openlineage_max_body_bytes),
+    )
     app.include_router(webhook_router)
     app.include_router(ingest_router)
+    app.include_router(openlineage_router)
 
     @app.get("/healthz", tags=["health"])
     def healthz() -> dict[str, str]:
