@@ -142,6 +142,9 @@ def _resolve_tables(
             table.set("db", exp.to_identifier(schema))
         if not table.args.get("catalog"):
             table.set("catalog", exp.to_identifier(database))
+        if not table.alias:
+            # qualify would alias "Regions" as regions (folded) while columns still say "Regions".x: name it as is.
+            table.set("alias", exp.TableAlias(this=exp.to_identifier(table.name, quoted=True)))
 
 
 def _nested(known: Mapping[TableName, Sequence[str]]) -> dict[str, object]:
@@ -180,6 +183,7 @@ def _outputs(root: Scope) -> list[OutputColumn]:
         name = projection.alias_or_name
         sources = frozenset(_trace_position(root, i, 0))
         expression = projection.this if isinstance(projection, exp.Alias) else projection
+        expression = expression.unnest() if isinstance(expression, exp.Paren) else expression
         out.append(OutputColumn(name, sources, expression.sql(dialect="postgres")[:_MAX_EXPRESSION]))
     return out
 

@@ -91,6 +91,9 @@ def test_quoted_names_keep_their_case_and_unquoted_ones_fold() -> None:
     assert result.tables == {("shop", "public", "MixedCase")}
     assert _cols(result) == {"n": {"public.MixedCase.Name"}}
     assert _run("SELECT ID FROM ORDERS").tables == {("shop", "public", "orders")}
+    # A mixed-case table named by its own name, as pg_get_viewdef writes it.
+    qualified = _run('SELECT "MixedCase"."Name" AS a, "MixedCase".id FROM public."MixedCase"')
+    assert _cols(qualified) == {"a": {"public.MixedCase.Name"}, "id": {"public.MixedCase.id"}}
 
 
 def test_case_cast_coalesce_window_and_lateral() -> None:
