@@ -3,6 +3,8 @@ set operations, expressions, stars, search_path resolution, quoted names, and wh
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from connectors.sqllineage import Lineage, SourceColumn, UnparseableSql, lineage
@@ -148,3 +150,10 @@ def test_a_column_a_known_table_lacks_is_refused() -> None:
 def test_an_empty_search_path_is_a_caller_error() -> None:
     with pytest.raises(ValueError, match="search_path"):
         lineage("SELECT 1", dialect="postgres", database="shop", search_path=())
+
+
+def test_the_example_of_the_postgres_docs_runs_as_written() -> None:
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "connectors" / "postgres.md").read_text("utf-8")
+    start = doc.index("```python\nfrom connectors.sqllineage import lineage\n")
+    code = doc[start + len("```python\n") : doc.index("```", start + 10)]
+    exec(compile(code, "postgres.md", "exec"), {})  # noqa: S102 - our own documentation's example
