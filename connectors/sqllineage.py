@@ -144,7 +144,7 @@ def _resolve_tables(
             table.set("catalog", exp.to_identifier(database))
         if not table.alias:
             # qualify would alias "Regions" as regions (folded) while columns still say "Regions".x: name it as is.
-            table.set("alias", exp.TableAlias(this=exp.to_identifier(table.name, quoted=True)))
+            table.set("alias", exp.TableAlias(this=exp.to_identifier(table.name, quoted=table.this.quoted)))
 
 
 def _nested(known: Mapping[TableName, Sequence[str]]) -> dict[str, object]:
