@@ -11,8 +11,6 @@ does not drop the relation, and whether it still exists is the warehouse crawler
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import time
 from collections.abc import Iterator, Mapping
@@ -20,7 +18,7 @@ from typing import Any, ClassVar
 
 from connectors.dbt.artifacts import load
 from connectors.dbt.config import DbtConfig
-from connectors.dbt.mapping import Counts, DbtAsset, Project, assets
+from connectors.dbt.mapping import Counts, DbtAsset, Project, build, inputs
 from control.connectors.plugin import (
     FORGET,
     KEEP,
@@ -66,16 +64,16 @@ class DbtConnector(SourceConnector[DbtConfig]):
         started = time.monotonic() if started is None else started
         version = _version(offsets)
         counts, seen, changed = Counts(), set[str](), 0
-        for asset in assets(project, counts):
-            partition = {"node": asset.unique_id}
+        for node, digest in inputs(project):
+            counts.nodes += 1
+            partition = {"node": str(node.get("unique_id"))}
             key = partition_key(partition)
             seen.add(key)
-            digest = _fingerprint(asset.fingerprint_parts())
             stored = offsets.get(key)
             if stored is not None and stored.get("hash") == digest:
-                continue
+                continue  # known from the inputs' digest: no SQL parsed, no event built
             changed += 1
-            yield from self._asset(asset, partition, digest, version, stored)
+            yield from self._asset(build(project, node, counts), partition, digest, version, stored)
         gone = [k for k in offsets if k not in seen]
         for key in sorted(gone):
             yield from self._gone(offsets[key], key, version)
@@ -179,11 +177,6 @@ class DbtConnector(SourceConnector[DbtConfig]):
 
 def _child(urn: str, name: str) -> str:
     return str(AssetUrn.parse(urn).child(name))
-
-
-def _fingerprint(parts: list[Any]) -> str:
-    text = json.dumps(parts, ensure_ascii=False, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _dict_of_lists(value: Any) -> dict[str, list[str]]:

@@ -8,6 +8,7 @@ artifacts spell them. That is the URN the PostgreSQL crawler gives the same tabl
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Iterator, Mapping
@@ -20,6 +21,8 @@ from metalake.urn import asset_urn
 log = logging.getLogger(__name__)
 
 RELATION_TYPES = ("model", "seed", "snapshot", "source")
+# Part of every node's digest: raise it when the mapping changes what it emits, so the next import re-emits all.
+MAPPING_VERSION = 1
 _MAX_PROPERTY = 8192
 _MAX_PROPERTIES = 200
 _MAX_OWNER = 320
@@ -49,13 +52,6 @@ class DbtAsset:
     upstreams: list[str]
     # column name -> [(upstream column URN, expression)], from the compiled SQL
     column_edges: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
-
-    def fingerprint_parts(self) -> list[Any]:
-        return [
-            self.urn, self.kind, self.name, self.description, self.owners, sorted(self.properties.items()),
-            [(c.name, c.data_type, c.description, sorted(c.properties.items())) for c in self.columns],
-            self.upstreams, sorted((k, sorted(v)) for k, v in self.column_edges.items()),
-        ]  # fmt: skip
 
 
 @dataclass
@@ -128,39 +124,59 @@ class Project:
                 out.append(unique_id)
         return out
 
-    def known_tables(self) -> dict[TableName, list[str]]:
-        return {self.relation(n): self.column_names(n) for n in self.nodes()}
-
 
 def assets(project: Project, counts: Counts | None = None) -> Iterator[DbtAsset]:
     """Every relation of the project as an asset, in unique id order."""
     counts = counts if counts is not None else Counts()
-    known: dict[TableName, list[str]] | None = None
-    groups = {str(_dict(g).get("name")): _dict(g) for g in _dict(project.manifest.get("groups")).values()}
-    for node in project.nodes():
+    for node, _ in inputs(project):
         counts.nodes += 1
+        yield build(project, node, counts)
+
+
+def inputs(project: Project) -> Iterator[tuple[Mapping[str, Any], str]]:
+    """Each relation's node with a digest of everything its asset is built from: the node (without dbt's parse
+    timestamp), its catalog entry (without statistics), its group, what its upstreams are called and hold, and how
+    URNs are made. An unchanged digest means an unchanged asset, known without parsing any SQL."""
+    groups = _dict(project.manifest.get("groups"))
+    naming = [MAPPING_VERSION, project.platform, project.instance, sorted(project.databases.items()), project.dialect]
+    for node in project.nodes():
         unique_id = str(node.get("unique_id"))
-        relation = project.relation(node)
-        upstream_nodes = [project.node(u) for u in project.upstream_ids(node)]
-        upstreams = {project.relation(n): project.urn(project.relation(n)) for n in upstream_nodes}
-        edges: dict[str, list[tuple[str, str]]] = {}
-        sql = node.get("compiled_code")
-        if isinstance(sql, str) and sql.strip() and upstreams:
-            if known is None:
-                known = project.known_tables()  # built once, on the first node with SQL
-            edges = _column_edges(project, node, relation, sql, upstreams, known, counts)
-        yield DbtAsset(
-            unique_id=unique_id,
-            urn=project.urn(relation),
-            kind=_kind(node, project.catalog_node(unique_id)),
-            name=relation[2],
-            description=_text(node.get("description")),
-            owners=_owners(node, groups),
-            properties=_properties(node),
-            columns=_columns(project, node),
-            upstreams=sorted(set(upstreams.values())),
-            column_edges=edges,
-        )
+        catalog = {k: v for k, v in project.catalog_node(unique_id).items() if k != "stats"}
+        upstreams = [
+            (project.relation(n), project.column_names(n)) for n in map(project.node, project.upstream_ids(node))
+        ]
+        group = [g for g in groups.values() if _dict(g).get("name") == node.get("group")]
+        parts = [naming, {k: v for k, v in node.items() if k != "created_at"}, catalog, group, upstreams]
+        text = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
+        yield node, hashlib.sha256(text.encode()).hexdigest()
+
+
+def build(project: Project, node: Mapping[str, Any], counts: Counts) -> DbtAsset:
+    """One node's asset: columns, owners, properties, table and column lineage (parses its compiled SQL)."""
+    groups = {str(_dict(g).get("name")): _dict(g) for g in _dict(project.manifest.get("groups")).values()}
+    unique_id = str(node.get("unique_id"))
+    relation = project.relation(node)
+    upstream_nodes = [project.node(u) for u in project.upstream_ids(node)]
+    upstreams = {project.relation(n): project.urn(project.relation(n)) for n in upstream_nodes}
+    edges: dict[str, list[tuple[str, str]]] = {}
+    sql = node.get("compiled_code")
+    if isinstance(sql, str) and sql.strip() and upstreams:
+        # Only the relations the node depends on: compiled SQL names them in full, and a schema of the whole
+        # project per node would make an import quadratic in the number of models.
+        known = {project.relation(n): project.column_names(n) for n in upstream_nodes}
+        edges = _column_edges(project, node, relation, sql, upstreams, known, counts)
+    return DbtAsset(
+        unique_id=unique_id,
+        urn=project.urn(relation),
+        kind=_kind(node, project.catalog_node(unique_id)),
+        name=relation[2],
+        description=_text(node.get("description")),
+        owners=_owners(node, groups),
+        properties=_properties(node),
+        columns=_columns(project, node),
+        upstreams=sorted(set(upstreams.values())),
+        column_edges=edges,
+    )
 
 
 def _column_edges(

@@ -68,7 +68,7 @@ def test_artifacts_reach_mongodb_with_their_lineage(
     create_connector(dbt_api, admin, tenant, "dbt", type="dbt", config=config)
     report = crawl(dbt_runtime, tenant, "dbt")
     assert not report.failed
-    assert report.per_kind == {"table": 6, "view": 3, "column": 43}
+    assert report.per_kind == {"table": 6, "view": 3, "column": 43, "lineage_edge_added": 9 + 29}
 
     db = mongo[names_for(tenant, settings.lake_root).mongo_database]
     wait_for("the dbt assets in MongoDB", lambda: db["assets"].count_documents({}) == 52 or None, timeout_s=240)
