@@ -345,6 +345,9 @@ class ConnectSettings(BaseModel):
     # Whether a source may let a crawl in without asking for a password (trust, peer, ident, certificate-only): off,
     # so a tenant cannot borrow the worker's own network identity; the local stack's PostgreSQL uses trust auth.
     allow_passwordless_sources: bool = False
+    # Folders of the worker's file system a file-reading connector (dbt artifacts) may read, each tenant only inside
+    # its own sub-folder <root>/<tenant id>/: empty (the default) refuses every local path.
+    artifact_roots: list[str] = Field(default_factory=list)
     # Dead letters one connector may publish per dead_letter_window_s; more are counted and dropped (with a log line),
     # so a replayed webhook delivery in endless variants cannot flood the DLQ topic.
     dead_letter_cap: int = Field(default=1000, ge=1)

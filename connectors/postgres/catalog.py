@@ -91,6 +91,17 @@ class TableRow(NamedTuple):
     column_count: int
     columns_digest: str
     foreign_keys: list[tuple[str, str, str]]
+    # Views and materialized views: an MD5 of the definition (``pg_get_viewdef``), so a redefined view is a change.
+    definition_digest: str | None = None
+
+
+class ViewRow(NamedTuple):
+    """A view's definition with every relation name schema-qualified, and the relations it reads (from
+    ``pg_depend``, the catalog's own record) as ``(schema, name, [column names by ordinal])``."""
+
+    oid: int
+    definition: str
+    sources: list[tuple[str, str, list[str]]]
 
 
 class ColumnRow(NamedTuple):
@@ -134,7 +145,8 @@ _COLUMN_WHERE = "a.attnum > 0 AND NOT a.attisdropped"
 # only splice the constant fragments above; values are always bound parameters.
 _TABLES_SQL = f"""
 SELECT c.oid, n.nspname, c.relname, c.relkind::text, d.description, pg_get_userbyid(c.relowner),
-       c.reltuples::bigint, c.relispartition, cols.n, cols.digest, fks.fks
+       c.reltuples::bigint, c.relispartition, cols.n, cols.digest, fks.fks,
+       CASE WHEN c.relkind IN ('v', 'm') THEN md5(pg_get_viewdef(c.oid)) END
 FROM pg_class c
 JOIN pg_namespace n ON n.oid = c.relnamespace
 LEFT JOIN pg_description d ON d.objoid = c.oid AND d.classoid = 'pg_class'::regclass AND d.objsubid = 0
@@ -167,6 +179,31 @@ JOIN pg_class c ON c.oid = a.attrelid
 JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE a.attrelid = ANY(%(oids)s::oid[]) AND {_COLUMN_WHERE}
 ORDER BY n.nspname, c.relname, a.attnum
+"""
+
+
+# The relations a view reads: what its rewrite rule depends on, but the view itself (the rule's own dependency).
+_VIEWS_SQL = """
+SELECT v.oid::bigint, pg_get_viewdef(v.oid), deps.sources
+FROM pg_class v
+CROSS JOIN LATERAL (
+  SELECT coalesce(json_agg(json_build_array(rn.nspname, rc.relname, cols.names) ORDER BY rn.nspname, rc.relname),
+                  '[]') AS sources
+  FROM (
+    SELECT DISTINCT d.refobjid
+    FROM pg_rewrite r
+    JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid AND d.refclassid = 'pg_class'::regclass
+    WHERE r.ev_class = v.oid AND d.refobjid <> v.oid
+  ) dep
+  JOIN pg_class rc ON rc.oid = dep.refobjid AND rc.relkind IN ('r', 'p', 'v', 'm', 'f')
+  JOIN pg_namespace rn ON rn.oid = rc.relnamespace
+  CROSS JOIN LATERAL (
+    SELECT coalesce(json_agg(a.attname::text ORDER BY a.attnum), '[]') AS names
+    FROM pg_attribute a WHERE a.attrelid = rc.oid AND a.attnum > 0 AND NOT a.attisdropped
+  ) cols
+) deps
+WHERE v.oid = ANY(%(oids)s::oid[]) AND v.relkind IN ('v', 'm')
+ORDER BY v.oid
 """
 
 
@@ -282,9 +319,31 @@ def _stream(conn: psycopg.Connection[Any], name: str, sql: str, params: dict[str
 def stream_tables(conn: psycopg.Connection[Any], schemas: list[str], fetch_size: int) -> Iterator[TableRow]:
     """Tables and views of ``schemas``, ordered by schema and name."""
     for row in _stream(conn, "metalake_tables", _TABLES_SQL, {"schemas": schemas}, fetch_size):
-        oid, schema, name, relkind, comment, owner, rows, is_partition, n_columns, digest, fks = row
+        oid, schema, name, relkind, comment, owner, rows, is_partition, n_columns, digest, fks, definition = row
         foreign_keys = [(c, s, t) for c, s, t in fks]
-        yield TableRow(oid, schema, name, relkind, comment, owner, rows, is_partition, n_columns, digest, foreign_keys)
+        yield TableRow(
+            oid, schema, name, relkind, comment, owner, rows, is_partition, n_columns, digest, foreign_keys, definition
+        )
+
+
+def read_views(conn: psycopg.Connection[Any], view_oids: list[int]) -> dict[int, ViewRow]:
+    """The definitions of the given views, every relation in them qualified with its schema.
+
+    ``pg_get_viewdef`` leaves a relation unqualified when the session's ``search_path`` finds it; with an empty path
+    (only ``pg_catalog`` is searched) it qualifies every other one, so no resolution rule has to be guessed. The path
+    is set for these reads only and restored (``set_config(..., true)`` lasts until the transaction ends at most):
+    ``format_type`` in the table and column reads depends on it. Call it between those streams, not during one.
+    """
+    if not view_oids:
+        return {}
+    row = conn.execute("SELECT current_setting('search_path')").fetchone()
+    saved = str(row[0]) if row is not None else ""
+    conn.execute("SELECT set_config('search_path', '', true)")
+    try:
+        rows = conn.execute(_VIEWS_SQL, {"oids": view_oids}).fetchall()
+    finally:
+        conn.execute("SELECT set_config('search_path', %(path)s, true)", {"path": saved})
+    return {oid: ViewRow(oid, text, [(s, t, list(c)) for s, t, c in sources]) for oid, text, sources in rows}
 
 
 def stream_columns(conn: psycopg.Connection[Any], table_oids: list[int], fetch_size: int) -> Iterator[ColumnRow]:

@@ -70,6 +70,15 @@ class PostgresCatalogConfig(ConnectorConfig):
     instance: str = Field(min_length=1, description="URN instance: which server this is, e.g. 'shop-prod'.")
     fetch_size: int = Field(default=5000, ge=1, le=1_000_000, description="Rows per server-side cursor round trip.")
     connect_timeout_s: int = Field(default=10, ge=1, le=600)
+    view_lineage: bool = Field(
+        default=True, description="Lineage edges of views from their definitions (table and column level)."
+    )
+    max_view_definition_chars: int = Field(
+        default=200_000,
+        ge=1,
+        le=10_000_000,
+        description="Longer view definitions are not parsed (table-level edges only): bounds a crawl's parse time.",
+    )
 
     @field_validator("host")
     @classmethod

@@ -1,7 +1,8 @@
 """One database's crawl: what to emit, in which order, and which offset each record carries.
 
 Order: the database, its schemas, its tables and views, then for each changed table (in the same order) its "tail":
-its columns, deletes of columns that disappeared, its foreign-key edges, removals of edges that disappeared. Tables
+its columns, deletes of columns that disappeared, its foreign-key edges (a view: the edges from the relations it reads
+and from the columns each of its columns is computed from), removals of edges that disappeared. Tables
 come before every column so they are published first (columns are ~90% of the volume and travel on the bulk topic).
 
 Offsets: a record of a changed table other than its last carries ``KEEP``, so the stored state does not move until
@@ -23,8 +24,10 @@ from connectors.postgres.catalog import (
     CatalogError,
     ColumnRow,
     TableRow,
+    ViewRow,
     read_database,
     read_schemas,
+    read_views,
     stream_columns,
     stream_tables,
 )
@@ -40,15 +43,28 @@ from connectors.postgres.state import (
     removed,
     schema_hash,
     schema_partition,
+    stored_column_upstreams,
     table_hash,
     table_offset,
     table_partition,
 )
 from connectors.postgres.tasks import Scope
+from connectors.sqllineage import Lineage, UnparseableSql, lineage
 from control.connectors.plugin import FORGET, KEEP, SourceRecord, partition_key
 from metalake.events import CloudEvent
 
 log = logging.getLogger(__name__)
+
+VIEW_KINDS = {"v": "view", "m": "materialized view"}
+
+
+@dataclass(frozen=True)
+class ViewLineage:
+    """What a changed view reads: the relations (URNs, from the catalog's dependencies) and, when its definition
+    parsed, each output column's sources (restricted to those relations) and expression."""
+
+    upstreams: list[str]
+    parsed: Lineage | None
 
 
 @dataclass(frozen=True)
@@ -72,6 +88,7 @@ class PendingTable:
             or self.row.foreign_keys
             or removed(self.stored, "columns", ())
             or removed(self.stored, "upstreams", self.upstreams)
+            or stored_column_upstreams(self.stored)
         )
 
 
@@ -84,7 +101,9 @@ class DatabaseCrawl:
     offsets: Mapping[str, Offset]
     scope: Scope = field(default_factory=Scope)
     seen: set[str] = field(default_factory=set)
-    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(("tables", "changed", "columns"), 0))
+    counts: dict[str, int] = field(
+        default_factory=lambda: dict.fromkeys(("tables", "changed", "columns", "views_parsed", "views_unparsed"), 0)
+    )
 
     def run(self, conn: psycopg.Connection[Any], database: str) -> Iterator[SourceRecord]:
         """The records of ``database`` read through ``conn`` (a snapshot), in the order of the module docstring."""
@@ -143,6 +162,8 @@ class DatabaseCrawl:
     def _tails(self, conn: psycopg.Connection[Any], pending: Sequence[PendingTable]) -> Iterator[SourceRecord]:
         if not pending:
             return
+        # Before the column stream opens: read_views changes search_path, which that stream's format_type reads.
+        views = self._views(conn, pending)
         # Both streams are in (schema, table) order, so a table's columns are the next rows while the oid matches.
         columns = stream_columns(conn, [t.row.oid for t in pending], self.config.fetch_size)
         upcoming = next(columns, None)
@@ -151,13 +172,67 @@ class DatabaseCrawl:
             while upcoming is not None and upcoming.table_oid == table.row.oid:
                 held.append(upcoming)
                 upcoming = next(columns, None)
-            yield from self._tail(table, held)
+            yield from self._tail(table, held, views.get(table.row.oid))
         if upcoming is not None:
             raise CatalogError(
                 "database-error", f"column stream out of step with the table stream at table oid {upcoming.table_oid}"
             )
 
-    def _tail(self, table: PendingTable, columns: list[ColumnRow]) -> Iterator[SourceRecord]:
+    def _views(self, conn: psycopg.Connection[Any], pending: Sequence[PendingTable]) -> dict[int, ViewLineage]:
+        """The lineage of the changed views: one read of their definitions, each parsed once, only edges kept."""
+        oids = [t.row.oid for t in pending if t.row.relkind in VIEW_KINDS]
+        if not oids or not self.config.view_lineage:
+            return {}
+        by_oid = {t.row.oid: t for t in pending}
+        return {oid: self._view(by_oid[oid], row) for oid, row in read_views(conn, oids).items()}
+
+    def _view(self, table: PendingTable, row: ViewRow) -> ViewLineage:
+        database, schema, name = table.path
+        upstreams = sorted({self.events.urn(database, s, t) for s, t, _ in row.sources})
+        fields = {"database": database, "schema": schema, "view": name}
+        if len(row.definition) > self.config.max_view_definition_chars:
+            self.counts["views_unparsed"] += 1
+            log.warning("postgres.view_unparsed", extra={**fields, "reason": "definition too long"})
+            return ViewLineage(upstreams, None)
+        known = {(database, s, t): columns for s, t, columns in row.sources}
+        try:
+            # read_views qualified every relation but pg_catalog's, so an unqualified name is a pg_catalog one.
+            parsed = lineage(
+                row.definition, dialect="postgres", database=database, search_path=["pg_catalog"], tables=known
+            )
+        except UnparseableSql as exc:
+            self.counts["views_unparsed"] += 1
+            log.warning("postgres.view_unparsed", extra={**fields, "reason": exc.reason})
+            return ViewLineage(upstreams, None)
+        self.counts["views_parsed"] += 1
+        return ViewLineage(upstreams, parsed)
+
+    def _column_sources(
+        self, table: PendingTable, columns: list[ColumnRow], view: ViewLineage
+    ) -> dict[str, tuple[set[str], str]]:
+        """Each view column's upstream column URNs and the expression computing it, by column name."""
+        if view.parsed is None:
+            return {}
+        database = table.path[0]
+        outputs = list(view.parsed.columns)
+        # A view's columns are its query's output columns in order; by name only if the counts disagree.
+        if len(outputs) == len(columns):
+            pairs = list(zip(columns, outputs, strict=True))
+        else:
+            by_name = {o.name: o for o in outputs}
+            pairs = [(c, by_name[c.name]) for c in columns if c.name in by_name]
+        readable = set(view.upstreams)
+        out: dict[str, tuple[set[str], str]] = {}
+        for column, output in pairs:
+            ups = {self.events.urn(database, s.table[1], s.table[2], s.column) for s in output.sources}
+            ups = {u for u in ups if u.rsplit("/", 1)[0] in readable}  # the catalog's dependencies are the truth
+            if ups:
+                out[column.name] = (ups, output.expression)
+        return out
+
+    def _tail(
+        self, table: PendingTable, columns: list[ColumnRow], view: ViewLineage | None = None
+    ) -> Iterator[SourceRecord]:
         self.counts["columns"] += len(columns)
         names = [c.name for c in columns]
         database = table.path[0]
@@ -167,12 +242,26 @@ class DatabaseCrawl:
             self.events.edge_added(table.urn, self.events.urn(database, schema, name), constraint)
             for constraint, schema, name in table.row.foreign_keys
         ]
-        out += [self.events.edge_removed(table.urn, up) for up in removed(table.stored, "upstreams", table.upstreams)]
+        upstreams, column_edges = table.upstreams, dict[str, list[str]]()
+        if view is not None:
+            kind = VIEW_KINDS[table.row.relkind]
+            upstreams = sorted({*upstreams, *view.upstreams})
+            out += [self.events.lineage_edge(table.urn, up, kind) for up in view.upstreams]
+            sources = self._column_sources(table, columns, view)
+            for name, (ups, expression) in sources.items():
+                column = self.events.urn(*table.path, name)
+                out += [self.events.lineage_edge(column, up, expression) for up in sorted(ups)]
+            column_edges = {name: sorted(ups) for name, (ups, _) in sources.items()}
+        out += [self.events.edge_removed(table.urn, up) for up in removed(table.stored, "upstreams", upstreams)]
+        for name, recorded in stored_column_upstreams(table.stored).items():
+            now = set(column_edges.get(name, ()))
+            column = self.events.urn(*table.path, name)
+            out += [self.events.edge_removed(column, up) for up in recorded if up not in now]
         if not out:  # has_tail() promised records; the snapshot makes this unreachable unless the queries disagree
             raise CatalogError(
                 "database-error", f"no columns or edges read for table oid {table.row.oid} that has a tail"
             )
-        final = self._final(table, names)
+        final = table_offset(table.urn, table.digest, self.version, names, upstreams, column_edges)
         for i, event in enumerate(out, 1):
             yield SourceRecord(event, table.partition, final if i == len(out) else KEEP)
 
@@ -193,5 +282,6 @@ def deletions(events: EventFactory, gone: Sequence[StoredPartition]) -> Iterator
         urn = str(part.urn)
         out = [events.deleted(urn), *(events.deleted(c) for c in part.column_urns())]
         out += [events.edge_removed(urn, up) for up in part.offset.get("upstreams") or ()]
+        out += [events.edge_removed(column, up) for column, up in part.column_edges()]
         for i, event in enumerate(out, 1):
             yield SourceRecord(event, part.partition, FORGET if i == len(out) else KEEP)

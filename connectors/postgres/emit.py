@@ -23,6 +23,7 @@ EDGE_REMOVED = "io.metalake.lineage.edge.removed.v1"
 KINDS = {"r": "table", "p": "table", "f": "table", "v": "view", "m": "view"}
 _MAX_DESCRIPTION = 65536
 _MAX_TYPE = 1024
+_MAX_TRANSFORMATION = 1024
 
 
 def _clip(text: str | None, limit: int) -> str | None:
@@ -80,6 +81,11 @@ class EventFactory:
         return self._event(
             EDGE_ADDED, {"urn": urn, "upstream": upstream, "transformation": f"foreign_key {constraint}"}
         )
+
+    def lineage_edge(self, urn: str, upstream: str, transformation: str) -> CloudEvent:
+        """A view's edge: from a relation it reads (table level) or a column its value comes from (column level)."""
+        data = {"urn": urn, "upstream": upstream, "transformation": _clip(transformation, _MAX_TRANSFORMATION)}
+        return self._event(EDGE_ADDED, data)
 
     def edge_removed(self, urn: str, upstream: str) -> CloudEvent:
         return self._event(EDGE_REMOVED, {"urn": urn, "upstream": upstream})

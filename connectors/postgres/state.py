@@ -46,10 +46,13 @@ def table_hash(urn: str, row: TableRow) -> str:
     ``estimated_rows`` is left out on purpose: it moves with every ANALYZE, and a change to it alone must not re-emit
     the table and all of its columns. The URN is in, so moving to another platform or instance re-emits everything.
     """
-    return fingerprint(
+    parts: list[Any] = [
         urn, row.relkind, row.comment, row.owner, row.is_partition, row.column_count, row.columns_digest,
         [list(fk) for fk in row.foreign_keys],
-    )  # fmt: skip
+    ]  # fmt: skip
+    if row.definition_digest is not None:  # views only, so a table's hash is what it was before views had lineage
+        parts.append(row.definition_digest)
+    return fingerprint(*parts)
 
 
 def crawl_version(offsets: Mapping[str, Offset], now_ms: int) -> int:
@@ -78,8 +81,27 @@ def asset_offset(urn: str, digest: str, version: int) -> dict[str, Any]:
     return {"urn": urn, "hash": digest, "version": version}
 
 
-def table_offset(urn: str, digest: str, version: int, columns: list[str], upstreams: list[str]) -> dict[str, Any]:
-    return {**asset_offset(urn, digest, version), "columns": columns, "upstreams": upstreams}
+def table_offset(
+    urn: str,
+    digest: str,
+    version: int,
+    columns: list[str],
+    upstreams: list[str],
+    column_upstreams: Mapping[str, list[str]] | None = None,
+) -> dict[str, Any]:
+    """``column_upstreams`` (views): each column's upstream column URNs, so edges that went away can be removed."""
+    offset = {**asset_offset(urn, digest, version), "columns": columns, "upstreams": upstreams}
+    if column_upstreams:
+        offset["column_upstreams"] = {name: list(ups) for name, ups in column_upstreams.items() if ups}
+    return offset
+
+
+def stored_column_upstreams(stored: Offset | None) -> dict[str, list[str]]:
+    """The column edges a previous crawl recorded for a view: column name -> upstream column URNs."""
+    recorded = (stored or {}).get("column_upstreams")
+    if not isinstance(recorded, Mapping):
+        return {}
+    return {str(name): [str(u) for u in ups] for name, ups in recorded.items() if isinstance(ups, list)}
 
 
 def changed(stored: Offset | None, digest: str) -> bool:
@@ -108,6 +130,12 @@ class StoredPartition:
 
     def column_urns(self) -> list[str]:
         return [str(self.urn.child(name)) for name in self.offset.get("columns") or ()]
+
+    def column_edges(self) -> list[tuple[str, str]]:
+        """(column URN, upstream column URN) of the column edges recorded for a view."""
+        return [
+            (str(self.urn.child(name)), up) for name, ups in stored_column_upstreams(self.offset).items() for up in ups
+        ]
 
 
 def group_by_database(offsets: Mapping[str, Offset]) -> dict[str, list[StoredPartition]]:

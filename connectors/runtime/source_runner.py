@@ -30,6 +30,7 @@ from control.connectors.offsets import OffsetStore, OffsetsUnavailable
 from control.connectors.plugin import SourceAccess, SourceConnector, SourceRecord, partition_key
 from control.connectors.reasons import public_failure, shown_error
 from control.connectors.store import ConnectorRecord, ConnectorState, TaskRecord
+from metalake.events import CloudEvent
 from metalake.kafka import PublishError
 from metalake.lease import LeaseHeld
 from metalake.sealing import SealingError
@@ -240,7 +241,16 @@ class SourceRunner:
             if routed.event.type == DELETED:
                 summary.deletions += 1
             else:
-                summary.per_kind[str(routed.event.data.get("kind") or routed.event.type)] += 1
+                summary.per_kind[_kind_of(routed.event)] += 1
+
+
+def _kind_of(event: CloudEvent) -> str:
+    """An upsert's asset kind, else the event type's short name without dots (``lineage_edge_added``): the counts
+    are stored as a document in the control plane, whose keys may not contain a dot."""
+    kind = event.data.get("kind")
+    if kind:
+        return str(kind)
+    return event.type.removeprefix("io.metalake.").removesuffix(".v1").replace(".", "_")
 
 
 def _source_class(runtime: Runtime, record: ConnectorRecord) -> type[SourceConnector[Any]]:

@@ -47,10 +47,16 @@ class SourceAccess:
 
     guard: AddressGuard = field(default_factory=AddressGuard)
     allow_passwordless: bool = False
+    # Folders a file-reading source may read from, a tenant only under <root>/<tenant id>/ (connect.artifact_roots).
+    artifact_roots: tuple[str, ...] = ()
 
     @classmethod
     def from_settings(cls, connect: ConnectSettings) -> SourceAccess:
-        return cls(AddressGuard.from_settings(connect.ssrf_allow), connect.allow_passwordless_sources)
+        return cls(
+            AddressGuard.from_settings(connect.ssrf_allow),
+            connect.allow_passwordless_sources,
+            tuple(connect.artifact_roots),
+        )
 
 
 @dataclass(frozen=True)

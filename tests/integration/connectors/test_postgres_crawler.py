@@ -111,7 +111,8 @@ def test_full_crawl(settings: Settings, database: str) -> None:
         "table": 300,
         "view": 2,
         "column": columns,
-        "io.metalake.lineage.edge.added.v1": 30,
+        # 30 foreign keys; each view: one edge from the table it reads, one per column from the column it shows.
+        "io.metalake.lineage.edge.added.v1": 30 + 2 * 3,
     }
     # Tables and views first, then the tails; every event decodes as the Kafka record it becomes.
     kinds = [r.event.data.get("kind") for r in records]
@@ -155,7 +156,13 @@ def test_full_crawl(settings: Settings, database: str) -> None:
         if r.event.type == "io.metalake.lineage.edge.added.v1"
     }
     assert (_urn(database, "hr", "t011"), _urn(database, "hr", "t010"), "foreign_key fk_hr_11") in edges
-    assert {e[0].rsplit("/", 1)[1] for e in edges} == FK_TABLES
+    assert {e[0].rsplit("/", 1)[1] for e in edges if e[2].startswith("foreign_key")} == FK_TABLES
+    assert (_urn(database, "hr", "mv_names"), _urn(database, "hr", "t000"), "materialized view") in edges
+    assert (
+        _urn(database, "sales", "v_big", "amount"),
+        _urn(database, "sales", "t000", "amount"),
+        "t000.amount",
+    ) in edges
 
     offsets = _store({}, records)
     assert len(offsets) == 1 + 4 + 302
@@ -294,3 +301,110 @@ def test_a_closed_port_and_an_open_one_that_is_not_postgresql_look_the_same(
             assert "internal-admin" not in text and "HTTP" not in text and "refused" not in text.lower()
             shown.append(text.replace(str(port), "PORT"))
     assert len(set(shown)) == 1
+
+
+# Views the way people write them: search_path resolution, joins, aliases, a CTE, a subquery, an expression of two
+# columns, SELECT *, a view over a view, a materialized view, a quoted mixed-case name, a view over pg_catalog.
+_VIEWS = """
+CREATE SCHEMA shop;
+CREATE SCHEMA mart;
+CREATE TYPE public.mood AS ENUM ('fine', 'grumpy');
+CREATE TABLE shop.customers (id int PRIMARY KEY, name text, email text, feeling mood);
+CREATE TABLE shop.orders (id int PRIMARY KEY, customer_id int REFERENCES shop.customers, amount numeric, tax numeric);
+CREATE TABLE public."Regions" ("Code" text, label text);
+SET search_path = shop, public;
+CREATE VIEW mart.spend AS
+  WITH per AS (SELECT customer_id, sum(amount + tax) AS gross FROM orders GROUP BY customer_id)
+  SELECT c.id, upper(c.name) AS name, per.gross, (SELECT count(*) FROM orders o WHERE o.customer_id = c.id) AS n
+  FROM customers c JOIN per ON per.customer_id = c.id;
+CREATE VIEW mart.everything AS SELECT * FROM customers;
+CREATE MATERIALIZED VIEW mart.big_spenders AS SELECT id, gross * 2 AS doubled FROM mart.spend WHERE gross > 100;
+CREATE VIEW mart.regions AS SELECT r."Code" AS code, r.label FROM "Regions" r;
+CREATE VIEW mart.tables AS SELECT relname FROM pg_class;
+RESET search_path;
+"""
+
+
+@pytest.fixture
+def views_database(settings: Settings, stack: StackManager) -> Iterator[str]:
+    with scratch_database(settings, _VIEWS) as name:
+        yield name
+
+
+def _edges(records: list[SourceRecord], suffix: str = "added.v1") -> set[tuple[str, str, str | None]]:
+    return {
+        (r.event.data["urn"], r.event.data["upstream"], r.event.data.get("transformation"))
+        for r in records
+        if r.event.type == f"io.metalake.lineage.edge.{suffix}"
+    }
+
+
+def test_view_lineage_from_the_definitions(settings: Settings, views_database: str) -> None:
+    db = views_database
+    crawler = _crawler(settings, db)
+    records = list(crawler.poll({}))
+    edges = {(down, up) for down, up, _ in _edges(records)}
+    spend, customers, orders = _urn(db, "mart", "spend"), _urn(db, "shop", "customers"), _urn(db, "shop", "orders")
+    view_edges = {e for e in edges if "/mart/" in e[0]}
+    assert view_edges == {
+        (spend, customers),
+        (spend, orders),
+        (f"{spend}/id", f"{customers}/id"),
+        (f"{spend}/name", f"{customers}/name"),
+        (f"{spend}/gross", f"{orders}/amount"),  # sum(amount + tax) through the CTE: two sources
+        (f"{spend}/gross", f"{orders}/tax"),
+        # count(*) of a correlated subquery has no source column
+        (_urn(db, "mart", "everything"), customers),  # PostgreSQL expanded the star when the view was created
+        *((_urn(db, "mart", "everything", c), f"{customers}/{c}") for c in ("id", "name", "email", "feeling")),
+        (_urn(db, "mart", "big_spenders"), spend),
+        (_urn(db, "mart", "big_spenders", "id"), f"{spend}/id"),
+        (_urn(db, "mart", "big_spenders", "doubled"), f"{spend}/gross"),
+        (_urn(db, "mart", "regions"), _urn(db, "public", "Regions")),
+        (_urn(db, "mart", "regions", "code"), _urn(db, "public", "Regions", "Code")),
+        (_urn(db, "mart", "regions", "label"), _urn(db, "public", "Regions", "label")),
+        # mart.tables reads pg_catalog.pg_class: PostgreSQL records no dependency on its pinned system catalogs,
+        # and the crawler trusts the catalog's dependencies, so that view has no edge.
+    }
+    transformations = {(d, t) for d, _, t in _edges(records)}
+    assert (_urn(db, "mart", "big_spenders"), "materialized view") in transformations
+    assert (f"{spend}/gross", "per.gross") in transformations
+    # Every event is a valid Kafka record of its type.
+    for record in records:
+        event = record.event
+        assert decode_record(event.key, event.value(), event.headers()) == event
+
+    # Unchanged: nothing. Redefined: the view's old edges are removed, the new ones added, the rest untouched.
+    offsets = _store({}, records)
+    assert list(crawler.poll(offsets)) == []
+    with connect(settings, db) as conn:
+        conn.execute('CREATE OR REPLACE VIEW mart.regions AS SELECT label AS code, label FROM public."Regions"')
+    again = list(crawler.poll(offsets))
+    assert {partition_key(r.partition) for r in again} == {
+        partition_key({"database": db, "schema": "mart", "table": "regions"})
+    }
+    assert {(d, u) for d, u, _ in _edges(again, "removed.v1")} == {
+        (_urn(db, "mart", "regions", "code"), _urn(db, "public", "Regions", "Code"))
+    }
+    assert (_urn(db, "mart", "regions", "code"), _urn(db, "public", "Regions", "label")) in {
+        (d, u) for d, u, _ in _edges(again)
+    }
+    offsets = _store(offsets, again)
+    assert list(crawler.poll(offsets)) == []
+
+    with connect(settings, db) as conn:
+        conn.execute("DROP MATERIALIZED VIEW mart.big_spenders")
+    dropped = list(crawler.poll(offsets))
+    big = _urn(db, "mart", "big_spenders")
+    assert {(d, u) for d, u, _ in _edges(dropped, "removed.v1")} == {
+        (big, spend), (f"{big}/id", f"{spend}/id"), (f"{big}/doubled", f"{spend}/gross"),
+    }  # fmt: skip
+    assert dropped[-1].forgets
+
+
+def test_reading_views_leaves_column_types_as_the_search_path_shows_them(
+    settings: Settings, views_database: str
+) -> None:
+    # read_views empties search_path for its reads only: the columns read after it keep public's type unqualified.
+    records = list(_crawler(settings, views_database).poll({}))
+    feeling = _urn(views_database, "shop", "customers", "feeling")
+    assert [r.event.data["data_type"] for r in records if r.event.data["urn"] == feeling] == ["mood"]

@@ -19,7 +19,7 @@ from connectors.postgres import PostgresCatalogConfig, PostgresCatalogConnector
 from connectors.postgres import connector as connector_module
 from connectors.postgres import crawl as crawl_module
 from connectors.postgres import tasks as tasks_module
-from connectors.postgres.catalog import ColumnRow, DatabaseRow, SchemaRow, TableRow
+from connectors.postgres.catalog import ColumnRow, DatabaseRow, SchemaRow, TableRow, ViewRow
 from control.connectors.plugin import ConnectorContext, SourceAccess, SourceRecord, partition_key
 
 
@@ -30,6 +30,9 @@ class FakeDatabase:
     tables: dict[int, tuple[TableRow, list[ColumnRow]]] = field(default_factory=dict)
     comment: str | None = None
     column_reads: list[list[int]] = field(default_factory=list)
+    # oid -> definition and the relations it reads (read_views' rows); a view without one has no lineage.
+    views: dict[int, ViewRow] = field(default_factory=dict)
+    view_reads: list[list[int]] = field(default_factory=list)
 
     def add_table(
         self, oid: int, schema: str, name: str, columns: list[tuple[str, str]], relkind: str = "r",
@@ -39,11 +42,20 @@ class FakeDatabase:
         table = TableRow(oid, schema, name, relkind, comment, "owner", 10, False, 0, "", fks or [])
         self.tables[oid] = (table, rows)
 
+    def add_view(
+        self, oid: int, schema: str, name: str, columns: list[str], definition: str,
+        sources: list[tuple[str, str, list[str]]], relkind: str = "v",
+    ) -> None:  # fmt: skip
+        self.add_table(oid, schema, name, [(c, "text") for c in columns], relkind=relkind)
+        self.views[oid] = ViewRow(oid, definition, sources)
+
     def rows(self) -> list[TableRow]:
         out = []
         for table, columns in self.tables.values():
             digest = hashlib.sha256(repr(columns).encode()).hexdigest()
-            out.append(table._replace(column_count=len(columns), columns_digest=digest))
+            view = self.views.get(table.oid)
+            definition = hashlib.md5(view.definition.encode()).hexdigest() if view else table.definition_digest  # noqa: S324
+            out.append(table._replace(column_count=len(columns), columns_digest=digest, definition_digest=definition))
         return sorted(out, key=lambda t: (t.schema, t.name))
 
 
@@ -70,7 +82,13 @@ class FakeCatalog:
             db.column_reads.append(list(oids))
             return iter([c for t in db.rows() if t.oid in oids for c in db.tables[t.oid][1]])
 
+        def read_views(conn: str, oids: list[int]) -> dict[int, ViewRow]:
+            db = fake.databases[conn]
+            db.view_reads.append(list(oids))
+            return {oid: db.views[oid] for oid in oids if oid in db.views}
+
         monkeypatch.setattr(connector_module, "snapshot", snapshot)
+        monkeypatch.setattr(crawl_module, "read_views", read_views)
         monkeypatch.setattr(tasks_module, "snapshot", snapshot)
         monkeypatch.setattr(tasks_module, "read_schemas", read_schemas)
         monkeypatch.setattr(connector_module, "list_databases", lambda config, access: sorted(fake.databases))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from typing import Any, cast
 
 import pytest
@@ -12,10 +13,12 @@ from runtime_plugins import ListSource, ListSourceConfig
 from connectors.runtime.errors import DeadLetterBudget, ErrorPolicy, TaskFailed
 from connectors.runtime.source_runner import SourceRunner
 from connectors.runtime.transforms import Chain, TransformError
-from control.connectors.plugin import ConnectorContext
+from control.connectors.plugin import ConnectorContext, SourceConnector, SourceRecord
 from control.connectors.reasons import safe_reason
 from control.connectors.store import Tolerance
 from control.connectors.transforms import TRANSFORM_SPECS
+from metalake.events import new_event
+from metalake.urn import asset_urn
 
 
 def _policy(tolerance: Tolerance, counter: FakeCounter | None = None) -> ErrorPolicy:
@@ -142,3 +145,24 @@ def test_the_budget_forgets_connectors_whose_window_is_over() -> None:
     now[0] = 61.0
     assert budget.take("acme", "fresh", 1) == 1
     assert len(budget._used) == 1  # only the fresh connector's window is left
+
+
+class _EdgeSource(SourceConnector[ListSourceConfig]):
+    """Emits one lineage edge: an event without an asset kind."""
+
+    config_model = ListSourceConfig
+
+    def poll(self, offsets: Mapping[str, Mapping[str, Any]]) -> Iterator[SourceRecord]:
+        data = {"urn": asset_urn("pg", "i", "db", "s", "b"), "upstream": asset_urn("pg", "i", "db", "s", "a")}
+        event = new_event("io.metalake.lineage.edge.added.v1", "acme", {**data, "version": 1}, source="/t")
+        yield SourceRecord(event, {"table": "b"}, {"version": 1})
+
+
+def test_counts_of_events_without_a_kind_have_keys_the_control_plane_can_store() -> None:
+    # The summary is stored as a document (a task's last run): MongoDB and FerretDB refuse a key with a dot.
+    connector = _EdgeSource(ListSourceConfig(tables=[]), ConnectorContext("acme", "c1"))
+    runner = SourceRunner(
+        connector, chain=Chain("acme"), policy=_policy(Tolerance.ALL), publisher=cast(Any, FakePublisher()),
+        offsets=cast(Any, FakeOffsets()), batch_size=2,
+    )  # fmt: skip
+    assert runner.run().per_kind == {"lineage_edge_added": 1}
