@@ -141,9 +141,10 @@ class FreshdeskDestination(Destination):
         known = int(anchor["id"]) if anchor and anchor.get("open") and isinstance(anchor.get("id"), int) else None
 
         if ending:
-            ticket = known if known is not None else api.find_open(tag)
-            if ticket is None:
+            open_ticket = known if known is not None else api.find_open(tag)
+            if open_ticket is None:
                 return DeliveryResult("skipped", "no open freshdesk ticket for this")
+            ticket = open_ticket
             self._note(api, ledger, ticket, change, incident)
             ledger.once("status", lambda prior: self._set_status(api, ticket, config.done_status))
             ledger.set_anchor(ANCHOR, asset, key, {"id": ticket, "open": False}, released=True)

@@ -79,7 +79,8 @@ def test_freshdesk_takes_its_tags_and_incidents() -> None:
 
 @pytest.fixture
 def server() -> Iterator[FreshdeskServer]:
-    fd = FreshdeskServer(FRESHDESK_KEY).start()
+    fd = FreshdeskServer(FRESHDESK_KEY)
+    fd.start()
     yield fd
     fd.stop()
 

@@ -156,7 +156,8 @@ def test_the_webhook_url_is_a_secret_validated_without_being_quoted() -> None:
 
 @pytest.fixture
 def server() -> Iterator[TeamsServer]:
-    teams = TeamsServer().start()
+    teams = TeamsServer()
+    teams.start()
     yield teams
     teams.stop()
 
@@ -180,7 +181,8 @@ def test_a_card_reaches_the_workflow_once(server: TeamsServer) -> None:
 
 
 def test_a_legacy_connector_url_works_too() -> None:
-    legacy = TeamsServer(legacy=True).start()
+    legacy = TeamsServer(legacy=True)
+    legacy.start()
     try:
         teams = _destination(Settings(), ["127.0.0.0/8"])
         sub = Subscription("acme", "t", "teams", {}, secrets={"webhook_url": SecretStr(legacy.webhook_url)})
