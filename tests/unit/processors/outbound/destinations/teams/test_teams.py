@@ -200,3 +200,11 @@ def test_the_ssrf_guard_refuses_loopback_without_naming_the_url(server: TeamsSer
     with pytest.raises(PermanentDelivery) as refused:
         teams.deliver(change, sub, MemoryLedger().scope("acme", "t", change.id))
     assert "loopback" in str(refused.value) and "sig" not in str(refused.value) and server.seen() == []
+
+
+def test_incidents_are_narrowed_by_asset_patterns_and_kinds_not_by_tags() -> None:
+    incident = as_change(incident_event("acme", URN, "inc-3", "opened"))
+    assert Filters(assets=("urn:metalake:postgres:prod/shop/*",), event_types=("incidents.*",)).matches(incident)
+    assert not Filters(assets=("urn:metalake:postgres:prod/mart/*",)).matches(incident)
+    assert not Filters(tags=("PII",)).matches(incident)
+    assert not Filters(event_types=("incidents.*",)).matches(as_change(classification_event("acme", URN, "PII")))
