@@ -118,3 +118,58 @@ def jira_sub(store: SubscriptionStore, tenant: str, server: str, name: str = "ji
 
 def webhook_sub(store: SubscriptionStore, tenant: str, url: str, name: str = "hook") -> Subscription:
     return subscribe(store, tenant, name, "webhook", {"url": url}, {"key_id": "k1", "secret": WEBHOOK_SECRET})
+
+
+FRESHDESK_KEY = "fd-api-key-for-tests"
+
+
+def incident_event(
+    tenant: str, urn: str, incident_id: str, status: str, *, version: int = 1, summary: str | None = None
+) -> CloudEvent:
+    """An incidents row's change as the streaming job publishes it (one per incident and affected table)."""
+    event_id = str(uuid.uuid4())
+    return StateChange(
+        id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"{tenant}|{urn}|{incident_id}|{version}|{event_id}")),
+        source="/processors/enrichment",
+        tenant=tenant,
+        table="incidents",
+        key={"incident_id": incident_id, "urn": urn},
+        deleted=False,
+        version=version,
+        event_id=event_id,
+        state={
+            "status": status,
+            "incident_type": "ANOMALIES",
+            "webhook_type": f"{status}_anomaly_incident",
+            "feedback": None,
+            "severity": "SEV-2",
+            "owner": "oncall@example.com",
+            "url": f"https://getmontecarlo.com/incidents/{incident_id}",
+            "summary": summary or "Has 42 rows vs. 101 expected",
+        },
+    ).event()
+
+
+def teams_sub(
+    store: SubscriptionStore, tenant: str, webhook_url: str, name: str = "teams", **filters: Any
+) -> Subscription:
+    return subscribe(
+        store,
+        tenant,
+        name,
+        "teams",
+        {"catalog_url": "https://metalake.example.com"},
+        {"webhook_url": webhook_url},
+        Filters(**filters),
+    )
+
+
+def freshdesk_sub(store: SubscriptionStore, tenant: str, base_url: str, name: str = "freshdesk") -> Subscription:
+    return subscribe(
+        store,
+        tenant,
+        name,
+        "freshdesk",
+        {"domain": "acme", "base_url": base_url, "email": "governance@example.com"},
+        {"api_key": FRESHDESK_KEY},
+    )

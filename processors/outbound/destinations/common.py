@@ -1,13 +1,18 @@
-"""What the destinations people read (Slack, Jira) share: how a change is described, and reading vendor answers.
+"""What the destinations people read (Slack, Jira, Teams, Freshdesk) share: how a change is described, and reading
+vendor answers.
 
-Texts name assets and tags (which the tenant's own catalog holds) and counts; they never carry state values. Each
-vendor's format is built in its folder (``slack/messages.py``: Block Kit, ``jira/messages.py``: ADF).
+Texts name assets and tags (which the tenant's own catalog holds) and counts, and for a Monte Carlo incident the
+fields Monte Carlo sent for the tenant (summary, severity, owner, link); never other state values or secrets. Each
+vendor's format is built in its folder (``slack/messages.py``: Block Kit, ``jira/messages.py``: ADF,
+``teams/messages.py``: Adaptive Cards, ``freshdesk/messages.py``: HTML).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 from metalake.events.changes import Change
 
@@ -70,3 +75,63 @@ def mapping_get(value: Any, *path: str) -> Any:
             return None
         value = value.get(name)
     return value
+
+
+INCIDENT_KIND = "incidents.changed"
+
+
+@dataclass(frozen=True)
+class Incident:
+    """A Monte Carlo incident row as ``metalake.changes`` carries it (table ``incidents``, one row per incident and
+    affected table); ``status`` is ``opened``, ``updated`` or ``resolved``."""
+
+    incident_id: str
+    asset: str
+    status: str
+    summary: str | None
+    severity: str | None
+    owner: str | None
+    url: str | None
+    incident_type: str | None
+
+
+def incident_of(change: Change) -> Incident | None:
+    """The incident a change carries, or ``None`` for any other change (or a deleted row: an erase, not news)."""
+    if change.kind != INCIDENT_KIND:
+        return None
+    key, state = change.data.get("key"), change.state
+    if not isinstance(key, Mapping) or change.asset is None:
+        return None
+
+    def text(name: str) -> str | None:
+        value = state.get(name)
+        return str(value) if isinstance(value, str) and value else None
+
+    incident_id, status = key.get("incident_id"), text("status")
+    if not isinstance(incident_id, str) or status is None:
+        return None
+    return Incident(
+        incident_id,
+        change.asset,
+        status,
+        text("summary"),
+        text("severity"),
+        text("owner"),
+        text("url"),
+        text("incident_type"),
+    )
+
+
+def incident_headline(incident: Incident) -> str:
+    verb = {"opened": "opened on", "updated": "updated on", "resolved": "resolved on"}.get(
+        incident.status, f"{incident.status} on"
+    )
+    return f"Monte Carlo incident {verb} {incident.asset}"
+
+
+def asset_link(catalog_url: str | None, tenant: str, asset: str) -> str | None:
+    """The asset in the catalog's API (``GET /v1/tenants/{tenant}/assets?urn=``) under ``catalog_url``, if one is
+    configured (the runtime does not know the address people reach the API at)."""
+    if not catalog_url:
+        return None
+    return f"{catalog_url.rstrip('/')}/v1/tenants/{quote(tenant, safe='')}/assets?urn={quote(asset, safe='')}"

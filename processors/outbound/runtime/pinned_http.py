@@ -1,4 +1,4 @@
-"""One HTTP POST to an address the SSRF guard already checked: no second DNS lookup, no redirects followed.
+"""One HTTP request to an address the SSRF guard already checked: no second DNS lookup, no redirects followed.
 
 TLS still verifies the certificate against the host name (SNI and hostname check use the URL's host, the TCP
 connection goes to the checked address).
@@ -22,6 +22,8 @@ MAX_RESPONSE_BYTES = 64 * 1024
 class HttpAnswer:
     status: int
     headers: Mapping[str, str]
+    # The first ``max_body_bytes`` of the body (Freshdesk's answers carry the ticket id; webhooks ignore it).
+    body: bytes = b""
 
 
 def connect_checked(guard: AddressGuard, host: str, port: int, timeout: float | None) -> socket.socket:
@@ -64,6 +66,21 @@ def post(
     tls: ssl.SSLContext | None = None,
 ) -> HttpAnswer:
     """POST ``body``; ``tls`` defaults to the system's trust store with hostname checking."""
+    return request("POST", url, body, headers, guard=guard, timeout_s=timeout_s, tls=tls)
+
+
+def request(
+    method: str,
+    url: str,
+    body: bytes | None,
+    headers: Mapping[str, str],
+    *,
+    guard: AddressGuard,
+    timeout_s: float,
+    tls: ssl.SSLContext | None = None,
+    max_body_bytes: int = MAX_RESPONSE_BYTES,
+) -> HttpAnswer:
+    """``method`` ``url`` with ``body``, connected to the checked address; a 3xx is returned, never followed."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise RefusedAddress("destination URL must be http(s) with a host")
@@ -77,9 +94,9 @@ def post(
         conn = _PinnedHTTPConnection(parts.hostname, port, guard, timeout_s)
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     try:
-        conn.request("POST", target, body=body, headers=dict(headers))
+        conn.request(method, target, body=body, headers=dict(headers))
         response = conn.getresponse()
-        response.read(MAX_RESPONSE_BYTES)
-        return HttpAnswer(response.status, {k.lower(): v for k, v in response.getheaders()})
+        data = response.read(max_body_bytes)
+        return HttpAnswer(response.status, {k.lower(): v for k, v in response.getheaders()}, data)
     finally:
         conn.close()

@@ -1,0 +1,91 @@
+"""The Adaptive Card (schema 1.4) for a change, in the message envelope Teams Workflows and incoming webhooks take,
+built purely. Texts are plain (``TextBlock`` renders a subset of Markdown: asset URNs are not escaped into it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from metalake.events.changes import Change
+from processors.outbound.destinations.common import (
+    Incident,
+    applied_by,
+    asset_link,
+    cut,
+    downstream,
+    headline,
+    incident_headline,
+    incident_of,
+)
+
+CARD_VERSION = "1.4"
+CARD_SCHEMA = "http://adaptivecards.io/schemas/adaptive-card.json"
+CARD_CONTENT_TYPE = "application/vnd.microsoft.card.adaptive"
+# Teams refuses messages over ~28 KB; the texts are cut well below that.
+TEXT_MAX = 2000
+DOWNSTREAM_LIST_MAX = 10
+
+
+def _text(text: str, **style: Any) -> dict[str, Any]:
+    return {"type": "TextBlock", "text": cut(text, TEXT_MAX), "wrap": True, **style}
+
+
+def _facts(pairs: list[tuple[str, str]]) -> dict[str, Any]:
+    return {"type": "FactSet", "facts": [{"title": t, "value": cut(v, TEXT_MAX)} for t, v in pairs]}
+
+
+def _incident_body(incident: Incident) -> list[dict[str, Any]]:
+    facts = [("Asset", incident.asset), ("Status", incident.status), ("Incident", incident.incident_id)]
+    for title, value in (
+        ("Type", incident.incident_type),
+        ("Severity", incident.severity),
+        ("Owner", incident.owner),
+    ):
+        if value:
+            facts.append((title, value))
+    body = [_text(incident_headline(incident), size="Medium", weight="Bolder"), _facts(facts)]
+    if incident.summary:
+        body.append(_text(incident.summary))
+    return body
+
+
+def _tag_body(change: Change) -> list[dict[str, Any]]:
+    facts = [("Asset", change.asset or ""), ("Tag", change.tag or "")]
+    if change.kind.startswith("classification."):
+        facts.append(("Applied by", applied_by(change)))
+    body = [_text(headline(change), size="Medium", weight="Bolder"), _facts(facts)]
+    if change.kind == "propagation.completed":
+        added, _, reached = downstream(change)
+        listed = [f"- {u}" for u in added[:DOWNSTREAM_LIST_MAX]]
+        if len(added) > DOWNSTREAM_LIST_MAX:
+            listed.append(f"- … and {len(added) - DOWNSTREAM_LIST_MAX} more")
+        body.append(_text(f"Newly reached ({reached} downstream):\n\n" + ("\n".join(listed) or "none")))
+    return body
+
+
+def teams_card(change: Change, catalog_url: str | None = None) -> dict[str, Any]:
+    """The Adaptive Card itself (the ``content`` of the attachment)."""
+    incident = incident_of(change)
+    body = _incident_body(incident) if incident is not None else _tag_body(change)
+    body.append(_text(f"{change.kind} · change {change.id}", isSubtle=True, size="Small", spacing="Small"))
+    actions = []
+    link = asset_link(catalog_url, change.tenant, change.asset or "") if change.asset else None
+    if incident is not None and incident.url:
+        actions.append({"type": "Action.OpenUrl", "title": "Open in Monte Carlo", "url": incident.url})
+    if link:
+        actions.append({"type": "Action.OpenUrl", "title": "Open in metalake", "url": link})
+    card: dict[str, Any] = {"type": "AdaptiveCard", "$schema": CARD_SCHEMA, "version": CARD_VERSION, "body": body}
+    if actions:
+        card["actions"] = actions
+    # Teams renders the card at full width instead of a narrow bubble.
+    card["msteams"] = {"width": "Full"}
+    return card
+
+
+def teams_message(change: Change, catalog_url: str | None = None) -> dict[str, Any]:
+    """The POST body: one message with one Adaptive Card attachment (``contentUrl`` null, as Teams expects)."""
+    return {
+        "type": "message",
+        "attachments": [
+            {"contentType": CARD_CONTENT_TYPE, "contentUrl": None, "content": teams_card(change, catalog_url)}
+        ],
+    }
