@@ -5,6 +5,11 @@ life in the topic. The topics are shared by tenants and carry the tenant in the 
 read filters on it, so a letter of another tenant is "not found", never shown. A listing reads each partition from
 its newest records back, at most ``dead_letters.scan_max_records`` per topic (split over the partitions) and within
 ``dead_letters.read_timeout_s``; older letters are left out and the listing says so (``truncated``).
+
+What a person sees of a letter is :mod:`control.dead_letter_view`'s decision; replays are
+:mod:`control.dead_letter_replay`'s. They are in the control layer because the admin API lists and replays (it holds
+the tenant check, the audit and the publisher) while the stages that refused the records are other deployables. See
+docs/dead-letters.md.
 """
 
 from __future__ import annotations
