@@ -41,6 +41,7 @@ ROUTERS: tuple[str, ...] = (
     "audit",
     "propagation",
     "subscriptions",
+    "deadletters",
 )
 
 

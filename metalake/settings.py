@@ -611,6 +611,22 @@ def _env_files() -> tuple[Path, ...]:
     return (Path(explicit),) if explicit else ()
 
 
+class DeadLetterSettings(BaseModel):
+    """Listing, inspecting and replaying dead letters through the admin API (``control.deadletters``).
+
+    A listing reads the shared DLQ topics from their newest records back: at most ``scan_max_records`` per topic and
+    request (older letters are left out, and the answer says so), so one tenant's listing costs a bounded read
+    whatever the topics hold. A letter's payload is shown up to ``payload_max_bytes`` (bigger: its size and hash
+    only). A replay that started and did not finish within ``replay_claim_s`` (the API died) may be claimed again.
+    """
+
+    scan_max_records: int = Field(default=20_000, gt=0, le=1_000_000)
+    payload_max_bytes: int = Field(default=16_384, gt=0, le=1_048_576)
+    replay_claim_s: float = Field(default=120.0, gt=0)
+    # How long a read of the DLQ topics may take before the listing answers 503 (Kafka slow or down).
+    read_timeout_s: float = Field(default=10.0, gt=0)
+
+
 class Settings(BaseSettings):
     """Root settings. Service addresses left unset are derived from the stack's host and ports (loopback: for
     development); paths (lake, checkpoints, Spark jars, the access rules file) have no default but a temp folder
@@ -636,6 +652,7 @@ class Settings(BaseSettings):
     sql: SqlSettings = SqlSettings()
     faults: FaultSettings = FaultSettings()
     health: HealthSettings = HealthSettings()
+    dead_letters: DeadLetterSettings = DeadLetterSettings()
 
     @model_validator(mode="after")
     def _derive_addresses(self) -> Settings:

@@ -61,6 +61,11 @@ class TenantPublisher:
         self.clock = clock or VersionClock()
 
     @property
+    def directory(self) -> TenantDirectory:
+        """The tenants' topic names (a dead letter's replay routes by its events' topic class)."""
+        return self._directory
+
+    @property
     def producer(self) -> EventProducer:
         """The shared confirmed-delivery producer (also used to write connector offsets)."""
         return self._producer

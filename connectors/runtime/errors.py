@@ -83,6 +83,12 @@ class DeadLetterBudget:
         return granted
 
 
+def _field(exc: BaseException) -> str | None:
+    """The field an error names (``InvalidPayload``, ``TransformError``, ``InvalidEvent`` carry one), else None."""
+    field = getattr(exc, "field", None)
+    return field[:200] if isinstance(field, str) and field else None
+
+
 class TaskFailed(RuntimeError):
     """A record failed under ``errors.tolerance=none``: the connector stops (FAILED) with this message."""
 
@@ -153,6 +159,7 @@ class ErrorPolicy:
             plugin=self.plugin,
             connector=self.connector,
             origin=origin,
+            field=_field(exc),
         )
         # The key groups a connector's dead letters in one partition; the id only labels the publish result.
         key = f"{self.tenant}:{self.connector}"

@@ -5,35 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from pydantic import ValidationError
-
 from connectors.runtime.errors import ErrorPolicy
-from connectors.runtime.transforms import Chain, Routed, TransformError
-from metalake.events import CloudEvent, InvalidEvent, UnknownEventType, validate_data
-from metalake.events.canonical import canonical_data, canonical_subject
-from metalake.events.validation import InvalidData
+from control.connectors.chain import RECORD_ERRORS, Chain, Routed, check
+from metalake.events import CloudEvent
 from metalake.kafka import RawRecord
-from metalake.tenancy import InvalidTenantId
 
-# What a transform or an invalid event may raise; anything else is a bug and propagates.
-RECORD_ERRORS = (TransformError, UnknownEventType, InvalidData, InvalidEvent, InvalidTenantId, ValidationError)
-
-
-def check(event: CloudEvent) -> CloudEvent:
-    """The event with its URNs canonical (a plugin or a webhook mapping may spell one another way); raises unless
-    its data matches its type's schema and its subject names the asset it carries."""
-    validate_data(event.type, event.data)
-    data = canonical_data(event.type, event.data)
-    subject = canonical_subject(event.subject)
-    urn = data.get("urn")
-    if urn is not None and subject is not None and subject != urn:
-        raise InvalidEvent("subject must equal data.urn", "subject", event.tenantid)
-    if data == event.data and subject == event.subject:
-        return event
-    key = event.partitionkey
-    if event.subject is not None and key == f"{event.tenantid}:{event.subject}":
-        key = f"{event.tenantid}:{subject}"  # the default key names the asset: keep one key per asset
-    return event.model_copy(update={"data": data, "subject": subject, "partitionkey": key})
+__all__ = ["RECORD_ERRORS", "Prepared", "check", "prepare"]
 
 
 @dataclass

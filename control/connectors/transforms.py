@@ -1,6 +1,6 @@
 """The configuration of a connector's single-message transforms: a JSON list of tagged objects, validated with
 pydantic. The admin API validates and stores it; the worker builds the transforms from it
-(:func:`connectors.runtime.transforms.build`)::
+(:func:`control.connectors.chain.build`)::
 
     [{"type": "rename", "from": "owner", "to": "owners"},
      {"type": "filter", "pattern": "io.metalake.lineage.*", "mode": "drop"},

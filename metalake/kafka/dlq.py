@@ -9,7 +9,8 @@ The context headers, in this order, each left out when unknown:
 - ``origin.topic``, ``origin.partition``, ``origin.offset`` (the Kafka record that failed), ``attempts``;
 - stage-specific: ``connector`` and ``origin`` (the connector worker: the connector's name, and where a record that
   was never a Kafka record came from, ``webhook:<path>`` or ``source:<tenant>/<connector>/<partition key>``),
-  ``outbound.subscription`` (the outbound runtime: the subscription a delivery was for).
+  ``outbound.subscription`` (the outbound runtime: the subscription a delivery was for);
+- ``error.field``: where in the record the fault is, when the error names it (the connector worker).
 """
 
 from __future__ import annotations
@@ -37,7 +38,10 @@ _HEADERS: tuple[tuple[str, str], ...] = (
     ("connector", "connector"),
     ("origin", "origin"),
     ("subscription", "outbound.subscription"),
+    ("field", "error.field"),
 )
+# The context header names: what a dead letter added to the original record's headers.
+CONTEXT_HEADERS = frozenset(header for _, header in _HEADERS)
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,8 @@ class DeadLetter:
     connector: str | None = None
     origin: str | None = None
     subscription: str | None = None
+    # Where in the record the fault is (``data/warehouse``, ``ce_type``...), when the error says.
+    field: str | None = None
 
 
 def _context_headers(letter: DeadLetter) -> Headers:
@@ -110,4 +116,5 @@ def read_dead_letter(headers: Sequence[tuple[str, bytes | None]] | None) -> Dead
         connector=found.get("connector"),
         origin=found.get("origin"),
         subscription=found.get("outbound.subscription"),
+        field=found.get("error.field"),
     )

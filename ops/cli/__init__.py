@@ -38,6 +38,7 @@ COMMANDS: dict[str, Entry] = {
     "outbound": Entry("processors.outbound.main:app", "The outbound runtime: Slack, Jira and signed webhooks."),
     "propagation": Entry("processors.propagation.main:app", "Tag propagation along lineage, and its dry run."),
     "secrets": Entry("ops.cli.secrets:app", "Tenants' third-party secrets at rest: reseal under the current key."),
+    "dlq": Entry("ops.cli.dlq:app", "A tenant's dead letters through the admin API: list, show, replay."),
 }
 
 

@@ -44,6 +44,7 @@ def test_all_makes_the_kernels_dead_letter_for_the_connectors_dlq() -> None:
         ("attempts", b"1"),
         ("connector", b"c1"),
         ("origin", b"source:acme/c1/table=t"),
+        ("error.field", b"data/x"),
     ]
 
 

@@ -162,6 +162,7 @@ def test_unmappable_goes_to_the_dlq_with_202(client: TestClient, world: World) -
         plugin="testhook",
         connector="hook",
         origin=f"webhook:{URL}",
+        field="tables",
     )
     assert world.counter.calls == [{"tenant": "acme", "plugin": "testhook", "stage": "mapping"}]
     assert _post(client, body).json() == {"status": "duplicate"}  # recorded once the DLQ record was confirmed
