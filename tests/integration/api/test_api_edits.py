@@ -122,6 +122,13 @@ def delta_edits(cursor: Any, names: TenantNames, urn: str) -> dict[str, tuple[An
     return {r[0]: tuple(r[1:]) for r in trino_rows(cursor, sql, [urn]) or []}
 
 
+def sql_shown(cursor: Any, names: TenantNames, urn: str) -> tuple[Any, ...] | None:
+    """(description, owners, edited, properties) of the asset in the tenant's view ``assets_with_edits``."""
+    sql = f'SELECT description, owners, edited, properties FROM "{names.trino_schema}".assets_with_edits WHERE urn = ?'
+    rows = trino_rows(cursor, sql, [urn])
+    return tuple(rows[0]) if rows else None
+
+
 def test_edits_win_over_crawls_until_cleared_in_mongodb_delta_and_trino(
     settings: Settings, dedicated: TenantNames, job: Job, client: TestClient, mongo: Mongo, trino_cursor: Any
 ) -> None:
@@ -163,6 +170,19 @@ def test_edits_win_over_crawls_until_cleared_in_mongodb_delta_and_trino(
     assert rows["owners"][1:3] == (["alice@acme.example"], False)
     assert rows["properties.tier"][:1] == ("1",)
 
+    # The tenant's view assets_with_edits shows what the API shows: the crawl's new values under the edits.
+    def in_view() -> tuple[Any, ...] | None:
+        row = sql_shown(trino_cursor, dedicated, urn)
+        return row if row is not None and row[3] == {"rows": "11", "tier": "1"} else None  # the crawl is in Delta
+
+    shown_in_sql = wait_for("the crawl and the edits in assets_with_edits", in_view, timeout_s=180, interval_s=1)
+    assert shown_in_sql == (
+        "by a person",
+        ["alice@acme.example"],
+        ["description", "owners", "properties.tier"],
+        {"rows": "11", "tier": "1"},
+    )
+
     # Clearing: the crawler's value shows again, in the API and as a tombstone in Delta.
     cleared = edit(client, tenant, {"urn": urn, "description": None, "properties": {"tier": None}})
     assert [(c["aspect"], c["type"]) for c in cleared["changes"]] == [
@@ -176,6 +196,13 @@ def test_edits_win_over_crawls_until_cleared_in_mongodb_delta_and_trino(
         "the tombstone in Delta",
         lambda: delta_edits(trino_cursor, dedicated, urn)["description"][2] is True or None,
         timeout_s=180,
+        interval_s=1,
+    )
+    expected = ("crawled again", ["alice@acme.example"], ["owners"], {"rows": "11"})
+    wait_for(
+        "the cleared edits out of assets_with_edits",
+        lambda: sql_shown(trino_cursor, dedicated, urn) == expected or None,
+        timeout_s=60,
         interval_s=1,
     )
 
