@@ -5,16 +5,17 @@ The streaming job writes them (``processors.enrichment.projection``, shaped by t
 the kernel, because both sides import it (the deployables do not import one another).
 
 What every document holds: ``_id``, the state key (``urn``; ``urn|tag``; ``upstream|urn``; ``incident_id|urn``;
-``urn|tag|origin``), the key fields again as fields, and the meta fields (``deleted``, ``version``, ``event_id``,
-``event_time``, ``updated_at``). A removal leaves a tombstone (``deleted: true``) that keeps the key and meta fields
-only, so a tombstone that came first has none of the other fields: they are NotRequired. An asset's fields are
-*carried* (an event may leave one out and keep the held value, a null is never written), so they are never ``None``;
-the other kinds' fields are replaced by each event, null included.
+``urn|tag|origin``; ``urn|aspect``), the key fields again as fields, and the meta fields (``deleted``, ``version``,
+``event_id``, ``event_time``, ``updated_at``). A removal leaves a tombstone (``deleted: true``) that keeps the key and
+meta fields only, so a tombstone that came first has none of the other fields: they are NotRequired. An asset's
+fields are *carried* (an event may leave one out and keep the held value, a null is never written), so they are never
+``None``; the other kinds' fields are replaced by each event, null included.
 """
 
 # No ``from __future__ import annotations``: with string annotations Python 3.11 cannot tell NotRequired fields at
 # run time, and the unit test that pins these documents to the job's state specs reads __required_keys__.
 import re
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any, NotRequired, TypedDict
 
@@ -28,6 +29,11 @@ CLASSIFICATIONS_COLLECTION = "classifications"
 LINEAGE_COLLECTION = "lineage"
 INCIDENTS_COLLECTION = "incidents"
 PROPAGATED_COLLECTION = "propagated_tags"
+ASSET_EDITS_COLLECTION = "asset_edits"
+# The aspects a person may edit: the description, the owners, and custom properties (``properties.<name>``).
+EDITED_DESCRIPTION = "description"
+EDITED_OWNERS = "owners"
+EDITED_PROPERTY_PREFIX = "properties."
 
 
 # An asset's property names come from sources (Spark conf names, OpenLineage facets, dbt meta) and often hold ".";
@@ -154,6 +160,59 @@ class PropagatedTagDoc(TypedDict):
     updated_at: datetime
 
 
+class AssetEditDoc(TypedDict):
+    """A document of ``asset_edits`` (``_id``: ``urn|aspect``): a person's value for one aspect of an asset, laid
+    over the source's value by :func:`apply_edits`. A cleared edit is a tombstone (``deleted: true``)."""
+
+    _id: str
+    urn: str
+    # "description", "owners" or "properties.<name>".
+    aspect: str
+    # The description or the property's value ("description", "properties.<name>").
+    text: NotRequired[str | None]
+    owners: NotRequired[list[str] | None]
+    actor: NotRequired[str | None]
+    deleted: bool
+    version: int
+    event_id: str
+    event_time: datetime | None
+    updated_at: datetime
+
+
+class EditedAsset(TypedDict):
+    """What a reader shows of an asset's editable aspects: the person's value where one is live, else the
+    source's; ``edited`` names the aspects a person set (sorted)."""
+
+    description: str | None
+    owners: list[str] | None
+    properties: dict[str, str] | None
+    edited: list[str]
+
+
+def apply_edits(asset: Mapping[str, Any], edits: Iterable[Mapping[str, Any]]) -> EditedAsset:
+    """The merge rule of edits: a live (not cleared) edit of an aspect wins over the source's value, whatever the
+    versions of either (they order different things); a cleared edit (tombstone) shows the source's value again.
+    A property edit sets that one property and leaves the source's other properties as they are. Pure."""
+    description = asset.get("description")
+    owners = asset.get("owners")
+    properties: dict[str, str] | None = dict(asset["properties"]) if asset.get("properties") is not None else None
+    edited: list[str] = []
+    for edit in edits:
+        if edit.get("deleted"):
+            continue
+        aspect = str(edit.get("aspect"))
+        if aspect == EDITED_DESCRIPTION:
+            description = edit.get("text")
+        elif aspect == EDITED_OWNERS:
+            owners = list(edit.get("owners") or [])
+        elif aspect.startswith(EDITED_PROPERTY_PREFIX) and edit.get("text") is not None:
+            properties = {**(properties or {}), aspect.removeprefix(EDITED_PROPERTY_PREFIX): str(edit["text"])}
+        else:
+            continue  # an aspect this reader does not know: shown by none of the fields
+        edited.append(aspect)
+    return EditedAsset(description=description, owners=owners, properties=properties, edited=sorted(edited))
+
+
 def assets(database: Database[Any]) -> Collection[AssetDoc]:
     return typed_collection(database, ASSETS_COLLECTION, AssetDoc)
 
@@ -172,3 +231,7 @@ def incidents(database: Database[Any]) -> Collection[IncidentDoc]:
 
 def propagated_tags(database: Database[Any]) -> Collection[PropagatedTagDoc]:
     return typed_collection(database, PROPAGATED_COLLECTION, PropagatedTagDoc)
+
+
+def asset_edits(database: Database[Any]) -> Collection[AssetEditDoc]:
+    return typed_collection(database, ASSET_EDITS_COLLECTION, AssetEditDoc)

@@ -465,6 +465,14 @@ class ApiSettings(BaseModel):
     resume_grace_s: float = Field(default=120.0, ge=0)
     # Which registered launcher (the ``metalake.launchers`` entry points) runs dedicated tenants' streaming queries.
     job_launcher: str = "local"
+    # A person's edits of an asset (PATCH /v1/tenants/{tenant}/assets, docs/edits.md): the longest description, the
+    # most owners, the longest owner, the most edited properties one asset holds and the longest property value.
+    # The event schemas' own bounds (65536, 100, 320, 8192) are the ceilings.
+    edit_description_max: int = Field(default=16_384, gt=0, le=65_536)
+    edit_owners_max: int = Field(default=50, gt=0, le=100)
+    edit_owner_max: int = Field(default=320, gt=0, le=320)
+    edit_properties_max: int = Field(default=50, gt=0, le=200)
+    edit_property_value_max: int = Field(default=2048, gt=0, le=8192)
 
     @property
     def issuer_url(self) -> str:

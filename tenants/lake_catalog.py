@@ -6,7 +6,10 @@ Every tenant reads its schema (``TenantNames.trino_schema``) with the same table
   Trino prunes to the bucket's files) without the tenant columns; the view runs with the platform's rights, so the
   tenant's user needs SELECT on its own schema only, and never sees the shared table, its rows of other tenants or
   its metadata tables (``$history``, ``$files``, ``$partitions``, ``$properties``: views have none);
-- a dedicated tenant's schema holds its own tables, registered by location.
+- a dedicated tenant's schema holds its own tables, registered by location;
+- every tenant's schema holds the view ``assets_with_edits``: its assets with a person's edits (``asset_edits``) laid
+  over the sources' description, owners and properties (docs/edits.md), ``SECURITY INVOKER`` so the reader's own
+  rights and masks apply to the tables it reads.
 DDL and CALL take no bind parameters in Trino: names are literals built from validated tenant ids and fixed names.
 """
 
@@ -102,6 +105,46 @@ def view_sql(catalog: str, names: TenantNames, table: str, columns: Sequence[str
     return f"CREATE OR REPLACE VIEW {view} SECURITY DEFINER AS {query}"
 
 
+EDITED_ASSETS_VIEW = "assets_with_edits"
+# ``properties.<name>`` edits: the name starts after this many characters.
+_PROPERTY_NAME_AT = len("properties.") + 1
+
+
+def edited_assets_sql(catalog: str, names: TenantNames) -> str:
+    """The tenant's view of its assets as readers show them: a live edit of the description or the owners replaces
+    the source's value, edited properties are laid over the source's map (``map_concat`` keeps the last map's value of
+    a key), and ``edited`` lists the aspects a person set. The same rule as ``metalake.projection.apply_edits``."""
+    schema = f'{catalog}."{names.trino_schema}"'
+    assets = f'{schema}."{names.trino_table("assets")}"'
+    edits = f'{schema}."{names.trino_table("asset_edits")}"'
+    live = f"(SELECT * FROM {edits} WHERE NOT deleted)"  # noqa: S608 - validated names only
+    empty = "CAST(MAP() AS map(varchar, varchar))"
+    query = (
+        "SELECT a.urn, a.kind, a.name, a.platform, a.qualified_name,"  # noqa: S608 - validated names only
+        " IF(d.urn IS NULL, a.description, d.text) AS description, a.data_type,"
+        " IF(o.urn IS NULL, a.owners, o.owners) AS owners,"
+        f" IF(p.urn IS NULL, a.properties, map_concat(coalesce(a.properties, {empty}), p.properties)) AS properties,"
+        " coalesce(x.edited, CAST(ARRAY[] AS array(varchar))) AS edited,"
+        " a.deleted, a.version, a.event_id, a.event_time, a.updated_at"
+        f" FROM {assets} a"
+        f" LEFT JOIN {live} d ON d.urn = a.urn AND d.aspect = 'description'"
+        f" LEFT JOIN {live} o ON o.urn = a.urn AND o.aspect = 'owners'"
+        f" LEFT JOIN (SELECT urn, map_agg(substr(aspect, {_PROPERTY_NAME_AT}), text) AS properties FROM {live} e"
+        " WHERE aspect LIKE 'properties.%' AND text IS NOT NULL GROUP BY urn) p ON p.urn = a.urn"
+        f" LEFT JOIN (SELECT urn, array_sort(array_agg(aspect)) AS edited FROM {live} e GROUP BY urn) x"
+        " ON x.urn = a.urn"
+    )
+    return f'CREATE OR REPLACE VIEW {schema}."{EDITED_ASSETS_VIEW}" SECURITY INVOKER AS {query}'
+
+
+def _create_edited_assets_view(cur: Any, settings: Settings, names: TenantNames, known: set[str]) -> list[str]:
+    if EDITED_ASSETS_VIEW in known:
+        return []
+    cur.execute(edited_assets_sql(settings.trino.catalog, names))
+    cur.fetchall()
+    return [EDITED_ASSETS_VIEW]
+
+
 def register_tenant(
     settings: Settings,
     names: TenantNames,
@@ -118,7 +161,10 @@ def register_tenant(
     with admin_cursor(settings) as cur:
         _create_schema(cur, settings, names)
         if names.dedicated:
-            return _register(cur, settings, schema, ((t, names.delta_path(t)) for t in tables))
+            registered = _register(cur, settings, schema, ((t, names.delta_path(t)) for t in tables))
+            if not {"assets", "asset_edits"} <= set(tables):
+                return registered
+            return [*registered, *_create_edited_assets_view(cur, settings, names, _known_tables(cur, catalog, schema))]
         known = set() if replace else _known_tables(cur, catalog, schema)
         shared = columns if columns is not None else pooled_columns(settings)
         missing = [t for t in tables if t not in shared]
@@ -131,6 +177,8 @@ def register_tenant(
             cur.execute(view_sql(catalog, names, table, shared[table]))
             cur.fetchall()
             created.append(table)
+        if {"assets", "asset_edits"} <= set(tables):
+            created += _create_edited_assets_view(cur, settings, names, known)
         return created
 
 

@@ -47,6 +47,7 @@ DELTA_TABLES = (
     "classifications",
     "incidents",
     "propagated_tags",
+    "asset_edits",
     "audit",
     "_dlq",
 )

@@ -1,15 +1,18 @@
-"""Assets of a tenant, read from its MongoDB projection; tags changed by publishing classification events.
+"""Assets of a tenant, read from its MongoDB projection; tags and a person's edits changed by publishing events.
 
 URNs contain ``/``, so they travel in the query string or the body, never in the path. Reads need ``tenant:read``
 (or ``tenant:admin``); tagging needs ``tenant:admin`` or ``events:write``. A change that may unmask PII (removing a
 tag ``access.pii_tags`` matches, or adding one that does not spread downstream) also needs ``pii:read`` or
 ``tenant:admin`` (:mod:`control.auth.pii`): 403 ``pii-grant-required`` otherwise, audited. A tag change is an
 event like any other: it is published to the tenant's priority topic, the answer is 202 once Kafka confirmed it, and
-the projection shows it within seconds.
+the projection shows it within seconds. So is an edit of the description, owners or custom properties (``PATCH``,
+same scopes as tagging): one ``io.metalake.asset.edited.v1`` or ``...edit.cleared.v1`` event per aspect, kept in the
+``asset_edits`` state apart from the sources' values and laid over them on reads (docs/edits.md).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
@@ -22,10 +25,14 @@ from api.deps import TenantReader
 from api.paging import DEFAULT_LIMIT, CursorParam, Limit, decode_cursor, encode_cursor
 from api.problems import Problem
 from api.schemas.assets import (
+    PROPERTY_NAME_PATTERN,
     TAG_PATTERN,
     URN_MAX,
+    AssetEdit,
     AssetSummary,
     AssetView,
+    EditAccepted,
+    EditsAccepted,
     IncidentView,
     LineageEdge,
     LineageNode,
@@ -44,11 +51,24 @@ from control.auth.pii import may_weaken, weakening
 from control.auth.principal import Scope
 from metalake.events import new_event
 from metalake.events.validation import InvalidData
-from metalake.projection import AssetDoc, ClassificationDoc, unescape_keys
+from metalake.projection import (
+    EDITED_DESCRIPTION,
+    EDITED_OWNERS,
+    EDITED_PROPERTY_PREFIX,
+    AssetDoc,
+    AssetEditDoc,
+    ClassificationDoc,
+    EditedAsset,
+    apply_edits,
+)
+from metalake.settings import ApiSettings
 from tenants.naming import names_for
 
 ADDED = "io.metalake.classification.added.v1"
 REMOVED = "io.metalake.classification.removed.v1"
+EDITED = "io.metalake.asset.edited.v1"
+CLEARED = "io.metalake.asset.edit.cleared.v1"
+_PROPERTY_NAME = re.compile(PROPERTY_NAME_PATTERN)
 
 # Changing a tag is sending an event about the tenant's catalog: an administrator or a client that sends events.
 TagWriter = Annotated[TenantContext, Depends(require_tenant(Scope.TENANT_ADMIN, Scope.EVENTS_WRITE))]
@@ -118,10 +138,9 @@ def get_asset(tc: TenantReader, ctx: ContextDep, urn: UrnQuery) -> AssetView:
     doc = _live_asset(catalog, urn)
     out = _public(doc)
     out["urn"] = doc.get("urn") or doc["_id"]
-    if out.get("properties"):
-        out["properties"] = unescape_keys(out["properties"])
     out["tags"] = [_public(t) for t in catalog.tags_of([urn]).get(urn, [])]
     out["propagated_tags"] = [_public(t) for t in catalog.propagated_of([urn]).get(urn, [])]
+    out.update(apply_edits(doc, catalog.edits_of(urn, _edits_bound(ctx.settings.api))))
     return AssetView.model_validate(out)
 
 
@@ -169,9 +188,10 @@ def search_assets(
     return Page[AssetSummary](items=items, next_cursor=next_cursor)
 
 
-def _next_version(publisher: TenantPublisher, held: ClassificationDoc | None) -> int:
-    """The API's clock, but always past the version the projection holds for this (urn, tag): a person's change must
-    apply even if an earlier one carried a later clock (another API replica, a source's own sequence)."""
+def _next_version(publisher: TenantPublisher, held: ClassificationDoc | AssetEditDoc | None) -> int:
+    """The API's clock, but always past the version the projection holds for this (urn, tag) or (urn, aspect): a
+    person's change must apply even if an earlier one carried a later clock (another API replica, a source's own
+    sequence)."""
     held_version = held.get("version") if held is not None else None
     return publisher.clock.next(at_least=held_version + 1 if isinstance(held_version, int) else 0)
 
@@ -252,6 +272,141 @@ def remove_tag(tc: TagWriter, ctx: ContextDep, publisher: PublisherDep, urn: Urn
     counts = {"pii": 1} if pii else None
     audit.record(ctx, tc.tenant, tc.principal, "asset.tag.remove", f"{urn}|{tag}", audit.ACCEPTED, counts=counts)
     return accepted
+
+
+# -- edits ----------------------------------------------------------------------------------------------------------
+
+
+def _edits_bound(api: ApiSettings) -> int:
+    """The most edit rows one asset can hold: description, owners and each property (tombstones included, so
+    cleared properties count: twice the live bound keeps room for them)."""
+    return 2 + 2 * api.edit_properties_max
+
+
+def _check_edit(body: AssetEdit, api: ApiSettings) -> None:
+    """The limits of ``api.edit_*`` (422 naming the field); the schema's own checks ran already."""
+    if body.description is not None and len(body.description) > api.edit_description_max:
+        raise Problem(
+            422,
+            "invalid-request",
+            f"description: longer than {api.edit_description_max} characters",
+            field="description",
+        )
+    if body.owners is not None:
+        if len(body.owners) > api.edit_owners_max:
+            raise Problem(422, "invalid-request", f"owners: more than {api.edit_owners_max}", field="owners")
+        for i, owner in enumerate(body.owners):
+            if not owner or len(owner) > api.edit_owner_max:
+                field = f"owners.{i}"
+                raise Problem(
+                    422, "invalid-request", f"{field}: empty or longer than {api.edit_owner_max}", field=field
+                )
+    for name, value in (body.properties or {}).items():
+        if not _PROPERTY_NAME.fullmatch(name):
+            raise Problem(
+                422,
+                "invalid-request",
+                f"properties: a property name must match {PROPERTY_NAME_PATTERN}",
+                field="properties",
+            )
+        if value is not None and len(value) > api.edit_property_value_max:
+            field = f"properties.{name}"
+            raise Problem(
+                422, "invalid-request", f"{field}: longer than {api.edit_property_value_max} characters", field=field
+            )
+
+
+def _wanted(body: AssetEdit, held: Mapping[str, AssetEditDoc]) -> dict[str, dict[str, Any] | None]:
+    """What the body asks, per aspect: the edit's values, or None to clear. ``properties: null`` clears every
+    property edit the asset holds."""
+    given = body.model_fields_set
+    out: dict[str, dict[str, Any] | None] = {}
+    if "description" in given:
+        out[EDITED_DESCRIPTION] = None if body.description is None else {"text": body.description}
+    if "owners" in given:
+        out[EDITED_OWNERS] = None if body.owners is None else {"owners": list(body.owners)}
+    if "properties" in given:
+        if body.properties is None:
+            out.update(dict.fromkeys(a for a in held if a.startswith(EDITED_PROPERTY_PREFIX)))
+        else:
+            for name, value in body.properties.items():
+                out[EDITED_PROPERTY_PREFIX + name] = None if value is None else {"text": value}
+    return out
+
+
+def _previous(aspect: str, shown: EditedAsset) -> dict[str, Any]:
+    """What the asset showed for ``aspect`` before the change, as the event's ``previous_*`` field."""
+    if aspect == EDITED_OWNERS:
+        return {"previous_owners": shown["owners"]}
+    if aspect == EDITED_DESCRIPTION:
+        return {"previous_text": shown["description"]}
+    return {"previous_text": (shown["properties"] or {}).get(aspect.removeprefix(EDITED_PROPERTY_PREFIX))}
+
+
+def _unchanged(held: AssetEditDoc | None, values: dict[str, Any] | None) -> bool:
+    """Whether the asset already holds this: a live edit with these values, or no live edit to clear."""
+    live = held is not None and not held.get("deleted")
+    if values is None:
+        return not live
+    return live and all(held.get(k) == v for k, v in values.items())  # type: ignore[union-attr]
+
+
+@router.patch(
+    "",
+    status_code=202,
+    summary="Edit an asset's description, owners or properties",
+    response_model=EditsAccepted,
+    responses={**_PUBLISH_ERRORS, 409: {"description": "Too many edited properties on this asset."}},
+)
+def edit_asset(tc: TagWriter, ctx: ContextDep, publisher: PublisherDep, body: AssetEdit) -> EditsAccepted:
+    """Publish one ``io.metalake.asset.edited.v1`` (a value) or ``io.metalake.asset.edit.cleared.v1`` (``null``)
+    per aspect that changes; each is audited (``asset.edit.<aspect kind>``, the target ``urn|aspect``) once Kafka
+    confirmed it. 202 when all are in Kafka; the asset shows them as soon as the streaming job applied them
+    (seconds). A person's value wins over the source's until cleared. On a 503 the aspects before the failed one
+    are published: sending the same body again publishes only what is still missing."""
+    api = ctx.settings.api
+    _check_edit(body, api)
+    catalog = _catalog(ctx, tc.tenant)
+    asset = _live_asset(catalog, body.urn)
+    edits = catalog.edits_of(body.urn, _edits_bound(api))
+    held = {e["aspect"]: e for e in edits}
+    wanted = _wanted(body, held)
+    if not wanted:
+        raise Problem(422, "invalid-request", "body: nothing to edit (description, owners or properties)", field="body")
+    live_properties = {a for a, e in held.items() if a.startswith(EDITED_PROPERTY_PREFIX) and not e.get("deleted")}
+    for aspect, values in wanted.items():
+        if aspect.startswith(EDITED_PROPERTY_PREFIX):
+            (live_properties.discard if values is None else live_properties.add)(aspect)
+    if len(live_properties) > api.edit_properties_max:
+        raise Problem(
+            409, "too-many-properties", f"properties: more than {api.edit_properties_max} edited", field="properties"
+        )
+    shown = apply_edits(asset, edits)
+    changes = []
+    for aspect, values in sorted(wanted.items()):
+        if _unchanged(held.get(aspect), values):
+            continue
+        event_type = CLEARED if values is None else EDITED
+        data = {
+            "urn": body.urn,
+            "version": _next_version(publisher, held.get(aspect)),
+            "aspect": aspect,
+            **(values or {}),
+            **_previous(aspect, shown),
+            "actor": tc.principal.subject,
+        }
+        try:
+            event = new_event(event_type, tc.tenant, data, source=f"/tenants/{tc.tenant}/api")
+        except InvalidData as exc:
+            raise Problem(422, "invalid-request", str(exc), field=exc.field) from None
+        publisher.publish(event)
+        kind = "property" if aspect.startswith(EDITED_PROPERTY_PREFIX) else aspect
+        counts = {"cleared": int(values is None)}
+        audit.record(
+            ctx, tc.tenant, tc.principal, f"asset.edit.{kind}", f"{body.urn}|{aspect}", audit.ACCEPTED, counts=counts
+        )
+        changes.append(EditAccepted(aspect=aspect, event_id=event.id, type=event_type, version=data["version"]))
+    return EditsAccepted(urn=body.urn, changes=changes)
 
 
 @router.get("/lineage", summary="Lineage of an asset", response_model=LineageView, responses=_ERRORS)

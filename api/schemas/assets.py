@@ -79,6 +79,11 @@ class AssetView(BaseModel):
     updated_at: datetime | None = None
     tags: list[TagView] = Field(default_factory=list)
     propagated_tags: list[PropagatedTagView] = Field(default_factory=list)
+    edited: list[str] = Field(
+        default_factory=list,
+        description="Aspects a person set through the API (`description`, `owners`, `properties.<name>`): their "
+        "values above are the person's, not the source's, until cleared.",
+    )
 
 
 class AssetSummary(BaseModel):
@@ -114,6 +119,49 @@ class TagAccepted(BaseModel):
     urn: str
     tag: str
     version: int = Field(description="Orders this change among the asset's changes (ms).")
+
+
+PROPERTY_NAME_PATTERN = r"^[A-Za-z0-9_.:-]{1,128}$"
+
+
+class AssetEdit(BaseModel):
+    """Set or clear a person's value of an asset's description, owners or custom properties. A field left out is
+    left as it is; ``null`` clears the person's value (the source's shows again); a value wins over the source's
+    until cleared. ``properties`` edits one property per key: a string sets it, ``null`` clears it."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "example": {
+                "urn": "urn:metalake:postgres:prod/shop/public/orders",
+                "description": "One row per order, net of refunds",
+                "owners": ["sales-data@acme.example"],
+                "properties": {"tier": "1", "domain": None},
+            }
+        },
+    )
+
+    urn: Annotated[str, Field(min_length=1, max_length=URN_MAX), Canonical]
+    description: str | None = None
+    owners: list[str] | None = None
+    properties: dict[str, str | None] | None = None
+
+
+class EditAccepted(BaseModel):
+    """One published edit event: an aspect set (``io.metalake.asset.edited.v1``) or cleared (``...edit.cleared.v1``)."""
+
+    aspect: str
+    event_id: str
+    type: str
+    version: int = Field(description="Orders this change among the edits of this aspect of the asset (ms).")
+
+
+class EditsAccepted(BaseModel):
+    status: Literal["accepted"] = "accepted"
+    urn: str
+    changes: list[EditAccepted] = Field(
+        description="One event per aspect that changed, in Kafka; an aspect already so is not published again."
+    )
 
 
 class LineageNode(BaseModel):

@@ -23,13 +23,22 @@ from pymongo.database import Database
 
 from metalake import projection
 from metalake.mongo import Doc
-from metalake.projection import AssetDoc, ClassificationDoc, IncidentDoc, LineageDoc, PropagatedTagDoc
+from metalake.projection import (
+    AssetDoc,
+    AssetEditDoc,
+    ClassificationDoc,
+    IncidentDoc,
+    LineageDoc,
+    PropagatedTagDoc,
+    unescape_keys,
+)
 
 ASSETS = projection.ASSETS_COLLECTION
 CLASSIFICATIONS = projection.CLASSIFICATIONS_COLLECTION
 PROPAGATED = projection.PROPAGATED_COLLECTION
 LINEAGE = projection.LINEAGE_COLLECTION
 INCIDENTS = projection.INCIDENTS_COLLECTION
+ASSET_EDITS = projection.ASSET_EDITS_COLLECTION
 
 # Indexes the reads below are shaped for (provisioning creates them; create_index is idempotent).
 INDEXES: Mapping[str, Sequence[IndexModel]] = {
@@ -41,6 +50,7 @@ INDEXES: Mapping[str, Sequence[IndexModel]] = {
         IndexModel([("urn", ASCENDING)], name="urn"),
     ),
     INCIDENTS: (IndexModel([("urn", ASCENDING), ("_id", ASCENDING)], name="urn_id"),),
+    ASSET_EDITS: (IndexModel([("urn", ASCENDING), ("_id", ASCENDING)], name="urn_id"),),
 }
 
 LIVE: Doc = {"deleted": {"$ne": True}}
@@ -95,12 +105,17 @@ class Catalog:
         self._propagated = projection.propagated_tags(database)
         self._lineage = projection.lineage(database)
         self._incidents = projection.incidents(database)
+        self._edits = projection.asset_edits(database)
 
     # -- assets and their tags -----------------------------------------------------------------------------------
 
     def asset(self, urn: str) -> AssetDoc | None:
-        """The asset document, tombstone included (the caller tells "deleted" from "never seen")."""
-        return self._assets.find_one({"_id": urn})
+        """The asset document, tombstone included (the caller tells "deleted" from "never seen"), its property names
+        as the source sent them (the projection stores them escaped: :func:`metalake.projection.escape_keys`)."""
+        doc = self._assets.find_one({"_id": urn})
+        if doc is not None and doc.get("properties"):
+            doc["properties"] = unescape_keys(doc["properties"])
+        return doc
 
     def tags_of(self, urns: Sequence[str]) -> dict[str, list[ClassificationDoc]]:
         """Live direct classifications per URN, by tag."""
@@ -119,6 +134,11 @@ class Catalog:
         for doc in self._propagated.find({"urn": {"$in": list(urns)}, **LIVE}).sort("_id", ASCENDING):
             out.setdefault(doc["urn"], []).append(doc)
         return out
+
+    def edits_of(self, urn: str, limit: int) -> list[AssetEditDoc]:
+        """The asset's edits by aspect, cleared ones (tombstones, which hold the version a new edit must pass)
+        included; at most ``limit`` (the API bounds how many one asset can have)."""
+        return list(self._edits.find({"urn": urn}).sort("_id", ASCENDING).limit(limit))
 
     def classification(self, urn: str, tag: str) -> ClassificationDoc | None:
         """The classification document (``urn|tag``), tombstone included."""

@@ -33,6 +33,9 @@ ATTRIBUTES = frozenset(
     }
 )
 REQUIRED = ("specversion", "id", "source", "type", "data", "tenantid")
+# A person's edits: only the admin API publishes them, with the actor taken from the token and an audit row
+# (docs/edits.md); a producer could otherwise write an edit in anyone's name, unaudited.
+API_ONLY_TYPES = frozenset({"io.metalake.asset.edited.v1", "io.metalake.asset.edit.cleared.v1"})
 
 
 class Rejected(ValueError):
@@ -87,6 +90,8 @@ def _check_data(item: dict[str, Any]) -> dict[str, Any]:
     """The item's data, valid and with its URNs in canonical form (stored rows hold one spelling per asset)."""
     try:
         spec_for(item["type"])
+        if item["type"] in API_ONLY_TYPES:
+            raise Rejected("published by the admin API only (PATCH /v1/tenants/{tenant}/assets)", "type")
         validate_data(item["type"], item["data"])
         return canonical_data(item["type"], item["data"])
     except UnknownEventType:

@@ -53,6 +53,9 @@ _SPECS: tuple[EventTypeSpec, ...] = (
     EventTypeSpec("io.metalake.state.changed.v1", "A row of a tenant's current state was written"),
     # Published to metalake.outbound.tests by the admin API, consumed by the outbound runtime (control.subscriptions).
     EventTypeSpec("io.metalake.subscription.test.requested.v1", "A test message to one outbound subscription"),
+    # A person's edits through the API (api.routes.assets), kept apart from the sources' values (state asset_edits).
+    EventTypeSpec("io.metalake.asset.edited.v1", "A person set the description, owners or a property of an asset"),
+    EventTypeSpec("io.metalake.asset.edit.cleared.v1", "A person cleared an edit: the source's value shows again"),
 )
 _BY_NAME = {spec.name: spec for spec in _SPECS}
 

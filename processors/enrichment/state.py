@@ -111,7 +111,18 @@ PROPAGATED = StateSpec(
     types={"io.metalake.classification.propagated.v1": False, "io.metalake.classification.unpropagated.v1": True},
     fields=("path", "depth"),
 )
-STATE_SPECS: tuple[StateSpec, ...] = (ASSETS, CLASSIFICATIONS, LINEAGE, INCIDENTS, PROPAGATED)
+# A person's edits of an asset through the API, one row per (asset, aspect): "description", "owners" or
+# "properties.<name>". Kept apart from the asset's row, with versions of their own, so a source's later upsert
+# (whatever its version scheme) never overwrites an edit and an edit never makes the source's next upsert stale;
+# clearing an edit is its tombstone. Readers lay the live edits over the asset (metalake.projection.apply_edits).
+ASSET_EDITS = StateSpec(
+    table="asset_edits",
+    collection=projection.ASSET_EDITS_COLLECTION,
+    key=("urn", "aspect"),
+    types={"io.metalake.asset.edited.v1": False, "io.metalake.asset.edit.cleared.v1": True},
+    fields=("text", "owners", "actor"),
+)
+STATE_SPECS: tuple[StateSpec, ...] = (ASSETS, CLASSIFICATIONS, LINEAGE, INCIDENTS, PROPAGATED, ASSET_EDITS)
 
 
 def _order(item: tuple[ParsedRow, dict[str, Any]]) -> tuple[int, str]:

@@ -54,6 +54,7 @@ COLUMN_TYPES: Mapping[str, DataType] = {
     "upstream": StringType(),
     "incident_id": StringType(),
     "origin": StringType(),
+    "aspect": StringType(),
     # assets
     "kind": StringType(),
     "name": StringType(),
@@ -87,6 +88,8 @@ COLUMN_TYPES: Mapping[str, DataType] = {
     "owner": StringType(),
     "url": StringType(),
     "summary": StringType(),
+    # asset edits (the description or a property's value; owners and actor are typed above)
+    "text": StringType(),
     # meta (state.META)
     "deleted": BooleanType(),
     "version": LongType(),

@@ -114,6 +114,7 @@ URN_COLUMNS: dict[str, tuple[str, ...]] = {
     "lineage_edges": ("urn", "upstream"),
     "incidents": ("urn",),
     "propagated_tags": ("urn", "origin"),
+    "asset_edits": ("urn",),
 }
 
 

@@ -157,6 +157,7 @@ def delta_predicates(target: EraseTarget) -> dict[str, str]:
         "lineage_edges": f"{on('urn')} OR {on('upstream')}",
         "incidents": on("urn"),
         "propagated_tags": f"{on('urn')} OR {on('origin')} OR {any_of('path')}",
+        "asset_edits": on("urn"),
         "_dlq": _is("raw_key", tuple(f"{target.tenant}:{v}" for v in target.values), kids, target.raw_key + "/"),
     }
 
@@ -178,6 +179,7 @@ def mongo_filters(target: EraseTarget) -> dict[str, dict[str, Any]]:
         "lineage": ("urn", "upstream"),
         "incidents": ("urn",),
         "propagated_tags": ("urn", "origin", "path"),
+        "asset_edits": ("urn",),
     }
     return {
         collection: {"$or": [m for f in names for m in _mongo_match(f, target)]} for collection, names in fields.items()

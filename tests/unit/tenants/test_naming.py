@@ -117,6 +117,7 @@ def test_delta_tables() -> None:
         "classifications",
         "incidents",
         "propagated_tags",
+        "asset_edits",
         "audit",
         "_dlq",
     )

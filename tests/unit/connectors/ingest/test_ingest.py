@@ -78,6 +78,9 @@ def test_a_valid_event_keys_by_tenant_and_urn() -> None:
     [
         ({"tenantid": "other"}, "tenantid"),
         ({"type": "io.unknown.v1"}, "type"),
+        # A person's edits come from the admin API only (the actor from the token, audited).
+        ({"type": "io.metalake.asset.edited.v1", "data": {"urn": URN, "version": 1, "aspect": "description"}}, "type"),
+        ({"type": "io.metalake.asset.edit.cleared.v1", "data": {"urn": URN, "version": 1, "aspect": "owners"}}, "type"),
         ({"specversion": "0.3"}, "specversion"),
         ({"data": {"urn": URN, "version": 1, "kind": "table"}}, "data/(root)"),
         ({"data": {"urn": URN, "version": -1, "kind": "table", "name": "x"}}, "data/version"),

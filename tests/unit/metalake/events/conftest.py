@@ -112,6 +112,21 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "state": {"source": "auto", "propagate": True, "confidence": 0.97, "rule": "email-regex", "actor": None},
     },
     "io.metalake.subscription.test.requested.v1": {"subscription": "pii-alerts", "tag": "PII", "actor": "admin-client"},
+    "io.metalake.asset.edited.v1": {
+        "urn": TABLE,
+        "version": 1714564800500,
+        "aspect": "description",
+        "text": "One row per order, net of refunds",
+        "previous_text": "One row per order",
+        "actor": "steward-client",
+    },
+    "io.metalake.asset.edit.cleared.v1": {
+        "urn": TABLE,
+        "version": 1714564800600,
+        "aspect": "description",
+        "previous_text": "One row per order, net of refunds",
+        "actor": "steward-client",
+    },
 }
 
 

@@ -31,6 +31,8 @@ def test_the_registered_types() -> None:
         "io.metalake.asset.erased.v1",
         "io.metalake.state.changed.v1",
         "io.metalake.subscription.test.requested.v1",
+        "io.metalake.asset.edited.v1",
+        "io.metalake.asset.edit.cleared.v1",
     ]
 
 

@@ -18,7 +18,14 @@ from processors.enrichment.state import STATE_SPECS, StateSpec
 SCHEMA = spec_for(STATE_CHANGED).schema
 URN = "urn:metalake:postgres:prod/shop/public/orders/email"
 UPSTREAM = "urn:metalake:postgres:prod/shop/staging/raw_orders/email"
-KEYS: dict[str, Any] = {"urn": URN, "tag": "PII", "upstream": UPSTREAM, "origin": UPSTREAM, "incident_id": "inc-1"}
+KEYS: dict[str, Any] = {
+    "urn": URN,
+    "tag": "PII",
+    "upstream": UPSTREAM,
+    "origin": UPSTREAM,
+    "incident_id": "inc-1",
+    "aspect": "description",
+}
 
 
 @pytest.mark.parametrize("spec", [*STATE_SPECS, HEALTH], ids=lambda s: s.table)

@@ -7,7 +7,16 @@ import pytest
 
 from metalake import projection
 from processors.enrichment.health import HEALTH_COLUMNS, INSERT_DEFAULTS
-from processors.enrichment.state import ASSETS, CLASSIFICATIONS, INCIDENTS, LINEAGE, META, PROPAGATED, StateSpec
+from processors.enrichment.state import (
+    ASSET_EDITS,
+    ASSETS,
+    CLASSIFICATIONS,
+    INCIDENTS,
+    LINEAGE,
+    META,
+    PROPAGATED,
+    StateSpec,
+)
 
 DOCUMENTS: list[tuple[StateSpec, type, frozenset[str]]] = [
     (ASSETS, projection.AssetDoc, frozenset(HEALTH_COLUMNS)),
@@ -15,6 +24,7 @@ DOCUMENTS: list[tuple[StateSpec, type, frozenset[str]]] = [
     (LINEAGE, projection.LineageDoc, frozenset()),
     (INCIDENTS, projection.IncidentDoc, frozenset()),
     (PROPAGATED, projection.PropagatedTagDoc, frozenset()),
+    (ASSET_EDITS, projection.AssetEditDoc, frozenset()),
 ]
 
 
@@ -41,4 +51,5 @@ def test_the_specs_write_the_collections_the_readers_name() -> None:
         projection.LINEAGE_COLLECTION,
         projection.INCIDENTS_COLLECTION,
         projection.PROPAGATED_COLLECTION,
+        projection.ASSET_EDITS_COLLECTION,
     ]

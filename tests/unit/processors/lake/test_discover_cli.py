@@ -132,13 +132,13 @@ def test_maintain_targets_the_shared_tables_once_and_each_tenants_own(tmp_path: 
     tenants = [names_for(a, tmp_path), names_for(b, tmp_path), names_for("ded", tmp_path, dedicated=True)]
     every = targets(tenants, every_tenant=True)
     shared = [t for t in every if t.owner == "_pooled"]
-    assert len(shared) == 7 and all(t.where is None for t in shared)
+    assert len(shared) == 8 and all(t.where is None for t in shared)
     assert Target("_unrouted", "_dlq", tmp_path / "_unrouted" / "_dlq") in every
     assert {t.table for t in every if t.owner == "ded"} == {*(t.table for t in shared), "audit"}
     assert [t.table for t in every if t.owner == a] == ["audit"]
 
     named = targets([names_for(a, tmp_path)], every_tenant=False)
-    assert [t.owner for t in named] == ["_pooled"] * 7 + [a]
+    assert [t.owner for t in named] == ["_pooled"] * 8 + [a]
     assert {t.where for t in named if t.owner == "_pooled"} == {f"tenant_bucket = {tenant_bucket(a)}"}
     assert targets([names_for("ded", tmp_path, dedicated=True)], every_tenant=False) == [
         Target("ded", t, tmp_path / "ded" / t) for t in (*OWN_TABLES, "audit")

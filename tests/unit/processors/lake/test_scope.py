@@ -36,6 +36,7 @@ def test_delta_predicates_cover_every_table_and_never_spell_the_urn() -> None:
             "lineage_edges",
             "incidents",
             "propagated_tags",
+            "asset_edits",
             "_dlq",
         }
         assert not any("customers" in p for p in predicates.values())
