@@ -22,7 +22,7 @@ from ops.stack import StackManager
 from ops.stack.paths import find_project_root
 from tenants.naming import CHANGES_TOPIC, names_for
 
-SERVICES = ["api", "propagation", "outbound", "access"]
+SERVICES = ["api", "propagation", "outbound", "access", "connect"]
 
 
 @pytest.fixture
