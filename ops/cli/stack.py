@@ -35,7 +35,8 @@ def stack_up(
         bool,
         typer.Option(
             "--with-processors",
-            help="Also start the job, the admin API and the processors (propagation, outbound, access).",
+            help="Also start the job, the admin API, the processors (propagation, outbound, access) and the connector "
+            "worker (connect).",
         ),
     ] = False,
 ) -> None:
@@ -80,7 +81,7 @@ def stack_logs(
     service: Annotated[
         str,
         typer.Argument(
-            help="kafka, ferretdb, trino, postgres, stream, lake-worker, api, propagation, outbound or access."
+            help="kafka, ferretdb, trino, postgres, stream, lake-worker, api, propagation, outbound, access or connect."
         ),
     ],
     lines: Annotated[int, typer.Option("-n", "--lines", help="How many lines from the end.")] = 50,

@@ -4,7 +4,10 @@ The admin API creates a tenant and a signed-webhook subscription to a receiver t
 (two tables, their columns, a column->column lineage edge) is published to Kafka; a column is tagged PII through the
 API; then the demo shows the classification and the propagated tag in MongoDB (through the API) and in Trino, the
 webhooks received with their signatures verified, a SQL query through the API as the tenant, and the Delta tables
-with the dead letter of an invalid record. Needs ``metalake stack up --with-processors``.
+with the dead letter of an invalid record. The inbound side too: a Monte Carlo connector configured through the API
+(its signing secret generated, never printed) receives a signed incident webhook at the connector worker, and the
+incident shows on the asset (API), in Trino and at the webhook receiver. Needs ``metalake stack up
+--with-processors`` (which starts the connector worker, ``connect``).
 """
 
 from __future__ import annotations
@@ -12,10 +15,12 @@ from __future__ import annotations
 import functools
 import secrets
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+import httpx
 import trino
 from trino.dbapi import Cursor
 
@@ -23,6 +28,7 @@ from metalake.events import spec_for
 from metalake.kafka import EventProducer, PublishError
 from metalake.settings import Settings
 from metalake.trino_admin import admin_cursor
+from ops.demo import montecarlo
 from ops.demo.api_client import ApiClient, ApiError, admin_file, load_or_create_admin
 from ops.demo.catalog import Catalog, demo_catalog, invalid_record
 from ops.demo.receiver import Delivery, WebhookReceiver
@@ -83,15 +89,18 @@ def run_demo(settings: Settings, tenant: str | None, *, timeout_s: float, echo: 
             catalog = demo_catalog(tenant, time.time_ns() // 1_000_000)
             _publish(settings, names, catalog, steps, timeout_s, api)
             _tag(api, tenant, catalog, steps, timeout_s)
-            _show_trino(settings, names, catalog, steps, timeout_s)
-            _show_webhooks(api, tenant, receiver, catalog, steps, timeout_s)
+            mc_secret = _montecarlo_connector(api, tenant, steps)
+            incident = _send_incident(settings, tenant, mc_secret, catalog, steps, timeout_s)
+            _show_incident(api, tenant, catalog, incident, steps, timeout_s)
+            _show_trino(settings, names, catalog, steps, timeout_s, incident)
+            _show_webhooks(api, tenant, receiver, catalog, steps, timeout_s, incident)
         _sql_as_tenant(api, tenant, steps)
     except ApiError as exc:
         raise DemoError(str(exc)) from exc
     finally:
         api.close()
     echo(f"\nDone in {time.monotonic() - steps.started:.1f}s (tenant {tenant}).")
-    echo("Explore: metalake stack status | metalake stack logs <api|stream|propagation|outbound|access>")
+    echo("Explore: metalake stack status | metalake stack logs <api|stream|propagation|outbound|access|connect>")
 
 
 def _admin(settings: Settings, api: ApiClient, steps: Steps) -> None:
@@ -129,8 +138,8 @@ def _subscribe(api: ApiClient, tenant: str, receiver: WebhookReceiver, steps: St
             "destination": "webhook",
             "config": {"url": receiver.url},
             "secrets": {"key_id": "demo", "secret": receiver.secret},
-            # Without filters a webhook gets every change (each asset); these are the tag changes.
-            "filters": {"event_types": ["classification.*", "tag.*", "propagation.*"]},
+            # Without filters a webhook gets every change (each asset); these are the tag changes and the incidents.
+            "filters": {"event_types": ["classification.*", "tag.*", "propagation.*", "incidents.*"]},
         }
         path = f"/v1/tenants/{tenant}/subscriptions"
         resp = api.call("POST", path, json={"name": SUBSCRIPTION, **body}, expect=(201, 200, 409))
@@ -216,7 +225,106 @@ def _tag(api: ApiClient, tenant: str, catalog: Catalog, steps: Steps, timeout_s:
             )
 
 
-def _show_trino(settings: Settings, names: TenantNames, catalog: Catalog, steps: Steps, timeout_s: float) -> None:
+def _montecarlo_connector(api: ApiClient, tenant: str, steps: Steps) -> str:
+    """Create (or, on a rerun, replace) the tenant's Monte Carlo connector and activate a generated signing secret;
+    the secret, shown once in the API's answer, is kept in memory only (it is what one pastes into Monte Carlo)."""
+    name = montecarlo.CONNECTOR
+    with steps.step(
+        f"Monte Carlo connector {name!r} through the connectors API (POST /v1/tenants/{tenant}/connectors)"
+    ):
+        path = f"/v1/tenants/{tenant}/connectors"
+        config = montecarlo.connector_config()
+        spec = {"type": montecarlo.TYPE, "config": config}
+        resp = api.call("POST", path, json={"name": name, **spec}, expect=(201, 409))
+        if resp.status_code == 409:  # a rerun on the same tenant: the same configuration again
+            api.call("PUT", f"{path}/{name}", json=spec)
+        steps.echo(f"    {'created' if resp.status_code == 201 else 'exists already; configuration replaced'}")
+        for warehouse, target in config["warehouses"].items():
+            steps.echo(
+                f"    warehouse map: Monte Carlo warehouse {warehouse} -> {target['platform']}:{target['instance']}"
+            )
+        # No secret in the request: the API generates one and shows it in this answer only. A rerun's previous
+        # secret is retired at once (overlap 0): the demo is its only sender.
+        rotated = api.json("POST", f"{path}/{name}/secrets", json={"overlap_seconds": 0}, expect=(201,))
+        steps.echo(f"    signing secret {rotated['id']} generated (kept in memory for the sender, never printed)")
+        secret: str = rotated["secret"]
+        return secret
+
+
+def _send_incident(
+    settings: Settings, tenant: str, secret: str, catalog: Catalog, steps: Steps, timeout_s: float
+) -> montecarlo.Incident:
+    connect = settings.connect
+    url = f"http://{connect.host}:{connect.port}/webhooks/{montecarlo.SLUG}/{urllib.parse.quote(tenant, safe='')}"
+    incident = montecarlo.incident("public", "customers", "customers: 0 rows added in the last 24 hours")
+    with steps.step(f"A signed Monte Carlo incident webhook to the connector worker (POST {url})"):
+        steps.echo(f"    incident {incident.incident_id} on {incident.full_table_id} (x-mcd-signature: HMAC-SHA512)")
+        headers = montecarlo.signed_headers(secret, incident.body)
+
+        def accepted() -> dict[str, Any] | None:
+            try:
+                resp = httpx.post(url, content=incident.body, headers=headers, timeout=30)
+            except httpx.HTTPError as exc:
+                raise DemoError(
+                    f"POST {url}: {type(exc).__name__}; is the connector worker up? Start it with `metalake stack up "
+                    "connect`; read `metalake stack logs connect`"
+                ) from exc
+            if resp.status_code == 401:
+                return None  # the worker may still hold the connector's previous secrets (connect.lookup_cache_ttl_s)
+            if resp.status_code not in (200, 202):
+                raise DemoError(
+                    f"POST {url} answered {resp.status_code}: {resp.text[:300]}; see metalake stack logs connect"
+                )
+            body: dict[str, Any] = resp.json()
+            return body
+
+        answer = wait_for("accepted by the worker (Kafka confirmed)", accepted, timeout_s, "connect", steps.echo)
+        steps.echo(f"    answer: {answer.get('status')}, events {answer.get('events')}")
+    return incident
+
+
+def _show_incident(
+    api: ApiClient, tenant: str, catalog: Catalog, incident: montecarlo.Incident, steps: Steps, timeout_s: float
+) -> None:
+    with steps.step(f"The incident on {catalog.customers} through the API (GET .../assets/incidents, .../assets)"):
+
+        def listed() -> dict[str, Any] | None:
+            # Open ones only, a full page: a tenant the demo ran on many times keeps each run's incident.
+            params = {"urn": catalog.customers, "state": "open", "limit": 500}
+            page = api.json("GET", f"/v1/tenants/{tenant}/assets/incidents", params=params)
+            return next((i for i in page["items"] if i["incident_id"] == incident.incident_id), None)
+
+        found = wait_for(
+            "incident in MongoDB (GET .../assets/incidents?urn=<table>)",
+            listed,
+            timeout_s,
+            "stream connect",
+            steps.echo,
+        )
+        steps.echo(
+            f"    {found['incident_id']}: {found.get('status')}, {found.get('incident_type')}, {found.get('summary')}"
+        )
+        steps.echo(f"    {found.get('url')}")
+
+        def degraded() -> dict[str, Any] | None:
+            view: dict[str, Any] = api.json("GET", f"/v1/tenants/{tenant}/assets", params={"urn": catalog.customers})
+            return view if incident.incident_id in (view.get("open_incident_ids") or []) else None
+
+        asset = wait_for("the asset's health (GET .../assets?urn=<table>)", degraded, timeout_s, "stream", steps.echo)
+        steps.echo(
+            f"    health {asset.get('health')} ({asset.get('open_incidents')} open incident(s), "
+            f"severity {asset.get('health_severity') or '-'}); owners {asset.get('owners')}"
+        )
+
+
+def _show_trino(
+    settings: Settings,
+    names: TenantNames,
+    catalog: Catalog,
+    steps: Steps,
+    timeout_s: float,
+    incident: montecarlo.Incident,
+) -> None:
     schema = names.trino_schema
     with (
         admin_cursor(settings) as cur,
@@ -234,6 +342,18 @@ def _show_trino(settings: Settings, names: TenantNames, catalog: Catalog, steps:
                 steps.echo,
             )
             steps.echo(f"    {table}: {urn} PII")
+        sql = f'SELECT status, urn FROM "{schema}"."incidents" WHERE incident_id = ?'  # noqa: S608
+        found = wait_for(
+            "incidents row in Trino",
+            functools.partial(_rows, cur, sql, [incident.incident_id]),
+            timeout_s,
+            "stream",
+            steps.echo,
+        )
+        steps.echo(f"    incidents: {incident.incident_id} {found[0][0]} on {found[0][1]}")
+        sql = f'SELECT health, open_incidents FROM "{schema}"."assets" WHERE urn = ?'  # noqa: S608
+        health = _rows(cur, sql, [catalog.customers]) or [["-", "-"]]
+        steps.echo(f"    assets: {catalog.customers} health {health[0][0]}, {health[0][1]} open incident(s)")
         wait_for(
             "dead letter of the invalid record in Trino",
             lambda: _rows(cur, f'SELECT reason FROM "{schema}"."_dlq" LIMIT 1', []),  # noqa: S608
@@ -243,7 +363,7 @@ def _show_trino(settings: Settings, names: TenantNames, catalog: Catalog, steps:
         )
         where = "shared by the pooled tenants, rows keyed by tenant" if not names.dedicated else "its own"
         steps.echo(f"    Delta tables ({where}):")
-        for table in ("events", "assets", "lineage_edges", "classifications", "propagated_tags", "_dlq"):
+        for table in ("events", "assets", "lineage_edges", "classifications", "propagated_tags", "incidents", "_dlq"):
             lake_table = names.table(table)
             rows = _rows(cur, f'SELECT count(*) FROM "{schema}"."{table}"', []) or [[0]]  # noqa: S608
             # A pooled tenant's tables are views: the shared table's history is the platform's to read.
@@ -266,7 +386,13 @@ def _rows(cur: Cursor, sql: str, params: list[Any]) -> list[list[Any]] | None:
 
 
 def _show_webhooks(
-    api: ApiClient, tenant: str, receiver: WebhookReceiver, catalog: Catalog, steps: Steps, timeout_s: float
+    api: ApiClient,
+    tenant: str,
+    receiver: WebhookReceiver,
+    catalog: Catalog,
+    steps: Steps,
+    timeout_s: float,
+    incident: montecarlo.Incident,
 ) -> None:
     with steps.step("Signed webhooks received by the demo's receiver (signatures verified)"):
         wanted = {
@@ -277,17 +403,20 @@ def _show_webhooks(
 
         def arrived() -> list[Delivery] | None:
             got = receiver.deliveries()
-            return got if wanted <= {(d.kind, d.asset) for d in got} else None
+            # This run's incident, not a previous run's (still open on the same table, changed again by this run's).
+            mine = any(d.kind == "incidents.changed" and d.incident_id == incident.incident_id for d in got)
+            return got if mine and wanted <= {(d.kind, d.asset) for d in got} else None
 
         got = wait_for(
-            "webhooks " + ", ".join(kind for kind, _ in sorted(wanted)),
+            "webhooks " + ", ".join([*(kind for kind, _ in sorted(wanted)), "incidents.changed"]),
             arrived,
             timeout_s,
             "outbound propagation",
             steps.echo,
         )
         for d in got:
-            steps.echo(f"    {d.kind:22} {d.asset or '-'} {d.tag or ''}: {d.reason}")
+            what = d.tag or (f"{d.incident_id} {d.status}" if d.incident_id else "")
+            steps.echo(f"    {d.kind:22} {d.asset or '-'} {what}: {d.reason}")
         bad = [d for d in got if not d.verified]
         if bad:
             raise DemoError(
@@ -299,7 +428,7 @@ def _show_webhooks(
 
 
 def _sql_as_tenant(api: ApiClient, tenant: str, steps: Steps) -> None:
-    with steps.step("A SQL query through the API as the tenant (a read-only client of the tenant)"):
+    with steps.step("SQL through the API as the tenant (a read-only client): propagated tags, incidents"):
         client = api.json(
             "POST",
             f"/v1/tenants/{tenant}/clients",
@@ -312,11 +441,15 @@ def _sql_as_tenant(api: ApiClient, tenant: str, steps: Steps) -> None:
             steps.echo(f"    client {client['client_id']} scope {token.get('scope')}")
             sql = "SELECT urn, tag, origin, depth FROM propagated_tags ORDER BY urn"
             result = reader.json("POST", f"/v1/tenants/{tenant}/sql", json={"sql": sql, "format": "json"})
+            # The tenant's incidents are a table like the others (one row per incident and table).
+            incidents_sql = "SELECT incident_id, status, urn FROM incidents ORDER BY incident_id"
+            incidents = reader.json("POST", f"/v1/tenants/{tenant}/sql", json={"sql": incidents_sql, "format": "json"})
         finally:
             reader.close()
             # One reader per run: revoke it so reruns do not pile up clients.
             api.call("DELETE", f"/v1/tenants/{tenant}/clients/{client['client_id']}", expect=(204, 200))
-        steps.echo(f"    POST /v1/tenants/{tenant}/sql  {sql}")
-        steps.echo("    " + " | ".join(c["name"] for c in result["columns"]))
-        for row in result["rows"]:
-            steps.echo("    " + " | ".join(str(v) for v in row))
+        for query, answer in ((sql, result), (incidents_sql, incidents)):
+            steps.echo(f"    POST /v1/tenants/{tenant}/sql  {query}")
+            steps.echo("    " + " | ".join(c["name"] for c in answer["columns"]))
+            for row in answer["rows"]:
+                steps.echo("    " + " | ".join(str(v) for v in row))

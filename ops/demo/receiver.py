@@ -24,6 +24,9 @@ class Delivery:
     tag: str | None
     verified: bool
     reason: str
+    # An incident's change (kind incidents.changed): its id (from the row's key) and its status after the change.
+    incident_id: str | None = None
+    status: str | None = None
 
 
 def verify(secret: str, headers: dict[str, str], body: bytes, now: float | None = None) -> str | None:
@@ -39,6 +42,10 @@ def verify(secret: str, headers: dict[str, str], body: bytes, now: float | None 
     digest = hmac.new(key, f"{msg_id}.{timestamp}.".encode() + body, hashlib.sha256).digest()
     expected = "v1," + base64.b64encode(digest).decode()
     return None if any(hmac.compare_digest(expected, s) for s in signatures) else "no signature matches"
+
+
+def _object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 class WebhookReceiver:
@@ -80,6 +87,8 @@ class WebhookReceiver:
         except ValueError:
             doc = {}
         change = doc.get("change") or {}
+        data = _object(change.get("data"))
+        key, state = _object(data.get("key")), _object(data.get("state"))
         delivery = Delivery(
             webhook_id=headers.get("webhook-id", ""),
             kind=str(doc.get("type", "?")),
@@ -87,6 +96,8 @@ class WebhookReceiver:
             tag=change.get("tag"),
             verified=reason is None,
             reason=reason or "signature verified",
+            incident_id=key.get("incident_id"),
+            status=state.get("status"),
         )
         with self._lock:
             # Deliveries are at least once: a resent webhook-id is the same delivery.

@@ -22,7 +22,7 @@ from ops.stack import StackManager
 from ops.stack.paths import find_project_root
 from tenants.naming import CHANGES_TOPIC, names_for
 
-SERVICES = ["api", "propagation", "outbound", "access"]
+SERVICES = ["api", "propagation", "outbound", "access", "connect"]
 
 
 @pytest.fixture
@@ -53,7 +53,7 @@ def test_the_demo_shows_the_whole_flow(
     result = _demo(tenant)
     out = result.stdout
     steps = re.findall(r"^\[(\d+)\] (.*)$", out, flags=re.MULTILINE)
-    assert [int(n) for n, _ in steps] == list(range(1, 9))
+    assert [int(n) for n, _ in steps] == list(range(1, 12))
     assert all(re.search(r"^    \(\d+\.\d+s\)$", out, flags=re.MULTILINE) for _ in steps)
     assert f"Create tenant '{tenant}' through the API" in out
     # Both webhooks arrived at the demo's receiver and their HMAC signatures verified.
@@ -61,6 +61,19 @@ def test_the_demo_shows_the_whole_flow(
     assert re.search(r"propagation\.completed +\S+/customers/contact PII: signature verified", out)
     assert re.search(r"tag\.propagated +\S+/orders/customer_contact PII: signature verified", out)
     assert "failed verification" not in out
+    # The inbound side: a Monte Carlo connector with a generated secret, a signed incident accepted by the connector
+    # worker (the stack's `connect` service), shown on the asset through the API, in Trino and as a signed webhook.
+    assert "Monte Carlo connector 'monte-carlo' through the connectors API" in out
+    assert re.search(r"signing secret \S+ generated \(kept in memory for the sender, never printed\)", out)
+    incident = re.search(r"^    incident (\S+) on shop:public\.customers", out, flags=re.MULTILINE)
+    assert incident is not None
+    incident_id = incident.group(1)
+    assert re.search(r"answer: accepted, events \['\S+'\]", out)
+    assert re.search(rf"^    {incident_id}: opened, ANOMALIES", out, flags=re.MULTILINE)
+    assert re.search(r"health degraded \(\d+ open incident", out)
+    assert re.search(rf"incidents: {incident_id} opened on \S+/customers$", out, flags=re.MULTILINE)
+    assert re.search(rf"incidents\.changed +\S+/customers {incident_id} opened: signature verified", out)
+    assert re.search(rf"^    {incident_id} \| opened \| \S+/customers$", out, flags=re.MULTILINE)
     # The SQL step ran as the tenant's read-only client and saw the propagated tag.
     assert re.search(r"scope tenant:read sql:read", out)
     assert re.search(r"\S+/orders/customer_contact \| PII \| \S+/customers/contact \| 1", out)
@@ -69,6 +82,8 @@ def test_the_demo_shows_the_whole_flow(
     contact = "urn:metalake:postgres:shop-prod/shop/public/customers/contact"
     assert db["classifications"].count_documents({"urn": contact, "tag": "PII", "source": "human"}) == 1
     assert db["propagated_tags"].count_documents({"origin": contact, "tag": "PII", "depth": 1}) == 1
+    customers = "urn:metalake:postgres:shop-prod/shop/public/customers"
+    assert db["incidents"].count_documents({"incident_id": incident_id, "urn": customers, "status": "opened"}) == 1
     # Secrets stay out of the output: the admin secret is in the owner-only file only.
     admin = (settings.local_stack_dir / "demo-admin.json").read_text()
     secret = re.search(r'"client_secret": "([^"]+)"', admin)
@@ -79,6 +94,9 @@ def test_the_demo_shows_the_whole_flow(
     assert "exists already; reusing it" in again and "    updated; filters:" in again
     assert re.search(r"classification\.removed +\S+/customers/contact PII: signature verified", again)
     assert re.search(r"tag\.propagated +\S+/orders/customer_contact PII: signature verified", again)
+    # The connector is reconfigured and its secret rotated; the new incident arrives like the first one.
+    assert "exists already; configuration replaced" in again
+    assert re.search(r"incidents\.changed +\S+/customers \S+ opened: signature verified", again)
     assert db["classifications"].count_documents({"urn": contact, "tag": "PII", "deleted": {"$ne": True}}) == 1
 
 

@@ -2,6 +2,7 @@
 
 from ops.stack.services.api import Api
 from ops.stack.services.base import Service, StackContext
+from ops.stack.services.connect import ConnectWorker
 from ops.stack.services.ferretdb import FerretDB
 from ops.stack.services.kafka import Kafka
 from ops.stack.services.lake_worker import LakeWorker
@@ -18,7 +19,7 @@ from ops.stack.services.trino import Trino
 # with it (where Spark work runs); the processors of metalake.changes come last (they read what the job writes). The
 # API comes before Trino: Trino reads the API's JWKS when it starts (JWT authentication with the built-in issuer), and
 # the API needs only Kafka and FerretDB to start. The Spark standalone cluster runs only on request (a job on it needs
-# it up first).
+# it up first). The connector worker (webhooks, the ingest API, scheduled crawls) comes with the processors.
 SERVICES: tuple[Service, ...] = (
     Kafka(),
     Postgres(),
@@ -33,6 +34,7 @@ SERVICES: tuple[Service, ...] = (
     Propagation(),
     Outbound(),
     Access(),
+    ConnectWorker(),
 )
 
 __all__ = ["SERVICES", "Service", "StackContext"]

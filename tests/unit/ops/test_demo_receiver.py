@@ -61,3 +61,26 @@ def test_the_receiver_records_each_delivery_once_with_its_verdict() -> None:
         ("msg_2", "classification.added", change["asset"], "PII", False),
     ]
     assert got[1].reason == "no signature matches"
+
+
+def test_an_incident_change_is_recorded_with_its_id_and_status() -> None:
+    secret = "a-demo-secret-of-24-chars"
+    table = "urn:metalake:postgres:shop-prod/shop/public/customers"
+    # What outbound sends for a row of the incidents table (io.metalake.state.changed.v1, kind incidents.changed).
+    data = {
+        "table": "incidents",
+        "key": {"incident_id": "f83867b6", "urn": table},
+        "deleted": False,
+        "version": 1,
+        "state": {"status": "opened", "summary": "0 rows"},
+    }
+    body = json.dumps({"type": "incidents.changed", "change": {"asset": table, "tag": None, "data": data}}).encode()
+    with WebhookReceiver(secret) as receiver:
+        _post(receiver.url, secret, "msg_1", body)
+        # A change without a row (propagation.completed) or with a malformed one records no incident.
+        _post(receiver.url, secret, "msg_2", json.dumps({"type": "x", "change": {"data": {"key": "k"}}}).encode())
+        got = receiver.deliveries()
+    assert [(d.kind, d.asset, d.incident_id, d.status, d.verified) for d in got] == [
+        ("incidents.changed", table, "f83867b6", "opened", True),
+        ("x", None, None, None, True),
+    ]

@@ -92,6 +92,7 @@ def test_status_of_a_fresh_stack_is_all_stopped(tmp_path: Path) -> None:
         ("propagation", "stopped", None),
         ("outbound", "stopped", None),
         ("access", "stopped", None),
+        ("connect", "stopped", None),
     ]
 
 

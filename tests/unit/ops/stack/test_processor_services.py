@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import socket
 import stat
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -14,9 +16,10 @@ from ops.stack.manager import GENERATED_SECRETS, _generated_secrets
 from ops.stack.paths import with_stack_paths
 from ops.stack.services import SERVICES
 from ops.stack.services.base import StackContext
+from ops.stack.services.connect import ConnectWorker
 from ops.stack.services.processors import LOCAL_SSRF_ALLOW, Outbound, Propagation, local_env
 
-NEW = ["api", "propagation", "outbound", "access"]
+NEW = ["api", "propagation", "outbound", "access", "connect"]
 # Trino authenticates JWTs with the API's JWKS, which it reads when it starts: the API comes first, in every selection.
 INFRA = ["kafka", "postgres", "ferretdb", "api", "trino"]
 
@@ -47,7 +50,7 @@ def test_with_processors_implies_the_job_and_with_job_does_not_start_processors(
 def test_down_and_status_cover_the_new_services(tmp_path: Path) -> None:
     manager = _manager(tmp_path)
     names = [r.name for r in manager.status()]
-    assert names[-3:] == NEW[1:] and names.index("api") < names.index("trino")
+    assert names[-4:] == NEW[1:] and names.index("api") < names.index("trino")
     assert [r.state for r in manager.status()] == ["stopped"] * len(SERVICES)
     assert manager.log_path("access") == tmp_path / ".stack" / "logs" / "access.log"
 
@@ -153,3 +156,60 @@ def test_every_python_service_starts_a_command_that_exists(service: object, tmp_
         [sys.executable, "-m", *words, "--help"], capture_output=True, text=True, timeout=60, check=False
     )
     assert done.returncode == 0, done.stderr[-1500:]
+
+
+def test_the_connector_worker_serves_on_its_settings_port_with_the_local_allowances(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = with_stack_paths(Settings(stack=StackSettings(dir=tmp_path / ".stack")))
+    settings.connect.port = 21601
+    ctx = StackContext(settings, tmp_path)
+    service = ConnectWorker()
+    assert service.ports(ctx) == [21601] and service.port_variable() == "METALAKE_CONNECT__PORT"
+    argv = service.argv(ctx)
+    assert argv[1:4] == ["-m", "connectors", "run"] and argv[argv.index("--port") + 1] == "21601"
+    # It needs Kafka and the control plane to start, not to be stopped with them.
+    assert service.requires == () and service.needs_at_start(ctx) == ("kafka", "ferretdb")
+    for key in ("METALAKE_CONNECT__SSRF_ALLOW", "METALAKE_CONNECT__ALLOW_PASSWORDLESS_SOURCES"):
+        monkeypatch.delenv(key, raising=False)
+    env = service.env(ctx)
+    assert env["METALAKE_CONNECT__SSRF_ALLOW"] == LOCAL_SSRF_ALLOW
+    assert env["METALAKE_CONNECT__ALLOW_PASSWORDLESS_SOURCES"] == "true"
+    monkeypatch.setenv("METALAKE_CONNECT__SSRF_ALLOW", "[]")
+    assert service.env(ctx)["METALAKE_CONNECT__SSRF_ALLOW"] == "[]"  # the environment's own value wins
+    # Nothing listens there: the probe says so instead of raising.
+    assert service.probe(ctx) == "/readyz unreachable (URLError)"
+
+
+def test_the_connector_worker_is_healthy_when_its_readyz_says_ready(tmp_path: Path) -> None:
+    settings = with_stack_paths(Settings(stack=StackSettings(dir=tmp_path / ".stack")))
+    answers = iter(
+        [(503, b'{"status": "not-ready", "checks": {"kafka": "down: KafkaException"}}'), (200, b'{"status": "ready"}')]
+    )
+
+    class Ready(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            status, body = next(answers)
+            self.send_response(status)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            """Quiet."""
+
+    with ThreadingHTTPServer(("127.0.0.1", 0), Ready) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        settings.connect.port = server.server_address[1]
+        ctx = StackContext(settings, tmp_path)
+        try:
+            assert ConnectWorker().probe(ctx) == "/readyz answered 503"
+            assert ConnectWorker().probe(ctx) is None
+        finally:
+            server.shutdown()
+
+
+def test_with_processors_starts_the_connector_worker_and_by_name_it_starts_alone(tmp_path: Path) -> None:
+    manager = _manager(tmp_path)
+    assert "connect" in _names(manager, with_processors=True)
+    assert "connect" not in _names(manager, with_job=True)
+    assert [s.name for s in manager._select(["connect"], False)] == ["kafka", "postgres", "ferretdb", "connect"]
