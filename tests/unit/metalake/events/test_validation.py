@@ -120,28 +120,3 @@ def test_schema_rejects_urns_the_urn_module_rejects(urn: str) -> None:
     with pytest.raises(InvalidData) as info:
         validate_data("io.metalake.asset.deleted.v1", {"urn": urn, "version": 0})
     assert info.value.field == "urn"
-
-
-@pytest.mark.parametrize("key", [f"{SECRET}.name", f"${SECRET}", ".", "a."])
-def test_a_property_name_mongodb_cannot_store_is_refused(examples: dict[str, dict[str, Any]], key: str) -> None:
-    # FerretDB refuses such a key when the projection writes it: an accepted event holding one stopped the stream job's
-    # MongoDB query on every retry. The schema refuses it at the door instead (and the stream job dead-letters it).
-    with pytest.raises(InvalidData) as info:
-        validate_data(UPSERT, _broken(examples, properties={"rows": "1", key: "x"}))
-    assert info.value.field == "properties"
-    assert SECRET not in str(info.value)
-
-
-@pytest.mark.parametrize("key", ["rows", "dbt:materialized", "spark_app_name", "a$b", "ünï cødé"])
-def test_other_property_names_pass(examples: dict[str, dict[str, Any]], key: str) -> None:
-    validate_data(UPSERT, _broken(examples, properties={key: "x"}))
-
-
-def test_a_record_with_such_a_property_decodes_as_invalid(examples: dict[str, dict[str, Any]]) -> None:
-    from metalake.events import InvalidEvent, decode_record, new_event
-
-    event = new_event(UPSERT, "acme", examples[UPSERT], source="/test")
-    value = event.value().replace(b'"properties":{', b'"properties":{"openlineage.run":"x",')
-    with pytest.raises(InvalidEvent) as info:
-        decode_record(event.key, value, event.headers())
-    assert info.value.field.startswith("data/properties")
