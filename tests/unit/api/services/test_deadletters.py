@@ -96,7 +96,7 @@ class FakeReplayDocs:
 
 class FakeDirectory:
     def names(self, tenant: str) -> TenantNames:
-        return names_for(tenant, Path("/tmp/dlq-lake"))
+        return names_for(tenant, Path("/tmp/dlq-no-lake"))
 
 
 class FakeProducer:
@@ -124,8 +124,10 @@ def _service(*letters: StoredLetter, warehouses: dict[str, Any] | None = None) -
         store.add(ConnectorRecord(tenant, "mc", "montecarlo", config), "secret")
     replays = ReplayLog(cast(Any, {"dead_letter_replays": FakeReplayDocs()}), 60.0)
     plugins = {"montecarlo": Plugin("montecarlo", MonteCarloConnector)}
+    # The stream letters' names point where no _dlq table is: they are tested on a real table elsewhere.
+    names = FakeDirectory().names
     service = DeadLetters(
-        Settings(), cast(Any, FakeTopics(*letters)), replays, cast(Any, store), cast(Any, None), plugins
+        Settings(), cast(Any, FakeTopics(*letters)), replays, cast(Any, store), cast(Any, None), plugins, names
     )
     return service, store
 
@@ -173,7 +175,7 @@ def test_a_refused_replay_is_recorded_then_replays_once_the_map_is_fixed_and_onl
     done = service.replay("acme", "connectors-0-1", "bob", cast(Any, publisher))
     assert (done.outcome, done.published, done.replay.status, done.replay.tries) == ("replayed", 1, "replayed", 2)
     [record] = publisher.producer.sent
-    assert record.topic == names_for("acme", Path("/tmp/dlq-lake")).topic("priority")
+    assert record.topic == names_for("acme", Path("/tmp/dlq-no-lake")).topic("priority")
     assert done.replay.events == (record.id,)
 
     again = service.replay("acme", "connectors-0-1", "carol", cast(Any, publisher))
