@@ -13,7 +13,8 @@ from pymongo.errors import DuplicateKeyError
 from runtime_fakes import FakeStore
 
 from api.problems import Problem
-from api.services.deadletters import DeadLetters, Filters
+from api.schemas.deadletters import DeadLetterPage, DeadLetterView
+from api.services.deadletters import DeadLetters, Filters, Listed
 from connectors.montecarlo import MonteCarloConnector
 from control.connectors.registry import Plugin
 from control.connectors.store import ConnectorRecord
@@ -194,3 +195,12 @@ def test_a_replay_kafka_did_not_confirm_is_forgotten_so_the_next_try_publishes()
     assert service.inspect("acme", "connectors-0-1")[1] is None
     publisher.producer.fail = False
     assert service.replay("acme", "connectors-0-1", "alice", cast(Any, publisher)).outcome == "replayed"
+
+
+def test_every_medium_renders_through_the_api_schemas() -> None:
+    stream = replace(_letter("acme", 4), medium="stream", topic_class="bulk")
+    for stored in (_letter("acme", 1), _letter("acme", 2, stage="outbound"), stream):
+        view = DeadLetterView.of(stored, None, 16_384)
+        assert view.id == stored.id and view.medium == stored.medium and view.payload.shown
+        assert DeadLetterPage.of(Listed([(stored, None)], False, None), None).items[0].id == stored.id
+    assert DeadLetterView.of(stream, None, 16_384).id == "stream-bulk-0-4"
