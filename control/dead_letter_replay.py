@@ -23,6 +23,11 @@ Then, as for a live record, the connector's current transforms and the event che
 all-or-nothing: every event passes (and is published by the caller) or the replay is :class:`Refused` with the
 first reason, naming the field (the letter stays, to be replayed once that is fixed too).
 
+**A streaming job's letter** (a ``_dlq`` row of the tenant's event topics) is re-published, its original bytes and
+headers, to the topic it came from, but only if it parses now (:func:`metalake.events.envelope.decode_record`, as the
+job parses, e.g. once its event type is registered); else the replay is refused with the reason and field
+(:func:`stream_record`).
+
 **An outbound letter** goes back to the outbound runtime (:func:`outbound_record`).
 A delivery letter (``stage=outbound`` with ``outbound.subscription``) is the original change record. Its replay is
 that record published to the outbound retry topic with the retry headers of a first attempt due now, for the one
@@ -66,7 +71,7 @@ from metalake.events.envelope import InvalidEvent, decode_record
 from metalake.kafka import RawRecord
 from metalake.mongo import typed_collection
 from metalake.sealing import SealingError
-from tenants.naming import retry_topic
+from tenants.naming import TenantNames, retry_topic
 
 COLLECTION = "dead_letter_replays"
 Status = Literal["running", "replayed", "refused"]
@@ -328,3 +333,17 @@ def outbound_record(stored: StoredLetter, subscriptions: SubscriptionStore, now_
         ("outbound.reason", f"replay of {stored.id}".encode()),
     ]
     return RawRecord(RETRY_TOPIC, change.id, stored.key, stored.value, headers)
+
+
+def stream_record(stored: StoredLetter, names: TenantNames) -> RawRecord:
+    """The streaming job's record again, for its input topic, if it parses now; else :class:`Refused`."""
+    if stored.medium != "stream" or stored.topic_class is None:
+        raise Refused("not a streaming job's letter", "letter_id", "NotReplayable")
+    headers = list(stored.headers)
+    try:
+        event = decode_record(stored.key, stored.value, headers)
+    except InvalidEvent as exc:
+        raise Refused(exc.reason, exc.field or "data", type(exc).__name__) from None
+    if event.tenantid != names.tenant_id:
+        raise Refused("the record names another tenant", "ce_tenantid", "TenantMismatch")
+    return RawRecord(names.topic(stored.topic_class), event.id, stored.key, stored.value, headers)

@@ -1,7 +1,9 @@
-"""A tenant's dead letters in the shared DLQ topics (``metalake.connectors.dlq``, ``metalake.outbound.dlq``).
+"""A tenant's dead letters: in the shared DLQ topics (``metalake.connectors.dlq``, ``metalake.outbound.dlq``) and in
+the streaming job's ``_dlq`` Delta table (:class:`StreamDeadLetters`).
 
 A letter is named by where it sits: ``<medium>-<partition>-<offset>`` (``connectors-0-42``), stable for the record's
-life in the topic. The topics are shared by tenants and carry the tenant in the ``tenant_id`` context header: every
+life in the topic; a ``_dlq`` row by the record it keeps, ``stream-<priority|bulk>-<partition>-<offset>`` of the
+tenant's event topic. The topics are shared by tenants and carry the tenant in the ``tenant_id`` context header: every
 read filters on it, so a letter of another tenant is "not found", never shown. A listing reads each partition from
 its newest records back, at most ``dead_letters.scan_max_records`` per topic (split over the partitions) and within
 ``dead_letters.read_timeout_s``; older letters are left out and the listing says so (``truncated``).
@@ -14,6 +16,7 @@ docs/dead-letters.md.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Iterator, Sequence
@@ -22,15 +25,20 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from deltalake import DeltaTable, QueryBuilder
 
 from metalake.kafka.config import consumer_config
 from metalake.kafka.dlq import CONTEXT_HEADERS, DeadLetter, read_dead_letter
+from metalake.lake_uri import delta_rs_uri
+from metalake.s3 import lake_storage_options
 from metalake.settings import Settings
-from tenants.naming import dlq_topic
+from tenants.naming import TenantNames, TopicClass, dlq_topic
 
-Medium = Literal["connectors", "outbound"]
-MEDIA: tuple[Medium, ...] = ("connectors", "outbound")
+Medium = Literal["connectors", "outbound", "stream"]
+TopicMedium = Literal["connectors", "outbound"]
+MEDIA: tuple[TopicMedium, ...] = ("connectors", "outbound")
 LETTER_ID = re.compile(r"(connectors|outbound)-(\d{1,6})-(\d{1,19})")
+STREAM_LETTER_ID = re.compile(r"stream-(priority|bulk)-(\d{1,6})-(\d{1,19})")
 # The reader never commits: the group only satisfies the client (offsets are assigned, not subscribed).
 _GROUP = "metalake.deadletters.reader"
 # librdkafka's "reached the end of the partition" event (enable.partition.eof), a private name in the binding.
@@ -54,8 +62,13 @@ class StoredLetter:
     headers: tuple[tuple[str, bytes], ...]
     letter: DeadLetter
 
+    # The topic class of a stream letter's record (``stream-<class>-...``); None for a DLQ topic's letter.
+    topic_class: TopicClass | None = None
+
     @property
     def id(self) -> str:
+        if self.medium == "stream":
+            return f"stream-{self.topic_class}-{self.partition}-{self.offset}"
         return letter_id(self.medium, self.partition, self.offset)
 
     @property
@@ -72,16 +85,25 @@ class Scan:
     truncated: bool
 
 
-def letter_id(medium: Medium, partition: int, offset: int) -> str:
+def letter_id(medium: TopicMedium, partition: int, offset: int) -> str:
     return f"{medium}-{partition}-{offset}"
 
 
-def parse_letter_id(text: str) -> tuple[Medium, int, int] | None:
+def parse_letter_id(text: str) -> tuple[TopicMedium, int, int] | None:
+    """A DLQ topic letter's place; None for anything else (a stream letter too: :func:`parse_stream_letter_id`)."""
     match = LETTER_ID.fullmatch(text)
     if match is None:
         return None
-    medium: Medium = "connectors" if match.group(1) == "connectors" else "outbound"
+    medium: TopicMedium = "connectors" if match.group(1) == "connectors" else "outbound"
     return medium, int(match.group(2)), int(match.group(3))
+
+
+def parse_stream_letter_id(text: str) -> tuple[TopicClass, int, int] | None:
+    match = STREAM_LETTER_ID.fullmatch(text)
+    if match is None:
+        return None
+    topic_class: TopicClass = "priority" if match.group(1) == "priority" else "bulk"
+    return topic_class, int(match.group(2)), int(match.group(3))
 
 
 def _headers(msg: Message) -> tuple[tuple[str, bytes], ...]:
@@ -90,7 +112,7 @@ def _headers(msg: Message) -> tuple[tuple[str, bytes], ...]:
     return tuple((k, v.encode() if isinstance(v, str) else v) for k, v in pairs if v is not None)
 
 
-def _stored(medium: Medium, msg: Message, tenant: str) -> StoredLetter | None:
+def _stored(medium: TopicMedium, msg: Message, tenant: str) -> StoredLetter | None:
     headers = _headers(msg)
     letter = read_dead_letter(headers)
     if letter is None or letter.tenant_id != tenant:
@@ -136,7 +158,7 @@ class DeadLetterTopics:
             return []
         return sorted(found.partitions)
 
-    def scan(self, tenant: str, media: Sequence[Medium] = MEDIA) -> Scan:
+    def scan(self, tenant: str, media: Sequence[TopicMedium] = MEDIA) -> Scan:
         """The tenant's letters in ``media``, newest first."""
         letters: list[StoredLetter] = []
         truncated = False
@@ -147,7 +169,7 @@ class DeadLetterTopics:
         letters.sort(key=lambda s: (s.time, s.medium, s.partition, s.offset), reverse=True)
         return Scan(letters, truncated)
 
-    def _scan_topic(self, tenant: str, medium: Medium) -> tuple[list[StoredLetter], bool]:
+    def _scan_topic(self, tenant: str, medium: TopicMedium) -> tuple[list[StoredLetter], bool]:
         topic = dlq_topic(medium)
         deadline = time.monotonic() + self._limits.read_timeout_s
         consumer = self._consumer()
@@ -179,7 +201,7 @@ class DeadLetterTopics:
         self,
         consumer: Consumer,
         tenant: str,
-        medium: Medium,
+        medium: TopicMedium,
         starts: list[TopicPartition],
         ends: dict[int, int],
         deadline: float,
@@ -208,7 +230,7 @@ class DeadLetterTopics:
                 if stored is not None:
                     yield stored
 
-    def get(self, tenant: str, medium: Medium, partition: int, offset: int) -> StoredLetter | None:
+    def get(self, tenant: str, medium: TopicMedium, partition: int, offset: int) -> StoredLetter | None:
         """The letter at that place if it is one of the tenant's, else ``None`` (another tenant's letters too)."""
         topic = dlq_topic(medium)
         deadline = time.monotonic() + self._limits.read_timeout_s
@@ -238,3 +260,104 @@ class DeadLetterTopics:
             raise DeadLettersUnavailable(f"{topic}: {exc.args[0].name() if exc.args else 'error'}") from None
         finally:
             consumer.close()
+
+
+# -- the streaming job's _dlq table ------------------------------------------------------------------------------------
+
+_DLQ_COLUMNS = (
+    "reason",
+    "field",
+    "raw_key",
+    "raw_value",
+    "raw_headers",
+    "kafka_topic",
+    "kafka_partition",
+    "kafka_offset",
+    "ingested_at",
+)
+
+
+def _raw_headers(text: str | None) -> tuple[tuple[str, bytes], ...]:
+    # The job keeps the headers as a JSON object of UTF-8 text (invalid bytes replaced): re-encoded as such.
+    try:
+        decoded = json.loads(text or "{}")
+    except ValueError:
+        return ()
+    if not isinstance(decoded, dict):
+        return ()
+    return tuple((str(k), str(v).encode()) for k, v in decoded.items() if v is not None)
+
+
+class StreamDeadLetters:
+    """A tenant's rows of the streaming job's ``_dlq`` Delta table (its own table if dedicated, else its rows of the
+    pooled one, filtered on its bucket and id), read with delta-rs, newest first, at most
+    ``dead_letters.scan_max_records`` per read. Only rows of the tenant's own event topics are letters here: those
+    are the records a replay can send back to the job."""
+
+    def __init__(self, settings: Settings, names: TenantNames) -> None:
+        self._settings, self._names = settings, names
+
+    def _query(self, where: str, limit: int) -> list[StoredLetter]:
+        table = self._names.table("_dlq")
+        options = lake_storage_options(self._settings)
+        uri = delta_rs_uri(table.path)
+        if not DeltaTable.is_deltatable(uri, storage_options=options):
+            return []
+        topics = {self._names.topic("priority"): "priority", self._names.topic("bulk"): "bulk"}
+        clauses = [where, "kafka_topic IN (" + ", ".join(f"'{t}'" for t in topics) + ")"]
+        if table.tenant_id is not None:
+            # Validated tenant ids and our own topic names only: delta-rs' SQL takes no parameters.
+            clauses += [f"tenant_bucket = {int(table.bucket or 0)}", f"tenant_id = '{table.tenant_id}'"]
+        sql = (
+            f"SELECT {', '.join(_DLQ_COLUMNS)} FROM dlq WHERE {' AND '.join(clauses)} "  # noqa: S608 - see above
+            f"ORDER BY ingested_at DESC, kafka_offset DESC LIMIT {int(limit)}"
+        )
+        result = QueryBuilder().register("dlq", DeltaTable(uri, storage_options=options)).execute(sql).read_all()
+        columns = {name: result.column(name).to_pylist() for name in _DLQ_COLUMNS}
+        out: list[StoredLetter] = []
+        seen: set[tuple[str, int, int]] = set()
+        for i in range(result.num_rows):
+            topic, partition, offset = (
+                columns["kafka_topic"][i],
+                columns["kafka_partition"][i],
+                columns["kafka_offset"][i],
+            )
+            if (topic, partition, offset) in seen:  # the job appends at least once: a row may be there twice
+                continue
+            seen.add((topic, partition, offset))
+            at = columns["ingested_at"][i]
+            letter = DeadLetter(
+                reason=columns["reason"][i] or "",
+                error_class="InvalidEvent",
+                stage="stream",
+                tenant_id=self._names.tenant_id,
+                origin_topic=topic,
+                origin_partition=partition,
+                origin_offset=offset,
+                field=columns["field"][i],
+            )
+            out.append(
+                StoredLetter(
+                    "stream",
+                    partition,
+                    offset,
+                    at if at.tzinfo is not None else at.replace(tzinfo=UTC),
+                    columns["raw_key"][i],
+                    columns["raw_value"][i],
+                    _raw_headers(columns["raw_headers"][i]),
+                    letter,
+                    topic_class="priority" if topics[topic] == "priority" else "bulk",
+                )
+            )
+        return out
+
+    def scan(self) -> Scan:
+        limit = self._settings.dead_letters.scan_max_records
+        letters = self._query("TRUE", limit + 1)
+        return Scan(letters[:limit], len(letters) > limit)
+
+    def get(self, topic_class: TopicClass, partition: int, offset: int) -> StoredLetter | None:
+        topic = self._names.topic(topic_class)
+        where = f"kafka_topic = '{topic}' AND kafka_partition = {int(partition)} AND kafka_offset = {int(offset)}"
+        found = self._query(where, 1)
+        return found[0] if found else None

@@ -28,6 +28,7 @@ from control.dead_letters import DeadLetterTopics
 from control.subscriptions.store import SubscriptionStore
 from metalake.sealing import sealer_for
 from tenants.naming import CONTROL_DATABASE
+from tenants.registry import TenantDirectory, TenantRegistry
 
 router = APIRouter(tags=["dead-letters"])
 PREFIX = "/v1/tenants/{tenant}/dead-letters"
@@ -36,8 +37,9 @@ _CURSOR_KIND = "dead-letters"
 LetterId = Annotated[
     str,
     Path(
-        pattern=r"^(connectors|outbound)-\d{1,6}-\d{1,19}$",
-        description="The letter's id, `<medium>-<partition>-<offset>` (e.g. `connectors-0-42`).",
+        pattern=r"^(connectors-|outbound-|stream-priority-|stream-bulk-)\d{1,6}-\d{1,19}$",
+        description="The letter's id: `<medium>-<partition>-<offset>` (`connectors-0-42`, `outbound-1-7`) or "
+        "`stream-<priority|bulk>-<partition>-<offset>` for a streaming job's `_dlq` row.",
     ),
 ]
 _NAME = r"^[a-z0-9][a-z0-9_-]{0,62}$"
@@ -60,6 +62,7 @@ def dead_letters(ctx: ContextDep, connectors: ConnectorStoreDep) -> DeadLetters:
         connectors,
         SubscriptionStore(database, sealer_for(ctx.settings)),
         registry.plugins(),
+        TenantDirectory(TenantRegistry(database), ctx.settings.lake_root).names,
     )
 
 
@@ -72,7 +75,7 @@ def list_dead_letters(
     letters: DeadLettersDep,
     stage: Annotated[
         Stage | None,
-        Query(description="`connectors` (both worker stages), `mapping`, `transform` or `outbound`."),
+        Query(description="`connectors` (both worker stages), `mapping`, `transform`, `outbound` or `stream`."),
     ] = None,
     connector: Annotated[str | None, Query(pattern=_NAME, description="Only this connector's letters.")] = None,
     error_class: Annotated[

@@ -43,11 +43,14 @@ class ReplayView(BaseModel):
 class DeadLetterSummary(BaseModel):
     """Why a record was dead-lettered and where it came from; never payload values."""
 
-    id: str = Field(description="`<medium>-<partition>-<offset>`, e.g. `connectors-0-42`; stable while kept.")
-    medium: Literal["connectors", "outbound"] = Field(
-        description="The DLQ topic: the connector worker's or outbound's."
+    id: str = Field(
+        description="`<medium>-<partition>-<offset>` (`connectors-0-42`), or `stream-<priority|bulk>-<partition>-"
+        "<offset>` for a streaming job's `_dlq` row (the record's place in its event topic); stable while kept."
     )
-    stage: str = Field(description="`mapping`, `transform` (connector worker) or `outbound`.")
+    medium: Literal["connectors", "outbound", "stream"] = Field(
+        description="Where the letter is: the connector worker's or outbound's DLQ topic, or the job's `_dlq` table."
+    )
+    stage: str = Field(description="`mapping`, `transform` (connector worker), `outbound` or `stream`.")
     error_class: str
     reason: str
     field: str | None = Field(default=None, description="Where in the record the fault is, when known.")

@@ -10,7 +10,7 @@ gives (confirmed by Kafka) and records the outcome; the route audits every reque
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
@@ -19,22 +19,35 @@ from api.problems import Problem
 from api.services.events import RETRY_AFTER_S, TenantPublisher
 from control.connectors.registry import Plugin
 from control.connectors.store import ControlStore
-from control.dead_letter_replay import Refused, Replay, ReplayLog, outbound_record, remap
-from control.dead_letters import MEDIA, DeadLettersUnavailable, DeadLetterTopics, Medium, StoredLetter, parse_letter_id
+from control.dead_letter_replay import Refused, Replay, ReplayLog, outbound_record, remap, stream_record
+from control.dead_letters import (
+    MEDIA,
+    DeadLettersUnavailable,
+    DeadLetterTopics,
+    Medium,
+    Scan,
+    StoredLetter,
+    StreamDeadLetters,
+    TopicMedium,
+    parse_letter_id,
+    parse_stream_letter_id,
+)
 from control.subscriptions.store import SubscriptionStore
 from metalake.kafka import PublishError, RawRecord
 from metalake.settings import Settings
 from metalake.telemetry import inject_traceparent
+from tenants.naming import TenantNames
 
 log = logging.getLogger(__name__)
 
-Stage = Literal["connectors", "mapping", "transform", "outbound"]
+Stage = Literal["connectors", "mapping", "transform", "outbound", "stream"]
 
 _STAGES: dict[str, tuple[Medium, frozenset[str] | None]] = {
     "connectors": ("connectors", None),
     "mapping": ("connectors", frozenset({"mapping"})),
     "transform": ("connectors", frozenset({"transform"})),
     "outbound": ("outbound", None),
+    "stream": ("stream", None),
 }
 
 
@@ -47,7 +60,7 @@ class Filters:
     until: datetime | None = None
 
     def media(self) -> tuple[Medium, ...]:
-        return MEDIA if self.stage is None else (_STAGES[self.stage][0],)
+        return (*MEDIA, "stream") if self.stage is None else (_STAGES[self.stage][0],)
 
     def admits(self, stored: StoredLetter) -> bool:
         letter = stored.letter
@@ -100,18 +113,25 @@ class DeadLetters:
         connectors: ControlStore,
         subscriptions: SubscriptionStore,
         plugins: Mapping[str, Plugin],
+        names: Callable[[str], TenantNames],
     ) -> None:
         self.settings = settings
+        self._names = names
         self._topics, self._replays = topics, replays
         self._connectors, self._subscriptions, self._plugins = connectors, subscriptions, plugins
 
     def page(self, tenant: str, filters: Filters, limit: int, after: tuple[str, str] | None) -> Listed:
         """A page of the tenant's letters, newest first."""
+        media = filters.media()
+        topic_media: list[TopicMedium] = [m for m in MEDIA if m in media]
         try:
-            scan = self._topics.scan(tenant, filters.media())
+            scan = self._topics.scan(tenant, topic_media) if topic_media else Scan([], False)
         except DeadLettersUnavailable as exc:
             log.warning("api.dead_letters_unavailable", extra={"tenant": tenant, "error": str(exc)})
             raise _unavailable("the dead-letter topics cannot be read now; retry later") from None
+        if "stream" in media:
+            stream = StreamDeadLetters(self.settings, self._names(tenant)).scan()
+            scan = Scan(scan.letters + stream.letters, scan.truncated or stream.truncated)
         matching = sorted(
             (s for s in scan.letters if filters.admits(s) and (after is None or sort_key(s) < after)),
             key=sort_key,
@@ -122,6 +142,12 @@ class DeadLetters:
         return Listed([(s, self._replays.get(tenant, s.id)) for s in page], scan.truncated, resume)
 
     def stored(self, tenant: str, letter_id: str) -> StoredLetter:
+        in_stream = parse_stream_letter_id(letter_id)
+        if in_stream is not None:
+            found = StreamDeadLetters(self.settings, self._names(tenant)).get(*in_stream)
+            if found is None:
+                raise Problem(404, "not-found", "no such dead letter", field="letter_id")
+            return found
         parsed = parse_letter_id(letter_id)
         if parsed is None:
             raise Problem(404, "not-found", "no such dead letter", field="letter_id")
@@ -141,6 +167,8 @@ class DeadLetters:
     def _records(self, tenant: str, stored: StoredLetter, publisher: TenantPublisher) -> tuple[list[RawRecord], int]:
         if stored.medium == "outbound":
             return [outbound_record(stored, self._subscriptions)], 0
+        if stored.medium == "stream":
+            return [stream_record(stored, self._names(tenant))], 0
         remapped = remap(stored, self._connectors, self._plugins)
         names = publisher.directory.names(tenant)
         records = [

@@ -22,7 +22,8 @@ from metalake.settings import Settings
 app = typer.Typer(
     name="dlq",
     help=(
-        "Dead letters of a tenant (records the connector worker or the outbound runtime could not process): list "
+        "Dead letters of a tenant (records the connector worker, the outbound runtime or the streaming job could not "
+        "process): list "
         "and inspect them (reason, field, origin; the payload with secrets redacted), and replay them once their "
         "cause is fixed. A replay runs the record through the stage that refused it with its current "
         "configuration, publishes once however often it is asked, and is audited. Talks to the admin API: set "
@@ -40,7 +41,7 @@ ApiOpt = Annotated[
 ]
 StageOpt = Annotated[
     str | None,
-    typer.Option(help="connectors (both worker stages), mapping, transform or outbound."),
+    typer.Option(help="connectors (both worker stages), mapping, transform, outbound or stream."),
 ]
 ConnectorOpt = Annotated[str | None, typer.Option(help="Only this connector's letters.")]
 ErrorClassOpt = Annotated[str | None, typer.Option("--error-class", help="Only this error class, e.g. InvalidPayload.")]

@@ -2,7 +2,8 @@
 worker, listed and inspected through the admin API (never its signature), refused on replay until the warehouse
 map is fixed through the connectors API, then replayed: the incident event reaches Kafka once (a second replay
 publishes nothing) and the tenant's MongoDB projection; every replay request is in the tenant's audit table;
-another tenant can neither see nor replay the letter; ``metalake dlq`` works against the same API."""
+another tenant can neither see nor replay the letter; ``metalake dlq`` works against the same API. And a record
+the streaming job could not parse is listed from the tenant's ``_dlq`` table, and not replayed while it still fails."""
 
 from __future__ import annotations
 
@@ -19,11 +20,15 @@ from fastapi.testclient import TestClient
 from itest import wait_for
 from kafka_tail import mark, read_since
 from pymongo import MongoClient
+from tokens import api_settings, auth_headers
 from typer.testing import CliRunner
 from worker_helpers import admin_api, connectors_route, create_connector, tenant_admin, worker_settings
 
+from api.app import create_app as create_api
 from connectors.runtime.worker import create_app
 from control.audit import AuditQuery, read, target_hash, tenant_audit_path
+from metalake.events import new_event
+from metalake.kafka import EventProducer, RawRecord
 from metalake.s3 import lake_storage_options
 from metalake.settings import Settings
 from ops.cli import dlq as dlq_cli
@@ -158,3 +163,33 @@ def test_an_unmapped_warehouse_is_replayed_once_after_the_map_is_fixed(
     rows = read(path, query, lake_storage_options(settings))
     assert sorted(r.result for r in rows) == ["done", "duplicate", "duplicate", "refused"]
     assert {r.actor for r in rows if r.result == "done"} and all(r.actor for r in rows)
+
+
+def test_a_stream_dlq_row_is_listed_and_its_replay_refused_while_it_does_not_parse(
+    settings: Settings, stack: StackManager, tenant: str
+) -> None:
+    # An asset event without its required `version`, as a careless producer sends it: the job's _dlq keeps it.
+    urn = f"urn:metalake:postgres:{tenant}/shop/public/orders"
+    event = new_event(
+        "io.metalake.asset.upserted.v1", tenant, {"urn": urn, "version": 1, "kind": "table", "name": "o"}, source="/it"
+    )
+    value = json.dumps({"urn": urn, "kind": "table", "name": "o"}).encode()
+    with EventProducer(settings) as producer:
+        producer.publish_raw([RawRecord(PRIORITY_TOPIC, event.id, event.key, value, event.headers())])
+    with TestClient(create_api(api_settings(settings))) as api:
+        admin = auth_headers(api, tenant=tenant, role="admin")
+        route = f"/v1/tenants/{tenant}/dead-letters"
+
+        def listed() -> list[dict[str, Any]] | None:
+            items: list[dict[str, Any]] = api.get(route, params={"stage": "stream"}, headers=admin).json()["items"]
+            return items or None
+
+        [item] = wait_for("the record in the tenant's _dlq, listed", listed, timeout_s=180)
+        assert (item["medium"], item["stage"], item["field"]) == ("stream", "stream", "data/(root)")
+        assert item["id"].startswith("stream-priority-") and "version" in item["reason"]
+        shown = api.get(f"{route}/{item['id']}", headers=admin).json()
+        assert shown["headers"]["ce_id"] == event.id and shown["payload"]["value"] == json.loads(value)
+        refused = api.post(f"{route}/{item['id']}/replay", headers=admin)
+        assert refused.status_code == 409 and refused.json()["field"] == "data/(root)", refused.text
+        other = auth_headers(api, tenant=f"{tenant}-other", role="admin")
+        assert api.get(f"/v1/tenants/{tenant}-other/dead-letters/{item['id']}", headers=other).status_code == 404

@@ -18,15 +18,18 @@ from connectors.montecarlo import MonteCarloConnector
 from control.connectors.registry import Plugin
 from control.connectors.store import ConnectorRecord, ConnectorState
 from control.connectors.transforms import RenameSpec
-from control.dead_letter_replay import RETRY_TOPIC, Refused, ReplayLog, outbound_record, remap
+from control.dead_letter_replay import RETRY_TOPIC, Refused, ReplayLog, outbound_record, remap, stream_record
 from control.dead_letter_view import REDACTED, payload_view, shown_headers
-from control.dead_letters import StoredLetter, letter_id, parse_letter_id
+from control.dead_letters import StoredLetter, StreamDeadLetters, letter_id, parse_letter_id, parse_stream_letter_id
 from control.subscriptions.store import Subscription
 from metalake.events import new_event
 from metalake.events.changes import decode_change
+from metalake.events.envelope import decode_record
 from metalake.kafka.dlq import DeadLetter, dead_letter_record
+from metalake.settings import Settings
 from metalake.urn import asset_urn
 from processors.outbound.runtime.retry import read_retry_info
+from tenants.naming import names_for, tenant_bucket
 
 FIXTURES = Path(__file__).resolve().parents[1] / "connectors" / "montecarlo" / "fixtures"
 UNMAPPED = "0c0c0c0c-0000-4000-8000-000000000000"
@@ -46,6 +49,8 @@ def test_letter_ids_round_trip_and_refuse_anything_else() -> None:
     assert parse_letter_id(letter_id("outbound", 3, 42)) == ("outbound", 3, 42)
     for bad in ("stream-0-1", "connectors-0", "connectors-a-1", "connectors-0-1/../x", "connectors--1-2"):
         assert parse_letter_id(bad) is None
+    assert parse_stream_letter_id("stream-bulk-2-9") == ("bulk", 2, 9)
+    assert parse_stream_letter_id("stream-other-2-9") is None and parse_stream_letter_id("connectors-0-1") is None
 
 
 # -- what is shown --------------------------------------------------------------------------------------------------
@@ -301,3 +306,98 @@ def test_secrets_of_the_connector_are_not_needed_to_read_a_letter() -> None:
     store, plugins = _mc_world({UNMAPPED: {"platform": "bigquery", "instance": "analytics"}})
     store.secrets["acme/mc"] = [SecretStr("rotated-since")]
     assert remap(_mc_letter(), cast(Any, store), plugins).routed
+
+
+# -- the streaming job's _dlq table ----------------------------------------------------------------------------------
+
+
+def _dlq_rows(root: Path, rows: list[dict[str, Any]]) -> None:
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    schema = pa.schema(
+        [
+            ("tenant_id", pa.string()),
+            ("tenant_bucket", pa.int32()),
+            ("reason", pa.string()),
+            ("field", pa.string()),
+            ("raw_key", pa.binary()),
+            ("raw_value", pa.binary()),
+            ("raw_headers", pa.string()),
+            ("kafka_topic", pa.string()),
+            ("kafka_partition", pa.int32()),
+            ("kafka_offset", pa.int64()),
+            ("kafka_time", pa.timestamp("us", tz="UTC")),
+            ("ingested_at", pa.timestamp("us", tz="UTC")),
+        ]
+    )
+    path = root / "_pooled" / "_dlq"
+    path.mkdir(parents=True, exist_ok=True)
+    write_deltalake(str(path), pa.Table.from_pylist(rows, schema=schema), mode="append")
+
+
+def _row(
+    tenant: str, offset: int, event: Any, *, minutes: int, topic: str = "metalake.events.priority"
+) -> dict[str, Any]:
+    return {
+        "tenant_id": tenant,
+        "tenant_bucket": tenant_bucket(tenant),
+        "reason": "data/(root): 'version' is a required property",
+        "field": "data/(root)",
+        "raw_key": event.key,
+        "raw_value": event.value(),
+        "raw_headers": json.dumps({k: v.decode() for k, v in event.headers()}),
+        "kafka_topic": topic,
+        "kafka_partition": 0,
+        "kafka_offset": offset,
+        "kafka_time": AT,
+        "ingested_at": AT + timedelta(minutes=minutes),
+    }
+
+
+def test_stream_letters_are_the_tenants_rows_of_its_topics_newest_first_and_replay_only_if_they_parse(
+    tmp_path: Path,
+) -> None:
+    good = new_event(
+        "io.metalake.asset.upserted.v1",
+        "acme",
+        {"urn": URN, "version": 1, "kind": "table", "name": "orders"},
+        source="/tests",
+    )
+    bad = good.model_copy(update={"data": {"urn": URN, "kind": "table", "name": "orders"}})
+    zeta = new_event(
+        "io.metalake.asset.upserted.v1", "zeta", {"urn": URN, "version": 1, "kind": "table", "name": "o"}, source="/t"
+    )
+    _dlq_rows(
+        tmp_path,
+        [
+            _row("acme", 5, bad, minutes=1),
+            _row("acme", 5, bad, minutes=1),  # the job appends at least once
+            _row("acme", 9, good, minutes=2),
+            _row("acme", 11, good, minutes=3, topic="metalake.changes"),  # not a record of its event topics
+            _row("zeta", 7, zeta, minutes=4),
+        ],
+    )
+    settings = Settings()
+    names = names_for("acme", tmp_path)
+    stream = StreamDeadLetters(settings, names)
+    scan = stream.scan()
+    assert [s.id for s in scan.letters] == ["stream-priority-0-9", "stream-priority-0-5"] and not scan.truncated
+    older = scan.letters[1]
+    assert (older.letter.stage, older.letter.field, older.letter.tenant_id) == ("stream", "data/(root)", "acme")
+    assert stream.get("priority", 0, 7) is None  # zeta's row, asked for by acme
+    assert StreamDeadLetters(settings, names_for("zeta", tmp_path)).get("priority", 0, 7) is not None
+
+    with pytest.raises(Refused) as refused:
+        stream_record(older, names)
+    assert refused.value.field == "data/(root)"
+    record = stream_record(scan.letters[0], names)
+    assert (record.topic, record.key, record.value, record.id) == (
+        "metalake.events.priority",
+        good.key,
+        good.value(),
+        good.id,
+    )
+    assert decode_record(record.key, record.value, record.headers).id == good.id
+    settings.dead_letters.scan_max_records = 1
+    assert StreamDeadLetters(settings, names).scan().truncated

@@ -13,7 +13,8 @@ from pymongo.errors import DuplicateKeyError
 from runtime_fakes import FakeStore
 
 from api.problems import Problem
-from api.services.deadletters import DeadLetters, Filters
+from api.schemas.deadletters import DeadLetterPage, DeadLetterView
+from api.services.deadletters import DeadLetters, Filters, Listed
 from connectors.montecarlo import MonteCarloConnector
 from control.connectors.registry import Plugin
 from control.connectors.store import ConnectorRecord
@@ -96,7 +97,7 @@ class FakeReplayDocs:
 
 class FakeDirectory:
     def names(self, tenant: str) -> TenantNames:
-        return names_for(tenant, Path("/tmp/dlq-lake"))
+        return names_for(tenant, Path("/tmp/dlq-no-lake"))
 
 
 class FakeProducer:
@@ -124,8 +125,10 @@ def _service(*letters: StoredLetter, warehouses: dict[str, Any] | None = None) -
         store.add(ConnectorRecord(tenant, "mc", "montecarlo", config), "secret")
     replays = ReplayLog(cast(Any, {"dead_letter_replays": FakeReplayDocs()}), 60.0)
     plugins = {"montecarlo": Plugin("montecarlo", MonteCarloConnector)}
+    # The stream letters' names point where no _dlq table is: they are tested on a real table elsewhere.
+    names = FakeDirectory().names
     service = DeadLetters(
-        Settings(), cast(Any, FakeTopics(*letters)), replays, cast(Any, store), cast(Any, None), plugins
+        Settings(), cast(Any, FakeTopics(*letters)), replays, cast(Any, store), cast(Any, None), plugins, names
     )
     return service, store
 
@@ -173,7 +176,7 @@ def test_a_refused_replay_is_recorded_then_replays_once_the_map_is_fixed_and_onl
     done = service.replay("acme", "connectors-0-1", "bob", cast(Any, publisher))
     assert (done.outcome, done.published, done.replay.status, done.replay.tries) == ("replayed", 1, "replayed", 2)
     [record] = publisher.producer.sent
-    assert record.topic == names_for("acme", Path("/tmp/dlq-lake")).topic("priority")
+    assert record.topic == names_for("acme", Path("/tmp/dlq-no-lake")).topic("priority")
     assert done.replay.events == (record.id,)
 
     again = service.replay("acme", "connectors-0-1", "carol", cast(Any, publisher))
@@ -192,3 +195,12 @@ def test_a_replay_kafka_did_not_confirm_is_forgotten_so_the_next_try_publishes()
     assert service.inspect("acme", "connectors-0-1")[1] is None
     publisher.producer.fail = False
     assert service.replay("acme", "connectors-0-1", "alice", cast(Any, publisher)).outcome == "replayed"
+
+
+def test_every_medium_renders_through_the_api_schemas() -> None:
+    stream = replace(_letter("acme", 4), medium="stream", topic_class="bulk")
+    for stored in (_letter("acme", 1), _letter("acme", 2, stage="outbound"), stream):
+        view = DeadLetterView.of(stored, None, 16_384)
+        assert view.id == stored.id and view.medium == stored.medium and view.payload.shown
+        assert DeadLetterPage.of(Listed([(stored, None)], False, None), None).items[0].id == stored.id
+    assert DeadLetterView.of(stream, None, 16_384).id == "stream-bulk-0-4"
