@@ -24,6 +24,7 @@ from metalake.mongo import mongo_client
 from metalake.net.ssrf import AddressGuard
 from metalake.settings import Settings, get_settings
 from metalake.telemetry import configure_telemetry
+from processors.outbound.runtime.asset_tags import AssetTags
 from processors.outbound.runtime.destination import DestinationEnv, load_destinations
 from processors.outbound.runtime.dispatch import Dispatcher
 from processors.outbound.runtime.ledger import Ledger
@@ -52,7 +53,13 @@ def build(
     cache = SubscriptionCache(subscriptions, settings.outbound.subscriptions_ttl_s)
     retention = timedelta(seconds=settings.outbound.ledger_retention_s)
     ledger = Ledger(control, retention)
-    dispatcher = Dispatcher(cache, destinations, ledger, RetryPolicy.from_settings(settings.outbound))
+    dispatcher = Dispatcher(
+        cache,
+        destinations,
+        ledger,
+        RetryPolicy.from_settings(settings.outbound),
+        asset_tags=AssetTags(mongo, lambda: settings.lake_root),
+    )
     tester = SubscriptionTester(
         subscriptions, destinations, ledger, TestOutcomes(control, retention), settings.outbound.test_expiry_s
     )

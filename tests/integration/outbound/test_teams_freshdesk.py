@@ -37,12 +37,13 @@ from metalake.net.ssrf import AddressGuard
 from metalake.settings import Settings
 from processors.outbound.destinations.freshdesk.destination import FreshdeskDestination, dedup_tag
 from processors.outbound.destinations.teams.destination import TeamsDestination
+from processors.outbound.runtime.asset_tags import AssetTags
 from processors.outbound.runtime.destination import Destination, DestinationEnv
 from processors.outbound.runtime.dispatch import Dispatcher
 from processors.outbound.runtime.ledger import Ledger
 from processors.outbound.runtime.retry import RetryPolicy
 from processors.outbound.runtime.subscriptions import SubscriptionCache
-from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE
+from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE, names_for
 
 pytestmark = pytest.mark.integration
 
@@ -228,3 +229,55 @@ def test_the_runtime_process_posts_cards_and_files_tickets_once(
     finally:
         for proc in started:
             proc.stop()
+
+
+def test_incidents_on_pii_tagged_assets_only(
+    settings: Settings, mongo: MongoClient[dict[str, Any]], tenant: str, servers: Any
+) -> None:
+    """The ``asset_tags`` filter read from the tenant's projection in FerretDB: a direct tag and a propagated one
+    count, a removed one (a tombstone) does not."""
+    teams, _ = servers
+    db = mongo[names_for(tenant, settings.lake_root).mongo_database]
+    direct, propagated, removed, plain = (f"{ORDERS}_{n}" for n in ("direct", "propagated", "removed", "plain"))
+    meta = {"version": 1, "event_id": "e1"}
+    db["classifications"].insert_many(
+        [
+            {"_id": f"{direct}|PII", "urn": direct, "tag": "PII", "deleted": False, "source": "human", **meta},
+            {"_id": f"{removed}|PII", "urn": removed, "tag": "PII", "deleted": True, **meta},
+        ]
+    )
+    db["propagated_tags"].insert_one(
+        {
+            "_id": f"{propagated}|pii|{direct}",
+            "urn": propagated,
+            "tag": "pii",
+            "origin": direct,
+            "deleted": False,
+            **meta,
+        }
+    )
+    try:
+        store = SubscriptionStore(mongo[CONTROL_DATABASE])
+        teams_sub(store, tenant, teams.webhook_url, asset_tags=("PII",))
+        s = outbound_settings(settings)
+        env = DestinationEnv(s, AddressGuard.from_settings(s.outbound.ssrf_allow))
+        control = mongo[CONTROL_DATABASE]
+        dispatcher = Dispatcher(
+            SubscriptionCache(SubscriptionStore(control), 0),
+            {"teams": TeamsDestination(env)},
+            Ledger(control),
+            RetryPolicy.from_settings(s.outbound),
+            asset_tags=AssetTags(mongo, lambda: settings.lake_root),
+        )
+        delivered = [
+            urn
+            for n, urn in enumerate((direct, propagated, removed, plain))
+            if _deliver_all(dispatcher, incident_event(tenant, urn, f"inc-{n}", "opened")) == ["teams:delivered"]
+        ]
+        assert delivered == [direct, propagated]
+        assert [c["body"][0]["text"] for c in teams.cards] == [
+            f"Monte Carlo incident opened on {direct}",
+            f"Monte Carlo incident opened on {propagated}",
+        ]
+    finally:
+        mongo.drop_database(db.name)
