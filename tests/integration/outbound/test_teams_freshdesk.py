@@ -4,6 +4,7 @@ posts no second card and files no second ticket, also across a restart), and the
 
 from __future__ import annotations
 
+import json
 import secrets
 import tomllib
 from collections.abc import Iterator
@@ -37,7 +38,7 @@ from metalake.net.ssrf import AddressGuard
 from metalake.settings import Settings
 from processors.outbound.destinations.freshdesk.destination import FreshdeskDestination, dedup_tag
 from processors.outbound.destinations.teams.destination import TeamsDestination
-from processors.outbound.runtime.asset_tags import AssetTags
+from processors.outbound.runtime.catalog import Catalog, Impact
 from processors.outbound.runtime.destination import Destination, DestinationEnv
 from processors.outbound.runtime.dispatch import Dispatcher
 from processors.outbound.runtime.ledger import Ledger
@@ -267,7 +268,7 @@ def test_incidents_on_pii_tagged_assets_only(
             {"teams": TeamsDestination(env)},
             Ledger(control),
             RetryPolicy.from_settings(s.outbound),
-            asset_tags=AssetTags(mongo, lambda: settings.lake_root),
+            asset_tags=Catalog(mongo, lambda: settings.lake_root).tags,
         )
         delivered = [
             urn
@@ -279,5 +280,57 @@ def test_incidents_on_pii_tagged_assets_only(
             f"Monte Carlo incident opened on {direct}",
             f"Monte Carlo incident opened on {propagated}",
         ]
+    finally:
+        mongo.drop_database(db.name)
+
+
+def test_an_incident_names_owners_and_downstream_impact(
+    settings: Settings, mongo: MongoClient[dict[str, Any]], tenant: str, servers: Any
+) -> None:
+    """The catalog's reads on FerretDB (the asset's owners, a breadth-first walk of live lineage edges, bounded), and
+    what Teams and Freshdesk then say about an incident."""
+    teams, freshdesk = servers
+    db = mongo[names_for(tenant, settings.lake_root).mongo_database]
+    mart, c360, report, gone = (f"{ORDERS}_{n}" for n in ("mart", "c360", "report", "gone"))
+    meta = {"version": 1, "event_id": "e1"}
+    db["assets"].insert_one({"_id": ORDERS, "urn": ORDERS, "owners": ["ana@example.com"], "deleted": False, **meta})
+    edges = [
+        (ORDERS, mart, False),
+        (mart, c360, False),
+        (ORDERS, report, False),
+        (ORDERS, gone, True),
+        (c360, mart, False),
+    ]
+    db["lineage"].insert_many(
+        [{"_id": f"{u}|{d}", "upstream": u, "urn": d, "deleted": deleted, **meta} for u, d, deleted in edges]
+    )
+    try:
+        reader = Catalog(mongo, lambda: settings.lake_root)
+        assert reader.impact(tenant, ORDERS) == Impact(("ana@example.com",), (mart, report, c360), truncated=False)
+        shallow = Catalog(mongo, lambda: settings.lake_root, max_depth=1).impact(tenant, ORDERS)
+        assert shallow == Impact(("ana@example.com",), (mart, report), truncated=True)
+        narrow = Catalog(mongo, lambda: settings.lake_root, max_assets=2).impact(tenant, ORDERS)
+        assert narrow == Impact(("ana@example.com",), (mart, report), truncated=True)
+        assert reader.impact(tenant, gone) == Impact((), (), truncated=False)
+
+        store = SubscriptionStore(mongo[CONTROL_DATABASE])
+        teams_sub(store, tenant, teams.webhook_url)
+        freshdesk_sub(store, tenant, freshdesk.url)
+        s = outbound_settings(settings)
+        env = DestinationEnv(s, AddressGuard.from_settings(s.outbound.ssrf_allow), reader)
+        control = mongo[CONTROL_DATABASE]
+        dispatcher = Dispatcher(
+            SubscriptionCache(SubscriptionStore(control), 0),
+            {"teams": TeamsDestination(env), "freshdesk": FreshdeskDestination(env)},
+            Ledger(control),
+            RetryPolicy.from_settings(s.outbound),
+        )
+        event = incident_event(tenant, ORDERS, "inc-77", "opened")
+        assert _deliver_all(dispatcher, event) == ["freshdesk:delivered", "teams:delivered"]
+        texts = json.dumps(teams.cards[0])
+        assert '"title": "Owners", "value": "ana@example.com"' in texts
+        assert "Downstream impact: 3 asset(s) reached by lineage" in texts and c360 in texts
+        description = freshdesk.tickets[1]["description"]
+        assert "<p>Owners: ana@example.com</p>" in description and f"<li>{report}</li>" in description
     finally:
         mongo.drop_database(db.name)
