@@ -54,7 +54,7 @@ class SubscriptionView(BaseModel):
                 "name": "pii-alerts",
                 "destination": "slack",
                 "config": {"channel": "C0123"},
-                "filters": {"event_types": ["classification.*"], "tags": ["PII"], "assets": []},
+                "filters": {"event_types": ["classification.*"], "tags": ["PII"], "assets": [], "asset_tags": []},
                 "enabled": True,
                 "secret_fields": ["token"],
                 "created_at": "2026-11-22T03:00:00Z",

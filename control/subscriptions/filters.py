@@ -1,7 +1,9 @@
-"""Which changes a subscription wants: event kinds, tags and asset URN patterns (all optional, all must match)."""
+"""Which changes a subscription wants: event kinds, tags, asset URN patterns and the tags the asset carries (all
+optional, all must match)."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from fnmatch import fnmatchcase
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -21,6 +23,9 @@ class Filters(BaseModel):
     event_types: tuple[str, ...] = Field(default=(), max_length=50)
     tags: tuple[str, ...] = Field(default=(), max_length=50)
     assets: tuple[str, ...] = Field(default=(), max_length=50)
+    # Tags the change's asset must carry (one of them, directly or propagated, case-insensitive) when the change is
+    # delivered: the outbound runtime reads them from the tenant's catalog (e.g. incidents on PII-tagged tables only).
+    asset_tags: tuple[str, ...] = Field(default=(), max_length=50)
 
     def matches(self, change: Change) -> bool:
         if self.event_types and not any(
@@ -36,3 +41,10 @@ class Filters(BaseModel):
             if asset is None or not any(fnmatchcase(asset, p) for p in self.assets):
                 return False
         return True
+
+    def wants_asset_tags(self, carried: Collection[str]) -> bool:
+        """Whether an asset carrying ``carried`` passes ``asset_tags`` (empty: every asset does)."""
+        if not self.asset_tags:
+            return True
+        held = {t.casefold() for t in carried}
+        return any(t.casefold() in held for t in self.asset_tags)

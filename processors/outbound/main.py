@@ -24,6 +24,7 @@ from metalake.mongo import mongo_client
 from metalake.net.ssrf import AddressGuard
 from metalake.settings import Settings, get_settings
 from metalake.telemetry import configure_telemetry
+from processors.outbound.runtime.catalog import Catalog
 from processors.outbound.runtime.destination import DestinationEnv, load_destinations
 from processors.outbound.runtime.dispatch import Dispatcher
 from processors.outbound.runtime.ledger import Ledger
@@ -47,12 +48,25 @@ def build(
 ) -> tuple[Outbound, EventProducer]:
     control = mongo[CONTROL_DATABASE]
     guard = AddressGuard.from_settings(settings.outbound.ssrf_allow)
-    destinations = load_destinations(DestinationEnv(settings, guard))
+    outbound = settings.outbound
+    catalog = Catalog(
+        mongo,
+        lambda: settings.lake_root,
+        max_depth=outbound.impact_max_depth,
+        max_assets=outbound.impact_max_assets,
+    )
+    destinations = load_destinations(DestinationEnv(settings, guard, catalog))
     subscriptions = store(mongo)
     cache = SubscriptionCache(subscriptions, settings.outbound.subscriptions_ttl_s)
     retention = timedelta(seconds=settings.outbound.ledger_retention_s)
     ledger = Ledger(control, retention)
-    dispatcher = Dispatcher(cache, destinations, ledger, RetryPolicy.from_settings(settings.outbound))
+    dispatcher = Dispatcher(
+        cache,
+        destinations,
+        ledger,
+        RetryPolicy.from_settings(settings.outbound),
+        asset_tags=catalog.tags,
+    )
     tester = SubscriptionTester(
         subscriptions, destinations, ledger, TestOutcomes(control, retention), settings.outbound.test_expiry_s
     )

@@ -9,7 +9,7 @@ vendor's format is built in its folder (``slack/messages.py``: Block Kit, ``jira
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -127,6 +127,17 @@ def incident_headline(incident: Incident) -> str:
         incident.status, f"{incident.status} on"
     )
     return f"Monte Carlo incident {verb} {incident.asset}"
+
+
+def impact_lines(owners: Sequence[str], downstream: Sequence[str], truncated: bool, limit: int) -> list[str]:
+    """How an incident's reach reads: its owners, then how many assets lie downstream and the first ``limit``."""
+    lines = [f"Owners: {', '.join(owners)}" if owners else "Owners: none recorded"]
+    more = "+" if truncated else ""
+    lines.append(f"Downstream impact: {len(downstream)}{more} asset(s) reached by lineage")
+    lines += [f"- {u}" for u in downstream[:limit]]
+    if len(downstream) > limit:
+        lines.append(f"- … and {len(downstream) - limit}{more} more")
+    return lines
 
 
 def asset_link(catalog_url: str | None, tenant: str, asset: str) -> str | None:

@@ -25,6 +25,7 @@ from metalake.settings import Settings
 
 if TYPE_CHECKING:
     from control.subscriptions.store import Subscription
+    from processors.outbound.runtime.catalog import Catalog
     from processors.outbound.runtime.ledger import LedgerScope
 
 
@@ -51,10 +52,12 @@ class PermanentDelivery(DeliveryError):
 
 @dataclass(frozen=True)
 class DestinationEnv:
-    """What a destination gets from the runtime: settings and the SSRF guard for URLs tenants configure."""
+    """What a destination gets from the runtime: settings, the SSRF guard for URLs tenants configure, and reads of
+    the tenant's catalog (an incident's owners and downstream impact; ``None`` where a caller has no MongoDB)."""
 
     settings: Settings
     guard: AddressGuard
+    catalog: Catalog | None = None
 
 
 class Destination(ABC):

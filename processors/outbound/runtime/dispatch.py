@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
@@ -74,10 +74,13 @@ class Dispatcher:
         policy: RetryPolicy,
         sleep: Callable[[float], None] = time.sleep,
         breaker: Breaker | None = None,
+        asset_tags: Callable[[str, str], Collection[str]] | None = None,
     ) -> None:
         self.subscriptions, self.destinations, self.ledger, self.policy = subscriptions, destinations, ledger, policy
         self._sleep = sleep
         self.breaker = breaker or Breaker()
+        # (tenant, urn) -> the asset's tags now, for subscriptions filtering on them; without it they get nothing.
+        self._asset_tags = asset_tags
 
     def targets(self, change: Change) -> list[Subscription]:
         """The tenant's enabled subscriptions whose filters and destination accept ``change``, Jira before Slack.
@@ -87,12 +90,19 @@ class Dispatcher:
         """
         out = []
         happened = change.happened_at
+        carried: Collection[str] | None = None  # read once per change, only if a subscription asks
         for sub in self.subscriptions.for_tenant(change.tenant):
             destination = self.destinations.get(sub.destination)
             if destination is None or not sub.filters.matches(change):
                 continue
             if happened is not None and sub.created_at is not None and happened < _aware(sub.created_at):
                 continue
+            if sub.filters.asset_tags:
+                if carried is None:
+                    lookup, asset = self._asset_tags, change.asset
+                    carried = lookup(change.tenant, asset) if lookup is not None and asset is not None else ()
+                if not sub.filters.wants_asset_tags(carried):
+                    continue
             try:
                 if destination.accepts(change, sub):
                     out.append(sub)

@@ -96,7 +96,7 @@ def test_crud_secrets_stay_write_only_and_test_send(api: TestClient, outbound: R
         assert created.headers["Location"] == f"{base}/pii-alerts"
         view = created.json()
         assert view["secret_fields"] == ["token"] and SLACK_TOKEN not in created.text
-        assert view["filters"] == {"event_types": ["classification.*"], "tags": ["PII"], "assets": []}
+        assert view["filters"] == {"event_types": ["classification.*"], "tags": ["PII"], "assets": [], "asset_tags": []}
         assert api.post(base, json=body, headers=admin).status_code == 409
 
         got = api.get(f"{base}/pii-alerts", headers=admin)

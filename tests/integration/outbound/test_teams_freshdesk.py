@@ -4,6 +4,7 @@ posts no second card and files no second ticket, also across a restart), and the
 
 from __future__ import annotations
 
+import json
 import secrets
 import tomllib
 from collections.abc import Iterator
@@ -37,12 +38,13 @@ from metalake.net.ssrf import AddressGuard
 from metalake.settings import Settings
 from processors.outbound.destinations.freshdesk.destination import FreshdeskDestination, dedup_tag
 from processors.outbound.destinations.teams.destination import TeamsDestination
+from processors.outbound.runtime.catalog import Catalog, Impact
 from processors.outbound.runtime.destination import Destination, DestinationEnv
 from processors.outbound.runtime.dispatch import Dispatcher
 from processors.outbound.runtime.ledger import Ledger
 from processors.outbound.runtime.retry import RetryPolicy
 from processors.outbound.runtime.subscriptions import SubscriptionCache
-from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE
+from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE, names_for
 
 pytestmark = pytest.mark.integration
 
@@ -228,3 +230,107 @@ def test_the_runtime_process_posts_cards_and_files_tickets_once(
     finally:
         for proc in started:
             proc.stop()
+
+
+def test_incidents_on_pii_tagged_assets_only(
+    settings: Settings, mongo: MongoClient[dict[str, Any]], tenant: str, servers: Any
+) -> None:
+    """The ``asset_tags`` filter read from the tenant's projection in FerretDB: a direct tag and a propagated one
+    count, a removed one (a tombstone) does not."""
+    teams, _ = servers
+    db = mongo[names_for(tenant, settings.lake_root).mongo_database]
+    direct, propagated, removed, plain = (f"{ORDERS}_{n}" for n in ("direct", "propagated", "removed", "plain"))
+    meta = {"version": 1, "event_id": "e1"}
+    db["classifications"].insert_many(
+        [
+            {"_id": f"{direct}|PII", "urn": direct, "tag": "PII", "deleted": False, "source": "human", **meta},
+            {"_id": f"{removed}|PII", "urn": removed, "tag": "PII", "deleted": True, **meta},
+        ]
+    )
+    db["propagated_tags"].insert_one(
+        {
+            "_id": f"{propagated}|pii|{direct}",
+            "urn": propagated,
+            "tag": "pii",
+            "origin": direct,
+            "deleted": False,
+            **meta,
+        }
+    )
+    try:
+        store = SubscriptionStore(mongo[CONTROL_DATABASE])
+        teams_sub(store, tenant, teams.webhook_url, asset_tags=("PII",))
+        s = outbound_settings(settings)
+        env = DestinationEnv(s, AddressGuard.from_settings(s.outbound.ssrf_allow))
+        control = mongo[CONTROL_DATABASE]
+        dispatcher = Dispatcher(
+            SubscriptionCache(SubscriptionStore(control), 0),
+            {"teams": TeamsDestination(env)},
+            Ledger(control),
+            RetryPolicy.from_settings(s.outbound),
+            asset_tags=Catalog(mongo, lambda: settings.lake_root).tags,
+        )
+        delivered = [
+            urn
+            for n, urn in enumerate((direct, propagated, removed, plain))
+            if _deliver_all(dispatcher, incident_event(tenant, urn, f"inc-{n}", "opened")) == ["teams:delivered"]
+        ]
+        assert delivered == [direct, propagated]
+        assert [c["body"][0]["text"] for c in teams.cards] == [
+            f"Monte Carlo incident opened on {direct}",
+            f"Monte Carlo incident opened on {propagated}",
+        ]
+    finally:
+        mongo.drop_database(db.name)
+
+
+def test_an_incident_names_owners_and_downstream_impact(
+    settings: Settings, mongo: MongoClient[dict[str, Any]], tenant: str, servers: Any
+) -> None:
+    """The catalog's reads on FerretDB (the asset's owners, a breadth-first walk of live lineage edges, bounded), and
+    what Teams and Freshdesk then say about an incident."""
+    teams, freshdesk = servers
+    db = mongo[names_for(tenant, settings.lake_root).mongo_database]
+    mart, c360, report, gone = (f"{ORDERS}_{n}" for n in ("mart", "c360", "report", "gone"))
+    meta = {"version": 1, "event_id": "e1"}
+    db["assets"].insert_one({"_id": ORDERS, "urn": ORDERS, "owners": ["ana@example.com"], "deleted": False, **meta})
+    edges = [
+        (ORDERS, mart, False),
+        (mart, c360, False),
+        (ORDERS, report, False),
+        (ORDERS, gone, True),
+        (c360, mart, False),
+    ]
+    db["lineage"].insert_many(
+        [{"_id": f"{u}|{d}", "upstream": u, "urn": d, "deleted": deleted, **meta} for u, d, deleted in edges]
+    )
+    try:
+        reader = Catalog(mongo, lambda: settings.lake_root)
+        assert reader.impact(tenant, ORDERS) == Impact(("ana@example.com",), (mart, report, c360), truncated=False)
+        shallow = Catalog(mongo, lambda: settings.lake_root, max_depth=1).impact(tenant, ORDERS)
+        assert shallow == Impact(("ana@example.com",), (mart, report), truncated=True)
+        narrow = Catalog(mongo, lambda: settings.lake_root, max_assets=2).impact(tenant, ORDERS)
+        assert narrow == Impact(("ana@example.com",), (mart, report), truncated=True)
+        assert reader.impact(tenant, gone) == Impact((), (), truncated=False)
+
+        store = SubscriptionStore(mongo[CONTROL_DATABASE])
+        teams_sub(store, tenant, teams.webhook_url)
+        freshdesk_sub(store, tenant, freshdesk.url)
+        s = outbound_settings(settings)
+        env = DestinationEnv(s, AddressGuard.from_settings(s.outbound.ssrf_allow), reader)
+        control = mongo[CONTROL_DATABASE]
+        dispatcher = Dispatcher(
+            SubscriptionCache(SubscriptionStore(control), 0),
+            {"teams": TeamsDestination(env), "freshdesk": FreshdeskDestination(env)},
+            Ledger(control),
+            RetryPolicy.from_settings(s.outbound),
+        )
+        event = incident_event(tenant, ORDERS, "inc-77", "opened")
+        assert _deliver_all(dispatcher, event) == ["freshdesk:delivered", "teams:delivered"]
+        texts = json.dumps(teams.cards[0])
+        assert '"title": "Owners", "value": "ana@example.com"' in texts
+        assert "Downstream impact: 3 asset(s) reached by lineage" in texts and c360 in texts
+        description = freshdesk.tickets[1]["description"]
+        assert "<p>Owners: ana@example.com</p>" in description and f"<li>{report}</li>" in description
+    finally:
+        mongo.drop_database(db.name)

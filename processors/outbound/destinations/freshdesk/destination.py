@@ -166,8 +166,8 @@ class FreshdeskDestination(Destination):
             return DeliveryResult("delivered", "freshdesk ticket noted", {"id": str(ticket)})
         return DeliveryResult("delivered", "freshdesk ticket created", {"id": str(ticket)})
 
-    @staticmethod
     def _create(
+        self,
         api: _Api,
         config: FreshdeskConfig,
         change: Change,
@@ -175,11 +175,15 @@ class FreshdeskDestination(Destination):
         tag: str,
         catalog: str | None,
     ) -> int:
+        reader = self.env.catalog
+        impact = reader.impact(change.tenant, incident.asset) if incident is not None and reader else None
         body: dict[str, Any] = {
             "email": config.email,
             "subject": incident_subject(incident) if incident else tag_subject(change),
             "description": (
-                incident_description(change, incident, catalog) if incident else tag_description(change, catalog)
+                incident_description(change, incident, catalog, impact)
+                if incident
+                else tag_description(change, catalog)
             ),
             "status": OPEN,
             "priority": config.priority,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from html import escape
+from typing import TYPE_CHECKING
 
 from metalake.events.changes import Change
 from processors.outbound.destinations.common import (
@@ -12,8 +13,12 @@ from processors.outbound.destinations.common import (
     cut,
     downstream,
     headline,
+    impact_lines,
     incident_headline,
 )
+
+if TYPE_CHECKING:
+    from processors.outbound.runtime.catalog import Impact
 
 SUBJECT_MAX = 255
 DOWNSTREAM_LIST_MAX = 50
@@ -60,7 +65,9 @@ def incident_subject(incident: Incident) -> str:
     return cut(f"[Monte Carlo] Incident on {incident.asset}{summary}", SUBJECT_MAX)
 
 
-def incident_description(change: Change, incident: Incident, catalog_url: str | None) -> str:
+def incident_description(
+    change: Change, incident: Incident, catalog_url: str | None, impact: Impact | None = None
+) -> str:
     facts = [("Incident", incident.incident_id), ("Status", incident.status)]
     facts += [
         (t, v)
@@ -71,6 +78,11 @@ def incident_description(change: Change, incident: Incident, catalog_url: str | 
     parts = [_p(incident_headline(incident)), f"<ul>{rows}</ul>"]
     if incident.summary:
         parts.append(_p(incident.summary))
+    if impact is not None:
+        owners, reach, *listed = impact_lines(impact.owners, impact.downstream, impact.truncated, DOWNSTREAM_LIST_MAX)
+        parts += [_p(owners), _p(reach)]
+        if listed:
+            parts.append("<ul>" + "".join(f"<li>{escape(i.removeprefix('- '))}</li>" for i in listed) + "</ul>")
     parts.append(_link(incident.url, "Open in Monte Carlo"))
     parts.append(_link(asset_link(catalog_url, change.tenant, incident.asset), "Open the asset in metalake"))
     parts.append(_footer(change))

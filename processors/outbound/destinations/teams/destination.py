@@ -71,9 +71,13 @@ class TeamsDestination(Destination):
         if not url:
             raise PermanentDelivery("teams subscription has no webhook_url")
         catalog = str(config.catalog_url) if config.catalog_url else None
-        body = json.dumps(teams_message(change, catalog), separators=(",", ":"), ensure_ascii=False).encode()
 
         def send(prior: Step | None) -> Mapping[str, str]:
+            # Read only when the card is really sent: a redelivery whose step is done costs no catalog reads.
+            incident, reader = incident_of(change), self.env.catalog
+            impact = reader.impact(change.tenant, incident.asset) if incident is not None and reader else None
+            message = teams_message(change, catalog, impact)
+            body = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
             try:
                 answer = post(
                     url,

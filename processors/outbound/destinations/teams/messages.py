@@ -3,7 +3,7 @@ built purely. Texts are plain (``TextBlock`` renders a subset of Markdown: asset
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from metalake.events.changes import Change
 from processors.outbound.destinations.common import (
@@ -13,9 +13,13 @@ from processors.outbound.destinations.common import (
     cut,
     downstream,
     headline,
+    impact_lines,
     incident_headline,
     incident_of,
 )
+
+if TYPE_CHECKING:
+    from processors.outbound.runtime.catalog import Impact
 
 CARD_VERSION = "1.4"
 CARD_SCHEMA = "http://adaptivecards.io/schemas/adaptive-card.json"
@@ -33,7 +37,7 @@ def _facts(pairs: list[tuple[str, str]]) -> dict[str, Any]:
     return {"type": "FactSet", "facts": [{"title": t, "value": cut(v, TEXT_MAX)} for t, v in pairs]}
 
 
-def _incident_body(incident: Incident) -> list[dict[str, Any]]:
+def _incident_body(incident: Incident, impact: Impact | None) -> list[dict[str, Any]]:
     facts = [("Asset", incident.asset), ("Status", incident.status), ("Incident", incident.incident_id)]
     for title, value in (
         ("Type", incident.incident_type),
@@ -45,6 +49,10 @@ def _incident_body(incident: Incident) -> list[dict[str, Any]]:
     body = [_text(incident_headline(incident), size="Medium", weight="Bolder"), _facts(facts)]
     if incident.summary:
         body.append(_text(incident.summary))
+    if impact is not None:
+        owners, reach, *listed = impact_lines(impact.owners, impact.downstream, impact.truncated, DOWNSTREAM_LIST_MAX)
+        body.append(_facts([("Owners", owners.removeprefix("Owners: "))]))
+        body.append(_text("\n\n".join([reach, "\n".join(listed)]) if listed else reach))
     return body
 
 
@@ -62,10 +70,10 @@ def _tag_body(change: Change) -> list[dict[str, Any]]:
     return body
 
 
-def teams_card(change: Change, catalog_url: str | None = None) -> dict[str, Any]:
-    """The Adaptive Card itself (the ``content`` of the attachment)."""
+def teams_card(change: Change, catalog_url: str | None = None, impact: Impact | None = None) -> dict[str, Any]:
+    """The Adaptive Card itself (the ``content`` of the attachment); ``impact``: an incident's owners and reach."""
     incident = incident_of(change)
-    body = _incident_body(incident) if incident is not None else _tag_body(change)
+    body = _incident_body(incident, impact) if incident is not None else _tag_body(change)
     body.append(_text(f"{change.kind} · change {change.id}", isSubtle=True, size="Small", spacing="Small"))
     actions = []
     link = asset_link(catalog_url, change.tenant, change.asset or "") if change.asset else None
@@ -81,11 +89,11 @@ def teams_card(change: Change, catalog_url: str | None = None) -> dict[str, Any]
     return card
 
 
-def teams_message(change: Change, catalog_url: str | None = None) -> dict[str, Any]:
+def teams_message(change: Change, catalog_url: str | None = None, impact: Impact | None = None) -> dict[str, Any]:
     """The POST body: one message with one Adaptive Card attachment (``contentUrl`` null, as Teams expects)."""
     return {
         "type": "message",
         "attachments": [
-            {"contentType": CARD_CONTENT_TYPE, "contentUrl": None, "content": teams_card(change, catalog_url)}
+            {"contentType": CARD_CONTENT_TYPE, "contentUrl": None, "content": teams_card(change, catalog_url, impact)}
         ],
     }

@@ -22,10 +22,12 @@ from control.subscriptions.store import Subscription, SubscriptionStore
 from metalake.events.changes import STATE_CHANGED, Change
 from metalake.net.ssrf import AddressGuard
 from metalake.settings import OutboundSettings, Settings
+from processors.outbound.destinations.common import incident_of
 from processors.outbound.destinations.freshdesk.destination import FreshdeskDestination, dedup_tag
-from processors.outbound.destinations.freshdesk.messages import note, tag_description, tag_subject
+from processors.outbound.destinations.freshdesk.messages import incident_description, note, tag_description, tag_subject
 from processors.outbound.destinations.freshdesk.spec import FreshdeskSpec
 from processors.outbound.destinations.teams.spec import TeamsSpec
+from processors.outbound.runtime.catalog import Impact
 from processors.outbound.runtime.destination import DestinationEnv, PermanentDelivery, RetryableDelivery
 from processors.outbound.runtime.ledger import LedgerScope
 
@@ -250,3 +252,15 @@ def test_the_subscriptions_api_names_the_field_of_a_bad_config_or_secret() -> No
             )
         assert (refused.value.status, refused.value.field) == (422, field)
         assert "s3cr3t" not in str(refused.value.detail)
+
+
+def test_an_incident_ticket_names_owners_and_downstream_impact_escaped() -> None:
+    change = as_change(incident_event("acme", URN, "inc-5", "opened"))
+    incident = incident_of(change)
+    assert incident is not None
+    impact = Impact(("<ana>@example.com",), ("urn:metalake:postgres:prod/mart/public/c360/<x>",), truncated=False)
+    html = incident_description(change, incident, None, impact)
+    assert "<p>Owners: &lt;ana&gt;@example.com</p>" in html
+    assert "<p>Downstream impact: 1 asset(s) reached by lineage</p>" in html
+    assert "<ul><li>urn:metalake:postgres:prod/mart/public/c360/&lt;x&gt;</li></ul>" in html
+    assert "Downstream impact" not in incident_description(change, incident, None)

@@ -22,6 +22,7 @@ from metalake.settings import OutboundSettings, Settings
 from processors.outbound.destinations.teams.destination import TeamsDestination, classify
 from processors.outbound.destinations.teams.messages import CARD_CONTENT_TYPE, teams_card, teams_message
 from processors.outbound.destinations.teams.spec import TeamsSpec
+from processors.outbound.runtime.catalog import Impact
 from processors.outbound.runtime.destination import DestinationEnv, PermanentDelivery, RetryableDelivery
 from processors.outbound.runtime.pinned_http import HttpAnswer
 
@@ -208,3 +209,19 @@ def test_incidents_are_narrowed_by_asset_patterns_and_kinds_not_by_tags() -> Non
     assert not Filters(assets=("urn:metalake:postgres:prod/mart/*",)).matches(incident)
     assert not Filters(tags=("PII",)).matches(incident)
     assert not Filters(event_types=("incidents.*",)).matches(as_change(classification_event("acme", URN, "PII")))
+
+
+def test_an_incident_card_shows_owners_and_downstream_impact() -> None:
+    change = as_change(incident_event("acme", URN, "inc-9", "opened"))
+    impact = Impact(("ana@example.com", "data-eng"), tuple(DOWN), truncated=True)
+    body = teams_card(change, None, impact)["body"]
+    owners = next(e for e in body if e["type"] == "FactSet" and e["facts"][0]["title"] == "Owners")
+    assert owners["facts"] == [{"title": "Owners", "value": "ana@example.com, data-eng"}]
+    reach = body[body.index(owners) + 1]["text"]
+    assert reach.startswith("Downstream impact: 12+ asset(s) reached by lineage\n\n- ")
+    assert all(u in reach for u in DOWN[:10]) and DOWN[10] not in reach and "… and 2+ more" in reach
+    quiet = teams_card(change, None, Impact((), (), truncated=False))["body"]
+    texts = [e.get("text") for e in quiet if e["type"] == "TextBlock"]
+    assert texts[2] == "Downstream impact: 0 asset(s) reached by lineage"
+    facts = [f for e in quiet if e["type"] == "FactSet" for f in e["facts"]]
+    assert {"title": "Owners", "value": "none recorded"} in facts
