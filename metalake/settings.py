@@ -337,6 +337,13 @@ class ConnectSettings(BaseModel):
     # so a replayed webhook delivery in endless variants cannot flood the DLQ topic.
     dead_letter_cap: int = Field(default=1000, ge=1)
     dead_letter_window_s: float = Field(default=3_600, gt=0)
+    # Scheduled crawls (a source connector's `schedule: {interval_s}`): the shortest interval the API accepts (tests
+    # lower it), how often a worker looks for due crawls, how many it runs at once (more due ones wait for the next
+    # look, or for another worker), and whether this worker runs them at all.
+    schedule_min_interval_s: int = Field(default=300, ge=1)
+    schedule_poll_s: float = Field(default=5.0, gt=0)
+    schedule_max_concurrent: int = Field(default=2, ge=1)
+    scheduler_enabled: bool = True
 
 
 class OutboundSettings(BaseModel):

@@ -96,6 +96,7 @@ def _view(store: ControlStore, plugins: dict[str, Plugin], record: ConnectorReco
         transforms=[t.model_dump(mode="json", by_alias=True) for t in record.transforms],
         errors_tolerance=record.errors_tolerance.value,
         tasks_max=record.tasks_max,
+        schedule=record.schedule.model_dump() if record.schedule is not None else None,
         state=record.state.value,
         webhook_secrets=_secret_infos(store.webhook_secret_info(record.tenant, record.name)),
     )
@@ -182,7 +183,8 @@ def create_connector(
     response: Response,
 ) -> ConnectorView:
     """Create a connector (RUNNING). Webhook connectors accept deliveries once a signing secret is added."""
-    record, created = connectors.create(store, plugins, tc.tenant, body.name, body)
+    min_interval_s = ctx.settings.connect.schedule_min_interval_s
+    record, created = connectors.create(store, plugins, tc.tenant, body.name, body, min_interval_s)
     if not created:  # a concurrent create won between the check and the write: ours replaced it
         response.status_code = 200
     response.headers["Location"] = f"/v1/tenants/{tc.tenant}/connectors/{body.name}"
@@ -259,7 +261,7 @@ def replace_connector(
     ctx: ContextDep,
 ) -> ConnectorView:
     """Replace the configuration of an existing connector; its state and signing secrets are kept."""
-    record = connectors.replace(store, plugins, tc.tenant, name, body)
+    record = connectors.replace(store, plugins, tc.tenant, name, body, ctx.settings.connect.schedule_min_interval_s)
     _audit(ctx, tc, "connector.update", name)
     return _view(store, plugins, record)
 

@@ -68,6 +68,7 @@ class ConnectorView(BaseModel):
     transforms: list[dict[str, Any]]
     errors_tolerance: str
     tasks_max: int
+    schedule: dict[str, Any] | None = Field(default=None, description="The crawl interval of a scheduled source.")
     state: str
     webhook_secrets: list[SecretInfoView] = Field(description="Active signing secrets, newest first: ids only.")
 

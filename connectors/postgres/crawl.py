@@ -23,6 +23,7 @@ from connectors.postgres.catalog import (
     CatalogError,
     ColumnRow,
     TableRow,
+    count_tables,
     read_database,
     read_schemas,
     stream_columns,
@@ -85,11 +86,14 @@ class DatabaseCrawl:
     scope: Scope = field(default_factory=Scope)
     seen: set[str] = field(default_factory=set)
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(("tables", "changed", "columns"), 0))
+    # The connector's progress across its databases (tables_read, tables_total), shared with the connector.
+    progress: dict[str, int] = field(default_factory=dict)
 
     def run(self, conn: psycopg.Connection[Any], database: str) -> Iterator[SourceRecord]:
         """The records of ``database`` read through ``conn`` (a snapshot), in the order of the module docstring."""
         yield from self._database(conn, database)
         schemas = yield from self._schemas(conn, database)
+        self.progress["tables_total"] = self.progress.get("tables_total", 0) + count_tables(conn, schemas)
         pending: list[PendingTable] = []
         for row in stream_tables(conn, schemas, self.config.fetch_size):
             record = self._table(database, row, pending)
@@ -127,6 +131,7 @@ class DatabaseCrawl:
 
     def _table(self, database: str, row: TableRow, pending: list[PendingTable]) -> SourceRecord | None:
         self.counts["tables"] += 1
+        self.progress["tables_read"] = self.progress.get("tables_read", 0) + 1
         path = (database, row.schema, row.name)
         stored, urn = self._visit(table_partition(*path)), self.events.urn(*path)
         digest = table_hash(urn, row)

@@ -13,6 +13,7 @@ from api.problems import Problem
 from api.services import connectors
 from control.connectors.registry import Plugin
 from control.connectors.store import ConnectorRecord, ConnectorState, ControlStore, TaskRecord
+from control.connectors.validation import ConnectorFields
 
 PLUGINS: dict[str, Plugin] = {
     "hook": Plugin("hook", SignedWebhook),
@@ -124,3 +125,20 @@ def test_only_a_webhook_connector_rotates_a_signing_secret() -> None:
     with pytest.raises(Problem) as refused:
         connectors.revoke_secret(_control(_store(record)), PLUGINS, record, "0a1b2c3d")
     assert (refused.value.status, refused.value.slug) == (409, "not-a-webhook")
+
+
+def test_a_schedule_below_the_minimum_or_on_a_webhook_connector_is_refused_naming_the_field() -> None:
+    store = _store()
+    short = ConnectorFields.model_validate({"type": "list", "schedule": {"interval_s": 59}})
+    with pytest.raises(Problem) as too_short:
+        connectors.create(_control(store), PLUGINS, "acme", "s", short, min_interval_s=60)
+    assert (too_short.value.status, too_short.value.slug, too_short.value.field) == (
+        422,
+        "invalid-config",
+        "schedule/interval_s",
+    )
+    hook = ConnectorFields.model_validate({"type": "hook", "schedule": {"interval_s": 3600}})
+    with pytest.raises(Problem) as not_a_source:
+        connectors.create(_control(store), PLUGINS, "acme", "h", hook, min_interval_s=60)
+    assert (not_a_source.value.status, not_a_source.value.field) == (422, "schedule")
+    assert store.records == {}  # nothing stored
