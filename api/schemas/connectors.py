@@ -88,6 +88,20 @@ class TaskStatusView(BaseModel):
     updated_at: datetime | None = None
 
 
+class ScheduleStatusView(BaseModel):
+    """A scheduled connector's runs (docs/connectors/runtime.md#scheduled-crawls)."""
+
+    interval_s: int
+    last_started_at: datetime | None = Field(default=None, description="None: not run on its schedule yet.")
+    next_run_at: datetime | None = Field(
+        default=None, description="The last start plus the interval; None: at a worker's next look."
+    )
+    last_finished_at: datetime | None = None
+    last_outcome: str | None = Field(default=None, description="done | failed | unavailable | refused | error")
+    last_records: int | None = Field(default=None, description="Events Kafka confirmed in the last scheduled run.")
+    last_error: str | None = None
+
+
 class StatusView(BaseModel):
     """Shaped like Kafka Connect's status: the connector and its tasks (source connectors, after a first crawl)."""
 
@@ -106,6 +120,7 @@ class StatusView(BaseModel):
     type: str | None = Field(description="webhook or source")
     connector: ConnectorStateView
     tasks: list[TaskStatusView]
+    schedule: ScheduleStatusView | None = Field(default=None, description="Only for a connector with a schedule.")
 
 
 class TaskConfigView(BaseModel):

@@ -91,6 +91,10 @@ def test_a_scheduled_connector_is_crawled_every_interval_and_a_restart_keeps_the
         with _worker(settings):
             first = _wait("a first scheduled crawl", lambda: (_schedule(mongo, tenant) or {}).get("last_outcome"))
             assert first == "done"
+            shown = short_api.get(f"{route}/pg/status", headers=admin).json()["schedule"]
+            assert shown["interval_s"] == 2 and shown["last_outcome"] == "done" and shown["last_records"] >= 3
+            started = datetime.fromisoformat(shown["last_started_at"].replace("Z", "+00:00"))
+            assert datetime.fromisoformat(shown["next_run_at"].replace("Z", "+00:00")) - started == timedelta(seconds=2)
             table = asset_urn("postgres", "it", database, "public", "first")
             got = read_since(settings, PRIORITY_TOPIC, marker, of_tenant(tenant), expect=3, settle_s=0.5)
             assert any(table.encode() in (r.value or b"") for r in got)

@@ -142,3 +142,30 @@ def test_a_schedule_below_the_minimum_or_on_a_webhook_connector_is_refused_namin
         connectors.create(_control(store), PLUGINS, "acme", "h", hook, min_interval_s=60)
     assert (not_a_source.value.status, not_a_source.value.field) == (422, "schedule")
     assert store.records == {}  # nothing stored
+
+
+def test_the_status_of_a_scheduled_connector_shows_its_last_run_and_the_next() -> None:
+    from datetime import UTC, datetime
+
+    from api.routes.connectors import schedule_view
+    from control.connectors.schedule import Schedule, ScheduleDoc
+
+    never = schedule_view(Schedule(interval_s=600), None)
+    assert never.interval_s == 600 and never.last_started_at is None and never.next_run_at is None
+    # As MongoDB returns it: naive UTC.
+    runs: ScheduleDoc = {
+        "_id": "acme/pg",
+        "tenant": "acme",
+        "name": "pg",
+        "last_started_at": datetime(2026, 11, 26, 12, 0),
+        "last_finished_at": datetime(2026, 11, 26, 12, 1),
+        "last_outcome": "refused",
+        "last_records": 0,
+        "last_error": "connector acme/pg is being crawled already: held by h:1\nsecond line",
+    }
+    view = schedule_view(Schedule(interval_s=600), runs)
+    assert view.last_started_at == datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
+    assert view.next_run_at == datetime(2026, 11, 26, 12, 10, tzinfo=UTC)
+    assert view.last_finished_at == datetime(2026, 11, 26, 12, 1, tzinfo=UTC)
+    assert (view.last_outcome, view.last_records) == ("refused", 0)
+    assert view.last_error == "connector acme/pg is being crawled already: held by h:1"  # first line only
