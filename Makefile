@@ -4,7 +4,7 @@ BIN := $(VENV)/bin
 
 .PHONY: demo test bootstrap lint unit unit-py integration up down status
 
-demo: bootstrap ## Install everything, start the stack, the streaming job, the API and the processors, run the demo
+demo: bootstrap ## Install everything, start the stack, the streaming job, the API, the processors and the connector worker, run the demo
 	$(BIN)/metalake stack up --with-processors
 	$(BIN)/metalake demo
 	@echo "The stack keeps running. Stop it with: $(BIN)/metalake stack down"

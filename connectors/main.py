@@ -43,12 +43,21 @@ def connect_run(
 def connect_crawl(
     tenant: Annotated[str, typer.Option(help="The tenant the connector belongs to.")],
     name: Annotated[str, typer.Option(help="The connector's name.")],
+    follow: Annotated[
+        bool,
+        typer.Option(
+            "--follow",
+            "-f",
+            help="Show progress on stderr as the crawl goes: tables read of those listed, events published.",
+        ),
+    ] = False,
 ) -> None:
     """Run every task of a configured source connector once, resuming from its stored offsets; print the report (JSON,
     per task). Exits 1 if a task did not complete."""
     import json
 
     from connectors.runtime.errors import TaskFailed
+    from connectors.runtime.progress import ProgressLines
     from connectors.runtime.source_runner import CrawlRefused, crawl
     from connectors.runtime.worker import build_runtime
     from control.connectors.offsets import OffsetsUnavailable
@@ -59,7 +68,8 @@ def connect_crawl(
     configure_telemetry(settings.telemetry, "connect")
     runtime = build_runtime(settings)
     try:
-        summary = crawl(runtime, tenant, name)
+        progress = ProgressLines(lambda line: typer.echo(line, err=True)) if follow else None
+        summary = crawl(runtime, tenant, name, progress=progress)
     except (CrawlRefused, TaskFailed, PublishError, OffsetsUnavailable) as exc:
         raise fail(str(exc)) from None
     finally:

@@ -356,6 +356,13 @@ class ConnectSettings(BaseModel):
     # become this many metalake events at most (assets, columns, edges), so one request cannot flood the topics.
     openlineage_max_body_bytes: int = Field(default=5 * 1024 * 1024, gt=0)
     openlineage_max_events: int = Field(default=10_000, gt=0)
+    # Scheduled crawls (a source connector's `schedule: {interval_s}`): the shortest interval the API accepts (tests
+    # lower it), how often a worker looks for due crawls, how many it runs at once (more due ones wait for the next
+    # look, or for another worker), and whether this worker runs them at all.
+    schedule_min_interval_s: int = Field(default=300, ge=1)
+    schedule_poll_s: float = Field(default=5.0, gt=0)
+    schedule_max_concurrent: int = Field(default=2, ge=1)
+    scheduler_enabled: bool = True
 
 
 class OutboundSettings(BaseModel):

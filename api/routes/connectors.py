@@ -15,6 +15,7 @@ state and clears its error (Connect's restart); ``deactivate`` takes it out of s
 
 from __future__ import annotations
 
+from datetime import UTC, timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Response
@@ -35,6 +36,7 @@ from api.schemas.connectors import (
     OffsetView,
     PluginSchemaView,
     PluginView,
+    ScheduleStatusView,
     SecretCreate,
     SecretInfoView,
     SecretsView,
@@ -50,9 +52,11 @@ from control.auth.principal import Scope
 from control.connectors import registry
 from control.connectors.reasons import shown_error
 from control.connectors.registry import Plugin
+from control.connectors.schedule import Schedule, ScheduleDoc, ScheduleStore
 from control.connectors.status import task_state
 from control.connectors.store import ConnectorRecord, ConnectorState, ControlStore, SecretInfo, TaskRecord
 from control.connectors.validation import MASK
+from tenants.naming import CONTROL_DATABASE
 
 ConnectorName = Annotated[str, Path(pattern=NAME_PATTERN, description="The connector's name within the tenant.")]
 
@@ -96,6 +100,7 @@ def _view(store: ControlStore, plugins: dict[str, Plugin], record: ConnectorReco
         transforms=[t.model_dump(mode="json", by_alias=True) for t in record.transforms],
         errors_tolerance=record.errors_tolerance.value,
         tasks_max=record.tasks_max,
+        schedule=record.schedule.model_dump() if record.schedule is not None else None,
         state=record.state.value,
         webhook_secrets=_secret_infos(store.webhook_secret_info(record.tenant, record.name)),
     )
@@ -123,6 +128,22 @@ def _status(store: ControlStore, plugins: dict[str, Plugin], record: ConnectorRe
             state=record.state.value, error=shown_error(record.error), updated_at=record.updated_at
         ),
         tasks=[_task_view(record, t) for t in connectors.shown_tasks(store, plugins, record)],
+    )
+
+
+def schedule_view(schedule: Schedule, runs: ScheduleDoc | None) -> ScheduleStatusView:
+    """A scheduled connector's last run (as the worker recorded it) and the next one."""
+    last = runs.get("last_started_at") if runs is not None else None
+    started = last.replace(tzinfo=UTC) if last is not None and last.tzinfo is None else last
+    finished = runs.get("last_finished_at") if runs is not None else None
+    return ScheduleStatusView(
+        interval_s=schedule.interval_s,
+        last_started_at=started,
+        next_run_at=started + timedelta(seconds=schedule.interval_s) if started is not None else None,
+        last_finished_at=finished.replace(tzinfo=UTC) if finished is not None and finished.tzinfo is None else finished,
+        last_outcome=runs.get("last_outcome") if runs is not None else None,
+        last_records=runs.get("last_records") if runs is not None else None,
+        last_error=shown_error(runs.get("last_error")) if runs is not None else None,
     )
 
 
@@ -182,7 +203,8 @@ def create_connector(
     response: Response,
 ) -> ConnectorView:
     """Create a connector (RUNNING). Webhook connectors accept deliveries once a signing secret is added."""
-    record, created = connectors.create(store, plugins, tc.tenant, body.name, body)
+    min_interval_s = ctx.settings.connect.schedule_min_interval_s
+    record, created = connectors.create(store, plugins, tc.tenant, body.name, body, min_interval_s)
     if not created:  # a concurrent create won between the check and the write: ours replaced it
         response.status_code = 200
     response.headers["Location"] = f"/v1/tenants/{tc.tenant}/connectors/{body.name}"
@@ -259,7 +281,7 @@ def replace_connector(
     ctx: ContextDep,
 ) -> ConnectorView:
     """Replace the configuration of an existing connector; its state and signing secrets are kept."""
-    record = connectors.replace(store, plugins, tc.tenant, name, body)
+    record = connectors.replace(store, plugins, tc.tenant, name, body, ctx.settings.connect.schedule_min_interval_s)
     _audit(ctx, tc, "connector.update", name)
     return _view(store, plugins, record)
 
@@ -275,10 +297,16 @@ def delete_connector(tc: TenantAdmin, name: ConnectorName, store: ConnectorStore
 
 @router.get(PREFIX + "/{name}/status", summary="Connector status", response_model=StatusView, responses=_errors())
 def connector_status(
-    tc: TenantReader, name: ConnectorName, store: ConnectorStoreDep, plugins: PluginsDep
+    tc: TenantReader, name: ConnectorName, store: ConnectorStoreDep, plugins: PluginsDep, ctx: ContextDep
 ) -> StatusView:
-    """The connector's state (with the error when FAILED) and each task's (source connectors)."""
-    return _status(store, plugins, connectors.get(store, tc.tenant, name))
+    """The connector's state (with the error when FAILED) and each task's (source connectors); for a scheduled one,
+    its last scheduled run and the next."""
+    record = connectors.get(store, tc.tenant, name)
+    status = _status(store, plugins, record)
+    if record.schedule is not None:
+        runs = ScheduleStore(ctx.mongo[CONTROL_DATABASE]).get(record.id)
+        status.schedule = schedule_view(record.schedule, runs)
+    return status
 
 
 @router.post(PREFIX + "/{name}/pause", summary="Pause a connector", response_model=StatusView, responses=_errors())

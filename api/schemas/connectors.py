@@ -68,6 +68,7 @@ class ConnectorView(BaseModel):
     transforms: list[dict[str, Any]]
     errors_tolerance: str
     tasks_max: int
+    schedule: dict[str, Any] | None = Field(default=None, description="The crawl interval of a scheduled source.")
     state: str
     webhook_secrets: list[SecretInfoView] = Field(description="Active signing secrets, newest first: ids only.")
 
@@ -85,6 +86,20 @@ class TaskStatusView(BaseModel):
     trace: str | None = Field(default=None, description="Why the task FAILED.")
     last_run: dict[str, Any] | None = None
     updated_at: datetime | None = None
+
+
+class ScheduleStatusView(BaseModel):
+    """A scheduled connector's runs (docs/connectors/runtime.md#scheduled-crawls)."""
+
+    interval_s: int
+    last_started_at: datetime | None = Field(default=None, description="None: not run on its schedule yet.")
+    next_run_at: datetime | None = Field(
+        default=None, description="The last start plus the interval; None: at a worker's next look."
+    )
+    last_finished_at: datetime | None = None
+    last_outcome: str | None = Field(default=None, description="done | failed | unavailable | refused | error")
+    last_records: int | None = Field(default=None, description="Events Kafka confirmed in the last scheduled run.")
+    last_error: str | None = None
 
 
 class StatusView(BaseModel):
@@ -105,6 +120,7 @@ class StatusView(BaseModel):
     type: str | None = Field(description="webhook or source")
     connector: ConnectorStateView
     tasks: list[TaskStatusView]
+    schedule: ScheduleStatusView | None = Field(default=None, description="Only for a connector with a schedule.")
 
 
 class TaskConfigView(BaseModel):

@@ -68,33 +68,48 @@ def page(store: ControlStore, tenant: str | None, after: tuple[str, str] | None,
 
 
 def _put(
-    store: ControlStore, plugins: dict[str, Plugin], tenant: str, name: str, spec: ConnectorFields
+    store: ControlStore,
+    plugins: dict[str, Plugin],
+    tenant: str,
+    name: str,
+    spec: ConnectorFields,
+    min_interval_s: int = 1,
 ) -> tuple[ConnectorRecord, bool]:
     """Validate ``config`` by the plugin's model (whose JSON Schema the API serves), then store it; a secret field
     left out or masked keeps its stored value."""
     cls = plugin_class(plugins, spec.type)
     try:
-        return put_validated(store, cls, tenant, name, spec)
+        return put_validated(store, cls, tenant, name, spec, min_interval_s=min_interval_s)
     except InvalidConfig as exc:
         raise Problem(422, "invalid-config", exc.detail, field=exc.field) from None
 
 
 def create(
-    store: ControlStore, plugins: dict[str, Plugin], tenant: str, name: str, spec: ConnectorFields
+    store: ControlStore,
+    plugins: dict[str, Plugin],
+    tenant: str,
+    name: str,
+    spec: ConnectorFields,
+    min_interval_s: int = 1,
 ) -> tuple[ConnectorRecord, bool]:
     """A new connector (RUNNING); 409 if one of that name exists. ``False`` with the record when a concurrent create
-    won between the check and the write: this one replaced it."""
+    won between the check and the write: this one replaced it. ``min_interval_s``: the shortest schedule accepted."""
     if store.get_connector(tenant, name) is not None:
         raise Problem(409, "connector-exists", "a connector of that name exists; PUT replaces it", field="name")
-    return _put(store, plugins, tenant, name, spec)
+    return _put(store, plugins, tenant, name, spec, min_interval_s)
 
 
 def replace(
-    store: ControlStore, plugins: dict[str, Plugin], tenant: str, name: str, spec: ConnectorFields
+    store: ControlStore,
+    plugins: dict[str, Plugin],
+    tenant: str,
+    name: str,
+    spec: ConnectorFields,
+    min_interval_s: int = 1,
 ) -> ConnectorRecord:
     """The existing connector's new configuration; its state and signing secrets are kept."""
     get(store, tenant, name)
-    record, _ = _put(store, plugins, tenant, name, spec)
+    record, _ = _put(store, plugins, tenant, name, spec, min_interval_s)
     return record
 
 

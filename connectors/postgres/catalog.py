@@ -346,6 +346,21 @@ def read_views(conn: psycopg.Connection[Any], view_oids: list[int]) -> dict[int,
     return {oid: ViewRow(oid, text, [(s, t, list(c)) for s, t, c in sources]) for oid, text, sources in rows}
 
 
+# The relation kinds _TABLES_SQL lists (tests/unit/connectors/postgres checks they stay the same).
+TABLE_RELKINDS = "('r', 'p', 'v', 'm', 'f')"
+_COUNT_TABLES_SQL = f"""
+SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relkind IN {TABLE_RELKINDS} AND n.nspname = ANY(%(schemas)s)
+"""  # noqa: S608 - a constant, no input
+
+
+def count_tables(conn: psycopg.Connection[Any], schemas: list[str]) -> int:
+    """How many tables and views :func:`stream_tables` will list for ``schemas`` (in the same snapshot): the total
+    a crawl's progress counts towards."""
+    row = conn.execute(_COUNT_TABLES_SQL, {"schemas": schemas}).fetchone()
+    return int(row[0]) if row else 0
+
+
 def stream_columns(conn: psycopg.Connection[Any], table_oids: list[int], fetch_size: int) -> Iterator[ColumnRow]:
     """Columns of the given tables, ordered like :func:`stream_tables` (schema, table), then by ordinal."""
     for row in _stream(conn, "metalake_columns", COLUMNS_SQL, {"oids": table_oids}, fetch_size):

@@ -45,6 +45,12 @@ class PostgresCatalogConnector(SourceConnector[PostgresCatalogConfig]):
     def __init__(self, config: PostgresCatalogConfig, ctx: ConnectorContext) -> None:
         super().__init__(config, ctx)
         self._scope = Scope.of(ctx.task_config)
+        self._progress: dict[str, int] = {}
+
+    def progress(self) -> dict[str, int]:
+        """Databases done of those in scope, tables read of those listed (a database's tables are counted when its
+        crawl reaches it, so the total grows database by database)."""
+        return dict(self._progress)
 
     def task_configs(self, max_tasks: int, offsets: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
         """One task owning everything for ``max_tasks=1`` (no extra reads); else the units found in the source and
@@ -70,13 +76,15 @@ class PostgresCatalogConnector(SourceConnector[PostgresCatalogConfig]):
         stored = group_by_database(offsets)
         wanted = scope.databases()
         databases = [d for d in self._databases() if wanted is None or d in wanted]
+        self._progress.update(databases_total=len(databases), databases_done=0, tables_read=0, tables_total=0)
         for database in databases:
             started = time.monotonic()
-            crawl = DatabaseCrawl(config, events, offsets, scope)
+            crawl = DatabaseCrawl(config, events, offsets, scope, progress=self._progress)
             with snapshot(config, database, self.ctx.access) as conn:
                 yield from crawl.run(conn, database)
             gone = stale(stored.get(database, []), crawl.seen)
             yield from deletions(events, gone)
+            self._progress["databases_done"] += 1
             log.info(
                 "postgres.database_crawled",
                 extra={

@@ -25,6 +25,7 @@ from connectors.postgres.catalog import (
     ColumnRow,
     TableRow,
     ViewRow,
+    count_tables,
     read_database,
     read_schemas,
     read_views,
@@ -104,11 +105,14 @@ class DatabaseCrawl:
     counts: dict[str, int] = field(
         default_factory=lambda: dict.fromkeys(("tables", "changed", "columns", "views_parsed", "views_unparsed"), 0)
     )
+    # The connector's progress across its databases (tables_read, tables_total), shared with the connector.
+    progress: dict[str, int] = field(default_factory=dict)
 
     def run(self, conn: psycopg.Connection[Any], database: str) -> Iterator[SourceRecord]:
         """The records of ``database`` read through ``conn`` (a snapshot), in the order of the module docstring."""
         yield from self._database(conn, database)
         schemas = yield from self._schemas(conn, database)
+        self.progress["tables_total"] = self.progress.get("tables_total", 0) + count_tables(conn, schemas)
         pending: list[PendingTable] = []
         for row in stream_tables(conn, schemas, self.config.fetch_size):
             record = self._table(database, row, pending)
@@ -146,6 +150,7 @@ class DatabaseCrawl:
 
     def _table(self, database: str, row: TableRow, pending: list[PendingTable]) -> SourceRecord | None:
         self.counts["tables"] += 1
+        self.progress["tables_read"] = self.progress.get("tables_read", 0) + 1
         path = (database, row.schema, row.name)
         stored, urn = self._visit(table_partition(*path)), self.events.urn(*path)
         digest = table_hash(urn, row)

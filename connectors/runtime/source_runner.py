@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -148,6 +148,11 @@ class CrawlReport:
         }
 
 
+#: Called by each task after each batch Kafka confirmed, and once at its end: what the task did so far, and the
+#: connector's own counters (``SourceConnector.progress``). From the task's thread.
+Progress = Callable[["CrawlSummary", Mapping[str, int]], None]
+
+
 def _batches(records: Iterable[SourceRecord], size: int) -> Iterator[list[SourceRecord]]:
     batch: list[SourceRecord] = []
     for record in records:
@@ -175,12 +180,14 @@ class SourceRunner:
         offsets: OffsetStore,
         batch_size: int = 1000,
         progress_every_s: float = 10.0,
+        on_progress: Progress | None = None,
     ) -> None:
         self._connector = connector
         self._chain, self._policy = chain, policy
         self._publisher, self._offsets = publisher, offsets
         self._batch_size = batch_size
         self._progress_every_s = progress_every_s
+        self._on_progress = on_progress
         ctx = connector.ctx
         self.summary = CrawlSummary(ctx.tenant_id, ctx.connector_name, ctx.task_id or 0)
 
@@ -200,13 +207,19 @@ class SourceRunner:
         try:
             for batch in _batches(self._connector.poll(stored), self._batch_size):
                 self._run_batch(batch, summary)
+                self._report()
                 if time.monotonic() - last_progress >= self._progress_every_s:
                     last_progress = time.monotonic()
                     log.info("connect.crawl_progress", extra={**extra, "records": summary.records})
         finally:
             summary.seconds = time.monotonic() - started
+        self._report()  # the end, also of a crawl that published nothing
         log.info("connect.crawl_done", extra=summary.as_dict())
         return summary
+
+    def _report(self) -> None:
+        if self._on_progress is not None:
+            self._on_progress(self.summary, self._connector.progress())
 
     def _run_batch(self, batch: list[SourceRecord], summary: CrawlSummary) -> None:
         ctx = self._connector.ctx
@@ -268,7 +281,9 @@ def _source_class(runtime: Runtime, record: ConnectorRecord) -> type[SourceConne
     return cls
 
 
-def crawl(runtime: Runtime, tenant: str, name: str) -> CrawlReport:
+def crawl(
+    runtime: Runtime, tenant: str, name: str, *, isolated: bool = False, progress: Progress | None = None
+) -> CrawlReport:
     """Run every task of a configured source connector once, in parallel, and report per task.
 
     A failure of the connector itself (its configuration, or the split: e.g. the source is unreachable while it is
@@ -279,18 +294,23 @@ def crawl(runtime: Runtime, tenant: str, name: str) -> CrawlReport:
     One crawl per connector at a time, across processes and machines (a lease in the control plane): a second one,
     say a scheduler firing while a slow crawl still runs, is refused instead of splitting the same units again and
     racing the first on the stored offsets.
+
+    ``isolated``: every task gets producers of its own, also a single one (in the worker, whose webhook routes use
+    the runtime's publisher from other threads). ``progress``: called by each task as it goes (:data:`Progress`).
     """
     if runtime.leases is None:
-        return _crawl(runtime, tenant, name)
+        return _crawl(runtime, tenant, name, isolated, progress)
     try:
         exclusive = runtime.leases.held(f"{tenant}/{name}/crawl", runtime.settings.connect.crawl_lease_s)
         with exclusive:
-            return _crawl(runtime, tenant, name)
+            return _crawl(runtime, tenant, name, isolated, progress)
     except LeaseHeld as exc:
         raise CrawlRefused(f"connector {tenant}/{name} is being crawled already: {exc}") from exc
 
 
-def _crawl(runtime: Runtime, tenant: str, name: str) -> CrawlReport:
+def _crawl(
+    runtime: Runtime, tenant: str, name: str, isolated: bool = False, progress: Progress | None = None
+) -> CrawlReport:
     record = runtime.store.get_connector(tenant, name)
     if record is None:
         raise CrawlRefused(f"no connector {tenant}/{name}")
@@ -326,11 +346,13 @@ def _crawl(runtime: Runtime, tenant: str, name: str) -> CrawlReport:
             extra={"connector": name, "tasks": len(configs), "partitions": len(stored), "unowned": unowned},
         )
     jobs = list(zip(tasks, owned, assigned, strict=True))
-    if len(jobs) == 1:
-        summaries = [_run_task(runtime, record, *jobs[0], io=(runtime.publisher, runtime.offsets))]
+    if len(jobs) == 1 and not isolated:
+        summaries = [_run_task(runtime, record, *jobs[0], io=(runtime.publisher, runtime.offsets), progress=progress)]
     else:
         with ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix=f"task-{name}") as pool:
-            summaries = list(pool.map(lambda job: _run_isolated(runtime, record, *job), jobs))
+            summaries = list(
+                pool.map(lambda job: _run_isolated(runtime, record, job[0], job[1], job[2], progress=progress), jobs)
+            )
     return CrawlReport(tenant, name, summaries, unowned, time.monotonic() - started)
 
 
@@ -362,12 +384,13 @@ def _run_isolated(
     task: SourceConnector[Any],
     stored: Mapping[str, Mapping[str, Any]],
     assigned: TaskRecord,
+    progress: Progress | None = None,
 ) -> CrawlSummary:
     """A task in its own thread, with its own producers: EventProducer waits for its records with ``flush``, which
     is not safe to call from two threads on one client (one may return before the other's delivery reports ran)."""
     publisher, offsets = runtime.task_io()
     try:
-        return _run_task(runtime, record, task, stored, assigned, io=(publisher, offsets))
+        return _run_task(runtime, record, task, stored, assigned, io=(publisher, offsets), progress=progress)
     finally:
         publisher.close()
         offsets.close()
@@ -381,6 +404,7 @@ def _run_task(
     assigned: TaskRecord,
     *,
     io: tuple[Publisher, OffsetStore],
+    progress: Progress | None = None,
 ) -> CrawlSummary:
     """One task's run, in its own thread: its state and last run are written to the control plane."""
     tenant, name, task_id = record.tenant, record.name, assigned.id
@@ -397,6 +421,7 @@ def _run_task(
             publisher=io[0],
             offsets=io[1],
             batch_size=runtime.settings.connect.source_batch_size,
+            on_progress=progress,
         )
         summary = runner.summary
         try:

@@ -1,6 +1,7 @@
 """The connector worker: an app factory wiring what receives data (webhooks, ingest) and health.
 
-The app's lifespan also keeps the webhook delivery log bounded (:class:`~metalake.expiry.ExpiryJanitor`).
+The app's lifespan also keeps the webhook delivery log bounded (:class:`~metalake.expiry.ExpiryJanitor`) and, unless
+``connect.scheduler_enabled`` is off, runs the scheduled crawls (:class:`~connectors.runtime.scheduler.CrawlScheduler`).
 
 ``metalake connect run`` serves :func:`create_app` with uvicorn on loopback. Webhooks authenticate by signature, the
 ingest API by write key or OAuth access token; ``GET /healthz`` and ``GET /readyz`` (MongoDB and Kafka, each named when
@@ -26,12 +27,14 @@ from connectors.runtime.dedup import DeliveryLog
 from connectors.runtime.errors import Counter
 from connectors.runtime.lookups import LookupCache
 from connectors.runtime.publisher import Publisher
+from connectors.runtime.scheduler import CrawlScheduler
 from connectors.runtime.webhooks import router as webhook_router
 from control.audit import TenantAuditLog
 from control.auth.gate import build_gate
 from control.connectors import registry
 from control.connectors.offsets import OffsetStore
 from control.connectors.registry import ConnectorClass
+from control.connectors.schedule import ScheduleStore
 from control.connectors.store import ControlStore
 from metalake.expiry import ExpiryJanitor
 from metalake.http.bodies import BodyLimit
@@ -77,26 +80,38 @@ def create_app(
     runtime: Runtime | None = None,
     plugins: Mapping[str, ConnectorClass] | None = None,
     checks: Mapping[str, Check] | None = None,
+    schedules: ScheduleStore | None = None,
 ) -> FastAPI:
-    """The worker app; ``runtime`` replaces the one built from ``settings``, ``checks`` the readiness checks (tests)."""
+    """The worker app; ``runtime`` replaces the one built from ``settings``, ``checks`` the readiness checks (tests).
+    Scheduled crawls run (``connect.scheduler_enabled``) over ``schedules``, by default the control plane's when the
+    runtime is built here: a given runtime (unit tests' fakes) runs them only with ``schedules`` given too."""
     built = runtime or build_runtime(settings, plugins=plugins)
     # Their clients open at the first probe, on their own: the runtime's may be busy with a crawl.
     ready_checks = dict(checks) if checks is not None else standard_checks(settings, "mongo", "kafka")
     janitor = ExpiryJanitor(
         built.deliveries, settings.connect.webhook_delivery_prune_interval_s, name="connect.webhook_deliveries"
     )
+    if schedules is None and runtime is None:
+        schedules = ScheduleStore(mongo_client(settings)[CONTROL_DATABASE])
+    enabled = settings.connect.scheduler_enabled and schedules is not None
+    scheduler = CrawlScheduler(built, schedules) if enabled and schedules is not None else None
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # A round trip to MongoDB (the TTL index): off the event loop.
         await run_in_threadpool(janitor.start)
+        if scheduler is not None:
+            scheduler.start()
         yield
+        if scheduler is not None:
+            await run_in_threadpool(scheduler.stop)
         await run_in_threadpool(janitor.stop)
         built.publisher.close()
         built.offsets.close()
 
     app = FastAPI(title="metalake connector worker", version="1", lifespan=lifespan)
     app.state.runtime = built
+    app.state.scheduler = scheduler
     install_problem_handlers(app)
     # Every route's body is bounded while it is read; the webhook and ingest routes tighten it to their own limit.
     limits = settings.connect

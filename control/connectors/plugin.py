@@ -221,6 +221,11 @@ class SourceConnector(ABC, Generic[C]):
         """Whether this task (``ctx.task_config``) owns ``partition``. Default: every partition."""
         return True
 
+    def progress(self) -> Mapping[str, int]:
+        """Counters of the running :meth:`poll` a crawl shows (``metalake connect crawl --follow``), e.g.
+        ``tables_read`` / ``tables_total``; read between batches, from the thread that polls. Default: none."""
+        return {}
+
 
 # Only the three characters that structure a key are escaped, so the key of a partition whose values hold none of
 # them is byte for byte what it was before escaping existed (stored offsets stay readable).

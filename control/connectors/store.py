@@ -34,6 +34,7 @@ from pymongo.collection import Collection
 from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
+from control.connectors.schedule import SCHEDULE_RUNS, SCHEDULES, Schedule
 from control.connectors.transforms import TRANSFORM_SPECS, TransformSpec
 from metalake.mongo import Doc, mongo_client, typed_collection
 from metalake.sealing import Binding, ResealCount, SealedValue, Sealer, require, sealer_for
@@ -77,6 +78,8 @@ class ConnectorRecord:
     updated_at: datetime | None = None
     secret_fields: Sequence[str] = field(default_factory=tuple)
     tasks_max: int = 1
+    # A source connector crawled on its own every interval (control.connectors.schedule); None: on request only.
+    schedule: Schedule | None = None
 
     @property
     def id(self) -> str:
@@ -145,6 +148,8 @@ class ConnectorDoc(TypedDict):
     state: str
     error: str | None
     updated_at: datetime
+    # Schedule dump; absent on connectors stored before schedules existed, None when unscheduled.
+    schedule: NotRequired[dict[str, Any] | None]
 
 
 class TaskDoc(TypedDict):
@@ -273,6 +278,7 @@ def _record(doc: ConnectorDoc) -> ConnectorRecord:
         updated_at=doc.get("updated_at"),
         secret_fields=tuple(doc.get("secret_fields") or ()),
         tasks_max=int(doc.get("tasks_max") or 1),
+        schedule=Schedule.model_validate(doc["schedule"]) if doc.get("schedule") else None,
     )
 
 
@@ -314,6 +320,8 @@ class ControlStore:
         self._secrets: Collection[ConnectorSecretsDoc] = typed_collection(database, SECRETS, ConnectorSecretsDoc)
         self._write_keys: Collection[WriteKeyDoc] = typed_collection(database, SECRETS, WriteKeyDoc)
         self._tasks: Collection[TaskDoc] = typed_collection(database, TASKS, TaskDoc)
+        self._schedules: Collection[Doc] = database[SCHEDULES]
+        self._schedule_runs: Collection[Doc] = database[SCHEDULE_RUNS]
 
     @classmethod
     def connect(cls, settings: Settings) -> ControlStore:
@@ -338,6 +346,7 @@ class ControlStore:
         transforms: Sequence[TransformSpec] = (),
         errors_tolerance: Tolerance = Tolerance.ALL,
         tasks_max: int = 1,
+        schedule: Schedule | None = None,
     ) -> tuple[ConnectorRecord, bool]:
         """Create or replace a connector's configuration; return it and whether it was created.
 
@@ -365,6 +374,7 @@ class ControlStore:
                     "transforms": [t.model_dump(mode="json", by_alias=True) for t in transforms],
                     "errors_tolerance": errors_tolerance.value,
                     "tasks_max": tasks_max,
+                    "schedule": schedule.model_dump(mode="json") if schedule is not None else None,
                     "updated_at": _now(),
                 },
                 "$setOnInsert": {"state": ConnectorState.RUNNING.value, "error": None},
@@ -396,6 +406,11 @@ class ControlStore:
         query: Doc = {} if tenant is None else {"tenant": tenant}
         return [_record(d) for d in self._connectors.find(query).sort("_id", ASCENDING)]
 
+    def scheduled_connectors(self) -> list[ConnectorRecord]:
+        """Every tenant's RUNNING connectors that have a schedule, by id."""
+        query: Doc = {"schedule.interval_s": {"$exists": True}, "state": ConnectorState.RUNNING.value}
+        return [_record(d) for d in self._connectors.find(query).sort("_id", ASCENDING)]
+
     def connectors_of_type(self, tenant: str, type_: str) -> list[ConnectorRecord]:
         return [_record(d) for d in self._connectors.find({"tenant": tenant, "type": type_}).sort("_id", ASCENDING)]
 
@@ -416,6 +431,8 @@ class ControlStore:
     def delete_connector(self, tenant: str, name: str) -> bool:
         doc_id = connector_id(tenant, name)
         self._secrets.delete_one({"_id": doc_id})
+        self._schedules.delete_one({"_id": doc_id})
+        self._schedule_runs.delete_many({"connector": doc_id})
         for task in self.get_tasks(tenant, name):
             self._tasks.delete_one({"_id": task_doc_id(tenant, name, task.id)})
         return self._connectors.delete_one({"_id": doc_id}).deleted_count == 1

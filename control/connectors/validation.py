@@ -10,6 +10,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, Vali
 
 from control.connectors.plugin import SourceConnector
 from control.connectors.registry import ConnectorClass
+from control.connectors.schedule import Schedule
 from control.connectors.store import ConnectorRecord, ControlStore, Tolerance
 from control.connectors.transforms import TransformSpec
 
@@ -33,6 +34,10 @@ class ConnectorFields(BaseModel):
         le=MAX_TASKS,
         validation_alias=AliasChoices("tasks_max", "tasks.max"),
         description="Connect's tasks.max: at most this many tasks share a source connector's work.",
+    )
+    schedule: Schedule | None = Field(
+        default=None,
+        description='A source connector\'s crawl interval, e.g. `{"interval_s": 3600}`; none: crawled on request only.',
     )
 
 
@@ -77,10 +82,31 @@ def validate_config(
     return plain, secret_values
 
 
+def check_schedule(cls: ConnectorClass, schedule: Schedule | None, min_interval_s: int) -> None:
+    """A schedule is for source connectors only (a webhook connector is sent to), and no shorter than the setting."""
+    if schedule is None:
+        return
+    if not issubclass(cls, SourceConnector):
+        raise InvalidConfig("schedule", "schedule: only a source connector crawls; a webhook connector is sent to")
+    if schedule.interval_s < min_interval_s:
+        raise InvalidConfig(
+            "schedule/interval_s",
+            f"schedule/interval_s: at least {min_interval_s} seconds (connect.schedule_min_interval_s)",
+        )
+
+
 def put_validated(
-    store: ControlStore, cls: ConnectorClass, tenant: str, name: str, spec: ConnectorFields
+    store: ControlStore,
+    cls: ConnectorClass,
+    tenant: str,
+    name: str,
+    spec: ConnectorFields,
+    *,
+    min_interval_s: int = 1,
 ) -> tuple[ConnectorRecord, bool]:
-    """Validate ``spec`` (raising :class:`InvalidConfig`), then create or replace the connector; True if created."""
+    """Validate ``spec`` (raising :class:`InvalidConfig`), then create or replace the connector; True if created.
+    ``min_interval_s``: the shortest schedule interval accepted (``connect.schedule_min_interval_s``)."""
+    check_schedule(cls, spec.schedule, min_interval_s)
     current = store.get_connector(tenant, name)
     # Another type is another endpoint altogether: nothing stored for the old one carries over.
     same_type = current is not None and current.type == spec.type
@@ -96,4 +122,5 @@ def put_validated(
         transforms=spec.transforms,
         errors_tolerance=spec.errors_tolerance,
         tasks_max=spec.tasks_max,
+        schedule=spec.schedule,
     )

@@ -13,6 +13,7 @@ from api.problems import Problem
 from api.services import connectors
 from control.connectors.registry import Plugin
 from control.connectors.store import ConnectorRecord, ConnectorState, ControlStore, TaskRecord
+from control.connectors.validation import ConnectorFields
 
 PLUGINS: dict[str, Plugin] = {
     "hook": Plugin("hook", SignedWebhook),
@@ -124,3 +125,47 @@ def test_only_a_webhook_connector_rotates_a_signing_secret() -> None:
     with pytest.raises(Problem) as refused:
         connectors.revoke_secret(_control(_store(record)), PLUGINS, record, "0a1b2c3d")
     assert (refused.value.status, refused.value.slug) == (409, "not-a-webhook")
+
+
+def test_a_schedule_below_the_minimum_or_on_a_webhook_connector_is_refused_naming_the_field() -> None:
+    store = _store()
+    short = ConnectorFields.model_validate({"type": "list", "schedule": {"interval_s": 59}})
+    with pytest.raises(Problem) as too_short:
+        connectors.create(_control(store), PLUGINS, "acme", "s", short, min_interval_s=60)
+    assert (too_short.value.status, too_short.value.slug, too_short.value.field) == (
+        422,
+        "invalid-config",
+        "schedule/interval_s",
+    )
+    hook = ConnectorFields.model_validate({"type": "hook", "schedule": {"interval_s": 3600}})
+    with pytest.raises(Problem) as not_a_source:
+        connectors.create(_control(store), PLUGINS, "acme", "h", hook, min_interval_s=60)
+    assert (not_a_source.value.status, not_a_source.value.field) == (422, "schedule")
+    assert store.records == {}  # nothing stored
+
+
+def test_the_status_of_a_scheduled_connector_shows_its_last_run_and_the_next() -> None:
+    from datetime import UTC, datetime
+
+    from api.routes.connectors import schedule_view
+    from control.connectors.schedule import Schedule, ScheduleDoc
+
+    never = schedule_view(Schedule(interval_s=600), None)
+    assert never.interval_s == 600 and never.last_started_at is None and never.next_run_at is None
+    # As MongoDB returns it: naive UTC.
+    runs: ScheduleDoc = {
+        "_id": "acme/pg",
+        "tenant": "acme",
+        "name": "pg",
+        "last_started_at": datetime(2026, 11, 26, 12, 0),
+        "last_finished_at": datetime(2026, 11, 26, 12, 1),
+        "last_outcome": "refused",
+        "last_records": 0,
+        "last_error": "connector acme/pg is being crawled already: held by h:1\nsecond line",
+    }
+    view = schedule_view(Schedule(interval_s=600), runs)
+    assert view.last_started_at == datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
+    assert view.next_run_at == datetime(2026, 11, 26, 12, 10, tzinfo=UTC)
+    assert view.last_finished_at == datetime(2026, 11, 26, 12, 1, tzinfo=UTC)
+    assert (view.last_outcome, view.last_records) == ("refused", 0)
+    assert view.last_error == "connector acme/pg is being crawled already: held by h:1"  # first line only

@@ -77,6 +77,9 @@ class FakeCatalog:
         def stream_tables(conn: str, schemas: list[str], fetch_size: int) -> Iterator[TableRow]:
             return iter([t for t in fake.databases[conn].rows() if t.schema in schemas])
 
+        def count_tables(conn: str, schemas: list[str]) -> int:
+            return len([t for t in fake.databases[conn].rows() if t.schema in schemas])
+
         def stream_columns(conn: str, oids: list[int], fetch_size: int) -> Iterator[ColumnRow]:
             db = fake.databases[conn]
             db.column_reads.append(list(oids))
@@ -96,6 +99,7 @@ class FakeCatalog:
         monkeypatch.setattr(crawl_module, "read_schemas", read_schemas)
         monkeypatch.setattr(crawl_module, "stream_tables", stream_tables)
         monkeypatch.setattr(crawl_module, "stream_columns", stream_columns)
+        monkeypatch.setattr(crawl_module, "count_tables", count_tables)
 
     def database(self, name: str) -> FakeDatabase:
         db = self.databases[name] = FakeDatabase(schemas=[SchemaRow("public", "owner", None)])

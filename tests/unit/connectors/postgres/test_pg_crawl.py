@@ -225,3 +225,31 @@ def test_columns_are_streamed_one_table_at_a_time(
     # The first column is out while only the first table's 20 columns (and one row of look-ahead) were read.
     assert consumed == 21
     assert sum(1 for _ in records) == 50 * 20 - 1
+
+
+def test_progress_counts_tables_read_towards_the_tables_listed_database_by_database(
+    catalog: Any, connector: PostgresCatalogConnector, apply: Any
+) -> None:
+    _shop(catalog)
+    other = catalog.database("other")
+    other.add_table(9, "public", "only", [("id", "bigint")])
+    assert connector.progress() == {}  # nothing before a crawl
+    seen: list[dict[str, int]] = []
+    records = []
+    for record in connector.poll({}):
+        records.append(record)
+        seen.append(connector.progress())
+    # The first database's 4 tables are the total until the crawl reaches the second (sorted: other, then shop).
+    assert seen[0] == {"databases_total": 2, "databases_done": 0, "tables_read": 0, "tables_total": 0}
+    assert {"tables_read": 1, "tables_total": 1}.items() <= seen[3].items()
+    assert connector.progress() == {"databases_total": 2, "databases_done": 2, "tables_read": 5, "tables_total": 5}
+    # Unchanged tables are read too: a rerun that emits nothing still ends at 5 of 5.
+    assert list(connector.poll(apply({}, records))) == []
+    assert connector.progress() == {"databases_total": 2, "databases_done": 2, "tables_read": 5, "tables_total": 5}
+
+
+def test_the_table_count_lists_the_relation_kinds_the_table_query_lists() -> None:
+    from connectors.postgres import catalog as module
+
+    assert f"c.relkind IN {module.TABLE_RELKINDS}" in module._TABLES_SQL
+    assert f"c.relkind IN {module.TABLE_RELKINDS}" in module._COUNT_TABLES_SQL
