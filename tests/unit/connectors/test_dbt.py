@@ -253,6 +253,12 @@ def test_paths_stay_inside_the_tenants_folder(root: Path, tmp_path: Path) -> Non
         list(DbtConnector(config, ConnectorContext("acme", "dbt")).poll({}))
 
 
+def test_an_unknown_dialect_is_refused_at_configuration() -> None:
+    with pytest.raises(ValueError, match="dialect"):
+        DbtConfig(manifest="m.json", instance="wh", dialect="nosuchsql")
+    assert DbtConfig(manifest="m.json", instance="wh", dialect="snowflake").dialect == "snowflake"
+
+
 def test_oversized_and_invalid_artifacts_are_refused(root: Path) -> None:
     with pytest.raises(ArtifactError, match="too-large"):
         list(_connector(root, max_artifact_bytes=1024).poll({}))

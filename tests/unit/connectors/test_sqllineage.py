@@ -147,6 +147,12 @@ def test_a_column_a_known_table_lacks_is_refused() -> None:
         _run("SELECT c.id, c.region FROM public.customers c")
 
 
+def test_deep_nesting_is_refused_not_a_crash() -> None:
+    sql = "SELECT " + "(" * 3000 + "1" + ")" * 3000 + " AS x"
+    with pytest.raises(UnparseableSql):
+        _run(sql)
+
+
 def test_an_empty_search_path_is_a_caller_error() -> None:
     with pytest.raises(ValueError, match="search_path"):
         lineage("SELECT 1", dialect="postgres", database="shop", search_path=())
