@@ -68,10 +68,10 @@ def test_descriptions_owners_tags_and_meta() -> None:
     customers = found["model.jaffle.customers"]
     assert customers.description == "One row per customer with their order history and lifetime value."
     assert customers.owners == ["finance@example.com"]  # the group's owner
-    assert customers.properties["dbt.tags"] == "gold"
-    assert customers.properties["meta.tier"] == "1"
-    assert customers.properties["dbt.group"] == "finance"
-    assert customers.properties["dbt.materialized"] == "table"
+    assert customers.properties["dbt_tags"] == "gold"
+    assert customers.properties["meta_tier"] == "1"
+    assert customers.properties["dbt_group"] == "finance"
+    assert customers.properties["dbt_materialized"] == "table"
     assert found["source.jaffle.payments_app.payments"].owners == ["payments@example.com"]  # the source's meta
     assert found["seed.jaffle.raw_customers"].owners == ["shop-team@example.com"]
     assert found["model.jaffle.stg_orders"].owners == []
@@ -79,7 +79,7 @@ def test_descriptions_owners_tags_and_meta() -> None:
     assert (email.description, email.data_type, email.properties) == (
         "Login e-mail address.",
         "text",
-        {"dbt.tags": "pii"},
+        {"dbt_tags": "pii"},
     )
 
 
