@@ -89,24 +89,33 @@ def lineage(
     if not search_path:
         raise ValueError("search_path needs at least one schema")
     try:
-        parsed = sqlglot.parse(sql, read=dialect)
-    except SqlglotError as exc:
+        return _analyse(sql, dialect, database, search_path, known)
+    except UnparseableSql:
+        raise
+    except _PARSER_FAILURES as exc:
         raise UnparseableSql(_reason(exc)) from None
-    statements = [s for s in parsed if s is not None]
+
+
+# What sqlglot raises on SQL it cannot read, and what a bug of its own on odd SQL would: one definition must never
+# stop a crawl. A RecursionError is a definition nested deeper than Python's stack.
+_PARSER_FAILURES = (SqlglotError, RecursionError, ValueError, KeyError, IndexError, AttributeError, TypeError)
+
+
+def _analyse(
+    sql: str, dialect: str, database: str, search_path: Sequence[str], known: dict[TableName, Sequence[str]]
+) -> Lineage:
+    statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
     if len(statements) != 1 or not isinstance(statements[0], exp.Query):
         raise UnparseableSql("not a single query")
     query = statements[0]
     _resolve_tables(query, dialect, database, search_path, known)
     schema = MappingSchema(_nested(known), dialect=dialect, normalize=False)
-    try:
-        # Tables are qualified above (the search_path rule); identifiers are not re-quoted so names stay comparable.
-        qualified = qualify(
-            query, dialect=dialect, schema=schema, catalog=database, db=search_path[0],
-            validate_qualify_columns=False, quote_identifiers=False, identify=False,
-        )  # fmt: skip
-        root = build_scope(qualified)
-    except (SqlglotError, RecursionError) as exc:
-        raise UnparseableSql(_reason(exc)) from None
+    # Tables are qualified above (the search_path rule); identifiers are not re-quoted so names stay comparable.
+    qualified = qualify(
+        query, dialect=dialect, schema=schema, catalog=database, db=search_path[0],
+        validate_qualify_columns=False, quote_identifiers=False, identify=False,
+    )  # fmt: skip
+    root = build_scope(qualified)
     if root is None:
         raise UnparseableSql("no query scope")
     return Lineage(frozenset(_read_tables(root)), tuple(_outputs(root)))

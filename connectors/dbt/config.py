@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pydantic import Field, field_validator
+from sqlglot.dialects.dialect import Dialect
 
 from control.connectors.plugin import ConnectorConfig
 
@@ -27,6 +28,13 @@ class DbtConfig(ConnectorConfig):
     max_sql_chars: int = Field(
         default=200_000, ge=1, le=10_000_000, description="Longer compiled SQL is not parsed (table lineage only)."
     )
+
+    @field_validator("dialect")
+    @classmethod
+    def _known_dialect(cls, value: str) -> str:
+        if Dialect.get(value) is None:
+            raise ValueError("not a SQL dialect sqlglot knows (postgres, snowflake, bigquery, redshift, duckdb, ...)")
+        return value
 
     @field_validator("manifest", "catalog")
     @classmethod

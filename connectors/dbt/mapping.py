@@ -252,14 +252,14 @@ def _owners(node: Mapping[str, Any], groups: Mapping[str, Mapping[str, Any]]) ->
 
 def _properties(node: Mapping[str, Any]) -> dict[str, str]:
     config = _dict(node.get("config"))
-    out = {"dbt.unique_id": str(node.get("unique_id")), "dbt.resource_type": str(node.get("resource_type"))}
+    out = {"dbt_unique_id": str(node.get("unique_id")), "dbt_resource_type": str(node.get("resource_type"))}
     for key, value in (
-        ("dbt.materialized", config.get("materialized")),
-        ("dbt.package", node.get("package_name")),
-        ("dbt.group", node.get("group")),
-        ("dbt.access", node.get("access")),
-        ("dbt.source", node.get("source_name")),
-        ("dbt.path", node.get("original_file_path")),
+        ("dbt_materialized", config.get("materialized")),
+        ("dbt_package", node.get("package_name")),
+        ("dbt_group", node.get("group")),
+        ("dbt_access", node.get("access")),
+        ("dbt_source", node.get("source_name")),
+        ("dbt_path", node.get("original_file_path")),
     ):
         if value:
             out[key] = str(value)
@@ -271,14 +271,14 @@ def _properties(node: Mapping[str, Any]) -> dict[str, str]:
 
 def _tags(tags: Any) -> dict[str, str]:
     names = sorted({str(t) for t in tags}) if isinstance(tags, list) else []
-    return {"dbt.tags": ",".join(names)} if names else {}
+    return {"dbt_tags": ",".join(names)} if names else {}
 
 
 def _meta(meta: Any) -> dict[str, str]:
     out = {}
     for key, value in sorted(_dict(meta).items()):
         text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
-        out[f"meta.{key}"] = text[:_MAX_PROPERTY]
+        out[f"meta_{key}".replace(".", "_")] = text[:_MAX_PROPERTY]
     return out
 
 

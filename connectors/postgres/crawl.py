@@ -229,8 +229,11 @@ class DatabaseCrawl:
         readable = set(view.upstreams)
         out: dict[str, tuple[set[str], str]] = {}
         for column, output in pairs:
-            ups = {self.events.urn(database, s.table[1], s.table[2], s.column) for s in output.sources}
-            ups = {u for u in ups if u.rsplit("/", 1)[0] in readable}  # the catalog's dependencies are the truth
+            ups = {
+                self.events.urn(database, s.table[1], s.table[2], s.column)
+                for s in output.sources
+                if self.events.urn(database, s.table[1], s.table[2]) in readable  # the catalog's dependencies rule
+            }
             if ups:
                 out[column.name] = (ups, output.expression)
         return out

@@ -76,7 +76,7 @@ def test_artifacts_reach_mongodb_with_their_lineage(
     assert customers is not None
     assert customers["description"] == "One row per customer with their order history and lifetime value."
     assert customers["owners"] == ["finance@example.com"]
-    assert customers["properties"]["dbt.tags"] == "gold"
+    assert customers["properties"]["dbt_tags"] == "gold"
     email = db["assets"].find_one({"_id": f"{P}/staging/stg_customers/email"})
     assert email is not None and (email["data_type"], email["description"]) == ("text", "Login e-mail address.")
 

@@ -68,10 +68,10 @@ def test_descriptions_owners_tags_and_meta() -> None:
     customers = found["model.jaffle.customers"]
     assert customers.description == "One row per customer with their order history and lifetime value."
     assert customers.owners == ["finance@example.com"]  # the group's owner
-    assert customers.properties["dbt.tags"] == "gold"
-    assert customers.properties["meta.tier"] == "1"
-    assert customers.properties["dbt.group"] == "finance"
-    assert customers.properties["dbt.materialized"] == "table"
+    assert customers.properties["dbt_tags"] == "gold"
+    assert customers.properties["meta_tier"] == "1"
+    assert customers.properties["dbt_group"] == "finance"
+    assert customers.properties["dbt_materialized"] == "table"
     assert found["source.jaffle.payments_app.payments"].owners == ["payments@example.com"]  # the source's meta
     assert found["seed.jaffle.raw_customers"].owners == ["shop-team@example.com"]
     assert found["model.jaffle.stg_orders"].owners == []
@@ -79,7 +79,7 @@ def test_descriptions_owners_tags_and_meta() -> None:
     assert (email.description, email.data_type, email.properties) == (
         "Login e-mail address.",
         "text",
-        {"dbt.tags": "pii"},
+        {"dbt_tags": "pii"},
     )
 
 
@@ -251,6 +251,12 @@ def test_paths_stay_inside_the_tenants_folder(root: Path, tmp_path: Path) -> Non
     # A worker without artifact roots reads no local file.
     with pytest.raises(ArtifactError, match="path-refused"):
         list(DbtConnector(config, ConnectorContext("acme", "dbt")).poll({}))
+
+
+def test_an_unknown_dialect_is_refused_at_configuration() -> None:
+    with pytest.raises(ValueError, match="dialect"):
+        DbtConfig(manifest="m.json", instance="wh", dialect="nosuchsql")
+    assert DbtConfig(manifest="m.json", instance="wh", dialect="snowflake").dialect == "snowflake"
 
 
 def test_oversized_and_invalid_artifacts_are_refused(root: Path) -> None:

@@ -147,6 +147,28 @@ def test_a_column_a_known_table_lacks_is_refused() -> None:
         _run("SELECT c.id, c.region FROM public.customers c")
 
 
+def test_another_dialect_folds_names_its_own_way() -> None:
+    # Snowflake folds unquoted names to upper case: the dbt connector passes its catalog's spelling.
+    result = lineage(
+        "with x as (select id, amount * 2 as dbl from analytics.raw.orders) "
+        'select x.id, x.dbl, o.note from x join "ANALYTICS"."RAW"."ORDERS" o on o.id = x.id',
+        dialect="snowflake",
+        database="ANALYTICS",
+        search_path=["PUBLIC"],
+        tables={("ANALYTICS", "RAW", "ORDERS"): ["ID", "AMOUNT", "NOTE"]},
+    )
+    assert result.tables == {("ANALYTICS", "RAW", "ORDERS")}
+    assert {c.name: {s.column for s in c.sources} for c in result.columns} == {
+        "ID": {"ID"}, "DBL": {"AMOUNT"}, "NOTE": {"NOTE"}
+    }  # fmt: skip
+
+
+def test_deep_nesting_is_refused_not_a_crash() -> None:
+    sql = "SELECT " + "(" * 3000 + "1" + ")" * 3000 + " AS x"
+    with pytest.raises(UnparseableSql):
+        _run(sql)
+
+
 def test_an_empty_search_path_is_a_caller_error() -> None:
     with pytest.raises(ValueError, match="search_path"):
         lineage("SELECT 1", dialect="postgres", database="shop", search_path=())
