@@ -300,8 +300,9 @@ def _check_edit(body: AssetEdit, api: ApiSettings) -> None:
                 raise Problem(
                     422, "invalid-request", f"{field}: empty or longer than {api.edit_owner_max}", field=field
                 )
-    if body.properties is not None and len(body.properties) > api.edit_properties_max:
-        detail = f"properties: more than {api.edit_properties_max} in one request"
+    # As many clears as sets: replacing every edited property is one request.
+    if body.properties is not None and len(body.properties) > 2 * api.edit_properties_max:
+        detail = f"properties: more than {2 * api.edit_properties_max} in one request"
         raise Problem(422, "invalid-request", detail, field="properties")
     for name, value in (body.properties or {}).items():
         if not _PROPERTY_NAME.fullmatch(name):
@@ -376,7 +377,7 @@ def edit_asset(tc: TagWriter, ctx: ContextDep, publisher: PublisherDep, body: As
     if not wanted:
         raise Problem(422, "invalid-request", "body: nothing to edit (description, owners or properties)", field="body")
     for aspect in wanted.keys() - held.keys():
-        cleared = catalog.edit(body.urn, aspect)  # one _id read each: at most 2 + edit_properties_max
+        cleared = catalog.edit(body.urn, aspect)  # one _id read each: at most 2 + 2 * edit_properties_max
         if cleared is not None:
             held[aspect] = cleared
     live_properties = {a for a, e in held.items() if a.startswith(EDITED_PROPERTY_PREFIX) and not e.get("deleted")}
