@@ -233,7 +233,7 @@ def test_a_replayed_edit_changes_nothing(
     edits = mongo[dedicated.mongo_database]["asset_edits"]
     held = edits.find_one({"_id": f"{urn}|description"})
     assert held is not None and held["deleted"] is True
-    events = [e for e in _events_of(settings, dedicated, urn, 4) if e.type.startswith("io.metalake.asset.edit")]
+    events = [e for e in _events_of(settings, dedicated, urn, 3) if e.type.startswith("io.metalake.asset.edit")]
     assert [e.type for e in events] == ["io.metalake.asset.edited.v1", "io.metalake.asset.edit.cleared.v1"]
     with EventProducer(settings) as producer:
         publish_confirmed(producer, [*events, *events], dedicated)
