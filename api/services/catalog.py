@@ -126,7 +126,7 @@ class Catalog:
     def edits_of(self, urn: str, limit: int) -> list[AssetEditDoc]:
         """The asset's live edits by aspect; at most ``limit`` (the API bounds how many live ones an asset holds;
         cleared ones, tombstones, are not read: they pile up with every property name ever edited)."""
-        return list(self._edits.find({"urn": urn, **LIVE}).sort("_id", ASCENDING).limit(limit))
+        return projection.live_edits(self._edits.database, urn, limit)
 
     def edit(self, urn: str, aspect: str) -> AssetEditDoc | None:
         """The edit document (``urn|aspect``), tombstone included (it holds the version a new edit must pass)."""
