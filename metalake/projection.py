@@ -235,3 +235,10 @@ def propagated_tags(database: Database[Any]) -> Collection[PropagatedTagDoc]:
 
 def asset_edits(database: Database[Any]) -> Collection[AssetEditDoc]:
     return typed_collection(database, ASSET_EDITS_COLLECTION, AssetEditDoc)
+
+
+def live_edits(database: Database[Any], urn: str, limit: int) -> list[AssetEditDoc]:
+    """The asset's live edits by aspect, at most ``limit``, for :func:`apply_edits`: every reader that shows an
+    asset's description, owners or properties (the API, outbound messages naming owners) lays them over the asset."""
+    found = asset_edits(database).find({"urn": urn, "deleted": {"$ne": True}}).sort("_id", 1).limit(limit)
+    return list(found)

@@ -278,9 +278,8 @@ def remove_tag(tc: TagWriter, ctx: ContextDep, publisher: PublisherDep, urn: Urn
 
 
 def _edits_bound(api: ApiSettings) -> int:
-    """The most edit rows one asset can hold: description, owners and each property (tombstones included, so
-    cleared properties count: twice the live bound keeps room for them)."""
-    return 2 + 2 * api.edit_properties_max
+    """The most live edits one asset holds: description, owners and its edited properties."""
+    return 2 + api.edit_properties_max
 
 
 def _check_edit(body: AssetEdit, api: ApiSettings) -> None:
@@ -301,6 +300,10 @@ def _check_edit(body: AssetEdit, api: ApiSettings) -> None:
                 raise Problem(
                     422, "invalid-request", f"{field}: empty or longer than {api.edit_owner_max}", field=field
                 )
+    # As many clears as sets: replacing every edited property is one request.
+    if body.properties is not None and len(body.properties) > 2 * api.edit_properties_max:
+        detail = f"properties: more than {2 * api.edit_properties_max} in one request"
+        raise Problem(422, "invalid-request", detail, field="properties")
     for name, value in (body.properties or {}).items():
         if not _PROPERTY_NAME.fullmatch(name):
             raise Problem(
@@ -373,6 +376,10 @@ def edit_asset(tc: TagWriter, ctx: ContextDep, publisher: PublisherDep, body: As
     wanted = _wanted(body, held)
     if not wanted:
         raise Problem(422, "invalid-request", "body: nothing to edit (description, owners or properties)", field="body")
+    for aspect in wanted.keys() - held.keys():
+        cleared = catalog.edit(body.urn, aspect)  # one _id read each: at most 2 + 2 * edit_properties_max
+        if cleared is not None:
+            held[aspect] = cleared
     live_properties = {a for a, e in held.items() if a.startswith(EDITED_PROPERTY_PREFIX) and not e.get("deleted")}
     for aspect, values in wanted.items():
         if aspect.startswith(EDITED_PROPERTY_PREFIX):

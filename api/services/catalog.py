@@ -136,9 +136,13 @@ class Catalog:
         return out
 
     def edits_of(self, urn: str, limit: int) -> list[AssetEditDoc]:
-        """The asset's edits by aspect, cleared ones (tombstones, which hold the version a new edit must pass)
-        included; at most ``limit`` (the API bounds how many one asset can have)."""
-        return list(self._edits.find({"urn": urn}).sort("_id", ASCENDING).limit(limit))
+        """The asset's live edits by aspect; at most ``limit`` (the API bounds how many live ones an asset holds;
+        cleared ones, tombstones, are not read: they pile up with every property name ever edited)."""
+        return projection.live_edits(self._edits.database, urn, limit)
+
+    def edit(self, urn: str, aspect: str) -> AssetEditDoc | None:
+        """The edit document (``urn|aspect``), tombstone included (it holds the version a new edit must pass)."""
+        return self._edits.find_one({"_id": f"{urn}|{aspect}"})
 
     def classification(self, urn: str, tag: str) -> ClassificationDoc | None:
         """The classification document (``urn|tag``), tombstone included."""
