@@ -26,14 +26,13 @@ from pymongo.errors import PyMongoError
 from connectors.ingest.auth import IngestCaller, IngestCallerDep
 from connectors.ingest.parsing import BodyError, split_body
 from connectors.ingest.validation import Rejected, Result, item_id, to_event
+from connectors.runtime.accept import publish_confirmed
 from connectors.runtime.bodies import read_limited
 from connectors.runtime.context import Runtime, RuntimeDep
-from connectors.runtime.transforms import Routed
 from control.audit import ACCEPTED, REFUSED, AuditRow, audit_row
 from control.auth.pii import EDGE_ADDED, EDGE_REMOVED, LINEAGE_CUTS, Weakening, cut_urns, weakening, withdraws
-from metalake.events import CloudEvent, spec_for
+from metalake.events import CloudEvent
 from metalake.http.problems import Problem
-from metalake.kafka import PublishError
 from metalake.telemetry import bind_tenant
 
 log = logging.getLogger(__name__)
@@ -134,18 +133,8 @@ def _audit(runtime: Runtime, caller: IngestCaller, changes: list[PiiChange], res
 
 
 def _publish(runtime: Runtime, tenant: str, events: list[CloudEvent]) -> None:
-    routed = [Routed(e, spec_for(e.type).topic_class(e.data)) for e in events]
+    publish_confirmed(runtime, tenant, events, source="ingest")
     with bind_tenant(tenant):
-        try:
-            runtime.publisher.publish(routed)
-        except PublishError as exc:
-            log.warning("ingest.publish_failed", extra={"retriable": exc.retriable, "events": len(events)})
-            raise Problem(
-                503,
-                "unavailable",
-                "Kafka did not confirm the events; none was accepted, send again later",
-                headers={"Retry-After": str(runtime.settings.connect.retry_after_s)},
-            ) from exc
         log.info("ingest.accepted", extra={"events": len(events)})
 
 

@@ -25,12 +25,10 @@ from fastapi.responses import JSONResponse
 from connectors.ingest.auth import IngestCallerDep
 from connectors.ingest.parsing import JSON_TYPES, media_type
 from connectors.openlineage.mapping import InvalidLineage, Mapped, TooManyEvents, body_digest, map_event
+from connectors.runtime.accept import publish_confirmed
 from connectors.runtime.bodies import read_limited
 from connectors.runtime.context import Runtime, RuntimeDep
-from connectors.runtime.transforms import Routed
-from metalake.events import spec_for
 from metalake.http.problems import Problem
-from metalake.kafka import PublishError
 from metalake.telemetry import bind_tenant
 
 log = logging.getLogger(__name__)
@@ -93,21 +91,11 @@ def decode(body: bytes, content_type: str | None, content_encoding: str | None, 
 
 
 def _publish(runtime: Runtime, tenant: str, mapped: Mapped) -> None:
-    routed = [Routed(e, spec_for(e.type).topic_class(e.data)) for e in mapped.events]
+    publish_confirmed(runtime, tenant, mapped.events, source="openlineage")
     with bind_tenant(tenant):
-        try:
-            runtime.publisher.publish(routed)
-        except PublishError as exc:
-            log.warning("openlineage.publish_failed", extra={"retriable": exc.retriable, "events": len(routed)})
-            raise Problem(
-                503,
-                "unavailable",
-                "Kafka did not confirm the events; none was accepted, send again later",
-                headers={"Retry-After": str(runtime.settings.connect.retry_after_s)},
-            ) from exc
         log.info(
             "openlineage.accepted",
-            extra={"events": len(routed), "kind": mapped.kind, "event_type": mapped.event_type},
+            extra={"events": len(mapped.events), "kind": mapped.kind, "event_type": mapped.event_type},
         )
 
 

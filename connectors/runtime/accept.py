@@ -1,0 +1,33 @@
+"""The one way an HTTP source of the worker (the ingest API, OpenLineage) hands its events to Kafka: all of them
+confirmed, or a 503 with Retry-After and none accepted (the caller sends again; the events' ids make that safe)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from connectors.runtime.context import Runtime
+from connectors.runtime.transforms import Routed
+from metalake.events import CloudEvent, spec_for
+from metalake.http.problems import Problem
+from metalake.kafka import PublishError
+from metalake.telemetry import bind_tenant
+
+log = logging.getLogger(__name__)
+
+
+def publish_confirmed(runtime: Runtime, tenant: str, events: Sequence[CloudEvent], *, source: str) -> None:
+    """Publish ``events`` to their topic classes and wait for Kafka's confirmation; ``source`` names the route in
+    the log (``<source>.publish_failed``)."""
+    routed = [Routed(e, spec_for(e.type).topic_class(e.data)) for e in events]
+    with bind_tenant(tenant):
+        try:
+            runtime.publisher.publish(routed)
+        except PublishError as exc:
+            log.warning(f"{source}.publish_failed", extra={"retriable": exc.retriable, "events": len(routed)})
+            raise Problem(
+                503,
+                "unavailable",
+                "Kafka did not confirm the events; none was accepted, send again later",
+                headers={"Retry-After": str(runtime.settings.connect.retry_after_s)},
+            ) from exc
