@@ -146,3 +146,9 @@ def asset_link(catalog_url: str | None, tenant: str, asset: str) -> str | None:
     if not catalog_url:
         return None
     return f"{catalog_url.rstrip('/')}/v1/tenants/{quote(tenant, safe='')}/assets?urn={quote(asset, safe='')}"
+
+
+def incident_anchor(incident: Incident) -> str:
+    """The ledger anchor key of an incident's thread or issue, in the place of a tag: ``#`` never starts a tag, so an
+    incident never shares a tag's anchor; Jira shares its incident issue under it for Slack to link."""
+    return f"#incident:{incident.incident_id}"

@@ -1,0 +1,113 @@
+"""Monte Carlo incidents to Slack, Jira and webhooks through the dispatcher, with the ledger and the catalog's reads
+(owners, downstream impact) on FerretDB and local stand-ins that check the exact requests. No Kafka here: the runtime
+on Kafka is covered for incidents by test_teams_freshdesk.py."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from outbound_helpers import (
+    SLACK_TOKEN,
+    as_change,
+    incident_event,
+    outbound_settings,
+    slack_sub,
+)
+from pymongo import MongoClient
+from pymongo.database import Database
+from slack_server import SlackServer
+
+from control.subscriptions.store import SubscriptionStore
+from metalake.events import CloudEvent
+from metalake.net.ssrf import AddressGuard
+from metalake.settings import Settings
+from processors.outbound.destinations.slack.destination import SlackDestination
+from processors.outbound.runtime.catalog import Catalog
+from processors.outbound.runtime.destination import Destination, DestinationEnv
+from processors.outbound.runtime.dispatch import Dispatcher
+from processors.outbound.runtime.ledger import Ledger
+from processors.outbound.runtime.retry import RetryPolicy
+from processors.outbound.runtime.subscriptions import SubscriptionCache
+from tenants.naming import CONTROL_DATABASE, names_for
+
+pytestmark = pytest.mark.integration
+
+ORDERS = "urn:metalake:snowflake:acme-prod/analytics/public/orders"
+MART, REPORT = f"{ORDERS}_mart", f"{ORDERS}_report"
+
+
+@pytest.fixture
+def catalog_db(settings: Settings, mongo: MongoClient[dict[str, Any]], tenant: str) -> Iterator[Database[Any]]:
+    """The tenant's projection: ORDERS owned by ana, two assets downstream of it, PII on ORDERS."""
+    db = mongo[names_for(tenant, settings.lake_root).mongo_database]
+    meta = {"version": 1, "event_id": "e1", "deleted": False}
+    db["assets"].insert_one({"_id": ORDERS, "urn": ORDERS, "owners": ["ana@example.com"], **meta})
+    db["lineage"].insert_many([{"_id": f"{ORDERS}|{d}", "upstream": ORDERS, "urn": d, **meta} for d in (MART, REPORT)])
+    db["classifications"].insert_one({"_id": f"{ORDERS}|PII", "urn": ORDERS, "tag": "PII", "source": "human", **meta})
+    yield db
+    mongo.drop_database(db.name)
+
+
+def _dispatcher(
+    settings: Settings, mongo: MongoClient[dict[str, Any]], make: dict[str, type[Destination]]
+) -> Dispatcher:
+    s = outbound_settings(settings)
+    reader = Catalog(mongo, lambda: settings.lake_root)
+    env = DestinationEnv(s, AddressGuard.from_settings(s.outbound.ssrf_allow), reader)
+    control = mongo[CONTROL_DATABASE]
+    return Dispatcher(
+        SubscriptionCache(SubscriptionStore(control), 0),
+        {name: cls(env) for name, cls in make.items()},
+        Ledger(control),
+        RetryPolicy.from_settings(s.outbound),
+        asset_tags=reader.tags,
+    )
+
+
+def _deliver_all(dispatcher: Dispatcher, event: CloudEvent) -> list[str]:
+    change = as_change(event)
+    return [f"{sub.name}:{dispatcher.deliver(change, sub, 3).status}" for sub in dispatcher.targets(change)]
+
+
+@pytest.fixture
+def slack() -> Iterator[SlackServer]:
+    server = SlackServer(SLACK_TOKEN)
+    server.start()
+    yield server
+    server.stop()
+
+
+def test_slack_one_thread_per_incident_on_pii_assets(
+    settings: Settings, mongo: MongoClient[dict[str, Any]], tenant: str, catalog_db: Any, slack: SlackServer
+) -> None:
+    slack_sub(SubscriptionStore(mongo[CONTROL_DATABASE]), tenant, slack.base_url, asset_tags=("PII",))
+    dispatcher = _dispatcher(settings, mongo, {"slack": SlackDestination})
+    events = [
+        incident_event(tenant, ORDERS, "inc-42", s, version=n)
+        for n, s in enumerate(("opened", "updated", "resolved"), 1)
+    ]
+    for event in events:
+        assert _deliver_all(dispatcher, event) == ["slack:delivered"]
+    opened, updated, resolved = slack.posts()
+    assert "thread_ts" not in opened and opened["channel"] == "C0123"
+    parent = slack.messages[0]["ts"]
+    assert updated["thread_ts"] == resolved["thread_ts"] == parent
+    assert [p["text"] for p in slack.posts()] == [
+        f"Monte Carlo incident {s} on {ORDERS}" for s in ("opened", "updated", "resolved")
+    ]
+    blocks = json.dumps(opened["blocks"])
+    assert "*Asset owners*\\nana@example.com" in blocks and "2 asset(s) reached by lineage" in blocks
+    assert f"- {MART}" in blocks and f"- {REPORT}" in blocks
+    assert opened["metadata"]["event_payload"]["incident_id"] == "inc-42"
+
+    # Redelivered, also by a restarted runtime (a new dispatcher): the ledger in FerretDB has every post done.
+    for event in events:
+        assert _deliver_all(_dispatcher(settings, mongo, {"slack": SlackDestination}), event) == ["slack:delivered"]
+    assert len(slack.posts()) == 3
+
+    # An incident on an asset without PII reaches no one.
+    assert _deliver_all(dispatcher, incident_event(tenant, MART, "inc-43", "opened")) == []
+    assert len(slack.seen("/api/chat.postMessage")) == 3
