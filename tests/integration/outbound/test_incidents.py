@@ -9,10 +9,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from jira_server import JiraServer
 from outbound_helpers import (
+    JIRA_EMAIL,
+    JIRA_TOKEN,
     SLACK_TOKEN,
     as_change,
     incident_event,
+    jira_sub,
     outbound_settings,
     slack_sub,
 )
@@ -24,6 +28,7 @@ from control.subscriptions.store import SubscriptionStore
 from metalake.events import CloudEvent
 from metalake.net.ssrf import AddressGuard
 from metalake.settings import Settings
+from processors.outbound.destinations.jira.destination import JiraDestination, incident_label
 from processors.outbound.destinations.slack.destination import SlackDestination
 from processors.outbound.runtime.catalog import Catalog
 from processors.outbound.runtime.destination import Destination, DestinationEnv
@@ -111,3 +116,65 @@ def test_slack_one_thread_per_incident_on_pii_assets(
     # An incident on an asset without PII reaches no one.
     assert _deliver_all(dispatcher, incident_event(tenant, MART, "inc-43", "opened")) == []
     assert len(slack.seen("/api/chat.postMessage")) == 3
+
+
+def test_jira_one_issue_per_incident_linked_into_the_slack_thread(
+    settings: Settings, mongo: MongoClient[dict[str, Any]], tenant: str, catalog_db: Any, slack: SlackServer
+) -> None:
+    jira = JiraServer(JIRA_EMAIL, JIRA_TOKEN)
+    jira.start()
+    try:
+        store = SubscriptionStore(mongo[CONTROL_DATABASE])
+        jira_sub(store, tenant, jira.url)
+        slack_sub(store, tenant, slack.base_url)
+        make: dict[str, type[Destination]] = {"jira": JiraDestination, "slack": SlackDestination}
+        dispatcher = _dispatcher(settings, mongo, make)
+        events = [
+            incident_event(tenant, ORDERS, "inc-9", s, version=n, summary=f"{s}: 42 rows vs. 101 expected")
+            for n, s in enumerate(("opened", "updated", "resolved"), 1)
+        ]
+        assert _deliver_all(dispatcher, events[0]) == ["jira:delivered", "slack:delivered"]
+        label = incident_label(tenant, ORDERS, "inc-9")
+        assert jira.calls()[-2:] == [("GET", "/rest/api/3/search/jql"), ("POST", "/rest/api/3/issue")]
+        search = jira.seen("/rest/api/3/search/jql")[0]
+        assert search.query["jql"] == [f'labels = "{label}" AND statusCategory != Done ORDER BY created ASC']
+        fields = jira.seen("/rest/api/3/issue", "POST")[0].json()["fields"]
+        assert fields["summary"] == f"[Incident] {ORDERS}: opened: 42 rows vs. 101 expected"
+        assert fields["labels"] == sorted(["metalake", "monte-carlo-incident", label])
+        description = json.dumps(fields["description"])
+        assert "Owners: ana@example.com" in description and "Downstream impact: 2 asset(s)" in description
+        assert MART in description and REPORT in description
+        # The Slack thread opens with the issue's button and a reply linking it.
+        opened, link = slack.posts()
+        assert "GOV-1" in json.dumps(opened["blocks"]) and link["thread_ts"] == slack.messages[0]["ts"]
+        assert link["text"] == f"Jira issue GOV-1 opened for Monte Carlo incident inc-9 on {ORDERS}"
+
+        assert _deliver_all(dispatcher, events[1]) == ["jira:delivered", "slack:delivered"]
+        assert jira.calls()[-1] == ("POST", "/rest/api/3/issue/GOV-1/comment")
+        assert "Status: updated" in json.dumps(jira.comments["GOV-1"][0]["body"])
+
+        assert _deliver_all(dispatcher, events[2]) == ["jira:delivered", "slack:delivered"]
+        assert jira.calls()[-3:] == [
+            ("POST", "/rest/api/3/issue/GOV-1/comment"),
+            ("GET", "/rest/api/3/issue/GOV-1/transitions"),
+            ("POST", "/rest/api/3/issue/GOV-1/transitions"),
+        ]
+        assert jira.issues["GOV-1"]["fields"]["status"]["statusCategory"]["key"] == "done"
+        assert [p["text"] for p in slack.posts()[2:]] == [
+            f"Monte Carlo incident {s} on {ORDERS}" for s in ("updated", "resolved")
+        ]
+
+        # Redelivered by a restarted runtime: nothing new in Jira or Slack.
+        writes = len([r for r in jira.requests if r.method == "POST"])
+        for event in events:
+            assert _deliver_all(_dispatcher(settings, mongo, make), event) == ["jira:delivered", "slack:delivered"]
+        assert len([r for r in jira.requests if r.method == "POST"]) == writes and len(slack.posts()) == 4
+
+        # The same incident on another asset (Monte Carlo sends one row per affected table) is an issue of its own.
+        assert _deliver_all(dispatcher, incident_event(tenant, MART, "inc-9", "opened")) == [
+            "jira:delivered",
+            "slack:delivered",
+        ]
+        assert len(jira.issues) == 2
+    finally:
+        jira.stop()
