@@ -14,15 +14,18 @@ from outbound_helpers import (
     JIRA_EMAIL,
     JIRA_TOKEN,
     SLACK_TOKEN,
+    WEBHOOK_SECRET,
     as_change,
     incident_event,
     jira_sub,
     outbound_settings,
     slack_sub,
+    webhook_sub,
 )
 from pymongo import MongoClient
 from pymongo.database import Database
 from slack_server import SlackServer
+from webhook_server import WebhookServer
 
 from control.subscriptions.store import SubscriptionStore
 from metalake.events import CloudEvent
@@ -30,6 +33,7 @@ from metalake.net.ssrf import AddressGuard
 from metalake.settings import Settings
 from processors.outbound.destinations.jira.destination import JiraDestination, incident_label
 from processors.outbound.destinations.slack.destination import SlackDestination
+from processors.outbound.destinations.webhook.destination import WebhookDestination
 from processors.outbound.runtime.catalog import Catalog
 from processors.outbound.runtime.destination import Destination, DestinationEnv
 from processors.outbound.runtime.dispatch import Dispatcher
@@ -178,3 +182,27 @@ def test_jira_one_issue_per_incident_linked_into_the_slack_thread(
         assert len(jira.issues) == 2
     finally:
         jira.stop()
+
+
+def test_a_signed_webhook_of_an_incident_carries_its_impact(
+    settings: Settings, mongo: MongoClient[dict[str, Any]], tenant: str, catalog_db: Any
+) -> None:
+    hook = WebhookServer(WEBHOOK_SECRET)
+    hook.start()
+    try:
+        webhook_sub(SubscriptionStore(mongo[CONTROL_DATABASE]), tenant, f"{hook.url}/hooks/metalake")
+        dispatcher = _dispatcher(settings, mongo, {"webhook": WebhookDestination})
+        event = incident_event(tenant, ORDERS, "inc-5", "opened")
+        assert _deliver_all(dispatcher, event) == ["hook:delivered"]
+        assert _deliver_all(dispatcher, event) == ["hook:delivered"]  # a redelivery sends nothing
+        assert hook.rejected == 0 and len(hook.verified) == 1
+        body = hook.verified[0]["body"]
+        assert body["type"] == "incidents.changed" and body["change"]["data"]["state"]["status"] == "opened"
+        assert body["impact"] == {
+            "owners": ["ana@example.com"],
+            "downstream_count": 2,
+            "downstream": [MART, REPORT],
+            "truncated": False,
+        }
+    finally:
+        hook.stop()
