@@ -5,10 +5,13 @@ on Kafka is covered for incidents by test_teams_freshdesk.py."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 from jira_server import JiraServer
 from outbound_helpers import (
     JIRA_EMAIL,
@@ -16,6 +19,7 @@ from outbound_helpers import (
     SLACK_TOKEN,
     WEBHOOK_SECRET,
     as_change,
+    classification_event,
     incident_event,
     jira_sub,
     outbound_settings,
@@ -25,8 +29,10 @@ from outbound_helpers import (
 from pymongo import MongoClient
 from pymongo.database import Database
 from slack_server import SlackServer
+from tokens import auth_headers
 from webhook_server import WebhookServer
 
+from api.app import create_app
 from control.subscriptions.store import SubscriptionStore
 from metalake.events import CloudEvent
 from metalake.net.ssrf import AddressGuard
@@ -44,6 +50,7 @@ from tenants.naming import CONTROL_DATABASE, names_for
 
 pytestmark = pytest.mark.integration
 
+DOC = Path(__file__).resolve().parents[3] / "docs" / "outbound.md"
 ORDERS = "urn:metalake:snowflake:acme-prod/analytics/public/orders"
 MART, REPORT = f"{ORDERS}_mart", f"{ORDERS}_report"
 
@@ -206,3 +213,29 @@ def test_a_signed_webhook_of_an_incident_carries_its_impact(
         }
     finally:
         hook.stop()
+
+
+def test_the_documented_pii_incidents_subscription_runs_as_written(
+    settings: Settings, mongo: MongoClient[dict[str, Any]], tenant: str, catalog_db: Any, slack: SlackServer
+) -> None:
+    """docs/outbound.md's example, created through the API (only the stand-in's address and token swapped in), then
+    incidents on a PII-tagged and an untagged asset and a tag change through the dispatcher."""
+    section = DOC.read_text("utf-8").split("\n## Incidents\n", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"```json\n(.*?)```", section, re.DOTALL)
+    body = json.loads(block)
+    body["config"]["base_url"] = slack.base_url
+    body["secrets"]["token"] = SLACK_TOKEN
+    with TestClient(create_app(outbound_settings(settings), mongo=mongo)) as api:
+        created = api.post(
+            f"/v1/tenants/{tenant}/subscriptions", json=body, headers=auth_headers(api, tenant=tenant, role="admin")
+        )
+    assert created.status_code == 201, created.text
+    dispatcher = _dispatcher(settings, mongo, {"slack": SlackDestination})
+    assert _deliver_all(dispatcher, incident_event(tenant, ORDERS, "inc-1", "opened")) == [
+        "slack-pii-incidents:delivered"
+    ]
+    assert _deliver_all(dispatcher, incident_event(tenant, MART, "inc-2", "opened")) == []
+    assert _deliver_all(dispatcher, classification_event(tenant, ORDERS, "PII", version=2)) == []
+    (opened,) = slack.posts()
+    assert opened["channel"] == "C0GOVERNANCE" and opened["text"] == f"Monte Carlo incident opened on {ORDERS}"
+    assert "https://metalake.example.com/v1/tenants/" in json.dumps(opened["blocks"])
