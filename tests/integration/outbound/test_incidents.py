@@ -1,17 +1,19 @@
 """Monte Carlo incidents to Slack, Jira and webhooks through the dispatcher, with the ledger and the catalog's reads
-(owners, downstream impact) on FerretDB and local stand-ins that check the exact requests. No Kafka here: the runtime
-on Kafka is covered for incidents by test_teams_freshdesk.py."""
+(owners, downstream impact) on FerretDB and local stand-ins that check the exact requests; and once through the
+runtime as a process on Kafka."""
 
 from __future__ import annotations
 
 import json
 import re
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from itest import wait_for
 from jira_server import JiraServer
 from outbound_helpers import (
     JIRA_EMAIL,
@@ -26,6 +28,7 @@ from outbound_helpers import (
     slack_sub,
     webhook_sub,
 )
+from outbound_runtime import MAIN_TOPICS, RETRY, RuntimeProcess, start_groups_at_end
 from pymongo import MongoClient
 from pymongo.database import Database
 from slack_server import SlackServer
@@ -35,6 +38,7 @@ from webhook_server import WebhookServer
 from api.app import create_app
 from control.subscriptions.store import SubscriptionStore
 from metalake.events import CloudEvent
+from metalake.kafka import EventProducer
 from metalake.net.ssrf import AddressGuard
 from metalake.settings import Settings
 from processors.outbound.destinations.jira.destination import JiraDestination, incident_label
@@ -46,7 +50,7 @@ from processors.outbound.runtime.dispatch import Dispatcher
 from processors.outbound.runtime.ledger import Ledger
 from processors.outbound.runtime.retry import RetryPolicy
 from processors.outbound.runtime.subscriptions import SubscriptionCache
-from tenants.naming import CONTROL_DATABASE, names_for
+from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE, names_for
 
 pytestmark = pytest.mark.integration
 
@@ -239,3 +243,67 @@ def test_the_documented_pii_incidents_subscription_runs_as_written(
     (opened,) = slack.posts()
     assert opened["channel"] == "C0GOVERNANCE" and opened["text"] == f"Monte Carlo incident opened on {ORDERS}"
     assert "https://metalake.example.com/v1/tenants/" in json.dumps(opened["blocks"])
+
+
+def test_the_runtime_process_delivers_an_incident_lifecycle_everywhere(
+    settings: Settings,
+    mongo: MongoClient[dict[str, Any]],
+    tenant: str,
+    catalog_db: Any,
+    slack: SlackServer,
+    tmp_path: Path,
+) -> None:
+    jira, hook = JiraServer(JIRA_EMAIL, JIRA_TOKEN), WebhookServer(WEBHOOK_SECRET)
+    jira.start()
+    hook.start()
+    store = SubscriptionStore(mongo[CONTROL_DATABASE])
+    jira_sub(store, tenant, jira.url)
+    slack_sub(store, tenant, slack.base_url, event_types=("incidents.*",), asset_tags=("PII",))
+    webhook_sub(store, tenant, f"{hook.url}/hooks/metalake")
+    run = secrets.token_hex(4)
+    groups = {"group_id": f"it-incidents-{run}", "retry_group_id": f"it-incidents-retry-{run}"}
+    start_groups_at_end(settings, {groups["group_id"]: MAIN_TOPICS, groups["retry_group_id"]: RETRY})
+    proc = RuntimeProcess(
+        settings,
+        tmp_path / "outbound.log",
+        allow_base_url_override=True,
+        ssrf_allow=["127.0.0.0/8"],
+        subscriptions_ttl_s=1,
+        poll_timeout_s=0.2,
+        http_timeout_s=5,
+        **groups,
+    ).start()
+    try:
+        events = [
+            incident_event(tenant, ORDERS, "inc-31", s, version=n)
+            for n, s in enumerate(("opened", "updated", "resolved"), 1)
+        ]
+        with EventProducer(settings) as producer:
+            producer.publish(events, lambda _: CHANGES_TOPIC)
+        wait_for(
+            "a Slack thread of four, the Jira issue done, three webhooks",
+            lambda: (
+                (
+                    len(slack.posts()) == 4
+                    and len(hook.verified) == 3
+                    and jira.issues.get("GOV-1", {}).get("fields", {}).get("status", {}).get("name") == "Done"
+                )
+                or None
+            ),
+            timeout_s=90,
+        )
+        opened, link, updated, resolved = slack.posts()
+        assert "ana@example.com" in json.dumps(opened["blocks"]) and "GOV-1" in link["text"]
+        assert {p["thread_ts"] for p in (link, updated, resolved)} == {slack.messages[0]["ts"]}
+        assert [w["body"]["change"]["data"]["state"]["status"] for w in hook.verified] == [
+            "opened",
+            "updated",
+            "resolved",
+        ]
+        assert all(w["body"]["impact"]["downstream"] == [MART, REPORT] for w in hook.verified)
+        assert len(jira.issues) == 1 and len(jira.comments["GOV-1"]) == 2 and hook.rejected == 0
+        assert proc.stop() == 0, proc.log()
+    finally:
+        proc.stop()
+        jira.stop()
+        hook.stop()
