@@ -15,6 +15,7 @@ from processors.outbound.destinations.common import (
     headline,
     impact_lines,
     incident_headline,
+    web_link,
 )
 
 if TYPE_CHECKING:
@@ -103,16 +104,14 @@ def jira_incident_description(
         content += [_paragraph(owners), _paragraph(reach)]
         if listed:
             content.append(_bullets([line.removeprefix("- ") for line in listed]))
-    links = []
-    if incident.url:
-        links.append(_link("Open in Monte Carlo", incident.url))
-    link = asset_link(catalog_url, change.tenant, incident.asset)
-    if link:
-        links += (
-            [{"type": "text", "text": " · "}, _link("Open in metalake", link)]
-            if links
-            else [_link("Open in metalake", link)]
-        )
+    targets = [
+        ("Open in Monte Carlo", web_link(incident.url)),
+        ("Open in metalake", asset_link(catalog_url, change.tenant, incident.asset)),
+    ]
+    links: list[dict[str, Any]] = []
+    for text, url in targets:
+        if url:
+            links += [{"type": "text", "text": " · "}, _link(text, url)] if links else [_link(text, url)]
     if links:
         content.append({"type": "paragraph", "content": links})
     content.append(_paragraph(f"Reported by metalake for tenant {change.tenant} (change {change.id})."))

@@ -16,6 +16,7 @@ from processors.outbound.destinations.common import (
     headline,
     impact_lines,
     incident_headline,
+    web_link,
 )
 
 if TYPE_CHECKING:
@@ -137,8 +138,9 @@ def slack_incident_message(
         )
     blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": f"{change.kind} · change {change.id}"}]})
     buttons = []
-    if incident.url:
-        buttons.append(("Open in Monte Carlo", incident.url))
+    monte_carlo = web_link(incident.url)
+    if monte_carlo:
+        buttons.append(("Open in Monte Carlo", monte_carlo))
     link = asset_link(catalog_url, change.tenant, incident.asset) if opening else None
     if link:
         buttons.append(("Open in metalake", link))

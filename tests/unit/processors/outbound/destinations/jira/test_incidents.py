@@ -10,6 +10,7 @@ from urllib.parse import quote
 from outbound_helpers import as_change, classification_event, incident_event
 
 from control.subscriptions.store import Subscription
+from metalake.events.changes import Change
 from processors.outbound.destinations.common import incident_of
 from processors.outbound.destinations.jira.destination import JiraDestination, dedup_label, incident_label
 from processors.outbound.destinations.jira.messages import (
@@ -63,6 +64,16 @@ def test_an_incident_issue_carries_the_incident_owners_impact_and_links() -> Non
     # Without a catalog reader or address: no impact paragraphs, no metalake link.
     bare = _texts(jira_incident_description(change, incident))
     assert not any(t.startswith(("Owners:", "Downstream")) for t in bare) and "Open in metalake" not in bare
+
+
+def test_a_link_jira_would_refuse_is_left_out() -> None:
+    change = as_change(incident_event("acme", URN, "inc-7", "opened"))
+    data = {**change.data, "state": {**change.state, "url": "javascript:alert(1)"}}
+    bad = Change(change.id, change.type, change.tenant, data, change.subject)
+    incident = incident_of(bad)
+    assert incident is not None
+    assert "javascript" not in json.dumps(jira_incident_description(bad, incident))
+    assert "Open in Monte Carlo" not in _texts(jira_incident_description(bad, incident))
 
 
 def test_an_update_comment_says_the_new_status_and_carries_its_marker() -> None:

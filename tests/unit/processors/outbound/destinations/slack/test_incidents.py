@@ -100,6 +100,23 @@ def test_long_texts_stay_within_slacks_limits() -> None:
     assert len(blocks[2]["text"]["text"]) == 3000
 
 
+def _with_url(url: str) -> Change:
+    change = as_change(incident_event("acme", URN, "inc-9", "opened"))
+    state = {**change.state, "url": url}
+    return Change(change.id, change.type, change.tenant, {**change.data, "state": state}, change.subject)
+
+
+@pytest.mark.parametrize(
+    "url", ["javascript:alert(1)", "getmontecarlo.com/incidents/x", "https://x.example/a b", "https://x/" + "a" * 3000]
+)
+def test_a_link_slack_would_refuse_is_left_out_not_sent(url: str) -> None:
+    change = _with_url(url)
+    incident = incident_of(change)
+    assert incident is not None and incident.url == url
+    blocks = slack_incident_message(change, incident, "k", opening=True)["blocks"]
+    assert blocks[-1]["type"] == "context" and url not in json.dumps(blocks)
+
+
 def _sub(**config: Any) -> Subscription:
     return Subscription("acme", "s", "slack", {"channel": "C1", **config})
 
