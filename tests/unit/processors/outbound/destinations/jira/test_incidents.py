@@ -4,13 +4,20 @@ fields, the asset's owners and downstream impact, links) and of an update's comm
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
 
-from outbound_helpers import as_change, classification_event, incident_event
+import pytest
+from jira_server import JiraServer
+from memory_ledger import MemoryLedger
+from outbound_helpers import JIRA_EMAIL, JIRA_TOKEN, as_change, classification_event, incident_event
+from pydantic import SecretStr
 
 from control.subscriptions.store import Subscription
 from metalake.events.changes import Change
+from metalake.net.ssrf import AddressGuard
+from metalake.settings import OutboundSettings, Settings
 from processors.outbound.destinations.common import incident_of
 from processors.outbound.destinations.jira.destination import JiraDestination, dedup_label, incident_label
 from processors.outbound.destinations.jira.messages import (
@@ -19,6 +26,7 @@ from processors.outbound.destinations.jira.messages import (
     jira_incident_summary,
 )
 from processors.outbound.runtime.catalog import Impact
+from processors.outbound.runtime.destination import DestinationEnv
 
 URN = "urn:metalake:snowflake:acme-prod/analytics/public/orders"
 DOWN = [f"urn:metalake:snowflake:acme-prod/mart/public/t{i}" for i in range(52)]
@@ -111,3 +119,40 @@ def test_jira_takes_incidents_unless_turned_off_and_labels_them_apart_from_tags(
     assert incident_label("acme", URN, "PII") != dedup_label("acme", URN, "PII")
     assert incident_label("acme", URN, "inc-A") != incident_label("acme", URN, "inc-a")
     assert json.dumps(incident_label("acme", URN, "x")).startswith('"metalake-dedup-')
+
+
+@pytest.fixture
+def server() -> Iterator[JiraServer]:
+    jira = JiraServer(JIRA_EMAIL, JIRA_TOKEN)
+    jira.start()
+    yield jira
+    jira.stop()
+
+
+def test_an_interrupted_create_is_recovered_by_the_incidents_label(server: JiraServer) -> None:
+    """An attempt that died after Jira created the issue: the retry finds it by its label, files no second one, and
+    the resolution still comments on it and closes it."""
+    allow = ["127.0.0.0/8"]
+    settings = Settings().model_copy(update={"outbound": OutboundSettings(http_timeout_s=5, ssrf_allow=allow)})
+    jira = JiraDestination(DestinationEnv(settings, AddressGuard.from_settings(allow)))
+    sub = Subscription(
+        "acme",
+        "j",
+        "jira",
+        {"server": server.url, "email": JIRA_EMAIL, "project": "GOV"},
+        secrets={"api_token": SecretStr(JIRA_TOKEN)},
+    )
+    ledger = MemoryLedger()
+    opened = as_change(incident_event("acme", URN, "inc-7", "opened"))
+    assert jira.deliver(opened, sub, ledger.scope("acme", "j", opened.id)).detail == "jira issue created"
+    ledger.interrupt("acme", "j", opened.id, "issue")
+    ledger.anchors.clear()  # as if the ledger never learnt the key
+    again = jira.deliver(opened, sub, ledger.scope("acme", "j", opened.id))
+    assert again.refs == {"key": "GOV-1"} and len(server.issues) == 1 and server.comments["GOV-1"] == []
+    ledger.anchors.clear()
+    resolved = as_change(incident_event("acme", URN, "inc-7", "resolved", version=2))
+    assert jira.deliver(resolved, sub, ledger.scope("acme", "j", resolved.id)).refs == {"key": "GOV-1"}
+    assert server.issues["GOV-1"]["fields"]["status"]["name"] == "Done" and len(server.comments["GOV-1"]) == 1
+    # A resolution with no open issue left is skipped.
+    late = as_change(incident_event("acme", URN, "inc-7", "resolved", version=3))
+    assert jira.deliver(late, sub, ledger.scope("acme", "j", late.id)).status == "skipped"
