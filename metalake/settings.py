@@ -402,7 +402,7 @@ class OutboundSettings(BaseModel):
     ledger_prune_interval_s: float = Field(default=3_600, gt=0)
     # A subscription's test send not picked up within this (the runtime was down) is reported failed, not sent late.
     test_expiry_s: float = Field(default=300.0, gt=0)
-    # How far the downstream impact of a Monte Carlo incident is walked for Teams and Freshdesk messages (lineage
+    # How far the downstream impact of a Monte Carlo incident is walked for messages and webhook bodies (lineage
     # levels, and assets listed at most): one projection query per level, per incident delivered.
     impact_max_depth: int = Field(default=5, ge=0, le=50)
     impact_max_assets: int = Field(default=100, ge=0, le=10_000)

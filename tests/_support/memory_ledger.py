@@ -15,6 +15,8 @@ class MemoryLedger:
     def __init__(self) -> None:
         self.steps: dict[str, Step] = {}
         self.anchors: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+        # Anchors whose end was delivered (the MongoDB ledger lets them expire after the retention).
+        self.released: set[tuple[str, str, str, str]] = set()
 
     def scope(self, tenant: str, subscription: str, change_id: str) -> LedgerScope:
         return cast(LedgerScope, _Scope(self, tenant, subscription, change_id))
@@ -46,4 +48,26 @@ class _Scope:
         return self._ledger.anchors.get((self.subscription, kind, asset, tag))
 
     def set_anchor(self, kind: str, asset: str, tag: str, fields: Mapping[str, Any], *, released: bool = False) -> None:
-        self._ledger.anchors.setdefault((self.subscription, kind, asset, tag), {}).update(fields)
+        key = (self.subscription, kind, asset, tag)
+        self._ledger.anchors.setdefault(key, {}).update(fields)
+        if released:
+            self._ledger.released.add(key)
+        else:
+            self._ledger.released.discard(key)
+
+    def release_anchor(self, kind: str, asset: str, tag: str) -> None:
+        if (self.subscription, kind, asset, tag) in self._ledger.anchors:
+            self._ledger.released.add((self.subscription, kind, asset, tag))
+
+    def keep_anchor(self, kind: str, asset: str, tag: str) -> None:
+        self._ledger.released.discard((self.subscription, kind, asset, tag))
+
+    def share(self, kind: str, asset: str, tag: str, value: Mapping[str, Any]) -> None:
+        self._ledger.anchors.setdefault(("*", kind, asset, tag), {})[self.subscription] = dict(value)
+
+    def unshare(self, kind: str, asset: str, tag: str) -> None:
+        self._ledger.anchors.get(("*", kind, asset, tag), {}).pop(self.subscription, None)
+
+    def shared(self, kind: str, asset: str, tag: str) -> list[Mapping[str, Any]]:
+        fields = self._ledger.anchors.get(("*", kind, asset, tag), {})
+        return [fields[name] for name in sorted(fields)]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from metalake.events.changes import Change
 
@@ -146,3 +146,19 @@ def asset_link(catalog_url: str | None, tenant: str, asset: str) -> str | None:
     if not catalog_url:
         return None
     return f"{catalog_url.rstrip('/')}/v1/tenants/{quote(tenant, safe='')}/assets?urn={quote(asset, safe='')}"
+
+
+def incident_anchor(incident: Incident) -> str:
+    """The ledger anchor key of an incident's thread or issue, in the place of a tag: ``#`` never starts a tag, so an
+    incident never shares a tag's anchor; Jira shares its incident issue under it for Slack to link."""
+    return f"#incident:{incident.incident_id}"
+
+
+def web_link(url: str | None, limit: int = 3000) -> str | None:
+    """``url`` if it is an absolute http(s) URL of at most ``limit`` characters, else ``None``: a link Slack (button
+    ``url``: at most 3000) and Jira (an ADF link mark) refuse would fail the whole message, for a field the sender
+    chose (an incident's ``url`` comes from Monte Carlo's payload)."""
+    if not url or len(url) > limit:
+        return None
+    parts = urlsplit(url)
+    return url if parts.scheme in ("http", "https") and parts.netloc and not any(c.isspace() for c in url) else None

@@ -1,4 +1,6 @@
-"""Jira through the ``jira`` package (REST v3, ADF bodies): one issue per PII/GDPR-tagged asset.
+"""Jira through the ``jira`` package (REST v3, ADF bodies): one issue per PII/GDPR-tagged asset, and one per Monte
+Carlo incident and affected asset (its fields, the asset's owners and downstream impact; a comment per update; the
+resolution comments and transitions it to a done status, as a tag's removal does).
 
 Dedup before creating: a label ``metalake-dedup-<hash of tenant, asset, tag>`` and a JQL search
 (``/rest/api/3/search/jql``) for an open issue carrying it. Later changes comment on the issue (the downstream list
@@ -24,8 +26,22 @@ from control.subscriptions.destinations import DestinationSpec
 from control.subscriptions.store import Subscription
 from metalake.events.changes import Change
 from metalake.net.ssrf import AddressGuard, RefusedAddress
-from processors.outbound.destinations.common import mapping_get, worth_telling
-from processors.outbound.destinations.jira.messages import jira_comment, jira_description, jira_summary
+from processors.outbound.destinations.common import (
+    INCIDENT_KIND,
+    Incident,
+    incident_anchor,
+    incident_of,
+    mapping_get,
+    worth_telling,
+)
+from processors.outbound.destinations.jira.messages import (
+    jira_comment,
+    jira_description,
+    jira_incident_comment,
+    jira_incident_description,
+    jira_incident_summary,
+    jira_summary,
+)
 from processors.outbound.destinations.jira.pinned import guard_session
 from processors.outbound.destinations.jira.spec import JiraConfig, JiraSpec
 from processors.outbound.runtime.destination import (
@@ -44,6 +60,12 @@ _T = TypeVar("_T")
 
 def dedup_label(tenant: str, asset: str, tag: str) -> str:
     digest = hashlib.sha256(f"{tenant}\x1f{asset}\x1f{tag.casefold()}".encode()).hexdigest()
+    return f"metalake-dedup-{digest[:16]}"
+
+
+def incident_label(tenant: str, asset: str, incident_id: str) -> str:
+    """The dedup label of an incident's issue on one asset (ids compared as sent: not case-folded like tags)."""
+    digest = hashlib.sha256(f"{tenant}\x1f{asset}\x1f#incident\x1f{incident_id}".encode()).hexdigest()
     return f"metalake-dedup-{digest[:16]}"
 
 
@@ -78,6 +100,8 @@ class JiraDestination(Destination):
         self._clients: dict[tuple[str, str, str], JIRA] = {}
 
     def accepts(self, change: Change, subscription: Subscription) -> bool:
+        if change.kind == INCIDENT_KIND:
+            return JiraConfig.model_validate(subscription.config).incidents and incident_of(change) is not None
         if change.kind not in _KINDS or change.tag is None or change.asset is None or not worth_telling(change):
             return False
         tags = JiraConfig.model_validate(subscription.config).tags
@@ -112,29 +136,37 @@ class JiraDestination(Destination):
     def deliver(self, change: Change, subscription: Subscription, ledger: LedgerScope) -> DeliveryResult:
         config: JiraConfig = self.config(subscription)
         client = self._client(config, subscription)
-        asset, tag = change.asset or "", change.tag or ""
-        label = dedup_label(change.tenant, asset, tag)
-        anchor = ledger.anchor(ANCHOR, asset, tag.casefold())
+        asset = change.asset or ""
+        incident = incident_of(change)
+        # The anchor's key and the dedup label: the tag's, or the incident's (a key no tag can have).
+        if incident is not None:
+            anchor_key, ending = incident_anchor(incident), incident.status == "resolved"
+            label = incident_label(change.tenant, asset, incident.incident_id)
+        else:
+            anchor_key, ending = (change.tag or "").casefold(), change.kind == "classification.removed"
+            label = dedup_label(change.tenant, asset, change.tag or "")
+        anchor = ledger.anchor(ANCHOR, asset, anchor_key)
         known = str(anchor["key"]) if anchor and anchor.get("open") else None
         server = str(config.server).rstrip("/")
+        marker = ledger.key("comment")
+        comment = jira_incident_comment(incident, marker) if incident is not None else jira_comment(change, marker)
 
-        if change.kind == "classification.removed":
+        if ending:
             found_key = known or _call(lambda: self._search(client, label))
             if found_key is None:
-                return DeliveryResult("skipped", "no open jira issue for this tag")
+                return DeliveryResult("skipped", "no open jira issue for this")
             key = found_key
-            marker = ledger.key("comment")
-            ledger.once("comment", lambda prior: self._comment(client, key, change, marker, prior))
+            ledger.once("comment", lambda prior: self._comment(client, key, comment, marker, prior))
             ledger.once("transition", lambda prior: self._transition(client, key, prior))
             # The issue is closed: Slack threads stop linking it, and the anchor goes after the retention.
             ledger.set_anchor(
                 ANCHOR,
                 asset,
-                tag.casefold(),
+                anchor_key,
                 {"key": key, "url": f"{server}/browse/{key}", "open": False},
                 released=True,
             )
-            ledger.unshare(ANCHOR, asset, tag.casefold())
+            ledger.unshare(ANCHOR, asset, anchor_key)
             return DeliveryResult("delivered", "jira issue commented and transitioned", {"key": key})
 
         def ensure(prior: Step | None) -> Mapping[str, str]:
@@ -145,16 +177,15 @@ class JiraDestination(Destination):
                 # (that attempt searched first too), so it gets no "tag added again" comment.
                 recovered = prior is not None and known is None
                 return {"key": found, "created": "1" if recovered else ""}
-            return {"key": _call(lambda: self._create(client, config, change, label)), "created": "1"}
+            return {"key": _call(lambda: self._create(client, config, change, incident, label)), "created": "1"}
 
         issue = ledger.once("issue", ensure)
         key = str(issue["key"])
         link = {"key": key, "url": f"{server}/browse/{key}"}
-        ledger.set_anchor(ANCHOR, asset, tag.casefold(), {**link, "open": True})
-        ledger.share(ANCHOR, asset, tag.casefold(), link)
+        ledger.set_anchor(ANCHOR, asset, anchor_key, {**link, "open": True})
+        ledger.share(ANCHOR, asset, anchor_key, link)
         if not issue.get("created"):
-            marker = ledger.key("comment")
-            ledger.once("comment", lambda prior: self._comment(client, key, change, marker, prior))
+            ledger.once("comment", lambda prior: self._comment(client, key, comment, marker, prior))
             return DeliveryResult("delivered", "jira issue commented", {"key": key})
         return DeliveryResult("delivered", "jira issue created", {"key": key})
 
@@ -169,26 +200,37 @@ class JiraDestination(Destination):
         issues = cast(dict[str, Any], result).get("issues") or []
         return str(issues[0]["key"]) if issues else None
 
-    @staticmethod
-    def _create(client: JIRA, config: JiraConfig, change: Change, label: str) -> str:
+    def _create(self, client: JIRA, config: JiraConfig, change: Change, incident: Incident | None, label: str) -> str:
+        labels = {*(_label(x) for x in config.labels), label}
+        if incident is None:
+            summary, description = jira_summary(change), jira_description(change)
+            labels.add(_label(change.tag or ""))
+        else:
+            # Read only when the issue is really created: a redelivery or an update costs no catalog reads.
+            reader = self.env.catalog
+            impact = reader.impact(change.tenant, incident.asset) if reader is not None else None
+            catalog = str(config.catalog_url) if config.catalog_url else None
+            summary = jira_incident_summary(incident)
+            description = jira_incident_description(change, incident, impact, catalog)
+            labels.add("monte-carlo-incident")
         fields = {
             "project": {"key": config.project},
             "issuetype": {"name": config.issue_type},
-            "summary": jira_summary(change),
-            "labels": sorted({*(_label(x) for x in config.labels), _label(change.tag or ""), label}),
-            "description": jira_description(change),
+            "summary": summary,
+            "labels": sorted(labels),
+            "description": description,
         }
         return str(client.create_issue(fields=fields, prefetch=False).key)
 
     @staticmethod
-    def _comment(client: JIRA, key: str, change: Change, marker: str, prior: Step | None) -> Mapping[str, str]:
+    def _comment(client: JIRA, key: str, body: Mapping[str, Any], marker: str, prior: Step | None) -> Mapping[str, str]:
         def run() -> Mapping[str, str]:
             if prior is not None:
                 for existing in client.comments(key):
                     if marker in json.dumps(getattr(existing, "raw", {}).get("body")):
                         return {"comment": str(existing.id)}
             # REST v3 takes an ADF document where the package's annotation says str; it serialises either.
-            comment = client.add_comment(key, cast(str, jira_comment(change, marker)))
+            comment = client.add_comment(key, cast(str, body))
             return {"comment": str(comment.id)}
 
         return _call(run)

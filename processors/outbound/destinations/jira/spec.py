@@ -17,6 +17,10 @@ class JiraConfig(DestinationConfig):
     # The tags that open an issue (case-insensitive); other tags are not Jira's business.
     tags: tuple[str, ...] = Field(default=("PII", "GDPR"), min_length=1, max_length=20)
     labels: tuple[str, ...] = Field(default=("metalake",), max_length=10)
+    # An issue per Monte Carlo incident and affected asset too (opened or updated opens it, resolved closes it).
+    incidents: bool = True
+    # Where people open the asset (the metalake API's public address): an incident's issue links it.
+    catalog_url: AnyHttpUrl | None = None
 
 
 class JiraSecrets(DestinationSecrets):

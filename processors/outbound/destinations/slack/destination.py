@@ -1,7 +1,10 @@
-"""Slack through slack-sdk's WebClient: one thread per (asset, tag), replies for what follows.
+"""Slack through slack-sdk's WebClient: one thread per (asset, tag) and per Monte Carlo incident and affected asset,
+replies for what follows.
 
-The first message about an (asset, tag) is posted to the channel and its ``channel``/``ts`` kept in the ledger;
-removal, propagation results and Jira links reply with ``thread_ts``. Slack has no idempotency key, so every message
+The first message about an (asset, tag) or an (asset, incident) is posted to the channel and its ``channel``/``ts``
+kept in the ledger; removal, propagation results, an incident's updates and resolution and Jira links reply with
+``thread_ts``. An incident's first message carries the asset's owners and downstream impact (read from the catalog
+only when that message is really sent). Slack has no idempotency key, so every message
 carries ``metadata.event_payload.dedup_key``: when an earlier attempt died after posting but before the ledger said
 so, the message is looked up in the channel (or thread) by that key instead of being posted again.
 """
@@ -19,8 +22,14 @@ from control.subscriptions.destinations import DestinationSpec
 from control.subscriptions.store import Subscription
 from metalake.events.changes import Change
 from metalake.net.ssrf import RefusedAddress
-from processors.outbound.destinations.common import mapping_get, worth_telling
-from processors.outbound.destinations.slack.messages import jira_link_message, slack_message
+from processors.outbound.destinations.common import (
+    INCIDENT_KIND,
+    incident_anchor,
+    incident_of,
+    mapping_get,
+    worth_telling,
+)
+from processors.outbound.destinations.slack.messages import jira_link_message, slack_incident_message, slack_message
 from processors.outbound.destinations.slack.pinned import pinned_web_client
 from processors.outbound.destinations.slack.spec import SlackConfig, SlackSpec
 from processors.outbound.runtime.destination import (
@@ -58,6 +67,9 @@ class SlackDestination(Destination):
     order: ClassVar[int] = 50
 
     def accepts(self, change: Change, subscription: Subscription) -> bool:
+        if change.kind == INCIDENT_KIND:
+            config: SlackConfig = self.config(subscription)
+            return config.incidents and incident_of(change) is not None
         if change.tag is None or change.asset is None or not worth_telling(change):
             return False
         # Per-asset propagated tags would open one thread per downstream asset: only when asked for by name.
@@ -82,7 +94,9 @@ class SlackDestination(Destination):
     def deliver(self, change: Change, subscription: Subscription, ledger: LedgerScope) -> DeliveryResult:
         config: SlackConfig = self.config(subscription)
         client = self._client(config, subscription)
-        asset, tag = change.asset or "", (change.tag or "").casefold()
+        incident = incident_of(change)
+        asset = change.asset or ""
+        tag = incident_anchor(incident) if incident is not None else (change.tag or "").casefold()
         thread = ledger.anchor(THREAD, asset, tag)
         thread_ts = str(thread["ts"]) if thread and thread.get("ts") else None
         channel = str(thread["channel"]) if thread and thread.get("channel") else config.channel
@@ -90,8 +104,22 @@ class SlackDestination(Destination):
         linked = set(thread.get("linked", [])) if thread else set()
 
         dedup = ledger.key("post")
-        args = slack_message(change, dedup, [] if thread_ts else jira)
-        posted = ledger.once("post", lambda prior: self._post(client, channel, thread_ts, args, dedup, prior))
+
+        def post(prior: Step | None) -> Mapping[str, str]:
+            links = [] if thread_ts else jira
+            if incident is None:
+                args = slack_message(change, dedup, links)
+            else:
+                # Read only when the message is really sent: a redelivery whose step is done costs no reads.
+                reader, opening = self.env.catalog, thread_ts is None
+                impact = reader.impact(change.tenant, asset) if opening and reader is not None else None
+                catalog = str(config.catalog_url) if config.catalog_url else None
+                args = slack_incident_message(
+                    change, incident, dedup, opening=opening, impact=impact, catalog_url=catalog, jira_links=links
+                )
+            return self._post(client, channel, thread_ts, args, dedup, prior)
+
+        posted = ledger.once("post", post)
         if thread_ts is None:
             thread_ts = str(posted["ts"])
             channel = str(posted["channel"])
@@ -100,16 +128,17 @@ class SlackDestination(Destination):
             if key in linked:
                 continue
             link_dedup = ledger.key(f"link:{key}")
-            link_args = jira_link_message(key, url, link_dedup, change)
+            about = f"Monte Carlo incident {incident.incident_id}" if incident is not None else None
+            link_args = jira_link_message(key, url, link_dedup, change, about)
             ledger.once(
                 f"link:{key}",
                 lambda prior, a=link_args, d=link_dedup: self._post(client, channel, thread_ts, a, d, prior),  # type: ignore[misc]
             )
             linked.add(key)
             ledger.set_anchor(THREAD, asset, tag, {"linked": sorted(linked)})
-        if change.kind in _REMOVALS:
+        if change.kind in _REMOVALS or (incident is not None and incident.status == "resolved"):
             ledger.release_anchor(THREAD, asset, tag)
-        elif thread is not None and change.kind in _ADDITIONS:
+        elif thread is not None and (change.kind in _ADDITIONS or incident is not None):
             ledger.keep_anchor(THREAD, asset, tag)
         return DeliveryResult("delivered", "slack", {"channel": channel, "ts": str(posted["ts"])})
 

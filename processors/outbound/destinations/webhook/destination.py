@@ -1,16 +1,21 @@
-"""Signed webhooks: the change as JSON, signed with the subscription's key(s), POSTed to a guarded address."""
+"""Signed webhooks: the change as JSON, signed with the subscription's key(s), POSTed to a guarded address.
+
+A Monte Carlo incident's change also carries ``impact`` (the asset's owners and the assets downstream of it by
+lineage, bounded by ``outbound.impact_max_*``), read from the catalog when the body is built, so a receiver needs no
+second call; other changes' bodies are as before."""
 
 from __future__ import annotations
 
 import json
 import time
 from collections.abc import Mapping
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from control.subscriptions.destinations import DestinationSpec
 from control.subscriptions.store import Subscription
 from metalake.events.changes import Change
 from metalake.net.ssrf import RefusedAddress
+from processors.outbound.destinations.common import incident_of
 from processors.outbound.destinations.webhook.signing import SigningKey, sign
 from processors.outbound.destinations.webhook.spec import WebhookConfig, WebhookSpec
 from processors.outbound.runtime.destination import (
@@ -23,11 +28,26 @@ from processors.outbound.runtime.ledger import LedgerScope, Step
 from processors.outbound.runtime.pinned_http import post
 from processors.outbound.runtime.retry import parse_retry_after
 
+if TYPE_CHECKING:
+    from processors.outbound.runtime.catalog import Impact
+
 _RETRYABLE = frozenset({408, 425, 429, 500, 502, 503, 504})
 
 
-def body_of(change: Change, subscription: Subscription, delivery_id: str) -> bytes:
-    payload = {
+def impact_of(impact: Impact) -> dict[str, Any]:
+    """The ``impact`` member of an incident's body: ``downstream`` breadth-first by lineage, ``truncated`` when more
+    lies beyond the walk's bounds (then ``downstream_count`` is a lower bound)."""
+    return {
+        "owners": list(impact.owners),
+        "downstream_count": len(impact.downstream),
+        "downstream": list(impact.downstream),
+        "truncated": impact.truncated,
+    }
+
+
+def body_of(change: Change, subscription: Subscription, delivery_id: str, impact: Impact | None = None) -> bytes:
+    """The signed JSON body; ``impact`` (an incident's reach, ``None``: not read) is added for incident changes."""
+    payload: dict[str, Any] = {
         "id": delivery_id,
         "type": change.kind,
         "tenant": change.tenant,
@@ -42,6 +62,8 @@ def body_of(change: Change, subscription: Subscription, delivery_id: str) -> byt
             "data": change.data,
         },
     }
+    if incident_of(change) is not None:
+        payload["impact"] = impact_of(impact) if impact is not None else None
     return json.dumps(payload, separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode()
 
 
@@ -71,7 +93,9 @@ class WebhookDestination(Destination):
         def send(prior: Step | None) -> Mapping[str, str]:
             # An interrupted earlier attempt (prior in flight) is simply resent: receivers deduplicate on the
             # webhook-id / Idempotency-Key, which is the same on every attempt.
-            body = body_of(change, subscription, delivery_id)
+            incident, reader = incident_of(change), self.env.catalog
+            impact = reader.impact(change.tenant, incident.asset) if incident is not None and reader else None
+            body = body_of(change, subscription, delivery_id, impact)
             headers = {
                 "Content-Type": "application/json",
                 "User-Agent": "metalake-outbound/1",

@@ -30,7 +30,12 @@ def test_specs_load_without_a_vendor_sdk_or_the_runtime() -> None:
 
 
 def test_config_is_validated_and_normalised() -> None:
-    assert SlackSpec.config({"channel": "C0123"}).model_dump(mode="json") == {"channel": "C0123", "base_url": None}
+    assert SlackSpec.config({"channel": "C0123"}).model_dump(mode="json") == {
+        "channel": "C0123",
+        "base_url": None,
+        "incidents": True,
+        "catalog_url": None,
+    }
     with pytest.raises(ValidationError):
         SlackSpec.config({"channel": "C0123", "token": "xoxb-1"})  # secrets are not configuration
     jira = JiraSpec.config({"server": "https://x.atlassian.net", "email": "a@b.c", "project": "SEC"})
