@@ -124,7 +124,14 @@ FRESHDESK_KEY = "fd-api-key-for-tests"
 
 
 def incident_event(
-    tenant: str, urn: str, incident_id: str, status: str, *, version: int = 1, summary: str | None = None
+    tenant: str,
+    urn: str,
+    incident_id: str,
+    status: str,
+    *,
+    version: int = 1,
+    summary: str | None = None,
+    url: str | None = None,
 ) -> CloudEvent:
     """An incidents row's change as the streaming job publishes it (one per incident and affected table)."""
     event_id = str(uuid.uuid4())
@@ -144,7 +151,7 @@ def incident_event(
             "feedback": None,
             "severity": "SEV-2",
             "owner": "oncall@example.com",
-            "url": f"https://getmontecarlo.com/incidents/{incident_id}",
+            "url": url or f"https://getmontecarlo.com/incidents/{incident_id}",
             "summary": summary or "Has 42 rows vs. 101 expected",
         },
     ).event()

@@ -15,6 +15,7 @@ from processors.outbound.destinations.common import (
     headline,
     impact_lines,
     incident_headline,
+    web_link,
 )
 
 if TYPE_CHECKING:
@@ -29,7 +30,9 @@ def _p(text: str) -> str:
 
 
 def _link(url: str | None, label: str) -> str:
-    return f'<p><a href="{escape(url, quote=True)}">{escape(label)}</a></p>' if url else ""
+    # Only an absolute http(s) URL becomes a link: an incident's url is what Monte Carlo's payload said.
+    checked = web_link(url)
+    return f'<p><a href="{escape(checked, quote=True)}">{escape(label)}</a></p>' if checked else ""
 
 
 def _downstream_list(change: Change) -> str:

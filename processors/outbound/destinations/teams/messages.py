@@ -16,6 +16,7 @@ from processors.outbound.destinations.common import (
     impact_lines,
     incident_headline,
     incident_of,
+    web_link,
 )
 
 if TYPE_CHECKING:
@@ -77,8 +78,9 @@ def teams_card(change: Change, catalog_url: str | None = None, impact: Impact | 
     body.append(_text(f"{change.kind} · change {change.id}", isSubtle=True, size="Small", spacing="Small"))
     actions = []
     link = asset_link(catalog_url, change.tenant, change.asset or "") if change.asset else None
-    if incident is not None and incident.url:
-        actions.append({"type": "Action.OpenUrl", "title": "Open in Monte Carlo", "url": incident.url})
+    monte_carlo = web_link(incident.url) if incident is not None else None
+    if monte_carlo:
+        actions.append({"type": "Action.OpenUrl", "title": "Open in Monte Carlo", "url": monte_carlo})
     if link:
         actions.append({"type": "Action.OpenUrl", "title": "Open in metalake", "url": link})
     card: dict[str, Any] = {"type": "AdaptiveCard", "$schema": CARD_SCHEMA, "version": CARD_VERSION, "body": body}

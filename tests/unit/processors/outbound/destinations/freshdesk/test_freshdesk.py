@@ -264,3 +264,11 @@ def test_an_incident_ticket_names_owners_and_downstream_impact_escaped() -> None
     assert "<p>Downstream impact: 1 asset(s) reached by lineage</p>" in html
     assert "<ul><li>urn:metalake:postgres:prod/mart/public/c360/&lt;x&gt;</li></ul>" in html
     assert "Downstream impact" not in incident_description(change, incident, None)
+
+
+def test_an_incident_link_that_is_not_http_is_left_out() -> None:
+    # The url is Monte Carlo's payload's: only an absolute http(s) URL becomes a link in the ticket.
+    change = as_change(incident_event("acme", URN, "inc-9", "opened", url="javascript:alert(1)"))
+    incident = incident_of(change)
+    assert incident is not None
+    assert "javascript:" not in incident_description(change, incident, None)

@@ -225,3 +225,11 @@ def test_an_incident_card_shows_owners_and_downstream_impact() -> None:
     assert texts[2] == "Downstream impact: 0 asset(s) reached by lineage"
     facts = [f for e in quiet if e["type"] == "FactSet" for f in e["facts"]]
     assert {"title": "Owners", "value": "none recorded"} in facts
+
+
+def test_an_incident_link_that_is_not_http_is_left_out() -> None:
+    # The url is Monte Carlo's payload's: a javascript: or relative one must not become a button.
+    change = as_change(incident_event("acme", URN, "inc-9", "opened", url="javascript:alert(1)"))
+    actions = teams_card(change, CATALOG).get("actions", [])
+    assert [a["title"] for a in actions] == ["Open in metalake"]
+    assert all(a["title"] != "Open in Monte Carlo" for a in actions)
