@@ -244,10 +244,10 @@ class LakeWriter:
     def _holding(self, timer: StepTimer) -> Iterator[None]:
         """The batch's writes hold the writer leases of the query's tables on S3, released at the batch's end so a
         lake command gets in before the next one (``single_writer``); no lease on a local lake."""
-        paths = [path for _, path in self._layout.tables()]
         with ExitStack() as held:
-            if any(s3_table(p) is not None for p in paths):
+            if s3_table(self._layout.lake_root) is not None:  # every table of the query is under its root
                 with timer("writer_lease"):  # the wait for a lake command between two batches shows here
+                    paths = [path for _, path in self._layout.tables()]
                     self._fence = held.enter_context(self._leases.holding(paths))
             try:
                 yield

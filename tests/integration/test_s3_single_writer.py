@@ -17,7 +17,6 @@ import secrets
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -174,7 +173,7 @@ def test_maintain_and_erase_on_s3_while_the_owning_job_writes_lose_no_event(
     names = dedicated_on_s3
     tenant = names.tenant_id
     before = _upserts(tenant, [f"a{i}" for i in range(12)])
-    during = [_upserts(tenant, [f"b{c}_{i}" for i in range(3)]) for c in range(8)]
+    during: list[CloudEvent] = []
     erased = asset_urn("postgres", "s3", "db", "public", "a3")
     events_path, assets_path = names.delta_path("events"), names.delta_path("assets")
     with EventProducer(s3_settings) as producer:
@@ -191,11 +190,14 @@ def test_maintain_and_erase_on_s3_while_the_owning_job_writes_lose_no_event(
             stop = threading.Event()
 
             def publish_during() -> None:
-                for chunk in during:
-                    if stop.is_set():
-                        return
-                    publish_confirmed(producer, chunk, names)
-                    time.sleep(1.5)
+                # Until both commands are done: the job has batches to write all along.
+                chunk = 0
+                while not stop.is_set():
+                    events = _upserts(tenant, [f"b{chunk}_{i}" for i in range(3)])
+                    publish_confirmed(producer, events, names)
+                    during.extend(events)
+                    chunk += 1
+                    stop.wait(1.5)
 
             publisher = threading.Thread(target=publish_during, name="publish-during")
             publisher.start()
@@ -213,10 +215,17 @@ def test_maintain_and_erase_on_s3_while_the_owning_job_writes_lose_no_event(
             finally:
                 stop.set()
                 publisher.join(timeout=120)
-            expected = {e.id for e in before if e.data["urn"] != erased} | {e.id for c in during for e in c}
+            expected = {e.id for e in before if e.data["urn"] != erased} | {e.id for e in during}
+            expected_assets = len(before) - 1 + len(during)
             wait_for(
-                "every event but the erased asset's in Delta on S3",
-                lambda: {r["event_id"] for r in _rows(s3_settings, events_path, ["event_id"])} >= expected or None,
+                "every event but the erased asset's, and its asset, in Delta on S3",
+                lambda: (
+                    (
+                        {r["event_id"] for r in _rows(s3_settings, events_path, ["event_id"])} >= expected
+                        and len(_rows(s3_settings, assets_path, ["urn"])) >= expected_assets
+                    )
+                    or None
+                ),
                 timeout_s=240,
             )
             assert job.alive, job.tail()
@@ -229,16 +238,20 @@ def test_maintain_and_erase_on_s3_while_the_owning_job_writes_lose_no_event(
     assert {r["event_id"] for r in events} == expected  # nothing lost, nothing of the erased asset left
     assert len(events) == len(expected)  # and nothing twice
     assets = {r["urn"] for r in _rows(s3_settings, assets_path, ["urn"])}
-    assert erased not in assets and len(assets) == len(expected)
+    assert erased not in assets and len(assets) == expected_assets
     assert mongo[names.mongo_database]["assets"].find_one({"_id": erased}) is None
     # The three drivers took turns on the tables: the job's appends, maintain's OPTIMIZE, the erase's DELETE.
     history = DeltaTable(delta_rs_uri(events_path), storage_options=lake_storage_options(s3_settings)).history()
-    operations = [h["operation"] for h in history]
-    assert "DELETE" in operations and "OPTIMIZE" in operations and operations.count("WRITE") >= 3
+    operations = [h["operation"] for h in sorted(history, key=lambda h: h["version"])]
+    assert operations.count("OPTIMIZE") == 1 and operations.count("DELETE") == 1
+    assert "WRITE" in operations[operations.index("OPTIMIZE") + 1 :], operations  # the job went on writing
     # The audit table the erase appended to (delta-rs writers, no lease) is maintained with delta-rs on S3.
     audit = maintain_delta_rs(
         Target(tenant, "audit", names.delta_path("audit")), 168, lake_storage_options(s3_settings)
     )
     assert audit is not None and audit.files_after >= 1
+    # The job's batches took the leases, and waited for the commands' (its log: the batch step and the wait).
+    log = job.log.read_text(errors="replace")
+    assert '"writer_lease"' in log and "lake.writer_lease_wait" in log
     # The job held the leases batch by batch and gave them back when it stopped.
     assert mongo[CONTROL_DATABASE][LEASES].count_documents({"_id": {"$regex": f"^{KEY_PREFIX}.*/{tenant}/"}}) == 0
