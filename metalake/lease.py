@@ -5,7 +5,7 @@ conditional write on ``_id`` (FerretDB has no transactions and pushes down only 
 
 - acquire: insert the document if there is none (a duplicate key means another caller won); renew it if it is
   ours; take it over if it expired, once the caller has won the takeover: an insert keyed by the expired holding
-  (``<key>#takeover#<owner>@<acquired_at>``), because a unique ``_id`` is the one thing FerretDB decides atomically
+  (``<key>#takeover#<owner>@<expires_at>``), because a unique ``_id`` is the one thing FerretDB decides atomically
   (it checks a filter on other fields after reading the document, so two conditional updates can both succeed);
 - renew: extend ``expires_at`` only while the caller is still the owner;
 - release: delete the document only if the caller is still the owner.
@@ -104,25 +104,26 @@ class LeaseStore:
             except DuplicateKeyError:
                 return None
             return Lease(key, owner, expires)
-        if current["owner"] != owner and _aware(current["expires_at"]) > now:
-            return None
-        if current["owner"] != owner and not self._claim_takeover(key, current, owner, now):
-            return None
-        # Only the holder itself, or the one contender that claimed this holding's takeover, gets here; the filter
-        # still names the holding read, in case it was released and taken afresh meanwhile.
-        held = {"_id": key, "owner": current["owner"], "acquired_at": current["acquired_at"]}
         if current["owner"] == owner:
-            fields.pop("acquired_at")  # renewing our own holding keeps its identity (what a takeover claim names)
+            held: dict[str, Any] = {"_id": key, "owner": owner}
+            fields.pop("acquired_at")  # renewing our own holding keeps its start
+        elif _aware(current["expires_at"]) > now or not self._claim_takeover(key, current, owner, now):
+            return None
+        else:
+            # The one contender that claimed this expired holding's takeover; the filter still names the holding
+            # read, in case its holder renewed it (or released it and it was taken afresh) meanwhile.
+            held = {"_id": key, "owner": current["owner"], "expires_at": current["expires_at"]}
         done = self._leases.update_one(held, {"$set": fields})
         return Lease(key, owner, expires) if done.matched_count else None
 
     def _claim_takeover(self, key: str, expired: LeaseDoc, owner: str, now: datetime) -> bool:
         """Whether ``owner`` won the takeover of the ``expired`` holding: an insert keyed by that holding (its owner
-        and start), which one contender alone can make. FerretDB evaluates a filter on other fields than ``_id``
-        after reading the document, so a conditional update cannot decide such a race (measured: two to four winners
-        of four contenders in nine rounds of ten); a unique ``_id`` can. Claims are kept a day, then pruned."""
-        started = _aware(expired["acquired_at"]).isoformat()
-        claim = f"{key}{_TAKEOVER}{expired['owner']}@{started}"
+        and the deadline it let pass), which one contender alone can make. FerretDB evaluates a filter on other
+        fields than ``_id`` after reading the document, so a conditional update cannot decide such a race (measured:
+        two to four winners of four contenders in nine rounds of ten); a unique ``_id`` can. Claims are kept a day,
+        then pruned."""
+        deadline = _aware(expired["expires_at"]).isoformat()
+        claim = f"{key}{_TAKEOVER}{expired['owner']}@{deadline}"
         try:
             self._leases.insert_one({"_id": claim, "owner": owner, "acquired_at": now, "expires_at": now})
         except DuplicateKeyError:
