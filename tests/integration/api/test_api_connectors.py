@@ -161,6 +161,7 @@ def test_source_connector_secret_fields_are_write_only(api: TestClient, tenant: 
         "type": "source",
         "connector": {"state": "RUNNING", "error": None, "updated_at": status["connector"]["updated_at"]},
         "tasks": [],
+        "schedule": None,  # not scheduled
     }
 
 
