@@ -191,6 +191,7 @@ def test_erase_removes_the_asset_and_its_columns_everywhere_and_audits_a_hash(
         "lineage_edges": 1,
         "incidents": 1,
         "propagated_tags": 0,  # no propagation processor ran here: the last test covers them
+        "asset_edits": 0,  # nobody edited these assets (an edit's rows are erased like the rest)
         "_dlq": 2,  # keyed by the table, and the body naming it; not the lookalike's
     }
     assert sorted(report.vacuumed) == sorted(f"_pooled/{t}" for t, n in report.delta_rows.items() if n)
@@ -200,6 +201,7 @@ def test_erase_removes_the_asset_and_its_columns_everywhere_and_audits_a_hash(
         "lineage": 1,
         "incidents": 1,
         "propagated_tags": 0,
+        "asset_edits": 0,
     }
     assert _files_with_rows(lake_spark, names, u.pattern) == set()
     assert report.offsets == {"rewritten": 1, "tombstoned": 1}
@@ -363,6 +365,7 @@ def test_erasing_a_lineage_hop_leaves_its_urn_in_no_row_of_any_table_or_collecti
         "lineage_edges": 2,
         "incidents": 0,
         "propagated_tags": 2,
+        "asset_edits": 0,
         "_dlq": 0,
     }
     assert report.delta_rows["events"] >= 5
@@ -372,6 +375,7 @@ def test_erasing_a_lineage_hop_leaves_its_urn_in_no_row_of_any_table_or_collecti
         "lineage": 2,
         "incidents": 0,
         "propagated_tags": 2,
+        "asset_edits": 0,
     }
     assert {f"_pooled/{t}" for t in ("events", "assets", "lineage_edges", "propagated_tags")} <= set(report.vacuumed)
 
