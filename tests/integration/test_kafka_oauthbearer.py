@@ -101,7 +101,8 @@ def test_librdkafka_clients_authenticate_with_the_apis_tokens(oauth: Settings, b
     producer = Producer(producer_config(oauth))
     values = [f"v{i}".encode() for i in range(3)]
     for value in values:
-        producer.produce(topic, value)
+        # One key: the topic has several partitions and only a partition keeps order.
+        producer.produce(topic, value, key=b"oauth")
     assert producer.flush(30) == 0, broker.tail()
     consumer = Consumer(consumer_config(oauth, f"it-oauth-{uuid.uuid4().hex[:6]}", **{"auto.offset.reset": "earliest"}))
     try:
