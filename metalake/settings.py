@@ -267,6 +267,9 @@ class SparkSettings(BaseModel):
     auth_secret: SecretStr | None = None
     # Any other Spark configuration (spark.kubernetes.*, spark.eventLog.*...); keys must start with ``spark.``.
     conf: dict[str, str] = Field(default_factory=dict)
+    # Extra JVM options of the driver (GC, JIT, diagnostics), appended to the ones metalake sets there itself
+    # (spark.driver.extraJavaOptions in ``conf`` would be replaced by those).
+    driver_java_options: str = ""
     jars_dir: Path | None = None
     # Spark's local dir, warehouse and Derby home (default: the stack's data/spark, else the system temp folder).
     scratch_dir: Path | None = None

@@ -139,6 +139,14 @@ def secret_properties(settings: Settings, scratch: Path) -> None:
     os.environ[PROPERTIES_FILE_VARIABLE] = str(path)
 
 
+def driver_java_options(settings: Settings, scratch: Path, kafka_jvm: list[str]) -> str:
+    """The driver's JVM options: Derby's home in the scratch folder, the Kafka client's system properties, then the
+    operator's own (``spark.driver_java_options``), last so that they win where the JVM takes the last one."""
+    return " ".join(
+        [f"-Dderby.system.home={scratch / 'derby'}", *kafka_jvm, *settings.spark.driver_java_options.split()]
+    )
+
+
 def build_spark(settings: Settings, app_name: str) -> SparkSession:
     if "JAVA_HOME" not in os.environ:
         # Spark 4.2 runs on Java 17 or 21; a newer default JDK on the machine would fail in odd places.
@@ -178,7 +186,7 @@ def build_spark(settings: Settings, app_name: str) -> SparkSession:
         .config("spark.driver.bindAddress", settings.spark.driver_bind_address or settings.spark.driver_host)
         .config("spark.local.dir", str(scratch / "tmp"))
         .config("spark.sql.warehouse.dir", str(scratch / "warehouse"))
-        .config("spark.driver.extraJavaOptions", " ".join([f"-Dderby.system.home={scratch / 'derby'}", *kafka_jvm]))
+        .config("spark.driver.extraJavaOptions", driver_java_options(settings, scratch, kafka_jvm))
         .config(map={"spark.executor.extraJavaOptions": " ".join(kafka_jvm)} if kafka_jvm else {})
         # Trino 476 reads these tables: keep to table features it supports (no deletion vectors by default).
         .config("spark.databricks.delta.properties.defaults.enableDeletionVectors", "false")

@@ -135,3 +135,13 @@ def test_a_parents_properties_file_is_replaced_not_refused(tmp_path: Path, monke
     session.secret_properties(settings_with(master="local[1]", auth_secret="child-secret"), tmp_path)
     assert os.environ["PYSPARK_SUBMIT_ARGS"] == "pyspark-shell"
     assert session.PROPERTIES_FILE_VARIABLE not in os.environ
+
+
+def test_the_operators_driver_java_options_come_after_metalakes_own(tmp_path: Path) -> None:
+    kafka = ["-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=https://idp.example/token"]
+    plain = session.driver_java_options(settings_with(), tmp_path, kafka)
+    assert plain == f"-Dderby.system.home={tmp_path / 'derby'} {kafka[0]}"
+    tuned = session.driver_java_options(
+        settings_with(driver_java_options=" -XX:TieredStopAtLevel=1  -Xss4m "), tmp_path, []
+    )
+    assert tuned == f"-Dderby.system.home={tmp_path / 'derby'} -XX:TieredStopAtLevel=1 -Xss4m"
