@@ -29,6 +29,7 @@ from connectors.runtime.transforms import Chain
 from control.connectors.offsets import OffsetStore, OffsetsUnavailable
 from control.connectors.plugin import SourceAccess, SourceConnector, SourceRecord, partition_key
 from control.connectors.reasons import public_failure, shown_error
+from control.auth.gate import tenant_usable
 from control.connectors.store import ConnectorRecord, ConnectorState, TaskRecord
 from metalake.events import CloudEvent
 from metalake.kafka import PublishError
@@ -314,6 +315,10 @@ def _crawl(
     record = runtime.store.get_connector(tenant, name)
     if record is None:
         raise CrawlRefused(f"no connector {tenant}/{name}")
+    # As for its webhooks and ingest: a suspended tenant publishes nothing, however the crawl was started (the
+    # scheduler, the CLI, the API). Seen within the gate's cache TTL, like a suspension for tokens.
+    if not tenant_usable(runtime.gate.tenants, tenant):
+        raise CrawlRefused(f"tenant {tenant} is suspended or being deleted: its connectors do not crawl")
     cls = _source_class(runtime, record)
     started = time.monotonic()
     with bind_tenant(tenant):

@@ -9,11 +9,11 @@ from typing import Any, cast
 
 import pytest
 from pydantic import Field
-from runtime_fakes import FakeCounter, FakeOffsets, FakePublisher, FakeStore
+from runtime_fakes import FakeClients, FakeCounter, FakeOffsets, FakePublisher, FakeStore, FakeTenants, fake_gate
 
 from connectors.runtime.context import Runtime, plugins_from
 from connectors.runtime.errors import ErrorPolicy, TaskFailed
-from connectors.runtime.source_runner import SourceRunner, crawl
+from connectors.runtime.source_runner import CrawlRefused, SourceRunner, crawl
 from connectors.runtime.tasks import owned_offsets
 from connectors.runtime.transforms import Chain
 from control.connectors.plugin import FORGET, KEEP, ConnectorConfig, ConnectorContext, SourceConnector, SourceRecord
@@ -139,7 +139,7 @@ class FailingLetters(Letters):
 
 
 def _world(
-    tables: list[str], tasks_max: int, cls: type[Letters] | None = None
+    tables: list[str], tasks_max: int, cls: type[Letters] | None = None, tenants: FakeTenants | None = None
 ) -> tuple[Runtime, TaskStore, FakeOffsets, list[FakePublisher]]:
     store, offsets, publishers = TaskStore(), FakeOffsets(), []
     store.add(ConnectorRecord("acme", "c1", "letters", {"tables": tables}, tasks_max=tasks_max))
@@ -155,7 +155,7 @@ def _world(
         publisher=cast(Any, FakePublisher()),
         offsets=cast(Any, offsets),
         plugins=plugins_from({"letters": cls or FailingLetters}),
-        gate=cast(Any, None),
+        gate=fake_gate(FakeClients(), tenants or FakeTenants()),
         dlq_counter=FakeCounter(),
         task_io_factory=task_io,
     )
@@ -249,3 +249,13 @@ def test_a_source_failure_is_stored_as_its_class_and_message() -> None:
 )
 def test_a_stored_error_is_served_without_frames(stored: str | None, served: str | None) -> None:
     assert shown_error(stored) == served
+
+
+def test_a_suspended_tenants_connector_is_not_crawled() -> None:
+    tenants = FakeTenants()
+    runtime, store, _, publishers = _world(["a", "b"], 1, tenants=tenants)
+    tenants.suspend("acme")
+    with pytest.raises(CrawlRefused, match="suspended"):
+        crawl(runtime, "acme", "c1")
+    assert publishers == [] and store.get_connector("acme", "c1") is not None
+    assert store.get_connector("acme", "c1").state != ConnectorState.FAILED  # refused, not broken
