@@ -1,7 +1,8 @@
 """What destinations and filters read about an asset from the tenant's MongoDB projection (``metalake_<tenant>``):
 the tags it carries now (direct classifications and tags propagated along lineage), for the ``asset_tags`` filter of
-subscriptions (:class:`control.subscriptions.filters.Filters`); and an incident's reach (the asset's owners and the
-assets downstream of it by lineage), which the Teams and Freshdesk messages show."""
+subscriptions (:class:`control.subscriptions.filters.Filters`); and an incident's reach (the asset's owners, an owners
+edit made in the catalog winning over the source's, and the assets downstream of it by lineage), which the
+notifications show."""
 
 from __future__ import annotations
 
@@ -13,7 +14,15 @@ from pymongo import MongoClient
 from pymongo.database import Database
 
 from metalake.lake_uri import LakeRoot
-from metalake.projection import assets, classifications, lineage, propagated_tags
+from metalake.projection import (
+    EDITED_OWNERS,
+    apply_edits,
+    asset_edits,
+    assets,
+    classifications,
+    lineage,
+    propagated_tags,
+)
 from tenants.naming import names_for
 
 
@@ -59,7 +68,10 @@ class Catalog:
         """``urn``'s owners and the assets its live lineage edges lead to, one query per level of the walk."""
         db = self._db(tenant)
         doc = assets(db).find_one({"_id": urn}, {"owners": 1})
-        owners = tuple(str(o) for o in (doc.get("owners") if doc is not None else None) or [])
+        # The owners people set in the catalog win over the source's, as the API shows them (one merge rule).
+        edit = asset_edits(db).find_one({"_id": f"{urn}|{EDITED_OWNERS}", "deleted": {"$ne": True}})
+        shown = apply_edits(doc or {}, [edit] if edit is not None else [])["owners"]
+        owners = tuple(str(o) for o in shown or [])
         seen, frontier, depth = {urn}, [urn], 0
         order: list[str] = []
         truncated = False

@@ -219,6 +219,17 @@ def test_a_signed_webhook_of_an_incident_carries_its_impact(
         hook.stop()
 
 
+def test_the_impact_names_the_owners_edited_in_the_catalog_until_the_edit_is_cleared(
+    settings: Settings, mongo: MongoClient[dict[str, Any]], tenant: str, catalog_db: Any
+) -> None:
+    reader = Catalog(mongo, lambda: settings.lake_root)
+    edit = {"_id": f"{ORDERS}|owners", "urn": ORDERS, "aspect": "owners", "owners": ["dpo@example.com"], "version": 1}
+    catalog_db["asset_edits"].insert_one({**edit, "deleted": False})
+    assert reader.impact(tenant, ORDERS).owners == ("dpo@example.com",)
+    catalog_db["asset_edits"].update_one({"_id": edit["_id"]}, {"$set": {"deleted": True, "version": 2}})
+    assert reader.impact(tenant, ORDERS).owners == ("ana@example.com",)
+
+
 def test_the_documented_pii_incidents_subscription_runs_as_written(
     settings: Settings, mongo: MongoClient[dict[str, Any]], tenant: str, catalog_db: Any, slack: SlackServer
 ) -> None:
