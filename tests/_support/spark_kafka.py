@@ -1,13 +1,15 @@
 """Spark's Kafka source and sink with the streaming job's own session and options, for
-tests/integration/test_kafka_oauthbearer.py: ``python -m spark_kafka SOURCE_TOPIC SINK_TOPIC``.
+tests/integration/test_kafka_oauthbearer.py: ``python -m spark_kafka SOURCE_TOPIC BATCH_SINK STREAM_SINK CHECKPOINT``.
 
 A process of its own, as the job is: ``build_spark`` hands the Kafka client's JVM system properties to the driver
 only when it launches the JVM, and a pytest process may already hold one (the lake tests' session). The brokers and
 their security come from the environment (``METALAKE_KAFKA__*``), as the job's do. One session:
 
 1. reads SOURCE_TOPIC from the earliest offsets as a batch, with ``spark_kafka_options`` (the job's source options);
-2. writes each record's value upper-cased, under its key, to SINK_TOPIC through the sink with the same options;
-3. reads SOURCE_TOPIC again with ``kafka.oauth_client_secret`` replaced by ``METALAKE_IT_FORGED_SECRET``: must fail.
+2. writes each record's value upper-cased, under its key, to BATCH_SINK through the batch sink with the same options;
+3. streams SOURCE_TOPIC as the job does (``readStream``, ``availableNow``, a checkpoint in CHECKPOINT) into
+   STREAM_SINK through the streaming sink, values prefixed ``stream:``;
+4. reads SOURCE_TOPIC again with ``kafka.oauth_client_secret`` replaced by ``METALAKE_IT_FORGED_SECRET``: must fail.
 
 Prints one JSON line: the values read, the driver JVM's allowed token URLs and the executors' Java options as the
 session has them, and the forged read's failure (the Java exception's class and message, or null if it got in).
@@ -58,7 +60,7 @@ def _failure(error: Exception) -> dict[str, str]:
 
 
 def main(argv: list[str]) -> int:
-    source, sink = argv[0], argv[1]
+    source, batch_sink, stream_sink, checkpoint = argv
     settings = get_settings()
     spark = build_spark(settings, "it-spark-kafka-oauthbearer")
     try:
@@ -68,9 +70,24 @@ def main(argv: list[str]) -> int:
             frame.selectExpr("key", "upper(value) AS value")
             .write.format("kafka")
             .options(**spark_kafka_options(settings))
-            .option("topic", sink)
+            .option("topic", batch_sink)
             .save()
         )
+        stream = (
+            spark.readStream.format("kafka")
+            .options(**spark_kafka_options(settings))
+            .option("subscribe", source)
+            .option("startingOffsets", "earliest")
+            .load()
+            .selectExpr("key", "concat('stream:', CAST(value AS STRING)) AS value")
+            .writeStream.format("kafka")
+            .options(**spark_kafka_options(settings))
+            .option("topic", stream_sink)
+            .option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True)
+            .start()
+        )
+        stream.awaitTermination()
         forged_kafka = settings.kafka.model_copy(
             update={"oauth_client_secret": SecretStr(os.environ["METALAKE_IT_FORGED_SECRET"])}
         )

@@ -6,8 +6,9 @@ consumer: ``sasl.oauthbearer.method=oidc``) and the Java client (the mapping the
 Kafka's own ConfigCommand) get their tokens from the real ``POST /oauth/token`` with client credentials and are let in;
 a wrong client secret fails naming the setting, never the secret; a forged token, an expired one of the real
 issuer and an unsigned one are refused by the broker. The streaming job's Spark Kafka source and sink (its session
-builder and its options, kafka-clients 3.9 inside Spark) read and write through the same listener, in a Spark process
-of its own (tests/_support/spark_kafka.py), and a forged client secret is refused at the token endpoint.
+builder and its options, kafka-clients 3.9 inside Spark) read and write through the same listener, as a batch and as
+an ``availableNow`` stream, in a Spark process of its own (tests/_support/spark_kafka.py), and a forged client secret
+is refused at the token endpoint.
 """
 
 from __future__ import annotations
@@ -170,10 +171,12 @@ def test_the_spark_kafka_source_and_sink_authenticate_with_the_jobs_options(
     oauth: Settings, broker: OAuthBroker, tmp_path: Path
 ) -> None:
     """The job's session (``build_spark``) and source options (``spark_kafka_options``) in a Spark process of its
-    own (tests/_support/spark_kafka.py): the batch source reads what librdkafka produced, the sink writes to a second
-    topic that librdkafka then reads, and a forged client secret is refused at the token endpoint."""
-    source, sink = (f"it-oauth-spark-{name}-{uuid.uuid4().hex[:8]}" for name in ("in", "out"))
-    assert ensure_topics(oauth, [source, sink]) == [source, sink]
+    own (tests/_support/spark_kafka.py): the batch source reads what librdkafka produced, the batch sink and an
+    ``availableNow`` stream (the job's ``readStream``) write to two more topics that librdkafka then reads, and a
+    forged client secret is refused at the token endpoint."""
+    topics = [f"it-oauth-spark-{name}-{uuid.uuid4().hex[:8]}" for name in ("in", "batch", "stream")]
+    assert ensure_topics(oauth, topics) == topics
+    source, batch_sink, stream_sink = topics
     producer = Producer(producer_config(oauth))
     values = [f"spark-{i}" for i in range(3)]
     for value in values:
@@ -202,7 +205,7 @@ def test_the_spark_kafka_source_and_sink_authenticate_with_the_jobs_options(
         "METALAKE_IT_FORGED_SECRET": forged,
     }
     result = subprocess.run(
-        [sys.executable, "-m", "spark_kafka", source, sink],
+        [sys.executable, "-m", "spark_kafka", *topics, str(tmp_path / "checkpoint")],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -214,7 +217,8 @@ def test_the_spark_kafka_source_and_sink_authenticate_with_the_jobs_options(
     assert result.returncode == 0, output[-4000:] + broker.tail()
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["values"] == values and report["keys"] == ["spark"] * len(values)
-    assert _consume(oauth, sink, len(values)) == [(b"spark", value.upper().encode()) for value in values]
+    assert _consume(oauth, batch_sink, len(values)) == [(b"spark", value.upper().encode()) for value in values]
+    assert _consume(oauth, stream_sink, len(values)) == [(b"spark", f"stream:{value}".encode()) for value in values]
     # The token endpoint may be called from the driver's JVM and, on a cluster, from the executors'.
     allowed = str(kafka.oauth_token_endpoint_url)
     assert report["driver_allowed_urls"] == allowed
