@@ -112,7 +112,7 @@ def _consume(settings: Settings, topic: str, count: int) -> list[tuple[bytes, by
         while len(got) < count and time.monotonic() < deadline:
             msg = consumer.poll(1.0)
             if msg is not None and msg.error() is None:
-                got.append((msg.key(), msg.value()))
+                got.append((msg.key() or b"", msg.value() or b""))
         return got
     finally:
         consumer.close()
