@@ -11,8 +11,8 @@ their security come from the environment (``METALAKE_KAFKA__*``), as the job's d
    STREAM_SINK through the streaming sink, values prefixed ``stream:``;
 4. reads SOURCE_TOPIC again with ``kafka.oauth_client_secret`` replaced by ``METALAKE_IT_FORGED_SECRET``: must fail.
 
-Prints one JSON line: the values read, the driver JVM's allowed token URLs and the executors' Java options as the
-session has them, and the forged read's failure (the Java exception's class and message, or null if it got in).
+Prints one JSON line: the values read, the allowed token URLs as the driver's JVM and a task's see them, and the
+forged read's failure (the Java exception's class and message, or null if it got in).
 """
 
 from __future__ import annotations
@@ -57,6 +57,13 @@ def _failure(error: Exception) -> dict[str, str]:
         }
     name, message = type(error).__name__, str(error)
     return {"class": name, "root": name, "message": message, "root_message": message}
+
+
+def _executor_property(spark: SparkSession, name: str) -> str | None:
+    """A JVM system property as a task sees it: the executor's JVM on a cluster (the driver's on a local master).
+    ``reflect`` is nondeterministic, so Spark evaluates it in the task, not while planning on the driver."""
+    row = spark.range(1).selectExpr(f"reflect('java.lang.System', 'getProperty', '{name}') AS value").first()
+    return None if row is None else row["value"]
 
 
 def main(argv: list[str]) -> int:
@@ -104,7 +111,7 @@ def main(argv: list[str]) -> int:
                     "values": [row["value"] for row in rows],
                     "keys": [bytes(row["key"]).decode() for row in rows],
                     "driver_allowed_urls": jvm.java.lang.System.getProperty(JAVA_OAUTH_ALLOWED_URLS),
-                    "executor_java_options": spark.sparkContext.getConf().get("spark.executor.extraJavaOptions"),
+                    "executor_allowed_urls": _executor_property(spark, JAVA_OAUTH_ALLOWED_URLS),
                     "forged": failure,
                 }
             ),
