@@ -5,14 +5,19 @@ tests/_support/oauth_broker.py says why it is a broker of its own). metalake's l
 consumer: ``sasl.oauthbearer.method=oidc``) and the Java client (the mapping the Spark source uses, driven through
 Kafka's own ConfigCommand) get their tokens from the real ``POST /oauth/token`` with client credentials and are let in;
 a wrong client secret fails naming the setting, never the secret; a forged token, an expired one of the real
-issuer and an unsigned one are refused by the broker.
+issuer and an unsigned one are refused by the broker. The streaming job's Spark Kafka source and sink (its session
+builder and its options, kafka-clients 3.9 inside Spark) read and write through the same listener, as a batch and as
+an ``availableNow`` stream, in a Spark process of its own (tests/_support/spark_kafka.py), and a forged client secret
+is refused at the token endpoint.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -50,6 +55,8 @@ from ops.stack.services.kafka import certificate
 from tenants.naming import CONTROL_DATABASE
 
 pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
 
 Mongo = MongoClient[dict[str, Any]]
 
@@ -95,6 +102,23 @@ def oauth(settings: Settings, stack: StackManager, broker: OAuthBroker, client_s
     return settings.model_copy(update={"kafka": kafka})
 
 
+def _consume(settings: Settings, topic: str, count: int) -> list[tuple[bytes, bytes]]:
+    consumer = Consumer(
+        consumer_config(settings, f"it-oauth-{uuid.uuid4().hex[:6]}", **{"auto.offset.reset": "earliest"})
+    )
+    try:
+        consumer.subscribe([topic])
+        got: list[tuple[bytes, bytes]] = []
+        deadline = time.monotonic() + 60
+        while len(got) < count and time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is not None and msg.error() is None:
+                got.append((msg.key() or b"", msg.value() or b""))
+        return got
+    finally:
+        consumer.close()
+
+
 def test_librdkafka_clients_authenticate_with_the_apis_tokens(oauth: Settings, broker: OAuthBroker) -> None:
     check_connection(oauth, timeout_s=20)
     topic = f"it-oauth-{uuid.uuid4().hex[:8]}"
@@ -105,18 +129,7 @@ def test_librdkafka_clients_authenticate_with_the_apis_tokens(oauth: Settings, b
         # One key: the topic has several partitions and only a partition keeps order.
         producer.produce(topic, value, key=b"oauth")
     assert producer.flush(30) == 0, broker.tail()
-    consumer = Consumer(consumer_config(oauth, f"it-oauth-{uuid.uuid4().hex[:6]}", **{"auto.offset.reset": "earliest"}))
-    try:
-        consumer.subscribe([topic])
-        got: list[bytes] = []
-        deadline = time.monotonic() + 60
-        while len(got) < len(values) and time.monotonic() < deadline:
-            msg = consumer.poll(1.0)
-            if msg is not None and msg.error() is None:
-                got.append(msg.value())
-        assert got == values
-    finally:
-        consumer.close()
+    assert [value for _key, value in _consume(oauth, topic, len(values))] == values
 
 
 def test_the_java_client_authenticates_with_the_mapping_the_spark_source_uses(
@@ -153,6 +166,69 @@ def test_a_wrong_client_secret_fails_naming_the_setting(oauth: Settings) -> None
         check_connection(wrong, timeout_s=5)
     assert err.value.setting == "kafka.oauth_client_secret" and secret not in str(err.value)
     assert run_checks({"kafka": kafka_check(wrong, 5)}, 10) == {"kafka": "down: KafkaAuthenticationFailed"}
+
+
+def test_the_spark_kafka_source_and_sink_authenticate_with_the_jobs_options(
+    oauth: Settings, broker: OAuthBroker, tmp_path: Path
+) -> None:
+    """The job's session (``build_spark``) and source options (``spark_kafka_options``) in a Spark process of its
+    own (tests/_support/spark_kafka.py): the batch source reads what librdkafka produced, the batch sink and an
+    ``availableNow`` stream (the job's ``readStream``) write to two more topics that librdkafka then reads, and a
+    forged client secret is refused at the token endpoint."""
+    topics = [f"it-oauth-spark-{name}-{uuid.uuid4().hex[:8]}" for name in ("in", "batch", "stream")]
+    assert ensure_topics(oauth, topics) == topics
+    source, batch_sink, stream_sink = topics
+    producer = Producer(producer_config(oauth))
+    values = [f"spark-{i}" for i in range(3)]
+    for value in values:
+        producer.produce(source, value.encode(), key=b"spark")  # one key: one partition, read in order
+    assert producer.flush(30) == 0, broker.tail()
+    kafka = oauth.kafka
+    assert kafka.oauth_client_secret is not None
+    secret = kafka.oauth_client_secret.get_secret_value()
+    forged = "mls_forged-0123456789abcdef0123456789"
+    env = {
+        **os.environ,
+        # The worktree's code first (a child started with -m imports from its working directory and PYTHONPATH).
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests" / "_support"), os.environ.get("PYTHONPATH", "")]),
+        "METALAKE_KAFKA__BOOTSTRAP_SERVERS": str(kafka.bootstrap_servers),
+        "METALAKE_KAFKA__SECURITY_PROTOCOL": kafka.security_protocol,
+        "METALAKE_KAFKA__SASL_MECHANISM": kafka.sasl_mechanism,
+        "METALAKE_KAFKA__SSL_CA_LOCATION": str(kafka.ssl_ca_location),
+        "METALAKE_KAFKA__OAUTH_TOKEN_ENDPOINT_URL": str(kafka.oauth_token_endpoint_url),
+        "METALAKE_KAFKA__OAUTH_CLIENT_ID": str(kafka.oauth_client_id),
+        "METALAKE_KAFKA__OAUTH_CLIENT_SECRET": secret,
+        "METALAKE_KAFKA__OAUTH_SCOPE": str(kafka.oauth_scope),
+        # One small local session with scratch space of its own (not the stack's job's).
+        "METALAKE_SPARK__MASTER": "local[1]",
+        "METALAKE_SPARK__DRIVER_MEMORY": "1g",
+        "METALAKE_SPARK__SCRATCH_DIR": str(tmp_path / "spark"),
+        "METALAKE_IT_FORGED_SECRET": forged,
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "spark_kafka", *topics, str(tmp_path / "checkpoint")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:] + broker.tail()
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["values"] == values and report["keys"] == ["spark"] * len(values)
+    assert _consume(oauth, batch_sink, len(values)) == [(b"spark", value.upper().encode()) for value in values]
+    assert _consume(oauth, stream_sink, len(values)) == [(b"spark", f"stream:{value}".encode()) for value in values]
+    # The token endpoint may be called from the driver's JVM and, on a cluster, from the executors'.
+    allowed = str(kafka.oauth_token_endpoint_url)
+    assert report["driver_allowed_urls"] == allowed
+    assert report["executor_allowed_urls"] == allowed
+    # A forged secret: the API's token endpoint refuses it, the Java client's login fails before any broker request.
+    failure = report["forged"]
+    assert failure is not None and failure["root"] == "javax.security.auth.login.LoginException", report
+    assert "response code 401" in failure["root_message"] and "invalid_client" in failure["root_message"], failure
+    assert secret not in output and forged not in output
 
 
 class _Lines(logging.Handler):
