@@ -292,8 +292,24 @@ def column_masks(
             continue
         tags = tags_of(source, column.schema, column.table)
         if is_pii(tags.table, patterns) or is_pii(tags.columns.get(column.column.lower(), ()), patterns):
-            out.append((index, mask_expression(column.column, column.type, engine.mask_style)))
+            out.append((index, fitted_mask(column, engine.mask_style)))
     return out
+
+
+_VARCHAR = re.compile(r"varchar(\((\d{1,10})\))?")
+
+
+def fitted_mask(column: ColumnRef, style: MaskStyle) -> str:
+    """The column's mask (``tenants.access.rules.mask_expression``, as in the ``lake`` catalog) in the column's own
+    type: Trino refuses a mask it cannot coerce to the column's type, and a bounded ``varchar(n)`` takes neither the
+    redaction literal (``varchar(4)``) when n < 4 nor a hash (unbounded ``varchar``) without a cast."""
+    expression = mask_expression(column.column, column.type, style)
+    if expression == "NULL":
+        return expression  # NULL fits every type
+    bounded = _VARCHAR.fullmatch((column.type or "").strip().lower())
+    if bounded is None or bounded.group(2) is None:
+        return expression
+    return f"CAST({expression} AS varchar({int(bounded.group(2))}))"
 
 
 def _ident(name: str) -> str:
