@@ -12,8 +12,10 @@ reads that tenant's tags only. Error answers carry no ``instance`` (it would ech
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Annotated, Any
@@ -202,6 +204,25 @@ def _opa_problem(status: int, slug: str, detail: str, field: str | None = None) 
     return problem_response(Problem(status, slug, detail, field=field))
 
 
+Decision = Callable[[Request, str], Awaitable[JSONResponse]]
+
+
+def _guarded(decision: Decision) -> Decision:
+    """A failure (MongoDB unreachable, a bug) answers 503 here, logged by decision and error type only: the app's
+    own handler of unexpected errors would log the path and echo it as the problem's ``instance``, key included.
+    Trino then fails the query (OPA access control fails closed)."""
+
+    @functools.wraps(decision)
+    async def guarded(request: Request, key: str) -> JSONResponse:
+        try:
+            return await decision(request, key)
+        except Exception as exc:  # noqa: BLE001 - every failure answers the same, without the path
+            log.error("opa.decision_failed", extra={"decision": decision.__name__, "error": type(exc).__name__})
+            return _opa_problem(503, "decision-unavailable", "the decision could not be made; it has been logged")
+
+    return guarded
+
+
 async def _admit(request: Request, key: str) -> tuple[Engine, OpaQuery] | JSONResponse:
     """The engine of ``key`` and the parsed request, or the error answer. The key first: an unknown caller's body is
     never read."""
@@ -232,6 +253,7 @@ def _tags_of(request: Request, engine: Engine) -> Any:
 
 
 @router.post(OPA_PREFIX + "/allow", summary="OPA: allow", responses=_OPA_ERRORS)
+@_guarded
 async def opa_allow(request: Request, key: EngineKey) -> JSONResponse:
     """Every operation is allowed: metalake decides masks and row filters; what a user may reach at all is the
     customer's own access control, listed beside this one in `access-control.config-files`."""
@@ -242,6 +264,7 @@ async def opa_allow(request: Request, key: EngineKey) -> JSONResponse:
 
 
 @router.post(OPA_PREFIX + "/batch", summary="OPA: batched filtering", responses=_OPA_ERRORS)
+@_guarded
 async def opa_batch(request: Request, key: EngineKey) -> JSONResponse:
     """Every resource of a filtering request is kept (their indexes): see `allow`."""
     admitted = await _admit(request, key)
@@ -252,6 +275,7 @@ async def opa_batch(request: Request, key: EngineKey) -> JSONResponse:
 
 
 @router.post(OPA_PREFIX + "/row-filters", summary="OPA: row filters", responses=_OPA_ERRORS)
+@_guarded
 async def opa_row_filters(request: Request, key: EngineKey) -> JSONResponse:
     """The consent filter of a table (docs/enforcement.md), for users without the PII grant."""
     admitted = await _admit(request, key)
@@ -290,6 +314,7 @@ async def _masks(request: Request, engine: Engine, query: OpaQuery, columns: lis
 
 
 @router.post(OPA_PREFIX + "/column-masks", summary="OPA: column masks (batch)", responses=_OPA_ERRORS)
+@_guarded
 async def opa_column_masks(request: Request, key: EngineKey) -> JSONResponse:
     """The masks of a table's columns for one user: a PII tag, direct or propagated, masks the column unless the user
     has the engine's PII grant."""
@@ -308,6 +333,7 @@ async def opa_column_masks(request: Request, key: EngineKey) -> JSONResponse:
 
 
 @router.post(OPA_PREFIX + "/column-mask", summary="OPA: one column's mask", responses=_OPA_ERRORS)
+@_guarded
 async def opa_column_mask(request: Request, key: EngineKey) -> JSONResponse:
     """One column's mask (`opa.policy.column-masking-uri`, for a Trino configured without the batch URI)."""
     admitted = await _admit(request, key)

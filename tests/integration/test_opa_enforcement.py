@@ -179,6 +179,16 @@ def test_keys_are_per_engine_and_per_tenant(settings: Settings, setup: Setup) ->
     body = {"name": "other", "catalogs": s.engine["catalogs"], "consent_tag": None}
     theirs = s.api.post(f"/v1/tenants/{other}/engines", json=body, headers=auth_headers(s.api, tenant=other))
     assert theirs.status_code == 201, theirs.text
+    # Registration: bad input names its field; listing never shows a key.
+    admin = auth_headers(s.api, tenant=s.tenant)
+    engines = f"/v1/tenants/{s.tenant}/engines"
+    twice = s.api.post(engines, json={**body, "catalogs": s.engine["catalogs"] * 2}, headers=admin)
+    assert twice.status_code == 422 and twice.json()["field"] == "catalogs"
+    none = s.api.post(engines, json={"name": "x", "catalogs": []}, headers=admin)
+    assert none.status_code == 422 and none.json()["field"] == "catalogs"
+    listed = s.api.get(engines, headers=admin)
+    assert [e["engine_id"] for e in listed.json()["items"]] == [s.engine["engine_id"]]
+    assert s.engine["key"].rsplit("_", 1)[1] not in listed.text
     column = {"catalogName": "warehouse", "schemaName": "public", "tableName": "people", "columnType": "varchar"}
     query = {
         "input": {
@@ -198,8 +208,7 @@ def test_keys_are_per_engine_and_per_tenant(settings: Settings, setup: Setup) ->
         for key in (f"mle_{engine_id}_wrong-secret", "not-a-key", s.engine["key"][:-1]):
             refused = http.post(f"{base}/{key}/allow", json=query)
             assert refused.status_code == 401 and key not in refused.text
-        admin = auth_headers(s.api, tenant=s.tenant)
-        assert s.api.delete(f"/v1/tenants/{s.tenant}/engines/{engine_id}", headers=admin).status_code == 204
+        assert s.api.delete(f"{engines}/{engine_id}", headers=admin).status_code == 204
         time.sleep(settings.enforcement.cache_ttl_s + 0.5)
         assert http.post(f"{base}/{s.engine['key']}/allow", json=query).status_code == 401
     # The customer Trino fails closed: no answer from the policy server, no query.

@@ -270,3 +270,19 @@ def test_access_log_lines_never_carry_an_engine_key() -> None:
     assert RedactEngineKeys().filter(record)
     assert "TOPSECRET" not in record.getMessage()
     assert "/v1/opa/mle_0123456789abcdef_***/allow" in record.getMessage()
+
+
+def test_a_failed_decision_answers_503_without_the_key(caplog: pytest.LogCaptureFixture) -> None:
+    import asyncio
+
+    from api.routes.engines import _guarded
+
+    async def decision(request: Any, key: str) -> Any:
+        raise RuntimeError(f"mongo down while serving {key}")
+
+    key = "mle_0123456789abcdef_TOPSECRET"
+    with caplog.at_level("ERROR"):
+        response = asyncio.run(_guarded(decision)(None, key))  # type: ignore[arg-type]
+    assert response.status_code == 503
+    assert b"TOPSECRET" not in response.body and b"instance" not in response.body
+    assert "TOPSECRET" not in caplog.text and "RuntimeError" in str([r.__dict__ for r in caplog.records])
