@@ -71,6 +71,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 _OPA_ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"description": "Not an OPA plugin request (the problem names the field)."},
     401: {"description": "No engine has this key."},
+    503: {"description": "The decision could not be made (e.g. MongoDB unreachable): Trino fails the query."},
 }
 # What each URI of the customer's access-control.properties points at (docs/enforcement.md).
 POLICY_URIS = {
