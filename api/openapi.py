@@ -14,7 +14,9 @@ The metalake tenant-admin API.
 
 **Authentication.** OAuth 2 client credentials: `POST /oauth/token` with the client's id and secret (HTTP Basic or
 form fields) returns an RFC 9068 JWT access token; send it as `Authorization: Bearer <token>`. Every route needs a
-token except `/healthz`, `/readyz`, `/oauth/token`, `/.well-known/*` and share links (`/share/...`).
+token except `/healthz`, `/readyz`, `/oauth/token`, `/.well-known/*` and share links (`/share/...`). The OPA
+decision endpoints of customers' Trino engines (`/v1/opa/{key}/...`) take no token: the engine's key in the path
+authenticates them (Trino's OPA client sends no header; docs/enforcement.md).
 
 **Scopes.** `platform:admin` (everything, every tenant), `tenant:admin`, `tenant:read`, `events:write`, `sql:read`.
 A token is bound to one tenant; another tenant's objects answer 404.
@@ -23,7 +25,7 @@ A token is bound to one tenant; another tenant's objects answer 404.
 `field`. **Rate limits** are per client: 429 with `Retry-After`.
 """
 
-PUBLIC_PATHS = ("/healthz", "/readyz", "/oauth/token", "/.well-known/", "/share/")
+PUBLIC_PATHS = ("/healthz", "/readyz", "/oauth/token", "/.well-known/", "/share/", "/v1/opa/")
 
 PROBLEM_SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -649,6 +649,22 @@ class DeadLetterSettings(BaseModel):
     read_timeout_s: float = Field(default=10.0, gt=0)
 
 
+class EnforcementSettings(BaseModel):
+    """PII enforced in customers' own query engines (docs/enforcement.md): the OPA decision endpoint of the admin API.
+
+    A decision reads the tenant's tags of the table asked about at most once per ``cache_ttl_s`` (Trino asks several
+    times per query), so a tag change is enforced within that delay; checked engine keys are kept as long (a deleted
+    engine is refused within it). ``max_cached_tables`` bounds the cache; ``max_engines_per_tenant`` the
+    registrations; ``max_catalogs`` the catalogs and ``max_principals`` the PII users and groups of one engine.
+    """
+
+    cache_ttl_s: float = Field(default=1.0, ge=0, le=300)
+    max_cached_tables: int = Field(default=10_000, gt=0)
+    max_engines_per_tenant: int = Field(default=20, gt=0)
+    max_catalogs: int = Field(default=50, gt=0)
+    max_principals: int = Field(default=500, gt=0)
+
+
 class Settings(BaseSettings):
     """Root settings. Service addresses left unset are derived from the stack's host and ports (loopback: for
     development); paths (lake, checkpoints, Spark jars, the access rules file) have no default but a temp folder
@@ -675,6 +691,7 @@ class Settings(BaseSettings):
     faults: FaultSettings = FaultSettings()
     health: HealthSettings = HealthSettings()
     dead_letters: DeadLetterSettings = DeadLetterSettings()
+    enforcement: EnforcementSettings = EnforcementSettings()
 
     @model_validator(mode="after")
     def _derive_addresses(self) -> Settings:

@@ -43,6 +43,8 @@ PUBLIC = {
     ("GET", "/redoc"),
 }
 PUBLIC_PREFIXES = ("/share/",)
+# No bearer token either: the engine's key in the path authenticates (Trino's OPA client sends no header).
+KEYED_PREFIXES = ("/v1/opa/",)
 _PARAM = re.compile(r"\{([^}:]+)(?::[^}]+)?\}")
 
 
@@ -72,7 +74,7 @@ def _operations(client: TestClient) -> list[tuple[str, str]]:
 
 
 def _is_public(method: str, path: str) -> bool:
-    return (method, path) in PUBLIC or path.startswith(PUBLIC_PREFIXES)
+    return (method, path) in PUBLIC or path.startswith(PUBLIC_PREFIXES) or path.startswith(KEYED_PREFIXES)
 
 
 def _fill(path: str, values: dict[str, str]) -> str:
@@ -150,9 +152,19 @@ def test_every_route_but_the_public_ones_needs_a_token(client: TestClient) -> No
         if (status, taken) != (401, 0)
     ]
     assert not unread, f"routes reading a body before the token check: {unread}"
+    # The keyed ones refuse a wrong key (401 problem) without taking a byte of the body.
+    keyed = [(m, p) for m, p in operations if p.startswith(KEYED_PREFIXES)]
+    assert keyed
+    for method, path in keyed:
+        url = _fill(path, {"key": "mle_0123456789abcdef_wrong"})
+        response = _call(client, method, url)
+        assert response.status_code == 401, (method, path, response.status_code)
+        assert response.headers.get("content-type") == "application/problem+json"
+        assert "wrong" not in response.text
+        assert _stream_body(client, method, url, {}) == (401, 0), (method, path)
     # And the public ones really are public.
     for method, path in operations:
-        if _is_public(method, path):
+        if _is_public(method, path) and not path.startswith(KEYED_PREFIXES):
             assert _call(client, method, _fill(path, values)).status_code != 401, (method, path)
 
 

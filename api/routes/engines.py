@@ -1,0 +1,366 @@
+"""PII enforced in a customer's own Trino (docs/enforcement.md).
+
+Engine registrations: ``POST /v1/tenants/{tenant}/engines`` (tenant:admin; the key is in the answer only, with the
+Trino ``access-control.properties`` that uses it), ``GET`` lists them (tenant:read or tenant:admin), ``DELETE
+.../engines/{engine_id}`` removes one (tenant:admin). Creating and removing are audited.
+
+The decision endpoints Trino's OPA access-control plugin calls, ``POST /v1/opa/{key}/<decision>``: no bearer token
+(Trino's OPA client cannot send one), the engine's key in the path instead, checked (constant time, against its
+SHA-256) before the body is read; a wrong key is a 401. The key names the engine, the engine its tenant: a decision
+reads that tenant's tags only. Error answers carry no ``instance`` (it would echo the key).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+
+from api.context import ApiContext, ContextDep
+from api.deps import TenantAdmin, TenantReader
+from api.problems import Problem
+from api.schemas.engines import (
+    CatalogMapping,
+    EngineCreate,
+    EngineCreated,
+    EngineInfo,
+    EnginesView,
+    OpaColumn,
+    OpaQuery,
+)
+from api.services import audit
+from api.services.enforcement import (
+    CatalogSource,
+    ColumnRef,
+    Engine,
+    EngineCache,
+    EngineStore,
+    TableTags,
+    TagCache,
+    column_masks,
+    load_table_tags,
+    row_filters,
+)
+from metalake.http.problems import problem_response
+from tenants.naming import CONTROL_DATABASE, names_for
+
+log = logging.getLogger(__name__)
+
+router = APIRouter(tags=["enforcement"])
+PREFIX = "/v1/tenants/{tenant}/engines"
+OPA_PREFIX = "/v1/opa/{key}"
+
+EngineId = Annotated[str, Path(pattern=r"^[0-9a-f]{16}$", description="The engine's id.")]
+# Not validated by FastAPI: a malformed key is a 401 like a wrong one, never a 422 quoting it.
+EngineKey = Annotated[str, Path(description="The engine's key (`mle_...`), as in its policy URIs.")]
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"description": "No valid access token."},
+    403: {"description": "The token lacks the scope."},
+    404: {"description": "No such tenant or engine (another tenant's objects answer 404 too)."},
+}
+_OPA_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"description": "Not an OPA plugin request (the problem names the field)."},
+    401: {"description": "No engine has this key."},
+    503: {"description": "The decision could not be made (e.g. MongoDB unreachable): Trino fails the query."},
+}
+# What each URI of the customer's access-control.properties points at (docs/enforcement.md).
+POLICY_URIS = {
+    "opa.policy.uri": "allow",
+    "opa.policy.batched-uri": "batch",
+    "opa.policy.row-filters-uri": "row-filters",
+    "opa.policy.batch-column-masking-uri": "column-masks",
+}
+
+
+def _store(ctx: ApiContext) -> EngineStore:
+    return EngineStore(ctx.mongo[CONTROL_DATABASE])
+
+
+def _info(engine: Engine) -> EngineInfo:
+    return EngineInfo(
+        engine_id=engine.engine_id,
+        name=engine.name,
+        created_at=engine.created_at,
+        catalogs=[CatalogMapping(**c.__dict__) for c in engine.catalogs],
+        pii_users=sorted(engine.pii_users),
+        pii_groups=sorted(engine.pii_groups),
+        mask_style=engine.mask_style,
+        consent_tag=engine.consent_tag,
+    )
+
+
+def access_control_properties(base_url: str, key: str) -> str:
+    """The customer Trino's ``etc/access-control.properties`` for an engine key and the API's public base URL."""
+    base = base_url.rstrip("/") + f"/v1/opa/{key}/"
+    lines = ["access-control.name=opa", *(f"{prop}={base}{path}" for prop, path in POLICY_URIS.items())]
+    return "\n".join(lines) + "\n"
+
+
+def _check_limits(ctx: ApiContext, body: EngineCreate) -> None:
+    limits = ctx.settings.enforcement
+    if len(body.catalogs) > limits.max_catalogs:
+        raise Problem(422, "invalid-request", f"catalogs: at most {limits.max_catalogs}", field="catalogs")
+    if len({c.catalog for c in body.catalogs}) != len(body.catalogs):
+        raise Problem(422, "invalid-request", "catalogs: a Trino catalog is mapped twice", field="catalogs")
+    for name in ("pii_users", "pii_groups"):
+        values: list[str] = getattr(body, name)
+        if len(values) > limits.max_principals:
+            raise Problem(422, "invalid-request", f"{name}: at most {limits.max_principals}", field=name)
+        if any(not v or len(v) > 256 for v in values):
+            raise Problem(422, "invalid-request", f"{name}: names of 1 to 256 characters", field=name)
+
+
+@router.post(
+    PREFIX, status_code=201, summary="Register a query engine", response_model=EngineCreated, responses=_ERRORS
+)
+async def create_engine(tc: TenantAdmin, ctx: ContextDep, body: EngineCreate) -> EngineCreated:
+    """A customer's Trino that asks this API for PII decisions. The answer holds the engine's key once and the
+    `access-control.properties` to install in that Trino (the key is in its policy URIs)."""
+    _check_limits(ctx, body)
+    store = _store(ctx)
+
+    def create() -> tuple[Engine, str]:
+        if store.count(tc.tenant) >= ctx.settings.enforcement.max_engines_per_tenant:
+            raise Problem(409, "too-many-engines", "the tenant has as many engines as it may register")
+        engine, key = store.create(
+            tc.tenant,
+            name=body.name,
+            catalogs=[CatalogSource(**c.model_dump()) for c in body.catalogs],
+            pii_users=body.pii_users,
+            pii_groups=body.pii_groups,
+            mask_style=body.mask_style,
+            consent_tag=body.consent_tag,
+        )
+        audit.record(ctx, tc.tenant, tc.principal, "engine.create", engine.engine_id, audit.DONE)
+        return engine, key.get_secret_value()
+
+    engine, key = await run_in_threadpool(create)
+    info = _info(engine)
+    return EngineCreated(
+        **info.model_dump(),
+        tenant=tc.tenant,
+        key=key,
+        access_control_properties=access_control_properties(ctx.settings.api.issuer_url, key),
+    )
+
+
+@router.get(PREFIX, summary="List query engines", response_model=EnginesView, responses=_ERRORS)
+async def list_engines(tc: TenantReader, ctx: ContextDep) -> EnginesView:
+    """The tenant's engines with their mappings and grants. Keys are never returned."""
+    engines = await run_in_threadpool(_store(ctx).list, tc.tenant)
+    return EnginesView(items=[_info(e) for e in engines])
+
+
+@router.delete(PREFIX + "/{engine_id}", status_code=204, summary="Remove a query engine", responses=_ERRORS)
+async def delete_engine(tc: TenantAdmin, engine_id: EngineId, ctx: ContextDep) -> Response:
+    """Remove the engine: its key is refused within `enforcement.cache_ttl_s`, and that Trino then fails its queries
+    (OPA access control fails closed)."""
+
+    def delete() -> bool:
+        if not _store(ctx).delete(tc.tenant, engine_id):
+            return False
+        audit.record(ctx, tc.tenant, tc.principal, "engine.delete", engine_id, audit.DONE)
+        return True
+
+    if not await run_in_threadpool(delete):
+        raise Problem(404, "not-found", "no such engine", field="engine_id")
+    return Response(status_code=204)
+
+
+# -- decisions -------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Runtime:
+    engines: EngineCache
+    tags: TagCache
+
+
+def _runtime(request: Request) -> _Runtime:
+    # One per app (per process), built on first use: the caches' TTL is a setting of the app's context.
+    runtime = getattr(request.app.state, "enforcement", None)
+    if runtime is None:
+        ctx: ApiContext = request.app.state.ctx
+        limits = ctx.settings.enforcement
+        runtime = _Runtime(
+            EngineCache(limits.cache_ttl_s, limits.max_cached_tables),
+            TagCache(limits.cache_ttl_s, limits.max_cached_tables),
+        )
+        request.app.state.enforcement = runtime
+    assert isinstance(runtime, _Runtime)  # noqa: S101 - set just above
+    return runtime
+
+
+def _opa_problem(status: int, slug: str, detail: str, field: str | None = None) -> JSONResponse:
+    return problem_response(Problem(status, slug, detail, field=field))
+
+
+Decision = Callable[[Request, str], Awaitable[JSONResponse]]
+
+
+def _guarded(decision: Decision) -> Decision:
+    """A failure (MongoDB unreachable, a bug) answers 503 here, logged by decision and error type only: the app's
+    own handler of unexpected errors would log the path and echo it as the problem's ``instance``, key included.
+    Trino then fails the query (OPA access control fails closed)."""
+
+    @functools.wraps(decision)
+    async def guarded(request: Request, key: str) -> JSONResponse:
+        try:
+            return await decision(request, key)
+        except Exception as exc:  # noqa: BLE001 - every failure answers the same, without the path
+            log.error("opa.decision_failed", extra={"decision": decision.__name__, "error": type(exc).__name__})
+            return _opa_problem(503, "decision-unavailable", "the decision could not be made; it has been logged")
+
+    return guarded
+
+
+async def _admit(request: Request, key: str) -> tuple[Engine, OpaQuery] | JSONResponse:
+    """The engine of ``key`` and the parsed request, or the error answer. The key first: an unknown caller's body is
+    never read."""
+    ctx: ApiContext = request.app.state.ctx
+    store = _store(ctx)
+    engine = await run_in_threadpool(_runtime(request).engines.get, key, store.check_key)
+    if engine is None:
+        return _opa_problem(401, "invalid-engine-key", "no engine has this key")
+    try:
+        query = OpaQuery.model_validate_json(await request.body())
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = "/".join(str(p) for p in first.get("loc", ())) or "(root)"
+        return _opa_problem(400, "invalid-request", f"{field}: {first.get('msg', 'invalid')}", field=field)
+    return engine, query
+
+
+def _tags_of(request: Request, engine: Engine) -> Any:
+    ctx: ApiContext = request.app.state.ctx
+    db = ctx.mongo[names_for(engine.tenant, ctx.settings.lake_root).mongo_database]
+    cache = _runtime(request).tags
+
+    def tags_of(source: CatalogSource, schema: str, table: str) -> TableTags:
+        urn = source.table_urn(schema, table)
+        return cache.get(engine.tenant, urn, partial(load_table_tags, db, urn))
+
+    return tags_of
+
+
+@router.post(OPA_PREFIX + "/allow", summary="OPA: allow", responses=_OPA_ERRORS)
+@_guarded
+async def opa_allow(request: Request, key: EngineKey) -> JSONResponse:
+    """Every operation is allowed: metalake decides masks and row filters; what a user may reach at all is the
+    customer's own access control, listed beside this one in `access-control.config-files`."""
+    admitted = await _admit(request, key)
+    if isinstance(admitted, JSONResponse):
+        return admitted
+    return JSONResponse({"result": True})
+
+
+@router.post(OPA_PREFIX + "/batch", summary="OPA: batched filtering", responses=_OPA_ERRORS)
+@_guarded
+async def opa_batch(request: Request, key: EngineKey) -> JSONResponse:
+    """Every resource of a filtering request is kept (their indexes): see `allow`."""
+    admitted = await _admit(request, key)
+    if isinstance(admitted, JSONResponse):
+        return admitted
+    resources = admitted[1].input.action.filterResources or []
+    return JSONResponse({"result": list(range(len(resources)))})
+
+
+@router.post(OPA_PREFIX + "/row-filters", summary="OPA: row filters", responses=_OPA_ERRORS)
+@_guarded
+async def opa_row_filters(request: Request, key: EngineKey) -> JSONResponse:
+    """The consent filter of a table (docs/enforcement.md), for users without the PII grant."""
+    admitted = await _admit(request, key)
+    if isinstance(admitted, JSONResponse):
+        return admitted
+    engine, query = admitted
+    resource = query.input.action.resource
+    if resource is None or resource.table is None:
+        return _opa_problem(400, "invalid-request", "input/action/resource/table: required", "input/action/resource")
+    table, identity = resource.table, query.input.context.identity
+    source = engine.source_for(table.catalogName)
+    tags = None
+    if source is not None and engine.consent_tag is not None and not engine.sees_pii(identity.user, identity.groups):
+        tags = await run_in_threadpool(_tags_of(request, engine), source, table.schemaName, table.tableName)
+    filters = row_filters(engine, table.catalogName, tags, user=identity.user, groups=identity.groups)
+    return JSONResponse({"result": [{"expression": f} for f in filters]})
+
+
+def _column_ref(column: OpaColumn) -> ColumnRef:
+    return ColumnRef(column.catalogName, column.schemaName, column.tableName, column.columnName, column.columnType)
+
+
+async def _masks(request: Request, engine: Engine, query: OpaQuery, columns: list[ColumnRef]) -> list[tuple[int, str]]:
+    ctx: ApiContext = request.app.state.ctx
+    identity = query.input.context.identity
+    compute = partial(
+        column_masks,
+        engine,
+        columns,
+        _tags_of(request, engine),
+        user=identity.user,
+        groups=identity.groups,
+        patterns=ctx.settings.access.pii_tags,
+    )
+    return await run_in_threadpool(compute)
+
+
+@router.post(OPA_PREFIX + "/column-masks", summary="OPA: column masks (batch)", responses=_OPA_ERRORS)
+@_guarded
+async def opa_column_masks(request: Request, key: EngineKey) -> JSONResponse:
+    """The masks of a table's columns for one user: a PII tag, direct or propagated, masks the column unless the user
+    has the engine's PII grant."""
+    admitted = await _admit(request, key)
+    if isinstance(admitted, JSONResponse):
+        return admitted
+    engine, query = admitted
+    columns: list[ColumnRef] = []
+    for i, resource in enumerate(query.input.action.filterResources or []):
+        if resource.column is None:
+            field = f"input/action/filterResources/{i}/column"
+            return _opa_problem(400, "invalid-request", f"{field}: required", field)
+        columns.append(_column_ref(resource.column))
+    masks = await _masks(request, engine, query, columns)
+    return JSONResponse({"result": [{"index": i, "viewExpression": {"expression": e}} for i, e in masks]})
+
+
+@router.post(OPA_PREFIX + "/column-mask", summary="OPA: one column's mask", responses=_OPA_ERRORS)
+@_guarded
+async def opa_column_mask(request: Request, key: EngineKey) -> JSONResponse:
+    """One column's mask (`opa.policy.column-masking-uri`, for a Trino configured without the batch URI)."""
+    admitted = await _admit(request, key)
+    if isinstance(admitted, JSONResponse):
+        return admitted
+    engine, query = admitted
+    resource = query.input.action.resource
+    if resource is None or resource.column is None:
+        return _opa_problem(400, "invalid-request", "input/action/resource/column: required", "input/action/resource")
+    masks = await _masks(request, engine, query, [_column_ref(resource.column)])
+    return JSONResponse({"result": {"expression": masks[0][1]} if masks else None})
+
+
+_KEY_IN_PATH = re.compile(r"(/v1/opa/mle_[0-9a-f]{16}_)[^/\s\"]+")
+
+
+class RedactEngineKeys(logging.Filter):
+    """Keeps engine keys out of the access log: ``/v1/opa/mle_<id>_<secret>/...`` is logged as ``mle_<id>_***``."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(_KEY_IN_PATH.sub(r"\1***", a) if isinstance(a, str) else a for a in record.args)
+        if isinstance(record.msg, str):
+            record.msg = _KEY_IN_PATH.sub(r"\1***", record.msg)
+        return True
+
+
+# uvicorn's access log lines carry the request path; the API's own logs never name a path with a key.
+logging.getLogger("uvicorn.access").addFilter(RedactEngineKeys())
