@@ -26,10 +26,10 @@ from connectors.runtime.pipeline import prepare
 from connectors.runtime.publisher import Publisher
 from connectors.runtime.tasks import InvalidTaskConfigs, check_configs, owned_offsets, worker_id
 from connectors.runtime.transforms import Chain
+from control.auth.gate import tenant_usable
 from control.connectors.offsets import OffsetStore, OffsetsUnavailable
 from control.connectors.plugin import SourceAccess, SourceConnector, SourceRecord, partition_key
 from control.connectors.reasons import public_failure, shown_error
-from control.auth.gate import tenant_usable
 from control.connectors.store import ConnectorRecord, ConnectorState, TaskRecord
 from metalake.events import CloudEvent
 from metalake.kafka import PublishError
