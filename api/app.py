@@ -42,6 +42,7 @@ ROUTERS: tuple[str, ...] = (
     "propagation",
     "subscriptions",
     "deadletters",
+    "masking",
 )
 
 
