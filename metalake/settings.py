@@ -661,7 +661,7 @@ class SnowflakeMaskingSettings(BaseModel):
     pii_roles: list[str] = Field(default_factory=list)
     mask_style: Literal["redact", "hash", "null"] = "redact"
     policy_scope: Literal["schema", "database"] = "schema"
-    policy_schema: str = Field(default="METALAKE", min_length=1, max_length=255)
+    policy_schema: str = Field(default="METALAKE", pattern=r"^[^\x00-\x1f\x7f]{1,255}$")
     policy_prefix: str = Field(default="METALAKE_PII", pattern=r"^[A-Za-z_][A-Za-z0-9_$]{0,200}$")
     fold_lowercase: bool = True
     max_columns: int = Field(default=100_000, gt=0)
