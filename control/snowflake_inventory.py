@@ -3,7 +3,8 @@
 A column is masked when a live tag matching the PII patterns is on it, or on its table (then every catalogued column
 of the table), set directly (``classifications``) or reached along lineage (``propagated_tags``). A column whose
 only PII tags are tombstones (removed or unpropagated) is to be unmasked. The data type is the column asset's
-``data_type``. Assets deleted from the catalog are left alone (the column, or its table, is gone).
+``data_type``; its table's asset ``kind`` tells a view. Assets deleted from the catalog are left alone (the column,
+or its table, is gone).
 
 Reads only documents of ``snowflake`` URNs, with projections, in batches; past ``max_columns`` columns it stops with
 :class:`TooManyColumns` rather than hold an unbounded tenant in the API's memory.
@@ -95,10 +96,21 @@ def _column_assets(db: Database[dict[str, Any]], urns: Iterable[str]) -> dict[st
     return out
 
 
-def _column(urn: str, data_type: str | None) -> SnowflakeColumn:
+def _views(db: Database[dict[str, Any]], columns: Iterable[str]) -> set[str]:
+    """The table URNs among these columns' tables whose asset is a view."""
+    tables = sorted({urn.rsplit("/", 1)[0] for urn in columns})
+    out: set[str] = set()
+    for batch in _batches(tables, _ID_BATCH):
+        for doc in db[ASSETS_COLLECTION].find({"_id": {"$in": list(batch)}, "kind": "view"}, {"_id": 1}):
+            out.add(str(doc["_id"]))
+    return out
+
+
+def _column(urn: str, data_type: str | None, views: set[str]) -> SnowflakeColumn:
     parsed = AssetUrn.parse(urn)
     database, schema, table, column = parsed.path
-    return SnowflakeColumn(parsed.instance, database, schema, table, column, data_type, urn)
+    view = urn.rsplit("/", 1)[0] in views
+    return SnowflakeColumn(parsed.instance, database, schema, table, column, data_type, urn, view)
 
 
 def load_inventory(
@@ -131,6 +143,7 @@ def load_inventory(
         data_type = doc.get("data_type") if doc is not None else None
         types[urn] = data_type if isinstance(data_type, str) else None
     masked_urns = {u for u in types if u in under_live or u in live}
-    masked = tuple(sorted(_column(u, types[u]) for u in masked_urns))
-    unmasked = tuple(sorted(_column(u, types[u]) for u in types.keys() - masked_urns))
+    views = _views(db, types)
+    masked = tuple(sorted(_column(u, types[u], views) for u in masked_urns))
+    unmasked = tuple(sorted(_column(u, types[u], views) for u in types.keys() - masked_urns))
     return Inventory(masked, unmasked)

@@ -6,8 +6,8 @@ the roles that see PII (``IS_ROLE_IN_SESSION``, so a role granted those roles or
 mask to everyone else; every tagged column gets its type's policy (``SET MASKING POLICY ... FORCE``, which replaces
 a policy already there, ours or an older one, without a moment unmasked); every column whose PII tag was withdrawn
 gets ``UNSET MASKING POLICY``. Each statement is safe to run again: ``CREATE ... IF NOT EXISTS`` then ``ALTER ... SET
-BODY`` (so a changed role list reaches policies made earlier), ``ALTER TABLE IF EXISTS`` (a table dropped since is
-skipped). Columns whose type metalake does not know are listed in a comment, not guessed.
+BODY`` (so a changed role list reaches policies made earlier), ``ALTER TABLE IF EXISTS`` (``ALTER VIEW`` for a view;
+a table dropped since is skipped). Columns whose type metalake does not know are listed in a comment, not guessed.
 
 Beside it: ``control.snowflake_sql`` (quoting, column types to signatures), ``control.snowflake_inventory`` (the
 tenant's tagged columns from MongoDB), ``control.snowflake_policies`` (both together, for ``GET
@@ -49,6 +49,8 @@ class SnowflakeColumn:
     data_type: str | None = field(default=None, compare=False)
     # The canonical URN, shown in comments (percent-encoded: it cannot break out of one).
     urn: str = field(default="", compare=False)
+    # The table is a view (its asset's kind): views take ALTER VIEW, which Snowflake requires for their columns.
+    view: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -104,7 +106,8 @@ def _policy_home(column: SnowflakeColumn, options: Options) -> tuple[str, str]:
 def _alter_column(column: SnowflakeColumn, options: Options) -> str:
     fold = options.fold_lowercase
     table = qualified(column.database, column.schema, column.table, fold_lowercase=fold)
-    return f"ALTER TABLE IF EXISTS {table} MODIFY COLUMN {ident(column.column, fold_lowercase=fold)}"
+    kind = "VIEW" if column.view else "TABLE"
+    return f"ALTER {kind} IF EXISTS {table} MODIFY COLUMN {ident(column.column, fold_lowercase=fold)}"
 
 
 def _comment(text: str, *, prefix: str = "-- ") -> str:
@@ -125,7 +128,7 @@ def _identities(
         parts = (column.database, column.schema, column.table, column.column)
         database, schema, table, name = (folded(p, fold) for p in parts)
         key = SnowflakeColumn(column.account, database, schema, table, name)
-        out.setdefault(key, replace(key, data_type=column.data_type, urn=column.urn))
+        out.setdefault(key, replace(key, data_type=column.data_type, urn=column.urn, view=column.view))
     return out
 
 
@@ -159,7 +162,8 @@ def build_script(
     same text, so a re-run can be diffed against the last one."""
     _check_options(options)
     masked_set = _identities(masked, account, options.fold_lowercase)
-    unset = sorted(_identities(unmasked, account, options.fold_lowercase).keys() - masked_set.keys())
+    withdrawn = _identities(unmasked, account, options.fold_lowercase)
+    unset = [withdrawn[key] for key in sorted(withdrawn.keys() - masked_set.keys())]
     accounts = sorted({c.account for c in (*masked_set, *unset)})
     if len(accounts) > 1:
         raise SeveralAccounts(accounts)

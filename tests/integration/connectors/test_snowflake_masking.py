@@ -153,6 +153,8 @@ def test_the_reader_masks_propagated_and_table_tags_and_unsets_withdrawn_ones(db
     ):
         seed(db, ASSETS, urn=col(table, column), kind="column", name=column, data_type=data_type)
     seed(db, ASSETS, urn=col("OLD", "SSN"), deleted=True)
+    # A view (dbt and OpenLineage say so in the asset's kind): its columns take ALTER VIEW.
+    seed(db, ASSETS, urn=col("ORDERS", "EMAIL").rsplit("/", 1)[0], kind="view", name="ORDERS")
     upstream = asset_urn("postgres", "prod", "shop", "public", "users", "email")
     seed(db, PROPAGATED, urn=col("ORDERS", "EMAIL"), tag="PII", origin=upstream, path=[upstream], depth=1)
     seed(db, CLASSIFICATIONS, urn=col("ORDERS", "TOTAL"), tag="GDPR.finance", deleted=True)
@@ -164,12 +166,12 @@ def test_the_reader_masks_propagated_and_table_tags_and_unsets_withdrawn_ones(db
 
     patterns = ("PII", "PII.*", "GDPR", "GDPR.*")
     inventory = load_inventory(db, patterns=patterns, account=ACCOUNT, max_columns=100)
-    assert [(c.table, c.column, c.data_type) for c in inventory.masked] == [
-        ("ORDERS", "EMAIL", "VARCHAR"),
-        ("USERS", "BORN", "DATE"),
-        ("USERS", "ID", "NUMBER"),
+    assert [(c.table, c.column, c.data_type, c.view) for c in inventory.masked] == [
+        ("ORDERS", "EMAIL", "VARCHAR", True),
+        ("USERS", "BORN", "DATE", False),
+        ("USERS", "ID", "NUMBER", False),
     ]
-    assert [(c.table, c.column) for c in inventory.unmasked] == [("ORDERS", "TOTAL")]
+    assert [(c.table, c.column, c.view) for c in inventory.unmasked] == [("ORDERS", "TOTAL", True)]
     everywhere = load_inventory(db, patterns=patterns, max_columns=100)
     assert {c.account for c in everywhere.masked} == {ACCOUNT, "other"}
     with pytest.raises(TooManyColumns):

@@ -166,3 +166,24 @@ def test_an_empty_tenant_gets_a_script_that_does_nothing() -> None:
 def test_a_role_snowflake_cannot_hold_is_refused() -> None:
     with pytest.raises(UnsafeName):
         build_script("acme", MASKED, [], Options(roles=("bad\nrole",)))
+
+
+def test_columns_of_views_are_altered_through_alter_view() -> None:
+    view = SnowflakeColumn("xy12345", "SHOP", "MARTS", "CUSTOMER_360", "EMAIL", "VARCHAR", "urn:...", view=True)
+    withdrawn = SnowflakeColumn("xy12345", "SHOP", "MARTS", "CUSTOMER_360", "PHONE", "VARCHAR", "urn:...", view=True)
+    script = build_script("acme", [view], [withdrawn], ROLES)
+    words = [shape(tokens) for tokens in statements(script.sql)]
+    assert words[-2][:10] == [
+        "ALTER",
+        "VIEW",
+        "IF",
+        "EXISTS",
+        '"SHOP"',
+        ".",
+        '"MARTS"',
+        ".",
+        '"CUSTOMER_360"',
+        "MODIFY",
+    ]
+    assert words[-2][-1] == "FORCE"
+    assert words[-1][:2] == ["ALTER", "VIEW"] and words[-1][-3:] == ["UNSET", "MASKING", "POLICY"]
