@@ -3,7 +3,9 @@
 A fresh tenant's projection in the stack's MongoDB (FerretDB) gets ``--columns`` column assets of one Snowflake
 account (``--tables`` tables, types cycling over VARCHAR, NUMBER(10,2), DATE, TIMESTAMP_NTZ, VARIANT), each tagged PII:
 half directly (``classifications``), half along lineage (``propagated_tags``); plus ``--withdrawn`` columns whose
-tag is a tombstone (to be unset). Written straight into MongoDB (setup, not timed), dropped at the end.
+tag is a tombstone (to be unset). ``--mode tables`` tags the tables instead (a table tag masks all its columns;
+a table is withdrawn when its first column is past ``--columns``). Written straight into MongoDB (setup, not timed),
+dropped at the end.
 
 Measured, each a median of ``--repeat`` runs:
 - build: ``control.snowflake_masking.build_script`` on the columns in memory (the pure renderer);
@@ -57,6 +59,12 @@ def main() -> None:
     parser.add_argument("--tables", type=int, default=250)
     parser.add_argument("--withdrawn", type=int, default=500)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument(
+        "--mode",
+        choices=("columns", "tables"),
+        default="columns",
+        help="tag each column (default), or tag whole tables (every catalogued column of a tagged table is masked)",
+    )
     args = parser.parse_args()
     use_checkout_stack()
 
@@ -81,6 +89,12 @@ def main() -> None:
         urn = asset_urn("snowflake", ACCOUNT, "SHOP", "PUBLIC", f"T{n // per_table:04d}", f"C{n % per_table:03d}")
         assets.append({"_id": urn, "urn": urn, "kind": "column", "data_type": TYPES[n % len(TYPES)], **_meta(urn, n)})
         withdrawn = n >= args.columns
+        if args.mode == "tables":
+            # The table's tag, once per table (its first column decides live or withdrawn).
+            if n % per_table == 0:
+                table = urn.rsplit("/", 1)[0]
+                tags.append({"_id": f"{table}|PII", "urn": table, "tag": "PII", **_meta(table, n, deleted=withdrawn)})
+            continue
         if n % 2 == 0 or withdrawn:
             tags.append({"_id": f"{urn}|PII", "urn": urn, "tag": "PII", **_meta(urn, n, deleted=withdrawn)})
         else:
@@ -90,7 +104,8 @@ def main() -> None:
     try:
         db[ASSETS_COLLECTION].insert_many(assets)
         db[CLASSIFICATIONS_COLLECTION].insert_many(tags)
-        db[PROPAGATED_COLLECTION].insert_many(propagated)
+        if propagated:
+            db[PROPAGATED_COLLECTION].insert_many(propagated)
         options = options_from(settings, roles=["PII_READER"])
         patterns = tuple(settings.access.pii_tags)
         limit = settings.snowflake.max_columns
@@ -100,10 +115,14 @@ def main() -> None:
         )
         total_s, served = _median_s(lambda: snowflake_script(settings, client, tenant, options), args.repeat)
         assert served.sql == script.sql
-        assert (script.masked, script.unset) == (args.columns, args.withdrawn), (script.masked, script.unset)
+        masked = args.columns
+        if args.mode == "tables":  # whole tables: the last live one may hold columns past --columns
+            masked = min(total, -(-args.columns // per_table) * per_table)
+        assert (script.masked, script.unset) == (masked, total - masked), (script.masked, script.unset)
         print(
             json.dumps(
                 {
+                    "mode": args.mode,
                     "columns_masked": script.masked,
                     "columns_unset": script.unset,
                     "policies": script.policies,
