@@ -193,7 +193,7 @@ def build_script(
         "-- Safe to run again: a re-run converges on the tags metalake holds now.",
     ]
     for column, reason in skipped:
-        lines.append(f"-- NOT MASKED ({reason}): {column.urn}")
+        lines.append(_comment(f"NOT MASKED ({reason}): {column.urn}"))
     if options.scope == "database":
         for database in sorted({db for db, _, _ in policies}):
             lines.append(

@@ -187,3 +187,11 @@ def test_columns_of_views_are_altered_through_alter_view() -> None:
     ]
     assert words[-2][-1] == "FORCE"
     assert words[-1][:2] == ["ALTER", "VIEW"] and words[-1][-3:] == ["UNSET", "MASKING", "POLICY"]
+
+
+def test_a_urn_shown_in_a_comment_cannot_end_it() -> None:
+    # Stored URNs are canonical (percent-encoded); a non-canonical one must still not start a statement.
+    odd = SnowflakeColumn("xy12345", "SHOP", "PUBLIC", "T", "C", None, "urn:x\nDROP TABLE t;")
+    script = build_script("acme", [odd], [], ROLES)
+    assert "-- NOT MASKED (type unknown): urn:x?DROP TABLE t;" in script.sql
+    assert statements(script.sql) == []
