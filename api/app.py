@@ -43,6 +43,7 @@ ROUTERS: tuple[str, ...] = (
     "subscriptions",
     "deadletters",
     "engines",
+    "masking",
 )
 
 

@@ -665,6 +665,27 @@ class EnforcementSettings(BaseModel):
     max_principals: int = Field(default=500, gt=0)
 
 
+class SnowflakeMaskingSettings(BaseModel):
+    """Generated Snowflake masking policies (``metalake masking snowflake-policies``, ``GET
+    /v1/tenants/{tenant}/masking/snowflake``; docs/snowflake.md). Columns are those of ``snowflake`` URNs tagged with
+    one of ``access.pii_tags``.
+
+    ``pii_roles`` see PII in clear (``IS_ROLE_IN_SESSION``; spelled as Snowflake stores them, upper case unless
+    created quoted); none: nobody does. ``mask_style`` is the masked text (``redact``: ``****``, ``hash``: SHA-256
+    hex, ``null``); other types mask to NULL. ``policy_scope``: one policy per type in each schema, or in each
+    database's ``policy_schema``. ``fold_lowercase``: an all-lower-case name valid unquoted is upper-cased (how
+    Snowflake resolves a name a tool wrote unquoted). A request stops past ``max_columns`` tagged columns.
+    """
+
+    pii_roles: list[str] = Field(default_factory=list)
+    mask_style: Literal["redact", "hash", "null"] = "redact"
+    policy_scope: Literal["schema", "database"] = "schema"
+    policy_schema: str = Field(default="METALAKE", pattern=r"^[^\x00-\x1f\x7f]{1,255}$")
+    policy_prefix: str = Field(default="METALAKE_PII", pattern=r"^[A-Za-z_][A-Za-z0-9_$]{0,200}$")
+    fold_lowercase: bool = True
+    max_columns: int = Field(default=100_000, gt=0)
+
+
 class Settings(BaseSettings):
     """Root settings. Service addresses left unset are derived from the stack's host and ports (loopback: for
     development); paths (lake, checkpoints, Spark jars, the access rules file) have no default but a temp folder
@@ -692,6 +713,7 @@ class Settings(BaseSettings):
     health: HealthSettings = HealthSettings()
     dead_letters: DeadLetterSettings = DeadLetterSettings()
     enforcement: EnforcementSettings = EnforcementSettings()
+    snowflake: SnowflakeMaskingSettings = SnowflakeMaskingSettings()
 
     @model_validator(mode="after")
     def _derive_addresses(self) -> Settings:
