@@ -55,6 +55,12 @@ class S3Path(PurePosixPath):
             raise ValueError("a relative S3 path has no URI")
         return f"{scheme}://{self.bucket}" + (f"/{self.key}" if self.key else "")
 
+    @property
+    def folder(self) -> str:
+        """The key prefix of the objects under this location, as a "folder" (``lake/acme/``; empty at the bucket's
+        root): with the slash, ``lake/acme/`` never matches ``lake/acme2/...``."""
+        return f"{self.key}/" if self.key else ""
+
     def __str__(self) -> str:
         return self.uri() if self.is_absolute() else super().__str__()
 

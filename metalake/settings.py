@@ -205,6 +205,9 @@ class LakeS3Settings(BaseModel):
     # Spark's s3a jars (hadoop-aws and the AWS SDK bundle; deploy/local/fetch/spark-s3.sh), added to a session only
     # when the lake is on S3.
     spark_jars_dir: Path | None = None
+    # How long metalake's own S3 requests (listing and deleting a tenant's objects, the bucket probes of the lake
+    # commands) wait for an answer; a DeleteObjects of 1000 keys can take seconds on a loaded store.
+    request_timeout_s: float = Field(default=30.0, gt=0)
 
 
 class LakeWriterLeaseSettings(BaseModel):

@@ -7,7 +7,9 @@ layout, which gave every tenant its own tables.
 
 A tenant exists when the registry knows it, it has a lake folder (its ``audit`` table, or tables of its own), its
 MongoDB projection database exists, or the shared tables hold rows of it. The shared tables are read with delta-rs
-(no Spark): a named tenant's check reads its bucket only.
+(no Spark): a named tenant's check reads its bucket only. On S3 a lake folder is a key prefix: the lake root's
+"folders" are listed with ListObjectsV2 and a delimiter (paged), and a tenant's folder exists when an object is
+under it (``LakeFolders``, ``metalake.s3.S3Client``).
 """
 
 from __future__ import annotations
@@ -21,9 +23,9 @@ from typing import Protocol
 from deltalake import DeltaTable, QueryBuilder
 
 from control.audit import StorageOptions
-from metalake.lake_uri import LakeRoot, delta_rs_uri
+from metalake.lake_uri import LakeRoot, S3Path, delta_rs_uri
 from metalake.mongo import mongo_client
-from metalake.s3 import lake_storage_options
+from metalake.s3 import lake_s3_client, lake_storage_options
 from metalake.settings import Settings
 from metalake.tenancy import InvalidTenantId
 from processors.lake.errors import LakeUsageError
@@ -52,27 +54,50 @@ class Registry(Protocol):
     def list(self) -> list[TenantRecord]: ...
 
 
-def lake_tenants(lake_root: LakeRoot) -> list[str]:
-    """Tenant ids with a folder under ``lake_root``, sorted. Folders that are not tenant ids (``_pooled``,
-    ``_unrouted``, Trino's ``_trino_metastore``) are skipped; a missing lake root means no tenants. On S3 the
-    folders are not listed: a tenant there is registered (every tenant of an S3 lake was provisioned through the
-    registry) or has rows in the shared tables, which discovery reads too."""
-    if not isinstance(lake_root, Path) or not lake_root.is_dir():
-        return []
+class LakeFolders(Protocol):
+    """What discovery asks the object store of an S3 lake (``metalake.s3.S3Client``)."""
+
+    def common_prefixes(self, bucket: str, prefix: str) -> list[str]: ...
+
+    def has_objects(self, bucket: str, prefix: str) -> bool: ...
+
+
+def tenant_ids(names: Iterable[str]) -> list[str]:
+    """The names that are tenant ids, sorted: ``_pooled``, ``_unrouted``, Trino's ``_trino_metastore`` are not."""
     found = []
-    for child in sorted(lake_root.iterdir()):
-        if not child.is_dir():
-            continue
+    for name in sorted(names):
         try:
-            found.append(validate_tenant_id(child.name))
+            found.append(validate_tenant_id(name))
         except InvalidTenantId:
             continue
     return found
 
 
+def lake_tenants(lake_root: LakeRoot, folders: LakeFolders | None = None) -> list[str]:
+    """Tenant ids with a folder under ``lake_root``, sorted; a missing lake root means no tenants. On S3 the
+    "folders" are the common prefixes under the root, listed through ``folders`` (every page), that still hold an
+    object: a store with a file system behind it (SeaweedFS) keeps listing the empty folder of a dropped tenant.
+    Without a client none are listed."""
+    if isinstance(lake_root, S3Path):
+        if folders is None:
+            return []
+        listed = tenant_ids(folders.common_prefixes(lake_root.bucket, lake_root.folder))
+        return [t for t in listed if folders.has_objects(lake_root.bucket, (lake_root / t).folder)]
+    if not lake_root.is_dir():
+        return []
+    return tenant_ids(child.name for child in lake_root.iterdir() if child.is_dir())
+
+
+def has_folder(lake_dir: LakeRoot, folders: LakeFolders | None = None) -> bool:
+    """Whether a tenant's lake folder exists: a directory, or on S3 any object under its prefix."""
+    if isinstance(lake_dir, S3Path):
+        return folders is not None and folders.has_objects(lake_dir.bucket, lake_dir.folder)
+    return lake_dir.is_dir()
+
+
 def has_own_tables(lake_root: LakeRoot, tenant: str, storage: StorageOptions = None) -> bool:
     """Whether the tenant has Delta tables of its own (``audit`` alone does not count: every tenant has one)."""
-    return _is_table(names_for(tenant, lake_root, dedicated=True).delta_path("assets"), storage)
+    return is_table(names_for(tenant, lake_root, dedicated=True).delta_path("assets"), storage)
 
 
 def projection_tenants(databases: Iterable[str]) -> list[str]:
@@ -88,7 +113,8 @@ def projection_tenants(databases: Iterable[str]) -> list[str]:
     return sorted(found)
 
 
-def _is_table(path: LakeRoot, storage: StorageOptions) -> bool:
+def is_table(path: LakeRoot, storage: StorageOptions = None) -> bool:
+    """Whether a Delta table is at ``path`` (its log exists), read without Spark."""
     if isinstance(path, Path):
         return (path / "_delta_log").is_dir()
     return bool(DeltaTable.is_deltatable(delta_rs_uri(path), storage_options=dict(storage or {})))
@@ -96,7 +122,7 @@ def _is_table(path: LakeRoot, storage: StorageOptions) -> bool:
 
 def _query(path: LakeRoot, sql: str, storage: StorageOptions = None) -> list[object]:
     """The first column of ``sql`` over the Delta table at ``path`` (registered as ``t``); [] for no table."""
-    if not _is_table(path, storage):
+    if not is_table(path, storage):
         return []
     table = DeltaTable(delta_rs_uri(path), storage_options=dict(storage) if storage else None)
     result = QueryBuilder().register("t", table).execute(sql).read_all()
@@ -147,6 +173,8 @@ class Directory:
     databases: Callable[[], Iterable[str]]
     # delta-rs' storage options when the lake is on S3 (``metalake.s3.lake_storage_options``).
     storage: StorageOptions = None
+    # The lake's object store, whose prefixes are the tenants' folders on S3 (None for a local lake).
+    folders: LakeFolders | None = None
 
     def resolve(self, tenant: str) -> TenantNames:
         """The tenant's names with its tier; LakeUsageError for an invalid id."""
@@ -163,7 +191,7 @@ class Directory:
         """Cheapest evidence first: a registered tenant resolves without the rest."""
         return (
             self.registry.get(names.tenant_id) is not None
-            or (isinstance(names.lake_dir, Path) and names.lake_dir.is_dir())
+            or has_folder(names.lake_dir, self.folders)
             or names.mongo_database in set(self.databases())
             or has_pooled_rows(names, self.storage)
         )
@@ -183,7 +211,7 @@ class Directory:
         """Every tenant: registered, with a lake folder, with a projection database, or with rows in the shared
         tables. Sorted by id."""
         ids = {r.id for r in self.registry.list()}
-        ids |= set(lake_tenants(self.lake_root))
+        ids |= set(lake_tenants(self.lake_root, self.folders))
         ids |= set(projection_tenants(self.databases()))
         ids |= pooled_tenant_ids(self.lake_root, self.storage)
         return [self.resolve(t) for t in sorted(ids)]
@@ -203,6 +231,7 @@ def connect(settings: Settings) -> Iterator[Directory]:
             TenantRegistry(client[CONTROL_DATABASE]),
             client.list_database_names,
             lake_storage_options(settings),
+            lake_s3_client(settings),
         )
     finally:
         client.close()

@@ -205,17 +205,21 @@ def reconcile(
     return results
 
 
-def reconcile_report(settings: Settings, tenant: str, dry_run: bool, window_days: int) -> dict[str, Any]:
-    """The report of ``python -m processors.lake reconcile`` (``processors.lake.main``): progress on stderr."""
+def reconcile_report(
+    settings: Settings, tenant: str, dry_run: bool, window_days: int, spark: SparkSession | None = None
+) -> dict[str, Any]:
+    """The report of ``python -m processors.lake reconcile`` (``processors.lake.main``): progress on stderr. With
+    ``spark``, that session is used (and left running) instead of one of its own."""
     with connect(settings) as directory:
         names = directory.named(tenant)
-    spark = lake_session(settings, "metalake-lake-reconcile")
+    session = spark or lake_session(settings, "metalake-lake-reconcile")
     mongo = mongo_client(settings)
     try:
-        results = reconcile(spark, mongo, names, dry_run, window_days)
+        results = reconcile(session, mongo, names, dry_run, window_days)
     finally:
         mongo.close()
-        spark.stop()
+        if spark is None:
+            session.stop()
     return {
         "tenant": names.tenant_id,
         "dry_run": dry_run,

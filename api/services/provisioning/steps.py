@@ -33,8 +33,9 @@ from control.connectors.offsets import OffsetStore, OffsetsUnavailable
 from metalake.kafka import PublishError
 from metalake.kafka.admin import ensure_topics
 from metalake.kafka.config import client_config
+from metalake.lake_uri import S3Path
 from metalake.mongo import Doc
-from metalake.s3 import lake_storage_options
+from metalake.s3 import lake_s3_client, lake_storage_options
 from metalake.settings import Settings
 from metalake.trino_admin import admin_cursor
 from tenants.access.sync import AccessSync
@@ -122,7 +123,8 @@ class LakeStep:
     """Where the tenant's data lives, readable in Trino. Pooled: views over the shared tables in its schema and its
     own ``audit`` table (delta-rs), no Spark. Dedicated: its own Delta tables, created and registered by the lake
     CLI in a subprocess. Deprovisioning runs ``python -m processors.lake drop`` (Spark): the tenant's rows of the
-    shared tables and its lake folder (a pooled tenant's holds its ``audit`` only); then its streaming checkpoints go.
+    shared tables and its lake folder (a pooled tenant's holds its ``audit`` only; on S3 every object under its
+    prefix, which is checked gone afterwards); then its streaming checkpoints go.
     Its Trino schema goes in ``TrinoStep``, which runs before."""
 
     name = "lake"
@@ -160,6 +162,10 @@ class LakeStep:
         shutil.rmtree(ctx.settings.checkpoint_root / names.tenant_id, ignore_errors=True)
         if isinstance(names.lake_dir, Path) and names.lake_dir.exists():
             raise StepFailed(f"the lake folder {names.lake_dir} is still there after lake drop")
+        client = lake_s3_client(ctx.settings)
+        if isinstance(names.lake_dir, S3Path) and client is not None:
+            if client.has_objects(names.lake_dir.bucket, names.lake_dir.folder):
+                raise StepFailed(f"the lake folder {names.lake_dir} still holds objects after lake drop")
 
 
 class TrinoStep:

@@ -13,8 +13,6 @@ from metalake.lake_uri import NotOnLocalDisk, S3Path, delta_rs_uri, lake_root_of
 from metalake.s3 import delta_rs_storage_options, lake_storage_options
 from metalake.settings import LakeS3Settings, Settings
 from processors.enrichment.tables import Layout
-from processors.lake.drop import drop_report
-from processors.lake.errors import LakeUsageError
 from tenants.naming import names_for, platform_audit_dir, pooled_table_path
 
 
@@ -105,12 +103,8 @@ def test_delta_rs_options_name_the_store_and_its_keys() -> None:
     assert aws["AWS_VIRTUAL_HOSTED_STYLE_REQUEST"] == "true"
 
 
-def test_drop_refuses_an_s3_lake_before_acting() -> None:
-    # maintain and erase run on S3 under the single-writer leases (tests/integration/test_s3_single_writer.py);
-    # drop still removes a local folder.
-    settings = Settings()
-    settings.lake.root = S3Path.parse("s3a://bkt/lake")
-    # No MongoDB, Spark or S3 here: the refusal comes before any of them is reached.
-    settings.mongo.uri = "mongodb://127.0.0.1:1/"
-    with pytest.raises(LakeUsageError, match=r"metalake lake drop does not run on a lake on S3 yet"):
-        drop_report(settings, "acme")
+def test_an_s3_folder_is_its_key_prefix_with_a_slash() -> None:
+    # What listings and deletions of a tenant's objects use: "lake/acme/" never matches "lake/acme2/...".
+    root = S3Path.parse("s3a://bkt/lake")
+    assert (root / "acme").folder == "lake/acme/"
+    assert S3Path.parse("s3://bkt").folder == ""

@@ -108,3 +108,28 @@ def test_deprovisioning_runs_the_lake_drop_and_checks_the_folder_is_gone(tmp_pat
     names.delta_path("audit").mkdir(parents=True)  # a drop that said it succeeded but left the folder
     with pytest.raises(StepFailed, match="still there"):
         LakeStep().deprovision(ctx, record, names)
+
+
+def test_deprovisioning_on_s3_checks_no_object_is_left_under_the_tenants_prefix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runner = Runner()
+    settings = Settings(lake={"root": "s3a://bkt/lake", "checkpoint_root": tmp_path / "cp"})
+    ctx = StepContext(settings, cast(Any, None), cast(Any, None), runner)
+    record = _record(Tier.DEDICATED)
+    names = record.names(settings.lake_root)
+    asked: list[tuple[str, str]] = []
+    left = [False]
+
+    class Store:
+        def has_objects(self, bucket: str, prefix: str) -> bool:
+            asked.append((bucket, prefix))
+            return left[0]
+
+    monkeypatch.setattr(steps, "lake_s3_client", lambda s: Store())
+    LakeStep().deprovision(ctx, record, names)
+    assert runner.calls == [[sys.executable, "-m", "processors.lake", "drop", "--yes", "--tenant", "acme"]]
+    assert asked == [("bkt", "lake/acme/")]
+    left[0] = True  # a drop that said it succeeded but left objects
+    with pytest.raises(StepFailed, match="still holds objects"):
+        LakeStep().deprovision(ctx, record, names)
