@@ -36,7 +36,7 @@ BUCKET = "metalake-it"
 @pytest.fixture(scope="module")
 def s3_settings(settings: Settings, stack: StackManager) -> Settings:
     """The session's settings with the lake root at a fresh prefix of the stack's SeaweedFS bucket."""
-    client = S3Client.from_settings(settings.lake.s3)
+    client = S3Client.from_settings(settings.lake.s3, settings.lake.s3.request_timeout_s)
     try:
         client.list_buckets()
     except S3Error:
