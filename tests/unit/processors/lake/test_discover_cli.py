@@ -231,3 +231,20 @@ def test_only_untracked_files_of_the_tenants_bucket_make_a_shared_purge_wait(tmp
     assert not could_hold(shared, shared.path / f"tenant_bucket={bucket}1" / "part-0.parquet")
     own = names_for("acme", tmp_path, dedicated=True).table("events")
     assert could_hold(own, own.path / day / "part-0.parquet")
+
+
+def test_a_named_tenant_is_looked_up_by_its_database_alone_when_the_directory_can(tmp_path: Path) -> None:
+    asked: list[str] = []
+
+    def listing() -> list[str]:
+        raise AssertionError("every database listed to find one")
+
+    def exists(name: str) -> bool:
+        asked.append(name)
+        return name == "metalake_projected"
+
+    directory = Directory(tmp_path, _Registry(), listing, database_exists=exists)
+    assert directory.named("projected").tenant_id == "projected"
+    with pytest.raises(LakeUsageError, match="no MongoDB database metalake_nope"):
+        directory.named("nope")
+    assert asked == ["metalake_projected", "metalake_nope"]
