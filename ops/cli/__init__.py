@@ -39,6 +39,7 @@ COMMANDS: dict[str, Entry] = {
     "propagation": Entry("processors.propagation.main:app", "Tag propagation along lineage, and its dry run."),
     "secrets": Entry("ops.cli.secrets:app", "Tenants' third-party secrets at rest: reseal under the current key."),
     "dlq": Entry("ops.cli.dlq:app", "A tenant's dead letters through the admin API: list, show, replay."),
+    "kafka": Entry("ops.cli.kafka:app", "The Kafka ACLs of metalake's processes: print them, apply them."),
 }
 
 
