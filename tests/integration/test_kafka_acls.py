@@ -2,7 +2,8 @@
 the admin its only super user), applied by the command itself, then exercised by librdkafka clients built by
 metalake's own config builders as each process's principal (SCRAM-SHA-512 over SASL_SSL): every process writes and
 reads exactly the topics its process needs and is refused the rest, joins its own consumer groups and no other's,
-and the API (provisioning) creates and deletes a dedicated tenant's topics while no other principal can create any.
+and the API (provisioning) creates and deletes a dedicated tenant's topics while no other principal can create any;
+the real propagation processor runs as its principal.
 
 One broker for the module (tests/_support/acl_broker.py; the stack's broker has no authorizer)."""
 
@@ -15,12 +16,23 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from acl_broker import ADMIN, AclBroker, acl_broker
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic
 from pydantic import SecretStr
+from pymongo import MongoClient
 
 from control.kafka_acls import PROCESSES, Acl, Process, required_acls
 from metalake.kafka import ensure_topics
@@ -316,3 +328,96 @@ def test_a_principal_without_acls_does_nothing(base: Settings, broker: AclBroker
     nobody = _as(base, broker, "someone-else")
     assert all(err is not None for err in _produce_each(nobody, [CHANGES_TOPIC, PRIORITY_TOPIC]).values())
     assert all(err is not None for err in _read_each(nobody, "metalake-access", [CHANGES_TOPIC]).values())
+
+
+def _env(settings: Settings) -> dict[str, str]:
+    """The variables a process sets to be ``settings``' Kafka client."""
+    kafka = settings.kafka
+    assert kafka.sasl_password is not None
+    return {
+        "METALAKE_KAFKA__BOOTSTRAP_SERVERS": str(kafka.bootstrap_servers),
+        "METALAKE_KAFKA__SECURITY_PROTOCOL": kafka.security_protocol,
+        "METALAKE_KAFKA__SASL_MECHANISM": kafka.sasl_mechanism,
+        "METALAKE_KAFKA__SASL_USERNAME": str(kafka.sasl_username),
+        "METALAKE_KAFKA__SASL_PASSWORD": kafka.sasl_password.get_secret_value(),
+        "METALAKE_KAFKA__SSL_CA_LOCATION": str(kafka.ssl_ca_location),
+        "METALAKE_HEALTH__PORTS__PROPAGATION": "0",  # the stack's own processor may hold the port
+    }
+
+
+def test_the_propagation_processor_runs_as_its_principal(
+    base: Settings,
+    broker: AclBroker,
+    applied: list[Acl],
+    mongo: MongoClient[dict[str, Any]],
+    tenant: str,
+    tmp_path: Path,
+) -> None:
+    """The real `metalake propagation run` as User:metalake-propagation: joins its group, reads a change the
+    streaming job's principal published, publishes the propagated tag to the dedicated tenant's priority topic (a
+    topic no ACL names) and its completed event to the changes, and commits."""
+    from pipeline_procs import PropagationProcess
+    from stateseed import seed
+
+    from metalake.kafka import EventProducer
+    from processors.enrichment.changes import change_events
+    from processors.enrichment.state import CLASSIFICATIONS, LINEAGE
+    from tenants.model import Tier
+    from tenants.registry import TenantDirectory, TenantRegistry, TenantState
+
+    registry = TenantRegistry.connect(base)
+    registry.create(tenant, Tier.DEDICATED)
+    registry.set_state(tenant, TenantState.ACTIVE)
+    names = TenantDirectory(registry, base.lake_root, ttl_s=0).names(tenant)
+    database = mongo[names.mongo_database]
+    processor: PropagationProcess | None = None
+    try:
+        ensure_topics(_as(base, broker, base.kafka.principals.api), [names.priority_topic, names.bulk_topic])
+        users, customers = (f"urn:metalake:postgres:prod/shop/public/{t}/email" for t in ("users", "customers"))
+        seed(database, LINEAGE, upstream=users, urn=customers)
+        seed(database, CLASSIFICATIONS, urn=users, tag="PII", source="human", propagate=True)
+        row = database[CLASSIFICATIONS.collection].find_one({"urn": users}, {"_id": 0})
+        assert row is not None
+
+        me = _as(base, broker, base.kafka.principals.propagation)
+        processor = PropagationProcess(tenant, tmp_path / "propagation.log", "metalake-propagation", env=_env(me))
+        processor.wait_ready(timeout_s=60)
+        with EventProducer(_as(base, broker, base.kafka.principals.stream)) as producer:
+            producer.publish(change_events(tenant, CLASSIFICATIONS, [row]), lambda e: CHANGES_TOPIC)
+
+        # The propagated tag, read back as the streaming job (its source) would.
+        reader = Consumer(
+            consumer_config(_as(base, broker, base.kafka.principals.stream), f"{SPARK_GROUP_ID_PREFIX}it")
+        )
+        reader.assign(
+            [TopicPartition(names.priority_topic, p, OFFSET_BEGINNING) for p in range(base.kafka.topic_partitions)]
+        )
+        found: list[bytes] = []
+        deadline = time.monotonic() + 60
+        try:
+            while not found and time.monotonic() < deadline:
+                assert processor.proc.poll() is None, processor.tail()
+                msg = reader.poll(0.5)
+                if msg is not None and msg.error() is None:
+                    found.append(msg.value() or b"")
+        finally:
+            reader.close()
+        assert found and customers.encode() in found[0], processor.tail()
+
+        # Its offsets committed in its group (after the publish), as the admin sees them.
+        admin = AdminClient(client_config(_as(base, broker, ADMIN)))
+        committed: list[TopicPartition] = []
+        while time.monotonic() < deadline and not any(tp.offset > 0 for tp in committed):
+            request = [ConsumerGroupTopicPartitions("metalake-propagation")]
+            [future] = admin.list_consumer_group_offsets(request).values()
+            committed = future.result(timeout=10).topic_partitions or []
+            time.sleep(0.5)
+        assert any(tp.topic == CHANGES_TOPIC and tp.offset > 0 for tp in committed), committed
+    finally:
+        if processor is not None:
+            processor.stop()
+        registry.delete(tenant)
+        mongo.drop_database(names.mongo_database)
+    log = processor.log.read_text()
+    assert "kafka.security_error" not in log and "AUTHORIZATION_FAILED" not in log, log[-3000:]
+    assert broker.passwords[base.kafka.principals.propagation] not in log
