@@ -11,7 +11,11 @@ those topics and no other. The platform's topics (pooled event topics, changes, 
 created at install by the cluster's administrator: no process may create or reconfigure them. Every producer is
 idempotent (``enable.idempotence``), hence IDEMPOTENT_WRITE on the cluster (implied by WRITE since Kafka 3.0, granted
 for older brokers); no producer is transactional, so no TRANSACTIONAL_ID is granted. READ and WRITE imply DESCRIBE
-(the metadata the clients ask for); the readiness check's metadata request needs no ACL.
+(the metadata the clients ask for); the readiness check's metadata request needs no ACL. Consumer groups: READ for
+the processors' own (they join and commit); DESCRIBE for metalake's readers that assign partitions and never commit
+(librdkafka looks their coordinator up all the same); none for the streaming job, whose Spark source (Java client)
+assigns partitions, fetches offsets with its admin client and keeps them in its checkpoint. Each of these was
+checked on a broker with an authorizer (tests/integration/test_kafka_acls.py).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from confluent_kafka.admin import (
 
 from control.connectors.offsets import READER_GROUP_PREFIX as OFFSETS_READER_PREFIX
 from control.dead_letters import READER_GROUP as DEAD_LETTERS_GROUP
-from metalake.kafka.config import SPARK_GROUP_ID_PREFIX, client_config
+from metalake.kafka.config import client_config
 from metalake.settings import Settings
 from tenants.naming import (
     BULK_TOPIC,
@@ -47,7 +51,7 @@ from tenants.naming import (
 Process = Literal["api", "connect", "stream", "propagation", "outbound", "access", "lake"]
 Resource = Literal["TOPIC", "GROUP", "CLUSTER"]
 PatternType = Literal["LITERAL", "PREFIXED"]
-Operation = Literal["READ", "WRITE", "CREATE", "DELETE", "IDEMPOTENT_WRITE"]
+Operation = Literal["READ", "WRITE", "CREATE", "DELETE", "DESCRIBE", "IDEMPOTENT_WRITE"]
 
 PROCESSES: tuple[Process, ...] = ("api", "connect", "stream", "propagation", "outbound", "access", "lake")
 # What each principal setting stands for (the command's and the docs' wording).
@@ -93,8 +97,8 @@ def _dedicated(*ops: Operation, why: str) -> _Grant:
     return _Grant("TOPIC", "PREFIXED", DEDICATED_TOPIC_PREFIX, ops, why)
 
 
-def _group(name: str, why: str, *, prefixed: bool = False) -> _Grant:
-    return _Grant("GROUP", "PREFIXED" if prefixed else "LITERAL", name, ("READ",), why)
+def _group(name: str, why: str, *, prefixed: bool = False, operation: Operation = "READ") -> _Grant:
+    return _Grant("GROUP", "PREFIXED" if prefixed else "LITERAL", name, (operation,), why)
 
 
 _IDEMPOTENT = _Grant("CLUSTER", "LITERAL", CLUSTER, ("IDEMPOTENT_WRITE",), "idempotent producers")
@@ -104,7 +108,11 @@ def _grants(settings: Settings) -> dict[Process, list[_Grant]]:
     connectors_dlq, outbound_dlq = dlq_topic("connectors"), dlq_topic("outbound")
     outbound_retry = retry_topic("outbound")
     events = "events of tenants (priority and bulk)"
-    offsets_reader = _group(OFFSETS_READER_PREFIX, "reading the offsets topic (a throwaway group each)", prefixed=True)
+    # Readers that assign partitions and never commit: librdkafka still looks up their group's coordinator (and the
+    # dead-letter listing fails on GROUP_AUTHORIZATION_FAILED), which takes DESCRIBE, not READ.
+    offsets_reader = _group(
+        OFFSETS_READER_PREFIX, "reading the offsets topic (a throwaway group each)", prefixed=True, operation="DESCRIBE"
+    )
     return {
         "api": [
             _topic(PRIORITY_TOPIC, "WRITE", why=f"{events}; dead-letter replays"),
@@ -115,7 +123,7 @@ def _grants(settings: Settings) -> dict[Process, list[_Grant]]:
             _topic(outbound_retry, "WRITE", why="replays of outbound dead letters"),
             _topic(connectors_dlq, "READ", why="dead-letter listings"),
             _topic(outbound_dlq, "READ", why="dead-letter listings"),
-            _group(DEAD_LETTERS_GROUP, "dead-letter listings"),
+            _group(DEAD_LETTERS_GROUP, "dead-letter listings", operation="DESCRIBE"),
             _topic(
                 CONNECT_OFFSETS_TOPIC, "READ", "WRITE", why="connectors' offsets: read, reset, a tenant's forgotten"
             ),
@@ -135,7 +143,6 @@ def _grants(settings: Settings) -> dict[Process, list[_Grant]]:
             _topic(PRIORITY_TOPIC, "READ", "WRITE", why="its source; tag events it derives go to priority topics"),
             _topic(BULK_TOPIC, "READ", why="its source"),
             _dedicated("READ", "WRITE", why="a dedicated tenant's job's source; its derived tag events"),
-            _group(SPARK_GROUP_ID_PREFIX, "the Spark source's groups (offsets stay in the checkpoint)", prefixed=True),
             _topic(CHANGES_TOPIC, "WRITE", why="change events of the catalog"),
             _IDEMPOTENT,
         ],

@@ -17,9 +17,6 @@ from metalake.settings import KafkaSettings, Settings
 JAVA_OAUTH_CALLBACK = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
 # Kafka's Java client (3.9.1+, enforced by 4.x) fetches tokens only from URLs this JVM system property lists.
 JAVA_OAUTH_ALLOWED_URLS = "org.apache.kafka.sasl.oauthbearer.allowed.urls"
-# The Spark Kafka source's consumer group ids start so (its ``groupIdPrefix``; Spark's default would be
-# "spark-kafka-source"): one prefixed ACL lets the streaming job's queries use theirs and no other process's.
-SPARK_GROUP_ID_PREFIX = "metalake-stream-"
 
 
 def security_config(kafka: KafkaSettings) -> dict[str, Any]:

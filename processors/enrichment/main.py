@@ -22,7 +22,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from metalake.http.health import serve_health, standard_checks
 from metalake.kafka import EventProducer
-from metalake.kafka.config import SPARK_GROUP_ID_PREFIX, describe, spark_kafka_options
+from metalake.kafka.config import describe, spark_kafka_options
 from metalake.kafka.security import java_failure_setting
 from metalake.mongo import mongo_client
 from metalake.settings import FaultSettings, Settings, get_settings
@@ -149,7 +149,6 @@ def _start(
         spark.readStream.format("kafka")
         .options(**spark_kafka_options(settings))
         .option("subscribe", ",".join(plan.topics))
-        .option("groupIdPrefix", SPARK_GROUP_ID_PREFIX)
         .option("startingOffsets", "earliest")
         .option("includeHeaders", "true")
         .option("maxOffsetsPerTrigger", plan.max_offsets)

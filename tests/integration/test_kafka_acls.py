@@ -31,12 +31,13 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, NewTopic
+from itest import wait_for
 from pydantic import SecretStr
 from pymongo import MongoClient
 
 from control.kafka_acls import PROCESSES, Acl, Process, required_acls
 from metalake.kafka import ensure_topics
-from metalake.kafka.config import SPARK_GROUP_ID_PREFIX, client_config, consumer_config, producer_config
+from metalake.kafka.config import client_config, consumer_config, producer_config
 from metalake.settings import Settings
 from ops.stack import StackManager
 from ops.stack.services.kafka import sasl_ssl_client_settings
@@ -192,11 +193,13 @@ def test_each_process_writes_the_topics_it_needs_and_no_other(
             assert err.code() in AUTHORIZATION, (topic, err)
 
 
+# A group like the Spark source's executors' (Spark's default groupIdPrefix): no ACL names it, none is needed.
+SPARK_GROUP = "spark-kafka-source-it-executor"
 # Every process's group for an assigned read (no join: the processes without a group of their own read so).
 READ_GROUP: dict[Process, str] = {
     "api": "metalake-offsets-reader-it",
     "connect": "metalake-offsets-reader-it",
-    "stream": f"{SPARK_GROUP_ID_PREFIX}it",
+    "stream": SPARK_GROUP,
     "propagation": "metalake-propagation",
     "outbound": "metalake-outbound",
     "access": "metalake-access",
@@ -255,7 +258,6 @@ def _join(settings: Settings, group: str, topic: str) -> KafkaError | None:
         ("access", "metalake-access", CHANGES_TOPIC),
         ("outbound", "metalake-outbound", CHANGES_TOPIC),
         ("outbound", "metalake-outbound-retry", retry_topic("outbound")),
-        ("stream", f"{SPARK_GROUP_ID_PREFIX}{uuid.uuid4().hex[:8]}-driver", PRIORITY_TOPIC),
     ],
 )
 def test_a_process_joins_its_own_group(
@@ -386,9 +388,7 @@ def test_the_propagation_processor_runs_as_its_principal(
             producer.publish(change_events(tenant, CLASSIFICATIONS, [row]), lambda e: CHANGES_TOPIC)
 
         # The propagated tag, read back as the streaming job (its source) would.
-        reader = Consumer(
-            consumer_config(_as(base, broker, base.kafka.principals.stream), f"{SPARK_GROUP_ID_PREFIX}it")
-        )
+        reader = Consumer(consumer_config(_as(base, broker, base.kafka.principals.stream), SPARK_GROUP))
         reader.assign(
             [TopicPartition(names.priority_topic, p, OFFSET_BEGINNING) for p in range(base.kafka.topic_partitions)]
         )
@@ -421,3 +421,75 @@ def test_the_propagation_processor_runs_as_its_principal(
     log = processor.log.read_text()
     assert "kafka.security_error" not in log and "AUTHORIZATION_FAILED" not in log, log[-3000:]
     assert broker.passwords[base.kafka.principals.propagation] not in log
+
+
+def test_the_streaming_job_runs_as_its_principal(
+    base: Settings,
+    broker: AclBroker,
+    applied: list[Acl],
+    mongo: MongoClient[dict[str, Any]],
+    tenant: str,
+    tmp_path: Path,
+) -> None:
+    """A dedicated tenant's streaming job as User:metalake-stream: its Spark source (the Java client: topic
+    metadata and offsets through its admin client, fetches from assigned partitions: no group ACL) reads the
+    tenant's topics, written by the connector worker's principal, and its librdkafka producer writes the changes."""
+    from lakeit import upsert
+    from streamjob import Job, publish_confirmed
+
+    from metalake.kafka import EventProducer
+    from metalake.urn import asset_urn
+
+    names = names_for(tenant, base.lake_root, dedicated=True)
+    ensure_topics(_as(base, broker, base.kafka.principals.api), [names.priority_topic, names.bulk_topic])
+    urns = [asset_urn("postgres", "it", "acl", "public", f"t{i}") for i in range(2)]
+    job = Job(tenant, tmp_path / "job.log", env=_env(_as(base, broker, base.kafka.principals.stream)))
+    try:
+        job.wait_ready()
+        with EventProducer(_as(base, broker, base.kafka.principals.connect)) as producer:
+            publish_confirmed(producer, [upsert(tenant, u, kind="table", name=u[-2:]) for u in urns], names)
+        assets = mongo[names.mongo_database]["assets"]
+
+        def in_mongo() -> bool | None:
+            assert job.alive, job.tail()
+            return sorted(d["_id"] for d in assets.find({}, {"_id": 1})) == sorted(urns) or None
+
+        wait_for("the assets in MongoDB", in_mongo, timeout_s=180, interval_s=1)
+        # Its changes reached metalake.changes (keyed by the tenant), as the access processor reads them.
+        reader = Consumer(consumer_config(_as(base, broker, base.kafka.principals.access), "metalake-access"))
+        keys: set[bytes] = set()
+        try:
+            reader.assign([TopicPartition(CHANGES_TOPIC, 0, OFFSET_BEGINNING)])
+            deadline = time.monotonic() + 30
+            while tenant.encode() not in keys and time.monotonic() < deadline:
+                msg = reader.poll(0.5)
+                if msg is not None and msg.error() is None:
+                    keys.add(msg.key() or b"")
+        finally:
+            reader.close()
+        assert tenant.encode() in keys
+    finally:
+        job.stop()
+        mongo.drop_database(names.mongo_database)
+    log = job.tail(200_000)
+    assert "AuthorizationException" not in log and "AUTHORIZATION_FAILED" not in log, log[-3000:]
+    assert "kafka.security_error" not in log
+
+
+def test_the_offsets_store_and_the_dead_letter_listing_run_as_their_principals(
+    base: Settings, broker: AclBroker, applied: list[Acl], tenant: str
+) -> None:
+    """metalake's own readers, which assign partitions under throwaway or fixed groups: the connector worker stores
+    and loads offsets, the lake worker's erase forgets a tenant's, the API lists dead letters; the access processor
+    reads no offsets."""
+    from control.connectors.offsets import OffsetStore, OffsetsUnavailable
+    from control.dead_letters import DeadLetterTopics
+
+    connect = OffsetStore(_as(base, broker, base.kafka.principals.connect))
+    connect.store(tenant, "pg", {"public.t": {"lsn": 7}})
+    assert connect.load(tenant, "pg", timeout_s=20) == {"public.t": {"lsn": 7}}
+    assert OffsetStore(_as(base, broker, base.kafka.principals.lake)).forget_tenant(tenant, timeout_s=20) == 1
+    assert connect.load(tenant, "pg", timeout_s=20) == {}
+    assert DeadLetterTopics(_as(base, broker, base.kafka.principals.api)).scan(tenant).letters == []
+    with pytest.raises((OffsetsUnavailable, KafkaException)):
+        OffsetStore(_as(base, broker, base.kafka.principals.access)).load_all(timeout_s=10)

@@ -16,7 +16,6 @@ from typer.testing import CliRunner
 
 import control.kafka_acls as kafka_acls
 from control.kafka_acls import PROCESSES, Acl, kafka_acls_commands, render, render_markdown, required_acls
-from metalake.kafka.config import SPARK_GROUP_ID_PREFIX
 from metalake.settings import KafkaPrincipalSettings, KafkaSettings, Settings
 from ops.cli import kafka as kafka_cli
 from tenants.naming import CHANGES_TOPIC, DEDICATED_TOPIC_PREFIX, PRIORITY_TOPIC, names_for
@@ -57,7 +56,9 @@ def test_groups_follow_the_settings() -> None:
     )
     groups = {(a.process, a.name) for a in required_acls(settings) if a.resource_type == "GROUP"}
     assert {("propagation", "prop-x"), ("outbound", "out-x"), ("outbound", "retry-x"), ("access", "acc-x")} <= groups
-    assert ("stream", SPARK_GROUP_ID_PREFIX) in groups
+    assert not [g for g in groups if g[0] == "stream"]  # the Spark source assigns: no group ACL
+    readers = {(a.name, a.operation) for a in required_acls(settings) if a.process in ("api", "lake")}
+    assert {("metalake-offsets-reader-", "DESCRIBE"), ("metalake.deadletters.reader", "DESCRIBE")} <= readers
 
 
 def test_dedicated_tenants_topics_are_one_prefix_covering_every_tenant() -> None:
@@ -102,14 +103,14 @@ def test_a_shared_principal_gets_each_binding_once() -> None:
 
 
 def test_renderings() -> None:
-    acls = required_acls(Settings(), ["stream"])
+    acls = required_acls(Settings(), ["lake"])
     table = render(acls).splitlines()
     assert table[0].split()[:5] == ["PRINCIPAL", "OPERATION", "RESOURCE", "PATTERN", "NAME"]
     assert len(table) == len(acls) + 1
     commands = kafka_acls_commands(acls, "b:9094").splitlines()
     assert (
         "kafka-acls.sh --bootstrap-server b:9094 --command-config <admin.properties> --add --allow-principal "
-        f"'User:metalake-stream' --operation Read --group '{SPARK_GROUP_ID_PREFIX}' --resource-pattern-type prefixed"
+        "'User:metalake-lake' --operation Describe --group 'metalake-offsets-reader-' --resource-pattern-type prefixed"
     ) in commands
     assert any(c.endswith("--operation IdempotentWrite --cluster") for c in commands)
 
