@@ -163,7 +163,7 @@ def _grants(settings: Settings) -> dict[Process, list[_Grant]]:
             _IDEMPOTENT,
         ],
         "access": [
-            _topic(CHANGES_TOPIC, "READ", why="grants and PII tags that change Trino's rules"),
+            _topic(CHANGES_TOPIC, "READ", why="classification and propagated-tag changes that change Trino's rules"),
             _group(settings.access.group_id, "access.group_id"),
         ],
         "lake": [
