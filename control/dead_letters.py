@@ -40,7 +40,7 @@ MEDIA: tuple[TopicMedium, ...] = ("connectors", "outbound")
 LETTER_ID = re.compile(r"(connectors|outbound)-(\d{1,6})-(\d{1,19})")
 STREAM_LETTER_ID = re.compile(r"stream-(priority|bulk)-(\d{1,6})-(\d{1,19})")
 # The reader never commits: the group only satisfies the client (offsets are assigned, not subscribed).
-_GROUP = "metalake.deadletters.reader"
+READER_GROUP = "metalake.deadletters.reader"
 # librdkafka's "reached the end of the partition" event (enable.partition.eof), a private name in the binding.
 _EOF = getattr(KafkaError, "_PARTITION_EOF", -191)
 
@@ -144,7 +144,7 @@ class DeadLetterTopics:
         # Uncommitted reads too: a DLQ record is published without a transaction.
         return Consumer(
             consumer_config(
-                self._settings, _GROUP, **{"enable.partition.eof": True, "isolation.level": "read_uncommitted"}
+                self._settings, READER_GROUP, **{"enable.partition.eof": True, "isolation.level": "read_uncommitted"}
             )
         )
 

@@ -69,6 +69,29 @@ KafkaSecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"
 KafkaSaslMechanism = Literal["SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "PLAIN"]
 
 
+class KafkaPrincipalSettings(BaseModel):
+    """The Kafka principal each process kind authenticates as (SCRAM: its ``kafka.sasl_username``; OAUTHBEARER: its
+    ``kafka.oauth_client_id``, the token's ``sub``), named without the ``User:`` type. ``metalake kafka acls`` grants
+    each what its process reads and writes (``control/kafka_acls.py``); every instance of a kind shares it."""
+
+    api: str = "metalake-api"
+    connect: str = "metalake-connect"
+    stream: str = "metalake-stream"
+    propagation: str = "metalake-propagation"
+    outbound: str = "metalake-outbound"
+    access: str = "metalake-access"
+    lake: str = "metalake-lake"
+
+    @field_validator("*")
+    @classmethod
+    def _a_name(cls, value: str) -> str:
+        name = value.removeprefix("User:")
+        # '*' would be Kafka's wildcard principal (everyone); blanks and ',' cannot be one principal's name.
+        if not name or name == "*" or any(c.isspace() or c == "," for c in name):
+            raise ValueError("a Kafka principal name: not empty, not '*', no blank or ','")
+        return name
+
+
 class KafkaSettings(BaseModel):
     """Every Kafka client's settings (librdkafka and the streaming job's Java client: ``metalake.kafka.config``
     maps them). PLAINTEXT by default (the local stack's tests); production sets SASL_SSL with SCRAM or OAUTHBEARER
@@ -98,6 +121,8 @@ class KafkaSettings(BaseModel):
     oauth_client_id: str | None = None
     oauth_client_secret: SecretStr | None = None
     oauth_scope: str | None = None
+    # The principal of each process kind, for the ACLs `metalake kafka acls` derives and applies.
+    principals: KafkaPrincipalSettings = Field(default_factory=KafkaPrincipalSettings)
 
     @model_validator(mode="after")
     def _consistent(self) -> KafkaSettings:

@@ -34,6 +34,8 @@ OUTBOUND_TESTS_TOPIC = "metalake.outbound.tests"
 # Source offsets of pull connectors (compacted): key = connector instance + source partition.
 CONNECT_OFFSETS_TOPIC = "metalake.connect.offsets"
 CONTROL_DATABASE = "metalake_control"
+# Every dedicated tenant's topic starts so (``TenantNames.topic``): one prefixed ACL covers all tenants, new ones too.
+DEDICATED_TOPIC_PREFIX = "metalake.tenant."
 
 # Stages with a dead-letter topic; the streaming job dead-letters into each tenant's `_dlq` table instead.
 Stage = Literal["connectors", "outbound"]
@@ -130,7 +132,7 @@ class TenantNames:
 
     def topic(self, topic_class: TopicClass) -> str:
         if self.dedicated:
-            return f"metalake.tenant.{self.tenant_id}.events.{topic_class}"
+            return f"{DEDICATED_TOPIC_PREFIX}{self.tenant_id}.events.{topic_class}"
         return PRIORITY_TOPIC if topic_class == "priority" else BULK_TOPIC
 
     @property

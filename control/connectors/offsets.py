@@ -29,6 +29,8 @@ from metalake.urn import AssetUrn, InvalidUrn, canonical_urn
 from tenants.naming import CONNECT_OFFSETS_TOPIC
 
 Offset = dict[str, Any]
+# Each read of the topic takes a throwaway consumer group of this prefix (one prefixed ACL covers them all).
+READER_GROUP_PREFIX = "metalake-offsets-reader-"
 
 
 class OffsetsUnavailable(RuntimeError):
@@ -239,7 +241,7 @@ class OffsetStore:
         # A throwaway group id: partitions are assigned by hand and nothing is ever committed.
         consumer = Consumer(
             consumer_config(
-                self._settings, f"metalake-offsets-reader-{uuid.uuid4().hex}", **{"isolation.level": "read_uncommitted"}
+                self._settings, f"{READER_GROUP_PREFIX}{uuid.uuid4().hex}", **{"isolation.level": "read_uncommitted"}
             )
         )
         try:

@@ -40,6 +40,7 @@ COMMANDS: dict[str, Entry] = {
     "secrets": Entry("ops.cli.secrets:app", "Tenants' third-party secrets at rest: reseal under the current key."),
     "dlq": Entry("ops.cli.dlq:app", "A tenant's dead letters through the admin API: list, show, replay."),
     "masking": Entry("ops.cli.masking:app", "PII masks for the customer's own engines: Snowflake masking policies."),
+    "kafka": Entry("ops.cli.kafka:app", "The Kafka ACLs of metalake's processes: print them, apply them."),
 }
 
 
