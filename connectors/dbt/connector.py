@@ -50,8 +50,8 @@ class DbtConnector(SourceConnector[DbtConfig]):
     def poll(self, offsets: Mapping[str, Mapping[str, Any]]) -> Iterator[SourceRecord]:
         started = time.monotonic()
         config, tenant, access = self.config, self.ctx.tenant_id, self.ctx.access
-        manifest = load(config.manifest, tenant, access, "manifest", config.max_artifact_bytes)
-        catalog = load(config.catalog, tenant, access, "catalog", config.max_artifact_bytes) if config.catalog else {}
+        manifest = load(config.manifest, tenant, access, "manifest", config)
+        catalog = load(config.catalog, tenant, access, "catalog", config) if config.catalog else {}
         project = Project(
             manifest, catalog, config.platform, config.instance, config.databases, config.dialect, config.max_sql_chars
         )
