@@ -35,7 +35,9 @@ class S3ObjectError(S3Error):
 
 @dataclass(frozen=True)
 class S3Object:
-    body: bytes
+    """``body`` is None when the object still has the ETag the GET asked about (HTTP 304: nothing sent)."""
+
+    body: bytes | None
     etag: str
 
 
@@ -78,15 +80,20 @@ def get_object(
     max_bytes: int,
     tls: ssl.SSLContext | None = None,
     now: datetime | None = None,
+    if_none_match: str | None = None,
 ) -> S3Object:
     """The object's bytes and ETag; :class:`S3ObjectError` if it cannot be read or is larger than ``max_bytes``
-    (checked on ``Content-Length`` before reading, and again while streaming: a server may send more)."""
+    (checked on ``Content-Length`` before reading, and again while streaming: a server may send more). With
+    ``if_none_match`` (an ETag of an earlier GET), an object still at that ETag comes back without its body."""
     base, host, path = object_url(client, bucket, key)
     parts = urllib.parse.urlsplit(base)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise S3ObjectError("refused", "the S3 endpoint must be an http(s) URL with a host")
     port = parts.port or (443 if parts.scheme == "https" else 80)
     headers = client.signed_headers("GET", host, path, now or datetime.now(UTC))
+    if if_none_match:
+        # Not signed: SigV4 requires only host and x-amz-* headers, and a forged condition can only cost a download.
+        headers["if-none-match"] = f'"{if_none_match}"'
     conn: http.client.HTTPConnection
     if parts.scheme == "https":
         conn = _PinnedHTTPS(parts.hostname, port, guard, client.timeout_s, tls or ssl.create_default_context())
@@ -97,6 +104,8 @@ def get_object(
         # The same encoding the signature's canonical path used: S3 checks the path as it was sent.
         conn.request("GET", urllib.parse.quote(path, safe="/-_.~"), headers=headers)
         response = conn.getresponse()
+        if response.status == 304 and if_none_match:
+            return S3Object(None, (response.getheader("etag") or if_none_match).strip('"'))
         if response.status != 200:
             code = _error_code(response.read(_MAX_ERROR_BODY))
             raise _status_error(response.status, code, where)

@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,24 +51,38 @@ def limit(config: DbtConfig, access: SourceAccess) -> tuple[int, str]:
     return config.max_artifact_bytes, "config/max_artifact_bytes"
 
 
+@dataclass(frozen=True)
+class Raw:
+    """An artifact's bytes (None: the object still has the ETag asked about) and its ETag ("" for a local file)."""
+
+    body: bytes | None
+    etag: str = ""
+
+
 def load(location: str, tenant: str, access: SourceAccess, kind: str, config: DbtConfig) -> dict[str, Any]:
     """One artifact (``manifest`` or ``catalog``) as a dict, its ``dbt_schema_version`` checked: a path in the
     tenant's folder, or an ``s3://`` object."""
+    return parse(read(location, tenant, access, kind, config).body or b"", kind)
+
+
+def read(
+    location: str, tenant: str, access: SourceAccess, kind: str, config: DbtConfig, if_none_match: str | None = None
+) -> Raw:
+    """The artifact's bytes, within the size limit; an ``s3://`` object asked with ``if_none_match`` comes back
+    without a body if it is unchanged."""
     max_bytes, limit_name = limit(config, access)
     s3 = s3_location(location)
     if s3 is not None:
-        raw = fetch(config, s3[0], s3[1], access, kind, max_bytes, limit_name)
-        return parse(raw, kind)
+        return fetch(config, s3[0], s3[1], access, kind, max_bytes, limit_name, if_none_match)
     path = resolve(location, tenant, access)
     size = os.stat(path).st_size
     if size > max_bytes:
         raise ArtifactError("too-large", f"{kind} is {size} bytes, above {limit_name} ({max_bytes})")
     try:
-        raw = path.read_bytes()
+        return Raw(path.read_bytes())
     except OSError as exc:
         log.warning("dbt.artifact_unreadable", extra={"kind": kind, "error": type(exc).__name__})
         raise ArtifactError("invalid-artifact", f"{kind} is not readable JSON") from None
-    return parse(raw, kind)
 
 
 def parse(raw: bytes, kind: str) -> dict[str, Any]:
@@ -89,24 +104,34 @@ def s3_client(config: DbtConfig) -> S3Client:
 
 
 def fetch(
-    config: DbtConfig, bucket: str, key: str, access: SourceAccess, kind: str, max_bytes: int, limit_name: str
-) -> bytes:
+    config: DbtConfig,
+    bucket: str,
+    key: str,
+    access: SourceAccess,
+    kind: str,
+    max_bytes: int,
+    limit_name: str,
+    if_none_match: str | None = None,
+) -> Raw:
     """The object's bytes, through the SSRF guard, streamed up to ``max_bytes``; failures as :class:`ArtifactError`
     that name the object and the configuration field at fault, never a credential."""
     client = s3_client(config)
     fields = {"kind": kind, "bucket": bucket, "key": key, "endpoint": client.endpoint}
     started = time.monotonic()
     try:
-        obj = get_object(client, bucket, key, guard=access.guard, max_bytes=max_bytes)
+        obj = get_object(client, bucket, key, guard=access.guard, max_bytes=max_bytes, if_none_match=if_none_match)
     except S3ObjectError as exc:
         # The operator log has S3's status and code; the tenant's message says which field to fix.
         log.warning("dbt.s3_failed", extra={**fields, "error_class": exc.kind, "status": exc.status, "code": exc.code})
         raise ArtifactError(exc.kind, _message(exc, kind, bucket, key, max_bytes, limit_name)) from None
     log.info(
         "dbt.s3_read",
-        extra={**fields, "bytes": len(obj.body), "etag": obj.etag, "elapsed_s": round(time.monotonic() - started, 3)},
-    )
-    return obj.body
+        extra={
+            **fields, "bytes": None if obj.body is None else len(obj.body), "unchanged": obj.body is None,
+            "etag": obj.etag, "elapsed_s": round(time.monotonic() - started, 3),
+        },
+    )  # fmt: skip
+    return Raw(obj.body, obj.etag)
 
 
 def _message(exc: S3ObjectError, kind: str, bucket: str, key: str, max_bytes: int, limit_name: str) -> str:

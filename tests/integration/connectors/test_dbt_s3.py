@@ -1,13 +1,14 @@
 """The dbt connector reading its artifacts from the local stack's SeaweedFS (started here if the session has none):
 the committed artifacts of tests/fixtures/dbt_project uploaded to a bucket, the connector created through the admin
 API with an ``s3://`` configuration (its key pair sealed as secret fields), crawled through the runtime (Kafka), its
-assets and lineage seen in MongoDB (the shared streaming job), and a rerun on the unchanged objects publishing
-nothing."""
+assets and lineage seen in MongoDB (the shared streaming job), and a rerun on the unchanged objects downloading and
+publishing nothing (SeaweedFS answers the ETag-conditional GETs with 304)."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import secrets
 import urllib.parse
 import urllib.request
@@ -104,6 +105,7 @@ def test_artifacts_from_s3_reach_mongodb_and_a_rerun_publishes_nothing(
     settings: Settings,
     tenant: str,
     mongo: MongoClient[dict[str, Any]],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     prefix = f"dbt-{tenant}/jaffle-{secrets.token_hex(3)}/target"
     for name in ("manifest.json", "catalog.json"):
@@ -141,5 +143,10 @@ def test_artifacts_from_s3_reach_mongodb_and_a_rerun_publishes_nothing(
     pairs = {(d["upstream"], d["urn"]) for d in edges.find({}, {"upstream": 1, "urn": 1})}
     assert (f"{P}/staging/stg_customers/first_name", f"{P}/marts/customers/full_name") in pairs
 
+    # The rerun asks SeaweedFS with the ETags of the first read: two 304s, nothing downloaded, parsed or published.
+    caplog.clear()
+    caplog.set_level(logging.INFO, logger="connectors.dbt")
     again = crawl(dbt_runtime, tenant, "dbt")
     assert not again.failed and sum(t.records for t in again.tasks) == 0
+    messages = [r.message for r in caplog.records if r.name.startswith("connectors.dbt")]
+    assert "dbt.artifacts_unchanged" in messages and "dbt.project_read" not in messages

@@ -24,6 +24,7 @@ from pydantic import SecretStr
 
 from connectors.dbt import DbtConfig, DbtConnector
 from connectors.dbt.artifacts import ArtifactError
+from connectors.dbt.connector import _unchanged_reads
 from control.connectors.plugin import ConnectorContext, SourceAccess, partition_key
 from control.connectors.validation import InvalidConfig, validate_config
 from metalake.net.ssrf import AddressGuard
@@ -93,6 +94,7 @@ class StandIn:
     def __init__(self) -> None:
         self.objects: dict[tuple[str, str], bytes] = {}
         self.requests: list[str] = []
+        self.conditional: list[str] = []
         self.hide_length = False
         stand_in = self
 
@@ -127,8 +129,17 @@ class StandIn:
                 body = stand_in.objects.get((bucket, key))
                 if body is None:
                     return self._error(404, "NoSuchKey")
+                etag = '"' + hashlib.md5(body).hexdigest() + '"'  # noqa: S324 - S3's ETag
+                asked = self.headers.get("if-none-match")
+                if asked is not None:
+                    stand_in.conditional.append(self.path)
+                    if asked == etag:
+                        self.send_response(304)
+                        self.send_header("etag", etag)
+                        self.end_headers()
+                        return None
                 self.send_response(200)
-                self.send_header("etag", '"' + hashlib.md5(body).hexdigest() + '"')  # noqa: S324 - S3's ETag
+                self.send_header("etag", etag)
                 if stand_in.hide_length:
                     self.send_header("connection", "close")  # the body ends when the connection does
                 else:
@@ -143,6 +154,7 @@ class StandIn:
 
 @pytest.fixture
 def s3() -> Iterator[StandIn]:
+    _unchanged_reads.clear()
     stand_in = StandIn()
     for name in ("manifest.json", "catalog.json"):
         stand_in.objects[("dbt-artifacts", f"jaffle/target/{name}")] = (ARTIFACTS / name).read_bytes()
@@ -168,17 +180,49 @@ def _connector(config: DbtConfig, access: SourceAccess | None = None) -> DbtConn
     return DbtConnector(config, ConnectorContext("acme", "dbt", access=access or SourceAccess(LOOPBACK)))
 
 
-def test_s3_artifacts_are_read_signed_and_a_rerun_emits_nothing(s3: StandIn) -> None:
+def _offsets(records: list[Any], offsets: dict[str, Any] | None = None) -> dict[str, Any]:
+    out = dict(offsets or {})
+    for r in records:
+        if r.forgets:
+            out.pop(partition_key(r.partition), None)
+        elif isinstance(r.offset, dict):
+            out[partition_key(r.partition)] = r.offset
+    return out
+
+
+MANIFEST_PATH = "/dbt-artifacts/jaffle/target/manifest.json"
+CATALOG_PATH = "/dbt-artifacts/jaffle/target/catalog.json"
+
+
+def test_s3_artifacts_are_read_signed_and_an_unchanged_rerun_costs_nothing(
+    s3: StandIn, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="connectors.dbt.connector")
     connector = _connector(_config(s3.endpoint))
     records = list(connector.poll({}))
     kinds = [r.event.type.rsplit(".", 2)[-2] for r in records]
     assert kinds.count("upserted") == 9 + 43 and kinds.count("added") == 9 + 29
-    assert s3.requests == ["/dbt-artifacts/jaffle/target/manifest.json", "/dbt-artifacts/jaffle/target/catalog.json"]
-    offsets = {}
-    for r in records:
-        if isinstance(r.offset, dict):
-            offsets[partition_key(r.partition)] = r.offset
-    assert list(connector.poll(offsets)) == []
+    assert s3.requests == [MANIFEST_PATH, CATALOG_PATH] and s3.conditional == []
+    offsets = _offsets(records)
+    # Unchanged objects (ETags) and the offsets the last read left: two 304s, nothing downloaded or parsed.
+    assert list(_connector(_config(s3.endpoint)).poll(offsets)) == []
+    assert s3.conditional == [MANIFEST_PATH, CATALOG_PATH]
+    assert [r.message for r in caplog.records if r.message.startswith("dbt.")][-1] == "dbt.artifacts_unchanged"
+    # Offsets other than those (say a publish failed): everything is read again.
+    caplog.clear()
+    again = list(connector.poll({}))
+    assert len(again) == len(records) and s3.requests[-2:] == [MANIFEST_PATH, CATALOG_PATH]
+    # One artifact changed: the unchanged one is downloaded too, and what changed is emitted.
+    offsets = _offsets(again)
+    catalog = json.loads(s3.objects[("dbt-artifacts", "jaffle/target/catalog.json")])
+    catalog["nodes"]["model.jaffle.customers"]["columns"]["full_name"]["type"] = "character varying"
+    s3.objects[("dbt-artifacts", "jaffle/target/catalog.json")] = json.dumps(catalog).encode()
+    s3.requests.clear()
+    changed = list(connector.poll(offsets))
+    assert s3.requests == [MANIFEST_PATH, CATALOG_PATH, MANIFEST_PATH]
+    types = {r.event.data["urn"]: r.event.data.get("data_type") for r in changed if "data_type" in r.event.data}
+    assert types["urn:metalake:postgres:wh/dbt_jaffle/marts/customers/full_name"] == "character varying"
+    assert list(connector.poll(_offsets(changed, offsets))) == []
 
 
 def test_keys_with_spaces_and_unicode_are_signed_as_sent(s3: StandIn) -> None:
