@@ -9,6 +9,7 @@ import http.client
 import re
 import socket
 import ssl
+import time
 import urllib.parse
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -24,8 +25,9 @@ _ERROR_CODE = re.compile(rb"<Code>([A-Za-z0-9.]{1,64})</Code>")
 
 class S3ObjectError(S3Error):
     """A GET failed. ``kind``: ``not-found`` (no bucket or key), ``access-denied``, ``too-large``,
-    ``address-refused`` (the SSRF guard), ``unreachable`` (no answer), ``refused`` (another status); ``code`` is
-    S3's error code (``NoSuchKey``, ``AccessDenied``, ``PermanentRedirect``...) when the server sent one."""
+    ``address-refused`` (the SSRF guard), ``unreachable`` (no answer), ``timeout`` (the download's deadline passed),
+    ``refused`` (another status); ``code`` is S3's error code (``NoSuchKey``, ``AccessDenied``,
+    ``PermanentRedirect``...) when the server sent one."""
 
     def __init__(self, kind: str, message: str, status: int = 0, code: str = "") -> None:
         super().__init__(message, status)
@@ -81,10 +83,13 @@ def get_object(
     tls: ssl.SSLContext | None = None,
     now: datetime | None = None,
     if_none_match: str | None = None,
+    deadline_s: float | None = None,
 ) -> S3Object:
     """The object's bytes and ETag; :class:`S3ObjectError` if it cannot be read or is larger than ``max_bytes``
     (checked on ``Content-Length`` before reading, and again while streaming: a server may send more). With
-    ``if_none_match`` (an ETag of an earlier GET), an object still at that ETag comes back without its body."""
+    ``if_none_match`` (an ETag of an earlier GET), an object still at that ETag comes back without its body.
+    ``deadline_s`` bounds the whole download (the timeout of the client bounds each connect and read only, so a
+    server sending a byte at a time could otherwise hold the caller for hours)."""
     base, host, path = object_url(client, bucket, key)
     parts = urllib.parse.urlsplit(base)
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -114,7 +119,10 @@ def get_object(
             raise S3ObjectError("too-large", f"{where} is {int(length)} bytes, above the limit of {max_bytes}", 200)
         chunks: list[bytes] = []
         size = 0
-        while chunk := response.read(_CHUNK):
+        started = time.monotonic()
+        while chunk := response.read1(_CHUNK):
+            if deadline_s is not None and time.monotonic() - started > deadline_s:
+                raise S3ObjectError("timeout", f"{where}: not downloaded within {deadline_s:g} s")
             size += len(chunk)
             if size > max_bytes:
                 raise S3ObjectError("too-large", f"{where} is above the limit of {max_bytes} bytes", 200)

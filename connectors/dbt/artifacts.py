@@ -119,7 +119,10 @@ def fetch(
     fields = {"kind": kind, "bucket": bucket, "key": key, "endpoint": client.endpoint}
     started = time.monotonic()
     try:
-        obj = get_object(client, bucket, key, guard=access.guard, max_bytes=max_bytes, if_none_match=if_none_match)
+        obj = get_object(
+            client, bucket, key, guard=access.guard, max_bytes=max_bytes, if_none_match=if_none_match,
+            deadline_s=config.s3_download_deadline_s,
+        )  # fmt: skip
     except S3ObjectError as exc:
         # The operator log has S3's status and code; the tenant's message says which field to fix.
         log.warning("dbt.s3_failed", extra={**fields, "error_class": exc.kind, "status": exc.status, "code": exc.code})
@@ -148,6 +151,8 @@ def _message(exc: S3ObjectError, kind: str, bucket: str, key: str, max_bytes: in
         return f"{where} is larger than {limit_name} ({max_bytes} bytes)"
     if exc.kind == "address-refused":
         return "the host of config/s3_endpoint resolves to an address connectors may not reach"
+    if exc.kind == "timeout":
+        return f"{where}: not downloaded within config/s3_download_deadline_s"
     if exc.kind == "unreachable":
         return "the S3 endpoint (config/s3_endpoint) did not answer"
     return f"{exc} (config/s3_endpoint, config/s3_region, config/s3_path_style)"

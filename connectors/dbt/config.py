@@ -49,6 +49,9 @@ class DbtConfig(ConnectorConfig):
     s3_access_key_id: SecretStr | None = Field(default=None, min_length=1, max_length=256)
     s3_secret_access_key: SecretStr | None = Field(default=None, min_length=1, max_length=256)
     s3_timeout_s: float = Field(default=30.0, ge=1, le=600, description="Per connect and per read of a GET.")
+    s3_download_deadline_s: float = Field(
+        default=600.0, ge=1, le=3600, description="The most one artifact's download may take, however it trickles."
+    )
     platform: str = Field(default="postgres", pattern=r"^[a-z][a-z0-9_-]{0,63}$", description="URN platform.")
     instance: str = Field(min_length=1, description="URN instance: the warehouse server, as its crawler names it.")
     # dbt's database name -> the URN's; for a warehouse whose crawler knows a database under another name.

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
@@ -47,6 +48,7 @@ _MAX_TEXT = 1024
 # In memory only (a restarted worker reads once in full); a few entries per connector this worker crawled.
 _unchanged_reads: dict[tuple[str, str, int | None], tuple[str, dict[str, str]]] = {}
 _MAX_REMEMBERED = 4096
+_unchanged_lock = threading.Lock()
 
 
 class DbtConnector(SourceConnector[DbtConfig]):
@@ -59,7 +61,8 @@ class DbtConnector(SourceConnector[DbtConfig]):
         config, tenant, access = self.config, self.ctx.tenant_id, self.ctx.access
         locations = {"manifest": config.manifest, **({"catalog": config.catalog} if config.catalog else {})}
         memo_key = (tenant, self.ctx.connector_name, self.ctx.task_id)
-        known = _unchanged_reads.get(memo_key)
+        with _unchanged_lock:
+            known = _unchanged_reads.get(memo_key)
         etags = known[1] if known is not None and known[0] == _state(config, offsets) else {}
         raws = {kind: read(loc, tenant, access, kind, config, etags.get(kind)) for kind, loc in locations.items()}
         if etags and all(raw.body is None for raw in raws.values()):
@@ -85,11 +88,13 @@ class DbtConnector(SourceConnector[DbtConfig]):
         # Reached only when every record was taken; the runtime stores the offsets later, and a next poll whose
         # offsets differ from ``after`` (a publish failed) reads everything again.
         read_etags = {kind: raw.etag for kind, raw in raws.items()}
-        _unchanged_reads.pop(memo_key, None)
-        if all(read_etags.values()):
-            _unchanged_reads[memo_key] = (_state(config, after), read_etags)
-            while len(_unchanged_reads) > _MAX_REMEMBERED:
-                _unchanged_reads.pop(next(iter(_unchanged_reads)))
+        state = _state(config, after) if all(read_etags.values()) else None
+        with _unchanged_lock:
+            _unchanged_reads.pop(memo_key, None)
+            if state is not None:
+                _unchanged_reads[memo_key] = (state, read_etags)
+                while len(_unchanged_reads) > _MAX_REMEMBERED:
+                    _unchanged_reads.pop(next(iter(_unchanged_reads)))
 
     def records(
         self, project: Project, offsets: Mapping[str, Mapping[str, Any]], started: float | None = None

@@ -12,6 +12,7 @@ import json
 import logging
 import re
 import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -96,6 +97,7 @@ class StandIn:
         self.requests: list[str] = []
         self.conditional: list[str] = []
         self.hide_length = False
+        self.trickle = False
         stand_in = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -145,7 +147,17 @@ class StandIn:
                 else:
                     self.send_header("content-length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(body)
+                if not stand_in.trickle:
+                    self.wfile.write(body)
+                    return None
+                try:  # a kilobyte every 50 ms, each within any read timeout
+                    for i in range(0, len(body), 1024):
+                        self.wfile.write(body[i : i + 1024])
+                        self.wfile.flush()
+                        time.sleep(0.05)
+                except OSError:
+                    pass  # the client gave up
+                return None
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -309,3 +321,16 @@ def test_the_ssrf_guard_and_an_unreachable_endpoint(s3: StandIn) -> None:
     s3.server.server_close()
     with pytest.raises(ArtifactError, match=r"unreachable: the S3 endpoint \(config/s3_endpoint\) did not answer"):
         list(_connector(_config(s3.endpoint)).poll({}))
+
+
+def test_a_trickling_download_stops_at_its_deadline(s3: StandIn) -> None:
+    s3.trickle = True
+    client = S3Client(s3.endpoint, "us-east-1", SecretStr(KEY_ID), SecretStr(SECRET), timeout_s=5.0)
+    started = time.monotonic()
+    with pytest.raises(S3ObjectError, match=r"not downloaded within 0\.3 s") as err:
+        get_object(
+            client, "dbt-artifacts", "jaffle/target/manifest.json", guard=LOOPBACK, max_bytes=10**8, deadline_s=0.3
+        )
+    assert err.value.kind == "timeout" and time.monotonic() - started < 2
+    with pytest.raises(ArtifactError, match=r"timeout: .*\(manifest\): not downloaded within config/s3_download_dead"):
+        list(_connector(_config(s3.endpoint, s3_download_deadline_s=1)).poll({}))
