@@ -379,6 +379,9 @@ class ConnectSettings(BaseModel):
     # Folders of the worker's file system a file-reading connector (dbt artifacts) may read, each tenant only inside
     # its own sub-folder <root>/<tenant id>/: empty (the default) refuses every local path.
     artifact_roots: list[str] = Field(default_factory=list)
+    # The most one artifact a file-reading connector reads may weigh (a local file or an s3:// object), whatever its
+    # configuration asks: artifacts are parsed whole, so this bounds the worker's memory one tenant's crawl takes.
+    artifact_max_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)
     # Dead letters one connector may publish per dead_letter_window_s; more are counted and dropped (with a log line),
     # so a replayed webhook delivery in endless variants cannot flood the DLQ topic.
     dead_letter_cap: int = Field(default=1000, ge=1)

@@ -1,15 +1,23 @@
-"""Reading dbt's artifacts from the tenant's folder: path confinement, size limit, schema versions."""
+"""Reading dbt's artifacts from the tenant's folder or from S3-compatible object storage: path confinement, the
+SSRF guard, size limits, schema versions."""
 
 from __future__ import annotations
 
 import json
 import logging
 import os
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import SecretStr
+
+from connectors.dbt.config import DbtConfig, s3_location
 from control.connectors.plugin import SourceAccess
 from control.connectors.reasons import SourceFailure
+from metalake.s3 import S3Client
+from metalake.s3_objects import S3ObjectError, get_object
 
 log = logging.getLogger(__name__)
 
@@ -35,20 +43,119 @@ def resolve(relative: str, tenant: str, access: SourceAccess) -> Path:
     raise ArtifactError("not-found", f"no file {relative!r} in the tenant's artifact folder")
 
 
-def load(relative: str, tenant: str, access: SourceAccess, kind: str, max_bytes: int) -> dict[str, Any]:
-    """One artifact (``manifest`` or ``catalog``) as a dict, its ``dbt_schema_version`` checked."""
-    path = resolve(relative, tenant, access)
+def limit(config: DbtConfig, access: SourceAccess) -> tuple[int, str]:
+    """The size limit of one artifact and the setting that sets it: the connector's ``max_artifact_bytes``, or the
+    worker's cap (``connect.artifact_max_bytes``) where that is lower."""
+    if access.max_artifact_bytes < config.max_artifact_bytes:
+        return access.max_artifact_bytes, "the worker's connect.artifact_max_bytes"
+    return config.max_artifact_bytes, "config/max_artifact_bytes"
+
+
+@dataclass(frozen=True)
+class Raw:
+    """An artifact's bytes (None: the object still has the ETag asked about) and its ETag ("" for a local file)."""
+
+    body: bytes | None
+    etag: str = ""
+
+
+def load(location: str, tenant: str, access: SourceAccess, kind: str, config: DbtConfig) -> dict[str, Any]:
+    """One artifact (``manifest`` or ``catalog``) as a dict, its ``dbt_schema_version`` checked: a path in the
+    tenant's folder, or an ``s3://`` object."""
+    return parse(read(location, tenant, access, kind, config).body or b"", kind)
+
+
+def read(
+    location: str, tenant: str, access: SourceAccess, kind: str, config: DbtConfig, if_none_match: str | None = None
+) -> Raw:
+    """The artifact's bytes, within the size limit; an ``s3://`` object asked with ``if_none_match`` comes back
+    without a body if it is unchanged."""
+    max_bytes, limit_name = limit(config, access)
+    s3 = s3_location(location)
+    if s3 is not None:
+        return fetch(config, s3[0], s3[1], access, kind, max_bytes, limit_name, if_none_match)
+    path = resolve(location, tenant, access)
     size = os.stat(path).st_size
     if size > max_bytes:
-        raise ArtifactError("too-large", f"{kind} is {size} bytes, above the connector's max_artifact_bytes")
+        raise ArtifactError("too-large", f"{kind} is {size} bytes, above {limit_name} ({max_bytes})")
     try:
-        with path.open("rb") as handle:
-            data = json.load(handle)
-    except (OSError, ValueError) as exc:
+        return Raw(path.read_bytes())
+    except OSError as exc:
+        log.warning("dbt.artifact_unreadable", extra={"kind": kind, "error": type(exc).__name__})
+        raise ArtifactError("invalid-artifact", f"{kind} is not readable JSON") from None
+
+
+def parse(raw: bytes, kind: str) -> dict[str, Any]:
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
         log.warning("dbt.artifact_unreadable", extra={"kind": kind, "error": type(exc).__name__})
         raise ArtifactError("invalid-artifact", f"{kind} is not readable JSON") from None
     check_version(data, kind)
     return data if isinstance(data, dict) else {}
+
+
+def s3_client(config: DbtConfig) -> S3Client:
+    """The signing client of the connector's key pair (the configuration requires it for an ``s3://`` artifact)."""
+    endpoint = config.s3_endpoint or f"https://s3.{config.s3_region}.amazonaws.com"
+    key_id = config.s3_access_key_id or SecretStr("")
+    secret = config.s3_secret_access_key or SecretStr("")
+    return S3Client(endpoint, config.s3_region, key_id, secret, config.s3_path_style, config.s3_timeout_s)
+
+
+def fetch(
+    config: DbtConfig,
+    bucket: str,
+    key: str,
+    access: SourceAccess,
+    kind: str,
+    max_bytes: int,
+    limit_name: str,
+    if_none_match: str | None = None,
+) -> Raw:
+    """The object's bytes, through the SSRF guard, streamed up to ``max_bytes``; failures as :class:`ArtifactError`
+    that name the object and the configuration field at fault, never a credential."""
+    client = s3_client(config)
+    fields = {"kind": kind, "bucket": bucket, "key": key, "endpoint": client.endpoint}
+    started = time.monotonic()
+    try:
+        obj = get_object(
+            client, bucket, key, guard=access.guard, max_bytes=max_bytes, if_none_match=if_none_match,
+            deadline_s=config.s3_download_deadline_s,
+        )  # fmt: skip
+    except S3ObjectError as exc:
+        # The operator log has S3's status and code; the tenant's message says which field to fix.
+        log.warning("dbt.s3_failed", extra={**fields, "error_class": exc.kind, "status": exc.status, "code": exc.code})
+        raise ArtifactError(exc.kind, _message(exc, kind, bucket, key, max_bytes, limit_name)) from None
+    log.info(
+        "dbt.s3_read",
+        extra={
+            **fields, "bytes": None if obj.body is None else len(obj.body), "unchanged": obj.body is None,
+            "etag": obj.etag, "elapsed_s": round(time.monotonic() - started, 3),
+        },
+    )  # fmt: skip
+    return Raw(obj.body, obj.etag)
+
+
+def _message(exc: S3ObjectError, kind: str, bucket: str, key: str, max_bytes: int, limit_name: str) -> str:
+    where = f"s3://{bucket}/{key} ({kind})"
+    if exc.kind == "not-found":
+        what = {"NoSuchBucket": f"no bucket {bucket!r}", "NoSuchKey": f"no key {key!r} in bucket {bucket!r}"}
+        return f"{where}: {what.get(exc.code, 'no such bucket or key')} (config/{kind})"
+    if exc.kind == "access-denied":
+        return (
+            f"{where}: access denied (HTTP {exc.status}{' ' + exc.code if exc.code else ''}): check "
+            f"config/s3_access_key_id and config/s3_secret_access_key, and that the key may read the object"
+        )
+    if exc.kind == "too-large":
+        return f"{where} is larger than {limit_name} ({max_bytes} bytes)"
+    if exc.kind == "address-refused":
+        return "the host of config/s3_endpoint resolves to an address connectors may not reach"
+    if exc.kind == "timeout":
+        return f"{where}: not downloaded within config/s3_download_deadline_s"
+    if exc.kind == "unreachable":
+        return "the S3 endpoint (config/s3_endpoint) did not answer"
+    return f"{exc} (config/s3_endpoint, config/s3_region, config/s3_path_style)"
 
 
 def check_version(data: Any, kind: str) -> str:

@@ -11,12 +11,15 @@ does not drop the relation, and whether it still exists is the warehouse crawler
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
-from connectors.dbt.artifacts import load
+from connectors.dbt.artifacts import parse, read
 from connectors.dbt.config import DbtConfig
 from connectors.dbt.mapping import Counts, DbtAsset, Project, build, inputs
 from control.connectors.plugin import (
@@ -40,6 +43,12 @@ EDGE_ADDED = "io.metalake.lineage.edge.added.v1"
 EDGE_REMOVED = "io.metalake.lineage.edge.removed.v1"
 _MAX_DESCRIPTION = 65536
 _MAX_TEXT = 1024
+# The ETags of each connector's last complete read of S3 artifacts, with the state (configuration and offsets) it
+# left: a poll in that state asks the store with If-None-Match and, if nothing changed, downloads and parses nothing.
+# In memory only (a restarted worker reads once in full); a few entries per connector this worker crawled.
+_unchanged_reads: dict[tuple[str, str, int | None], tuple[str, dict[str, str]]] = {}
+_MAX_REMEMBERED = 4096
+_unchanged_lock = threading.Lock()
 
 
 class DbtConnector(SourceConnector[DbtConfig]):
@@ -50,12 +59,42 @@ class DbtConnector(SourceConnector[DbtConfig]):
     def poll(self, offsets: Mapping[str, Mapping[str, Any]]) -> Iterator[SourceRecord]:
         started = time.monotonic()
         config, tenant, access = self.config, self.ctx.tenant_id, self.ctx.access
-        manifest = load(config.manifest, tenant, access, "manifest", config.max_artifact_bytes)
-        catalog = load(config.catalog, tenant, access, "catalog", config.max_artifact_bytes) if config.catalog else {}
+        locations = {"manifest": config.manifest, **({"catalog": config.catalog} if config.catalog else {})}
+        memo_key = (tenant, self.ctx.connector_name, self.ctx.task_id)
+        with _unchanged_lock:
+            known = _unchanged_reads.get(memo_key)
+        etags = known[1] if known is not None and known[0] == _state(config, offsets) else {}
+        raws = {kind: read(loc, tenant, access, kind, config, etags.get(kind)) for kind, loc in locations.items()}
+        if etags and all(raw.body is None for raw in raws.values()):
+            # Same objects (ETags) and the offsets their last read left: a read would emit nothing.
+            log.info("dbt.artifacts_unchanged", extra={**etags, "elapsed_s": round(time.monotonic() - started, 3)})
+            return
+        for kind, raw in raws.items():
+            if raw.body is None:  # unchanged, but another artifact changed: its bytes are needed after all
+                raws[kind] = read(locations[kind], tenant, access, kind, config)
+        manifest = parse(raws["manifest"].body or b"", "manifest")
+        catalog = parse(raws["catalog"].body or b"", "catalog") if "catalog" in raws else {}
         project = Project(
             manifest, catalog, config.platform, config.instance, config.databases, config.dialect, config.max_sql_chars
         )
-        yield from self.records(project, offsets, started)
+        after = dict(offsets)
+        for record in self.records(project, offsets, started):
+            key = partition_key(record.partition)
+            if record.forgets:
+                after.pop(key, None)
+            elif isinstance(record.offset, Mapping):
+                after[key] = record.offset
+            yield record
+        # Reached only when every record was taken; the runtime stores the offsets later, and a next poll whose
+        # offsets differ from ``after`` (a publish failed) reads everything again.
+        read_etags = {kind: raw.etag for kind, raw in raws.items()}
+        state = _state(config, after) if all(read_etags.values()) else None
+        with _unchanged_lock:
+            _unchanged_reads.pop(memo_key, None)
+            if state is not None:
+                _unchanged_reads[memo_key] = (state, read_etags)
+                while len(_unchanged_reads) > _MAX_REMEMBERED:
+                    _unchanged_reads.pop(next(iter(_unchanged_reads)))
 
     def records(
         self, project: Project, offsets: Mapping[str, Mapping[str, Any]], started: float | None = None
@@ -173,6 +212,12 @@ class DbtConnector(SourceConnector[DbtConfig]):
             return
         for i, event in enumerate(out, 1):
             yield SourceRecord(event, partition, FORGET if i == len(out) else KEEP)
+
+
+def _state(config: DbtConfig, offsets: Mapping[str, Mapping[str, Any]]) -> str:
+    """A digest of what a poll's output depends on besides the artifacts (secret fields show masked: no key in it)."""
+    text = json.dumps([config.model_dump(mode="json"), offsets], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _child(urn: str, name: str) -> str:

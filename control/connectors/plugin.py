@@ -49,6 +49,8 @@ class SourceAccess:
     allow_passwordless: bool = False
     # Folders a file-reading source may read from, a tenant only under <root>/<tenant id>/ (connect.artifact_roots).
     artifact_roots: tuple[str, ...] = ()
+    # The worker's cap on one artifact (local file or object) a source reads (connect.artifact_max_bytes).
+    max_artifact_bytes: int = 256 * 1024 * 1024
 
     @classmethod
     def from_settings(cls, connect: ConnectSettings) -> SourceAccess:
@@ -56,6 +58,7 @@ class SourceAccess:
             AddressGuard.from_settings(connect.ssrf_allow),
             connect.allow_passwordless_sources,
             tuple(connect.artifact_roots),
+            connect.artifact_max_bytes,
         )
 
 
