@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import http.client
 import re
-import socket
 import ssl
 import time
 import urllib.parse
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from metalake.net.pinned import pinned_connection
 from metalake.net.ssrf import AddressGuard, RefusedAddress
 from metalake.s3 import S3Client, S3Error
 
@@ -41,27 +41,6 @@ class S3Object:
 
     body: bytes | None
     etag: str
-
-
-class _PinnedHTTP(http.client.HTTPConnection):
-    def __init__(self, host: str, port: int, guard: AddressGuard, timeout: float) -> None:
-        super().__init__(host, port, timeout=timeout)
-        self._guard = guard
-
-    def connect(self) -> None:
-        self.sock = socket.create_connection((self._guard.resolve(self.host, self.port), self.port), self.timeout)
-
-
-class _PinnedHTTPS(http.client.HTTPSConnection):
-    def __init__(self, host: str, port: int, guard: AddressGuard, timeout: float, context: ssl.SSLContext) -> None:
-        super().__init__(host, port, timeout=timeout, context=context)
-        self._guard = guard
-        self._tls = context
-
-    def connect(self) -> None:
-        raw = socket.create_connection((self._guard.resolve(self.host, self.port), self.port), self.timeout)
-        # The certificate is checked against the endpoint's name, the TCP connection goes to the checked address.
-        self.sock = self._tls.wrap_socket(raw, server_hostname=self.host)
 
 
 def object_url(client: S3Client, bucket: str, key: str) -> tuple[str, str, str]:
@@ -99,11 +78,7 @@ def get_object(
     if if_none_match:
         # Not signed: SigV4 requires only host and x-amz-* headers, and a forged condition can only cost a download.
         headers["if-none-match"] = f'"{if_none_match}"'
-    conn: http.client.HTTPConnection
-    if parts.scheme == "https":
-        conn = _PinnedHTTPS(parts.hostname, port, guard, client.timeout_s, tls or ssl.create_default_context())
-    else:
-        conn = _PinnedHTTP(parts.hostname, port, guard, client.timeout_s)
+    conn = pinned_connection(parts.scheme, parts.hostname, port, guard, client.timeout_s, tls)
     where = f"s3://{bucket}/{key}"
     try:
         # The same encoding the signature's canonical path used: S3 checks the path as it was sent.

@@ -1,18 +1,14 @@
-"""One HTTP request to an address the SSRF guard already checked: no second DNS lookup, no redirects followed.
-
-TLS still verifies the certificate against the host name (SNI and hostname check use the URL's host, the TCP
-connection goes to the checked address).
-"""
+"""One HTTP request to an address the SSRF guard already checked (:mod:`metalake.net.pinned`): no second DNS lookup,
+no redirects followed."""
 
 from __future__ import annotations
 
-import http.client
-import socket
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from metalake.net.pinned import pinned_connection
 from metalake.net.ssrf import AddressGuard, RefusedAddress
 
 MAX_RESPONSE_BYTES = 64 * 1024
@@ -24,36 +20,6 @@ class HttpAnswer:
     headers: Mapping[str, str]
     # The first ``max_body_bytes`` of the body (Freshdesk's answers carry the ticket id; webhooks ignore it).
     body: bytes = b""
-
-
-def connect_checked(guard: AddressGuard, host: str, port: int, timeout: float | None) -> socket.socket:
-    """A TCP connection to ``host``: resolved once through ``guard``, connected to the address it checked.
-
-    The only lookup of the connection, so a DNS answer that changes (rebinding) cannot slip in between the check
-    and the connect. Raises :class:`RefusedAddress` before connecting anywhere. Also used by the ``requests``
-    transport adapter of :mod:`processors.outbound.destinations.jira.pinned`.
-    """
-    return socket.create_connection((guard.resolve(host, port), port), timeout)
-
-
-class _PinnedHTTPConnection(http.client.HTTPConnection):
-    def __init__(self, host: str, port: int, guard: AddressGuard, timeout: float) -> None:
-        super().__init__(host, port, timeout=timeout)
-        self._guard = guard
-
-    def connect(self) -> None:
-        self.sock = connect_checked(self._guard, self.host, self.port, self.timeout)
-
-
-class _PinnedHTTPSConnection(http.client.HTTPSConnection):
-    def __init__(self, host: str, port: int, guard: AddressGuard, timeout: float, context: ssl.SSLContext) -> None:
-        super().__init__(host, port, timeout=timeout, context=context)
-        self._guard = guard
-        self._context = context
-
-    def connect(self) -> None:
-        raw = connect_checked(self._guard, self.host, self.port, self.timeout)
-        self.sock = self._context.wrap_socket(raw, server_hostname=self.host)
 
 
 def post(
@@ -87,11 +53,7 @@ def request(
     if parts.username or parts.password:
         raise RefusedAddress("destination URL must not carry credentials")
     port = parts.port or (443 if parts.scheme == "https" else 80)
-    conn: http.client.HTTPConnection
-    if parts.scheme == "https":
-        conn = _PinnedHTTPSConnection(parts.hostname, port, guard, timeout_s, tls or ssl.create_default_context())
-    else:
-        conn = _PinnedHTTPConnection(parts.hostname, port, guard, timeout_s)
+    conn = pinned_connection(parts.scheme, parts.hostname, port, guard, timeout_s, tls)
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     try:
         conn.request(method, target, body=body, headers=dict(headers))

@@ -2,7 +2,7 @@
 
 Mounted on a session for ``http://`` and ``https://``, every connection it opens (redirect targets included) is
 resolved once through :class:`~metalake.net.ssrf.AddressGuard` and connected to the address that was
-checked (:func:`processors.outbound.runtime.pinned_http.connect_checked`, the webhooks' connect). Only the TCP connect
+checked (:func:`metalake.net.pinned.connect_checked`, the webhooks' connect). Only the TCP connect
 changes: urllib3 still sends the URL's host in ``Host``, and for TLS uses it for SNI and the certificate's hostname
 check. A refused address raises :class:`~metalake.net.ssrf.RefusedAddress` out of the request, before
 any byte is sent. Proxies from the environment (``HTTPS_PROXY``) are not pinned: the operator's proxy then makes the
@@ -21,8 +21,8 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
 from urllib3.poolmanager import PoolManager
 
+from metalake.net.pinned import connect_checked
 from metalake.net.ssrf import AddressGuard
-from processors.outbound.runtime.pinned_http import connect_checked
 
 
 def _open(conn: HTTPConnection, guard: AddressGuard) -> socket.socket:
