@@ -6,7 +6,6 @@ stopped at the end; the session's pooled job and local-folder lake are left as t
 
 from __future__ import annotations
 
-import secrets
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,13 +14,14 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 from itest import trino_rows, wait_for
+from s3it import s3_lake_settings
 from streamjob import Job, publish_confirmed, wait_for_events
 
 from control.audit import AuditQuery, append, audit_row, ensure_table, read
 from metalake.events import CloudEvent, new_event
 from metalake.kafka import EventProducer, ensure_topics
-from metalake.lake_uri import S3Path, delta_rs_uri
-from metalake.s3 import S3Client, S3Error, lake_storage_options
+from metalake.lake_uri import delta_rs_uri
+from metalake.s3 import lake_storage_options
 from metalake.settings import Settings
 from metalake.urn import asset_urn
 from ops.stack import StackManager
@@ -30,25 +30,10 @@ from tenants.naming import TenantNames, names_for
 
 pytestmark = pytest.mark.integration
 
-BUCKET = "metalake-it"
-
 
 @pytest.fixture(scope="module")
 def s3_settings(settings: Settings, stack: StackManager) -> Settings:
-    """The session's settings with the lake root at a fresh prefix of the stack's SeaweedFS bucket."""
-    client = S3Client.from_settings(settings.lake.s3, settings.lake.s3.request_timeout_s)
-    try:
-        client.list_buckets()
-    except S3Error:
-        stack.up(["seaweedfs"])
-        client.list_buckets()
-    client.create_bucket(BUCKET)
-    jars = settings.lake.s3.spark_jars_dir
-    if jars is None or not any(jars.glob("hadoop-aws-*.jar")):
-        stack.context.run_fetch_script("spark-s3", "stream")
-    out = settings.model_copy(deep=True)
-    out.lake.root = S3Path.parse(f"s3a://{BUCKET}/it-{secrets.token_hex(4)}")
-    return out
+    return s3_lake_settings(settings, stack, "it")
 
 
 @pytest.fixture

@@ -27,11 +27,12 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from pymongo import MongoClient
 from pyspark.sql.pandas.types import to_arrow_schema
+from s3it import BUCKET, s3_lake_settings
 
 from control.audit import append, audit_row, ensure_table
 from metalake.lake_uri import S3Path, delta_rs_uri
 from metalake.lease import LEASES
-from metalake.s3 import S3Client, S3Error, lake_s3_client, lake_storage_options
+from metalake.s3 import S3Client, lake_s3_client, lake_storage_options
 from metalake.settings import Settings
 from metalake.urn import asset_urn
 from ops.stack import StackManager
@@ -43,28 +44,13 @@ from tenants.naming import CONTROL_DATABASE, TenantNames, names_for, pooled_tabl
 
 pytestmark = pytest.mark.integration
 
-BUCKET = "metalake-it"
 ROOT = Path(__file__).resolve().parents[2]
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
 
 @pytest.fixture(scope="module")
 def s3_settings(settings: Settings, stack: StackManager) -> Settings:
-    """The session's settings with the lake root at a fresh prefix of the stack's SeaweedFS bucket."""
-    # The lake commands' timeout: a bucket's creation right after SeaweedFS started takes seconds.
-    client = S3Client.from_settings(settings.lake.s3, settings.lake.s3.request_timeout_s)
-    try:
-        client.list_buckets()
-    except S3Error:
-        stack.up(["seaweedfs"])
-        client.list_buckets()
-    client.create_bucket(BUCKET)
-    jars = settings.lake.s3.spark_jars_dir
-    if jars is None or not any(jars.glob("hadoop-aws-*.jar")):
-        stack.context.run_fetch_script("spark-s3", "stream")
-    out = settings.model_copy(deep=True)
-    out.lake.root = S3Path.parse(f"s3a://{BUCKET}/ops-{secrets.token_hex(4)}")
-    return out
+    return s3_lake_settings(settings, stack, "ops")
 
 
 def _client(s3_settings: Settings) -> S3Client:

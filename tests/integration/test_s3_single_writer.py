@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import subprocess
 import sys
 import threading
@@ -26,13 +25,14 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from itest import wait_for
 from pymongo import MongoClient
+from s3it import s3_lake_settings
 from streamjob import Job, publish_confirmed
 
 from metalake.events import CloudEvent, new_event
 from metalake.kafka import EventProducer, ensure_topics
 from metalake.lake_uri import S3Path, delta_rs_uri
 from metalake.lease import LEASES
-from metalake.s3 import S3Client, S3Error, lake_storage_options
+from metalake.s3 import lake_storage_options
 from metalake.settings import Settings
 from metalake.urn import asset_urn
 from ops.stack import StackManager
@@ -42,26 +42,12 @@ from tenants.naming import CONTROL_DATABASE, TenantNames, names_for
 
 pytestmark = pytest.mark.integration
 
-BUCKET = "metalake-it"
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def s3_settings(settings: Settings, stack: StackManager) -> Settings:
-    """The session's settings with the lake root at a fresh prefix of the stack's SeaweedFS bucket."""
-    client = S3Client.from_settings(settings.lake.s3, settings.lake.s3.request_timeout_s)
-    try:
-        client.list_buckets()
-    except S3Error:
-        stack.up(["seaweedfs"])
-        client.list_buckets()
-    client.create_bucket(BUCKET)
-    jars = settings.lake.s3.spark_jars_dir
-    if jars is None or not any(jars.glob("hadoop-aws-*.jar")):
-        stack.context.run_fetch_script("spark-s3", "stream")
-    out = settings.model_copy(deep=True)
-    out.lake.root = S3Path.parse(f"s3a://{BUCKET}/sw-{secrets.token_hex(4)}")
-    return out
+    return s3_lake_settings(settings, stack, "sw")
 
 
 def _env(s3_settings: Settings) -> dict[str, str]:
