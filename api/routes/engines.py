@@ -121,7 +121,11 @@ def _check_limits(ctx: ApiContext, body: EngineCreate) -> None:
 
 
 @router.post(
-    PREFIX, status_code=201, summary="Register a query engine", response_model=EngineCreated, responses=_ERRORS
+    PREFIX,
+    status_code=201,
+    summary="Register a query engine",
+    response_model=EngineCreated,
+    responses={**_ERRORS, 409: {"description": "The tenant has as many engines as it may register."}},
 )
 async def create_engine(tc: TenantAdmin, ctx: ContextDep, body: EngineCreate) -> EngineCreated:
     """A customer's Trino that asks this API for PII decisions. The answer holds the engine's key once and the
