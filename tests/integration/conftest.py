@@ -24,10 +24,6 @@ from ops.stack.paths import find_project_root
 # API's resumer would pick up another test's tenant left in `provisioning` on purpose and provision it meanwhile:
 # off here, on in the tests of the resumer (tests/integration/api/test_tenant_resume.py).
 os.environ["METALAKE_API__RESUME"] = "false"
-# The Spark jobs and lake commands these tests start live seconds, on 2 cores: C2's compiler threads cost them more than
-# its faster code gives back (measured: a session with a Delta write and 5 MERGEs, 16-23 s instead of 23-31 s). The
-# stack's own long-running services are started without it (the ``stack`` fixture).
-os.environ.setdefault("METALAKE_SPARK__DRIVER_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
 
 
 @pytest.fixture(scope="session")
@@ -39,13 +35,7 @@ def stack() -> Iterator[StackManager]:
         echo=lambda line: print(f"[stack] {line}", file=sys.__stderr__, flush=True),
     )
     running_before = {s.name for s in manager.status() if s.state == "running"}
-    # The pooled job serves the whole session: it keeps the full JIT (the option is for the short jobs tests start).
-    java_options = os.environ.pop("METALAKE_SPARK__DRIVER_JAVA_OPTIONS", None)
-    try:
-        manager.up(with_job=True)
-    finally:
-        if java_options is not None:
-            os.environ["METALAKE_SPARK__DRIVER_JAVA_OPTIONS"] = java_options
+    manager.up(with_job=True)
     yield manager
     started_here = [s.name for s in manager.status() if s.name not in running_before]
     manager.down(started_here)
