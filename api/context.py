@@ -1,5 +1,5 @@
 """What every request of the admin API shares, kept on ``app.state``: settings, the MongoDB client, and (built on
-first use) the Trino calls' pool and the share links' rate limiters."""
+first use) the Trino calls' pool, the heavy work's and the token checks' pools and the share links' rate limiters."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pymongo import MongoClient
 
 from api.ratelimit import RateLimiter
 from api.services.trinopool import TrinoPool
+from api.workpool import WorkPool, WorkPools
 from metalake.settings import Settings
 
 
@@ -26,6 +27,18 @@ class ApiContext:
         """The Trino calls' own thread pool with its per-tenant cap (api/services/trinopool.py)."""
         sql = self.settings.sql
         return TrinoPool(sql.workers, sql.max_concurrent_per_tenant)
+
+    @cached_property
+    def pools(self) -> WorkPools:
+        """The heavy work's pools, one per kind, each with its per-tenant cap (api/workpool.py)."""
+        return WorkPools(self.settings.api.work_workers, self.settings.api.work_per_tenant)
+
+    @cached_property
+    def token_checks(self) -> WorkPool:
+        """The token checks' own threads: no route's work can make a request wait for its token check."""
+        api = self.settings.api
+        slots = api.token_check_workers + api.token_check_queue
+        return WorkPool("token-check", api.token_check_workers, slots, queue=api.token_check_queue)
 
     @cached_property
     def share_limits(self) -> tuple[RateLimiter, RateLimiter]:

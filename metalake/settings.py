@@ -499,6 +499,14 @@ class ApiSettings(BaseModel):
     # POST /oauth/token per peer address, before any secret check: bounds a flood of made-up client ids from one host.
     token_peer_rate_per_s: float = Field(default=10.0, gt=0)
     token_peer_burst: int = Field(default=50, gt=0)
+    # Heavy work (dead-letter listings, audit reads, Snowflake scripts, connector offsets, propagation dry runs) runs on
+    # a pool per kind, never on the pool every route shares: this many threads each, at most work_per_tenant requests
+    # of one tenant at once (429 beyond, 503 when the kind's pool is full; api/workpool.py).
+    work_workers: int = Field(default=4, gt=0, le=100)
+    work_per_tenant: int = Field(default=2, gt=0)
+    # Token checks run on their own threads; this many more wait for one, beyond that 503 at once.
+    token_check_workers: int = Field(default=8, gt=0, le=200)
+    token_check_queue: int = Field(default=256, ge=0)
     # Every request body, read or not by its route, stops here (413); routes may take less (the token form: 8 KiB).
     max_body_bytes: int = Field(default=1024 * 1024, gt=0)
     # Background work (tenant (de)provisioning, erasures) runs under a lease per item, resumed at startup and every

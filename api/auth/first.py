@@ -16,12 +16,12 @@ from __future__ import annotations
 import re
 
 from fastapi import FastAPI, Request
-from fastapi.concurrency import run_in_threadpool
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import iter_route_contexts
 from starlette.routing import compile_path
 
 from api.auth.deps import admit, bearer_token, current_principal
+from api.context import ApiContext
 from metalake.http.bodies import ASGIApp, Receive, Scope, Send, send_problem
 from metalake.http.problems import Problem
 
@@ -82,8 +82,10 @@ class AuthenticateFirst:
             await self.app(scope, receive, send)
             return
         request = Request(scope)  # no receive: nothing here can read the body
+        ctx: ApiContext = self._api.state.ctx
         try:
-            await run_in_threadpool(admit, request, bearer_token(request.headers.get("authorization")))
+            # On the token checks' own threads: a route's work holding the shared pool never delays a token check.
+            await ctx.token_checks.run("token", admit, request, bearer_token(request.headers.get("authorization")))
         except Problem as problem:
             # A refused request that announced a body closes its connection: the server stops taking in the body.
             await send_problem(send, problem, request.url.path, close=_announces_body(scope))

@@ -19,6 +19,7 @@ from datetime import UTC, timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Response
+from fastapi.concurrency import run_in_threadpool
 
 from api.auth.deps import require
 from api.context import ApiContext, ContextDep
@@ -48,6 +49,7 @@ from api.schemas.connectors import (
 from api.security import TenantContext
 from api.services import audit, connectors
 from api.services.events import PublisherDep
+from api.workpool import OFFSETS
 from control.auth.principal import Scope
 from control.connectors import registry
 from control.connectors.reasons import shown_error
@@ -412,9 +414,11 @@ def restart_task(
     response_model=OffsetsView,
     responses=_errors((503, "The offsets topic could not be read in time.")),
 )
-def get_offsets(tc: TenantReader, name: ConnectorName, store: ConnectorStoreDep, ctx: ContextDep) -> OffsetsView:
+async def get_offsets(tc: TenantReader, name: ConnectorName, store: ConnectorStoreDep, ctx: ContextDep) -> OffsetsView:
     """The stored offset of each source partition (read from the compacted offsets topic to its end)."""
-    offsets = connectors.offsets(ctx.settings, connectors.get(store, tc.tenant, name))
+    record = await run_in_threadpool(connectors.get, store, tc.tenant, name)
+    # A read of the offsets topic to its end: on the offsets' own pool, within the tenant's share (429/503 beyond).
+    offsets = await ctx.pools.run(OFFSETS, tc.tenant, connectors.offsets, ctx.settings, record)
     return OffsetsView(offsets=[OffsetView(partition=p, offset=o) for p, o in sorted(offsets.items())])
 
 
@@ -424,12 +428,13 @@ def get_offsets(tc: TenantReader, name: ConnectorName, store: ConnectorStoreDep,
     response_model=OffsetsReset,
     responses=_errors((409, "The connector is not PAUSED."), (503, "Kafka unavailable; nothing was reset.")),
 )
-def reset_offsets(
+async def reset_offsets(
     tc: TenantAdmin, name: ConnectorName, store: ConnectorStoreDep, ctx: ContextDep, publisher: PublisherDep
 ) -> OffsetsReset:
     """Forget every stored offset (tombstones), so the next crawl starts over. Pause the connector first."""
-    reset = connectors.reset_offsets(ctx.settings, publisher.producer, connectors.get(store, tc.tenant, name))
-    _audit(ctx, tc, "connector.offsets.reset", name)
+    record = await run_in_threadpool(connectors.get, store, tc.tenant, name)
+    reset = await ctx.pools.run(OFFSETS, tc.tenant, connectors.reset_offsets, ctx.settings, publisher.producer, record)
+    await run_in_threadpool(_audit, ctx, tc, "connector.offsets.reset", name)
     return OffsetsReset(reset=reset)
 
 

@@ -14,14 +14,16 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query
 
-from api.context import ContextDep
+from api.context import ApiContext, ContextDep
 from api.deps import ConnectorStoreDep, TenantAdmin
 from api.paging import DEFAULT_LIMIT, CursorParam, Limit, decode_cursor, encode_cursor
 from api.problems import Problem
 from api.schemas.deadletters import DeadLetterPage, DeadLetterView, ReplayResult
+from api.security import TenantContext
 from api.services import audit
 from api.services.deadletters import DeadLetters, Filters, Stage
-from api.services.events import PublisherDep
+from api.services.events import PublisherDep, TenantPublisher
+from api.workpool import DEAD_LETTERS
 from control.connectors import registry
 from control.dead_letter_replay import Refused, ReplayLog
 from control.dead_letters import DeadLetterTopics
@@ -70,9 +72,10 @@ DeadLettersDep = Annotated[DeadLetters, Depends(dead_letters)]
 
 
 @router.get(PREFIX, summary="List dead letters", response_model=DeadLetterPage, responses=_ERRORS)
-def list_dead_letters(
+async def list_dead_letters(
     tc: TenantAdmin,
     letters: DeadLettersDep,
+    ctx: ContextDep,
     stage: Annotated[
         Stage | None,
         Query(description="`connectors` (both worker stages), `mapping`, `transform`, `outbound` or `stream`."),
@@ -94,16 +97,21 @@ def list_dead_letters(
             raise Problem(422, "invalid-time", f"{name}: give a time zone offset", field=name)
     after = decode_cursor(_CURSOR_KIND, cursor, 2)
     filters = Filters(stage, connector, error_class, since, until)
-    listed = letters.page(tc.tenant, filters, limit, (after[0], after[1]) if after else None)
+    # A Kafka scan: on the dead letters' own pool, within the tenant's share of it (429/503 at once beyond).
+    listed = await ctx.pools.run(
+        DEAD_LETTERS, tc.tenant, letters.page, tc.tenant, filters, limit, (after[0], after[1]) if after else None
+    )
     return DeadLetterPage.of(listed, encode_cursor(_CURSOR_KIND, listed.resume) if listed.resume else None)
 
 
 @router.get(PREFIX + "/{letter_id}", summary="Inspect a dead letter", response_model=DeadLetterView, responses=_ERRORS)
-def get_dead_letter(tc: TenantAdmin, letter_id: LetterId, letters: DeadLettersDep) -> DeadLetterView:
+async def get_dead_letter(
+    tc: TenantAdmin, letter_id: LetterId, letters: DeadLettersDep, ctx: ContextDep
+) -> DeadLetterView:
     """One letter: its context, the original record's key and allow-listed headers, and its payload as parsed JSON
     with every secret-named key and credential-like string redacted (a body that is not JSON, or too large, is
     shown by size and SHA-256 only). Signature headers, tokens and webhook secrets are never shown."""
-    stored, replay = letters.inspect(tc.tenant, letter_id)
+    stored, replay = await ctx.pools.run(DEAD_LETTERS, tc.tenant, letters.inspect, tc.tenant, letter_id)
     return DeadLetterView.of(stored, replay, letters.settings.dead_letters.payload_max_bytes)
 
 
@@ -116,7 +124,7 @@ def get_dead_letter(tc: TenantAdmin, letter_id: LetterId, letters: DeadLettersDe
         409: {"description": "The letter cannot be replayed now: problem+json naming the field at fault."},
     },
 )
-def replay_dead_letter(
+async def replay_dead_letter(
     tc: TenantAdmin, letter_id: LetterId, letters: DeadLettersDep, publisher: PublisherDep, ctx: ContextDep
 ) -> ReplayResult:
     """Send the letter back through the stage that refused it, with that stage's current configuration: a
@@ -124,6 +132,12 @@ def replay_dead_letter(
     connector's map) and its events published; an outbound letter is handed to the outbound runtime for one more
     delivery to its subscription as it is now. Idempotent: a replayed letter answers `already_replayed` and publishes
     nothing. A letter that still fails answers 409 with the reason and field, and may be replayed again later."""
+    return await ctx.pools.run(DEAD_LETTERS, tc.tenant, _replay, tc, letter_id, letters, publisher, ctx)
+
+
+def _replay(
+    tc: TenantContext, letter_id: str, letters: DeadLetters, publisher: TenantPublisher, ctx: ApiContext
+) -> ReplayResult:
     try:
         result = letters.replay(tc.tenant, letter_id, tc.principal.subject, publisher)
     except Refused as exc:

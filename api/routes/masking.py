@@ -7,6 +7,7 @@ assignment to every column tagged PII, directly or along lineage, and UNSET for 
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
@@ -15,6 +16,7 @@ from fastapi.responses import Response
 from api.context import ContextDep
 from api.deps import TenantReader
 from api.problems import Problem
+from api.workpool import SNOWFLAKE
 from control.snowflake_inventory import TooManyColumns
 from control.snowflake_masking import SeveralAccounts
 from control.snowflake_policies import options_from, snowflake_script
@@ -45,7 +47,7 @@ router = APIRouter(prefix="/v1/tenants/{tenant}/masking", tags=["masking"])
     response_class=Response,
     responses=_ERRORS,
 )
-def snowflake_policies(
+async def snowflake_policies(
     tc: TenantReader,
     ctx: ContextDep,
     account: Annotated[
@@ -66,7 +68,9 @@ def snowflake_policies(
             raise Problem(422, "invalid-role", "a role is 1 to 255 characters without control characters", field="role")
     options = options_from(ctx.settings, roles=roles, mask_style=mask, scope=scope)
     try:
-        script = snowflake_script(ctx.settings, ctx.mongo, tc.tenant, options, account=account)
+        # Reads every tagged column: on the scripts' own pool, within the tenant's share (429/503 at once beyond).
+        build = partial(snowflake_script, ctx.settings, ctx.mongo, tc.tenant, options, account=account)
+        script = await ctx.pools.run(SNOWFLAKE, tc.tenant, build)
     except SeveralAccounts as exc:
         raise Problem(
             422, "several-accounts", str(exc), field="account", extra={"accounts": list(exc.accounts)}

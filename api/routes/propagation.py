@@ -8,6 +8,7 @@ within the walk's reach is read, up to ``propagation.dry_run_max_edges`` edges (
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from fastapi import APIRouter
@@ -16,6 +17,7 @@ from api.context import ContextDep
 from api.deps import TenantReader
 from api.problems import Problem
 from api.schemas.propagation import DryRunRequest, DryRunView, ReachedView
+from api.workpool import DRY_RUN
 from metalake.propagation import dry_run_tenant
 from metalake.propagation.config import limits_from
 from metalake.propagation.store import TooLarge
@@ -35,20 +37,23 @@ router = APIRouter(prefix="/v1/tenants/{tenant}/propagation", tags=["propagation
 
 
 @router.post("/dry-run", summary="What a tag would reach along lineage", response_model=DryRunView, responses=_ERRORS)
-def dry_run(tc: TenantReader, ctx: ContextDep, body: DryRunRequest) -> DryRunView:
+async def dry_run(tc: TenantReader, ctx: ContextDep, body: DryRunRequest) -> DryRunView:
     """The assets a tag put on ``urn`` would reach, nearest first, each with its path and depth, computed as the
     propagation processor would (edge directions, blocked tags, deleted assets, guardrails). Changes nothing. An
     asset without lineage reaches nothing: the answer is then an empty list, not 404."""
     names = names_for(tc.tenant, ctx.settings.lake_root)
     limits = limits_from(ctx.settings, body.max_depth)
     try:
-        result = dry_run_tenant(
+        # On the dry runs' own pool, within the tenant's share of it (429/503 at once beyond).
+        result = await ctx.pools.run(
+            DRY_RUN,
+            tc.tenant,
+            partial(dry_run_tenant, max_edges=ctx.settings.propagation.dry_run_max_edges),
             ctx.mongo[names.mongo_database],
             tc.tenant,
             body.urn,
             body.tag,
             limits,
-            max_edges=ctx.settings.propagation.dry_run_max_edges,
         )
     except TooLarge as exc:
         raise Problem(422, "dry-run-too-large", str(exc), field="max_depth") from None
