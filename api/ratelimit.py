@@ -57,9 +57,21 @@ class RateLimiter:
                 return 0.0
             return (1.0 - bucket.tokens) / self._rate
 
-    def check(self, key: str) -> None:
-        """Raise a 429 problem with ``Retry-After`` when ``key`` is over its rate."""
-        wait = self.acquire(key)
+    def waiting(self, key: str) -> float:
+        """The seconds until ``key`` has a token (0.0: it has one now), taking none: for buckets charged afterwards,
+        by what a request turned out to be (the token endpoint's failed attempts)."""
+        now = self._clock()
+        with self._lock:
+            bucket = self._buckets.get(key)
+            if bucket is None:
+                return 0.0
+            tokens = min(self._burst, bucket.tokens + (now - bucket.updated) * self._rate)
+            return 0.0 if tokens >= 1.0 else (1.0 - tokens) / self._rate
+
+    def check(self, key: str, *, charge: bool = True) -> None:
+        """Raise a 429 problem with ``Retry-After`` when ``key`` is over its rate; ``charge=False`` refuses an empty
+        bucket without taking a token (the caller charges it later with :meth:`acquire`)."""
+        wait = self.acquire(key) if charge else self.waiting(key)
         if wait > 0:
             retry_after = max(1, math.ceil(wait))
             raise Problem(

@@ -499,6 +499,10 @@ class ApiSettings(BaseModel):
     # POST /oauth/token per peer address, before any secret check: bounds a flood of made-up client ids from one host.
     token_peer_rate_per_s: float = Field(default=10.0, gt=0)
     token_peer_burst: int = Field(default=50, gt=0)
+    # POST /oauth/token failures (unknown client, wrong secret) per (claimed client id, peer address): a client is never
+    # locked out by wrong secrets sent for its id from another address.
+    token_failure_rate_per_s: float = Field(default=1.0, gt=0)
+    token_failure_burst: int = Field(default=10, gt=0)
     # Heavy work (dead-letter listings, audit reads, Snowflake scripts, connector offsets, propagation dry runs) runs on
     # a pool per kind, never on the pool every route shares: this many threads each, at most work_per_tenant requests
     # of one tenant at once (429 beyond, 503 when the kind's pool is full; api/workpool.py).

@@ -29,6 +29,9 @@ class AuthRuntime:
     limiter: RateLimiter
     # The token endpoint's per-address budget, apart from the per-client one (see api/routes/oauth.py).
     token_peer_limiter: RateLimiter
+    # The token endpoint's failed attempts per (claimed client id, peer address): a wrong secret sent from one address
+    # never throttles the client from another.
+    token_failure_limiter: RateLimiter
     server: TokenServer
 
     @property
@@ -59,6 +62,7 @@ def build_auth(settings: Settings, mongo: MongoClient[dict[str, Any]]) -> AuthRu
         gate=build_gate(settings, control, keys=jwks, clients=client_cache, tenants=tenants),
         limiter=RateLimiter(api.rate_limit_per_s, api.rate_limit_burst),
         token_peer_limiter=RateLimiter(api.token_peer_rate_per_s, api.token_peer_burst),
+        token_failure_limiter=RateLimiter(api.token_failure_rate_per_s, api.token_failure_burst),
         server=TokenServer(
             clients,
             keys,

@@ -65,12 +65,17 @@ _TOKEN_REQUEST_BODY: dict[str, Any] = {
 }
 
 
-def _throttle(request: Request, auth: AuthRuntime, form: dict[str, str]) -> None:
-    # Before any secret check (an scrypt run each): the peer's bucket bounds a flood of made-up client ids, the
-    # client's (decoded as authlib decodes it, under any spelling) bounds guessing one client's secret from many peers.
-    auth.token_peer_limiter.check("token-peer:" + (request.client.host if request.client else "unknown"))
-    for client_id in sorted(claimed_client_ids(request.headers, form)):
-        auth.limiter.check("token:" + client_id)
+def _throttle(request: Request, auth: AuthRuntime, form: dict[str, str]) -> list[str]:
+    """Before any secret check (an scrypt run each): the peer's bucket bounds a flood of made-up client ids from one
+    address; each claimed client id (decoded as authlib decodes it, under any spelling) is refused from this address
+    once its failures from this address spent their budget. The failure keys are returned, charged if this attempt
+    fails: charged per client alone, anyone knowing a client id could lock that client out from anywhere."""
+    peer = request.client.host if request.client else "unknown"
+    auth.token_peer_limiter.check("token-peer:" + peer)
+    keys = [f"token-fail:{client_id}@{peer}" for client_id in sorted(claimed_client_ids(request.headers, form))]
+    for key in keys:
+        auth.token_failure_limiter.check(key, charge=False)
+    return keys
 
 
 def _answer(status: int, body: dict[str, Any], headers: list[tuple[str, str]], response: Response) -> TokenResponse:
@@ -152,7 +157,7 @@ async def token(request: Request, response: Response, auth: AuthDep) -> TokenRes
             # RFC 6749 §3.2: parameters must not be repeated.
             raise Problem(400, "invalid-request", f"{name}: repeated", field=name, extra={"error": "invalid_request"})
         form[name] = value
-    _throttle(request, auth, form)
+    failure_keys = _throttle(request, auth, form)
     try:
         status, body, headers = await run_in_threadpool(auth.server.token, request.headers, form)
     except KeysUnavailable as exc:
@@ -161,6 +166,9 @@ async def token(request: Request, response: Response, auth: AuthDep) -> TokenRes
         raise Problem(
             503, "auth-unavailable", "the control plane is unreachable", extra={"error": "temporarily_unavailable"}
         ) from None
+    if body.get("error") == "invalid_client":
+        for key in failure_keys:
+            auth.token_failure_limiter.acquire(key)
     return _answer(status, body, headers, response)
 
 

@@ -191,9 +191,14 @@ def _basic(user: str, secret: str) -> dict[str, str]:
 
 def test_token_endpoint_throttle_attacks(settings: Settings, mongo: Mongo, tenant: str) -> None:
     form = {"grant_type": "client_credentials"}
-    # One client under many spellings (authlib percent-decodes the Basic user name): one bucket, throttled after 3.
+    # One client under many spellings (authlib percent-decodes the Basic user name): one bucket of failures from this
+    # address, throttled after 3.
     roomy_peer = api_settings(
-        settings, rate_limit_per_s=0.01, rate_limit_burst=3, token_peer_rate_per_s=1000.0, token_peer_burst=10_000
+        settings,
+        token_failure_rate_per_s=0.01,
+        token_failure_burst=3,
+        token_peer_rate_per_s=1000.0,
+        token_peer_burst=10_000,
     )
     with TestClient(create_app(roomy_peer, mongo=mongo)) as client:
         record, secret = create_api_client(client, tenant=tenant, role="read-only")
@@ -202,7 +207,8 @@ def test_token_endpoint_throttle_attacks(settings: Settings, mongo: Mongo, tenan
         spellings += ["".join(f"%{ord(c):02x}" for c in cid), f"%{ord(cid[0]):02X}%{ord(cid[1]):02x}{cid[2:]}"]
         codes = [client.post("/oauth/token", data=form, headers=_basic(s, "wrong")).status_code for s in spellings]
         assert codes == [401, 401, 401, 429, 429], codes
-        # The form spelling of the same client shares the bucket too; so does its right secret, until it refills.
+        # The form spelling of the same client shares the bucket too; so does its right secret from this address,
+        # until it refills (from another address it is not refused: tests/unit/api/auth/test_token_lockout.py).
         post = {**form, "client_id": cid, "client_secret": secret}
         assert client.post("/oauth/token", data=post).status_code == 429
         # Another client is not affected.

@@ -58,6 +58,8 @@ def client(settings: Settings, mongo: Mongo) -> Iterator[TestClient]:
             rate_limit_burst=10_000,
             token_peer_rate_per_s=1000.0,
             token_peer_burst=10_000,
+            token_failure_rate_per_s=1000.0,
+            token_failure_burst=10_000,
         ),
         mongo=mongo,
     )

@@ -46,6 +46,8 @@ SETTINGS = api_settings(
     rate_limit_burst=10_000,
     token_peer_rate_per_s=1000.0,
     token_peer_burst=10_000,
+    token_failure_rate_per_s=1000.0,
+    token_failure_burst=10_000,
 )
 APP = create_app(SETTINGS, mongo=MongoClient(SETTINGS.mongo_uri, serverSelectionTimeoutMS=10_000, tz_aware=True))
 schema = (

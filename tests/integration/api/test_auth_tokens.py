@@ -246,7 +246,8 @@ def test_suspended_tenant_gets_no_tokens_and_its_tokens_are_refused(
 
 
 def test_rate_limit_per_client(settings: Settings, mongo: Mongo, tenant: str) -> None:
-    app = create_app(api_settings(settings, rate_limit_per_s=0.2, rate_limit_burst=3), mongo=mongo)
+    limits = {"rate_limit_per_s": 0.2, "rate_limit_burst": 3, "token_failure_rate_per_s": 0.2, "token_failure_burst": 3}
+    app = create_app(api_settings(settings, **limits), mongo=mongo)
     with TestClient(app) as client:
         one = auth_headers(client, tenant=tenant, role="admin")
         two = auth_headers(client, tenant=tenant, role="admin")
@@ -259,7 +260,7 @@ def test_rate_limit_per_client(settings: Settings, mongo: Mongo, tenant: str) ->
         assert limited.json()["type"] == "/problems/rate-limited"
         # Another client of the same tenant has its own budget.
         assert client.get(url, headers=two).status_code == 200
-        # The token endpoint is limited per client id too (the bucket counts attempts, right or wrong).
+        # The token endpoint limits failures per client id and address.
         record, _ = create_api_client(client, tenant=tenant, role="read-only")
         codes = [
             client.post(
