@@ -12,6 +12,7 @@ from fastapi import APIRouter, FastAPI
 from pymongo import MongoClient
 from pymongo.errors import PyMongoError
 
+from api import redaction
 from api.auth.first import AuthenticateFirst
 from api.auth.runtime import AuthRuntime, build_auth
 from api.context import ApiContext
@@ -83,6 +84,7 @@ def create_app(settings: Settings | None = None, *, mongo: MongoClient[dict[str,
     app.state.ctx = ApiContext(settings=settings, mongo=client)
     app.state.auth = build_auth(settings, client)
     install_problem_handlers(app)
+    redaction.install()  # secrets in paths (share ids, engine keys) never in uvicorn's logs
     # The last added runs first: the body limit (a declared length over it is refused unread), then the token of a
     # protected route, both before FastAPI reads and parses a body.
     app.add_middleware(AuthenticateFirst, api=app)

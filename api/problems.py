@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from api.redaction import redact_path
 from metalake.http.problems import MEDIA_TYPE, Problem, problem_response
 from metalake.http.problems import install_problem_handlers as _install_common
 from metalake.sealing import SealingError
@@ -26,14 +27,14 @@ def problem_doc(description: str, slug: str, status: int) -> dict[str, Any]:
 
 async def _on_unexpected(request: Request, exc: Exception) -> JSONResponse:
     # The exception type goes to the log for the operator; the caller learns only that it was our fault.
-    log.error("unhandled error", extra={"path": request.url.path, "error": type(exc).__name__})
+    log.error("unhandled error", extra={"path": redact_path(request.url.path), "error": type(exc).__name__})
     problem = Problem(500, "internal-error", "the server failed to answer this request; it has been logged")
     return problem_response(problem, request.url.path)
 
 
 async def _on_sealing(request: Request, exc: Exception) -> JSONResponse:
     # The server's key configuration is at fault: the reason (object and field, never a value) is the operator's.
-    log.error("secrets unusable", extra={"path": request.url.path, "reason": str(exc)})
+    log.error("secrets unusable", extra={"path": redact_path(request.url.path), "reason": str(exc)})
     problem = Problem(
         503,
         "secrets-unavailable",

@@ -24,6 +24,7 @@ from pymongo.errors import PyMongoError
 
 from api.auth.runtime import AuthRuntime
 from api.problems import Problem
+from api.redaction import redact_path
 from api.security import TenantContext
 from control.auth.gate import TenantRefused
 from control.auth.jwks import KeySourceUnavailable
@@ -85,7 +86,7 @@ def admit(request: Request, token: str | None) -> Principal:
     try:
         verified = auth.gate.admit(token)
     except InvalidToken as exc:
-        log.info("token refused", extra={"reason": str(exc), "path": request.url.path})
+        log.info("token refused", extra={"reason": str(exc), "path": redact_path(request.url.path)})
         raise unauthorized(str(exc)) from None
     except TenantRefused as exc:
         raise tenant_refused(str(exc)) from None

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
@@ -28,6 +27,7 @@ from pydantic import ValidationError
 from api.context import ApiContext, ContextDep
 from api.deps import TenantAdmin, TenantReader
 from api.problems import Problem
+from api.redaction import RedactSecretPaths, secret_path
 from api.schemas.engines import (
     CatalogMapping,
     EngineCreate,
@@ -57,7 +57,8 @@ log = logging.getLogger(__name__)
 
 router = APIRouter(tags=["enforcement"])
 PREFIX = "/v1/tenants/{tenant}/engines"
-OPA_PREFIX = "/v1/opa/{key}"
+# The key is a secret in the path: logged as mle_<id>_*** (api/redaction.py).
+OPA_PREFIX = secret_path("/v1/opa/{key}", "key", keep=r"mle_[0-9a-f]{16}_")
 
 EngineId = Annotated[str, Path(pattern=r"^[0-9a-f]{16}$", description="The engine's id.")]
 # Not validated by FastAPI: a malformed key is a 401 like a wrong one, never a 422 quoting it.
@@ -352,19 +353,5 @@ async def opa_column_mask(request: Request, key: EngineKey) -> JSONResponse:
     return JSONResponse({"result": {"expression": masks[0][1]} if masks else None})
 
 
-_KEY_IN_PATH = re.compile(r"(/v1/opa/mle_[0-9a-f]{16}_)[^/\s\"]+")
-
-
-class RedactEngineKeys(logging.Filter):
-    """Keeps engine keys out of the access log: ``/v1/opa/mle_<id>_<secret>/...`` is logged as ``mle_<id>_***``."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if isinstance(record.args, tuple):
-            record.args = tuple(_KEY_IN_PATH.sub(r"\1***", a) if isinstance(a, str) else a for a in record.args)
-        if isinstance(record.msg, str):
-            record.msg = _KEY_IN_PATH.sub(r"\1***", record.msg)
-        return True
-
-
-# uvicorn's access log lines carry the request path; the API's own logs never name a path with a key.
-logging.getLogger("uvicorn.access").addFilter(RedactEngineKeys())
+# The one redaction of secrets in paths (api/redaction.py); the name stays for the engines' tests.
+RedactEngineKeys = RedactSecretPaths

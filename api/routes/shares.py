@@ -24,6 +24,7 @@ from api.context import ContextDep
 from api.deps import AuthDep, SqlReader, TenantAdmin, TenantReader
 from api.paging import DEFAULT_LIMIT, CursorParam, Limit, decode_cursor, encode_cursor
 from api.problems import Problem, problem_doc
+from api.redaction import secret_path
 from api.routes.sql import QUERY_ERRORS, RESULT_CONTENT, limits_for, run_query
 from api.schemas.shares import ShareCreate, ShareCreated, SharePage, ShareState, ShareView
 from api.schemas.sql import QueryResult
@@ -201,7 +202,8 @@ SHARE_ERRORS: dict[int | str, dict[str, Any]] = {
 
 
 @router.get(
-    "/share/{share_id}/data.{extension}",
+    # The link's id opens it: a secret in the path, never logged (api/redaction.py).
+    secret_path("/share/{share_id}/data.{extension}", "share_id"),
     summary="Read a share link's rows",
     description="Public (no token): runs the link's SQL now, as the tenant without PII rights, and streams the rows "
     "as CSV (data.csv) or JSON (data.json) within the row and time limits. 404 for an unknown link, 410 once expired "
