@@ -68,7 +68,7 @@ class RateLimiter:
             tokens = min(self._burst, bucket.tokens + (now - bucket.updated) * self._rate)
             return 0.0 if tokens >= 1.0 else (1.0 - tokens) / self._rate
 
-    def check(self, key: str, *, charge: bool = True) -> None:
+    def check(self, key: str, *, charge: bool = True, who: str = "this client") -> None:
         """Raise a 429 problem with ``Retry-After`` when ``key`` is over its rate; ``charge=False`` refuses an empty
         bucket without taking a token (the caller charges it later with :meth:`acquire`)."""
         wait = self.acquire(key) if charge else self.waiting(key)
@@ -77,7 +77,7 @@ class RateLimiter:
             raise Problem(
                 429,
                 "rate-limited",
-                f"too many requests for this client; retry in {retry_after} s",
+                f"too many requests for {who}; retry in {retry_after} s",
                 headers={"Retry-After": str(retry_after)},
                 extra={"retry_after": retry_after},
             )

@@ -468,6 +468,18 @@ class IssuerProfile(BaseModel):
     scope_format: Literal["string", "list", "string_or_list"] = "string"
 
 
+class TenantQuotas(BaseModel):
+    """How many live objects of each kind one tenant may hold (``api/quotas.py``; 409 ``quota-exceeded`` beyond):
+    active API clients, write keys not revoked, connectors, subscriptions, share links not yet pruned. The query
+    engines' cap is ``enforcement.max_engines_per_tenant``."""
+
+    clients: int = Field(default=50, gt=0)
+    write_keys: int = Field(default=50, gt=0)
+    connectors: int = Field(default=100, gt=0)
+    subscriptions: int = Field(default=100, gt=0)
+    share_links: int = Field(default=1000, gt=0)
+
+
 class ApiSettings(BaseModel):
     """The admin API (``metalake api``): its OAuth 2 authorization server, token validation and rate limits.
 
@@ -496,6 +508,11 @@ class ApiSettings(BaseModel):
     secret_overlap_s: int = Field(default=86_400, ge=0, le=30 * 86_400)
     rate_limit_per_s: float = Field(default=20.0, gt=0)
     rate_limit_burst: int = Field(default=100, gt=0)
+    # Every request of one tenant's clients together, besides each client's own bucket: creating clients does not
+    # multiply what a tenant may take from a process.
+    tenant_rate_limit_per_s: float = Field(default=50.0, gt=0)
+    tenant_rate_limit_burst: int = Field(default=200, gt=0)
+    quotas: TenantQuotas = Field(default_factory=TenantQuotas)
     # POST /oauth/token per peer address, before any secret check: bounds a flood of made-up client ids from one host.
     token_peer_rate_per_s: float = Field(default=10.0, gt=0)
     token_peer_burst: int = Field(default=50, gt=0)

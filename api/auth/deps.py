@@ -94,6 +94,8 @@ def admit(request: Request, token: str | None) -> Principal:
         log.warning("token check unavailable", extra={"error": type(exc).__name__})
         raise auth_unavailable() from None
     auth.limiter.check(verified.client_id)
+    if verified.principal.tenant is not None:
+        auth.tenant_limiter.check("tenant:" + verified.principal.tenant, who="this tenant's clients together")
     request.state.principal = verified.principal
     setattr(request.state, _ADMITTED, token)
     return verified.principal

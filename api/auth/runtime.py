@@ -27,6 +27,8 @@ class AuthRuntime:
     tenants: TenantDirectory
     gate: TokenGate
     limiter: RateLimiter
+    # Every request of one tenant's clients together: creating clients does not multiply a tenant's rate.
+    tenant_limiter: RateLimiter
     # The token endpoint's per-address budget, apart from the per-client one (see api/routes/oauth.py).
     token_peer_limiter: RateLimiter
     # The token endpoint's failed attempts per (claimed client id, peer address): a wrong secret sent from one address
@@ -61,6 +63,7 @@ def build_auth(settings: Settings, mongo: MongoClient[dict[str, Any]]) -> AuthRu
         # The client routes invalidate client_cache on a revocation, so the gate must use that very cache.
         gate=build_gate(settings, control, keys=jwks, clients=client_cache, tenants=tenants),
         limiter=RateLimiter(api.rate_limit_per_s, api.rate_limit_burst),
+        tenant_limiter=RateLimiter(api.tenant_rate_limit_per_s, api.tenant_rate_limit_burst),
         token_peer_limiter=RateLimiter(api.token_peer_rate_per_s, api.token_peer_burst),
         token_failure_limiter=RateLimiter(api.token_failure_rate_per_s, api.token_failure_burst),
         server=TokenServer(

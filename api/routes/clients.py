@@ -14,6 +14,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from fastapi.concurrency import run_in_threadpool
 
+from api import quotas
 from api.auth.runtime import AuthRuntime
 from api.context import ContextDep
 from api.deps import AuthDep, TenantAdmin
@@ -113,9 +114,12 @@ def _owned(auth: AuthRuntime, ctx: TenantContext, client_id: str) -> ClientRecor
 async def create_client(body: ClientCreate, ctx: TenantAdmin, auth: AuthDep, api: ContextDep) -> ClientWithSecret:
     if body.role not in TENANT_ROLES:
         raise Problem(422, "invalid-request", "role: must be read-only, read-write or admin", field="role")
-    record, secret = await run_in_threadpool(
-        lambda: auth.clients.create(ctx.tenant, body.role, body.name, pii=body.pii)
-    )
+
+    def create() -> tuple[ClientRecord, str]:
+        with quotas.claim(api, ctx.tenant, quotas.CLIENTS):
+            return auth.clients.create(ctx.tenant, body.role, body.name, pii=body.pii)
+
+    record, secret = await run_in_threadpool(create)
     await _audit(api, ctx, "client.create", record.client_id)
     return client_with_secret(record, secret)
 

@@ -21,6 +21,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Query, Response
 from fastapi.concurrency import run_in_threadpool
 
+from api import quotas
 from api.auth.deps import require
 from api.context import ApiContext, ContextDep
 from api.deps import ConnectorStoreDep, PlatformAdmin, TenantAdmin, TenantReader
@@ -206,7 +207,8 @@ def create_connector(
 ) -> ConnectorView:
     """Create a connector (RUNNING). Webhook connectors accept deliveries once a signing secret is added."""
     min_interval_s = ctx.settings.connect.schedule_min_interval_s
-    record, created = connectors.create(store, plugins, tc.tenant, body.name, body, min_interval_s)
+    with quotas.claim(ctx, tc.tenant, quotas.CONNECTORS_KIND):
+        record, created = connectors.create(store, plugins, tc.tenant, body.name, body, min_interval_s)
     if not created:  # a concurrent create won between the check and the write: ours replaced it
         response.status_code = 200
     response.headers["Location"] = f"/v1/tenants/{tc.tenant}/connectors/{body.name}"

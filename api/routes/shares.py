@@ -19,6 +19,7 @@ from fastapi import Path as PathParam
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 
+from api import quotas
 from api.auth.runtime import AuthRuntime
 from api.context import ContextDep
 from api.deps import AuthDep, SqlReader, TenantAdmin, TenantReader
@@ -55,6 +56,8 @@ async def create_share(body: ShareCreate, ctx: ContextDep, tenant_ctx: SqlReader
     if ttl_s > settings.share_max_ttl_s:
         raise Problem(422, "invalid-request", f"expires_in_s: at most {settings.share_max_ttl_s}", field="expires_in_s")
     tenant = tenant_ctx.tenant
+    # Refused before Trino validates anything; checked again, under the claim, when the link is written.
+    await run_in_threadpool(quotas.check, ctx, tenant, quotas.SHARE_LINKS)
     slot = ctx.trino.admit(tenant)
     try:
         await slot.run(_validate_sql, ctx, tenant, body.sql)
@@ -63,14 +66,18 @@ async def create_share(body: ShareCreate, ctx: ContextDep, tenant_ctx: SqlReader
     store = ShareStore(ctx.mongo[CONTROL_DATABASE])
     # No TTL indexes on FerretDB: expired links are pruned here, where links are made.
     await run_in_threadpool(store.purge_expired, datetime.now(UTC))
-    token, share = await run_in_threadpool(
-        store.create,
-        tenant,
-        body.sql,
-        created_by=tenant_ctx.principal.subject,
-        ttl=timedelta(seconds=ttl_s),
-        max_rows=body.max_rows,
-    )
+
+    def create() -> tuple[str, Share]:
+        with quotas.claim(ctx, tenant, quotas.SHARE_LINKS):
+            return store.create(
+                tenant,
+                body.sql,
+                created_by=tenant_ctx.principal.subject,
+                ttl=timedelta(seconds=ttl_s),
+                max_rows=body.max_rows,
+            )
+
+    token, share = await run_in_threadpool(create)
     await run_in_threadpool(audit.record, ctx, tenant, tenant_ctx.principal, "share.create", share.hash, audit.DONE)
     return ShareCreated(
         id=token,

@@ -17,6 +17,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Response
 from fastapi.responses import JSONResponse
 
+from api import quotas
 from api.context import ContextDep
 from api.deps import TenantAdmin, TenantReader
 from api.paging import DEFAULT_LIMIT, CursorParam, Limit, decode_cursor, encode_cursor
@@ -125,17 +126,18 @@ def create_subscription(
     response: Response,
 ) -> SubscriptionView:
     """Create a destination; the runtime picks it up within its cache TTL."""
-    sub = subscriptions.create(
-        store,
-        specs,
-        tc.tenant,
-        body.name,
-        body.destination,
-        config=body.config,
-        secrets=body.secrets,
-        filters=body.filters,
-        enabled=body.enabled,
-    )
+    with quotas.claim(ctx, tc.tenant, quotas.SUBSCRIPTIONS_KIND):
+        sub = subscriptions.create(
+            store,
+            specs,
+            tc.tenant,
+            body.name,
+            body.destination,
+            config=body.config,
+            secrets=body.secrets,
+            filters=body.filters,
+            enabled=body.enabled,
+        )
     response.headers["Location"] = f"/v1/tenants/{tc.tenant}/subscriptions/{body.name}"
     audit.record(ctx, tc.tenant, tc.principal, "subscription.create", body.name, audit.DONE)
     return _view(sub)

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Response
 
+from api import quotas
 from api.context import ContextDep
 from api.deps import ConnectorStoreDep, TenantAdmin, TenantReader
 from api.problems import Problem
@@ -40,7 +41,8 @@ def create_write_key(
     """A new write key for the tenant's ingest API. Keep it: it is shown this once and cannot be read back. The body
     is optional: ``{"pii": true}`` grants the key what ``pii:read`` grants a token on tags."""
     pii = body is not None and body.pii
-    info, key = store.create_write_key(tc.tenant, pii=pii)
+    with quotas.claim(ctx, tc.tenant, quotas.WRITE_KEYS):
+        info, key = store.create_write_key(tc.tenant, pii=pii)
     counts = {"pii": 1} if pii else None
     audit.record(ctx, tc.tenant, tc.principal, "write_key.create", info.key_id, audit.DONE, counts=counts)
     return WriteKeyCreated(
