@@ -55,6 +55,8 @@ def client(settings: Settings, mongo: Mongo) -> Iterator[TestClient]:
         api_settings(
             settings,
             rate_limit_per_s=1000.0,
+            tenant_rate_limit_per_s=1000.0,
+            tenant_rate_limit_burst=10_000,
             rate_limit_burst=10_000,
             token_peer_rate_per_s=1000.0,
             token_peer_burst=10_000,

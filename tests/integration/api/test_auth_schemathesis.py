@@ -43,6 +43,8 @@ CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
 SETTINGS = api_settings(
     load_settings(),
     rate_limit_per_s=1000.0,
+    tenant_rate_limit_per_s=1000.0,
+    tenant_rate_limit_burst=10_000,
     rate_limit_burst=10_000,
     token_peer_rate_per_s=1000.0,
     token_peer_burst=10_000,
