@@ -18,10 +18,12 @@ from api.auth.runtime import AuthRuntime, build_auth
 from api.context import ApiContext
 from api.openapi import install_openapi
 from api.problems import install_problem_handlers
+from api.services.auditbatch import AuditBatcher
 from api.services.events import close_publisher
 from api.services.provisioning import resume
 from metalake.http.bodies import BodyLimit
 from metalake.mongo import mongo_client
+from metalake.s3 import lake_storage_options
 from metalake.settings import Settings, load_settings
 
 log = logging.getLogger(__name__)
@@ -66,6 +68,18 @@ def publish_signing_key(auth: AuthRuntime) -> None:
         log.warning("api.signing_key_unavailable", extra={"error": type(exc).__name__})
 
 
+def audit_batcher(settings: Settings) -> AuditBatcher | None:
+    api = settings.api
+    if api.audit_flush_s <= 0:
+        return None  # every row committed before its response
+    return AuditBatcher(
+        lake_storage_options(settings),
+        interval_s=api.audit_flush_s,
+        max_rows=api.audit_batch_rows,
+        max_buffered=api.audit_buffer_max,
+    )
+
+
 def create_app(settings: Settings | None = None, *, mongo: MongoClient[dict[str, Any]] | None = None) -> FastAPI:
     settings = settings or load_settings()
     client = mongo or mongo_client(settings)
@@ -76,12 +90,15 @@ def create_app(settings: Settings | None = None, *, mongo: MongoClient[dict[str,
         stop_resume = resume.start(app.state.ctx)  # work a crash left unfinished, in a thread
         yield
         stop_resume()
+        # Every accepted mutation's audit row is committed before the process goes.
+        if app.state.ctx.audit_batcher is not None:
+            app.state.ctx.audit_batcher.close()
         close_publisher(app)
         if mongo is None:
             client.close()
 
     app = FastAPI(title="metalake admin API", version="1", lifespan=lifespan)
-    app.state.ctx = ApiContext(settings=settings, mongo=client)
+    app.state.ctx = ApiContext(settings=settings, mongo=client, audit_batcher=audit_batcher(settings))
     app.state.auth = build_auth(settings, client)
     install_problem_handlers(app)
     redaction.install()  # secrets in paths (share ids, engine keys) never in uvicorn's logs

@@ -11,6 +11,7 @@ from fastapi import Depends, Request
 from pymongo import MongoClient
 
 from api.ratelimit import RateLimiter
+from api.services.auditbatch import AuditBatcher
 from api.services.trinopool import TrinoPool
 from api.workpool import WorkPool, WorkPools
 from metalake.settings import Settings
@@ -20,6 +21,8 @@ from metalake.settings import Settings
 class ApiContext:
     settings: Settings
     mongo: MongoClient[dict[str, Any]]
+    # The app's audit rows, committed in batches (api/services/auditbatch.py); None (the CLI): each row at once.
+    audit_batcher: AuditBatcher | None = None
 
     # Built on first use (in the event loop's thread): the CLI's contexts never run a query.
     @cached_property

@@ -513,6 +513,11 @@ class ApiSettings(BaseModel):
     tenant_rate_limit_per_s: float = Field(default=50.0, gt=0)
     tenant_rate_limit_burst: int = Field(default=200, gt=0)
     quotas: TenantQuotas = Field(default_factory=TenantQuotas)
+    # Audit rows are committed per table in one Delta commit every audit_flush_s (0: each row before its response),
+    # or at once when audit_batch_rows wait; past audit_buffer_max waiting, requests commit their own row.
+    audit_flush_s: float = Field(default=0.5, ge=0, le=60)
+    audit_batch_rows: int = Field(default=500, gt=0)
+    audit_buffer_max: int = Field(default=10_000, gt=0)
     # POST /oauth/token per peer address, before any secret check: bounds a flood of made-up client ids from one host.
     token_peer_rate_per_s: float = Field(default=10.0, gt=0)
     token_peer_burst: int = Field(default=50, gt=0)

@@ -108,7 +108,15 @@ def _page(path: LakeRoot, query: AuditQuery, storage: StorageOptions) -> AuditPa
 
 
 def _tenant_page(ctx: ApiContext, tenant: str, query: AuditQuery) -> AuditPage:
-    return _page(audit.tenant_audit_path(ctx, tenant), query, lake_storage_options(ctx.settings))
+    path = audit.tenant_audit_path(ctx, tenant)
+    audit.flush(ctx, path)  # the rows still buffered are read too
+    return _page(path, query, lake_storage_options(ctx.settings))
+
+
+def _platform_page(ctx: ApiContext, query: AuditQuery) -> AuditPage:
+    path = platform_audit_dir(ctx.settings.lake_root)
+    audit.flush(ctx, path)
+    return _page(path, query, lake_storage_options(ctx.settings))
 
 
 # Whose share of the audit pool the platform trail's reads take (no tenant id has a leading underscore).
@@ -141,6 +149,4 @@ async def platform_audit(
     ctx: ContextDep,
     query: Filters,
 ) -> AuditPage:
-    return await ctx.pools.run(
-        AUDIT, PLATFORM, _page, platform_audit_dir(ctx.settings.lake_root), query, lake_storage_options(ctx.settings)
-    )
+    return await ctx.pools.run(AUDIT, PLATFORM, _platform_page, ctx, query)

@@ -1,11 +1,13 @@
-"""Audit of admin actions: who did what to which target, when, with what result, durable before the response.
+"""Audit of admin actions: who did what to which target, when, with what result, committed in batches.
 
 Every mutating route calls, once it knows the outcome::
 
     from api.services import audit
     audit.record(ctx, tenant, principal, "connector.create", name, audit.DONE)
 
-The row lands in the tenant's Delta ``audit`` table (appended with delta-rs, see ``control.audit``), where
+The row lands in the tenant's Delta ``audit`` table (appended with delta-rs, see ``control.audit``): with the API's
+batcher (``api.services.auditbatch``) within ``api.audit_flush_s`` in one commit with the other rows of that table,
+without one (the CLI) before ``record`` returns. There
 ``GET /v1/tenants/{tenant}/audit`` and Trino (``lake.<schema>.audit``) read it. The target is stored as its sha256
 only: an erased URN must never be written down in clear, and one rule for every action keeps it so. Whoever knows a
 target finds its rows by hashing it (the audit route takes ``?target=`` and hashes it). Tenant lifecycle actions
@@ -21,7 +23,7 @@ from datetime import UTC, datetime
 
 from api.context import ApiContext
 from control import audit as control_audit
-from control.audit import ACTION_PATTERN, AuditRow, append
+from control.audit import ACTION_PATTERN, AuditRow
 from control.auth.principal import Principal
 from metalake.lake_uri import LakeRoot
 from metalake.s3 import lake_storage_options
@@ -63,8 +65,7 @@ def record(
     counts: Mapping[str, int] | None = None,
 ) -> None:
     """Append one row to the tenant's audit table; returns once it is committed (raises otherwise)."""
-    row = _row(principal, action, target, result, counts)
-    append(tenant_audit_path(ctx, tenant), [row], lake_storage_options(ctx.settings))
+    _write(ctx, tenant_audit_path(ctx, tenant), _row(principal, action, target, result, counts))
     log.info("api.audit", extra={"tenant": tenant, "action": action, "result": result})
 
 
@@ -78,6 +79,18 @@ def record_platform(
     counts: Mapping[str, int] | None = None,
 ) -> None:
     """Append one row to the platform's audit table (tenant lifecycle, platform-admin clients, signing keys)."""
-    row = _row(principal, action, target, result, counts)
-    append(platform_audit_dir(ctx.settings.lake_root), [row], lake_storage_options(ctx.settings))
+    _write(ctx, platform_audit_dir(ctx.settings.lake_root), _row(principal, action, target, result, counts))
     log.info("api.audit_platform", extra={"action": action, "result": result})
+
+
+def _write(ctx: ApiContext, path: LakeRoot, row: AuditRow) -> None:
+    batcher = ctx.audit_batcher
+    if batcher is None or not batcher.add(path, row):
+        control_audit.append(path, [row], lake_storage_options(ctx.settings))
+
+
+def flush(ctx: ApiContext, path: LakeRoot | None = None) -> None:
+    """Commit the rows still buffered (for the table at ``path`` only, if given): before reading the audit, or
+    before a tenant's folder goes."""
+    if ctx.audit_batcher is not None:
+        ctx.audit_batcher.flush(path)

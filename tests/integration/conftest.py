@@ -24,6 +24,10 @@ from ops.stack.paths import find_project_root
 # API's resumer would pick up another test's tenant left in `provisioning` on purpose and provision it meanwhile:
 # off here, on in the tests of the resumer (tests/integration/api/test_tenant_resume.py).
 os.environ["METALAKE_API__RESUME"] = "false"
+# These tests read audit tables directly (control.audit.read) right after an in-process app answered: its rows are
+# committed before the answer here. The batching itself (api.audit_flush_s) is covered by
+# tests/unit/api/services/test_auditbatch.py, on a real delta-rs table too.
+os.environ.setdefault("METALAKE_API__AUDIT_FLUSH_S", "0")
 
 
 @pytest.fixture(scope="session")

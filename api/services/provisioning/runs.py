@@ -99,4 +99,5 @@ def deprovision_tenant(
     ctx: ApiContext, prov: Provisioner, principal: Principal, tenant: str, wait_s: float
 ) -> Outcome | None:
     """Deprovision the tenant (state ``deleting``) under its lease, with the platform audit row (its own table goes)."""
+    audit.flush(ctx)  # rows buffered for the tenant land before its folder goes, never after (recreating it)
     return _tenant_run(ctx, principal, tenant, wait_s, "tenant.deprovision", prov.deprovision, tenant_audit=False)

@@ -75,7 +75,7 @@ class _KeyStore:
 @pytest.fixture
 def audited(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     rows: list[Any] = []
-    monkeypatch.setattr("api.services.audit.append", lambda path, batch, storage=None: rows.extend(batch))
+    monkeypatch.setattr("control.audit.append", lambda path, batch, storage=None: rows.extend(batch))
     return rows
 
 
