@@ -40,8 +40,13 @@ class ApiContext:
     def token_checks(self) -> WorkPool:
         """The token checks' own threads: no route's work can make a request wait for its token check."""
         api = self.settings.api
-        slots = api.token_check_workers + api.token_check_queue
-        return WorkPool("token-check", api.token_check_workers, slots, queue=api.token_check_queue)
+        return WorkPool("token-check", api.token_check_workers, None, queue=api.token_check_queue)
+
+    @cached_property
+    def secret_checks(self) -> WorkPool:
+        """The token endpoint's secret checks (scrypt): their own threads, a bounded wait, then 503."""
+        api = self.settings.api
+        return WorkPool("token-secret-check", api.token_secret_workers, None, queue=api.token_secret_queue)
 
     @cached_property
     def share_limits(self) -> tuple[RateLimiter, RateLimiter]:

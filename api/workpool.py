@@ -33,10 +33,11 @@ RETRY_AFTER_S = 1
 
 
 class WorkPool:
-    """``workers`` threads for one kind of work; ``workers + queue`` slots, at most ``per_tenant`` per tenant."""
+    """``workers`` threads for one kind of work; ``workers + queue`` slots, at most ``per_tenant`` per tenant (None:
+    no cap of its own, for work whose tenant is not known yet, such as token checks)."""
 
-    def __init__(self, name: str, workers: int, per_tenant: int, *, queue: int = 0) -> None:
-        if workers <= 0 or per_tenant <= 0 or queue < 0:
+    def __init__(self, name: str, workers: int, per_tenant: int | None, *, queue: int = 0) -> None:
+        if workers <= 0 or (per_tenant is not None and per_tenant <= 0) or queue < 0:
             raise ValueError("workers and per_tenant must be positive, queue not negative")
         self.name = name
         self._slots = workers + queue
@@ -47,7 +48,7 @@ class WorkPool:
         self._total = 0
 
     def _refusal(self, tenant: str) -> Problem | None:
-        if self._active.get(tenant, 0) >= self._per_tenant:
+        if self._per_tenant is not None and self._active.get(tenant, 0) >= self._per_tenant:
             return Problem(
                 429,
                 "work-concurrency-limit",

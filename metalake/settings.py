@@ -533,6 +533,11 @@ class ApiSettings(BaseModel):
     # Token checks run on their own threads; this many more wait for one, beyond that 503 at once.
     token_check_workers: int = Field(default=8, gt=0, le=200)
     token_check_queue: int = Field(default=256, ge=0)
+    # POST /oauth/token's secret checks (scrypt, 16 MiB and ~60 ms each) run on this many threads of their own; this
+    # many more wait for one, beyond that 503 at once: a token flood from many addresses holds neither the pool
+    # every route shares nor more than workers x 16 MiB.
+    token_secret_workers: int = Field(default=4, gt=0, le=64)
+    token_secret_queue: int = Field(default=64, ge=0)
     # Every request body, read or not by its route, stops here (413); routes may take less (the token form: 8 KiB).
     max_body_bytes: int = Field(default=1024 * 1024, gt=0)
     # Background work (tenant (de)provisioning, erasures) runs under a lease per item, resumed at startup and every

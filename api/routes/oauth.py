@@ -13,6 +13,7 @@ from api.auth.deps import SCOPE_DESCRIPTIONS
 from api.auth.keys import KeysUnavailable
 from api.auth.runtime import AuthRuntime
 from api.auth.server import AUTH_METHODS, claimed_client_ids
+from api.context import ContextDep
 from api.deps import AuthDep
 from api.problems import MEDIA_TYPE, Problem
 from api.schemas.oauth import Jwks, ServerMetadata, TokenResponse
@@ -128,7 +129,7 @@ def _answer(status: int, body: dict[str, Any], headers: list[tuple[str, str]], r
     },
     openapi_extra={"requestBody": _TOKEN_REQUEST_BODY},
 )
-async def token(request: Request, response: Response, auth: AuthDep) -> TokenResponse:
+async def token(request: Request, response: Response, auth: AuthDep, ctx: ContextDep) -> TokenResponse:
     if auth.external:
         raise Problem(
             400,
@@ -159,7 +160,11 @@ async def token(request: Request, response: Response, auth: AuthDep) -> TokenRes
         form[name] = value
     failure_keys = _throttle(request, auth, form)
     try:
-        status, body, headers = await run_in_threadpool(auth.server.token, request.headers, form)
+        # scrypt on the secret checks' own threads, never on the pool every route shares; full: 503 at once.
+        status, body, headers = await ctx.secret_checks.run("token", auth.server.token, request.headers, form)
+    except Problem as busy:
+        busy.extra.setdefault("error", "temporarily_unavailable")
+        raise
     except KeysUnavailable as exc:
         raise Problem(503, "signing-keys-unavailable", str(exc), extra={"error": "temporarily_unavailable"}) from None
     except PyMongoError:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import dataclasses
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -59,3 +60,41 @@ def test_an_attacker_elsewhere_cannot_lock_a_client_out_of_the_token_endpoint() 
             assert (await attacker.post("/oauth/token", data=_form("x", client_id="mlc_y"))).status_code == 401
 
     asyncio.run(scenario())
+
+
+class _SlowServer(_Server):
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.started = threading.Event()
+        self.threads: list[str] = []
+
+    def token(self, headers: Mapping[str, str], form: Mapping[str, str]) -> tuple[int, dict[str, Any], list[Any]]:
+        self.threads.append(threading.current_thread().name)
+        self.started.set()
+        assert self.release.wait(10)
+        return super().token(headers, form)
+
+
+def test_secret_checks_run_on_their_own_bounded_pool() -> None:
+    """A token request's scrypt runs on the secret checks' own threads, not on Starlette's shared pool, and a full
+    secret-check pool is a 503 at once (with the RFC 6749 error member), not a queue."""
+    app, _ = build_app(Settings(api=ApiSettings(token_secret_workers=1, token_secret_queue=0)))
+    server = _SlowServer()
+    app.state.auth = dataclasses.replace(app.state.auth, server=server)
+
+    async def scenario() -> None:
+        async with _client(app, "198.51.100.1") as owner, _client(app, "198.51.100.2") as other:
+            first = asyncio.ensure_future(owner.post("/oauth/token", data=_form("right")))
+            while not server.started.is_set():
+                await asyncio.sleep(0.01)
+            busy = await asyncio.wait_for(other.post("/oauth/token", data=_form("right")), 2)
+            assert busy.status_code == 503 and busy.headers["Retry-After"] == "1"
+            assert busy.json()["error"] == "temporarily_unavailable"
+            server.release.set()
+            assert (await asyncio.wait_for(first, 5)).status_code == 200
+        assert server.threads and all(t.startswith("work-token-secret-check") for t in server.threads)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        server.release.set()
