@@ -22,7 +22,9 @@ authenticates them (Trino's OPA client sends no header; docs/enforcement.md).
 A token is bound to one tenant; another tenant's objects answer 404.
 
 **Errors** are RFC 9457 `application/problem+json` with `type`, `title`, `status`, `detail` and, for bad input,
-`field`. **Rate limits** are per client: 429 with `Retry-After`.
+`field`. **Rate limits** are per client and per tenant (all its clients together): 429 with `Retry-After`; heavy
+work (dead letters, audit, Snowflake script, connector offsets, dry runs) has a per-tenant concurrency share (429)
+and bounded pools (503), both at once. **Quotas**: one object more than a tenant's cap is `409 quota-exceeded`.
 """
 
 PUBLIC_PATHS = ("/healthz", "/readyz", "/oauth/token", "/.well-known/", "/share/", "/v1/opa/")
@@ -52,8 +54,12 @@ _AUTH_ERRORS: dict[str, tuple[str, str, str]] = {
         "insufficient-scope",
         "needs tenant:admin",
     ),
-    "429": ("Rate limit of this client exceeded; see Retry-After.", "rate-limited", "retry in 1 s"),
-    "503": ("The token issuer's keys or the control plane are unreachable.", "auth-unavailable", "retry shortly"),
+    "429": ("Rate limit of this client or its tenant exceeded; see Retry-After.", "rate-limited", "retry in 1 s"),
+    "503": (
+        "The token issuer's keys or the control plane are unreachable, or the token checks are saturated.",
+        "auth-unavailable",
+        "retry shortly",
+    ),
 }
 _TENANT_ERROR = ("No such tenant (also for another tenant's objects).", "tenant-not-found", "no such tenant")
 _BODY_ERROR = ("The body cannot be parsed.", "bad-request", "There was an error parsing the body")

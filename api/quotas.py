@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from api.context import ApiContext
-from api.problems import Problem
+from api.problems import Problem, problem_doc
 from api.services.shares import SHARES_COLLECTION
 from control.auth.clients import CLIENTS_COLLECTION
 from control.connectors.store import CONNECTORS, SECRETS
@@ -61,6 +61,12 @@ KINDS: dict[str, Kind] = {
 
 # Striped locks: bounded memory whatever the number of tenants; two claims sharing a stripe only wait for each other.
 _STRIPES = [threading.Lock() for _ in range(64)]
+
+
+# The OpenAPI entry of a create route's 409 (routes whose 409 has another meaning too say both).
+RESPONSE: dict[int | str, dict[str, Any]] = {
+    409: problem_doc("the tenant holds its cap of this kind of object (`kind`, `cap`)", "quota-exceeded", 409)
+}
 
 
 def quota_exceeded(kind: str, cap: int) -> Problem:

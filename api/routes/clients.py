@@ -109,7 +109,7 @@ def _owned(auth: AuthRuntime, ctx: TenantContext, client_id: str) -> ClientRecor
     status_code=201,
     summary="Create an API client (the secret is shown once)",
     response_model=ClientWithSecret,
-    responses={**ERRORS, 422: _problem_doc("invalid body", "invalid-request", 422)},
+    responses={**ERRORS, **quotas.RESPONSE, 422: _problem_doc("invalid body", "invalid-request", 422)},
 )
 async def create_client(body: ClientCreate, ctx: TenantAdmin, auth: AuthDep, api: ContextDep) -> ClientWithSecret:
     if body.role not in TENANT_ROLES:

@@ -195,7 +195,7 @@ def plugin_schema(type_: Annotated[str, Path(alias="type", max_length=64)], plug
     status_code=201,
     summary="Create a connector",
     response_model=ConnectorView,
-    responses=_errors((409, "A connector of that name exists.")),
+    responses=_errors((409, "A connector of that name exists, or the tenant holds its cap (`quota-exceeded`).")),
 )
 def create_connector(
     tc: TenantAdmin,

@@ -48,7 +48,7 @@ _GONE_STATES = frozenset({TenantState.SUSPENDED, TenantState.DELETING})
     "expiry, and returns the link's id once. Anyone with the link reads the rows, computed at read time, until it "
     "expires.",
     response_model=ShareCreated,
-    responses={k: v for k, v in QUERY_ERRORS.items() if k != 502},
+    responses={**{k: v for k, v in QUERY_ERRORS.items() if k != 502}, **quotas.RESPONSE},
 )
 async def create_share(body: ShareCreate, ctx: ContextDep, tenant_ctx: SqlReader) -> ShareCreated:
     settings = ctx.settings.sql

@@ -115,7 +115,7 @@ def _status_view(outcome: TestOutcome) -> TestStatusView:
     status_code=201,
     summary="Create a subscription",
     response_model=SubscriptionView,
-    responses=_errors((409, "A subscription of that name exists.")),
+    responses=_errors((409, "A subscription of that name exists, or the tenant holds its cap (`quota-exceeded`).")),
 )
 def create_subscription(
     tc: TenantAdmin,

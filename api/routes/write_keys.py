@@ -33,7 +33,11 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 
 
 @router.post(
-    PREFIX, status_code=201, summary="Create an ingest write key", response_model=WriteKeyCreated, responses=_ERRORS
+    PREFIX,
+    status_code=201,
+    summary="Create an ingest write key",
+    response_model=WriteKeyCreated,
+    responses={**_ERRORS, **quotas.RESPONSE},
 )
 def create_write_key(
     tc: TenantAdmin, store: ConnectorStoreDep, ctx: ContextDep, body: WriteKeyCreate | None = None
