@@ -111,7 +111,8 @@ AUDIT = "audit"
 SNOWFLAKE = "snowflake-script"
 OFFSETS = "connector-offsets"
 DRY_RUN = "propagation-dry-run"
-KINDS = (DEAD_LETTERS, AUDIT, SNOWFLAKE, OFFSETS, DRY_RUN)
+SUBSCRIPTION_TEST = "subscription-test"
+KINDS = (DEAD_LETTERS, AUDIT, SNOWFLAKE, OFFSETS, DRY_RUN, SUBSCRIPTION_TEST)
 
 
 class WorkPools:

@@ -12,13 +12,14 @@ the test send are ``api.services.subscriptions``, the bodies ``api.schemas.subsc
 from __future__ import annotations
 
 from datetime import timedelta
+from functools import partial
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Response
 from fastapi.responses import JSONResponse
 
 from api import quotas
-from api.context import ContextDep
+from api.context import ApiContext, ContextDep
 from api.deps import TenantAdmin, TenantReader
 from api.paging import DEFAULT_LIMIT, CursorParam, Limit, decode_cursor, encode_cursor
 from api.problems import Problem
@@ -30,8 +31,10 @@ from api.schemas.subscriptions import (
     TestSendView,
     TestStatusView,
 )
+from api.security import TenantContext
 from api.services import audit, subscriptions
-from api.services.events import PublisherDep
+from api.services.events import PublisherDep, TenantPublisher
+from api.workpool import SUBSCRIPTION_TEST
 from control.subscriptions.destinations import DestinationSpec, destination_specs
 from control.subscriptions.store import NAME_PATTERN, Subscription, SubscriptionStore
 from control.subscriptions.testsend import TestOutcome, TestOutcomes
@@ -208,7 +211,7 @@ def delete_subscription(tc: TenantAdmin, name: SubscriptionName, store: StoreDep
         202: {"description": "Requested; no outcome in time: poll the Location.", "model": TestStatusView},
     },
 )
-def test_subscription(
+async def test_subscription(
     tc: TenantAdmin,
     name: SubscriptionName,
     store: StoreDep,
@@ -221,6 +224,20 @@ def test_subscription(
     with its configuration and secrets; filters are not applied. The request travels through Kafka
     (``metalake.outbound.tests``); the answer waits up to ``api.subscription_test_wait_s`` for the outcome: 200 with
     it, 502 if the destination failed, else 202 with the test's id and a Location to poll."""
+    # Waits seconds for the outcome: on the test sends' own pool, within the tenant's share (429/503 at once beyond).
+    test = partial(_test_send, tc, name, store, specs, outcomes, publisher)
+    return await ctx.pools.run(SUBSCRIPTION_TEST, tc.tenant, test, ctx)
+
+
+def _test_send(
+    tc: TenantContext,
+    name: str,
+    store: SubscriptionStore,
+    specs: dict[str, type[DestinationSpec]],
+    outcomes: TestOutcomes,
+    publisher: TenantPublisher,
+    ctx: ApiContext,
+) -> TestSendView | JSONResponse:
     sub = subscriptions.get(store, tc.tenant, name)
     requested = subscriptions.request_test(specs, outcomes, publisher, sub, tc.principal.subject)
     outcome = subscriptions.wait(outcomes, tc.tenant, requested.id, ctx.settings.api.subscription_test_wait_s)
