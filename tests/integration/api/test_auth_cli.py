@@ -125,12 +125,19 @@ def test_bootstrap_serve_token_rotate(settings: Settings, mongo: Mongo, env: dic
         for bearer in (first, second):  # the old key's tokens stay valid until it is retired
             r = httpx.get(f"{base}/v1/tenants/{tenant}/clients", headers={"Authorization": f"Bearer {bearer}"})
             assert r.status_code == 200
+        # Secrets in paths (issue 21, item 11): a share link's id and an engine key never reach the access log.
+        assert httpx.get(f"{base}/share/s3cretShareId{tenant}/data.csv").status_code == 404
+        opa = httpx.post(f"{base}/v1/opa/mle_0123456789abcdef_s3cretEngineKey/allow", json={"input": {}})
+        assert opa.status_code == 401
     finally:
         server.terminate()
         server.wait(timeout=30)
         ClientStore(mongo[CONTROL_DATABASE]).revoke(admin["client_id"])
     assert server.stderr is not None
-    assert admin["client_secret"] not in server.stderr.read()
+    logged = server.stderr.read()
+    assert admin["client_secret"] not in logged
+    assert "s3cret" not in logged
+    assert "/share/***/data.csv" in logged and "/v1/opa/mle_0123456789abcdef_***/allow" in logged
 
 
 def test_list_rotate_revoke_platform_admins(settings: Settings, mongo: Mongo, env: dict[str, str], tenant: str) -> None:
