@@ -83,8 +83,13 @@ class TrickleReceiver:
         self._threads: list[threading.Thread] = []
 
     @property
+    def port(self) -> int:
+        port: int = self._sock.getsockname()[1]
+        return port
+
+    @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._sock.getsockname()[1]}/hook"
+        return f"http://127.0.0.1:{self.port}/hook"
 
     def __enter__(self) -> TrickleReceiver:
         accept = threading.Thread(target=self._accept_loop, name="trickle-accept", daemon=True)
@@ -96,8 +101,9 @@ class TrickleReceiver:
         self.stop()
 
     def stop(self) -> None:
+        """End every connection and the server; the accept loop first, so no connection starts after."""
         self._stop.set()
-        for thread in list(self._threads):
+        for thread in self._threads:  # the accept loop's thread first, then the connections' (no more are added)
             thread.join(timeout=5)
         self._sock.close()
 
@@ -132,8 +138,8 @@ class TrickleReceiver:
                 conn.close()
                 continue
             thread = threading.Thread(target=self._serve, args=(conn, held), name="trickle-conn", daemon=True)
+            self._threads.append(thread)  # before it starts: stop() joins every thread it finds here
             thread.start()
-            self._threads.append(thread)
 
     def _admit(self) -> Held | None:
         with self._lock:
