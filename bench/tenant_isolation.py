@@ -19,8 +19,8 @@ Each round measures two phases of --seconds each, after --settle seconds of rest
              --ol-name-bytes: the mapping's name and URN amplification, issue 21 item 2; refused) and ``wide``
              (--ol-wide-columns flat columns: accepted, that many metalake events each);
            - lists its dead letters (``GET /v1/tenants/{noisy}/dead-letters?limit=500``: Kafka scans and delta-rs reads)
-             on --dlq-conns connections, each with its own admin client, waiting out a 429's Retry-After (at most 1 s;
-             --dlq-ignore-retry-after hammers instead);
+             on --dlq-conns connections, each with its own admin client, waiting out the Retry-After of a 429 or
+             503 (at most 1 s; --dlq-ignore-retry-after hammers instead);
            - tags its tables (``POST .../assets/tags``, a new tag each time, one every --tag-interval s), each tag a
              change its webhook subscription must deliver to the trickling receiver.
 
@@ -64,7 +64,7 @@ from tenant_isolation_report import (  # noqa: E402
     command_line,
     cpu_times,
     markdown_rows,
-    percentile,
+    phase_line,
     summarize,
     verdict,
     webhook_line,
@@ -123,7 +123,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add = parser.add_argument
     add("--rounds", type=_ranged(int, 1, 50), default=3, help="rounds of quiet + flood (medians reported)")
     add("--seconds", type=_ranged(float, 1, 600), default=20.0, help="length of each phase")
-    add("--settle", type=_ranged(float, 0, 300), default=5.0, help="rest before each phase")
+    add("--settle", type=_ranged(float, 0, 300), default=15.0, help="rest before each phase (the flood's backlog)")
     add("--reuse", action="store_true", help="reuse the tenants of the last run (.stack/bench-tenant-isolation.json)")
     add("--events", type=_ranged(int, 1, 1000), default=20, help="events per victim ingest request")
     add("--ingest-interval", type=_ranged(float, 0.01, 60), default=0.1, help="seconds between victim ingests")
@@ -151,10 +151,10 @@ def loopback_targets(api_host: str, api_port: int, connect_host: str, connect_po
     urls = []
     for host, port in ((api_host, api_port), (connect_host, connect_port)):
         address = "127.0.0.1" if host in ("", "0.0.0.0", "::") else host  # noqa: S104 - a listen-all setting
-        resolved = ipaddress.ip_address(socket.getaddrinfo(address, port)[0][4][0])
-        if not resolved.is_loopback:
+        resolved = {ipaddress.ip_address(info[4][0]) for info in socket.getaddrinfo(address, port)}
+        if not all(ip.is_loopback for ip in resolved):
             raise SystemExit(f"{host}:{port} is not a loopback address: this bench floods, it targets loopback only")
-        urls.append(f"http://{address}:{port}" if resolved.version == 4 else f"http://[{address}]:{port}")
+        urls.append(f"http://[{address}]:{port}" if ":" in address else f"http://{address}:{port}")
     return Targets(api=urls[0], connect=urls[1])
 
 
@@ -281,7 +281,7 @@ async def flood_dead_letters(
             await asyncio.sleep(0.05)
             continue
         phase.flood[f"dead-letters {answer.status_code}"] += 1
-        if answer.status_code == 429 and honour:
+        if answer.status_code in (429, 503) and honour:
             await asyncio.sleep(retry_after(answer))
 
 
@@ -369,19 +369,8 @@ def run_rounds(
             time.sleep(args.settle)
             phase = asyncio.run(run_phase(targets, creds, args, flood=label == "flood"))
             phases.append(phase)
-            print(
-                f"round {rnd} {label}: ingest p50 {percentile(phase.ingest_ms, 0.5):.1f} ms p99 "
-                f"{percentile(phase.ingest_ms, 0.99):.1f} ms ({len(phase.ingest_ms)}), SQL p50 "
-                f"{percentile(phase.sql_ms, 0.5):.1f} ms p99 {percentile(phase.sql_ms, 0.99):.1f} ms "
-                f"({len(phase.sql_ms)}), victim failures {dict(phase.failures)}, load {phase.load1:.2f}, "
-                f"CPU {phase.cpu_busy:.0f} %"
-                + (
-                    f"; flood {dict(sorted(phase.flood.items()))}; {webhook_line(receiver.stats())}"
-                    if phase.flood
-                    else ""
-                ),
-                flush=True,
-            )
+            webhook = webhook_line(receiver.stats()) if phase.flood else ""
+            print(phase_line(f"round {rnd} {label}", phase, webhook), flush=True)
     return results
 
 

@@ -132,5 +132,18 @@ def webhook_line(stats: TrickleStats) -> str:
     )
 
 
+def phase_line(title: str, phase: Phase, webhook: str = "") -> str:
+    """One phase as the bench prints it while it runs."""
+    line = (
+        f"{title}: ingest p50 {percentile(phase.ingest_ms, 0.5):.1f} ms p99 {percentile(phase.ingest_ms, 0.99):.1f} ms "
+        f"({len(phase.ingest_ms)}), SQL p50 {percentile(phase.sql_ms, 0.5):.1f} ms p99 "
+        f"{percentile(phase.sql_ms, 0.99):.1f} ms ({len(phase.sql_ms)}), victim failures {dict(phase.failures)}, "
+        f"load {phase.load1:.2f}, CPU {phase.cpu_busy:.0f} %"
+    )
+    if phase.flood:
+        line += f"; flood {dict(sorted(phase.flood.items()))}"
+    return f"{line}; {webhook}" if webhook else line
+
+
 def command_line(argv: list[str]) -> str:
     return shlex.join([".stack/venv/bin/python", "bench/tenant_isolation.py", *argv])

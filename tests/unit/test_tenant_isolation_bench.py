@@ -75,6 +75,7 @@ def test_targets_are_loopback_only() -> None:
     targets = bench.loopback_targets("127.0.0.1", 8000, "0.0.0.0", 8083)  # noqa: S104 - a listen-all setting
     assert (targets.api, targets.connect) == ("http://127.0.0.1:8000", "http://127.0.0.1:8083")
     assert bench.loopback_targets("::1", 8000, "127.0.0.1", 8083).api == "http://[::1]:8000"
+    assert bench.loopback_targets("localhost", 8000, "127.0.0.1", 8083).api == "http://localhost:8000"
     with pytest.raises(SystemExit, match="loopback"):
         bench.loopback_targets("127.0.0.1", 8000, "192.0.2.10", 8083)
 
@@ -151,6 +152,15 @@ def test_the_webhook_line_and_the_command_line() -> None:
     assert report.command_line(["--sql", "SELECT 1"]) == (
         ".stack/venv/bin/python bench/tenant_isolation.py --sql 'SELECT 1'"
     )
+
+
+def test_the_progress_line_names_each_figure() -> None:
+    phase = _phase([10.0, 30.0], [100.0], **{"tags 202": 2})
+    phase.failures["sql 503"] += 1
+    line = report.phase_line("round 1 flood", phase, "webhook: 2 deliveries taken")
+    assert line.startswith("round 1 flood: ingest p50 30.0 ms p99 30.0 ms (2), SQL p50 100.0 ms p99 100.0 ms (1)")
+    assert "victim failures {'sql 503': 1}" in line and "flood {'tags 202': 2}; webhook: 2" in line
+    assert report.phase_line("quiet", _phase([], [])).endswith("CPU 50 %")
 
 
 # -- the victim's answers, the flood's pauses -------------------------------------------------------------------------
