@@ -369,7 +369,7 @@ def run_rounds(
             time.sleep(args.settle)
             phase = asyncio.run(run_phase(targets, creds, args, flood=label == "flood"))
             phases.append(phase)
-            webhook = webhook_line(receiver.stats()) if phase.flood else ""
+            webhook = f"{webhook_line(receiver.stats())} (so far)" if phase.flood else ""
             print(phase_line(f"round {rnd} {label}", phase, webhook), flush=True)
     return results
 
@@ -391,7 +391,7 @@ def report(results: dict[str, list[Phase]], webhook: TrickleStats, argv: list[st
     quiet, flood = summarize(results["quiet"]), summarize(results["flood"])
     print(f"\n{verdict(quiet, flood)}\n")
     print(HEADER)
-    for row in markdown_rows(quiet, flood, webhook_line(webhook)):
+    for row in markdown_rows(quiet, flood, f"{webhook_line(webhook)} (whole run)"):
         print(row)
     print(f"\nCommand: `{command_line(argv)}`")
     print(f"Date: {started:%Y-%m-%d %H:%M} UTC. Machine: {platform.node()}, {os.cpu_count()} CPUs.")
