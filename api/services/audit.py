@@ -23,8 +23,10 @@ from api.context import ApiContext
 from control import audit as control_audit
 from control.audit import ACTION_PATTERN, AuditRow, append
 from control.auth.principal import Principal
+from control.erased import urn_hasher
 from metalake.lake_uri import LakeRoot
 from metalake.s3 import lake_storage_options
+from metalake.settings import Settings
 from tenants.naming import CONTROL_DATABASE, platform_audit_dir
 
 log = logging.getLogger(__name__)
@@ -41,15 +43,24 @@ def target_hash(target: str) -> str:
     return control_audit.target_hash(target)
 
 
+def target_hashes(settings: Settings, target: str) -> tuple[str, ...]:
+    """Every hash a row about ``target`` may hold: the sha256 of most rows, and the keyed hash (under each configured
+    key) the rows about an erased URN hold (``control.erased``)."""
+    return tuple(sorted(urn_hasher(settings).candidates(target)))
+
+
 def tenant_audit_path(ctx: ApiContext, tenant: str) -> LakeRoot:
     """The tenant's ``audit`` table, under its own lake root if the registry gives it one."""
     return control_audit.tenant_audit_path(ctx.mongo[CONTROL_DATABASE], ctx.settings.lake_root, tenant)
 
 
-def _row(principal: Principal, action: str, target: str, result: str, counts: Mapping[str, int] | None) -> AuditRow:
+def _row(
+    principal: Principal, action: str, target: str, result: str, counts: Mapping[str, int] | None, hashed: str | None
+) -> AuditRow:
     if not ACTION_PATTERN.fullmatch(action):
         raise ValueError(f"audit action {action!r}: lowercase words separated by '.'")
-    return AuditRow(datetime.now(UTC), principal.subject, action, target_hash(target), result, dict(counts or {}))
+    digest = hashed if hashed is not None else target_hash(target)
+    return AuditRow(datetime.now(UTC), principal.subject, action, digest, result, dict(counts or {}))
 
 
 def record(
@@ -61,9 +72,11 @@ def record(
     result: str,
     *,
     counts: Mapping[str, int] | None = None,
+    hashed: str | None = None,
 ) -> None:
-    """Append one row to the tenant's audit table; returns once it is committed (raises otherwise)."""
-    row = _row(principal, action, target, result, counts)
+    """Append one row to the tenant's audit table; returns once it is committed (raises otherwise). ``hashed``: the
+    target's hash as the caller computed it (an erased URN's keyed hash), stored instead of its sha256."""
+    row = _row(principal, action, target, result, counts, hashed)
     append(tenant_audit_path(ctx, tenant), [row], lake_storage_options(ctx.settings))
     log.info("api.audit", extra={"tenant": tenant, "action": action, "result": result})
 
@@ -78,6 +91,6 @@ def record_platform(
     counts: Mapping[str, int] | None = None,
 ) -> None:
     """Append one row to the platform's audit table (tenant lifecycle, platform-admin clients, signing keys)."""
-    row = _row(principal, action, target, result, counts)
+    row = _row(principal, action, target, result, counts, None)
     append(platform_audit_dir(ctx.settings.lake_root), [row], lake_storage_options(ctx.settings))
     log.info("api.audit_platform", extra={"action": action, "result": result})

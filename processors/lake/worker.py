@@ -8,8 +8,12 @@ own process group (the worker itself starts no JVM), and kills the group of one 
 ``erasure.timeout_s``: the erasure fails with :data:`TIMED_OUT`. Stopping the worker kills its children and releases
 their leases; their erasures stay ``running`` and are claimed again. The erase is idempotent, so a rerun is safe.
 
-The child's stderr is discarded (its lines may quote the URN); its stdout is the JSON report, of which only the counts
-are kept.
+The URN reaches the child on its stdin (``--urn -``), never on its command line, which every local user can read
+(``ps``, ``/proc/<pid>/cmdline``). The child's stderr is discarded (its lines may quote the URN); its stdout is the
+JSON report, of which only the counts are kept.
+
+Queued erasures are taken fairly (:func:`fair_order`): each tenant's oldest first, round-robin over the tenants, a
+tenant with an erasure running after those without; one tenant's long queue does not hold another's erasure back.
 """
 
 from __future__ import annotations
@@ -71,16 +75,16 @@ class Outcome:
     stdout: str = ""
 
 
-# (argv, timeout in seconds, stop) -> how the child ended
-EraseRunner = Callable[[Sequence[str], float, threading.Event], Outcome]
+# (argv, timeout in seconds, stop, the child's stdin) -> how the child ended
+EraseRunner = Callable[[Sequence[str], float, threading.Event, str], Outcome]
 
 
-def run_in_group(argv: Sequence[str], timeout_s: float, stop: threading.Event) -> Outcome:
-    """Run ``argv`` as the leader of a new process group; kill the whole group (the JVM the erase starts included)
-    when it runs past ``timeout_s`` or ``stop`` is set."""
+def run_in_group(argv: Sequence[str], timeout_s: float, stop: threading.Event, stdin: str = "") -> Outcome:
+    """Run ``argv`` as the leader of a new process group, ``stdin`` written to its standard input; kill the whole
+    group (the JVM the erase starts included) when it runs past ``timeout_s`` or ``stop`` is set."""
     child = subprocess.Popen(
         list(argv),
-        stdin=subprocess.DEVNULL,
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -89,7 +93,8 @@ def run_in_group(argv: Sequence[str], timeout_s: float, stop: threading.Event) -
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            stdout, _ = child.communicate(timeout=max(0.0, min(_TICK_S, deadline - time.monotonic())))
+            # ``input`` is written once, by the first call (a retry after a timeout goes on where it stopped).
+            stdout, _ = child.communicate(stdin, timeout=max(0.0, min(_TICK_S, deadline - time.monotonic())))
             return Outcome(Ending.EXITED, child.returncode, stdout or "")
         except subprocess.TimeoutExpired:
             if stop.is_set() or time.monotonic() >= deadline:
@@ -106,7 +111,8 @@ def _kill_group(child: subprocess.Popen[str]) -> None:
     child.communicate()
 
 
-def erase_argv(record: ErasureRecord, urn: str) -> list[str]:
+def erase_argv(record: ErasureRecord) -> list[str]:
+    """The erase's command line; the URN goes on its stdin (``--urn -``), out of ``ps``'s sight."""
     return [
         sys.executable,
         "-m",
@@ -116,7 +122,7 @@ def erase_argv(record: ErasureRecord, urn: str) -> list[str]:
         "--tenant",
         record.tenant,
         "--urn",
-        urn,
+        "-",
         "--actor",
         record.requested_by,
         # The erase's announcement takes a UUID: one derived from ours, so a resumed erasure announces the same id.
@@ -124,6 +130,18 @@ def erase_argv(record: ErasureRecord, urn: str) -> list[str]:
         announcement_id(record.tenant, record.id),
         *(["--include-children"] if record.include_children else []),
     ]
+
+
+def fair_order(records: Sequence[ErasureRecord]) -> list[ErasureRecord]:
+    """Unfinished erasures (oldest first) in the order to claim them: round-robin over the tenants, each tenant's
+    oldest first, tenants by their oldest erasure, a tenant with an erasure running after those without."""
+    by_tenant: dict[str, list[ErasureRecord]] = {}
+    for record in records:
+        by_tenant.setdefault(record.tenant, []).append(record)
+    busy = {r.tenant for r in records if r.state is ErasureState.RUNNING}
+    tenants = sorted(by_tenant, key=lambda t: (t in busy, by_tenant[t][0].created_at, t))
+    deepest = max((len(queued) for queued in by_tenant.values()), default=0)
+    return [by_tenant[t][rank] for rank in range(deepest) for t in tenants if rank < len(by_tenant[t])]
 
 
 def counts(report: Mapping[str, Any]) -> dict[str, int]:
@@ -166,7 +184,7 @@ class ErasureWorker:
         started = 0
         if self._running() >= self.settings.erasure.concurrency:
             return 0
-        for record in self.store.unfinished():
+        for record in fair_order(self.store.unfinished()):
             if self._running() >= self.settings.erasure.concurrency or self.stop.is_set():
                 break
             key = erasure_key(record.tenant, record.id)
@@ -236,7 +254,7 @@ class ErasureWorker:
             return
         self.store.update(tenant, erasure_id, ErasureState.RUNNING)
         log.info("lake.erasure_running", extra={"tenant": tenant, "erasure": erasure_id})
-        outcome = self.runner(erase_argv(record, urn), self.settings.erasure.timeout_s, self.stop)
+        outcome = self.runner(erase_argv(record), self.settings.erasure.timeout_s, self.stop, urn + "\n")
         if outcome.ending is Ending.STOPPED:
             # The worker stops: the erasure stays running, its lease goes, and a worker claims it again.
             log.info("lake.erasure_interrupted", extra={"tenant": tenant, "erasure": erasure_id})
