@@ -253,9 +253,7 @@ def _scoped(
     """The service with the route's scope over fakes: ``erased`` (URN, with children) as the erase records them."""
     settings = _keyed_settings()
     hasher = urn_hasher(settings)
-    docs = [
-        {"tenant": "acme", "target_hash": hasher.digest(urn), "include_children": kids} for urn, kids in erased
-    ]
+    docs = [{"tenant": "acme", "target_hash": hasher.digest(urn), "include_children": kids} for urn, kids in erased]
     database = cast(Any, {"erased_urns": FakeFind(docs), "erasures": FakeFind([])})
     scopes = LetterScopes(database, settings, FakeRegistry(registered or {}))
     service, _ = _service(*letters, warehouses=warehouses)
