@@ -124,10 +124,11 @@ class ErasedSet:
     def names(self, urn: str, hasher: UrnHasher) -> bool:
         """Whether ``urn`` (any spelling) was erased, or is under a URN erased with its children."""
         for spelled in _spellings(urn):
-            if hasher.candidates(spelled) & (self.exact | self.trees):
+            hashes = hasher.candidates(spelled)
+            if not (hashes.isdisjoint(self.exact) and hashes.isdisjoint(self.trees)):
                 return True
             parts = spelled.split("/")
-            if any(hasher.candidates("/".join(parts[:i])) & self.trees for i in range(1, len(parts))):
+            if any(not hasher.candidates("/".join(parts[:i])).isdisjoint(self.trees) for i in range(1, len(parts))):
                 return True
         return False
 

@@ -3,9 +3,11 @@ filters and pages, and a replay that publishes once, records refusals and forget
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
@@ -14,6 +16,7 @@ from pymongo.errors import DuplicateKeyError
 from runtime_fakes import FakeStore
 
 from api.problems import Problem
+from api.routes.deadletters import dead_letters
 from api.schemas.deadletters import DeadLetterPage, DeadLetterView
 from api.services.deadletters import DeadLetters, Filters, Listed
 from connectors.montecarlo import MonteCarloConnector
@@ -27,7 +30,7 @@ from metalake.kafka import PublishError, RawRecord
 from metalake.kafka.dlq import DeadLetter
 from metalake.settings import Settings
 from tenants.model import Tier
-from tenants.naming import TenantNames, names_for
+from tenants.naming import CONTROL_DATABASE, TenantNames, names_for
 from tenants.registry import TenantRecord, TenantState
 
 FIXTURES = Path(__file__).resolve().parents[2] / "connectors" / "montecarlo" / "fixtures"
@@ -330,3 +333,9 @@ def test_letters_of_an_earlier_registration_of_the_tenant_id_are_not_the_new_ten
     assert service.replay("acme", "connectors-0-2", "alice", cast(Any, FakePublisher())).outcome == "replayed"
     # An unregistered tenant id (pooled, as the demo's) has no registration: all its letters are its.
     assert [s.offset for s, _ in service.page("zeta", Filters(), 50, None).letters] == [3]
+
+
+def test_the_route_scopes_the_service_to_the_registration_and_the_erased_set() -> None:
+    ctx = SimpleNamespace(settings=_keyed_settings(), mongo={CONTROL_DATABASE: defaultdict(dict)})
+    service = dead_letters(cast(Any, ctx), cast(Any, FakeStore()))
+    assert isinstance(service._scope, LetterScopes)
