@@ -12,12 +12,14 @@ The URN reaches the child on its stdin (``--urn -``), never on its command line,
 (``ps``, ``/proc/<pid>/cmdline``). The child's stderr is discarded (its lines may quote the URN); its stdout is the
 JSON report, of which only the counts are kept.
 
-Queued erasures are taken fairly (:func:`fair_order`): each tenant's oldest first, round-robin over the tenants, a
-tenant with an erasure running after those without; one tenant's long queue does not hold another's erasure back.
+Queued erasures are taken fairly (:func:`fair_order`): each tenant's oldest first, round-robin over the tenants (a
+tenant with an erasure running after those without, then the one served longest ago first); one tenant's long queue
+does not hold another's erasure back.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -26,7 +28,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -132,14 +134,18 @@ def erase_argv(record: ErasureRecord) -> list[str]:
     ]
 
 
-def fair_order(records: Sequence[ErasureRecord]) -> list[ErasureRecord]:
+def fair_order(records: Sequence[ErasureRecord], served: Mapping[str, int] | None = None) -> list[ErasureRecord]:
     """Unfinished erasures (oldest first) in the order to claim them: round-robin over the tenants, each tenant's
-    oldest first, tenants by their oldest erasure, a tenant with an erasure running after those without."""
+    oldest first. Tenants go in turn: one with an erasure running after those without, then the one served longest ago
+    first (``served``: when this worker last started one of the tenant's erasures, never-served first), then by their
+    oldest erasure. Each poll lists the queue afresh, so without ``served`` the tenant with the oldest erasure would
+    always go first."""
     by_tenant: dict[str, list[ErasureRecord]] = {}
     for record in records:
         by_tenant.setdefault(record.tenant, []).append(record)
     busy = {r.tenant for r in records if r.state is ErasureState.RUNNING}
-    tenants = sorted(by_tenant, key=lambda t: (t in busy, by_tenant[t][0].created_at, t))
+    last = served or {}
+    tenants = sorted(by_tenant, key=lambda t: (t in busy, last.get(t, -1), by_tenant[t][0].created_at, t))
     deepest = max((len(queued) for queued in by_tenant.values()), default=0)
     return [by_tenant[t][rank] for rank in range(deepest) for t in tenants if rank < len(by_tenant[t])]
 
@@ -165,6 +171,9 @@ class ErasureWorker:
     ran: list[str] = field(default_factory=list)  # erasure ids this worker finished, for logs and tests
     _active: dict[str, threading.Thread] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # Tenant -> the turn at which this worker last started one of its erasures (fair_order's round-robin).
+    _served: dict[str, int] = field(default_factory=dict)
+    _turns: Iterator[int] = field(default_factory=itertools.count)
 
     def __post_init__(self) -> None:
         self.store = ErasureStore(self.control)
@@ -184,7 +193,10 @@ class ErasureWorker:
         started = 0
         if self._running() >= self.settings.erasure.concurrency:
             return 0
-        for record in fair_order(self.store.unfinished()):
+        queued = self.store.unfinished()
+        waiting = {r.tenant for r in queued}
+        self._served = {t: n for t, n in self._served.items() if t in waiting}  # only tenants with a queue
+        for record in fair_order(queued, self._served):
             if self._running() >= self.settings.erasure.concurrency or self.stop.is_set():
                 break
             key = erasure_key(record.tenant, record.id)
@@ -198,6 +210,7 @@ class ErasureWorker:
             thread = threading.Thread(target=self._run, args=(record, hold), name=f"erase-{record.id}", daemon=True)
             with self._lock:
                 self._active[key] = thread
+            self._served[record.tenant] = next(self._turns)
             thread.start()
             started += 1
         return started

@@ -62,16 +62,24 @@ class FakeLeases:
 
 
 class Runner:
-    def __init__(self) -> None:
+    """The erase stood in; with ``gated``, each erase runs until the test lets it end (one per poll then)."""
+
+    def __init__(self, gated: bool = False) -> None:
         self.calls: list[tuple[list[str], str]] = []
+        self.gate = threading.Semaphore(0)
+        self.gated = gated
 
     def __call__(self, argv: Sequence[str], timeout_s: float, stop: threading.Event, stdin: str) -> Outcome:
         self.calls.append((list(argv), stdin))
+        if self.gated:
+            assert self.gate.acquire(timeout=10)
         return Outcome(Ending.EXITED, 0, "{}")
 
 
-def _worker(records: Sequence[ErasureRecord], taken: Sequence[str] = ()) -> tuple[ErasureWorker, Runner]:
-    runner = Runner()
+def _worker(
+    records: Sequence[ErasureRecord], taken: Sequence[str] = (), gated: bool = False
+) -> tuple[ErasureWorker, Runner]:
+    runner = Runner(gated)
     settings = Settings(erasure=ErasureSettings(concurrency=1))
 
     def audit(_record: ErasureRecord, _result: str, _counts: Mapping[str, int]) -> None:
@@ -91,12 +99,27 @@ def _drain(worker: ErasureWorker) -> list[str]:
 
 
 def test_one_tenants_long_queue_does_not_hold_back_anothers_erasure() -> None:
-    # A flooder queued five erasures first; two others queued one each afterwards.
+    # A flooder queued five erasures first; two others queued one each afterwards. The worker runs one at a time:
+    # each poll lists the queue afresh and starts one.
     flood = [_record("flooder", n, n) for n in range(5)]
-    worker, _ = _worker([*flood, _record("acme", 0, 10), _record("zeta", 0, 11)])
-    order = _drain(worker)
-    assert order[:3] == ["era_flooder_0", "era_acme_0", "era_zeta_0"]
-    assert order[3:] == [f"era_flooder_{n}" for n in range(1, 5)]
+    worker, runner = _worker([*flood, _record("acme", 0, 10), _record("zeta", 0, 11)], gated=True)
+    for _ in range(7):
+        assert worker.poll() == 1
+        assert worker.poll() == 0  # the one started still runs
+        runner.gate.release()
+        worker.wait(10)
+    assert worker.ran[:3] == ["era_flooder_0", "era_acme_0", "era_zeta_0"]
+    assert worker.ran[3:] == [f"era_flooder_{n}" for n in range(1, 5)]
+
+
+def test_several_started_in_one_poll_go_round_robin_too() -> None:
+    flood = [_record("flooder", n, n) for n in range(3)]
+    records = [*flood, _record("acme", 0, 10), _record("acme", 1, 12), _record("zeta", 0, 11)]
+    order = [r.id for r in fair_order(records)]
+    assert order == ["era_flooder_0", "era_acme_0", "era_zeta_0", "era_flooder_1", "era_acme_1", "era_flooder_2"]
+    # Served tenants go after those never served, the least recently served first.
+    later = [r.id for r in fair_order(records, {"flooder": 7, "acme": 3})]
+    assert later[:3] == ["era_zeta_0", "era_acme_0", "era_flooder_0"]
 
 
 def test_a_tenant_with_an_erasure_running_waits_behind_the_others() -> None:
