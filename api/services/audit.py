@@ -7,8 +7,9 @@ Every mutating route calls, once it knows the outcome::
 
 The row lands in the tenant's Delta ``audit`` table (appended with delta-rs, see ``control.audit``), where
 ``GET /v1/tenants/{tenant}/audit`` and Trino (``lake.<schema>.audit``) read it. The target is stored as its sha256
-only: an erased URN must never be written down in clear, and one rule for every action keeps it so. Whoever knows a
-target finds its rows by hashing it (the audit route takes ``?target=`` and hashes it). Tenant lifecycle actions
+only: an erased URN must never be written down in clear, and one rule for every action keeps it so. The rows about
+an erased URN hold its keyed hash (``control.erased``), which guessed URNs cannot be tested against. Whoever knows a
+target finds its rows by hashing it (the audit route takes ``?target=`` and tries both hashes). Tenant lifecycle actions
 (create, update, suspend, resume, delete) also go to the platform's audit table, which outlives a deleted tenant,
 as do the changes to platform-admin clients and signing keys.
 """
@@ -39,7 +40,7 @@ REFUSED = "refused"
 
 
 def target_hash(target: str) -> str:
-    """The sha256 the audit stores for a target (the same hash ``metalake lake erase`` records for a URN)."""
+    """The sha256 the audit stores for a target; an erased URN's rows hold its keyed hash instead (``hashed``)."""
     return control_audit.target_hash(target)
 
 
