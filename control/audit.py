@@ -143,6 +143,8 @@ class AuditQuery:
     until: datetime | None = None
     before: tuple[datetime, str, str] | None = None
     limit: int = 50
+    # Rows whose target is any of these too: one target's hashes, plain and keyed (``control.erased``).
+    target_hashes: tuple[str, ...] = ()
 
     def where(self) -> str:
         clauses = []
@@ -153,10 +155,11 @@ class AuditQuery:
             clauses.append(
                 f"starts_with(action, '{self.action}')" if self.action.endswith(".") else f"action = '{self.action}'"
             )
-        if self.target_hash is not None:
-            if not HASH_PATTERN.fullmatch(self.target_hash):
+        hashes = sorted({*([self.target_hash] if self.target_hash is not None else []), *self.target_hashes})
+        if hashes:
+            if not all(HASH_PATTERN.fullmatch(h) for h in hashes):
                 raise ValueError("target_hash: not a sha256 hex digest")
-            clauses.append(f"target_hash = '{self.target_hash}'")
+            clauses.append(f"target_hash IN ({', '.join(repr(h) for h in hashes)})")
         if self.since is not None:
             clauses.append(f"at >= {_literal(self.since)}")
         if self.until is not None:

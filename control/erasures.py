@@ -7,8 +7,10 @@ tenant, and one unfinished erasure per target of a tenant. The checks and the in
 (``erasures:enqueue``, ``metalake.lease``), so concurrent requests, of any API replica, cannot overshoot the bounds.
 
 ``erasures`` documents: ``{_id: "<tenant>/<id>", tenant, id, target_hash, include_children, state, requested_by,
-created_at, updated_at, counts: [{name, n}], error}``. The URN itself is never stored there: only its sha256 (the hash
-the erase command records in the tenant's audit table), so the status of an erasure does not keep what was erased.
+created_at, updated_at, counts: [{name, n}], error}``. The URN itself is never stored there: only its keyed hash
+(``control.erased``: HMAC under a key derived from the KEK, the hash the erase command records in the tenant's audit
+table; erasures from before hold its plain sha256), so the status of an erasure does not keep what was erased. The
+status documents are also part of the tenant's erased set, by which the admin API filters dead letters.
 The URN waits in ``erasures_pending`` (``{_id: "<tenant>/<id>", tenant, urn}``) until the erasure finishes; it is
 written before the status document, so a queued erasure without one was interrupted and can only fail.
 
@@ -95,7 +97,7 @@ class ErasureDoc(TypedDict):
     _id: str  # "<tenant>/<id>"
     tenant: str
     id: str
-    # sha256 of the erased URN; the URN itself is never stored.
+    # The erased URN's keyed hash (plain sha256 before issue 21); the URN itself is never stored.
     target_hash: str
     include_children: bool
     state: str

@@ -82,6 +82,10 @@ class Kek:
     def aead(self, info: bytes) -> AESGCM:
         return AESGCM(_derive(self.raw, info))
 
+    def derived(self, info: bytes) -> bytes:
+        """A 32-byte key for another use (a keyed hash), derived apart from every sealing key."""
+        return _derive(self.raw, info)
+
 
 class KeyEncryption:
     """Seals the API's private JWKs with a key derived from ``api.key_encryption_key``, the kid as associated data

@@ -46,6 +46,7 @@ Until = Annotated[datetime | None, Query(description="Only rows before this time
 
 
 def _query(
+    ctx: ContextDep,
     limit: Limit = 50,
     cursor: CursorParam = None,
     action: ActionFilter = None,
@@ -68,7 +69,7 @@ def _query(
             raise Problem(400, "invalid-cursor", "cursor: not a cursor of this listing", field="cursor") from None
     return AuditQuery(
         action=action,
-        target_hash=audit.target_hash(target) if target is not None else None,
+        target_hashes=audit.target_hashes(ctx.settings, target) if target is not None else (),
         since=since,
         until=until,
         before=before,

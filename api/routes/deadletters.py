@@ -3,8 +3,10 @@ and replay a letter once its cause is fixed. See docs/dead-letters.md.
 
 Every route needs ``tenant:admin``: a letter's payload is the tenant's data as a sender sent it (redacted, but more
 than ``tenant:read`` shows elsewhere), and a replay publishes into the tenant's pipeline. Another tenant's letter
-answers 404, like a missing one. Each replay request is audited (``dead_letter.replay``: the letter id as target,
-the outcome as result: ``done``, ``refused`` or ``duplicate``), including the refused and the repeated ones.
+answers 404, like a missing one, and so does a letter of an earlier registration of the tenant id or one naming an
+asset the tenant erased (``control.dead_letter_scope``). Each replay request is audited (``dead_letter.replay``:
+the letter id as target, the outcome as result: ``done``, ``refused`` or ``duplicate``), including the refused and
+the repeated ones.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from api.services.events import PublisherDep, TenantPublisher
 from api.workpool import DEAD_LETTERS
 from control.connectors import registry
 from control.dead_letter_replay import Refused, ReplayLog
+from control.dead_letter_scope import LetterScopes
 from control.dead_letters import DeadLetterTopics
 from control.subscriptions.store import SubscriptionStore
 from metalake.sealing import sealer_for
@@ -57,6 +60,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 
 def dead_letters(ctx: ContextDep, connectors: ConnectorStoreDep) -> DeadLetters:
     database = ctx.mongo[CONTROL_DATABASE]
+    tenants = TenantRegistry(database)
     return DeadLetters(
         ctx.settings,
         DeadLetterTopics(ctx.settings),
@@ -64,7 +68,8 @@ def dead_letters(ctx: ContextDep, connectors: ConnectorStoreDep) -> DeadLetters:
         connectors,
         SubscriptionStore(database, sealer_for(ctx.settings)),
         registry.plugins(),
-        TenantDirectory(TenantRegistry(database), ctx.settings.lake_root).names,
+        TenantDirectory(tenants, ctx.settings.lake_root).names,
+        LetterScopes(database, ctx.settings, tenants),
     )
 
 

@@ -5,13 +5,15 @@ The queue is bounded (``control.erasures``): 429 with ``Retry-After`` when it is
 unfinished erasures, 409 when the same target is already queued or running for the tenant.
 
 The URN travels in the body (URNs hold '/'); any valid spelling is accepted and made canonical. The erasure
-document and every audit row hold only its sha256; the URN itself is kept only until the erasure finishes, so an
+document and every audit row hold only its keyed hash (HMAC under a key derived from the KEK, ``control.erased``:
+not testable against guessed URNs without the key); the URN itself is kept only until the erasure finishes, so an
 erasure a crash interrupted runs again. The erase command itself writes the ``erase.asset`` audit row with the
 counts, the worker ``erasure.finish``.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Response
@@ -24,6 +26,7 @@ from api.routes.tenants import ERRORS
 from api.schemas.erasures import ErasureRequest, ErasureView
 from api.services import audit
 from api.services.erasures import AlreadyQueued, ErasureQueue, ErasureRecord, QueueFull, queue
+from control.erased import urn_hasher
 from metalake.urn import InvalidUrn, canonical_urn
 
 router = APIRouter(prefix="/v1/tenants/{tenant}/erasures", tags=["gdpr"])
@@ -72,7 +75,7 @@ def _enqueue(
     ctx: ApiContext, queued: ErasureQueue, tenant: str, urn: str, include_children: bool, requested_by: str
 ) -> ErasureRecord:
     try:
-        return queued.enqueue(tenant, urn, audit.target_hash(urn), include_children, requested_by)
+        return queued.enqueue(tenant, urn, urn_hasher(ctx.settings).digest(urn), include_children, requested_by)
     except AlreadyQueued as exc:
         raise Problem(
             409,
@@ -109,7 +112,15 @@ async def request_erasure(
     urn = _canonical(body.urn)
     subject = tc.principal.subject
     record = await run_in_threadpool(_enqueue, ctx, queued, tc.tenant, urn, body.include_children, subject)
-    await run_in_threadpool(audit.record, ctx, tc.tenant, tc.principal, "erasure.request", urn, audit.ACCEPTED)
+    await run_in_threadpool(
+        functools.partial(audit.record, hashed=record.target_hash),
+        ctx,
+        tc.tenant,
+        tc.principal,
+        "erasure.request",
+        urn,
+        audit.ACCEPTED,
+    )
     response.headers["Location"] = f"/v1/tenants/{tc.tenant}/erasures/{record.id}"
     return _view(record)
 

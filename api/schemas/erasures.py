@@ -22,7 +22,10 @@ class ErasureRequest(BaseModel):
 class ErasureView(BaseModel):
     id: str = Field(examples=["era_5c2f0e9a4b7d1e3f6a8b9c0d"])
     tenant: str = Field(examples=["acme"])
-    target_hash: str = Field(description="sha256 of the URN (the URN itself is not kept).")
+    target_hash: str = Field(
+        description="HMAC-SHA256 of the URN under a key derived from the platform's key-encryption key (the URN "
+        "itself is not kept; erasures from before hold its plain sha256)."
+    )
     include_children: bool
     state: ErasureState = Field(description="accepted, running, done or failed.")
     requested_by: str

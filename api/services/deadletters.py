@@ -20,6 +20,7 @@ from api.services.events import RETRY_AFTER_S, TenantPublisher
 from control.connectors.registry import Plugin
 from control.connectors.store import ControlStore
 from control.dead_letter_replay import Refused, Replay, ReplayLog, outbound_record, remap, stream_record
+from control.dead_letter_scope import LetterScope, everything
 from control.dead_letters import (
     MEDIA,
     DeadLettersUnavailable,
@@ -114,9 +115,12 @@ class DeadLetters:
         subscriptions: SubscriptionStore,
         plugins: Mapping[str, Plugin],
         names: Callable[[str], TenantNames],
+        scope: Callable[[str], LetterScope] = everything,
     ) -> None:
         self.settings = settings
         self._names = names
+        # Which letters of the tenant's id are its own now (its registration's, none naming an erased asset).
+        self._scope = scope
         self._topics, self._replays = topics, replays
         self._connectors, self._subscriptions, self._plugins = connectors, subscriptions, plugins
 
@@ -132,8 +136,13 @@ class DeadLetters:
         if "stream" in media:
             stream = StreamDeadLetters(self.settings, self._names(tenant)).scan()
             scan = Scan(scan.letters + stream.letters, scan.truncated or stream.truncated)
+        scope = self._scope(tenant)
         matching = sorted(
-            (s for s in scan.letters if filters.admits(s) and (after is None or sort_key(s) < after)),
+            (
+                s
+                for s in scan.letters
+                if filters.admits(s) and (after is None or sort_key(s) < after) and scope.admits(s)
+            ),
             key=sort_key,
             reverse=True,
         )
@@ -142,6 +151,14 @@ class DeadLetters:
         return Listed([(s, self._replays.get(tenant, s.id)) for s in page], scan.truncated, resume)
 
     def stored(self, tenant: str, letter_id: str) -> StoredLetter:
+        """The tenant's letter, or a 404 problem: another tenant's, an older registration's, or one naming an erased
+        asset are not found either."""
+        stored = self._found(tenant, letter_id)
+        if not self._scope(tenant).admits(stored):
+            raise Problem(404, "not-found", "no such dead letter", field="letter_id")
+        return stored
+
+    def _found(self, tenant: str, letter_id: str) -> StoredLetter:
         in_stream = parse_stream_letter_id(letter_id)
         if in_stream is not None:
             found = StreamDeadLetters(self.settings, self._names(tenant)).get(*in_stream)
@@ -183,6 +200,13 @@ class DeadLetters:
         ]
         return records, remapped.dropped
 
+    def _replayable(self, tenant: str, stored: StoredLetter, publisher: TenantPublisher) -> tuple[list[RawRecord], int]:
+        records, dropped = self._records(tenant, stored, publisher)
+        if self._scope(tenant).names_erased(records):
+            # Publishing it would bring an erased asset back (a connector letter maps to the URN only now).
+            raise Refused("the replay would publish an asset the tenant erased: it is not replayed", "letter_id")
+        return records, dropped
+
     def replay(self, tenant: str, letter_id: str, by: str, publisher: TenantPublisher) -> Replayed:
         """Replay the letter once (see the module docstring). Raises :class:`Refused` (recorded) when it cannot be
         replayed now, a 503 problem when Kafka did not confirm (nothing recorded: try again)."""
@@ -196,7 +220,7 @@ class DeadLetters:
                 return Replayed(stored.id, "already_replayed", 0, 0, existing)
             return Replayed(stored.id, "in_progress", 0, 0, existing)
         try:
-            records, dropped = self._records(tenant, stored, publisher)
+            records, dropped = self._replayable(tenant, stored, publisher)
         except Refused as exc:
             self._replays.finish(tenant, stored.id, "refused", reason=exc.reason, field=exc.field)
             raise

@@ -5,8 +5,9 @@ Steps: find the other spellings of the URN the tenant's rows hold (``stored_urns
 point canonicalised URNs), DELETE the rows (predicates in ``scope``: they compare hashes, so the Delta log records no
 URN), each limited to the tenant's rows (``LakeTable.where``: its bucket and id on a shared pooled table), purge the
 files that held them from disk (``purge``: VACUUM with a retention of 0 hours, touched tables only), delete the
-MongoDB documents, and append an audit row holding the URN's sha256 and counts only. A pooled tenant's rows are in
-the shared tables; a folder the old layout left for it is erased too (``discover.places``), so no copy stays behind.
+MongoDB documents, and append an audit row holding the URN's keyed hash (``control.erased``) and counts only. A
+pooled tenant's rows are in the shared tables; a folder the old layout left for it is erased too
+(``discover.places``), so no copy stays behind.
 
 The 0-hour VACUUM is what GDPR asks and it has a price: time travel to versions before the erase no longer works on
 the touched tables, for every tenant of a touched shared table. Events about the URN published after the erase
@@ -18,7 +19,10 @@ tombstoned (``control.connectors.offsets``); the superseded records stay until t
 Dead letters are raw bytes: those whose key, value or headers spell the URN are found by a read-only filter and
 deleted by their Kafka position (``scope.raw_pattern``, ``scope.identity_predicate``), so the log still names no URN.
 
-Last, an ``io.metalake.asset.erased.v1`` (tenant, erasure id, the URN's sha256) goes to ``metalake.changes`` with
+Before all that, the URN's keyed hash joins the tenant's erased set (``control.erased``): the admin API hides the
+dead letters of the Kafka DLQ topics that name it, which cannot be deleted one by one, and refuses to replay them.
+
+Last, an ``io.metalake.asset.erased.v1`` (tenant, erasure id, the URN's keyed hash) goes to ``metalake.changes`` with
 confirmed delivery: the propagation processor then reloads the tenant instead of keeping the erased asset in memory.
 If Kafka cannot confirm it, the erase still succeeds and its report says the processor must be restarted.
 
@@ -43,6 +47,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from control.connectors.offsets import OffsetStore
+from control.erased import ErasedUrns, urn_hasher
 from metalake.kafka import EventProducer, EventPublisher, PublishError
 from metalake.mongo import mongo_client
 from metalake.settings import Settings
@@ -270,6 +275,8 @@ def erase(
         raise LakeUsageError("--erasure-id must be a UUID") from None
     audit.ensure_audit_table(settings, names)
     action = "erase.asset_and_children" if target.include_children else "erase.asset"
+    # First: from now on the admin API hides and refuses to replay the dead letters naming it (Kafka keeps them).
+    ErasedUrns(mongo[CONTROL_DATABASE]).add(names.tenant_id, target.target_hash, target.include_children)
     try:
         echo(f"erase {names.tenant_id}: looking for other spellings of the URN ...")
         target = with_spellings(target, stored_urns(spark, mongo, names, target))
@@ -309,7 +316,7 @@ def erase_report(
         raise LakeUsageError("--actor must name who requests the erase")
     with connect(settings) as directory:
         names = directory.named(tenant)
-    target = erase_target(names.tenant_id, urn, include_children)
+    target = erase_target(names.tenant_id, urn, include_children, urn_hasher(settings))
     spark = lake_session(settings, "metalake-lake-erase")
     mongo = mongo_client(settings)
     try:

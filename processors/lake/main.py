@@ -71,7 +71,13 @@ def maintain(
 @app.command("erase")
 def erase(
     tenant: Annotated[str, typer.Option(help="The tenant that holds the asset.")],
-    urn: Annotated[str, typer.Option(help="The asset's URN, e.g. urn:metalake:postgres:prod/shop/public/orders.")],
+    urn: Annotated[
+        str,
+        typer.Option(
+            help="The asset's URN, e.g. urn:metalake:postgres:prod/shop/public/orders; `-` reads it from stdin "
+            "(off the command line, which `ps` shows: the lake worker passes it so)."
+        ),
+    ],
     actor: Annotated[str, typer.Option(help="Who requests the erase (recorded in the tenant's audit table).")],
     include_children: Annotated[
         bool, typer.Option("--include-children", help="Also erase the assets under the URN (a table's columns).")
@@ -86,9 +92,12 @@ def erase(
     hours of retention, so the files are gone from disk and time travel before the erase is lost: for every tenant of
     a touched shared table) and from MongoDB.
 
-    Records the erase in the tenant's audit table with the URN's sha256, never the URN. Cannot be undone.
+    Records the erase in the tenant's audit table with the URN's keyed hash (HMAC under a key derived from the KEK),
+    never the URN. Cannot be undone.
     """
     settings = get_settings()
+    if urn == "-":
+        urn = sys.stdin.readline().strip()
     if not yes:
         try:  # refuse a typo before asking, and before Spark starts
             with discover.connect(settings) as directory:

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from control.erased import PLAIN, UrnHasher
 from metalake.events import event_types
 from metalake.urn import InvalidUrn, canonical_urn
 from processors.lake.errors import LakeUsageError
@@ -37,6 +38,8 @@ class EraseTarget:
     include_children: bool = False
     # Other spellings of the URN (or, with children, of a child) found stored: erased by exact value too.
     spellings: tuple[str, ...] = ()
+    # The keyed hash records name the URN by (``control.erased``); without a key, the plain sha256.
+    hasher: UrnHasher = PLAIN
 
     @property
     def values(self) -> tuple[str, ...]:
@@ -55,8 +58,9 @@ class EraseTarget:
 
     @property
     def target_hash(self) -> str:
-        """sha256 of the URN: the audit trail proves which asset was erased to whoever knows it, and holds no name."""
-        return hashlib.sha256(self.urn.encode()).hexdigest()
+        """The URN's keyed hash (HMAC under a key derived from the KEK): the audit trail proves which asset was erased
+        to whoever holds the key and knows the URN, holds no name, and cannot be tested against guessed URNs."""
+        return self.hasher.digest(self.urn)
 
     @property
     def raw_key(self) -> str:
@@ -64,14 +68,14 @@ class EraseTarget:
         return f"{self.tenant}:{self.urn}"
 
 
-def erase_target(tenant: str, urn: str, include_children: bool = False) -> EraseTarget:
+def erase_target(tenant: str, urn: str, include_children: bool = False, hasher: UrnHasher = PLAIN) -> EraseTarget:
     """Validate the URN (LakeUsageError with the parser's reason otherwise) and build the target for its canonical
     spelling (any valid spelling names the asset)."""
     try:
         canonical = canonical_urn(urn)
     except InvalidUrn as exc:
         raise LakeUsageError(f"invalid URN: {exc}") from None
-    return EraseTarget(tenant, canonical, include_children)
+    return EraseTarget(tenant, canonical, include_children, hasher=hasher)
 
 
 def with_spellings(target: EraseTarget, stored: Iterable[str]) -> EraseTarget:
@@ -88,7 +92,7 @@ def with_spellings(target: EraseTarget, stored: Iterable[str]) -> EraseTarget:
         mine = canonical == target.urn or (target.include_children and canonical.startswith(target.child_prefix))
         if mine and canonical != value:
             found.add(value)
-    return EraseTarget(target.tenant, target.urn, target.include_children, tuple(sorted(found)))
+    return EraseTarget(target.tenant, target.urn, target.include_children, tuple(sorted(found)), target.hasher)
 
 
 def _sha(value: str) -> str:

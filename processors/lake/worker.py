@@ -8,12 +8,18 @@ own process group (the worker itself starts no JVM), and kills the group of one 
 ``erasure.timeout_s``: the erasure fails with :data:`TIMED_OUT`. Stopping the worker kills its children and releases
 their leases; their erasures stay ``running`` and are claimed again. The erase is idempotent, so a rerun is safe.
 
-The child's stderr is discarded (its lines may quote the URN); its stdout is the JSON report, of which only the counts
-are kept.
+The URN reaches the child on its stdin (``--urn -``), never on its command line, which every local user can read
+(``ps``, ``/proc/<pid>/cmdline``). The child's stderr is discarded (its lines may quote the URN); its stdout is the
+JSON report, of which only the counts are kept.
+
+Queued erasures are taken fairly (:func:`fair_order`): each tenant's oldest first, round-robin over the tenants (a
+tenant with an erasure running after those without, then the one served longest ago first); one tenant's long queue
+does not hold another's erasure back.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -22,7 +28,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -71,16 +77,16 @@ class Outcome:
     stdout: str = ""
 
 
-# (argv, timeout in seconds, stop) -> how the child ended
-EraseRunner = Callable[[Sequence[str], float, threading.Event], Outcome]
+# (argv, timeout in seconds, stop, the child's stdin) -> how the child ended
+EraseRunner = Callable[[Sequence[str], float, threading.Event, str], Outcome]
 
 
-def run_in_group(argv: Sequence[str], timeout_s: float, stop: threading.Event) -> Outcome:
-    """Run ``argv`` as the leader of a new process group; kill the whole group (the JVM the erase starts included)
-    when it runs past ``timeout_s`` or ``stop`` is set."""
+def run_in_group(argv: Sequence[str], timeout_s: float, stop: threading.Event, stdin: str = "") -> Outcome:
+    """Run ``argv`` as the leader of a new process group, ``stdin`` written to its standard input; kill the whole
+    group (the JVM the erase starts included) when it runs past ``timeout_s`` or ``stop`` is set."""
     child = subprocess.Popen(
         list(argv),
-        stdin=subprocess.DEVNULL,
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -89,7 +95,8 @@ def run_in_group(argv: Sequence[str], timeout_s: float, stop: threading.Event) -
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            stdout, _ = child.communicate(timeout=max(0.0, min(_TICK_S, deadline - time.monotonic())))
+            # ``input`` is written once, by the first call (a retry after a timeout goes on where it stopped).
+            stdout, _ = child.communicate(stdin, timeout=max(0.0, min(_TICK_S, deadline - time.monotonic())))
             return Outcome(Ending.EXITED, child.returncode, stdout or "")
         except subprocess.TimeoutExpired:
             if stop.is_set() or time.monotonic() >= deadline:
@@ -106,7 +113,8 @@ def _kill_group(child: subprocess.Popen[str]) -> None:
     child.communicate()
 
 
-def erase_argv(record: ErasureRecord, urn: str) -> list[str]:
+def erase_argv(record: ErasureRecord) -> list[str]:
+    """The erase's command line; the URN goes on its stdin (``--urn -``), out of ``ps``'s sight."""
     return [
         sys.executable,
         "-m",
@@ -116,7 +124,7 @@ def erase_argv(record: ErasureRecord, urn: str) -> list[str]:
         "--tenant",
         record.tenant,
         "--urn",
-        urn,
+        "-",
         "--actor",
         record.requested_by,
         # The erase's announcement takes a UUID: one derived from ours, so a resumed erasure announces the same id.
@@ -124,6 +132,22 @@ def erase_argv(record: ErasureRecord, urn: str) -> list[str]:
         announcement_id(record.tenant, record.id),
         *(["--include-children"] if record.include_children else []),
     ]
+
+
+def fair_order(records: Sequence[ErasureRecord], served: Mapping[str, int] | None = None) -> list[ErasureRecord]:
+    """Unfinished erasures (oldest first) in the order to claim them: round-robin over the tenants, each tenant's
+    oldest first. Tenants go in turn: one with an erasure running after those without, then the one served longest ago
+    first (``served``: when this worker last started one of the tenant's erasures, never-served first), then by their
+    oldest erasure. Each poll lists the queue afresh, so without ``served`` the tenant with the oldest erasure would
+    always go first."""
+    by_tenant: dict[str, list[ErasureRecord]] = {}
+    for record in records:
+        by_tenant.setdefault(record.tenant, []).append(record)
+    busy = {r.tenant for r in records if r.state is ErasureState.RUNNING}
+    last = served or {}
+    tenants = sorted(by_tenant, key=lambda t: (t in busy, last.get(t, -1), by_tenant[t][0].created_at, t))
+    deepest = max((len(queued) for queued in by_tenant.values()), default=0)
+    return [by_tenant[t][rank] for rank in range(deepest) for t in tenants if rank < len(by_tenant[t])]
 
 
 def counts(report: Mapping[str, Any]) -> dict[str, int]:
@@ -147,6 +171,9 @@ class ErasureWorker:
     ran: list[str] = field(default_factory=list)  # erasure ids this worker finished, for logs and tests
     _active: dict[str, threading.Thread] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # Tenant -> the turn at which this worker last started one of its erasures (fair_order's round-robin).
+    _served: dict[str, int] = field(default_factory=dict)
+    _turns: Iterator[int] = field(default_factory=itertools.count)
 
     def __post_init__(self) -> None:
         self.store = ErasureStore(self.control)
@@ -166,7 +193,10 @@ class ErasureWorker:
         started = 0
         if self._running() >= self.settings.erasure.concurrency:
             return 0
-        for record in self.store.unfinished():
+        queued = self.store.unfinished()
+        waiting = {r.tenant for r in queued}
+        self._served = {t: n for t, n in self._served.items() if t in waiting}  # only tenants with a queue
+        for record in fair_order(queued, self._served):
             if self._running() >= self.settings.erasure.concurrency or self.stop.is_set():
                 break
             key = erasure_key(record.tenant, record.id)
@@ -180,6 +210,7 @@ class ErasureWorker:
             thread = threading.Thread(target=self._run, args=(record, hold), name=f"erase-{record.id}", daemon=True)
             with self._lock:
                 self._active[key] = thread
+            self._served[record.tenant] = next(self._turns)
             thread.start()
             started += 1
         return started
@@ -236,7 +267,7 @@ class ErasureWorker:
             return
         self.store.update(tenant, erasure_id, ErasureState.RUNNING)
         log.info("lake.erasure_running", extra={"tenant": tenant, "erasure": erasure_id})
-        outcome = self.runner(erase_argv(record, urn), self.settings.erasure.timeout_s, self.stop)
+        outcome = self.runner(erase_argv(record), self.settings.erasure.timeout_s, self.stop, urn + "\n")
         if outcome.ending is Ending.STOPPED:
             # The worker stops: the erasure stays running, its lease goes, and a worker claims it again.
             log.info("lake.erasure_interrupted", extra={"tenant": tenant, "erasure": erasure_id})

@@ -70,6 +70,7 @@ class Runner:
         self.default = default
         self.by_urn = dict(by_urn or {})
         self.argvs: list[list[str]] = []
+        self.stdins: list[str] = []
         self.hold = threading.Event()
         if not block:
             self.hold.set()
@@ -77,12 +78,14 @@ class Runner:
         self.most = 0
         self._lock = threading.Lock()
 
-    def __call__(self, argv: Sequence[str], timeout_s: float, stop: threading.Event) -> Outcome:
+    def __call__(self, argv: Sequence[str], timeout_s: float, stop: threading.Event, stdin: str) -> Outcome:
         with self._lock:
             self.argvs.append(list(argv))
+            self.stdins.append(stdin)
             self.running += 1
             self.most = max(self.most, self.running)
-            outcome = self.by_urn.get(argv[argv.index("--urn") + 1], self.default)
+            # The URN comes on stdin (``--urn -``), never on the command line.
+            outcome = self.by_urn.get(stdin.strip(), self.default)
         self.hold.wait(30)
         with self._lock:
             self.running -= 1
@@ -179,14 +182,16 @@ def test_the_worker_records_outcomes_without_the_urn_and_audits_them(
     assert refused is not None and (refused.state, refused.error) == (ErasureState.FAILED, REFUSED)
     assert failed is not None and (failed.state, failed.error) == (ErasureState.FAILED, "exit code 1")
     assert timed_out is not None and (timed_out.state, timed_out.error) == (ErasureState.FAILED, TIMED_OUT)
-    assert next(a for a in runner.argvs if a[a.index("--urn") + 1] == URN)[2:] == [
+    by_urn = dict(zip((s.strip() for s in runner.stdins), runner.argvs, strict=True))
+    assert not any(u in a for argv in runner.argvs for a in argv for u in urns)
+    assert by_urn[URN][2:] == [
         "processors.lake",
         "erase",
         "--yes",
         "--tenant",
         tenant,
         "--urn",
-        URN,
+        "-",
         "--actor",
         "it-dpo",
         "--erasure-id",
@@ -247,7 +252,8 @@ def test_a_crashed_workers_erasure_is_taken_over_and_a_live_ones_is_not(
     left = queue.store.get(tenant, alive.id)
     assert taken is not None and taken.state is ErasureState.DONE
     assert left is not None and left.state is ErasureState.RUNNING  # its holder still renews it
-    assert [a[a.index("--tenant") + 1 : a.index("--urn") + 2] for a in runner.argvs] == [[tenant, "--urn", URN]]
+    assert [a[a.index("--tenant") + 1 : a.index("--urn") + 2] for a in runner.argvs] == [[tenant, "--urn", "-"]]
+    assert runner.stdins == [URN + "\n"]
 
 
 def test_a_queued_erasure_without_its_urn_fails_as_interrupted(

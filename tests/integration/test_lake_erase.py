@@ -25,13 +25,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from control.connectors.offsets import OffsetStore
+from control.erased import ERASED_URNS
 from metalake.kafka import EventProducer, RawRecord
 from metalake.settings import Settings
 from metalake.urn import asset_urn
 from processors.enrichment.tables import TABLES
 from processors.lake.erase import erase
 from processors.lake.scope import erase_target
-from tenants.naming import CHANGES_TOPIC, DELTA_TABLES, LakeTable, TenantNames, names_for
+from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE, DELTA_TABLES, LakeTable, TenantNames, names_for
 
 pytestmark = pytest.mark.integration
 __all__ = ["lake_spark"]
@@ -236,6 +237,10 @@ def test_erase_removes_the_asset_and_its_columns_everywhere_and_audits_a_hash(
     assert (row["actor"], row["action"], row["result"]) == ("dpo@it", "erase.asset_and_children", "done")
     assert row["target_hash"] == hashlib.sha256(TABLE.encode()).hexdigest()
     assert json.loads(row["counts"])["delta.events"] == 5
+    # The erased set the admin API filters the Kafka DLQ topics by (their letters cannot be deleted): a hash only.
+    erased = mongo[CONTROL_DATABASE][ERASED_URNS].find_one({"tenant": tenant})
+    assert erased is not None and (erased["target_hash"], erased["include_children"]) == (row["target_hash"], True)
+    assert TABLE not in str(erased)
     assert not any(urn in str(v) for v in row.values() for urn in (TABLE, u.column))
     assert not any(b"customers" in p.read_bytes() for p in names.delta_path("audit").rglob("*") if p.is_file())
 

@@ -3,27 +3,35 @@ filters and pages, and a replay that publishes once, records refusals and forget
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
+from pydantic import SecretStr
 from pymongo.errors import DuplicateKeyError
 from runtime_fakes import FakeStore
 
 from api.problems import Problem
+from api.routes.deadletters import dead_letters
 from api.schemas.deadletters import DeadLetterPage, DeadLetterView
 from api.services.deadletters import DeadLetters, Filters, Listed
 from connectors.montecarlo import MonteCarloConnector
 from control.connectors.registry import Plugin
 from control.connectors.store import ConnectorRecord
 from control.dead_letter_replay import Refused, ReplayLog
+from control.dead_letter_scope import LetterScopes
 from control.dead_letters import Medium, Scan, StoredLetter
+from control.erased import urn_hasher
 from metalake.kafka import PublishError, RawRecord
 from metalake.kafka.dlq import DeadLetter
 from metalake.settings import Settings
-from tenants.naming import TenantNames, names_for
+from tenants.model import Tier
+from tenants.naming import CONTROL_DATABASE, TenantNames, names_for
+from tenants.registry import TenantRecord, TenantState
 
 FIXTURES = Path(__file__).resolve().parents[2] / "connectors" / "montecarlo" / "fixtures"
 UNMAPPED = "0c0c0c0c-0000-4000-8000-000000000000"
@@ -204,3 +212,130 @@ def test_every_medium_renders_through_the_api_schemas() -> None:
         assert view.id == stored.id and view.medium == stored.medium and view.payload.shown
         assert DeadLetterPage.of(Listed([(stored, None)], False, None), None).items[0].id == stored.id
     assert DeadLetterView.of(stream, None, 16_384).id == "stream-bulk-0-4"
+
+
+# -- which letters are the tenant's now: its registration's, none naming an erased asset (issue 21, items 7 and 14) --
+
+ERASED = "urn:metalake:postgres:prod/shop/public/customers"
+MAPPED = {UNMAPPED: {"platform": "bigquery", "instance": "analytics"}}
+# The URN the Monte Carlo letter maps to once its warehouse is mapped (its raw payload spells no URN).
+MAPPED_URN = "urn:metalake:bigquery:analytics/analytics/prod/orders"
+
+
+class FakeFind:
+    def __init__(self, docs: list[dict[str, Any]]) -> None:
+        self.docs = docs
+
+    def find(self, query: dict[str, Any], projection: Any = None) -> list[dict[str, Any]]:
+        return [d for d in self.docs if all(d.get(k) == v for k, v in query.items())]
+
+
+class FakeRegistry:
+    def __init__(self, registered: dict[str, datetime]) -> None:
+        self.registered = registered
+
+    def get(self, tenant: str) -> TenantRecord | None:
+        at = self.registered.get(tenant)
+        if at is None:
+            return None
+        return TenantRecord(tenant, Tier.POOLED, TenantState.ACTIVE, None, at, at)
+
+
+def _keyed_settings() -> Settings:
+    settings = Settings()
+    settings.api.key_encryption_key = SecretStr("a-test-key-encryption-key-of-32b")
+    return settings
+
+
+def _scoped(
+    *letters: StoredLetter,
+    erased: tuple[tuple[str, bool], ...] = (),
+    registered: dict[str, datetime] | None = None,
+    warehouses: dict[str, Any] | None = None,
+) -> DeadLetters:
+    """The service with the route's scope over fakes: ``erased`` (URN, with children) as the erase records them."""
+    settings = _keyed_settings()
+    hasher = urn_hasher(settings)
+    docs = [{"tenant": "acme", "target_hash": hasher.digest(urn), "include_children": kids} for urn, kids in erased]
+    database = cast(Any, {"erased_urns": FakeFind(docs), "erasures": FakeFind([])})
+    scopes = LetterScopes(database, settings, FakeRegistry(registered or {}))
+    service, _ = _service(*letters, warehouses=warehouses)
+    return DeadLetters(
+        settings,
+        service._topics,
+        service._replays,
+        service._connectors,
+        service._subscriptions,
+        service._plugins,
+        service._names,
+        scopes,
+    )
+
+
+def _naming(tenant: str, offset: int, urn_text: str, *, minutes: int = 0) -> StoredLetter:
+    """An outbound letter whose change names ``urn_text`` (as JSON writes it, slashes maybe escaped)."""
+    value = b'{"type": "io.metalake.asset.upserted.v1", "data": {"urn": "' + urn_text.encode() + b'"}}'
+    return replace(_letter(tenant, offset, stage="outbound", minutes=minutes), value=value)
+
+
+def _not_found(service: DeadLetters, letter_id: str) -> None:
+    for call in (
+        lambda: service.inspect("acme", letter_id),
+        lambda: service.replay("acme", letter_id, "alice", cast(Any, FakePublisher())),
+    ):
+        with pytest.raises(Problem) as problem:
+            call()
+        assert problem.value.status == 404 and problem.value.field == "letter_id"
+
+
+def test_a_letter_naming_an_erased_urn_is_neither_listed_shown_nor_replayable() -> None:
+    service = _scoped(
+        _naming("acme", 1, ERASED.replace("/", "\\/")),  # JSON may escape the slashes
+        _naming("acme", 2, ERASED + "/email"),  # a column of the erased table: erased with it only with children
+        _naming("acme", 3, "urn:metalake:postgres:prod/shop/public/orders"),
+        erased=((ERASED, False),),
+    )
+    assert [s.offset for s, _ in service.page("acme", Filters(), 50, None).letters] == [3, 2]
+    _not_found(service, "outbound-0-1")
+    assert service.inspect("acme", "outbound-0-2")[0].offset == 2
+
+
+def test_an_erasure_with_children_hides_the_letters_naming_a_child_in_another_spelling() -> None:
+    service = _scoped(
+        _naming("acme", 1, "urn:metalake:postgres:prod/shop/public/customers/e%2dmail"),
+        _naming("acme", 2, "urn:metalake:postgres:prod/shop/public/customers_v2"),  # a lookalike, not a child
+        erased=((ERASED, True),),
+    )
+    assert [s.offset for s, _ in service.page("acme", Filters(), 50, None).letters] == [2]
+    _not_found(service, "outbound-0-1")
+
+
+def test_a_replay_that_would_publish_an_erased_asset_is_refused() -> None:
+    # The Monte Carlo letter spells no URN: only once mapped does it name the erased table, so it is listed...
+    service = _scoped(_letter("acme", 1), erased=((MAPPED_URN, False),), warehouses=MAPPED)
+    assert [s.offset for s, _ in service.page("acme", Filters(), 50, None).letters] == [1]
+    publisher = FakePublisher()
+    with pytest.raises(Refused) as refused:
+        service.replay("acme", "connectors-0-1", "alice", cast(Any, publisher))
+    assert "erased" in refused.value.reason and MAPPED_URN not in refused.value.reason
+    assert publisher.producer.sent == []
+    # ...and without the erasure the same letter replays.
+    other = _scoped(_letter("acme", 1), warehouses=MAPPED)
+    assert other.replay("acme", "connectors-0-1", "alice", cast(Any, FakePublisher())).outcome == "replayed"
+
+
+def test_letters_of_an_earlier_registration_of_the_tenant_id_are_not_the_new_tenants() -> None:
+    # acme was deleted and registered again at T0 + 30 min: the letters from before are the old tenant's.
+    letters = [_letter("acme", 1, minutes=10), _letter("acme", 2, minutes=40), _letter("zeta", 3, minutes=5)]
+    service = _scoped(*letters, registered={"acme": T0 + timedelta(minutes=30)}, warehouses=MAPPED)
+    assert [s.offset for s, _ in service.page("acme", Filters(), 50, None).letters] == [2]
+    _not_found(service, "connectors-0-1")
+    assert service.replay("acme", "connectors-0-2", "alice", cast(Any, FakePublisher())).outcome == "replayed"
+    # An unregistered tenant id (pooled, as the demo's) has no registration: all its letters are its.
+    assert [s.offset for s, _ in service.page("zeta", Filters(), 50, None).letters] == [3]
+
+
+def test_the_route_scopes_the_service_to_the_registration_and_the_erased_set() -> None:
+    ctx = SimpleNamespace(settings=_keyed_settings(), mongo={CONTROL_DATABASE: defaultdict(dict)})
+    service = dead_letters(cast(Any, ctx), cast(Any, FakeStore()))
+    assert isinstance(service._scope, LetterScopes)

@@ -82,7 +82,7 @@ def test_an_erase_that_ends_gives_its_code_and_report() -> None:
 def test_the_erase_command_line_names_the_requester_and_a_stable_announcement_id() -> None:
     now = datetime.now(UTC)
     record = ErasureRecord("acme", "era_1", "h" * 64, True, ErasureState.ACCEPTED, "dpo", now, now)
-    argv = erase_argv(record, "urn:metalake:postgres:p/s/public/t")
+    argv = erase_argv(record)
     assert argv[1:] == [
         "-m",
         "processors.lake",
@@ -91,7 +91,7 @@ def test_the_erase_command_line_names_the_requester_and_a_stable_announcement_id
         "--tenant",
         "acme",
         "--urn",
-        "urn:metalake:postgres:p/s/public/t",
+        "-",  # on stdin: a command line is readable by every local user (ps)
         "--actor",
         "dpo",
         "--erasure-id",
@@ -99,3 +99,12 @@ def test_the_erase_command_line_names_the_requester_and_a_stable_announcement_id
         "--include-children",
     ]
     assert announcement_id("acme", "era_1") == announcement_id("acme", "era_1") != announcement_id("acme", "era_2")
+
+
+def test_the_child_reads_what_it_is_given_on_stdin() -> None:
+    script = "import sys; print(sys.stdin.readline().strip()[::-1])"
+    outcome = run_in_group([sys.executable, "-c", script], 30.0, threading.Event(), "urn:metalake:x\n")
+    assert (outcome.ending, outcome.stdout.strip()) == (Ending.EXITED, "x:ekalatem:nru")
+    # A child that never reads its stdin is not held up by it.
+    quiet = run_in_group([sys.executable, "-c", "import sys; sys.exit(3)"], 30.0, threading.Event(), "u" * 1000)
+    assert (quiet.ending, quiet.code) == (Ending.EXITED, 3)
