@@ -1,6 +1,7 @@
 """A receiver that reads a request and then answers one byte at a time, ``interval`` seconds apart, never finishing:
 every read of the client returns within its socket timeout, so only a wall-clock deadline ends the exchange. It is a
-real TCP server on loopback; ``closed_after`` records how long each connection lasted before the client dropped it."""
+real TCP server on loopback. It gives up after ``give_up_s`` (a test without a deadline fails instead of hanging).
+``closed_after`` records how long each connection lasted."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import time
 
 
 class TrickleServer:
-    def __init__(self, interval: float = 1.0) -> None:
-        self.interval = interval
+    def __init__(self, interval: float = 1.0, give_up_s: float = 8.0) -> None:
+        self.interval, self.give_up_s = interval, give_up_s
         self.requests: list[bytes] = []
         self.closed_after: list[float] = []
         self._listener = socket.create_server(("127.0.0.1", 0))
@@ -65,7 +66,7 @@ class TrickleServer:
             answer = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Slow: " + b"a" * 100_000
             try:
                 for byte in answer:
-                    if self._stopping.is_set():
+                    if self._stopping.is_set() or time.monotonic() - started > self.give_up_s:
                         break
                     conn.sendall(bytes([byte]))
                     time.sleep(self.interval)
