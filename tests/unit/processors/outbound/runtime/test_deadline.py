@@ -153,6 +153,8 @@ def test_another_tenants_delivery_in_the_batch_is_not_held(trickle: TrickleServe
         assert len(delivered) == 1 and delivered[0].at - started < 1.0, "acme's change waited for slowco's receiver"
         # The batch (and so its offset commit) ends at the slow delivery's deadline, which went to the retry topic.
         assert took < DEADLINE_S + 1.0
-        assert [(r.topic, dict(r.headers)["outbound.subscription"]) for r in producer.records] == [(RETRY_TOPIC, b"webhook")]
+        assert [(r.topic, dict(r.headers)["outbound.subscription"]) for r in producer.records] == [
+            (RETRY_TOPIC, b"webhook")
+        ]
     finally:
         receiver.stop()
