@@ -35,6 +35,7 @@ from metalake.kafka.config import consumer_config
 from metalake.kafka.dlq import DeadLetter, dead_letter_record
 from metalake.settings import Settings
 from processors.outbound.runtime.dispatch import Dispatcher, Outcome
+from processors.outbound.runtime.erasure import Candidates, forget_erased, plain_sha256
 from processors.outbound.runtime.retention import LedgerJanitor
 from processors.outbound.runtime.retry import RetryInfo, RetryPolicy, read_retry_info, retry_headers
 from processors.outbound.runtime.testsend import SubscriptionTester
@@ -82,6 +83,8 @@ class Outbound:
         self.policy: RetryPolicy = dispatcher.policy
         self._clock = clock
         self._pool = ThreadPoolExecutor(max_workers=settings.outbound.workers, thread_name_prefix="outbound")
+        # How an erased URN's hash is matched (processors.outbound.runtime.erasure).
+        self.erased_candidates: Candidates = plain_sha256
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
@@ -184,6 +187,8 @@ class Outbound:
                 followups.records.append(self._dead(msg, None, exc.reason, type(exc).__name__))
                 followups.dead += 1
                 continue
+            # An erased asset: the ledger forgets its URN before subscribers hear of the erase.
+            forget_erased(self.dispatcher.ledger, change, self.erased_candidates)
             for sub in self.dispatcher.targets(change):
                 outcome = self.dispatcher.deliver(change, sub, self.policy.short_attempts)
                 record = self._followup(msg, change, outcome, 1)
