@@ -271,7 +271,7 @@ def test_permanent_failures_and_exhausted_retries_go_to_the_dlq_with_context(
     slack = SlackServer(SLACK_TOKEN).start()
     try:
         store = SubscriptionStore(mongo[CONTROL_DATABASE])
-        webhook_sub(store, tenant, "http://169.254.169.254/latest/meta-data", name="metadata-hook")
+        webhook_sub(store, tenant, "https://169.254.169.254/latest/meta-data", name="metadata-hook")
         slack_sub(store, tenant, slack.base_url)
         failure = Reply(500, {"ok": False, "error": "internal_error"})
         slack.fail_next("/api/chat.postMessage", *[failure] * 5)

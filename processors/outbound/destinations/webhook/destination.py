@@ -15,6 +15,8 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from pydantic import ValidationError
+
 from control.subscriptions.destinations import DestinationSpec
 from control.subscriptions.store import Subscription
 from metalake.events.changes import ASSET_ERASED, Change
@@ -97,7 +99,11 @@ class WebhookDestination(Destination):
         return True
 
     def deliver(self, change: Change, subscription: Subscription, ledger: LedgerScope) -> DeliveryResult:
-        config: WebhookConfig = self.config(subscription)
+        try:
+            config: WebhookConfig = self.config(subscription)
+        except ValidationError as exc:
+            # Stored before a rule tightened (a plain-http URL): the rule's words, never the value.
+            raise PermanentDelivery(f"webhook url refused: {exc.errors()[0]['msg']}") from None
         keys = signing_keys(subscription)
         if not keys:
             raise PermanentDelivery("webhook subscription has no signing key")
