@@ -426,6 +426,9 @@ class OutboundSettings(BaseModel):
     retry_max_s: float = Field(default=300.0, ge=0)
     retry_topic_max_attempts: int = Field(default=12, ge=1)
     http_timeout_s: float = Field(default=10.0, gt=0)
+    # Wall-clock bound of one delivery (all its requests and short retries): a receiver trickling its answer is cut
+    # here and the change goes to the retry topic, so the batch (other tenants' changes) is not held (docs/outbound.md).
+    delivery_deadline_s: float = Field(default=30.0, gt=0)
     slack_base_url: str = "https://slack.com/api/"
     allow_base_url_override: bool = False
     ssrf_allow: list[str] = Field(default_factory=list)

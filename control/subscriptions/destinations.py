@@ -10,14 +10,52 @@ pydantic and this package only: the API process loads it.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 from typing import Any, ClassVar
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, SecretStr
 
 from metalake.plugins import PluginRegistry
 
 GROUP = "metalake.outbound"
+
+
+URL_MAX = 2048
+
+
+def https_url(url: str) -> str:
+    """``url`` if it is fit to carry a credential (a URL that is one, like a Teams trigger's ``sig=``, or a request
+    that carries one): ``https`` with a host and no user info, of at most ``URL_MAX`` characters; plain ``http`` only
+    to a loopback host (a local test receiver: the outbound runtime then also requires its address on
+    ``outbound.ssrf_allow``, :func:`metalake.net.pinned.refuse_plain_http`). Raises ``ValueError`` whose message says
+    what is wrong in words and never repeats the value (it may be a secret)."""
+    if len(url) > URL_MAX:
+        raise ValueError(f"must be a URL of at most {URL_MAX} characters")
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:
+        raise ValueError("must be an https URL (https://host/path)") from None
+    if parts.scheme not in ("https", "http") or not host:
+        raise ValueError("must be an https URL with a host (https://host/path)")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError("must not carry user credentials (user:password@)")
+    if parts.scheme == "http" and not _loopback(host):
+        raise ValueError(
+            "must be https: plain http would send the credential in clear (http only to a loopback test receiver)"
+        )
+    return url
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class DestinationConfig(BaseModel):

@@ -18,6 +18,8 @@ import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from metalake.net.deadline import note_peer
+
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[[str, int], list[str]]
 
@@ -115,4 +117,6 @@ class AddressGuard:
             raise RefusedAddress("destination host does not resolve")
         for address in candidates:
             self.check_address(address)
+        # The thread's delivery deadline (metalake.net.deadline) covers what is connected to this address.
+        note_peer(str(candidates[0]), port)
         return str(candidates[0])

@@ -68,7 +68,12 @@ def build(
         asset_tags=catalog.tags,
     )
     tester = SubscriptionTester(
-        subscriptions, destinations, ledger, TestOutcomes(control, retention), settings.outbound.test_expiry_s
+        subscriptions,
+        destinations,
+        ledger,
+        TestOutcomes(control, retention),
+        settings.outbound.test_expiry_s,
+        deadline_s=settings.outbound.delivery_deadline_s,
     )
     producer = EventProducer(settings)
     return Outbound(settings, dispatcher, producer, tester), producer

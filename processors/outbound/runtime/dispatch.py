@@ -15,8 +15,9 @@ from pymongo.errors import PyMongoError
 
 from control.subscriptions.store import Subscription
 from metalake.events.changes import Change
+from metalake.net.deadline import Deadline, network_deadline
 from processors.outbound.runtime.destination import Destination, PermanentDelivery, RetryableDelivery
-from processors.outbound.runtime.ledger import Ledger
+from processors.outbound.runtime.ledger import Ledger, LedgerScope
 from processors.outbound.runtime.retry import RetryPolicy
 from processors.outbound.runtime.subscriptions import SubscriptionCache
 
@@ -133,30 +134,45 @@ class Dispatcher:
         if destination is None:
             return Outcome(sub, "dead", f"unknown destination {sub.destination!r}", "UnknownDestination")
         ledger = self.ledger.scope(change.tenant, sub.name, change.id)
-        failed = 0
-        while True:
-            started = time.monotonic()
-            try:
-                result = destination.deliver(change, sub, ledger)
-            except RetryableDelivery as exc:
+        # One wall-clock bound for the whole delivery, whatever the destination's SDK: a receiver trickling its answer
+        # is cut there and the change goes to the retry topic instead of holding the batch (and other tenants).
+        with network_deadline(self.policy.deadline_s) as limit:
+            failed = 0
+            while True:
+                tried = self._attempt(destination, change, sub, ledger, limit, failed + 1)
+                if isinstance(tried, Outcome):
+                    return tried
                 failed += 1
-                self._log("outbound.delivery_failed", change, sub, started, str(exc), failed)
-                delay = self.policy.short_delay(failed, exc.retry_after_s) if failed < attempts else None
-                if delay is None:
-                    return Outcome(sub, "retry", str(exc), type(exc).__name__, exc.retry_after_s)
+                delay = self.policy.short_delay(failed, tried.retry_after_s) if failed < attempts else None
+                if delay is None or delay >= limit.remaining():
+                    return Outcome(sub, "retry", str(tried), type(tried).__name__, tried.retry_after_s)
                 self._sleep(delay)
-                continue
-            except PermanentDelivery as exc:
-                self._log("outbound.delivery_dead", change, sub, started, str(exc), failed + 1)
-                return Outcome(sub, "dead", str(exc), type(exc).__name__)
-            except PyMongoError:
-                raise  # the ledger is unreachable: stop, and let the redelivery find it again
-            except Exception as exc:  # noqa: BLE001 - a destination's bug or bad stored config must not stop the others
-                reason = f"{sub.destination} failed: {type(exc).__name__}"
-                self._log("outbound.delivery_dead", change, sub, started, reason, failed + 1)
-                return Outcome(sub, "dead", reason, type(exc).__name__)
-            self._log("outbound.delivered", change, sub, started, result.detail, failed + 1)
-            return Outcome(sub, result.status, result.detail)
+
+    def _attempt(
+        self, destination: Destination, change: Change, sub: Subscription, ledger: LedgerScope, limit: Deadline, n: int
+    ) -> Outcome | RetryableDelivery:
+        """One call of the destination: its final outcome, or the retryable failure to back off from."""
+        started = time.monotonic()
+        try:
+            result = destination.deliver(change, sub, ledger)
+        except PyMongoError:
+            raise  # the ledger is unreachable: stop, and let the redelivery find it again
+        except Exception as exc:  # noqa: BLE001 - a destination's bug or bad stored config must not stop the others
+            if limit.expired:
+                # Whatever the cut connection raised (a reset, a short read), the delivery is retried later.
+                reason = f"{sub.destination} delivery cut at its deadline ({limit.seconds:g} s)"
+                self._log("outbound.delivery_deadline", change, sub, started, reason, n)
+                return Outcome(sub, "retry", reason, "DeliveryDeadline")
+            if isinstance(exc, RetryableDelivery):
+                self._log("outbound.delivery_failed", change, sub, started, str(exc), n)
+                return exc
+            reason = (
+                str(exc) if isinstance(exc, PermanentDelivery) else f"{sub.destination} failed: {type(exc).__name__}"
+            )
+            self._log("outbound.delivery_dead", change, sub, started, reason, n)
+            return Outcome(sub, "dead", reason, type(exc).__name__)
+        self._log("outbound.delivered", change, sub, started, result.detail, n)
+        return Outcome(sub, result.status, result.detail)
 
     @staticmethod
     def _log(message: str, change: Change, sub: Subscription, started: float, detail: str, attempt: int) -> None:

@@ -124,6 +124,13 @@ class Ledger:
         self._all: Collection[Doc] = database[DELIVERIES]
         self.retention = retention
 
+    def forget_assets(self, tenant: str, erased: Callable[[str], bool]) -> int:
+        """Delete the tenant's anchor and shared documents whose asset ``erased`` says was erased (a GDPR erase:
+        they hold the URN in clear). One scan of the tenant's anchors per erase; returns how many went."""
+        docs = self._anchors.find({"tenant": tenant, "kind": {"$in": ["anchor", "shared"]}}, {"asset": 1})
+        ids = [d["_id"] for d in docs if isinstance(d.get("asset"), str) and erased(d["asset"])]
+        return self._anchors.delete_many({"_id": {"$in": ids}}).deleted_count if ids else 0
+
     def scope(self, tenant: str, subscription: str, change_id: str) -> LedgerScope:
         return LedgerScope(self._steps, self._anchors, tenant, subscription, change_id, self.retention)
 

@@ -9,16 +9,18 @@ batch beside the changes.
 
 Retry loop (group ``outbound.retry_group_id`` on the retry topic): a record not yet due pauses its partition and
 rewinds to it until the due time; a due one is tried once for its one subscription, then committed, republished
-with the next attempt and a longer delay, or dead-lettered after ``retry_topic_max_attempts``. Both loops share one
-thread; within a batch, records with different keys are delivered by a pool of ``outbound.workers`` threads (one
-key's records in order), so one tenant's failing destination costs the others at most its short in-process retries
-in one worker. Where the server has no TTL index (FerretDB 1.x), a thread of
-:mod:`processors.outbound.runtime.retention` deletes expired ledger documents.
+with the next attempt and a longer delay, or dead-lettered after ``retry_topic_max_attempts``. The loops run in two
+threads (a slow retry probe does not hold new changes); within a batch, records with different keys are delivered by
+a pool of ``outbound.workers`` threads (one key's records in order), so one tenant's failing destination costs the
+others at most its short in-process retries in one worker, each delivery bounded by ``delivery_deadline_s``.
+Where the server has no TTL index (FerretDB 1.x), a thread of :mod:`processors.outbound.runtime.retention` deletes
+expired ledger documents.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -35,6 +37,7 @@ from metalake.kafka.config import consumer_config
 from metalake.kafka.dlq import DeadLetter, dead_letter_record
 from metalake.settings import Settings
 from processors.outbound.runtime.dispatch import Dispatcher, Outcome
+from processors.outbound.runtime.erasure import Candidates, forget_erased, plain_sha256
 from processors.outbound.runtime.retention import LedgerJanitor
 from processors.outbound.runtime.retry import RetryInfo, RetryPolicy, read_retry_info, retry_headers
 from processors.outbound.runtime.testsend import SubscriptionTester
@@ -82,6 +85,8 @@ class Outbound:
         self.policy: RetryPolicy = dispatcher.policy
         self._clock = clock
         self._pool = ThreadPoolExecutor(max_workers=settings.outbound.workers, thread_name_prefix="outbound")
+        # How an erased URN's hash is matched (processors.outbound.runtime.erasure).
+        self.erased_candidates: Candidates = plain_sha256
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
@@ -184,6 +189,8 @@ class Outbound:
                 followups.records.append(self._dead(msg, None, exc.reason, type(exc).__name__))
                 followups.dead += 1
                 continue
+            # An erased asset: the ledger forgets its URN before subscribers hear of the erase.
+            forget_erased(self.dispatcher.ledger, change, self.erased_candidates)
             for sub in self.dispatcher.targets(change):
                 outcome = self.dispatcher.deliver(change, sub, self.policy.short_attempts)
                 record = self._followup(msg, change, outcome, 1)
@@ -288,7 +295,11 @@ class RetryConsumer:
 
 
 class Loops:
-    """The main and the retry loop in one thread until ``stopping`` is set."""
+    """The main loop (this thread) and the retry loop (its own thread) until ``stopping`` is set.
+
+    Apart so that a retry probe of a slow destination (up to ``delivery_deadline_s`` each, one per breaker cool-down)
+    holds only the retry loop, never the batches of every tenant's new changes. An error in either stops both and is
+    raised here."""
 
     def __init__(self, settings: Settings, outbound: Outbound) -> None:
         self.settings, self.outbound = settings, outbound
@@ -299,22 +310,35 @@ class Loops:
         self.retry = RetryConsumer(settings, outbound)
         self.janitor = LedgerJanitor(outbound.dispatcher.ledger, settings.outbound.ledger_prune_interval_s)
         self.stopping = False
+        self._retry_failed: BaseException | None = None
 
     def _handle(self, messages: Sequence[Message]) -> None:
         self.outbound.handle_batch(messages)
 
-    def run_once(self) -> int:
+    def _retry_loop(self) -> None:
         cfg = self.settings.outbound
-        handled = self.main.process_once(self._handle, cfg.batch_size, cfg.poll_timeout_s)
-        return handled + self.retry.step(cfg.batch_size, min(cfg.poll_timeout_s, 0.2))
+        try:
+            while not self.stopping:
+                self.retry.step(cfg.batch_size, min(cfg.poll_timeout_s, 0.2))
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread, which stops the process with it
+            self._retry_failed = exc
+            self.stopping = True
 
     def run(self) -> None:
         log.info("outbound.started", extra={"group": self.settings.outbound.group_id})
+        cfg = self.settings.outbound
+        retry = threading.Thread(target=self._retry_loop, name="outbound-retry")
         try:
             self.janitor.start()
+            retry.start()
             while not self.stopping:
-                self.run_once()
+                self.main.process_once(self._handle, cfg.batch_size, cfg.poll_timeout_s)
+            if self._retry_failed is not None:
+                raise self._retry_failed
         finally:
+            self.stopping = True
+            if retry.is_alive():
+                retry.join()
             self.janitor.stop()
             self.main.close()
             self.retry.close()

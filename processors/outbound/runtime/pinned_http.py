@@ -1,5 +1,6 @@
 """One HTTP request to an address the SSRF guard already checked (:mod:`metalake.net.pinned`): no second DNS lookup,
-no redirects followed."""
+no redirects followed, plain http only to an allowlisted test receiver (every outbound request carries a credential
+or a tenant's data: :func:`metalake.net.pinned.refuse_plain_http`)."""
 
 from __future__ import annotations
 
@@ -53,7 +54,7 @@ def request(
     if parts.username or parts.password:
         raise RefusedAddress("destination URL must not carry credentials")
     port = parts.port or (443 if parts.scheme == "https" else 80)
-    conn = pinned_connection(parts.scheme, parts.hostname, port, guard, timeout_s, tls)
+    conn = pinned_connection(parts.scheme, parts.hostname, port, guard, timeout_s, tls, require_tls=True)
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     try:
         conn.request(method, target, body=body, headers=dict(headers))

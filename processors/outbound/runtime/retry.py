@@ -45,6 +45,8 @@ class RetryPolicy:
     retry_initial_s: float
     retry_max_s: float
     topic_max_attempts: int
+    # One delivery's wall-clock bound (metalake.net.deadline), its short retries included.
+    deadline_s: float = 30.0
 
     @classmethod
     def from_settings(cls, s: OutboundSettings) -> RetryPolicy:
@@ -56,6 +58,7 @@ class RetryPolicy:
             s.retry_initial_s,
             s.retry_max_s,
             s.retry_topic_max_attempts,
+            s.delivery_deadline_s,
         )
 
     def short_delay(self, failed_attempts: int, retry_after_s: float | None) -> float | None:

@@ -19,6 +19,7 @@ from pymongo.errors import PyMongoError
 from control.subscriptions.store import SubscriptionStore
 from control.subscriptions.testsend import Status, SubscriptionTest, TestOutcomes
 from metalake.events.validation import InvalidData
+from metalake.net.deadline import network_deadline
 from metalake.sealing import SealingError
 from processors.outbound.runtime.destination import DeliveryError, Destination
 from processors.outbound.runtime.ledger import Ledger
@@ -35,9 +36,10 @@ class SubscriptionTester:
         outcomes: TestOutcomes,
         expiry_s: float,
         clock: Callable[[], float] = time.time,
+        deadline_s: float = 30.0,
     ) -> None:
         self.store, self.destinations, self.ledger, self.outcomes = store, destinations, ledger, outcomes
-        self._expiry_s, self._clock = expiry_s, clock
+        self._expiry_s, self._clock, self._deadline_s = expiry_s, clock, deadline_s
 
     def handle(self, test: SubscriptionTest) -> None:
         """Deliver ``test`` if it is pending and record the outcome. A MongoDB failure propagates (redelivery)."""
@@ -64,14 +66,18 @@ class SubscriptionTester:
             return "failed", "the test's tag is not a tag name", {}
         ledger = self.ledger.scope(test.tenant, sub.name, change.id)
         try:
-            result = destination.deliver(change, self.store.with_secrets(sub), ledger)
+            # The runtime's delivery deadline: a trickling receiver does not hold the batch with the test in it.
+            with network_deadline(self._deadline_s) as limit:
+                result = destination.deliver(change, self.store.with_secrets(sub), ledger)
         except SealingError:
             return "failed", "the subscription's secrets cannot be opened with the runtime's key-encryption key", {}
-        except DeliveryError as exc:
-            return "failed", str(exc), {}
         except PyMongoError:
             raise
         except Exception as exc:  # noqa: BLE001 - a destination's bug is this test's answer, not the runtime's end
+            if limit.expired:
+                return "failed", f"no answer within the delivery deadline ({self._deadline_s:g} s)", {}
+            if isinstance(exc, DeliveryError):
+                return "failed", str(exc), {}
             return "failed", f"{sub.destination} failed: {type(exc).__name__}", {}
         return result.status, result.detail, result.refs
 

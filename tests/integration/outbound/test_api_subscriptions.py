@@ -172,7 +172,7 @@ def test_webhook_key_rotation_signs_with_both_keys(api: TestClient, outbound: Ru
         assert raw is not None and NEW_SECRET not in str(raw) and WEBHOOK_SECRET not in str(raw)
 
         # A new URL needs the secrets again: the stored ones are never sent to a host they were not given for.
-        moved = {"url": "http://169.254.169.254/latest"}
+        moved = {"url": "https://169.254.169.254/latest"}
         kept = api.patch(f"{base}/hook", json={"config": moved}, headers=admin)
         assert kept.status_code == 422 and kept.json()["field"] == "secrets/key_id", kept.text
         assert NEW_SECRET not in kept.text

@@ -65,7 +65,7 @@ def test_an_outbound_letter_is_delivered_once_after_its_subscription_is_fixed(
     hook = WebhookServer(WEBHOOK_SECRET).start()
     try:
         store = SubscriptionStore(mongo[CONTROL_DATABASE])
-        webhook_sub(store, tenant, "http://169.254.169.254/latest/meta-data", name="ops")
+        webhook_sub(store, tenant, "https://169.254.169.254/latest/meta-data", name="ops")
         dlq_mark = mark(settings, DLQ)
         change = classification_event(tenant, EMAIL, "PII")
         _publish(settings, change)

@@ -58,3 +58,26 @@ def test_anchors_are_per_subscription_and_shared_per_tenant(mongo: MongoClient[d
     assert slack.shared("jira-issue", "urn:a", "pii") == [{"key": "GOV-1"}, {"key": "OPS-7"}]
     assert slack.shared("jira-issue", "urn:b", "pii") == []
     assert ledger.scope(f"{tenant}x", "slack", "c1").shared("jira-issue", "urn:a", "pii") == []
+
+
+def test_an_erase_forgets_the_anchors_naming_the_erased_urn(mongo: MongoClient[dict[str, Any]], tenant: str) -> None:
+    import hashlib
+
+    from metalake.events.changes import Change
+    from processors.outbound.runtime.erasure import forget_erased
+    from processors.propagation.erasure import erased_event
+
+    table, other = "urn:metalake:postgres:prod/shop/public/customers", "urn:metalake:postgres:prod/shop/public/orders"
+    ledger = Ledger(mongo[CONTROL_DATABASE])
+    slack, jira = ledger.scope(tenant, "slack", "c1"), ledger.scope(tenant, "jira", "c1")
+    slack.set_anchor("slack-thread", f"{table}/email", "pii", {"channel": "C1", "ts": "1.1"})
+    jira.set_anchor("jira-issue", table, "pii", {"key": "GOV-1", "open": True})
+    jira.share("jira-issue", table, "pii", {"key": "GOV-1"})
+    slack.set_anchor("slack-thread", other, "pii", {"channel": "C1", "ts": "1.2"})
+    digest = hashlib.sha256(table.encode()).hexdigest()
+    change = Change.of(erased_event(tenant, "6f1c2a9e-8d4b-4c1e-9a57-3b2d1e0f4a6c", digest, True))
+    assert forget_erased(ledger, change) == 3
+    assert (
+        slack.anchor("slack-thread", f"{table}/email", "pii") is None and jira.shared("jira-issue", table, "pii") == []
+    )
+    assert slack.anchor("slack-thread", other, "pii") == {"channel": "C1", "ts": "1.2"}

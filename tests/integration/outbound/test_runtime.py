@@ -30,6 +30,7 @@ from outbound_helpers import (
 from outbound_runtime import DLQ, MAIN_TOPICS, RETRY, RuntimeProcess, caught_up, commit_offsets, start_groups_at_end
 from pymongo import MongoClient
 from slack_server import SlackServer
+from trickle_server import TrickleServer
 from webhook_server import WebhookServer
 
 from control.subscriptions.store import SubscriptionStore
@@ -203,6 +204,42 @@ def test_failures_retry_later_and_never_block_another_tenant(
         jira.stop()
 
 
+def test_a_trickling_receiver_is_cut_at_the_deadline_and_holds_no_other_tenant(
+    settings: Settings,
+    mongo: MongoClient[dict[str, Any]],
+    runtime_env: dict[str, Any],
+    processes: list[RuntimeProcess],
+    tmp_path: Path,
+) -> None:
+    tenant_a, tenant_b = f"it-{secrets.token_hex(4)}", f"it-{secrets.token_hex(4)}"
+    # One byte a second: every read ends within http_timeout_s (3 s), only the deadline ends the delivery.
+    trickle, hook = TrickleServer(interval=1.0, give_up_s=60).start(), WebhookServer(WEBHOOK_SECRET).start()
+    try:
+        store = SubscriptionStore(mongo[CONTROL_DATABASE])
+        webhook_sub(store, tenant_a, f"{trickle.url}/in")
+        webhook_sub(store, tenant_b, f"{hook.url}/in")
+        retry_mark = mark(settings, RETRY)
+        _runtime(settings, tmp_path, processes, runtime_env, delivery_deadline_s=4, retry_initial_s=30, retry_max_s=30)
+        published = time.time()
+        _publish(settings, classification_event(tenant_a, EMAIL, "PII"), classification_event(tenant_b, PHONE, "PII"))
+
+        wait_for("tenant B's webhook", lambda: hook.verified or None, timeout_s=30)
+        assert hook.seen("/in")[0].at - published < 4, "tenant B waited for tenant A's receiver"
+        [cut] = read_since(
+            settings,
+            RETRY,
+            retry_mark,
+            lambda r: r.headers.get("ce_tenantid") == tenant_a.encode(),
+            expect=1,
+            timeout_s=30,
+        )
+        assert b"deadline" in cut.headers["outbound.reason"]
+        assert trickle.closed_after and min(trickle.closed_after) < 4 + 3
+    finally:
+        trickle.stop()
+        hook.stop()
+
+
 def test_kill_9_after_posting_before_committing_sends_nothing_twice(
     settings: Settings,
     mongo: MongoClient[dict[str, Any]],
@@ -271,7 +308,7 @@ def test_permanent_failures_and_exhausted_retries_go_to_the_dlq_with_context(
     slack = SlackServer(SLACK_TOKEN).start()
     try:
         store = SubscriptionStore(mongo[CONTROL_DATABASE])
-        webhook_sub(store, tenant, "http://169.254.169.254/latest/meta-data", name="metadata-hook")
+        webhook_sub(store, tenant, "https://169.254.169.254/latest/meta-data", name="metadata-hook")
         slack_sub(store, tenant, slack.base_url)
         failure = Reply(500, {"ok": False, "error": "internal_error"})
         slack.fail_next("/api/chat.postMessage", *[failure] * 5)

@@ -89,6 +89,12 @@ class _GuardedJIRA(JIRA):
         self._version = tuple(info["versionNumbers"])
         self.deploymentType = info.get("deploymentType")
 
+    def drop_connections(self) -> None:
+        """Close the session's pooled connections (the session stays usable): a keep-alive connection opened in one
+        delivery must not carry into the next, whose deadline (metalake.net.deadline) only covers connections it
+        opened."""
+        self._session.close()
+
 
 class JiraDestination(Destination):
     spec: ClassVar[type[DestinationSpec]] = JiraSpec
@@ -97,7 +103,7 @@ class JiraDestination(Destination):
     def __init__(self, env: Any) -> None:
         super().__init__(env)
         # Constructing a client costs a serverInfo round trip: keep one per (server, user, token digest).
-        self._clients: dict[tuple[str, str, str], JIRA] = {}
+        self._clients: dict[tuple[str, str, str], _GuardedJIRA] = {}
 
     def accepts(self, change: Change, subscription: Subscription) -> bool:
         if change.kind == INCIDENT_KIND:
@@ -107,7 +113,7 @@ class JiraDestination(Destination):
         tags = JiraConfig.model_validate(subscription.config).tags
         return change.tag.casefold() in {t.casefold() for t in tags}
 
-    def _client(self, config: JiraConfig, subscription: Subscription) -> JIRA:
+    def _client(self, config: JiraConfig, subscription: Subscription) -> _GuardedJIRA:
         token = subscription.secret("api_token")
         if not token:
             raise PermanentDelivery("jira subscription has no api_token")
@@ -136,6 +142,12 @@ class JiraDestination(Destination):
     def deliver(self, change: Change, subscription: Subscription, ledger: LedgerScope) -> DeliveryResult:
         config: JiraConfig = self.config(subscription)
         client = self._client(config, subscription)
+        try:
+            return self._deliver(client, config, change, ledger)
+        finally:
+            client.drop_connections()
+
+    def _deliver(self, client: JIRA, config: JiraConfig, change: Change, ledger: LedgerScope) -> DeliveryResult:
         asset = change.asset or ""
         incident = incident_of(change)
         # The anchor's key and the dedup label: the tag's, or the incident's (a key no tag can have).

@@ -25,11 +25,11 @@ from metalake.net.pinned import connect_checked
 from metalake.net.ssrf import AddressGuard
 
 
-def _open(conn: HTTPConnection, guard: AddressGuard) -> socket.socket:
+def _open(conn: HTTPConnection, guard: AddressGuard, *, require_tls: bool = False) -> socket.socket:
     # urllib3's own _new_conn with the lookup replaced, and its errors kept (requests maps them to ConnectionError).
     timeout = conn.timeout if conn.timeout is None or isinstance(conn.timeout, int | float) else None
     try:
-        sock = connect_checked(guard, conn.host, conn.port, timeout)
+        sock = connect_checked(guard, conn.host, conn.port, timeout, require_tls=require_tls)
     except socket.gaierror as exc:
         raise NameResolutionError(conn.host, conn, exc) from exc
     except TimeoutError as exc:
@@ -47,7 +47,8 @@ class _GuardedHTTPConnection(HTTPConnection):
         self._guard = guard
 
     def _new_conn(self) -> socket.socket:
-        return _open(self, self._guard)
+        # Plain http would carry the API token's basic auth in clear: only to an allowlisted test receiver.
+        return _open(self, self._guard, require_tls=True)
 
 
 class _GuardedHTTPSConnection(HTTPSConnection):

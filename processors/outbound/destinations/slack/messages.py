@@ -1,5 +1,10 @@
 """Slack's Block Kit messages for a change, built purely (limits respected: a section's fields are at most 10, each
-text at most 3000 characters)."""
+text at most 3000 characters).
+
+Every value from an event (asset and tag names, the actor, downstream URNs, what Monte Carlo sent) goes into
+``mrkdwn`` texts and the notification ``text`` escaped as Slack requires (``&``, ``<``, ``>``): ``<!channel>`` or a
+disguised ``<https://evil|click>`` in an actor shows as written instead of notifying a channel or linking.
+``plain_text`` (headers, button titles) is not parsed by Slack and is left as is."""
 
 from __future__ import annotations
 
@@ -23,24 +28,30 @@ if TYPE_CHECKING:
     from processors.outbound.runtime.catalog import Impact
 
 SECTION_TEXT_MAX = 3000
+_MRKDWN_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
 # Slack's limits: a section field's text, a header's plain text.
 FIELD_TEXT_MAX = 2000
 HEADER_MAX = 150
 IMPACT_LIST_MAX = 5
 
 
+def mrkdwn(text: object) -> str:
+    """``text`` as literal characters in Slack ``mrkdwn`` (and in a message's ``text``): no mention, no link."""
+    return str(text).translate(_MRKDWN_ESCAPES)
+
+
 def slack_message(change: Change, dedup_key: str, jira_links: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
     """Arguments of chat.postMessage (without channel/thread_ts): text fallback, blocks and metadata."""
     text = headline(change)
     fields = [
-        {"type": "mrkdwn", "text": cut(f"*Asset*\n`{change.asset}`", SECTION_TEXT_MAX)},
-        {"type": "mrkdwn", "text": cut(f"*Tag*\n{change.tag}", SECTION_TEXT_MAX)},
+        {"type": "mrkdwn", "text": cut(f"*Asset*\n`{mrkdwn(change.asset)}`", SECTION_TEXT_MAX)},
+        {"type": "mrkdwn", "text": cut(f"*Tag*\n{mrkdwn(change.tag)}", SECTION_TEXT_MAX)},
     ]
     if change.kind.startswith("classification."):
-        fields.append({"type": "mrkdwn", "text": cut(f"*Applied by*\n{applied_by(change)}", SECTION_TEXT_MAX)})
+        fields.append({"type": "mrkdwn", "text": cut(f"*Applied by*\n{mrkdwn(applied_by(change))}", SECTION_TEXT_MAX)})
     if change.kind == "propagation.completed":
         added, _, reached = downstream(change)
-        listed = "\n".join(f"• `{u}`" for u in added[:10]) or "none"
+        listed = "\n".join(f"• `{mrkdwn(u)}`" for u in added[:10]) or "none"
         fields.append({"type": "mrkdwn", "text": cut(f"*Propagated to*\n{reached} downstream", SECTION_TEXT_MAX)})
         fields.append({"type": "mrkdwn", "text": cut(f"*Newly reached*\n{listed}", SECTION_TEXT_MAX)})
     blocks: list[dict[str, Any]] = [
@@ -48,7 +59,7 @@ def slack_message(change: Change, dedup_key: str, jira_links: Sequence[tuple[str
         {"type": "section", "fields": fields[:10]},
         {
             "type": "context",
-            "elements": [{"type": "mrkdwn", "text": f"{change.kind} · change {change.id}"}],
+            "elements": [{"type": "mrkdwn", "text": mrkdwn(f"{change.kind} · change {change.id}")}],
         },
     ]
     if jira_links:
@@ -62,7 +73,7 @@ def slack_message(change: Change, dedup_key: str, jira_links: Sequence[tuple[str
             }
         )
     return {
-        "text": text,
+        "text": mrkdwn(text),
         "blocks": blocks,
         "metadata": {
             "event_type": "metalake_" + change.kind.replace(".", "_"),
@@ -79,12 +90,12 @@ def slack_message(change: Change, dedup_key: str, jira_links: Sequence[tuple[str
 
 def jira_link_message(key: str, url: str, dedup_key: str, change: Change, about: str | None = None) -> dict[str, Any]:
     """A thread reply linking a Jira issue; ``about`` names what it was opened for (default: the change's tag)."""
-    text = f"Jira issue {key} opened for {about or change.tag} on {change.asset}"
+    text = mrkdwn(f"Jira issue {key} opened for {about or change.tag} on {change.asset}")
+    # The link's URL and label are Jira's answer and the tenant's server: escaped, and no "|" to end the URL early.
+    link = f"<{mrkdwn(url).replace('|', '%7C')}|{mrkdwn(key)}>"
     return {
         "text": text,
-        "blocks": [
-            {"type": "section", "text": {"type": "mrkdwn", "text": cut(f":ticket: <{url}|{key}> {text}", 3000)}}
-        ],
+        "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": cut(f":ticket: {link} {text}", 3000)}}],
         "metadata": {
             "event_type": "metalake_jira_linked",
             "event_payload": {"tenant": change.tenant, "issue": key, "dedup_key": dedup_key},
@@ -93,7 +104,8 @@ def jira_link_message(key: str, url: str, dedup_key: str, change: Change, about:
 
 
 def _field(title: str, value: str) -> dict[str, str]:
-    return {"type": "mrkdwn", "text": cut(f"*{title}*\n{value}", FIELD_TEXT_MAX)}
+    """A field whose ``value`` is escaped here (titles are ours)."""
+    return {"type": "mrkdwn", "text": cut(f"*{title}*\n{mrkdwn(value)}", FIELD_TEXT_MAX)}
 
 
 def slack_incident_message(
@@ -112,7 +124,7 @@ def slack_incident_message(
     text = incident_headline(incident)
     fields = [_field("Status", incident.status)]
     if opening:
-        fields.insert(0, _field("Asset", f"`{incident.asset}`"))
+        fields.insert(0, _field("Asset", f"`{incident.asset}`"))  # the backticks go through the escape unchanged
         fields.append(_field("Incident", incident.incident_id))
         for title, value in (("Type", incident.incident_type), ("Owner", incident.owner)):
             if value:
@@ -124,7 +136,8 @@ def slack_incident_message(
         {"type": "section", "fields": fields[:10]},
     ]
     if incident.summary:
-        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": cut(incident.summary, SECTION_TEXT_MAX)}})
+        summary = cut(mrkdwn(incident.summary), SECTION_TEXT_MAX)
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": summary}})
     if opening and impact is not None:
         owners, reach, *listed = impact_lines(impact.owners, impact.downstream, impact.truncated, IMPACT_LIST_MAX)
         blocks.append(
@@ -136,7 +149,8 @@ def slack_incident_message(
                 ],
             }
         )
-    blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": f"{change.kind} · change {change.id}"}]})
+    context = mrkdwn(f"{change.kind} · change {change.id}")
+    blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": context}]})
     buttons = []
     monte_carlo = web_link(incident.url)
     if monte_carlo:
@@ -156,7 +170,7 @@ def slack_incident_message(
             }
         )
     return {
-        "text": text,
+        "text": mrkdwn(text),
         "blocks": blocks,
         "metadata": {
             "event_type": "metalake_incident_" + "".join(c if c.isalnum() else "_" for c in incident.status),

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from slack_sdk import WebClient
 
+from metalake.net.pinned import refuse_plain_http
 from metalake.net.ssrf import AddressGuard, IPAddress, RefusedAddress
 
 if TYPE_CHECKING:
@@ -162,8 +163,8 @@ def pinned_web_client(
     except ValueError:
         raise RefusedAddress("slack base_url has an invalid port") from None
     address = ipaddress.ip_address(guard.resolve(parts.hostname, port))
-    if parts.scheme == "http" and not guard.exempted(address):
-        raise RefusedAddress("slack base_url must be https (plain http only to an allowlisted address)")
+    if parts.scheme == "http":
+        refuse_plain_http(guard, str(address))
     literal = f"[{address}]" if address.version == 6 else str(address)
     client = WebClient(
         token=token,

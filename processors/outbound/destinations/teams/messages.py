@@ -1,8 +1,15 @@
 """The Adaptive Card (schema 1.4) for a change, in the message envelope Teams Workflows and incoming webhooks take,
-built purely. Texts are plain (``TextBlock`` renders a subset of Markdown: asset URNs are not escaped into it)."""
+built purely.
+
+``TextBlock`` texts and ``FactSet`` values render a subset of Markdown in Teams (``**bold**``, ``_italic_``,
+``[text](url)`` links, lists). Every value from an event (asset and tag names, the actor, downstream URNs, what Monte
+Carlo sent) is escaped with backslashes (CommonMark's escapes, which Teams honours) before it is placed, so an actor
+``[click](https://evil)`` shows as written instead of a disguised link; the only Markdown is the card's own (its
+lists). Links are ``Action.OpenUrl`` buttons with URLs the runtime built or checked (:func:`web_link`)."""
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from metalake.events.changes import Change
@@ -28,6 +35,15 @@ CARD_CONTENT_TYPE = "application/vnd.microsoft.card.adaptive"
 # Teams refuses messages over ~28 KB; the texts are cut well below that.
 TEXT_MAX = 2000
 DOWNSTREAM_LIST_MAX = 10
+# Characters that open Markdown inline markup (emphasis, code, links, images, autolinks, HTML, headings, tables).
+_INLINE = re.compile(r"([\\`*_~\[\]()<>#|!])")
+# A line that would start a list (``- x``, ``+ x``, ``1. x``, ``1) x``).
+_LINE_START = re.compile(r"^(\s*)(\d*)([-+.)])", re.MULTILINE)
+
+
+def md(value: object) -> str:
+    """``value`` as literal text in a Teams ``TextBlock`` or ``FactSet``: every Markdown character escaped."""
+    return _LINE_START.sub(r"\1\2\\\3", _INLINE.sub(r"\\\1", str(value)))
 
 
 def _text(text: str, **style: Any) -> dict[str, Any]:
@@ -35,7 +51,8 @@ def _text(text: str, **style: Any) -> dict[str, Any]:
 
 
 def _facts(pairs: list[tuple[str, str]]) -> dict[str, Any]:
-    return {"type": "FactSet", "facts": [{"title": t, "value": cut(v, TEXT_MAX)} for t, v in pairs]}
+    # Values come from events: escaped (titles are ours).
+    return {"type": "FactSet", "facts": [{"title": t, "value": cut(md(v), TEXT_MAX)} for t, v in pairs]}
 
 
 def _incident_body(incident: Incident, impact: Impact | None) -> list[dict[str, Any]]:
@@ -47,11 +64,13 @@ def _incident_body(incident: Incident, impact: Impact | None) -> list[dict[str, 
     ):
         if value:
             facts.append((title, value))
-    body = [_text(incident_headline(incident), size="Medium", weight="Bolder"), _facts(facts)]
+    body = [_text(md(incident_headline(incident)), size="Medium", weight="Bolder"), _facts(facts)]
     if incident.summary:
-        body.append(_text(incident.summary))
+        body.append(_text(md(incident.summary)))
     if impact is not None:
-        owners, reach, *listed = impact_lines(impact.owners, impact.downstream, impact.truncated, DOWNSTREAM_LIST_MAX)
+        # Owners go into a fact (escaped there); the downstream URNs into the card's own list, escaped here.
+        downstream_urns = [md(u) for u in impact.downstream]
+        owners, reach, *listed = impact_lines(impact.owners, downstream_urns, impact.truncated, DOWNSTREAM_LIST_MAX)
         body.append(_facts([("Owners", owners.removeprefix("Owners: "))]))
         body.append(_text("\n\n".join([reach, "\n".join(listed)]) if listed else reach))
     return body
@@ -61,10 +80,10 @@ def _tag_body(change: Change) -> list[dict[str, Any]]:
     facts = [("Asset", change.asset or ""), ("Tag", change.tag or "")]
     if change.kind.startswith("classification."):
         facts.append(("Applied by", applied_by(change)))
-    body = [_text(headline(change), size="Medium", weight="Bolder"), _facts(facts)]
+    body = [_text(md(headline(change)), size="Medium", weight="Bolder"), _facts(facts)]
     if change.kind == "propagation.completed":
         added, _, reached = downstream(change)
-        listed = [f"- {u}" for u in added[:DOWNSTREAM_LIST_MAX]]
+        listed = [f"- {md(u)}" for u in added[:DOWNSTREAM_LIST_MAX]]
         if len(added) > DOWNSTREAM_LIST_MAX:
             listed.append(f"- … and {len(added) - DOWNSTREAM_LIST_MAX} more")
         body.append(_text(f"Newly reached ({reached} downstream):\n\n" + ("\n".join(listed) or "none")))
@@ -75,7 +94,7 @@ def teams_card(change: Change, catalog_url: str | None = None, impact: Impact | 
     """The Adaptive Card itself (the ``content`` of the attachment); ``impact``: an incident's owners and reach."""
     incident = incident_of(change)
     body = _incident_body(incident, impact) if incident is not None else _tag_body(change)
-    body.append(_text(f"{change.kind} · change {change.id}", isSubtle=True, size="Small", spacing="Small"))
+    body.append(_text(md(f"{change.kind} · change {change.id}"), isSubtle=True, size="Small", spacing="Small"))
     actions = []
     link = asset_link(catalog_url, change.tenant, change.asset or "") if change.asset else None
     monte_carlo = web_link(incident.url) if incident is not None else None

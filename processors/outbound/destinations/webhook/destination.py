@@ -2,7 +2,11 @@
 
 A Monte Carlo incident's change also carries ``impact`` (the asset's owners and the assets downstream of it by
 lineage, bounded by ``outbound.impact_max_*``), read from the catalog when the body is built, so a receiver needs no
-second call; other changes' bodies are as before."""
+second call; other changes' bodies are as before.
+
+A GDPR erase (``asset.erased``) reaches subscriptions whose ``event_types`` name it (the filters already matched it:
+a glob or the kind itself), with the erase's data only: ``erasure_id``, ``include_children`` and ``urn_sha256`` (a
+keyed hash where the platform has a key-encryption key), never the URN (docs/outbound.md, "GDPR erase")."""
 
 from __future__ import annotations
 
@@ -11,9 +15,11 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from pydantic import ValidationError
+
 from control.subscriptions.destinations import DestinationSpec
 from control.subscriptions.store import Subscription
-from metalake.events.changes import Change
+from metalake.events.changes import ASSET_ERASED, Change
 from metalake.net.ssrf import RefusedAddress
 from processors.outbound.destinations.common import incident_of
 from processors.outbound.destinations.webhook.signing import SigningKey, sign
@@ -45,6 +51,11 @@ def impact_of(impact: Impact) -> dict[str, Any]:
     }
 
 
+def _erase_data(change: Change) -> dict[str, Any]:
+    # Only what the erase announces about itself, whatever else a later version of the event carries.
+    return {k: change.data.get(k) for k in ("erasure_id", "urn_sha256", "include_children")}
+
+
 def body_of(change: Change, subscription: Subscription, delivery_id: str, impact: Impact | None = None) -> bytes:
     """The signed JSON body; ``impact`` (an incident's reach, ``None``: not read) is added for incident changes."""
     payload: dict[str, Any] = {
@@ -59,7 +70,7 @@ def body_of(change: Change, subscription: Subscription, delivery_id: str, impact
             "time": change.time,
             "asset": change.asset,
             "tag": change.tag,
-            "data": change.data,
+            "data": _erase_data(change) if change.type == ASSET_ERASED else change.data,
         },
     }
     if incident_of(change) is not None:
@@ -81,10 +92,18 @@ class WebhookDestination(Destination):
     order: ClassVar[int] = 30
 
     def accepts(self, change: Change, subscription: Subscription) -> bool:
+        # A GDPR erase's announcement only to receivers that asked for it by name (``asset.erased`` or a glob in
+        # ``event_types``): its body is a kind receivers did not have to handle before. It names no URN.
+        if change.type == ASSET_ERASED:
+            return bool(subscription.filters.event_types)
         return True
 
     def deliver(self, change: Change, subscription: Subscription, ledger: LedgerScope) -> DeliveryResult:
-        config: WebhookConfig = self.config(subscription)
+        try:
+            config: WebhookConfig = self.config(subscription)
+        except ValidationError as exc:
+            # Stored before a rule tightened (a plain-http URL): the rule's words, never the value.
+            raise PermanentDelivery(f"webhook url refused: {exc.errors()[0]['msg']}") from None
         keys = signing_keys(subscription)
         if not keys:
             raise PermanentDelivery("webhook subscription has no signing key")

@@ -5,13 +5,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import ClassVar
 
-from pydantic import AnyHttpUrl, Field, SecretStr
+from pydantic import AnyHttpUrl, Field, SecretStr, field_validator
 
-from control.subscriptions.destinations import DestinationConfig, DestinationSecrets, DestinationSpec
+from control.subscriptions.destinations import DestinationConfig, DestinationSecrets, DestinationSpec, https_url
 
 
 class WebhookConfig(DestinationConfig):
+    # https: the signed body is the tenant's catalog news, and receivers often put a token in the URL.
     url: AnyHttpUrl
+
+    @field_validator("url")
+    @classmethod
+    def _https(cls, value: AnyHttpUrl) -> AnyHttpUrl:
+        https_url(str(value))
+        return value
 
 
 class WebhookSecrets(DestinationSecrets):

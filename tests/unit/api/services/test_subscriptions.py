@@ -183,3 +183,11 @@ def test_a_moved_webhook_does_not_keep_its_previous_key() -> None:
         {"key_id": SecretStr("k2"), "secret": SecretStr("fresh-secret-0123456")},
     )
     assert store.written == {"key_id": "k2", "secret": "fresh-secret-0123456"}
+
+
+def test_a_plain_http_webhook_url_is_refused_unless_it_is_a_loopback_receiver() -> None:
+    with pytest.raises(Problem) as refused:
+        subscriptions._config(WebhookSpec, {"url": "http://hooks.example/in?token=abc"})
+    assert (refused.value.status, refused.value.field) == (422, "config/url")
+    assert "must be https" in refused.value.detail
+    assert subscriptions._config(WebhookSpec, {"url": "http://127.0.0.1:8099/in"})["url"].startswith("http://127.")

@@ -12,8 +12,11 @@ import pytest
 from memory_ledger import MemoryLedger
 from outbound_helpers import as_change, classification_event, completed_event, incident_event
 from pydantic import SecretStr, ValidationError
+from scripted_dns import ScriptedResolver
 from teams_server import TeamsServer
 
+from api.problems import Problem
+from api.services.subscriptions import merged_secrets
 from control.subscriptions.filters import Filters
 from control.subscriptions.store import Subscription
 from metalake.events.changes import STATE_CHANGED, Change
@@ -233,3 +236,36 @@ def test_an_incident_link_that_is_not_http_is_left_out() -> None:
     actions = teams_card(change, CATALOG).get("actions", [])
     assert [a["title"] for a in actions] == ["Open in metalake"]
     assert all(a["title"] != "Open in Monte Carlo" for a in actions)
+
+
+@pytest.mark.parametrize(
+    ("url", "words"),
+    [
+        ("http://prod-1.westeurope.logic.azure.com/w?sig=topsecret", "must be https: plain http would send"),
+        ("http", "must be an https URL with a host"),  # too short: said in words, not "at least 12 items"
+        ("https://" + "a" * 2100 + "?sig=topsecret", "at most 2048 characters"),
+    ],
+)
+def test_a_plain_http_or_malformed_url_is_refused_in_words(url: str, words: str) -> None:
+    with pytest.raises(Problem) as refused:
+        merged_secrets(TeamsSpec, {}, {"webhook_url": SecretStr(url)})
+    problem = refused.value
+    assert (problem.status, problem.field) == (422, "secrets/webhook_url")
+    assert words in problem.detail and "items" not in problem.detail and "topsecret" not in problem.detail
+
+
+def test_plain_http_is_accepted_only_for_a_loopback_test_receiver(server: TeamsServer) -> None:
+    assert TeamsSpec.secrets({}, {"webhook_url": server.webhook_url}) == {"webhook_url": server.webhook_url}
+
+
+def test_a_stored_plain_http_url_is_never_posted_to_a_public_address() -> None:
+    # A subscription stored before https was required: the runtime refuses before connecting (no network here, so a
+    # connection attempt would end as a retryable failure instead).
+    guard = AddressGuard.from_settings([], ScriptedResolver(teams_test=["93.184.216.34"]))
+    teams = TeamsDestination(DestinationEnv(Settings(), guard))
+    url = "http://teams.test/workflows/x?sig=topsecret"
+    sub = Subscription("acme", "t", "teams", {}, secrets={"webhook_url": SecretStr(url)})
+    change = as_change(classification_event("acme", URN, "PII"))
+    with pytest.raises(PermanentDelivery) as refused:
+        teams.deliver(change, sub, MemoryLedger().scope("acme", "t", change.id))
+    assert "must be https" in str(refused.value) and "topsecret" not in str(refused.value)
