@@ -29,6 +29,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
+from control.erased import urn_hasher
 from control.subscriptions.testsend import decode_subscription_test
 from metalake.events.changes import Change, InvalidChange, decode_change
 from metalake.events.envelope import InvalidEvent
@@ -37,7 +38,7 @@ from metalake.kafka.config import consumer_config
 from metalake.kafka.dlq import DeadLetter, dead_letter_record
 from metalake.settings import Settings
 from processors.outbound.runtime.dispatch import Dispatcher, Outcome
-from processors.outbound.runtime.erasure import Candidates, forget_erased, plain_sha256
+from processors.outbound.runtime.erasure import Candidates, forget_erased
 from processors.outbound.runtime.retention import LedgerJanitor
 from processors.outbound.runtime.retry import RetryInfo, RetryPolicy, read_retry_info, retry_headers
 from processors.outbound.runtime.testsend import SubscriptionTester
@@ -85,8 +86,9 @@ class Outbound:
         self.policy: RetryPolicy = dispatcher.policy
         self._clock = clock
         self._pool = ThreadPoolExecutor(max_workers=settings.outbound.workers, thread_name_prefix="outbound")
-        # How an erased URN's hash is matched (processors.outbound.runtime.erasure).
-        self.erased_candidates: Candidates = plain_sha256
+        # How an erased URN's hash is matched (processors.outbound.runtime.erasure): the keyed hashes of the
+        # configured key-encryption keys, and the plain sha256 of records written before them.
+        self.erased_candidates: Candidates = urn_hasher(settings).candidates
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
