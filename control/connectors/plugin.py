@@ -10,7 +10,6 @@ themselves live in ``connectors/<name>/`` and are loaded by entry point (:mod:`c
 
 from __future__ import annotations
 
-import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 from metalake.events import CloudEvent
+from metalake.http.json_body import NotJson, loads
 from metalake.net.ssrf import AddressGuard
 from metalake.settings import ConnectSettings
 
@@ -97,8 +97,8 @@ class InvalidPayload(ValueError):
 
 @dataclass(frozen=True)
 class ParsedBody:
-    """A body as ``json.loads`` read it: ``value``, or, when it is not JSON, ``error`` (the exception's class name) and
-    ``position`` (where the decoder stopped, if it says). Never quotes the body."""
+    """A body as ``json.loads`` read it: ``value``, or, when it is not JSON, ``error`` (the decoder error's class name,
+    or ``nested too deeply``) and ``position`` (where the decoder stopped, if it says). Never quotes the body."""
 
     value: Any = None
     error: str | None = None
@@ -109,9 +109,9 @@ def parse_json(body: bytes) -> ParsedBody:
     """Parse ``body`` as JSON (UTF-8/16/32, as ``json.loads`` detects it); a body that is not JSON is a result, not an
     exception. ``json.loads`` keeps the key order, which signatures over a re-encoding (Monte Carlo's) rely on."""
     try:
-        return ParsedBody(json.loads(body))
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError; nesting too deep to parse
-        return ParsedBody(error=type(exc).__name__, position=getattr(exc, "pos", None))
+        return ParsedBody(loads(body, constants=True))
+    except NotJson as exc:  # JSONDecodeError, UnicodeDecodeError, nested too deeply: the one way every route says it
+        return ParsedBody(error=exc.reason, position=exc.position)
 
 
 @dataclass(frozen=True)

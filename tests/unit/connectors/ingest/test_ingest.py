@@ -163,3 +163,18 @@ def test_kafka_down_is_503_and_nothing_accepted(client: TestClient, world: World
     assert response.status_code == 503
     assert response.headers["retry-after"] == "30"
     assert world.publisher.routed == []
+
+
+@pytest.mark.parametrize("content_type", ["application/json", "application/x-ndjson"])
+def test_json_nested_too_deeply_is_400_with_the_reason_not_a_500(
+    client: TestClient, world: World, content_type: str
+) -> None:
+    # Deeper than json's limit on every Python we support: RecursionError is no ValueError, and it escaped as a 500.
+    body = b"[" * 100_000 + b"]" * 100_000
+    response = client.post("/v1/events", content=body, headers={**AUTH, "Content-Type": content_type})
+    assert response.status_code == 400, response.text
+    assert response.headers["content-type"] == MEDIA_TYPE
+    problem = response.json()
+    assert problem["type"] == "/problems/invalid-body" and problem["field"] == "body"
+    assert problem["detail"].endswith("is not JSON (nested too deeply)")
+    assert world.publisher.routed == []
