@@ -380,8 +380,12 @@ class ConnectSettings(BaseModel):
     # its own sub-folder <root>/<tenant id>/: empty (the default) refuses every local path.
     artifact_roots: list[str] = Field(default_factory=list)
     # The most one artifact a file-reading connector reads may weigh (a local file or an s3:// object), whatever its
-    # configuration asks: artifacts are parsed whole, so this bounds the worker's memory one tenant's crawl takes.
-    artifact_max_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)
+    # configuration asks: the worker holds it whole while a child process parses it (docs/connectors/dbt.md says why
+    # 64 MiB: a big project's manifest, tests and macros included).
+    artifact_max_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
+    # The address space (RLIMIT_AS) of the child process that parses one artifact: a parse that needs more is refused
+    # (too-large) instead of growing the worker every tenant's connectors share. About 8x the artifact for dbt's JSON.
+    artifact_parse_memory_bytes: int = Field(default=1024 * 1024 * 1024, ge=64 * 1024 * 1024)
     # Dead letters one connector may publish per dead_letter_window_s; more are counted and dropped (with a log line),
     # so a replayed webhook delivery in endless variants cannot flood the DLQ topic.
     dead_letter_cap: int = Field(default=1000, ge=1)

@@ -50,7 +50,9 @@ class SourceAccess:
     # Folders a file-reading source may read from, a tenant only under <root>/<tenant id>/ (connect.artifact_roots).
     artifact_roots: tuple[str, ...] = ()
     # The worker's cap on one artifact (local file or object) a source reads (connect.artifact_max_bytes).
-    max_artifact_bytes: int = 256 * 1024 * 1024
+    max_artifact_bytes: int = 64 * 1024 * 1024
+    # The address space of the child process that parses one artifact (connect.artifact_parse_memory_bytes).
+    parse_memory_bytes: int = 1024 * 1024 * 1024
 
     @classmethod
     def from_settings(cls, connect: ConnectSettings) -> SourceAccess:
@@ -59,6 +61,7 @@ class SourceAccess:
             connect.allow_passwordless_sources,
             tuple(connect.artifact_roots),
             connect.artifact_max_bytes,
+            connect.artifact_parse_memory_bytes,
         )
 
 
