@@ -363,9 +363,11 @@ class ConnectSettings(BaseModel):
     # A crawl holds a lease on its connector, renewed every third of this; a crawler that died frees it after this.
     crawl_lease_s: float = Field(default=60.0, gt=0)
     # How long a handled webhook delivery is remembered, so its redelivery publishes nothing: it must outlive the
-    # senders' retries. The records expire by a TTL index, or where the server has none (FerretDB 1.x) the worker
-    # deletes expired ones every ``webhook_delivery_prune_interval_s``.
-    webhook_delivery_retention_s: float = Field(default=7 * 86_400, gt=0)
+    # senders' retries, and a captured delivery replayed later (Monte Carlo signs no timestamp: an old "opened"
+    # would reopen a resolved incident). A record is a hash and a few fields, so 400 days, not a week. The records
+    # expire by a TTL index, or where the server has none (FerretDB 1.x) the worker deletes expired ones every
+    # ``webhook_delivery_prune_interval_s``.
+    webhook_delivery_retention_s: float = Field(default=400 * 86_400, gt=0)
     webhook_delivery_prune_interval_s: float = Field(default=3_600, gt=0)
     # After a webhook signing secret's rotation, how long the previous one still verifies (unless the rotation asks
     # for another overlap or the previous one is revoked): long enough to update the sender, not forever.
