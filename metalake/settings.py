@@ -378,6 +378,9 @@ class ConnectSettings(BaseModel):
     # Whether a source may let a crawl in without asking for a password (trust, peer, ident, certificate-only): off,
     # so a tenant cannot borrow the worker's own network identity; the local stack's PostgreSQL uses trust auth.
     allow_passwordless_sources: bool = False
+    # The CA bundle (PEM file) a source connector's verified TLS trusts (PostgreSQL's sslmode verify-full, the
+    # default): a private CA or a cloud's (RDS, Cloud SQL). Unset: the system's trusted CAs.
+    source_tls_ca_file: str | None = None
     # Folders of the worker's file system a file-reading connector (dbt artifacts) may read, each tenant only inside
     # its own sub-folder <root>/<tenant id>/: empty (the default) refuses every local path.
     artifact_roots: list[str] = Field(default_factory=list)

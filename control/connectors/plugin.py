@@ -53,6 +53,8 @@ class SourceAccess:
     max_artifact_bytes: int = 64 * 1024 * 1024
     # The address space of the child process that parses one artifact (connect.artifact_parse_memory_bytes).
     parse_memory_bytes: int = 1024 * 1024 * 1024
+    # The CA bundle a source's verified TLS trusts (connect.source_tls_ca_file); None: the system's CAs.
+    tls_ca_file: str | None = None
 
     @classmethod
     def from_settings(cls, connect: ConnectSettings) -> SourceAccess:
@@ -62,6 +64,7 @@ class SourceAccess:
             tuple(connect.artifact_roots),
             connect.artifact_max_bytes,
             connect.artifact_parse_memory_bytes,
+            connect.source_tls_ca_file,
         )
 
 

@@ -73,7 +73,9 @@ LOCAL = SourceAccess(AddressGuard.from_settings(["127.0.0.0/8"]), allow_password
 def _config(settings: Settings, database: str, **kw: Any) -> PostgresCatalogConfig:
     values = {
         "host": "127.0.0.1", "port": settings.stack.ports.postgres, "user": "metalake", "password": "unused-trust",
-        "instance": "it", "databases": [database], "fetch_size": 500, **kw,
+        "instance": "it", "databases": [database], "fetch_size": 500,
+        # The stack's PostgreSQL has no TLS: the explicit opt-out from verify-full (the default).
+        "sslmode": "disable", **kw,
     }  # fmt: skip
     return PostgresCatalogConfig(**values)
 
