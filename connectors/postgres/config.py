@@ -6,7 +6,7 @@ import ipaddress
 import os
 import re
 from fnmatch import fnmatchcase
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Final, Literal
 
 from pydantic import Field, SecretStr, field_validator
 
@@ -29,7 +29,7 @@ PASSWORD_AUTH = "md5,scram-sha-256"  # noqa: S105 - method names, not a password
 CLEARTEXT_AUTH = "password"  # a method name
 # The modes that check the server's certificate against a CA and its name against ``host``: nothing less stops an
 # on-path attacker from posing as the server (and being sent the password, or its MD5 for a replay).
-VERIFIED = "verify-full"
+VERIFIED: Final = "verify-full"
 
 
 def _checked_database(name: str) -> str:
