@@ -121,7 +121,7 @@ def _connector(tables: int, fetch_size: int) -> PostgresCatalogConnector:
     # A password is required by the config; the stack's trust authentication never asks for it.
     config = PostgresCatalogConfig(
         host=info["host"], port=info["port"], user=info["user"], password="unused-trust",  # noqa: S106 - placeholder
-        instance="bench",
+        instance="bench", sslmode="disable",  # the stack's PostgreSQL has no TLS: the explicit opt-out
         databases=[DATABASE], include_schemas=_schemas(tables), fetch_size=fetch_size,
     )  # fmt: skip
     # The stack's PostgreSQL: loopback with trust authentication, which only an explicit allowance lets a crawl reach.

@@ -88,6 +88,7 @@ def crawl(settings: Settings, tenant: str, database: str) -> None:
         password="unused-trust",  # noqa: S106 - the stack's PostgreSQL trusts loopback
         instance=INSTANCE,
         databases=[database],
+        sslmode="disable",  # and has no TLS: the explicit opt-out from verify-full
     )
     access = SourceAccess(AddressGuard.from_settings(["127.0.0.0/8"]), allow_passwordless=True)
     records = list(PostgresCatalogConnector(config, ConnectorContext(tenant, "pg", access=access)).poll({}))

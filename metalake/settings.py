@@ -363,9 +363,11 @@ class ConnectSettings(BaseModel):
     # A crawl holds a lease on its connector, renewed every third of this; a crawler that died frees it after this.
     crawl_lease_s: float = Field(default=60.0, gt=0)
     # How long a handled webhook delivery is remembered, so its redelivery publishes nothing: it must outlive the
-    # senders' retries. The records expire by a TTL index, or where the server has none (FerretDB 1.x) the worker
-    # deletes expired ones every ``webhook_delivery_prune_interval_s``.
-    webhook_delivery_retention_s: float = Field(default=7 * 86_400, gt=0)
+    # senders' retries, and a captured delivery replayed later (Monte Carlo signs no timestamp: an old "opened"
+    # would reopen a resolved incident). A record is a hash and a few fields, so 400 days, not a week. The records
+    # expire by a TTL index, or where the server has none (FerretDB 1.x) the worker deletes expired ones every
+    # ``webhook_delivery_prune_interval_s``.
+    webhook_delivery_retention_s: float = Field(default=400 * 86_400, gt=0)
     webhook_delivery_prune_interval_s: float = Field(default=3_600, gt=0)
     # After a webhook signing secret's rotation, how long the previous one still verifies (unless the rotation asks
     # for another overlap or the previous one is revoked): long enough to update the sender, not forever.
@@ -376,12 +378,19 @@ class ConnectSettings(BaseModel):
     # Whether a source may let a crawl in without asking for a password (trust, peer, ident, certificate-only): off,
     # so a tenant cannot borrow the worker's own network identity; the local stack's PostgreSQL uses trust auth.
     allow_passwordless_sources: bool = False
+    # The CA bundle (PEM file) a source connector's verified TLS trusts (PostgreSQL's sslmode verify-full, the
+    # default): a private CA or a cloud's (RDS, Cloud SQL). Unset: the system's trusted CAs.
+    source_tls_ca_file: str | None = None
     # Folders of the worker's file system a file-reading connector (dbt artifacts) may read, each tenant only inside
     # its own sub-folder <root>/<tenant id>/: empty (the default) refuses every local path.
     artifact_roots: list[str] = Field(default_factory=list)
     # The most one artifact a file-reading connector reads may weigh (a local file or an s3:// object), whatever its
-    # configuration asks: artifacts are parsed whole, so this bounds the worker's memory one tenant's crawl takes.
-    artifact_max_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)
+    # configuration asks: the worker holds it whole while a child process parses it (docs/connectors/dbt.md says why
+    # 64 MiB: a big project's manifest, tests and macros included).
+    artifact_max_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
+    # The address space (RLIMIT_AS) of the child process that parses one artifact: a parse that needs more is refused
+    # (too-large) instead of growing the worker every tenant's connectors share. About 8x the artifact for dbt's JSON.
+    artifact_parse_memory_bytes: int = Field(default=1024 * 1024 * 1024, ge=64 * 1024 * 1024)
     # Dead letters one connector may publish per dead_letter_window_s; more are counted and dropped (with a log line),
     # so a replayed webhook delivery in endless variants cannot flood the DLQ topic.
     dead_letter_cap: int = Field(default=1000, ge=1)

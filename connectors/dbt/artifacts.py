@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +26,17 @@ log = logging.getLogger(__name__)
 # Versions whose node shape this connector reads (dbt 1.6 wrote manifest v10, 1.7 v11, 1.8 and later v12).
 MANIFEST_VERSIONS = frozenset({"v10", "v11", "v12"})
 CATALOG_VERSIONS = frozenset({"v1"})
+# The child that parses an artifact (connectors/dbt/parse_child.py) and its bounds. dbt's own nesting is a handful of
+# levels (node -> config -> meta -> a tenant's values). dbt's JSON spends 15 to 30 bytes per value (keys, ids, SQL):
+# one value per 8 bytes of artifact is ample, while `[{},{},...]` (3 bytes, ~70 bytes each once parsed) is refused;
+# and never more than MAX_ELEMENTS, so what the worker parses of the child's answer stays a few hundred MiB at most.
+_CHILD = str(Path(__file__).with_name("parse_child.py"))
+MAX_DEPTH = 64
+MAX_ELEMENTS = 3_000_000
+_ELEMENTS_FLOOR = 100_000
+_BYTES_PER_ELEMENT = 8
+PARSE_TIMEOUT_S = 300.0
+DEFAULT_PARSE_MEMORY = 1024 * 1024 * 1024
 
 
 class ArtifactError(SourceFailure):
@@ -62,7 +75,7 @@ class Raw:
 def load(location: str, tenant: str, access: SourceAccess, kind: str, config: DbtConfig) -> dict[str, Any]:
     """One artifact (``manifest`` or ``catalog``) as a dict, its ``dbt_schema_version`` checked: a path in the
     tenant's folder, or an ``s3://`` object."""
-    return parse(read(location, tenant, access, kind, config).body or b"", kind)
+    return parse(read(location, tenant, access, kind, config).body or b"", kind, access.parse_memory_bytes)
 
 
 def read(
@@ -85,14 +98,39 @@ def read(
         raise ArtifactError("invalid-artifact", f"{kind} is not readable JSON") from None
 
 
-def parse(raw: bytes, kind: str) -> dict[str, Any]:
+def parse(raw: bytes, kind: str, memory: int = DEFAULT_PARSE_MEMORY) -> dict[str, Any]:
+    """The parts of one artifact the mapping reads, parsed in a child process under ``memory`` bytes of address space
+    (:mod:`connectors.dbt.parse_child`), its depth and element count bounded, its schema version checked."""
+    elements = min(MAX_ELEMENTS, _ELEMENTS_FLOOR + len(raw) // _BYTES_PER_ELEMENT)
+    argv = [sys.executable, "-I", "-S", _CHILD, kind, str(memory), str(MAX_DEPTH), str(elements)]
     try:
-        data = json.loads(raw)
-    except ValueError as exc:
-        log.warning("dbt.artifact_unreadable", extra={"kind": kind, "error": type(exc).__name__})
-        raise ArtifactError("invalid-artifact", f"{kind} is not readable JSON") from None
-    check_version(data, kind)
-    return data if isinstance(data, dict) else {}
+        done = subprocess.run(argv, input=raw, capture_output=True, timeout=PARSE_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:
+        log.warning("dbt.artifact_unparsed", extra={"kind": kind, "error": "timeout"})
+        raise ArtifactError("timeout", f"{kind} was not parsed within {PARSE_TIMEOUT_S} s") from None
+    if done.returncode == 0:
+        # Bounded by the child (depth, elements, only the needed sections): safe and small enough to parse here.
+        data = json.loads(done.stdout)
+        check_version(data, kind)
+        return data if isinstance(data, dict) else {}
+    error, detail = _child_error(done, memory)
+    log.warning("dbt.artifact_unparsed", extra={"kind": kind, "error": error, "status": done.returncode})
+    if error == "too-large":
+        raise ArtifactError(
+            "too-large", f"{kind} {detail} (the worker's connect.artifact_parse_memory_bytes: {memory})"
+        )
+    raise ArtifactError("invalid-artifact", f"{kind} {detail}")
+
+
+def _child_error(done: subprocess.CompletedProcess[bytes], memory: int) -> tuple[str, str]:
+    """The child's error class and words; a child that died without saying ran out of memory (or was killed)."""
+    if done.returncode == 2:
+        try:
+            said = json.loads(done.stdout)
+            return str(said["error"]), str(said["detail"])
+        except (ValueError, KeyError, TypeError):
+            pass
+    return "too-large", f"needs more than {memory} bytes of memory to parse (the parser stopped: {done.returncode})"
 
 
 def s3_client(config: DbtConfig) -> S3Client:

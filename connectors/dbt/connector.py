@@ -72,8 +72,9 @@ class DbtConnector(SourceConnector[DbtConfig]):
         for kind, raw in raws.items():
             if raw.body is None:  # unchanged, but another artifact changed: its bytes are needed after all
                 raws[kind] = read(locations[kind], tenant, access, kind, config)
-        manifest = parse(raws["manifest"].body or b"", "manifest")
-        catalog = parse(raws["catalog"].body or b"", "catalog") if "catalog" in raws else {}
+        memory = access.parse_memory_bytes
+        manifest = parse(raws["manifest"].body or b"", "manifest", memory)
+        catalog = parse(raws["catalog"].body or b"", "catalog", memory) if "catalog" in raws else {}
         project = Project(
             manifest, catalog, config.platform, config.instance, config.databases, config.dialect, config.max_sql_chars
         )

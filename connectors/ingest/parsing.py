@@ -6,8 +6,9 @@ number for NDJSON). Error messages name positions, never content.
 
 from __future__ import annotations
 
-import json
-from typing import Any, NoReturn
+from typing import Any
+
+from metalake.http.json_body import NotJson, loads
 
 NDJSON_TYPES = frozenset({"application/x-ndjson", "application/ndjson", "application/jsonl"})
 JSON_TYPES = frozenset({"application/json", "application/cloudevents+json", "application/cloudevents-batch+json"})
@@ -25,15 +26,6 @@ class BodyError(ValueError):
 
 def media_type(content_type: str | None) -> str:
     return (content_type or "application/json").split(";")[0].strip().lower()
-
-
-def _reject_constant(name: str) -> NoReturn:
-    # Python's json accepts NaN and Infinity; JSON does not.
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def _loads(text: bytes) -> Any:
-    return json.loads(text, parse_constant=_reject_constant)
 
 
 def split_body(body: bytes, content_type: str | None, max_events: int) -> list[Any]:
@@ -58,11 +50,9 @@ def split_body(body: bytes, content_type: str | None, max_events: int) -> list[A
 
 def _split_json(body: bytes) -> list[Any]:
     try:
-        value = _loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BodyError(f"the body is not JSON ({type(exc).__name__} at byte {getattr(exc, 'pos', '?')})") from None
-    except ValueError as exc:
-        raise BodyError(f"the body is not JSON: {exc}") from None
+        value = loads(body)
+    except NotJson as exc:  # a body nested too deeply too (it was a bare 500)
+        raise BodyError(f"the body is {exc}") from None
     return value if isinstance(value, list) else [value]
 
 
@@ -74,12 +64,7 @@ def _split_ndjson(body: bytes, max_events: int) -> list[Any]:
         if len(items) >= max_events:
             raise BodyError(f"too many events: at most {max_events} per request", status=413)
         try:
-            items.append(_loads(line))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise BodyError(
-                f"line {number} is not JSON ({type(exc).__name__} at column {getattr(exc, 'colno', '?')})",
-                line=number,
-            ) from None
-        except ValueError as exc:
-            raise BodyError(f"line {number} is not JSON: {exc}", line=number) from None
+            items.append(loads(line))
+        except NotJson as exc:
+            raise BodyError(f"line {number} is {exc}", line=number) from None
     return items

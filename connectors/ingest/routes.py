@@ -40,15 +40,16 @@ log = logging.getLogger(__name__)
 router = APIRouter(tags=["ingest"])
 
 
-def check_items(items: list[Any], tenant: str) -> tuple[list[Result], list[CloudEvent]]:
-    """Per-item results (accepted ones provisionally) and the events to publish, in request order."""
+def check_items(items: list[Any], tenant: str, actor: str | None = None) -> tuple[list[Result], list[CloudEvent]]:
+    """Per-item results (accepted ones provisionally) and the events to publish, in request order; ``actor`` (the
+    credential's) replaces the ``actor`` the body gives."""
     results: list[Result] = []
     events: list[CloudEvent] = []
     seen_ids: set[str] = set()
     for index, item in enumerate(items):
         event_id = item_id(item)
         try:
-            event = to_event(item, tenant)
+            event = to_event(item, tenant, actor)
             if event.id in seen_ids:
                 raise Rejected("id repeats an earlier event of this request", "id")
         except Rejected as exc:
@@ -150,7 +151,7 @@ async def ingest(request: Request, caller: IngestCallerDep, runtime: RuntimeDep)
         extra = {"line": exc.line} if exc.line is not None else None
         slug = {413: "too-many-events", 415: "unsupported-media-type"}.get(exc.status, "invalid-body")
         raise Problem(exc.status, slug, str(exc), field=exc.field, extra=extra) from None
-    results, events = check_items(items, tenant)
+    results, events = check_items(items, tenant, caller.actor)
     changes = await run_in_threadpool(pii_changes, runtime, tenant, results, events, runtime.settings.access.pii_tags)
     if changes and not caller.pii:
         first = changes[0]

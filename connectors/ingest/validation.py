@@ -1,7 +1,8 @@
 """One structured-mode CloudEvent (a JSON object) from a producer, checked and turned into a metalake event.
 
-The credential (write key or access token) decides the tenant: an event naming another tenant is rejected. The data
-must match its type's schema. Rejections name the field at fault and a rule, never the value sent.
+The credential (write key or access token) decides the tenant: an event naming another tenant is rejected; it also
+decides the ``actor`` of the types that carry one (a tag added or removed): the body's is replaced. The data must
+match its type's schema. Rejections name the field at fault and a rule, never the value sent.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from metalake.events import CloudEvent, UnknownEventType, spec_for, validate_data
+from metalake.events import CloudEvent, EventTypeSpec, UnknownEventType, spec_for, validate_data
 from metalake.events.canonical import canonical_data, canonical_subject
 from metalake.events.envelope import JSON, SPEC_VERSION
 from metalake.events.validation import InvalidData
@@ -86,24 +87,39 @@ def _check_shape(item: Any, tenant: str) -> dict[str, Any]:
     return item
 
 
-def _check_data(item: dict[str, Any]) -> dict[str, Any]:
+def _credential_actor(spec: EventTypeSpec, data: dict[str, Any], actor: str | None) -> dict[str, Any]:
+    """``data`` with the ``actor`` of a type that has one taken from the credential, whatever the body says: it is
+    shown as who made the change (Slack, Teams, Jira, webhooks), so a sender must not name someone else. Without a
+    credential's actor, the body's is dropped."""
+    field = spec.schema.get("properties", {}).get("actor")
+    if field is None or ("actor" not in data and actor is None):
+        return data
+    out = {k: v for k, v in data.items() if k != "actor"}
+    if actor is not None:
+        out["actor"] = actor[: int(field.get("maxLength", len(actor)))]
+    return out
+
+
+def _check_data(item: dict[str, Any], actor: str | None) -> dict[str, Any]:
     """The item's data, valid and with its URNs in canonical form (stored rows hold one spelling per asset)."""
     try:
-        spec_for(item["type"])
+        spec = spec_for(item["type"])
         if item["type"] in API_ONLY_TYPES:
             raise Rejected("published by the admin API only (PATCH /v1/tenants/{tenant}/assets)", "type")
-        validate_data(item["type"], item["data"])
-        return canonical_data(item["type"], item["data"])
+        data = _credential_actor(spec, item["data"], actor)
+        validate_data(item["type"], data)
+        return canonical_data(item["type"], data)
     except UnknownEventType:
         raise Rejected("unknown event type", "type") from None
     except InvalidData as exc:
         raise Rejected(str(exc), f"data/{exc.field}") from None
 
 
-def to_event(item: Any, tenant: str) -> CloudEvent:
-    """The event ``item`` describes, for ``tenant``; raises :class:`Rejected`."""
+def to_event(item: Any, tenant: str, actor: str | None = None) -> CloudEvent:
+    """The event ``item`` describes, for ``tenant``, its ``actor`` (if its type has one) the credential's; raises
+    :class:`Rejected`."""
     checked = _check_shape(item, tenant)
-    data = _check_data(checked)
+    data = _check_data(checked, actor)
     urn = data.get("urn")
     given = checked.get("subject")
     subject = (canonical_subject(given) if isinstance(given, str) else given) or (urn if isinstance(urn, str) else None)

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from connectors.openlineage.bounds import TEXT_FLOOR, Budget, InvalidLineage, TooManyEvents
 from connectors.openlineage.naming import InvalidName, dataset_urn
 from metalake.events import CloudEvent, new_event
 from metalake.events.validation import InvalidData
@@ -49,18 +50,7 @@ _MAX_TRANSFORMATION = 1024
 _IDS = uuid.UUID("6f1d1c1e-2d3b-5b8e-9c41-0e6a4f0b9a7d")
 
 EventKind = Literal["run", "job", "dataset"]
-
-
-class InvalidLineage(ValueError):
-    """The event is not one this endpoint can map; ``pointer`` is the JSON pointer (RFC 6901) of the value at fault."""
-
-    def __init__(self, message: str, pointer: str) -> None:
-        super().__init__(message)
-        self.pointer = pointer or "/"
-
-
-class TooManyEvents(ValueError):
-    """The event would become more metalake events than ``connect.openlineage_max_events``."""
+__all__ = ["InvalidLineage", "Mapped", "TooManyEvents", "body_digest", "map_event"]
 
 
 @dataclass
@@ -165,11 +155,11 @@ class Dataset:
     location: str | None
 
 
-def _columns(fields: list[Any], pointer: str, prefix: str = "") -> Iterator[Column]:
+def _columns(fields: list[Any], pointer: str, budget: Budget, prefix: str = "", depth: int = 1) -> Iterator[Column]:
     for i, item in enumerate(fields):
         at = f"{pointer}/{i}"
         entry = _obj(item, at)
-        name = f"{prefix}{_text(entry, 'name', at)}"
+        name = budget.column_name(prefix, str(_text(entry, "name", at)), at, depth)
         data_type = _text(entry, "type", at, required=False)
         description = _text(entry, "description", at, required=False)
         yield Column(
@@ -179,7 +169,7 @@ def _columns(fields: list[Any], pointer: str, prefix: str = "") -> Iterator[Colu
             at,
         )
         # Nested fields (structs) are columns of their own, named by their path.
-        yield from _columns(_list(entry, "fields", at), f"{at}/fields", f"{name}.")
+        yield from _columns(_list(entry, "fields", at), f"{at}/fields", budget, f"{name}.", depth + 1)
 
 
 def _dataset(value: Any, pointer: str) -> Dataset:
@@ -213,6 +203,7 @@ class _Builder:
     time: datetime
     digest: str
     max_events: int
+    budget: Budget
     upserts: dict[str, tuple[dict[str, Any], str]] = field(default_factory=dict)
     edges: dict[tuple[str, str], tuple[dict[str, Any], str]] = field(default_factory=dict)
 
@@ -220,20 +211,20 @@ class _Builder:
     def version(self) -> int:
         return int(self.time.timestamp() * 1000)
 
-    def _room(self) -> None:
+    def _room(self, pointer: str) -> None:
         if len(self.upserts) + len(self.edges) >= self.max_events:
-            raise TooManyEvents(f"the event would become more than {self.max_events} metalake events")
+            raise TooManyEvents(f"the event would become more than {self.max_events} metalake events", pointer)
 
     def upsert(self, data: dict[str, Any], pointer: str) -> None:
         if data["urn"] not in self.upserts:
-            self._room()
+            self._room(pointer)
         self.upserts[data["urn"]] = (data, pointer)
 
     def edge(self, upstream: AssetUrn, downstream: AssetUrn, transformation: str | None, pointer: str) -> bool:
-        key = (str(upstream), str(downstream))
+        key = (self.budget.urn(upstream, pointer), self.budget.urn(downstream, pointer))
         if key[0] == key[1] or key in self.edges:
             return False  # a job that rewrites a table in place is no edge
-        self._room()
+        self._room(pointer)
         data: dict[str, Any] = {"urn": key[1], "upstream": key[0], "version": self.version}
         if transformation:
             data["transformation"] = _cut(transformation, _MAX_TRANSFORMATION)
@@ -337,7 +328,8 @@ def _asset(dataset: Dataset, builder: _Builder, mapped: Mapped, properties: dict
     if dataset_type is not None:
         declared = _text(dataset_type, "datasetType", f"{at}/facets/datasetType", required=False) or ""
         kind = "view" if declared.upper() == "VIEW" else "table"
-    data: dict[str, Any] = {"urn": str(dataset.urn), "version": builder.version, "kind": kind, "name": dataset.urn.name}
+    urn = builder.budget.urn(dataset.urn, at)
+    data: dict[str, Any] = {"urn": urn, "version": builder.version, "kind": kind, "name": dataset.urn.name}
     documentation = _facet(facets, "documentation", at)
     if documentation is not None:
         text = _text(documentation, "description", f"{at}/facets/documentation", required=False)
@@ -352,20 +344,26 @@ def _asset(dataset: Dataset, builder: _Builder, mapped: Mapped, properties: dict
         ]
     if properties is not None:
         data["properties"] = properties
-    if str(dataset.urn) not in builder.upserts:
+    if urn not in builder.upserts:
         mapped.assets += 1
     builder.upsert(data, at)
-    schema = _facet(facets, "schema", at)
+    _schema_columns(dataset, builder, mapped)
+
+
+def _schema_columns(dataset: Dataset, builder: _Builder, mapped: Mapped) -> None:
+    at = dataset.pointer
+    schema = _facet(dataset.facets, "schema", at)
     if schema is None:
         return
-    for column in _columns(_list(schema, "fields", f"{at}/facets/schema"), f"{at}/facets/schema/fields"):
-        urn = dataset.urn.child(column.name)
-        col: dict[str, Any] = {"urn": str(urn), "version": builder.version, "kind": "column", "name": column.name}
+    fields = _list(schema, "fields", f"{at}/facets/schema")
+    for column in _columns(fields, f"{at}/facets/schema/fields", builder.budget):
+        urn = builder.budget.urn(dataset.urn.child(column.name), column.pointer)
+        col: dict[str, Any] = {"urn": urn, "version": builder.version, "kind": "column", "name": column.name}
         if column.data_type:
             col["data_type"] = column.data_type
         if column.description:
             col["description"] = column.description
-        if str(urn) not in builder.upserts:
+        if urn not in builder.upserts:
             mapped.columns += 1
         builder.upsert(col, column.pointer)
 
@@ -425,9 +423,10 @@ def _kind(doc: Mapping[str, Any]) -> EventKind:
     raise InvalidLineage("the event is neither a RunEvent (run, job), a JobEvent (job) nor a DatasetEvent", "/")
 
 
-def map_event(value: Any, tenant: str, digest: str, *, max_events: int) -> Mapped:
+def map_event(value: Any, tenant: str, digest: str, *, max_events: int, max_text: int = TEXT_FLOOR) -> Mapped:
     """The metalake events of one OpenLineage event for ``tenant``; raises :class:`InvalidLineage` or
-    :class:`TooManyEvents`. ``digest`` identifies the body (event ids are derived from it)."""
+    :class:`TooManyEvents`. ``digest`` identifies the body (event ids are derived from it); ``max_text`` bounds the
+    names and URNs it may build (:func:`connectors.openlineage.bounds.text_budget` of the body)."""
     doc = _obj(value, "")
     kind = _kind(doc)
     _text(doc, "schemaURL", "")
@@ -439,7 +438,7 @@ def map_event(value: Any, tenant: str, digest: str, *, max_events: int) -> Mappe
             raise InvalidLineage(f"/eventType must be one of {', '.join(sorted(RUN_STATES))}", "/eventType")
         event_type = raw or "OTHER"
     mapped = Mapped(kind, event_type)
-    builder = _Builder(tenant, time, digest, max_events)
+    builder = _Builder(tenant, time, digest, max_events, Budget(max_text))
     facts = _run_properties(doc, kind, event_type)
     if kind == "dataset":
         dataset = _dataset(doc.get("dataset"), "/dataset")

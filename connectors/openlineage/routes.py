@@ -13,10 +13,9 @@ which consumers deduplicate). The OpenLineage Python client 1.54 has no batch en
 
 from __future__ import annotations
 
-import json
 import logging
 import zlib
-from typing import Any, NoReturn
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
@@ -24,10 +23,12 @@ from fastapi.responses import JSONResponse
 
 from connectors.ingest.auth import IngestCallerDep
 from connectors.ingest.parsing import JSON_TYPES, media_type
-from connectors.openlineage.mapping import InvalidLineage, Mapped, TooManyEvents, body_digest, map_event
+from connectors.openlineage.bounds import InvalidLineage, TooManyEvents, text_budget
+from connectors.openlineage.mapping import Mapped, body_digest, map_event
 from connectors.runtime.accept import publish_confirmed
 from connectors.runtime.bodies import read_limited
 from connectors.runtime.context import Runtime, RuntimeDep
+from metalake.http.json_body import NotJson, loads
 from metalake.http.problems import Problem
 from metalake.telemetry import bind_tenant
 
@@ -56,12 +57,8 @@ def _gunzip(body: bytes, limit: int) -> bytes:
     return out
 
 
-def _reject_constant(name: str) -> NoReturn:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def decode(body: bytes, content_type: str | None, content_encoding: str | None, limit: int) -> Any:
-    """The JSON value of a request body; a :class:`Problem` naming the header or the body at fault."""
+def inflate(body: bytes, content_type: str | None, content_encoding: str | None, limit: int) -> bytes:
+    """The JSON text of a request body (decompressed); a :class:`Problem` naming the header at fault."""
     kind = media_type(content_type)
     if kind not in JSON_TYPES:
         raise _invalid(
@@ -72,22 +69,23 @@ def decode(body: bytes, content_type: str | None, content_encoding: str | None, 
         )
     encoding = (content_encoding or "identity").strip().lower()
     if encoding == "gzip":
-        body = _gunzip(body, limit)
-    elif encoding != "identity":
+        return _gunzip(body, limit)
+    if encoding != "identity":
         raise _invalid(
             f"unsupported content encoding {encoding[:40]!r}: use gzip or none",
             "content-encoding",
             415,
             "unsupported-media-type",
         )
+    return body
+
+
+def parse(text: bytes) -> Any:
+    """The JSON value of a (decompressed) body; a :class:`Problem` saying why it is not JSON (too deeply nested too)."""
     try:
-        return json.loads(body, parse_constant=_reject_constant)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise _invalid(f"the body is not JSON ({type(exc).__name__} at byte {getattr(exc, 'pos', '?')})") from None
-    except RecursionError:
-        raise _invalid("the body nests too deeply") from None
-    except ValueError as exc:
-        raise _invalid(f"the body is not JSON: {exc}") from None
+        return loads(text)
+    except NotJson as exc:
+        raise _invalid(f"the body is {exc}") from None
 
 
 def _publish(runtime: Runtime, tenant: str, mapped: Mapped) -> None:
@@ -104,18 +102,25 @@ async def lineage(request: Request, caller: IngestCallerDep, runtime: RuntimeDep
     """Map one OpenLineage event to metalake events and publish them all (confirmed), or none."""
     limits = runtime.settings.connect
     body = await read_limited(request, limits.openlineage_max_body_bytes)
-    value = decode(
+    text = inflate(
         body,
         request.headers.get("content-type"),
         request.headers.get("content-encoding"),
         limits.openlineage_max_body_bytes,
     )
+    value = parse(text)
     try:
-        mapped = map_event(value, caller.tenant, body_digest(body), max_events=limits.openlineage_max_events)
+        mapped = map_event(
+            value,
+            caller.tenant,
+            body_digest(body),
+            max_events=limits.openlineage_max_events,
+            max_text=text_budget(len(text)),
+        )
     except InvalidLineage as exc:
         raise Problem(400, "invalid-lineage-event", str(exc), field=exc.pointer) from None
     except TooManyEvents as exc:
-        raise Problem(413, "too-many-events", str(exc), field="/") from None
+        raise Problem(413, "too-many-events", str(exc), field=exc.pointer) from None
     if mapped.events:
         await run_in_threadpool(_publish, runtime, caller.tenant, mapped)
     return JSONResponse(mapped.summary(), status_code=201)

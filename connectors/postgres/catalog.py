@@ -38,6 +38,19 @@ _UNREACHABLE = "cannot connect to a PostgreSQL server at {where} (not reachable,
 _AUTH_FAILED = "the server refused the configured user and password at {where}"
 _NO_PASSWORD = "the server at {where} did not ask for a password; crawls authenticate with a password only"  # noqa: S105 - a message
 _DATABASE = "the server at {where} refused to open database {database!r}"
+_TLS_FAILED = (
+    "the server at {where} did not prove its identity over TLS (config/sslmode verify-full: a certificate from a CA "
+    "the worker trusts, for the configured host name; or the server has no TLS: see docs/connectors/postgres.md)"
+)
+# libpq's words for a server that spoke PostgreSQL but whose TLS could not be verified. Only those: a port that is not
+# PostgreSQL fails the TLS negotiation too ("invalid response to SSL negotiation") and must stay "unreachable".
+_TLS_MARKERS = (
+    "certificate verify failed",
+    "root certificate file",
+    "does not match host name",
+    "server does not support ssl",
+    "could not get server's host name from server certificate",
+)
 # libpq's words (English: what an untranslated server and libpq write) for a failed authentication; anything else
 # that fails a connection is "unreachable". A server that answers in another language lands there too, the safe side.
 _AUTH_MARKERS = (
@@ -56,6 +69,8 @@ def _connect_failure(detail: str) -> str:
         return "authentication-failed"
     if "database " in lowered and "does not exist" in lowered:
         return "database-error"
+    if any(marker in lowered for marker in _TLS_MARKERS):
+        return "tls-failed"
     return "unreachable"
 
 
@@ -224,7 +239,8 @@ def _connect(config: PostgresCatalogConfig, database: str, access: SourceAccess)
         raise CatalogError("unreachable", _UNREACHABLE.format(where=where)) from None
     require_password = not access.allow_passwordless
     try:
-        conn = psycopg.connect(**config.connect_kwargs(database, address, require_password=require_password))
+        kwargs = config.connect_kwargs(database, address, require_password=require_password, ca_file=access.tls_ca_file)
+        conn = psycopg.connect(**kwargs)
     except psycopg.Error as exc:
         # The driver's message may quote the connection string: redacted, and ``from None`` keeps it out of chains.
         detail = config.redact(str(exc).strip())
@@ -236,6 +252,7 @@ def _connect(config: PostgresCatalogConfig, database: str, access: SourceAccess)
         message = {
             "authentication-failed": _AUTH_FAILED,
             "database-error": _DATABASE,
+            "tls-failed": _TLS_FAILED,
         }.get(error_class, _UNREACHABLE)
         raise CatalogError(error_class, message.format(where=where, database=database)) from None
     if require_password and not conn.pgconn.used_password:

@@ -6,7 +6,7 @@ import ipaddress
 import os
 import re
 from fnmatch import fnmatchcase
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Final, Literal
 
 from pydantic import Field, SecretStr, field_validator
 
@@ -23,8 +23,13 @@ _HOSTNAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*\.?")
 # libpq expands a database name that looks like a connection string or URI into connection options (host, service,
 # passfile...) where it is given the chance; such a name is never a real database of a crawl.
 _DSN_LIKE = re.compile(r"=|^postgres(?:ql)?://", re.IGNORECASE)
-# Authentication methods that send the configured password; libpq refuses the others before the connection completes.
-PASSWORD_AUTH = "password,md5,scram-sha-256"  # noqa: S105 - method names, not a password
+# Authentication methods that prove the configured password; libpq refuses the others before the connection
+# completes. Not ``password``, which sends it in clear: only a config that allows it explicitly adds it.
+PASSWORD_AUTH = "md5,scram-sha-256"  # noqa: S105 - method names, not a password
+CLEARTEXT_AUTH = "password"  # a method name
+# The modes that check the server's certificate against a CA and its name against ``host``: nothing less stops an
+# on-path attacker from posing as the server (and being sent the password, or its MD5 for a replay).
+VERIFIED: Final = "verify-full"
 
 
 def _checked_database(name: str) -> str:
@@ -38,8 +43,8 @@ def _checked_database(name: str) -> str:
 class PostgresCatalogConfig(ConnectorConfig):
     """What to crawl and how to reach it. ``repr`` and the JSON Schema never show the password (``SecretStr``)."""
 
-    # sslmode too: a downgrade to "disable" would send the stored password in clear.
-    endpoint_fields: ClassVar[tuple[str, ...]] = ("host", "port", "sslmode")
+    # sslmode too: a downgrade to "disable" would send the stored password in clear; so would allowing cleartext.
+    endpoint_fields: ClassVar[tuple[str, ...]] = ("host", "port", "sslmode", "allow_cleartext_password")
 
     host: str = Field(
         min_length=1,
@@ -53,7 +58,18 @@ class PostgresCatalogConfig(ConnectorConfig):
         min_length=1,
         description="Required: crawls authenticate with a password only (trust, peer and .pgpass are refused).",
     )
-    sslmode: Literal["disable", "allow", "prefer", "require", "verify-ca", "verify-full"] = "prefer"
+    sslmode: Literal["disable", "allow", "prefer", "require", "verify-ca", "verify-full"] = Field(
+        default=VERIFIED,
+        description="TLS: verify-full (the default) checks the server's certificate and host name, against the "
+        "system's CAs or the worker's connect.source_tls_ca_file. Anything else is an explicit opt-out (a local or "
+        "test server without TLS): an on-path attacker can then pose as the server.",
+    )
+    allow_cleartext_password: bool = Field(
+        default=False,
+        description="Let the server ask for the password in clear (PostgreSQL's 'password' method). Off: only md5 "
+        "and scram-sha-256 are answered. An explicit opt-out for old servers; the password then reaches whoever "
+        "answers, so only with sslmode verify-full.",
+    )
     databases: list[str] | None = Field(
         default=None,
         description="Databases to crawl. Default: every non-template database the user may connect to.",
@@ -106,10 +122,13 @@ class PostgresCatalogConfig(ConnectorConfig):
             fnmatchcase(schema, p) for p in self.exclude_schemas
         )
 
-    def connect_kwargs(self, database: str, hostaddr: str, *, require_password: bool = True) -> dict[str, Any]:
+    def connect_kwargs(
+        self, database: str, hostaddr: str, *, require_password: bool = True, ca_file: str | None = None
+    ) -> dict[str, Any]:
         """Keyword arguments for ``psycopg.connect`` to ``hostaddr`` (the address the SSRF guard checked: libpq does
-        no lookup of its own), with ``host`` kept for TLS (SNI, and the name ``verify-full`` checks). Holds the
-        password in clear: never log or format the result."""
+        no lookup of its own), with ``host`` kept for TLS (SNI, and the name ``verify-full`` checks) and, when TLS is
+        verified, the CAs to trust (``ca_file``, else the system's). Holds the password in clear: never log or
+        format the result."""
         kwargs: dict[str, Any] = {
             "host": self.host.strip("[]"),
             "hostaddr": hostaddr,
@@ -123,8 +142,11 @@ class PostgresCatalogConfig(ConnectorConfig):
             # Never the worker's own password file: what it holds is not the tenant's to use.
             "passfile": os.devnull,
         }
+        if self.sslmode in ("verify-ca", VERIFIED):
+            # Not libpq's default (~/.postgresql/root.crt of the worker's user): the operator's bundle or the system's.
+            kwargs["sslrootcert"] = ca_file or "system"
         if require_password:
-            kwargs["require_auth"] = PASSWORD_AUTH
+            kwargs["require_auth"] = PASSWORD_AUTH + (f",{CLEARTEXT_AUTH}" if self.allow_cleartext_password else "")
         return kwargs
 
     def redact(self, text: str) -> str:

@@ -7,7 +7,9 @@ Expiry, as the outbound delivery ledger does it (``metalake.expiry``): each reco
 + ``retention`` (``connect.webhook_delivery_retention_s``); MongoDB deletes expired records through a TTL index
 (:meth:`DeliveryLog.ensure_expiry`), and where the server has none (FerretDB 1.x) the worker calls
 :meth:`DeliveryLog.prune` on a timer. A resend after the retention is published again: the retention must outlive the
-senders' retries.
+senders' retries and the life of a captured delivery. Monte Carlo signs no timestamp, so a delivery cannot be refused
+for its age: a captured "opened" replayed once its record was gone reopened a resolved incident. So records are kept
+400 days by default, and kept small for that (a hash, the outcome, how many events: not the events' ids).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from metalake.expiry import delete_in_batches, ensure_ttl_index, expires_at
 from metalake.mongo import typed_collection
 
 COLLECTION = "webhook_deliveries"
-DEFAULT_RETENTION = timedelta(days=7)
+DEFAULT_RETENTION = timedelta(days=400)
 
 
 class DeliveryDoc(TypedDict):
@@ -35,7 +37,8 @@ class DeliveryDoc(TypedDict):
     tenant: str
     connector: str
     outcome: str
-    event_ids: list[str]
+    # How many events it published (records written before issue 21 hold their ids, ``event_ids``, instead).
+    events: int
     recorded_at: datetime
     # Absent from records written before expiry existed (see expired_query).
     expires_at: NotRequired[datetime]
@@ -78,7 +81,7 @@ class DeliveryLog:
                     "tenant": tenant,
                     "connector": connector,
                     "outcome": outcome,
-                    "event_ids": list(event_ids),
+                    "events": len(event_ids),
                     "recorded_at": now,
                     "expires_at": expires_at(now, self.retention),
                 }

@@ -48,6 +48,7 @@ from control.auth.problems import tenant_refused
 from control.connectors.plugin import AuthenticationFailed, InboundRequest, InvalidPayload, WebhookConnector
 from control.connectors.reasons import safe_reason
 from control.connectors.store import ConnectorRecord, ConnectorState
+from metalake.http.json_body import NotJson
 from metalake.http.problems import Problem
 from metalake.kafka import PublishError
 from metalake.sealing import SealingError
@@ -200,9 +201,7 @@ def _handle(runtime: Runtime, delivery: _Delivery, request: InboundRequest, path
     _refuse_unusable_tenant(runtime, record.tenant)
     parsed = request.parsed  # parsed once: the verifier, the dedup key and the mapping read the same value
     if parsed.error is not None:
-        raise Problem(
-            400, "malformed-json", f"the body is not JSON ({parsed.error} at byte {parsed.position})", field="body"
-        )
+        raise Problem(400, "malformed-json", f"the body is {NotJson(parsed.error, parsed.position)}", field="body")
     key = _dedup_key(connector, request)
     if runtime.deliveries.seen(record.tenant, record.name, key):
         log.info("connect.webhook_duplicate", extra={"plugin": record.type, "connector": record.name})

@@ -10,7 +10,6 @@ themselves live in ``connectors/<name>/`` and are loaded by entry point (:mod:`c
 
 from __future__ import annotations
 
-import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 from metalake.events import CloudEvent
+from metalake.http.json_body import NotJson, loads
 from metalake.net.ssrf import AddressGuard
 from metalake.settings import ConnectSettings
 
@@ -50,7 +50,11 @@ class SourceAccess:
     # Folders a file-reading source may read from, a tenant only under <root>/<tenant id>/ (connect.artifact_roots).
     artifact_roots: tuple[str, ...] = ()
     # The worker's cap on one artifact (local file or object) a source reads (connect.artifact_max_bytes).
-    max_artifact_bytes: int = 256 * 1024 * 1024
+    max_artifact_bytes: int = 64 * 1024 * 1024
+    # The address space of the child process that parses one artifact (connect.artifact_parse_memory_bytes).
+    parse_memory_bytes: int = 1024 * 1024 * 1024
+    # The CA bundle a source's verified TLS trusts (connect.source_tls_ca_file); None: the system's CAs.
+    tls_ca_file: str | None = None
 
     @classmethod
     def from_settings(cls, connect: ConnectSettings) -> SourceAccess:
@@ -59,6 +63,8 @@ class SourceAccess:
             connect.allow_passwordless_sources,
             tuple(connect.artifact_roots),
             connect.artifact_max_bytes,
+            connect.artifact_parse_memory_bytes,
+            connect.source_tls_ca_file,
         )
 
 
@@ -97,8 +103,8 @@ class InvalidPayload(ValueError):
 
 @dataclass(frozen=True)
 class ParsedBody:
-    """A body as ``json.loads`` read it: ``value``, or, when it is not JSON, ``error`` (the exception's class name) and
-    ``position`` (where the decoder stopped, if it says). Never quotes the body."""
+    """A body as ``json.loads`` read it: ``value``, or, when it is not JSON, ``error`` (the decoder error's class name,
+    or ``nested too deeply``) and ``position`` (where the decoder stopped, if it says). Never quotes the body."""
 
     value: Any = None
     error: str | None = None
@@ -109,9 +115,9 @@ def parse_json(body: bytes) -> ParsedBody:
     """Parse ``body`` as JSON (UTF-8/16/32, as ``json.loads`` detects it); a body that is not JSON is a result, not an
     exception. ``json.loads`` keeps the key order, which signatures over a re-encoding (Monte Carlo's) rely on."""
     try:
-        return ParsedBody(json.loads(body))
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError; nesting too deep to parse
-        return ParsedBody(error=type(exc).__name__, position=getattr(exc, "pos", None))
+        return ParsedBody(loads(body, constants=True))
+    except NotJson as exc:  # JSONDecodeError, UnicodeDecodeError, nested too deeply: the one way every route says it
+        return ParsedBody(error=exc.reason, position=exc.position)
 
 
 @dataclass(frozen=True)

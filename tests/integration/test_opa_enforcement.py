@@ -84,6 +84,7 @@ def crawl(settings: Settings, tenant: str, database: str) -> int:
         password="unused-trust",
         instance=INSTANCE,
         databases=[database],
+        sslmode="disable",  # the stack's PostgreSQL has no TLS: the explicit opt-out from verify-full
     )
     records = list(PostgresCatalogConnector(config, ConnectorContext(tenant, "pg", access=LOCAL)).poll({}))
     publish(settings, [r.event for r in records])

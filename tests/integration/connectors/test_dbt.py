@@ -111,7 +111,7 @@ def test_dbt_urns_are_the_crawlers_for_the_same_relations(settings: Settings, st
     with scratch_database(settings, _ddl(catalog)) as database:
         config = PostgresCatalogConfig(
             host="127.0.0.1", port=settings.stack.ports.postgres, user="metalake", password="unused-trust",
-            instance="wh", databases=[database],
+            instance="wh", databases=[database], sslmode="disable",  # the stack's PostgreSQL has no TLS
         )  # fmt: skip
         access = SourceAccess(AddressGuard.from_settings(["127.0.0.0/8"]), allow_passwordless=True)
         crawler = PostgresCatalogConnector(config, ConnectorContext("acme", "pg", access=access))

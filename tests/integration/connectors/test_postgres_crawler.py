@@ -73,7 +73,9 @@ LOCAL = SourceAccess(AddressGuard.from_settings(["127.0.0.0/8"]), allow_password
 def _config(settings: Settings, database: str, **kw: Any) -> PostgresCatalogConfig:
     values = {
         "host": "127.0.0.1", "port": settings.stack.ports.postgres, "user": "metalake", "password": "unused-trust",
-        "instance": "it", "databases": [database], "fetch_size": 500, **kw,
+        "instance": "it", "databases": [database], "fetch_size": 500,
+        # The stack's PostgreSQL has no TLS: the explicit opt-out from verify-full (the default).
+        "sslmode": "disable", **kw,
     }  # fmt: skip
     return PostgresCatalogConfig(**values)
 
@@ -254,6 +256,16 @@ def test_without_the_operators_allowance_loopback_is_refused(settings: Settings,
     for host in ("127.0.0.1", "localhost"):
         failure = _failure(_config(settings, database, host=host), SourceAccess())
         assert failure.error_class == "address-refused"
+
+
+def test_by_default_a_server_without_tls_is_refused_before_any_password(settings: Settings, database: str) -> None:
+    # Issue 21, item 19: sslmode verify-full is the default; the stack's PostgreSQL has no TLS, so only a configuration
+    # that opts out explicitly (the others here: "disable") reaches it.
+    config = _config(settings, database)
+    config = config.model_copy(update={"sslmode": PostgresCatalogConfig.model_fields["sslmode"].default})
+    assert config.sslmode == "verify-full"
+    failure = _failure(config, LOCAL)
+    assert failure.error_class == "tls-failed" and "verify-full" in failure.message
 
 
 def test_a_server_that_does_not_ask_for_a_password_is_refused(settings: Settings, database: str) -> None:

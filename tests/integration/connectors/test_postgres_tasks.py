@@ -71,7 +71,7 @@ def _put(api: TestClient, admin: dict[str, str], settings: Settings, tenant: str
         "type": "postgres",
         "config": {
             "host": "127.0.0.1", "port": settings.stack.ports.postgres, "user": "metalake", "password": "unused-trust",
-            "instance": "it",
+            "instance": "it", "sslmode": "disable",  # the stack's PostgreSQL has no TLS: the explicit opt-out
             "databases": [database], "fetch_size": 100,
         },
         "tasks.max": tasks,

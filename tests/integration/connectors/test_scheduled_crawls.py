@@ -46,6 +46,7 @@ def _spec(settings: Settings, database: str, interval_s: int) -> dict[str, Any]:
     config = {
         "host": "127.0.0.1", "port": settings.stack.ports.postgres, "user": "metalake", "password": "unused-trust",
         "instance": "it", "databases": [database],
+        "sslmode": "disable",  # the stack's PostgreSQL has no TLS: the explicit opt-out from verify-full
     }  # fmt: skip
     return {"type": "postgres", "config": config, "schedule": {"interval_s": interval_s}}
 

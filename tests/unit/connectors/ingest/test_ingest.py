@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from runtime_fakes import WRITE_KEY, World
+from runtime_fakes import WRITE_KEY, World, access_token
 
 from connectors.ingest.parsing import BodyError, split_body
 from connectors.ingest.validation import Rejected, to_event
@@ -163,3 +163,52 @@ def test_kafka_down_is_503_and_nothing_accepted(client: TestClient, world: World
     assert response.status_code == 503
     assert response.headers["retry-after"] == "30"
     assert world.publisher.routed == []
+
+
+@pytest.mark.parametrize("content_type", ["application/json", "application/x-ndjson"])
+def test_json_nested_too_deeply_is_400_with_the_reason_not_a_500(
+    client: TestClient, world: World, content_type: str
+) -> None:
+    # Deeper than json's limit on every Python we support: RecursionError is no ValueError, and it escaped as a 500.
+    body = b"[" * 100_000 + b"]" * 100_000
+    response = client.post("/v1/events", content=body, headers={**AUTH, "Content-Type": content_type})
+    assert response.status_code == 400, response.text
+    assert response.headers["content-type"] == MEDIA_TYPE
+    problem = response.json()
+    assert problem["type"] == "/problems/invalid-body" and problem["field"] == "body"
+    assert problem["detail"].endswith("is not JSON (nested too deeply)")
+    assert world.publisher.routed == []
+
+
+# -- the actor comes from the credential (issue 21, item 15) -------------------------------------------------------
+
+
+def _tag_event(i: int, event_type: str, **data: Any) -> dict[str, Any]:
+    data = {"urn": URN, "version": i, "tag": "finance", **data}
+    if event_type.endswith("added.v1"):
+        data["source"] = "human"
+    return _event(i, type=event_type, data=data)
+
+
+@pytest.mark.parametrize(
+    ("auth", "actor"),
+    [(AUTH, "write-key:k1"), ({"Authorization": f"Bearer {access_token(scope='events:write')}"}, "mlc_test")],
+)
+def test_the_actor_of_a_tag_change_is_the_credential_whatever_the_body_says(
+    client: TestClient, world: World, auth: dict[str, str], actor: str
+) -> None:
+    # The actor is shown as who made the change in Slack, Teams, Jira and webhooks: a sender must not name another.
+    body = [
+        _tag_event(1, "io.metalake.classification.added.v1", actor="<!channel> the CFO"),
+        _tag_event(2, "io.metalake.classification.removed.v1", actor="dpo@example.com"),
+        _tag_event(3, "io.metalake.classification.added.v1"),  # none given: the credential's too
+    ]
+    response = client.post("/v1/events", json=body, headers=auth)
+    assert response.status_code == 200 and response.json()["accepted"] == 3, response.text
+    assert [r.event.data["actor"] for r in world.publisher.routed] == [actor, actor, actor]
+
+
+def test_without_a_credential_actor_the_bodys_is_dropped_not_kept() -> None:
+    event = to_event(_tag_event(1, "io.metalake.classification.added.v1", actor="someone else"), "acme")
+    assert "actor" not in event.data
+    assert "actor" not in to_event(_event(), "acme", "write-key:k1").data  # a type without an actor gets none

@@ -164,7 +164,7 @@ def test_verify_dedup_key_and_events_parse_the_body_once(
 
     loads, envelopes = [], []
     real_loads, real_envelope = json.loads, module.parse_envelope
-    monkeypatch.setattr(base.json, "loads", lambda body: loads.append(body) or real_loads(body))
+    monkeypatch.setattr(json, "loads", lambda body: loads.append(body) or real_loads(body))
     monkeypatch.setattr(module, "parse_envelope", lambda raw: envelopes.append(raw) or real_envelope(raw))
     body = fixture_body("open_anomaly")
     message = signed_message(base.ParsedBody(real_loads(body)))

@@ -385,7 +385,7 @@ def test_a_name_a_urn_cannot_hold_is_refused_at_its_pointer() -> None:
     event["outputs"][0]["facets"]["schema"]["fields"][0]["name"] = "x" * 2000
     with pytest.raises(InvalidLineage) as err:
         _map(event)
-    assert err.value.pointer == "/outputs/0/facets/schema/fields/0"
+    assert err.value.pointer == "/outputs/0/facets/schema/fields/0/name"
 
 
 def test_long_free_text_is_cut_not_refused() -> None:

@@ -48,7 +48,7 @@ def test_the_pruning_query_also_takes_records_from_before_expiry_by_their_age() 
 
 def test_retention_and_interval_are_settings() -> None:
     connect = ConnectSettings()
-    assert connect.webhook_delivery_retention_s == 7 * 86_400
+    assert connect.webhook_delivery_retention_s == 400 * 86_400
     assert connect.webhook_delivery_prune_interval_s == 3_600
 
 
