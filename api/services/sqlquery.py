@@ -155,14 +155,15 @@ def problem_for(exc: Exception) -> Problem:
     return Problem(503, "trino-unavailable", "Trino is unreachable; retry shortly")
 
 
-def start(settings: Settings, tenant: str, sql: str, *, pii: bool, limits: Limits) -> RunningQuery:
-    """Run ``sql`` as the tenant (its PII user if ``pii``) up to the first row; raise :class:`Problem` on errors."""
+def start(settings: Settings, tenant: str, sql: str, *, pii: bool, limits: Limits, admin: bool = False) -> RunningQuery:
+    """Run ``sql`` as the tenant (its PII user if ``pii``, its admin user, which also reads ``audit`` and ``_dlq``,
+    if ``admin``: share links never ask for it) up to the first row; raise :class:`Problem` on errors."""
     deadline = time.monotonic() + limits.timeout_s
     # The platform user authenticates and runs the query as the tenant's user (Trino impersonation, which the
     # access rules allow it for tenants' users only).
     conn = connect(
         settings,
-        session_user=trino_user(tenant, pii=pii),
+        session_user=trino_user(tenant, pii=pii, admin=admin),
         schema=names_for(tenant, settings.lake_root).trino_schema,
         session_properties={"query_max_run_time": f"{max(1, round(limits.timeout_s))}s"},
         request_timeout=max(1.0, limits.timeout_s),

@@ -30,7 +30,7 @@ from metalake.settings import Settings
 from ops.stack import StackManager
 from tenants.access.sync import AccessSync
 from tenants.lake_catalog import register_tenant
-from tenants.naming import POOLED_TABLES, TRINO_POOLED_SCHEMA, names_for, trino_user
+from tenants.naming import ADMIN_ONLY_TABLES, POOLED_TABLES, TRINO_POOLED_SCHEMA, names_for, trino_user
 
 pytestmark = pytest.mark.integration
 
@@ -220,6 +220,8 @@ def test_a_pooled_tenant_queries_its_views_never_the_shared_tables(
     headers = auth_headers(client, tenant=a, role="read-only")
     try:
         for table in POOLED_TABLES:
+            if table in ADMIN_ONLY_TABLES:
+                continue  # test_audit_and_dead_letters_are_for_tenant_admins_on_every_path
             counted = _sql(client, a, headers, f'SELECT count(*) FROM "{table}" WHERE false')
             assert counted.status_code == 200, (table, counted.text)
             assert counted.json()["rows"] == [[0]]
@@ -230,6 +232,40 @@ def test_a_pooled_tenant_queries_its_views_never_the_shared_tables(
             assert denied.json()["detail"] == missing
         listed = _sql(client, a, headers, "SELECT schema_name FROM lake.information_schema.schemata").json()
         assert {r[0] for r in listed["rows"]} == {names.trino_schema}
+    finally:
+        drop_schema(settings, trino_cursor, names)
+
+
+def test_audit_and_dead_letters_are_for_tenant_admins_on_every_path(
+    settings: Settings, client: TestClient, tenants: tuple[str, str], trino_cursor: Any
+) -> None:
+    """The API keeps the dead letters (raw payloads) to tenant:admin: so do the SQL endpoint, share links (which never
+    run as an admin) and Trino itself for the tenant's ordinary users."""
+    a, _ = tenants
+    names = names_for(a, settings.lake_root)
+    register_tenant(settings, names)
+    sql = 'SELECT count(*) FROM "_dlq" WHERE false'
+    try:
+        missing = _sql(client, a, auth_headers(client, tenant=a, role="read-only"), "SELECT * FROM it_nosuch00")
+        for role in ("read-only", "read-write"):
+            denied = _sql(client, a, auth_headers(client, tenant=a, role=role), sql)
+            assert denied.status_code == 400, (role, denied.text)
+            assert (denied.json()["type"], denied.json()["detail"]) == (
+                missing.json()["type"],
+                missing.json()["detail"],
+            )
+        admin = auth_headers(client, tenant=a, role="admin")
+        allowed = _sql(client, a, admin, sql)
+        assert allowed.status_code == 200 and allowed.json()["rows"] == [[0]], allowed.text
+        # A share link runs as the tenant's ordinary user whoever made it: an admin cannot publish the dead letters.
+        shared = client.post(f"/v1/tenants/{a}/shares", json={"sql": sql}, headers=admin)
+        assert shared.status_code == 400 and shared.json()["type"] == "/problems/sql-not-accessible", shared.text
+        for user in (trino_user(a), trino_user(a, pii=True)):
+            assert query_as(settings, user, sql.replace('"_dlq"', f'lake."{names.trino_schema}"."_dlq"')) == (
+                "PERMISSION_DENIED"
+            )
+        listed = _sql(client, a, auth_headers(client, tenant=a, role="read-only"), "SHOW TABLES").json()["rows"]
+        assert ["_dlq"] not in listed and ["assets"] in listed
     finally:
         drop_schema(settings, trino_cursor, names)
 

@@ -83,6 +83,9 @@ def test_prepare_writes_the_file_resource_group_manager(tmp_path: Path) -> None:
         (trino_user("acme", pii=True), ["tenants", "acme"]),
         (trino_user("acme-pii"), ["tenants", "acme-pii"]),
         (trino_user("acme-pii", pii=True), ["tenants", "acme-pii"]),
+        (trino_user("acme", admin=True), ["tenants", "acme"]),
+        (trino_user("acme", pii=True, admin=True), ["tenants", "acme"]),
+        ("tenant.acme.pii.admin", ["platform"]),
         ("metalake", ["platform"]),
         ("metalake-tests", ["platform"]),
         ("tenant.x", ["platform"]),  # not a tenant id: not a tenant's user
