@@ -209,6 +209,23 @@ def test_share_link_works_without_a_token_then_expires(client: TestClient, tenan
     assert too_long.status_code == 422 and too_long.json()["field"] == "expires_in_s"
 
 
+def test_csv_answers_and_share_links_never_hand_a_spreadsheet_a_formula(
+    client: TestClient, tenants: tuple[str, str]
+) -> None:
+    a, _ = tenants
+    headers = auth_headers(client, tenant=a, role="read-only")
+    sql = """SELECT '=HYPERLINK("http://x.example")' AS "=cmd", '@A1' AS at, '+1' AS plus, -3 AS n, 'ok' AS ok"""
+    expected = [["'=cmd", "at", "plus", "n", "ok"], ['\'=HYPERLINK("http://x.example")', "'@A1", "'+1", "-3", "ok"]]
+    answer = _sql(client, a, headers, sql, format="csv")
+    assert answer.status_code == 200, answer.text
+    assert list(csv.reader(io.StringIO(answer.text))) == expected
+    link = _share(client, a, headers, sql)
+    shared = client.get(link["csv_url"])
+    assert shared.status_code == 200 and list(csv.reader(io.StringIO(shared.text))) == expected
+    # The JSON form is for programs: the values as they are.
+    assert client.get(link["json_url"]).json()["rows"] == [['=HYPERLINK("http://x.example")', "@A1", "+1", -3, "ok"]]
+
+
 def test_a_pooled_tenant_queries_its_views_never_the_shared_tables(
     settings: Settings, client: TestClient, tenants: tuple[str, str], trino_cursor: Any
 ) -> None:

@@ -27,9 +27,7 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 class _Registry:
     def __init__(self) -> None:
-        self.records = {
-            t: TenantRecord(t, Tier.POOLED, TenantState.ACTIVE, None, NOW, NOW) for t in ("acme", "globex")
-        }
+        self.records = {t: TenantRecord(t, Tier.POOLED, TenantState.ACTIVE, None, NOW, NOW) for t in ("acme", "globex")}
 
     def list(self) -> list[TenantRecord]:
         return list(self.records.values())
