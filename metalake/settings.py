@@ -157,8 +157,10 @@ class MongoSettings(BaseModel):
 
 class TrinoResourceGroupSettings(BaseModel):
     """Trino's resource groups for tenants' queries (the local stack renders them: tenants/resource_groups.py): each
-    tenant (its plain and PII users together) runs at most ``tenant_max_running`` queries and queues
-    ``tenant_max_queued`` more (then Trino refuses: QUERY_QUEUE_FULL); all tenants together ``tenants_*``."""
+    tenant (all its users together) runs at most ``tenant_max_running`` queries and queues ``tenant_max_queued`` more
+    (then Trino refuses: QUERY_QUEUE_FULL); all tenants together ``tenants_*``. ``query_max_execution_s`` is Trino's
+    ``query.max-execution-time``: no tenant query runs longer (tenants' users may not raise it; the service users
+    may, per session)."""
 
     tenant_max_running: int = Field(default=2, gt=0)
     tenant_max_queued: int = Field(default=10, ge=0)
@@ -166,6 +168,7 @@ class TrinoResourceGroupSettings(BaseModel):
     tenants_max_running: int = Field(default=12, gt=0)
     tenants_max_queued: int = Field(default=200, ge=0)
     tenants_memory_percent: int = Field(default=70, gt=0, le=100)
+    query_max_execution_s: int = Field(default=600, gt=0)
 
 
 class TrinoJwtSettings(BaseModel):

@@ -51,6 +51,9 @@ _METADATA_TABLE = r".*\$.*"
 # and ``tenant.<id>.admin.pii``, ids as validated. Trino matches it against the whole name; it has no '$' anchor,
 # because Trino expands '$<n>' in ``new_user`` as a group of ``original_user``.
 TENANT_USERS = r"tenant\.[a-z][a-z0-9-]{2,39}(\.admin)?(\.pii)?"
+# The system session properties a tenant's users may set: the SQL endpoint's own shorter run time, which lifts no
+# limit (``query.max-execution-time`` in Trino's config bounds every tenant query, and they may not change it).
+TENANT_SESSION_PROPERTIES = ("query_max_run_time",)
 
 
 @dataclass(frozen=True)
@@ -222,6 +225,15 @@ def build_rules(
         "queries": [{"user": services, "allow": ["execute", "kill", "view"]}, {"allow": ["execute"]}],
         # First match wins; the last rule is Trino's default made explicit (no rule: no impersonation).
         "impersonation": [{"original_user": ".*", "new_user": ".*", "allow": False}],
+        # Without these sections Trino lets every user set every session property: a tenant's own tool could lift
+        # its query limits (query_max_execution_time, the memory limits, resource_overcommit). Tenants' users may
+        # set only what the SQL endpoint sets for them (a shorter run time); Trino's config caps the execution time.
+        "system_session_properties": [
+            {"user": services, "allow": True},
+            {"user": TENANT_USERS, "property": _exact(*TENANT_SESSION_PROPERTIES), "allow": True},
+            {"allow": False},
+        ],
+        "catalog_session_properties": [{"user": services, "allow": True}, {"allow": False}],
     }
     if impersonator:
         allowed = {"original_user": _exact(impersonator), "new_user": TENANT_USERS, "allow": True}

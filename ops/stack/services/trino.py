@@ -177,6 +177,8 @@ class Trino(Service):
                     "node-scheduler.include-coordinator=true",
                     *listener,
                     "query.max-memory=1GB",
+                    # Every query's execution time: tenants' users may not set the session property (rules.json).
+                    f"query.max-execution-time={settings.trino.resource_groups.query_max_execution_s}s",
                     "query.max-memory-per-node=512MB",
                     "task.concurrency=2",
                     f"plugin.dir={server / 'plugin'}",

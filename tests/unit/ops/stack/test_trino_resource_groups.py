@@ -74,6 +74,8 @@ def test_prepare_writes_the_file_resource_group_manager(tmp_path: Path) -> None:
     assert groups == build_resource_groups(limits)
     tenant = _group(groups, _select(groups, trino_user("acme")))
     assert (tenant["hardConcurrencyLimit"], tenant["maxQueued"]) == (3, 7)
+    # No query executes longer than the cap (tenants may not raise it: tests/unit/tenants/access/test_rules.py).
+    assert _properties(etc / "config.properties")["query.max-execution-time"] == "600s"
 
 
 @pytest.mark.parametrize(

@@ -150,6 +150,30 @@ def test_admin_users_see_masks_as_their_pii_role_says(rules: dict[str, Any]) -> 
         assert meta is not None and meta["privileges"] == []
 
 
+def _may_set(rules: dict[str, Any], user: str, prop: str, catalog: str | None = None) -> bool:
+    """Trino's semantics for session properties: the first rule whose regexes match decides; none: denied."""
+    section = rules["system_session_properties"] if catalog is None else rules["catalog_session_properties"]
+    wanted = (("user", user), ("property", prop)) + ((("catalog", catalog),) if catalog else ())
+    for rule in section:
+        if all(re.fullmatch(rule.get(k, ".*"), v) for k, v in wanted):
+            return bool(rule["allow"])
+    return False
+
+
+def test_tenant_users_cannot_lift_their_query_limits(rules: dict[str, Any]) -> None:
+    """Without these rules Trino lets anyone set any session property: a tenant's tool could raise its execution
+    time, memory limits or overcommit. Only the SQL endpoint's shorter run time is theirs to set."""
+    for user in (trino_user("acme"), trino_user("acme", pii=True, admin=True), trino_user("globex")):
+        for prop in ("query_max_execution_time", "query_max_memory", "query_max_total_memory", "resource_overcommit"):
+            assert not _may_set(rules, user, prop), (user, prop)
+        assert not _may_set(rules, user, "parquet_max_read_block_size", catalog="lake")
+        assert _may_set(rules, user, "query_max_run_time")
+    assert not _may_set(rules, "mallory", "query_max_run_time")
+    for service in SERVICES:
+        assert _may_set(rules, service, "query_max_execution_time")
+        assert _may_set(rules, service, "anything", catalog="lake")
+
+
 def test_the_impersonator_may_act_as_every_tenant_user_and_no_other() -> None:
     rules = build_rules(SERVICES, [TenantAccess("acme")], catalog="lake", impersonator="metalake")
     allowed = rules["impersonation"][0]
