@@ -176,8 +176,11 @@ class TrinoJwtSettings(BaseModel):
     JWKS of the API's issuer (``<api issuer>/.well-known/jwks.json``, or the external issuer's ``jwks_url``), its
     issuer and its audience. ``user_claim`` names the claim that holds the Trino user: metalake's own tokens of a
     tenant client carry ``trino_user`` (``tenant.<id>``, or ``tenant.<id>.pii`` with the ``pii:read`` scope); an
-    external issuer must put the same value in the claim named here (a token without it is refused).
-    ``user_mapping_pattern`` optionally takes the user out of the claim (a regex with one group)."""
+    external issuer's claims are not metalake's to keep consistent: with ``user_from`` ``auto`` (the default) Trino
+    then takes the user from the issuer's tenant claim (``api.tenant_claim``), as ``tenant.<id>``, so a token's Trino
+    user can never name another tenant than its tenant claim (no ``.pii`` or ``.admin`` user through such tokens);
+    ``user_claim`` trusts the issuer to put the same tenant in both (``user_mapping_pattern`` optionally takes the user
+    out of the claim, a regex with one group)."""
 
     enabled: bool = True
     jwks_url: str | None = None
@@ -185,6 +188,7 @@ class TrinoJwtSettings(BaseModel):
     audience: str | None = None
     user_claim: str = Field(default="trino_user", min_length=1)
     user_mapping_pattern: str | None = None
+    user_from: Literal["auto", "user_claim", "tenant_claim"] = "auto"
 
 
 class TrinoSettings(BaseModel):
