@@ -87,9 +87,9 @@ def _forget(request: Request, tenant: str) -> None:
 
 
 def render_access(ctx: ApiContext, tenant: str) -> None:
-    """Rewrite Trino's rules now: a suspended tenant has no Trino users (``AccessSync.tenants``), so its tokens and
-    tools are refused within Trino's reload (1 s) instead of at the access runner's next resync; a resumed one gets
-    them back. A failure is logged, not raised: the state has changed, and the next resync renders it."""
+    """Rewrite Trino's rules now: a suspended (or deleting) tenant has no Trino users (``AccessSync.tenants``), so its
+    tokens and tools are refused within Trino's reload (1 s) instead of at the access runner's next resync; a resumed
+    one gets them back. A failure is logged, not raised: the state has changed, and the next resync renders it."""
     try:
         AccessSync(ctx.settings, ctx.mongo).render()
     except Exception as exc:  # noqa: BLE001 - Trino or MongoDB unreachable: the resync catches up
@@ -316,6 +316,8 @@ async def delete_tenant(
     if record is None:
         raise Problem(404, "tenant-not-found", "no such tenant", field="tenant")
     _forget(request, tc.tenant)
+    # Its Trino users go now, not when the deprovisioning reaches the access step (after the lake's rows).
+    await run_in_threadpool(render_access, ctx, tc.tenant)
     await run_in_threadpool(audit.record_platform, ctx, tc.principal, "tenant.delete", tc.tenant, audit.ACCEPTED)
     background.add_task(_run_deprovision, ctx, prov, tc.principal, tc.tenant)
     return _view(record, prov)

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from fastapi import BackgroundTasks
 
 from api.context import ApiContext
 from api.routes import tenants as route
@@ -36,7 +37,7 @@ class _Registry:
         return self.records.get(tenant)
 
     def set_state(self, tenant: str, state: TenantState, *, expected: Any = None) -> TenantRecord | None:
-        if expected is not None and self.records[tenant].state not in expected:
+        if tenant not in self.records or (expected is not None and self.records[tenant].state not in expected):
             return None
         self.records[tenant] = replace(self.records[tenant], state=state)
         return self.records[tenant]
@@ -83,6 +84,11 @@ def test_suspend_and_resume_rewrite_the_trino_rules_at_once(tmp_path: Path, monk
     assert "tenant\\.globex" in _users(settings.access_rules_file)
     assert transition("resume").state is TenantState.ACTIVE
     assert "tenant\\.acme" in _users(settings.access_rules_file)
+    # Deleting: its users go at once too, before the deprovisioning runs (a background task, not run here).
+    tc = SimpleNamespace(tenant="acme", principal=admin)
+    asyncio.run(route.delete_tenant(request, tc, ctx, None, BackgroundTasks(), confirm="acme"))  # type: ignore[arg-type]
+    assert registry.records["acme"].state is TenantState.DELETING
+    assert "tenant\\.acme" not in _users(settings.access_rules_file)
 
 
 def test_a_failed_render_does_not_undo_the_suspension(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
