@@ -189,16 +189,8 @@ def build_script(
     chosen = account if account is not None else (accounts[0] if accounts else None)
 
     columns = [masked_set[key] for key in sorted(masked_set)]
-    skipped = [(c, "a name Snowflake cannot hold") for c in columns if not _holdable(c)]
     homes = _home_policies(((c, policy_type(c.data_type)) for c in columns if _holdable(c)), options)
-    statements: list[str] = []
-    for column in (c for c in columns if _holdable(c)):
-        home = _policy_home(column, options)
-        names = {k: _policy_name(*home, k, options) for k in homes[home]}
-        try:
-            statements.append(set_block(_target(column, options), names))
-        except UnsafeName:
-            skipped.append((column, "a name Snowflake cannot hold"))
+    statements, skipped = _set_blocks(columns, homes, options)
     unset_statements = []
     for column in (c for c in unset if _holdable(c)):
         try:
@@ -216,6 +208,22 @@ def build_script(
         unset=len(unset_statements),
         skipped=tuple(skipped),
     )
+
+
+def _set_blocks(
+    columns: Sequence[SnowflakeColumn], homes: Mapping[Home, set[PolicyType]], options: Options
+) -> tuple[list[str], list[tuple[SnowflakeColumn, str]]]:
+    """Each maskable column's block, and the columns that cannot be masked with the reason."""
+    blocks: list[str] = []
+    skipped = [(c, "a name Snowflake cannot hold") for c in columns if not _holdable(c)]
+    for column in (c for c in columns if _holdable(c)):
+        home = _policy_home(column, options)
+        names = {k: _policy_name(*home, k, options) for k in homes[home]}
+        try:
+            blocks.append(set_block(_target(column, options), names))
+        except UnsafeName:
+            skipped.append((column, "a name Snowflake cannot hold"))
+    return blocks, skipped
 
 
 def _header(

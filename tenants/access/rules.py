@@ -225,15 +225,7 @@ def build_rules(
         "queries": [{"user": services, "allow": ["execute", "kill", "view"]}, {"allow": ["execute"]}],
         # First match wins; the last rule is Trino's default made explicit (no rule: no impersonation).
         "impersonation": [{"original_user": ".*", "new_user": ".*", "allow": False}],
-        # Without these sections Trino lets every user set every session property: a tenant's own tool could lift
-        # its query limits (query_max_execution_time, the memory limits, resource_overcommit). Tenants' users may
-        # set only what the SQL endpoint sets for them (a shorter run time); Trino's config caps the execution time.
-        "system_session_properties": [
-            {"user": services, "allow": True},
-            {"user": TENANT_USERS, "property": _exact(*TENANT_SESSION_PROPERTIES), "allow": True},
-            {"allow": False},
-        ],
-        "catalog_session_properties": [{"user": services, "allow": True}, {"allow": False}],
+        **_session_property_rules(services),
     }
     if impersonator:
         allowed = {"original_user": _exact(impersonator), "new_user": TENANT_USERS, "allow": True}
@@ -242,6 +234,20 @@ def build_rules(
         users = [u for a in accesses for u in tenant_users(a.tenant)]
         rules["catalogs"].append({"user": _exact(*users), "catalog": _exact(catalog), "allow": "read-only"})
     return rules
+
+
+def _session_property_rules(services: str) -> dict[str, Any]:
+    """Without these sections Trino lets every user set every session property: a tenant's own tool could lift its
+    query limits (query_max_execution_time, the memory limits, resource_overcommit). Tenants' users may set only what
+    the SQL endpoint sets for them (a shorter run time); Trino's config caps the execution time."""
+    return {
+        "system_session_properties": [
+            {"user": services, "allow": True},
+            {"user": TENANT_USERS, "property": _exact(*TENANT_SESSION_PROPERTIES), "allow": True},
+            {"allow": False},
+        ],
+        "catalog_session_properties": [{"user": services, "allow": True}, {"allow": False}],
+    }
 
 
 def tenant_users(tenant: str) -> list[str]:
