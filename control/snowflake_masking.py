@@ -16,10 +16,11 @@ tenant's tagged columns from MongoDB), ``control.snowflake_policies`` (both toge
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from control.snowflake_blocks import BASE_TYPES, Target, set_block, unset_block
 from control.snowflake_sql import (
     CONTROL,
     PolicyType,
@@ -97,17 +98,13 @@ def policy_body(kind: PolicyType, options: Options) -> str:
     return f"CASE WHEN {seen} THEN val ELSE {mask_expression(kind, options.mask_style)} END"
 
 
-def _policy_home(column: SnowflakeColumn, options: Options) -> tuple[str, str]:
+Home = tuple[str, str]  # (database, schema) where a column's policies live
+
+
+def _policy_home(column: SnowflakeColumn, options: Options) -> Home:
     if options.scope == "database":
         return column.database, options.policy_schema
     return column.database, column.schema
-
-
-def _alter_column(column: SnowflakeColumn, options: Options) -> str:
-    fold = options.fold_lowercase
-    table = qualified(column.database, column.schema, column.table, fold_lowercase=fold)
-    kind = "VIEW" if column.view else "TABLE"
-    return f"ALTER {kind} IF EXISTS {table} MODIFY COLUMN {ident(column.column, fold_lowercase=fold)}"
 
 
 def _comment(text: str, *, prefix: str = "-- ") -> str:
@@ -148,6 +145,28 @@ def _check_options(options: Options) -> None:
         check_name(value, name)
 
 
+def _target(column: SnowflakeColumn, options: Options) -> Target:
+    fold = options.fold_lowercase
+    database, schema, table, name = (
+        folded(p, fold) for p in (column.database, column.schema, column.table, column.column)
+    )
+    homes = (schema, folded(options.policy_schema, fold))
+    return Target(database, schema, table, name, column.view, column.urn, homes, options.prefix)
+
+
+def _home_policies(
+    typed: Iterable[tuple[SnowflakeColumn, PolicyType | None]], options: Options
+) -> dict[Home, set[PolicyType]]:
+    """Every home's policies: the fixed allowlist, plus the precisions the catalog names there (harmless if wrong:
+    a policy is picked by the column's type in Snowflake)."""
+    out: dict[Home, set[PolicyType]] = {}
+    for column, kind in typed:
+        kinds = out.setdefault(_policy_home(column, options), set(BASE_TYPES))
+        if kind is not None:
+            kinds.add(kind)
+    return out
+
+
 def build_script(
     tenant: str,
     masked: Iterable[SnowflakeColumn],
@@ -169,57 +188,78 @@ def build_script(
         raise SeveralAccounts(accounts)
     chosen = account if account is not None else (accounts[0] if accounts else None)
 
-    typed: list[tuple[SnowflakeColumn, PolicyType]] = []
-    skipped: list[tuple[SnowflakeColumn, str]] = []
-    for column in (masked_set[key] for key in sorted(masked_set)):
-        kind = policy_type(column.data_type)
-        if not _holdable(column):
-            skipped.append((column, "a name Snowflake cannot hold"))
-        elif kind is None:
-            skipped.append((column, "type unknown" if not column.data_type else "type not supported"))
-        else:
-            typed.append((column, kind))
-    unset = [c for c in unset if _holdable(c)]
-    fold = options.fold_lowercase
-    policies = sorted({(*_policy_home(c, options), k) for c, k in typed}, key=lambda p: (p[0], p[1], p[2]))
+    columns = [masked_set[key] for key in sorted(masked_set)]
+    homes = _home_policies(((c, policy_type(c.data_type)) for c in columns if _holdable(c)), options)
+    statements, skipped = _set_blocks(columns, homes, options)
+    unset_statements = []
+    for column in (c for c in unset if _holdable(c)):
+        try:
+            unset_statements.append(unset_block(_target(column, options)))
+        except UnsafeName:
+            continue
+    lines = _header(tenant, chosen, options, pii_tags, (len(statements), len(unset_statements), len(skipped)))
+    lines += [_comment(f"NOT MASKED ({reason}): {column.urn}") for column, reason in skipped]
+    lines += _policy_statements(homes, options)
+    return Script(
+        sql="\n".join([*lines, *statements, *unset_statements]) + "\n",
+        account=chosen,
+        policies=sum(len(kinds) for kinds in homes.values()),
+        masked=len(statements),
+        unset=len(unset_statements),
+        skipped=tuple(skipped),
+    )
 
+
+def _set_blocks(
+    columns: Sequence[SnowflakeColumn], homes: Mapping[Home, set[PolicyType]], options: Options
+) -> tuple[list[str], list[tuple[SnowflakeColumn, str]]]:
+    """Each maskable column's block, and the columns that cannot be masked with the reason."""
+    blocks: list[str] = []
+    skipped = [(c, "a name Snowflake cannot hold") for c in columns if not _holdable(c)]
+    for column in (c for c in columns if _holdable(c)):
+        home = _policy_home(column, options)
+        names = {k: _policy_name(*home, k, options) for k in homes[home]}
+        try:
+            blocks.append(set_block(_target(column, options), names))
+        except UnsafeName:
+            skipped.append((column, "a name Snowflake cannot hold"))
+    return blocks, skipped
+
+
+def _header(
+    tenant: str, account: str | None, options: Options, pii_tags: Sequence[str], counts: tuple[int, int, int]
+) -> list[str]:
     tags, roles = ", ".join(pii_tags) or "(none)", ", ".join(options.roles) or "(none)"
-    lines = [
+    return [
         _comment(f"Snowflake masking policies generated by metalake for tenant {tenant}")
-        + (_comment(f", account {chosen}", prefix="") if chosen else "")
+        + (_comment(f", account {account}", prefix="") if account else "")
         + ".",
         _comment(f"PII tags: {tags}. Roles that see PII: {roles}."),
-        f"-- {len(typed)} column(s) masked, {len(unset)} unset, {len(skipped)} not masked (listed below).",
+        f"-- {counts[0]} column(s) to mask, {counts[1]} to unset, {counts[2]} not masked (listed below).",
+        "-- Each column's block picks the policy by the column's type in Snowflake, and leaves alone a column that",
+        "-- holds a masking policy metalake did not create; it answers MASKED, UNSET, KEPT or NOT MASKED.",
         "-- Safe to run again: a re-run converges on the tags metalake holds now.",
     ]
-    for column, reason in skipped:
-        lines.append(_comment(f"NOT MASKED ({reason}): {column.urn}"))
+
+
+def _policy_statements(homes: Mapping[Home, set[PolicyType]], options: Options) -> list[str]:
+    fold = options.fold_lowercase
+    lines = []
     if options.scope == "database":
-        for database in sorted({db for db, _, _ in policies}):
+        for database in sorted({db for db, _ in homes}):
             lines.append(
                 f"CREATE SCHEMA IF NOT EXISTS {qualified(database, options.policy_schema, fold_lowercase=fold)};"
             )
-    for database, schema, kind in policies:
-        name = _policy_name(database, schema, kind, options)
-        body = policy_body(kind, options)
-        lines.append(
-            f"CREATE MASKING POLICY IF NOT EXISTS {name} AS (val {kind.sql}) RETURNS {kind.sql} -> {body} "
-            f"COMMENT = {literal('managed by metalake: PII masking; regenerated, do not edit')};"
-        )
-        lines.append(f"ALTER MASKING POLICY {name} SET BODY -> {body};")
-    for column, kind in typed:
-        policy = _policy_name(*_policy_home(column, options), kind, options)
-        lines.append(f"{_alter_column(column, options)} SET MASKING POLICY {policy} FORCE;")
-    for column in unset:
-        lines.append(f"{_alter_column(column, options)} UNSET MASKING POLICY;")
-    return Script(
-        sql="\n".join(lines) + "\n",
-        account=chosen,
-        policies=len(policies),
-        masked=len(typed),
-        unset=len(unset),
-        skipped=tuple(skipped),
-    )
+    for home in sorted(homes):
+        for kind in sorted(homes[home]):
+            name = _policy_name(*home, kind, options)
+            body = policy_body(kind, options)
+            lines.append(
+                f"CREATE MASKING POLICY IF NOT EXISTS {name} AS (val {kind.sql}) RETURNS {kind.sql} -> {body} "
+                f"COMMENT = {literal('managed by metalake: PII masking; regenerated, do not edit')};"
+            )
+            lines.append(f"ALTER MASKING POLICY {name} SET BODY -> {body};")
+    return lines
 
 
 def _policy_name(database: str, schema: str, kind: PolicyType, options: Options) -> str:

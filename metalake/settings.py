@@ -157,8 +157,10 @@ class MongoSettings(BaseModel):
 
 class TrinoResourceGroupSettings(BaseModel):
     """Trino's resource groups for tenants' queries (the local stack renders them: tenants/resource_groups.py): each
-    tenant (its plain and PII users together) runs at most ``tenant_max_running`` queries and queues
-    ``tenant_max_queued`` more (then Trino refuses: QUERY_QUEUE_FULL); all tenants together ``tenants_*``."""
+    tenant (all its users together) runs at most ``tenant_max_running`` queries and queues ``tenant_max_queued`` more
+    (then Trino refuses: QUERY_QUEUE_FULL); all tenants together ``tenants_*``. ``query_max_execution_s`` is Trino's
+    ``query.max-execution-time``: no tenant query runs longer (tenants' users may not raise it; the service users
+    may, per session)."""
 
     tenant_max_running: int = Field(default=2, gt=0)
     tenant_max_queued: int = Field(default=10, ge=0)
@@ -166,6 +168,7 @@ class TrinoResourceGroupSettings(BaseModel):
     tenants_max_running: int = Field(default=12, gt=0)
     tenants_max_queued: int = Field(default=200, ge=0)
     tenants_memory_percent: int = Field(default=70, gt=0, le=100)
+    query_max_execution_s: int = Field(default=600, gt=0)
 
 
 class TrinoJwtSettings(BaseModel):
@@ -173,8 +176,11 @@ class TrinoJwtSettings(BaseModel):
     JWKS of the API's issuer (``<api issuer>/.well-known/jwks.json``, or the external issuer's ``jwks_url``), its
     issuer and its audience. ``user_claim`` names the claim that holds the Trino user: metalake's own tokens of a
     tenant client carry ``trino_user`` (``tenant.<id>``, or ``tenant.<id>.pii`` with the ``pii:read`` scope); an
-    external issuer must put the same value in the claim named here (a token without it is refused).
-    ``user_mapping_pattern`` optionally takes the user out of the claim (a regex with one group)."""
+    external issuer's claims are not metalake's to keep consistent: with ``user_from`` ``auto`` (the default) Trino
+    then takes the user from the issuer's tenant claim (``api.tenant_claim``), as ``tenant.<id>``, so a token's Trino
+    user can never name another tenant than its tenant claim (no ``.pii`` or ``.admin`` user through such tokens);
+    ``user_claim`` trusts the issuer to put the same tenant in both (``user_mapping_pattern`` optionally takes the user
+    out of the claim, a regex with one group)."""
 
     enabled: bool = True
     jwks_url: str | None = None
@@ -182,6 +188,7 @@ class TrinoJwtSettings(BaseModel):
     audience: str | None = None
     user_claim: str = Field(default="trino_user", min_length=1)
     user_mapping_pattern: str | None = None
+    user_from: Literal["auto", "user_claim", "tenant_claim"] = "auto"
 
 
 class TrinoSettings(BaseModel):

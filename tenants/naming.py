@@ -186,12 +186,18 @@ def names_for(tenant_id: str, lake_root: LakeRoot, *, dedicated: bool = False) -
     return TenantNames(validate_tenant_id(tenant_id), dedicated, lake_root)
 
 
-def trino_user(tenant_id: str, *, pii: bool = False) -> str:
-    """The Trino user a tenant's queries run as; the ``.pii`` variant also sees PII-tagged columns unmasked.
+# A tenant's tables only its administrators read (the API keeps them to tenant:admin): the audit trail, and the
+# dead letters, which hold raw payloads.
+ADMIN_ONLY_TABLES = ("audit", "_dlq")
 
-    Tenant ids hold no '.', so ``tenant.<id>.pii`` never names another tenant's user.
+
+def trino_user(tenant_id: str, *, pii: bool = False, admin: bool = False) -> str:
+    """The Trino user a tenant's queries run as; the ``.pii`` variants also see PII-tagged columns unmasked, the
+    ``.admin`` ones also read :data:`ADMIN_ONLY_TABLES` (``tenant.<id>.admin``, ``tenant.<id>.admin.pii``).
+
+    Tenant ids hold no '.', so ``tenant.<id>.pii`` or ``.admin`` never names another tenant's user.
     """
-    return f"tenant.{validate_tenant_id(tenant_id)}" + (".pii" if pii else "")
+    return f"tenant.{validate_tenant_id(tenant_id)}" + (".admin" if admin else "") + (".pii" if pii else "")
 
 
 def event_topics() -> tuple[str, str]:

@@ -3,7 +3,7 @@
 Trino's file-based resource group manager (plugin ``resource-group-managers``) reads ``etc/resource-groups.properties``
 (relative to Trino's working directory) and the JSON it names, once at start. :func:`build_resource_groups` renders
 that JSON: a root group ``tenants`` with a per-tenant group template, ``tenants.${tenant}``, filled from a named group
-of the selector's user regex, so a tenant's plain and PII users (:func:`tenants.naming.trino_user`) share one group;
+of the selector's user regex, so all of a tenant's users (:func:`tenants.naming.trino_user`) share one group;
 and a root group ``platform`` for every other user (the service users: the job, provisioning, the access runner,
 tests). Each group has a hard concurrency limit and a queue limit: past the queue, Trino refuses the query at once
 (``QUERY_QUEUE_FULL``). A query's group shows in ``system.runtime.queries.resource_group_id``, e.g.
@@ -20,9 +20,10 @@ from metalake.tenancy import TENANT_ID_PATTERN
 
 TENANTS_GROUP = "tenants"
 PLATFORM_GROUP = "platform"
-# Trino (Java) regex: tenant users are ``tenant.<id>`` and ``tenant.<id>.pii`` (naming.trino_user); the named group
-# becomes the variable of the group template. Ids hold no '.', so ``.pii`` never belongs to the id.
-TENANT_USER_REGEX = r"tenant\.(?<tenant>" + TENANT_ID_PATTERN.pattern + r")(\.pii)?"
+# Trino (Java) regex: tenant users are ``tenant.<id>``, ``tenant.<id>.pii``, ``tenant.<id>.admin`` and
+# ``tenant.<id>.admin.pii`` (naming.trino_user); the named group becomes the variable of the group template. Ids hold
+# no '.', so ``.admin`` or ``.pii`` never belongs to the id.
+TENANT_USER_REGEX = r"tenant\.(?<tenant>" + TENANT_ID_PATTERN.pattern + r")(\.admin)?(\.pii)?"
 _PLATFORM_MAX_RUNNING = 100
 _PLATFORM_MAX_QUEUED = 1000
 

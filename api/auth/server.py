@@ -5,15 +5,16 @@ authlib's :class:`OAuth2Request`, and authlib's answer into (status, body, heade
 ``client_secret_basic`` or ``client_secret_post``; the token carries ``iss``, ``aud``, ``sub`` (the client id),
 ``client_id``, ``exp``, ``iat``, ``nbf``, ``jti``, ``scope`` and the tenant claim, signed with the active key of
 :class:`~api.auth.keys.SigningKeyStore` (its ``kid`` in the header). A tenant client's token also names its Trino user
-(claim ``trino.jwt.user_claim``): ``tenant.<id>``, or ``tenant.<id>.pii`` when the token's scopes hold ``pii:read``
-(as the SQL endpoint decides), so the same token opens Trino to the tenant's own tools (docs/serving.md).
+(claim ``trino.jwt.user_claim``) when its scopes hold ``sql:read``: ``tenant.<id>``, with ``.admin`` for
+``tenant:admin`` and ``.pii`` for ``pii:read`` (as the SQL endpoint decides), so the same token opens Trino to the
+tenant's own tools (docs/serving.md).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from authlib.oauth2.rfc6749 import AuthorizationServer, ClientMixin, OAuth2Request
@@ -128,11 +129,20 @@ class _TokenGenerator(JWTBearerTokenGenerator):  # type: ignore[misc]
         tenant = client.record.tenant
         if tenant is not None:
             claims[self._settings.tenant_claim] = tenant
-            if self._trino_user_claim:
-                # The granted scopes (authlib's answer), never more than the client holds.
-                pii = Scope.PII_READ.value in (scope or "").split()
-                claims[self._trino_user_claim] = trino_user(tenant, pii=pii)
+            # The granted scopes (authlib's answer), never more than the client holds.
+            user = token_trino_user(tenant, (scope or "").split())
+            if self._trino_user_claim and user is not None:
+                claims[self._trino_user_claim] = user
         return claims
+
+
+def token_trino_user(tenant: str, scopes: Collection[str]) -> str | None:
+    """The Trino user a tenant token with these scopes opens: none without ``sql:read`` (a token for ingest only
+    must not query), the ``.pii`` one with ``pii:read`` and the ``.admin`` one with ``tenant:admin``, as the SQL
+    endpoint decides."""
+    if Scope.SQL_READ.value not in scopes:
+        return None
+    return trino_user(tenant, pii=Scope.PII_READ.value in scopes, admin=Scope.TENANT_ADMIN.value in scopes)
 
 
 class _Request(OAuth2Request):  # type: ignore[misc]

@@ -1,7 +1,8 @@
 """``POST /v1/tenants/{tenant}/sql``: SQL for dashboards, run in Trino as the tenant's identity.
 
 Only the tenant's schema is readable (Trino's access rules, see docs/serving.md). PII-tagged columns are masked
-unless the token carries the ``pii:read`` scope, which runs the query as the tenant's PII user. Rows stream as JSON
+unless the token carries the ``pii:read`` scope, which runs the query as the tenant's PII user; ``audit`` and ``_dlq``
+are readable with ``tenant:admin`` only (the tenant's admin user). Rows stream as JSON
 (default) or CSV (``"format": "csv"`` or ``Accept: text/csv``), within ``settings.sql`` row and time limits. Trino calls
 run on their own pool, at most ``settings.sql.max_concurrent_per_tenant`` per tenant (api/services/trinopool.py).
 """
@@ -130,6 +131,9 @@ async def run_sql(
 ) -> StreamingResponse:
     fmt = sqlquery.negotiate(accept, body.format)
     pii = PII_SCOPE in tenant_ctx.principal.scopes
+    # The audit trail and the dead letters (raw payloads) are the tenant administrators', here as in the API.
+    admin = tenant_ctx.principal.has(Scope.TENANT_ADMIN)
     tenant, limits = tenant_ctx.tenant, limits_for(ctx, body.max_rows)
     slot = ctx.trino.admit(tenant)
-    return await run_query(slot, partial(sqlquery.start, ctx.settings, tenant, body.sql, pii=pii, limits=limits), fmt)
+    start = partial(sqlquery.start, ctx.settings, tenant, body.sql, pii=pii, limits=limits, admin=admin)
+    return await run_query(slot, start, fmt)

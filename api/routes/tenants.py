@@ -8,6 +8,7 @@ answer 202 with the tenant as it is, and run the steps after the response; poll
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, BackgroundTasks, Depends, Query, Request, Response
@@ -25,8 +26,11 @@ from api.services.provisioning.provisioner import Provisioner
 from api.services.provisioning.runs import build_provisioner, deprovision_tenant, provision_tenant
 from control.auth.principal import Principal, Scope
 from metalake.tenancy import RESERVED_TENANT_IDS
+from tenants.access.sync import AccessSync
 from tenants.naming import CONTROL_DATABASE
 from tenants.registry import TenantExists, TenantRecord, TenantRegistry, TenantState
+
+log = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/v1/tenants", tags=["tenants"])
 
@@ -80,6 +84,16 @@ def _forget(request: Request, tenant: str) -> None:
     tenants = getattr(auth, "tenants", None)
     if tenants is not None:
         tenants.invalidate(tenant)
+
+
+def render_access(ctx: ApiContext, tenant: str) -> None:
+    """Rewrite Trino's rules now: a suspended (or deleting) tenant has no Trino users (``AccessSync.tenants``), so its
+    tokens and tools are refused within Trino's reload (1 s) instead of at the access runner's next resync; a resumed
+    one gets them back. A failure is logged, not raised: the state has changed, and the next resync renders it."""
+    try:
+        AccessSync(ctx.settings, ctx.mongo).render()
+    except Exception as exc:  # noqa: BLE001 - Trino or MongoDB unreachable: the resync catches up
+        log.warning("access.render_failed", extra={"tenant": tenant, "error": type(exc).__name__})
 
 
 def _run_provision(ctx: ApiContext, prov: Provisioner, principal: Principal, tenant: str) -> None:
@@ -218,6 +232,7 @@ async def _transition(
             extra={"state": current.state.value},
         )
     _forget(request, tc.tenant)
+    await run_in_threadpool(render_access, ctx, tc.tenant)
     await run_in_threadpool(audit.record, ctx, tc.tenant, tc.principal, name, tc.tenant, audit.DONE)
     await run_in_threadpool(audit.record_platform, ctx, tc.principal, name, tc.tenant, audit.DONE)
     return _view(record, prov)
@@ -232,7 +247,7 @@ STATE_ERRORS: dict[int | str, dict[str, Any]] = {
 
 @router.post(
     "/{tenant}/suspend",
-    summary="Suspend an active tenant: its tokens and its events are refused until it is resumed",
+    summary="Suspend an active tenant: its tokens, its events and its Trino users are refused until it is resumed",
     response_model=TenantView,
     responses=STATE_ERRORS,
 )
@@ -301,6 +316,8 @@ async def delete_tenant(
     if record is None:
         raise Problem(404, "tenant-not-found", "no such tenant", field="tenant")
     _forget(request, tc.tenant)
+    # Its Trino users go now, not when the deprovisioning reaches the access step (after the lake's rows).
+    await run_in_threadpool(render_access, ctx, tc.tenant)
     await run_in_threadpool(audit.record_platform, ctx, tc.principal, "tenant.delete", tc.tenant, audit.ACCEPTED)
     background.add_task(_run_deprovision, ctx, prov, tc.principal, tc.tenant)
     return _view(record, prov)

@@ -26,6 +26,7 @@ import trino
 from trino.exceptions import TrinoExternalError, TrinoQueryError, TrinoUserError
 
 from api.problems import Problem
+from metalake.csvcells import text_cell
 from metalake.settings import Settings
 from metalake.trino_connect import connect
 from tenants.naming import names_for, trino_user
@@ -155,14 +156,15 @@ def problem_for(exc: Exception) -> Problem:
     return Problem(503, "trino-unavailable", "Trino is unreachable; retry shortly")
 
 
-def start(settings: Settings, tenant: str, sql: str, *, pii: bool, limits: Limits) -> RunningQuery:
-    """Run ``sql`` as the tenant (its PII user if ``pii``) up to the first row; raise :class:`Problem` on errors."""
+def start(settings: Settings, tenant: str, sql: str, *, pii: bool, limits: Limits, admin: bool = False) -> RunningQuery:
+    """Run ``sql`` as the tenant (its PII user if ``pii``, its admin user, which also reads ``audit`` and ``_dlq``,
+    if ``admin``: share links never ask for it) up to the first row; raise :class:`Problem` on errors."""
     deadline = time.monotonic() + limits.timeout_s
     # The platform user authenticates and runs the query as the tenant's user (Trino impersonation, which the
     # access rules allow it for tenants' users only).
     conn = connect(
         settings,
-        session_user=trino_user(tenant, pii=pii),
+        session_user=trino_user(tenant, pii=pii, admin=admin),
         schema=names_for(tenant, settings.lake_root).trino_schema,
         session_properties={"query_max_run_time": f"{max(1, round(limits.timeout_s))}s"},
         request_timeout=max(1.0, limits.timeout_s),
@@ -209,19 +211,21 @@ def json_stream(columns: Sequence[Column], rows: Iterator[list[Any]], outcome: O
 
 
 def _csv_cell(value: Any) -> Any:
-    scalar = _scalar(value)
-    if scalar is None:
+    if value is None:
         return ""
-    if isinstance(scalar, dict | list):
-        return json.dumps(scalar)
-    return scalar
+    if isinstance(value, bool | int | float | Decimal):
+        # Numbers stay numbers: a negative one must not be turned into text.
+        return _scalar(value)
+    scalar = _scalar(value)
+    return text_cell(json.dumps(scalar) if isinstance(scalar, dict | list) else str(scalar))
 
 
 def csv_stream(columns: Sequence[Column], rows: Iterator[list[Any]]) -> Iterator[bytes]:
-    """RFC 4180 CSV with a header row; NULL is the empty field, nested values are JSON."""
+    """RFC 4180 CSV with a header row; NULL is the empty field, nested values are JSON; a text cell a spreadsheet
+    would run as a formula gets a leading ``'`` (:func:`metalake.csvcells.text_cell`), column names included."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\r\n")
-    writer.writerow([c.name for c in columns])
+    writer.writerow([text_cell(c.name) for c in columns])
     for row in rows:
         writer.writerow([_csv_cell(v) for v in row])
         if buffer.tell() >= 64 * 1024:

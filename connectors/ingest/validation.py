@@ -37,6 +37,11 @@ REQUIRED = ("specversion", "id", "source", "type", "data", "tenantid")
 # A person's edits: only the admin API publishes them, with the actor taken from the token and an audit row
 # (docs/edits.md); a producer could otherwise write an edit in anyone's name, unaudited.
 API_ONLY_TYPES = frozenset({"io.metalake.asset.edited.v1", "io.metalake.asset.edit.cleared.v1"})
+# What the propagation processor concludes from the lineage graph: a producer could otherwise claim a tag reached a
+# column (which the Snowflake script and Trino's masks follow) or withdraw one, whatever the lineage says.
+PROCESSOR_ONLY_TYPES = frozenset(
+    {"io.metalake.classification.propagated.v1", "io.metalake.classification.unpropagated.v1"}
+)
 
 
 class Rejected(ValueError):
@@ -106,6 +111,8 @@ def _check_data(item: dict[str, Any], actor: str | None) -> dict[str, Any]:
         spec = spec_for(item["type"])
         if item["type"] in API_ONLY_TYPES:
             raise Rejected("published by the admin API only (PATCH /v1/tenants/{tenant}/assets)", "type")
+        if item["type"] in PROCESSOR_ONLY_TYPES:
+            raise Rejected("written by metalake's tag propagation only (it follows the lineage graph)", "type")
         data = _credential_actor(spec, item["data"], actor)
         validate_data(item["type"], data)
         return canonical_data(item["type"], data)

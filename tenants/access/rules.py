@@ -2,8 +2,10 @@
 
 Trino's file-based system access control reads one JSON file (``security.config-file``) and reloads it every
 ``security.refresh-period``. :func:`build_rules` renders it from (service users, tenants, each tenant's masked
-columns): the service users keep full access; a tenant's two users (:func:`tenants.naming.trino_user`, plain and
-``.pii``) may only SELECT from tables in the tenant's schema; the plain user reads PII-tagged columns through a mask.
+columns): the service users keep full access; a tenant's users (:func:`tenants.naming.trino_user`, plain and
+``.pii``, and the administrators' ``.admin`` and ``.admin.pii``) may only SELECT from tables in the tenant's schema;
+the plain users read PII-tagged columns through a mask. The tenant's ``audit`` and ``_dlq`` (raw payloads)
+(:data:`tenants.naming.ADMIN_ONLY_TABLES`) are for the ``.admin`` users only, as the API keeps them to tenant:admin.
 Everything the rules do not grant is denied: other schemas and catalogs, the ``system`` catalog's tables (Trino
 itself opens that catalog to every user, so tenants can list it, but no table rule lets them read it), procedures,
 table functions (only ``system.builtin`` functions may run), other users' queries. Rules match first-to-last, so the
@@ -35,7 +37,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from metalake.urn import AssetUrn, InvalidUrn
-from tenants.naming import TRINO_POOLED_SCHEMA, trino_user, validate_tenant_id
+from tenants.naming import ADMIN_ONLY_TABLES, TRINO_POOLED_SCHEMA, trino_user, validate_tenant_id
 
 MaskStyle = Literal["null", "redact", "hash"]
 REDACTED = "****"
@@ -45,10 +47,13 @@ _ALL_TABLE_PRIVILEGES = ["SELECT", "INSERT", "DELETE", "UPDATE", "OWNERSHIP", "G
 _NOT_TENANT_SCHEMAS = frozenset({"information_schema", "default", TRINO_POOLED_SCHEMA})
 # A connector's hidden table (``<table>$<kind>``): Trino table names never hold '$' otherwise.
 _METADATA_TABLE = r".*\$.*"
-# Every tenant's Trino user (tenants.naming.trino_user): ``tenant.<id>`` and ``tenant.<id>.pii``, ids as validated.
-# Trino matches it against the whole name; it has no '$' anchor, because Trino expands '$<n>' in ``new_user`` as a
-# group of ``original_user``.
-TENANT_USERS = r"tenant\.[a-z][a-z0-9-]{2,39}(\.pii)?"
+# Every tenant's Trino user (tenants.naming.trino_user): ``tenant.<id>``, ``tenant.<id>.pii``, ``tenant.<id>.admin``
+# and ``tenant.<id>.admin.pii``, ids as validated. Trino matches it against the whole name; it has no '$' anchor,
+# because Trino expands '$<n>' in ``new_user`` as a group of ``original_user``.
+TENANT_USERS = r"tenant\.[a-z][a-z0-9-]{2,39}(\.admin)?(\.pii)?"
+# The system session properties a tenant's users may set: the SQL endpoint's own shorter run time, which lifts no
+# limit (``query.max-execution-time`` in Trino's config bounds every tenant query, and they may not change it).
+TENANT_SESSION_PROPERTIES = ("query_max_run_time",)
 
 
 @dataclass(frozen=True)
@@ -200,28 +205,10 @@ def build_rules(
         # Before every tenant rule: the Delta connector's metadata tables (``t$history``, ``t$transactions``,
         # ``t$partitions``, ``t$properties``...) carry no column masks, and ``$transactions`` holds each file's
         # min/max statistics, i.e. masked values in clear. Their names would otherwise match the schema-wide rule.
-        every_tenant_user = _exact(*(trino_user(a.tenant, pii=p) for a in accesses for p in (False, True)))
+        every_tenant_user = _exact(*(u for a in accesses for u in tenant_users(a.tenant)))
         tables.append({"user": every_tenant_user, "table": _METADATA_TABLE, "privileges": []})
     for access in accesses:
-        schema = _exact(trino_schema(access.tenant))
-        plain, pii = trino_user(access.tenant), trino_user(access.tenant, pii=True)
-        tables.append({"user": _exact(pii), "catalog": _exact(catalog), "schema": schema, "privileges": ["SELECT"]})
-        for table in sorted(access.masked):
-            columns = access.masked[table]
-            tables.append(
-                {
-                    "user": _exact(plain),
-                    "catalog": _exact(catalog),
-                    "schema": schema,
-                    "table": _exact(table),
-                    "privileges": ["SELECT"],
-                    "columns": [
-                        {"name": name, "mask": mask_expression(name, columns[name], mask_style)}
-                        for name in sorted(columns)
-                    ],
-                }
-            )
-        tables.append({"user": _exact(plain), "catalog": _exact(catalog), "schema": schema, "privileges": ["SELECT"]})
+        tables += _tenant_table_rules(access, catalog, mask_style)
     rules: dict[str, Any] = {
         "catalogs": [{"user": services, "allow": "all"}],
         "schemas": [{"user": services, "owner": True}],
@@ -238,14 +225,69 @@ def build_rules(
         "queries": [{"user": services, "allow": ["execute", "kill", "view"]}, {"allow": ["execute"]}],
         # First match wins; the last rule is Trino's default made explicit (no rule: no impersonation).
         "impersonation": [{"original_user": ".*", "new_user": ".*", "allow": False}],
+        **_session_property_rules(services),
     }
     if impersonator:
         allowed = {"original_user": _exact(impersonator), "new_user": TENANT_USERS, "allow": True}
         rules["impersonation"].insert(0, allowed)
     if accesses:
-        tenant_users = [trino_user(a.tenant, pii=p) for a in accesses for p in (False, True)]
-        rules["catalogs"].append({"user": _exact(*tenant_users), "catalog": _exact(catalog), "allow": "read-only"})
+        users = [u for a in accesses for u in tenant_users(a.tenant)]
+        rules["catalogs"].append({"user": _exact(*users), "catalog": _exact(catalog), "allow": "read-only"})
     return rules
+
+
+def _session_property_rules(services: str) -> dict[str, Any]:
+    """Without these sections Trino lets every user set every session property: a tenant's own tool could lift its
+    query limits (query_max_execution_time, the memory limits, resource_overcommit). Tenants' users may set only what
+    the SQL endpoint sets for them (a shorter run time); Trino's config caps the execution time."""
+    return {
+        "system_session_properties": [
+            {"user": services, "allow": True},
+            {"user": TENANT_USERS, "property": _exact(*TENANT_SESSION_PROPERTIES), "allow": True},
+            {"allow": False},
+        ],
+        "catalog_session_properties": [{"user": services, "allow": True}, {"allow": False}],
+    }
+
+
+def tenant_users(tenant: str) -> list[str]:
+    """Every Trino user of the tenant: plain, PII, and the administrators' two."""
+    return [trino_user(tenant, pii=p, admin=a) for a in (False, True) for p in (False, True)]
+
+
+def _tenant_table_rules(access: TenantAccess, catalog: str, mask_style: MaskStyle) -> list[dict[str, Any]]:
+    """One tenant's table rules, in Trino's first-match order: the admin-only tables denied to its ordinary users,
+    then the PII users' schema, the plain users' masked tables, the plain users' schema."""
+    schema, where = _exact(trino_schema(access.tenant)), _exact(catalog)
+    plain, pii = trino_user(access.tenant), trino_user(access.tenant, pii=True)
+    admin, admin_pii = trino_user(access.tenant, admin=True), trino_user(access.tenant, pii=True, admin=True)
+    out: list[dict[str, Any]] = [
+        # No privilege at all: the tables are then also left out of SHOW TABLES and information_schema for them.
+        {
+            "user": _exact(plain, pii),
+            "catalog": where,
+            "schema": schema,
+            "table": _exact(*ADMIN_ONLY_TABLES),
+            "privileges": [],
+        },
+        {"user": _exact(pii, admin_pii), "catalog": where, "schema": schema, "privileges": ["SELECT"]},
+    ]
+    for table in sorted(access.masked):
+        columns = access.masked[table]
+        out.append(
+            {
+                "user": _exact(plain, admin),
+                "catalog": where,
+                "schema": schema,
+                "table": _exact(table),
+                "privileges": ["SELECT"],
+                "columns": [
+                    {"name": name, "mask": mask_expression(name, columns[name], mask_style)} for name in sorted(columns)
+                ],
+            }
+        )
+    out.append({"user": _exact(plain, admin), "catalog": where, "schema": schema, "privileges": ["SELECT"]})
+    return out
 
 
 def write_rules(path: Path, rules: Mapping[str, Any]) -> bool:

@@ -44,3 +44,18 @@ def shape(tokens: list[Token]) -> list[str]:
 def body_expression(sql: str) -> sqlglot.exp.Expression:
     """A policy body (``CASE ... END``) parsed as a real Snowflake expression."""
     return sqlglot.parse_one(f"SELECT {sql}", read="snowflake")
+
+
+def blocks(sql: str) -> list[str]:
+    """The inner text of every ``EXECUTE IMMEDIATE $$ ... $$;`` block of the script, in order."""
+    out = []
+    for part in sql.split("EXECUTE IMMEDIATE $$")[1:]:
+        inner, sep, _ = part.partition("$$;")
+        assert sep, "a block that does not end"
+        out.append(inner)
+    return out
+
+
+def block_tokens(inner: str) -> list[Token]:
+    """A block's tokens (Snowflake Scripting: sqlglot tokenizes it, it does not parse it)."""
+    return list(Snowflake().tokenize(inner))

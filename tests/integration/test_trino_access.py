@@ -373,3 +373,39 @@ def test_a_tenants_queries_run_in_its_own_resource_group(
         mongo.drop_database(names.mongo_database)
         mongo[CONTROL_DATABASE]["trino_access"].delete_one({"_id": tenant})
         AccessSync(settings, mongo).render()
+
+
+def test_a_tenants_users_cannot_lift_their_query_limits(
+    settings: Settings, stack: StackManager, tenant: str, trino_cursor: Any, mongo: MongoClient[dict[str, Any]]
+) -> None:
+    """A tenant's tool connects to Trino directly: it may shorten its run time (the SQL endpoint does) but not raise
+    the execution time, the memory limits or overcommit; every query runs under ``query.max-execution-time``."""
+    names = names_for(tenant, settings.lake_root)
+    make_data_table(settings, trino_cursor, names, "people")
+    registry = TenantRegistry(mongo[CONTROL_DATABASE])
+    registry.create(tenant, Tier.POOLED)
+    try:
+        AccessSync(settings, mongo).sync([tenant])
+        plain = trino_user(tenant)
+        own = f'SELECT count(*) FROM lake."{names.trino_schema}".people'
+        wait_for("the tenant's user to read its table", lambda: query_as(settings, plain, own) == [[2]], 30)
+        for user in (plain, trino_user(tenant, pii=True, admin=True)):
+            for sql in (
+                "SET SESSION query_max_execution_time = '100d'",
+                "SET SESSION query_max_memory = '100GB'",
+                "SET SESSION resource_overcommit = true",
+            ):
+                assert query_as(settings, user, sql) == "PERMISSION_DENIED", (user, sql)
+            assert isinstance(query_as(settings, user, "SET SESSION query_max_run_time = '10s'"), list), user
+        # The cap is Trino's config, not its 100-day default, for the tenant as for everyone.
+        shown = query_as(settings, plain, "SHOW SESSION LIKE 'query_max_execution_time'")
+        assert isinstance(shown, list) and len(shown) == 1
+        assert shown[0][1] == shown[0][2] and shown[0][1] != "100.00d", shown
+        # The service users keep every property.
+        assert isinstance(query_as(settings, settings.trino.user, "SET SESSION resource_overcommit = true"), list)
+    finally:
+        drop_schema(settings, trino_cursor, names)
+        registry.delete(tenant)
+        mongo.drop_database(names.mongo_database)
+        mongo[CONTROL_DATABASE]["trino_access"].delete_one({"_id": tenant})
+        AccessSync(settings, mongo).render()

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from metalake.java import find_java
 from metalake.settings import SettingMissing, Settings
+from metalake.tenancy import TENANT_ID_PATTERN
 from ops.stack.health import trino_probe
 from ops.stack.lake_storage import trino_file_system, trino_file_system_env
 from ops.stack.services.base import Service, ServiceError, StackContext
@@ -49,6 +50,8 @@ _JVM_OPTIONS = [
 # Trino's file authenticator takes bcrypt or PBKDF2 hashes; PBKDF2 needs nothing beyond hashlib. Trino 476 checks
 # PBKDF2 with HMAC-SHA1 (still sound for PBKDF2), written ``<iterations>:<salt hex>:<hash hex>``.
 PBKDF2_ITERATIONS = 100_000
+# Trino's JWT user mapping (etc/), when a token's user comes from its tenant claim (:func:`user_from_tenant_claim`).
+JWT_USER_MAPPING = "jwt-user-mapping.json"
 
 
 def cli_jar(stack_dir: Path) -> Path:
@@ -79,9 +82,25 @@ def password_file(settings: Settings) -> str:
     return "\n".join(lines) + "\n"
 
 
-def jwt_properties(settings: Settings) -> list[str]:
+def user_from_tenant_claim(settings: Settings) -> bool:
+    """Whether Trino takes a token's user from its tenant claim (``tenant.<claim>``), not from ``user_claim``: by
+    default with an external issuer, whose tenant and user claims metalake cannot keep consistent."""
+    jwt = settings.trino.jwt
+    if jwt.user_from == "auto":
+        return settings.api.external_issuer is not None
+    return jwt.user_from == "tenant_claim"
+
+
+def jwt_user_mapping() -> dict[str, object]:
+    """Trino's user-mapping file for :func:`user_from_tenant_claim`: a tenant id (as validated) becomes its plain
+    Trino user; any other value matches no rule, and Trino refuses the token."""
+    return {"rules": [{"pattern": f"({TENANT_ID_PATTERN.pattern})", "user": "tenant.$1", "allow": True}]}
+
+
+def jwt_properties(settings: Settings, mapping_file: Path | None = None) -> list[str]:
     """The JWT authenticator's lines of config.properties: the JWKS, issuer and audience of the API's issuer unless
-    ``trino.jwt`` sets them (an external issuer's JWKS URL must be set: Trino does not read discovery documents)."""
+    ``trino.jwt`` sets them (an external issuer's JWKS URL must be set: Trino does not read discovery documents).
+    ``mapping_file`` holds :func:`jwt_user_mapping` when the user comes from the tenant claim."""
     jwt, api = settings.trino.jwt, settings.api
     issuer = jwt.issuer or api.external_issuer or api.issuer_url
     if jwt.jwks_url:
@@ -97,8 +116,14 @@ def jwt_properties(settings: Settings) -> list[str]:
         f"http-server.authentication.jwt.key-file={jwks}",
         f"http-server.authentication.jwt.required-issuer={issuer}",
         f"http-server.authentication.jwt.required-audience={jwt.audience or api.audience}",
-        f"http-server.authentication.jwt.principal-field={jwt.user_claim}",
     ]
+    if user_from_tenant_claim(settings):
+        if mapping_file is None:
+            raise ValueError("the user comes from the tenant claim: a user-mapping file is needed")
+        lines.append(f"http-server.authentication.jwt.principal-field={api.tenant_claim}")
+        lines.append(f"http-server.authentication.jwt.user-mapping.file={mapping_file}")
+        return lines
+    lines.append(f"http-server.authentication.jwt.principal-field={jwt.user_claim}")
     if jwt.user_mapping_pattern:
         lines.append(f"http-server.authentication.jwt.user-mapping.pattern={jwt.user_mapping_pattern}")
     return lines
@@ -129,7 +154,7 @@ def server_properties(settings: Settings, *, host: str, port: int, etc: Path, ke
         f"password-authenticator.config-files={etc / 'password-authenticator.properties'}",
     ]
     if settings.trino.jwt.enabled:
-        lines += jwt_properties(settings)
+        lines += jwt_properties(settings, etc / JWT_USER_MAPPING)
     return lines
 
 
@@ -163,6 +188,8 @@ class Trino(Service):
         if settings.trino.https:
             keystore = server_cert(ctx.stack_dir / "tls", "trino", ["localhost", "127.0.0.1", ctx.host]).bundle
             _write_private(etc / "password.db", password_file(settings))
+            if settings.trino.jwt.enabled and user_from_tenant_claim(settings):
+                (etc / JWT_USER_MAPPING).write_text(json.dumps(jwt_user_mapping(), indent=1) + "\n")
             (etc / "password-authenticator.properties").write_text(
                 f"password-authenticator.name=file\nfile.password-file={etc / 'password.db'}\n"
             )
@@ -177,6 +204,8 @@ class Trino(Service):
                     "node-scheduler.include-coordinator=true",
                     *listener,
                     "query.max-memory=1GB",
+                    # Every query's execution time: tenants' users may not set the session property (rules.json).
+                    f"query.max-execution-time={settings.trino.resource_groups.query_max_execution_s}s",
                     "query.max-memory-per-node=512MB",
                     "task.concurrency=2",
                     f"plugin.dir={server / 'plugin'}",

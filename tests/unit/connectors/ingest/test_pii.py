@@ -42,7 +42,6 @@ def _bearer(secret: str) -> dict[str, str]:
 WEAKENING = [
     (_removed(1), "data/tag"),
     (_removed(1, "GDPR.personal"), "data/tag"),
-    (_event(1, "io.metalake.classification.unpropagated.v1", tag="PII", origin=UPSTREAM), "data/tag"),
     (_event(1, "io.metalake.classification.added.v1", tag="PII", source="human", propagate=False), "data/propagate"),
     (_event(1, "io.metalake.lineage.edge.added.v1", upstream=UPSTREAM, blocked_tags=["PII"]), "data/blocked_tags"),
     (_event(1, "io.metalake.lineage.edge.added.v1", upstream=UPSTREAM, propagation="none"), "data/propagation"),

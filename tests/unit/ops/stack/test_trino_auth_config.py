@@ -104,11 +104,13 @@ def test_an_external_issuer_needs_its_jwks_url_and_maps_a_configurable_claim(tmp
     settings.api = ApiSettings(external_issuer="https://idp.example/realms/x")
     with pytest.raises(SettingMissing, match="METALAKE_TRINO__JWT__JWKS_URL"):
         jwt_properties(settings)
+    # Trusting the issuer's user claim is an explicit choice (it must name the same tenant as the tenant claim).
     settings.trino.jwt = TrinoJwtSettings(
         jwks_url="https://idp.example/realms/x/certs",
         audience="trino",
         user_claim="preferred_username",
         user_mapping_pattern="(tenant\\..*)",
+        user_from="user_claim",
     )
     lines = dict(line.split("=", 1) for line in jwt_properties(settings))
     assert lines == {
@@ -121,6 +123,36 @@ def test_an_external_issuer_needs_its_jwks_url_and_maps_a_configurable_claim(tmp
     # Its JWKS is the issuer's: the local API need not be up before Trino.
     assert Trino().needs_at_start(StackContext(settings, tmp_path)) == ()
     assert Trino().needs_at_start(StackContext(_settings(tmp_path), tmp_path)) == ("api",)
+
+
+def test_an_external_issuers_tokens_get_the_trino_user_of_their_tenant_claim(tmp_path: Path) -> None:
+    """An external issuer's tenant claim and Trino user claim could disagree (a token of tenant a naming tenant.b):
+    by default Trino takes the user from the tenant claim, as tenant.<id>, through a user-mapping file."""
+    settings = _settings(tmp_path)
+    settings.api = ApiSettings(external_issuer="https://idp.example/realms/x", tenant_claim="org")
+    settings.trino.jwt = TrinoJwtSettings(jwks_url="https://idp.example/realms/x/certs", user_claim="trino_user")
+    Trino().prepare(StackContext(settings, tmp_path))
+    etc = StackContext(settings, tmp_path).run_dir("trino") / "etc"
+    config = _properties(etc / "config.properties")
+    assert config["http-server.authentication.jwt.principal-field"] == "org"
+    mapping_file = Path(config["http-server.authentication.jwt.user-mapping.file"])
+    assert mapping_file == etc / "jwt-user-mapping.json"
+    assert "http-server.authentication.jwt.user-mapping.pattern" not in config
+    [rule] = json.loads(mapping_file.read_text())["rules"]
+
+    def mapped(principal: str) -> str | None:
+        # Trino's semantics: the whole principal must match; ``$1`` is the group.
+        match = re.fullmatch(rule["pattern"], principal)
+        return rule["user"].replace("$1", match.group(1)) if match else None
+
+    assert mapped("acme") == trino_user("acme") and mapped("acme-eu") == trino_user("acme-eu")
+    # Nothing else becomes a Trino user: not another tenant's PII or admin user, not a service user.
+    for principal in ("acme.pii", "acme.admin", "tenant.b", "Acme", "ab", "acme\n", ""):
+        assert mapped(principal) is None, principal
+    assert mapped("metalake") == "tenant.metalake"  # a tenant's user, never the service user metalake
+    # The API's own issuer keeps its user claim: metalake signs both claims itself.
+    own = dict(line.split("=", 1) for line in jwt_properties(_settings(tmp_path)))
+    assert own["http-server.authentication.jwt.principal-field"] == "trino_user"
 
 
 def test_https_off_is_the_plain_port_without_authentication(tmp_path: Path) -> None:

@@ -74,6 +74,8 @@ def test_prepare_writes_the_file_resource_group_manager(tmp_path: Path) -> None:
     assert groups == build_resource_groups(limits)
     tenant = _group(groups, _select(groups, trino_user("acme")))
     assert (tenant["hardConcurrencyLimit"], tenant["maxQueued"]) == (3, 7)
+    # No query executes longer than the cap (tenants may not raise it: tests/unit/tenants/access/test_rules.py).
+    assert _properties(etc / "config.properties")["query.max-execution-time"] == "600s"
 
 
 @pytest.mark.parametrize(
@@ -83,6 +85,9 @@ def test_prepare_writes_the_file_resource_group_manager(tmp_path: Path) -> None:
         (trino_user("acme", pii=True), ["tenants", "acme"]),
         (trino_user("acme-pii"), ["tenants", "acme-pii"]),
         (trino_user("acme-pii", pii=True), ["tenants", "acme-pii"]),
+        (trino_user("acme", admin=True), ["tenants", "acme"]),
+        (trino_user("acme", pii=True, admin=True), ["tenants", "acme"]),
+        ("tenant.acme.pii.admin", ["platform"]),
         ("metalake", ["platform"]),
         ("metalake-tests", ["platform"]),
         ("tenant.x", ["platform"]),  # not a tenant id: not a tenant's user

@@ -61,6 +61,8 @@ def rules() -> dict[str, Any]:
 def test_trino_users_are_distinct_per_tenant_and_role() -> None:
     assert trino_user("acme") == "tenant.acme"
     assert trino_user("acme", pii=True) == "tenant.acme.pii"
+    assert trino_user("acme", admin=True) == "tenant.acme.admin"
+    assert trino_user("acme", pii=True, admin=True) == "tenant.acme.admin.pii"
     # "acme-pii" is a valid tenant id: its user must not be acme's PII user.
     assert trino_user("acme-pii") != trino_user("acme", pii=True)
     with pytest.raises(InvalidTenantId):
@@ -122,6 +124,64 @@ def test_tenant_users_never_read_metadata_tables(rules: dict[str, Any], suffix: 
     # The service users keep them.
     rule = _first_table_rule(rules, "metalake", "lake", "acme", "people$transactions")
     assert rule is not None and "SELECT" in rule["privileges"]
+
+
+@pytest.mark.parametrize("table", ["audit", "_dlq"])
+def test_audit_and_dead_letters_are_for_the_tenants_admin_users_only(rules: dict[str, Any], table: str) -> None:
+    """The API keeps the audit trail and the dead letters (raw payloads) to tenant:admin: so does Trino."""
+    for user in (trino_user("acme"), trino_user("acme", pii=True)):
+        rule = _first_table_rule(rules, user, "lake", "acme", table)
+        assert rule is not None and rule["privileges"] == [], user
+    for pii in (False, True):
+        rule = _first_table_rule(rules, trino_user("acme", pii=pii, admin=True), "lake", "acme", table)
+        assert rule is not None and rule["privileges"] == ["SELECT"]
+        assert _catalog_access(rules, trino_user("acme", pii=pii, admin=True), "lake") == "read-only"
+        # An admin of one tenant is nobody in another.
+        assert _first_table_rule(rules, trino_user("globex", pii=pii, admin=True), "lake", "acme", table) is None
+
+
+def test_admin_users_see_masks_as_their_pii_role_says(rules: dict[str, Any]) -> None:
+    admin = _first_table_rule(rules, trino_user("acme", admin=True), "lake", "acme", "people")
+    assert admin is not None and {c["name"] for c in admin["columns"]} == {"email", "born"}
+    admin_pii = _first_table_rule(rules, trino_user("acme", pii=True, admin=True), "lake", "acme", "people")
+    assert admin_pii is not None and "columns" not in admin_pii
+    for pii in (False, True):
+        meta = _first_table_rule(rules, trino_user("acme", pii=pii, admin=True), "lake", "acme", "audit$history")
+        assert meta is not None and meta["privileges"] == []
+
+
+def _may_set(rules: dict[str, Any], user: str, prop: str, catalog: str | None = None) -> bool:
+    """Trino's semantics for session properties: the first rule whose regexes match decides; none: denied."""
+    section = rules["system_session_properties"] if catalog is None else rules["catalog_session_properties"]
+    wanted = (("user", user), ("property", prop)) + ((("catalog", catalog),) if catalog else ())
+    for rule in section:
+        if all(re.fullmatch(rule.get(k, ".*"), v) for k, v in wanted):
+            return bool(rule["allow"])
+    return False
+
+
+def test_tenant_users_cannot_lift_their_query_limits(rules: dict[str, Any]) -> None:
+    """Without these rules Trino lets anyone set any session property: a tenant's tool could raise its execution
+    time, memory limits or overcommit. Only the SQL endpoint's shorter run time is theirs to set."""
+    for user in (trino_user("acme"), trino_user("acme", pii=True, admin=True), trino_user("globex")):
+        for prop in ("query_max_execution_time", "query_max_memory", "query_max_total_memory", "resource_overcommit"):
+            assert not _may_set(rules, user, prop), (user, prop)
+        assert not _may_set(rules, user, "parquet_max_read_block_size", catalog="lake")
+        assert _may_set(rules, user, "query_max_run_time")
+    assert not _may_set(rules, "mallory", "query_max_run_time")
+    for service in SERVICES:
+        assert _may_set(rules, service, "query_max_execution_time")
+        assert _may_set(rules, service, "anything", catalog="lake")
+
+
+def test_the_impersonator_may_act_as_every_tenant_user_and_no_other() -> None:
+    rules = build_rules(SERVICES, [TenantAccess("acme")], catalog="lake", impersonator="metalake")
+    allowed = rules["impersonation"][0]
+    for pii in (False, True):
+        for admin in (False, True):
+            assert re.fullmatch(allowed["new_user"], trino_user("acme", pii=pii, admin=admin))
+    for other in ("metalake-tests", "tenant.acme.root", "tenant.acme.pii.admin", "tenant.acme.admin.x"):
+        assert not re.fullmatch(allowed["new_user"], other)
 
 
 def test_only_builtin_functions_and_no_procedures_for_tenants(rules: dict[str, Any]) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tenants.access.rules import TenantAccess, build_rules, tenant_for_schema
-from tenants.naming import POOLED_TABLES, TRINO_POOLED_SCHEMA, trino_user
+from tenants.naming import ADMIN_ONLY_TABLES, POOLED_TABLES, TRINO_POOLED_SCHEMA, trino_user
 
 SERVICES = ["metalake", "metalake-tests"]
 METADATA_SUFFIXES = ("", "$history", "$files", "$partitions", "$properties")
@@ -59,8 +59,11 @@ def test_tenant_users_never_reach_the_shared_tables_or_their_metadata(rules: dic
 
 def test_tenant_users_read_their_views_and_not_another_tenants(rules: dict[str, Any]) -> None:
     for table in POOLED_TABLES:
-        own = _first_table_rule(rules, trino_user("acme"), "acme", table)
+        own = _first_table_rule(rules, trino_user("acme", admin=True), "acme", table)
         assert own is not None and own["privileges"] == ["SELECT"]
+        # The dead letters (raw payloads) are the tenant administrators' only.
+        own = _first_table_rule(rules, trino_user("acme"), "acme", table)
+        assert own is not None and own["privileges"] == ([] if table in ADMIN_ONLY_TABLES else ["SELECT"])
         assert _first_table_rule(rules, trino_user("acme"), "globex", table) is None
         assert _first_table_rule(rules, trino_user("globex", pii=True), "acme", table) is None
 
