@@ -33,9 +33,8 @@ def _app(**limits: Any) -> tuple[TestClient, str]:
     app.include_router(router)
     ctx = _Ctx(Settings(enforcement=EnforcementSettings(**limits)))
     app.state.ctx = ctx
-    _, key = EngineStore(ctx.mongo[CONTROL_DATABASE]).create(
-        "acme", name="t", catalogs=[SOURCE], pii_users=["dpo"], impersonators=["superset"]
-    )
+    store = EngineStore(ctx.mongo[CONTROL_DATABASE])  # type: ignore[arg-type]
+    _, key = store.create("acme", name="t", catalogs=[SOURCE], pii_users=["dpo"], impersonators=["superset"])
     return TestClient(app), key.get_secret_value()
 
 
