@@ -575,11 +575,15 @@ class AccessSettings(BaseModel):
     ``service_users`` keep full access besides ``trino.user``. ``pii_tags`` are fnmatch patterns of the tags whose
     columns are masked for a tenant's users without the PII role. A column of a table in the tenant's Trino schema
     has the URN ``urn:metalake:trino:<trino_instance>/<catalog>/<schema>/<table>/<column>``.
+    ``protective_tags`` are fnmatch patterns of tags that filter rows in customers' engines (consent columns,
+    docs/enforcement.md): taking one off or stopping it spreading needs the PII grant, as for ``pii_tags``; each
+    registered engine's ``consent_tag`` counts too (control/auth/protective.py).
     """
 
     rules_file: Path | None = None
     service_users: list[str] = Field(default_factory=lambda: ["metalake-tests", "bench"])
     pii_tags: list[str] = Field(default_factory=lambda: ["PII", "PII.*", "GDPR", "GDPR.*"])
+    protective_tags: list[str] = Field(default_factory=lambda: ["consent"])
     mask_style: Literal["null", "redact", "hash"] = "redact"
     trino_instance: str = "metalake"
     group_id: str = "metalake-access"
