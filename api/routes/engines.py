@@ -52,6 +52,7 @@ from api.services.enforcement import (
     load_table_tags,
     row_filters,
 )
+from api.services.seen_columns import SeenColumns, table_key
 from api.services.trino_files import OPA_FILE, trino_files
 from metalake.http.problems import problem_response
 from tenants.naming import CONTROL_DATABASE, names_for
@@ -180,12 +181,18 @@ async def delete_engine(tc: TenantAdmin, engine_id: EngineId, ctx: ContextDep) -
 # -- decisions -------------------------------------------------------------------------------------------------------
 
 
+# How long a table's column list from a column-masks request serves its row filters: Trino asks for both in one
+# analysis, so this only needs to outlive it; a schema change is seen at the next masks request.
+_SEEN_COLUMNS_TTL_S = 300.0
+
+
 @dataclass
 class _Runtime:
     engines: EngineCache
     tags: TagCache
     # Per peer address, charged for keys not known valid before they are checked (as the token endpoint's).
     peers: RateLimiter
+    columns: SeenColumns
 
 
 def _runtime(request: Request) -> _Runtime:
@@ -198,6 +205,7 @@ def _runtime(request: Request) -> _Runtime:
             EngineCache(limits.cache_ttl_s, limits.max_cached_tables),
             TagCache(limits.cache_ttl_s, limits.max_cached_tables),
             RateLimiter(limits.peer_rate_per_s, limits.peer_burst),
+            SeenColumns(_SEEN_COLUMNS_TTL_S, limits.max_cached_tables),
         )
         request.app.state.enforcement = runtime
     assert isinstance(runtime, _Runtime)  # noqa: S101 - set just above
@@ -312,7 +320,10 @@ async def opa_row_filters(request: Request, key: EngineKey) -> JSONResponse:
     tags = None
     if source is not None and engine.consent_tag is not None and not engine.sees_pii(identity.user, identity.groups):
         tags = await run_in_threadpool(_tags_of(request, engine), source, table.schemaName, table.tableName)
-    filters = row_filters(engine, table.catalogName, tags, user=identity.user, groups=identity.groups)
+    present = _runtime(request).columns.get(
+        table_key(engine.engine_id, table.catalogName, table.schemaName, table.tableName)
+    )
+    filters = row_filters(engine, table.catalogName, tags, user=identity.user, groups=identity.groups, present=present)
     return JSONResponse({"result": [{"expression": f} for f in filters]})
 
 
@@ -355,6 +366,7 @@ async def opa_column_masks(request: Request, key: EngineKey) -> JSONResponse:
     if len({(c.catalog, c.schema, c.table) for c in columns}) > limit:
         field = "input/action/filterResources"
         return _opa_problem(400, "too-many-resources", f"{field}: columns of at most {limit} tables", field)
+    _runtime(request).columns.remember(engine.engine_id, columns)
     masks = await _masks(request, engine, query, columns)
     return JSONResponse({"result": [{"index": i, "viewExpression": {"expression": e}} for i, e in masks]})
 

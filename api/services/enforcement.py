@@ -363,12 +363,20 @@ def row_filters(
     *,
     user: str,
     groups: Iterable[str],
+    present: frozenset[str] | None = None,
 ) -> list[str]:
     """The row filter rule: for a user without the PII grant, a table with a column tagged ``consent_tag`` (direct
-    or propagated) shows only the rows whose consent is true (NULL, false or unparseable: hidden). Pure."""
+    or propagated) shows only the rows whose consent is true (NULL, false or unparseable: hidden). ``present``: the
+    table's columns as Trino listed them, if known; a consent-tagged column missing from them is never referenced
+    (Trino would fail the query), and a table whose consent columns are all missing shows no row. Pure."""
     if tags is None or engine.consent_tag is None or engine.source_for(catalog) is None:
         return []
     if engine.sees_pii(user, groups):
         return []
     consent = sorted(name for name, names in tags.columns.items() if engine.consent_tag in names)
+    if present is not None:
+        kept = [name for name in consent if name in present]
+        if consent and not kept:
+            return ["false"]  # consent is asked for, and no column of the table says who gave it
+        consent = kept
     return [f"coalesce(try_cast({_ident(name)} AS boolean), false)" for name in consent]

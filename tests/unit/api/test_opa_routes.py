@@ -12,7 +12,7 @@ from mongo_list import FakeDatabase
 from api.routes.engines import router
 from api.services.enforcement import CatalogSource, EngineStore
 from metalake.settings import EnforcementSettings, Settings
-from tenants.naming import CONTROL_DATABASE
+from tenants.naming import CONTROL_DATABASE, names_for
 
 SOURCE = CatalogSource("warehouse", "postgres", "shop-prod", "shop")
 
@@ -34,7 +34,9 @@ def _app(**limits: Any) -> tuple[TestClient, str]:
     ctx = _Ctx(Settings(enforcement=EnforcementSettings(**limits)))
     app.state.ctx = ctx
     store = EngineStore(ctx.mongo[CONTROL_DATABASE])  # type: ignore[arg-type]
-    _, key = store.create("acme", name="t", catalogs=[SOURCE], pii_users=["dpo"], impersonators=["superset"])
+    _, key = store.create(
+        "acme", name="t", catalogs=[SOURCE], pii_users=["dpo"], impersonators=["superset"], consent_tag="consent"
+    )
     return TestClient(app), key.get_secret_value()
 
 
@@ -80,3 +82,22 @@ def test_batches_are_bounded() -> None:
     two = [{"column": {**column, "tableName": t}} for t in ("a", "b")]
     masks = http.post(f"/v1/opa/{key}/column-masks", json=_body("a", "GetColumnMask", filterResources=two))
     assert masks.status_code == 400 and "at most 1 tables" in masks.json()["detail"]
+
+
+def test_the_row_filter_references_only_columns_trino_listed(  # issue 21, item 3
+) -> None:
+    http, key = _app()
+    ctx = http.app.state.ctx  # type: ignore[attr-defined]
+    tenant_db = ctx.mongo[names_for("acme", ctx.settings.lake_root).mongo_database]
+    table = SOURCE.table_urn("public", "people")
+    for column in ("consent", "ghost"):
+        tenant_db["classifications"].insert_one({"_id": column, "urn": f"{table}/{column}", "tag": "consent"})
+    ref = {"catalogName": "warehouse", "schemaName": "public", "tableName": "people"}
+    filters = _body("analyst", "GetRowFilters", resource={"table": ref})
+    # Not yet listed by Trino (another API process served the masks): every consent-tagged column is named.
+    assert len(http.post(f"/v1/opa/{key}/row-filters", json=filters).json()["result"]) == 2
+    columns = [{"column": {**ref, "columnName": c, "columnType": "varchar"}} for c in ("id", "consent")]
+    masks = http.post(f"/v1/opa/{key}/column-masks", json=_body("analyst", "GetColumnMask", filterResources=columns))
+    assert masks.status_code == 200
+    answer = http.post(f"/v1/opa/{key}/row-filters", json=filters).json()
+    assert answer == {"result": [{"expression": 'coalesce(try_cast("consent" AS boolean), false)'}]}

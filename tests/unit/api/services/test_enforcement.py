@@ -257,3 +257,20 @@ def test_a_failed_decision_answers_503_without_the_key(caplog: pytest.LogCapture
     assert response.status_code == 503
     assert b"TOPSECRET" not in response.body and b"instance" not in response.body
     assert "TOPSECRET" not in caplog.text and "RuntimeError" in str([r.__dict__ for r in caplog.records])
+
+
+def test_the_consent_filter_names_only_columns_the_table_has() -> None:
+    # issue 21, item 3: a consent tag on a column Trino does not list (dropped, or a URN no column matches) must not
+    # make the filter reference it (Trino would fail every query on the table).
+    tags = TableTags(frozenset(), {"consent": frozenset({"consent"}), "ghost": frozenset({"consent"})})
+    engine = _engine()
+    both = row_filters(engine, "warehouse", tags, user="analyst", groups=())
+    assert both == ['coalesce(try_cast("consent" AS boolean), false)', 'coalesce(try_cast("ghost" AS boolean), false)']
+    present = frozenset({"id", "consent"})
+    assert row_filters(engine, "warehouse", tags, user="analyst", groups=(), present=present) == [
+        'coalesce(try_cast("consent" AS boolean), false)'
+    ]
+    # Only a missing column says who consented: no row is shown (the filter fails closed, the query still runs).
+    ghost_only = TableTags(frozenset(), {"ghost": frozenset({"consent"})})
+    assert row_filters(engine, "warehouse", ghost_only, user="analyst", groups=(), present=present) == ["false"]
+    assert row_filters(engine, "warehouse", TableTags(), user="analyst", groups=(), present=present) == []
