@@ -28,9 +28,42 @@ access control's decision (the restrictive rules file handed out beside this one
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
-from api.schemas.engines import OpaIdentity, OpaResource
 from api.services.enforcement import Engine
+
+
+# The fields of the OPA plugin's request the decisions read (api.schemas.engines' models have them).
+class OpaIdentity(Protocol):
+    @property
+    def user(self) -> str: ...
+    @property
+    def groups(self) -> list[str]: ...
+
+
+class _User(Protocol):
+    @property
+    def user(self) -> str | None: ...
+
+
+class _Function(Protocol):
+    @property
+    def catalogName(self) -> str | None: ...
+
+
+class _Table(Protocol):
+    @property
+    def columns(self) -> list[str] | None: ...
+
+
+class OpaResource(Protocol):
+    @property
+    def user(self) -> _User | None: ...
+    @property
+    def function(self) -> _Function | None: ...
+    @property
+    def table(self) -> _Table | None: ...
+
 
 IMPERSONATE = "ImpersonateUser"
 QUERY_OWNER_CHECKS = frozenset({"ViewQueryOwnedBy", "KillQueryOwnedBy", "FilterViewQueryOwnedBy"})
