@@ -14,7 +14,9 @@ from api.ratelimit import RateLimiter
 from api.services.auditbatch import AuditBatcher
 from api.services.trinopool import TrinoPool
 from api.workpool import WorkPool, WorkPools
+from control.auth.protective import ProtectiveTags
 from metalake.settings import Settings
+from tenants.naming import CONTROL_DATABASE
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,17 @@ class ApiContext:
         return (
             RateLimiter(sql.share_rate_per_s, sql.share_burst),
             RateLimiter(sql.share_peer_rate_per_s, sql.share_peer_burst),
+        )
+
+    @cached_property
+    def protective_tags(self) -> ProtectiveTags:
+        """The tags whose removal needs the PII grant, per tenant (PII tags and engines' consent tags)."""
+        access = self.settings.access
+        return ProtectiveTags(
+            self.mongo[CONTROL_DATABASE],
+            access.pii_tags,
+            access.protective_tags,
+            ttl_s=self.settings.enforcement.cache_ttl_s,
         )
 
 

@@ -633,11 +633,15 @@ class AccessSettings(BaseModel):
     ``service_users`` keep full access besides ``trino.user``. ``pii_tags`` are fnmatch patterns of the tags whose
     columns are masked for a tenant's users without the PII role. A column of a table in the tenant's Trino schema
     has the URN ``urn:metalake:trino:<trino_instance>/<catalog>/<schema>/<table>/<column>``.
+    ``protective_tags`` are fnmatch patterns of tags that filter rows in customers' engines (consent columns,
+    docs/enforcement.md): taking one off or stopping it spreading needs the PII grant, as for ``pii_tags``; each
+    registered engine's ``consent_tag`` counts too (control/auth/protective.py).
     """
 
     rules_file: Path | None = None
     service_users: list[str] = Field(default_factory=lambda: ["metalake-tests", "bench"])
     pii_tags: list[str] = Field(default_factory=lambda: ["PII", "PII.*", "GDPR", "GDPR.*"])
+    protective_tags: list[str] = Field(default_factory=lambda: ["consent"])
     mask_style: Literal["null", "redact", "hash"] = "redact"
     trino_instance: str = "metalake"
     group_id: str = "metalake-access"
@@ -744,7 +748,10 @@ class EnforcementSettings(BaseModel):
     A decision reads the tenant's tags of the table asked about at most once per ``cache_ttl_s`` (Trino asks several
     times per query), so a tag change is enforced within that delay; checked engine keys are kept as long (a deleted
     engine is refused within it). ``max_cached_tables`` bounds the cache; ``max_engines_per_tenant`` the
-    registrations; ``max_catalogs`` the catalogs and ``max_principals`` the PII users and groups of one engine.
+    registrations; ``max_catalogs`` the catalogs and ``max_principals`` the PII users and groups (and impersonators,
+    operators) of one engine. A decision request names at most ``max_batch_resources`` resources and (column masks)
+    ``max_tables_per_request`` tables. A key the API has not recently found valid costs its peer address one token
+    of ``peer_rate_per_s``/``peer_burst`` before it is checked (429 beyond): a real engine's cached key is free.
     """
 
     cache_ttl_s: float = Field(default=1.0, ge=0, le=300)
@@ -752,6 +759,10 @@ class EnforcementSettings(BaseModel):
     max_engines_per_tenant: int = Field(default=20, gt=0)
     max_catalogs: int = Field(default=50, gt=0)
     max_principals: int = Field(default=500, gt=0)
+    max_batch_resources: int = Field(default=10_000, gt=0)
+    max_tables_per_request: int = Field(default=8, gt=0)
+    peer_rate_per_s: float = Field(default=20.0, gt=0)
+    peer_burst: int = Field(default=100, gt=0)
 
 
 class SnowflakeMaskingSettings(BaseModel):

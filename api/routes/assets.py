@@ -2,7 +2,8 @@
 
 URNs contain ``/``, so they travel in the query string or the body, never in the path. Reads need ``tenant:read``
 (or ``tenant:admin``); tagging needs ``tenant:admin`` or ``events:write``. A change that may unmask PII (removing a
-tag ``access.pii_tags`` matches, or adding one that does not spread downstream) also needs ``pii:read`` or
+tag ``access.pii_tags`` matches, or a protective one: a consent tag, ``control.auth.protective``; or adding one that
+does not spread downstream) also needs ``pii:read`` or
 ``tenant:admin`` (:mod:`control.auth.pii`): 403 ``pii-grant-required`` otherwise, audited. A tag change is an
 event like any other: it is published to the tenant's priority topic, the answer is 202 once Kafka confirmed it, and
 the projection shows it within seconds. So is an edit of the description, owners or custom properties (``PATCH``,
@@ -199,7 +200,8 @@ def _next_version(publisher: TenantPublisher, held: ClassificationDoc | AssetEdi
 def _guard_pii(tc: TenantContext, ctx: ApiContext, event_type: str, data: dict[str, Any], action: str) -> bool:
     """Refuse (403, audited) a change that may unmask PII unless the caller holds the PII grant; True if the change
     may unmask PII (the caller holds the grant: its audit row says ``pii``)."""
-    found = weakening(event_type, data, ctx.settings.access.pii_tags)
+    # PII tags, and the tags that filter rows in the tenant's engines (consent): control/auth/protective.py.
+    found = weakening(event_type, data, ctx.protective_tags.patterns(tc.tenant))
     if found is None:
         return False
     if not may_weaken(tc.principal):

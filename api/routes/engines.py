@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
@@ -24,9 +25,11 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
+from api import quotas
 from api.context import ApiContext, ContextDep
 from api.deps import TenantAdmin, TenantReader
 from api.problems import Problem
+from api.ratelimit import RateLimiter
 from api.redaction import RedactSecretPaths, secret_path
 from api.schemas.engines import (
     CatalogMapping,
@@ -37,7 +40,8 @@ from api.schemas.engines import (
     OpaColumn,
     OpaQuery,
 )
-from api.services import audit
+from api.security import TenantContext
+from api.services import audit, opa_decisions
 from api.services.enforcement import (
     CatalogSource,
     ColumnRef,
@@ -50,6 +54,8 @@ from api.services.enforcement import (
     load_table_tags,
     row_filters,
 )
+from api.services.seen_columns import SeenColumns, table_key
+from api.services.trino_files import OPA_FILE, trino_files
 from metalake.http.problems import problem_response
 from tenants.naming import CONTROL_DATABASE, names_for
 
@@ -74,13 +80,6 @@ _OPA_ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"description": "No engine has this key."},
     503: {"description": "The decision could not be made (e.g. MongoDB unreachable): Trino fails the query."},
 }
-# What each URI of the customer's access-control.properties points at (docs/enforcement.md).
-POLICY_URIS = {
-    "opa.policy.uri": "allow",
-    "opa.policy.batched-uri": "batch",
-    "opa.policy.row-filters-uri": "row-filters",
-    "opa.policy.batch-column-masking-uri": "column-masks",
-}
 
 
 def _store(ctx: ApiContext) -> EngineStore:
@@ -97,14 +96,9 @@ def _info(engine: Engine) -> EngineInfo:
         pii_groups=sorted(engine.pii_groups),
         mask_style=engine.mask_style,
         consent_tag=engine.consent_tag,
+        impersonators=sorted(engine.impersonators),
+        operators=sorted(engine.operators),
     )
-
-
-def access_control_properties(base_url: str, key: str) -> str:
-    """The customer Trino's ``etc/access-control.properties`` for an engine key and the API's public base URL."""
-    base = base_url.rstrip("/") + f"/v1/opa/{key}/"
-    lines = ["access-control.name=opa", *(f"{prop}={base}{path}" for prop, path in POLICY_URIS.items())]
-    return "\n".join(lines) + "\n"
 
 
 def _check_limits(ctx: ApiContext, body: EngineCreate) -> None:
@@ -113,12 +107,12 @@ def _check_limits(ctx: ApiContext, body: EngineCreate) -> None:
         raise Problem(422, "invalid-request", f"catalogs: at most {limits.max_catalogs}", field="catalogs")
     if len({c.catalog for c in body.catalogs}) != len(body.catalogs):
         raise Problem(422, "invalid-request", "catalogs: a Trino catalog is mapped twice", field="catalogs")
-    for name in ("pii_users", "pii_groups"):
+    for name in ("pii_users", "pii_groups", "impersonators", "operators"):
         values: list[str] = getattr(body, name)
         if len(values) > limits.max_principals:
             raise Problem(422, "invalid-request", f"{name}: at most {limits.max_principals}", field=name)
-        if any(not v or len(v) > 256 for v in values):
-            raise Problem(422, "invalid-request", f"{name}: names of 1 to 256 characters", field=name)
+        if any(not v or len(v) > 256 or not v.isprintable() for v in values):
+            raise Problem(422, "invalid-request", f"{name}: names of 1 to 256 printable characters", field=name)
 
 
 @router.post(
@@ -126,37 +120,45 @@ def _check_limits(ctx: ApiContext, body: EngineCreate) -> None:
     status_code=201,
     summary="Register a query engine",
     response_model=EngineCreated,
-    responses={**_ERRORS, 409: {"description": "The tenant has as many engines as it may register."}},
+    responses={**_ERRORS, **quotas.RESPONSE},
 )
 async def create_engine(tc: TenantAdmin, ctx: ContextDep, body: EngineCreate) -> EngineCreated:
     """A customer's Trino that asks this API for PII decisions. The answer holds the engine's key once and the
-    `access-control.properties` to install in that Trino (the key is in its policy URIs)."""
+    files to install in that Trino (`trino_files`: the OPA file, whose policy URIs carry the key, and the
+    restrictive file-based rules beside it)."""
     _check_limits(ctx, body)
     store = _store(ctx)
 
     def create() -> tuple[Engine, str]:
-        if store.count(tc.tenant) >= ctx.settings.enforcement.max_engines_per_tenant:
-            raise Problem(409, "too-many-engines", "the tenant has as many engines as it may register")
-        engine, key = store.create(
-            tc.tenant,
-            name=body.name,
-            catalogs=[CatalogSource(**c.model_dump()) for c in body.catalogs],
-            pii_users=body.pii_users,
-            pii_groups=body.pii_groups,
-            mask_style=body.mask_style,
-            consent_tag=body.consent_tag,
-        )
-        audit.record(ctx, tc.tenant, tc.principal, "engine.create", engine.engine_id, audit.DONE)
-        return engine, key.get_secret_value()
+        with quotas.claim(ctx, tc.tenant, quotas.ENGINES):
+            return _create(ctx, tc, store, body)
 
     engine, key = await run_in_threadpool(create)
     info = _info(engine)
+    files = trino_files(ctx.settings.api.issuer_url, key, engine)
     return EngineCreated(
         **info.model_dump(),
         tenant=tc.tenant,
         key=key,
-        access_control_properties=access_control_properties(ctx.settings.api.issuer_url, key),
+        access_control_properties=files[OPA_FILE],
+        trino_files=files,
     )
+
+
+def _create(ctx: ApiContext, tc: TenantContext, store: EngineStore, body: EngineCreate) -> tuple[Engine, str]:
+    engine, key = store.create(
+        tc.tenant,
+        name=body.name,
+        catalogs=[CatalogSource(**c.model_dump()) for c in body.catalogs],
+        pii_users=body.pii_users,
+        pii_groups=body.pii_groups,
+        mask_style=body.mask_style,
+        consent_tag=body.consent_tag,
+        impersonators=body.impersonators,
+        operators=body.operators,
+    )
+    audit.record(ctx, tc.tenant, tc.principal, "engine.create", engine.engine_id, audit.DONE)
+    return engine, key.get_secret_value()
 
 
 @router.get(PREFIX, summary="List query engines", response_model=EnginesView, responses=_ERRORS)
@@ -185,10 +187,18 @@ async def delete_engine(tc: TenantAdmin, engine_id: EngineId, ctx: ContextDep) -
 # -- decisions -------------------------------------------------------------------------------------------------------
 
 
+# How long a table's column list from a column-masks request serves its row filters: Trino asks for both in one
+# analysis, so this only needs to outlive it; a schema change is seen at the next masks request.
+_SEEN_COLUMNS_TTL_S = 300.0
+
+
 @dataclass
 class _Runtime:
     engines: EngineCache
     tags: TagCache
+    # Per peer address, charged for keys not known valid before they are checked (as the token endpoint's).
+    peers: RateLimiter
+    columns: SeenColumns
 
 
 def _runtime(request: Request) -> _Runtime:
@@ -200,6 +210,8 @@ def _runtime(request: Request) -> _Runtime:
         runtime = _Runtime(
             EngineCache(limits.cache_ttl_s, limits.max_cached_tables),
             TagCache(limits.cache_ttl_s, limits.max_cached_tables),
+            RateLimiter(limits.peer_rate_per_s, limits.peer_burst),
+            SeenColumns(_SEEN_COLUMNS_TTL_S, limits.max_cached_tables),
         )
         request.app.state.enforcement = runtime
     assert isinstance(runtime, _Runtime)  # noqa: S101 - set just above
@@ -233,8 +245,14 @@ async def _admit(request: Request, key: str) -> tuple[Engine, OpaQuery] | JSONRe
     """The engine of ``key`` and the parsed request, or the error answer. The key first: an unknown caller's body is
     never read."""
     ctx: ApiContext = request.app.state.ctx
-    store = _store(ctx)
-    engine = await run_in_threadpool(_runtime(request).engines.get, key, store.check_key)
+    runtime = _runtime(request)
+    if not runtime.engines.known(key):
+        wait = runtime.peers.acquire("opa-peer:" + (request.client.host if request.client else "unknown"))
+        if wait > 0:
+            retry = max(1, math.ceil(wait))
+            detail = f"too many unchecked keys from this address; retry in {retry} s"
+            return problem_response(Problem(429, "rate-limited", detail, headers={"Retry-After": str(retry)}))
+    engine = await run_in_threadpool(runtime.engines.get, key, _store(ctx).check_key)
     if engine is None:
         return _opa_problem(401, "invalid-engine-key", "no engine has this key")
     try:
@@ -243,6 +261,11 @@ async def _admit(request: Request, key: str) -> tuple[Engine, OpaQuery] | JSONRe
         first = exc.errors()[0]
         field = "/".join(str(p) for p in first.get("loc", ())) or "(root)"
         return _opa_problem(400, "invalid-request", f"{field}: {first.get('msg', 'invalid')}", field=field)
+    action = query.input.action
+    limit = ctx.settings.enforcement.max_batch_resources
+    if opa_decisions.batch_size(action.operation, action.filterResources or []) > limit:
+        field = "input/action/filterResources"
+        return _opa_problem(400, "too-many-resources", f"{field}: at most {limit} resources per request", field)
     return engine, query
 
 
@@ -261,23 +284,30 @@ def _tags_of(request: Request, engine: Engine) -> Any:
 @router.post(OPA_PREFIX + "/allow", summary="OPA: allow", responses=_OPA_ERRORS)
 @_guarded
 async def opa_allow(request: Request, key: EngineKey) -> JSONResponse:
-    """Every operation is allowed: metalake decides masks and row filters; what a user may reach at all is the
-    customer's own access control, listed beside this one in `access-control.config-files`."""
+    """Refuses impersonating a PII user, others' queries, system writes and a mapped catalog's pass-through
+    functions and procedures (`api.services.opa_decisions`); allows the rest, which the customer's own access
+    control, listed beside this one in `access-control.config-files`, decides."""
     admitted = await _admit(request, key)
     if isinstance(admitted, JSONResponse):
         return admitted
-    return JSONResponse({"result": True})
+    engine, query = admitted
+    action = query.input.action
+    decision = opa_decisions.allow(engine, action.operation, query.input.context.identity, action.resource)
+    return JSONResponse({"result": decision})
 
 
 @router.post(OPA_PREFIX + "/batch", summary="OPA: batched filtering", responses=_OPA_ERRORS)
 @_guarded
 async def opa_batch(request: Request, key: EngineKey) -> JSONResponse:
-    """Every resource of a filtering request is kept (their indexes): see `allow`."""
+    """The indexes of the resources the identity keeps: others' queries are filtered out (`allow`'s rules)."""
     admitted = await _admit(request, key)
     if isinstance(admitted, JSONResponse):
         return admitted
-    resources = admitted[1].input.action.filterResources or []
-    return JSONResponse({"result": list(range(len(resources)))})
+    engine, query = admitted
+    action = query.input.action
+    resources = action.filterResources or []
+    kept = opa_decisions.batch(engine, action.operation, query.input.context.identity, resources)
+    return JSONResponse({"result": kept})
 
 
 @router.post(OPA_PREFIX + "/row-filters", summary="OPA: row filters", responses=_OPA_ERRORS)
@@ -296,7 +326,10 @@ async def opa_row_filters(request: Request, key: EngineKey) -> JSONResponse:
     tags = None
     if source is not None and engine.consent_tag is not None and not engine.sees_pii(identity.user, identity.groups):
         tags = await run_in_threadpool(_tags_of(request, engine), source, table.schemaName, table.tableName)
-    filters = row_filters(engine, table.catalogName, tags, user=identity.user, groups=identity.groups)
+    present = _runtime(request).columns.get(
+        table_key(engine.engine_id, table.catalogName, table.schemaName, table.tableName)
+    )
+    filters = row_filters(engine, table.catalogName, tags, user=identity.user, groups=identity.groups, present=present)
     return JSONResponse({"result": [{"expression": f} for f in filters]})
 
 
@@ -334,6 +367,12 @@ async def opa_column_masks(request: Request, key: EngineKey) -> JSONResponse:
             field = f"input/action/filterResources/{i}/column"
             return _opa_problem(400, "invalid-request", f"{field}: required", field)
         columns.append(_column_ref(resource.column))
+    # Trino asks about one table per request; each table is a tag lookup.
+    limit = request.app.state.ctx.settings.enforcement.max_tables_per_request
+    if len({(c.catalog, c.schema, c.table) for c in columns}) > limit:
+        field = "input/action/filterResources"
+        return _opa_problem(400, "too-many-resources", f"{field}: columns of at most {limit} tables", field)
+    _runtime(request).columns.remember(engine.engine_id, columns)
     masks = await _masks(request, engine, query, columns)
     return JSONResponse({"result": [{"index": i, "viewExpression": {"expression": e}} for i, e in masks]})
 

@@ -40,6 +40,8 @@ class EngineCreate(BaseModel):
                 "pii_groups": ["privacy-officers"],
                 "mask_style": "redact",
                 "consent_tag": "consent",
+                "impersonators": ["superset"],
+                "operators": ["trino-admin"],
             }
         },
     )
@@ -60,6 +62,16 @@ class EngineCreate(BaseModel):
         description="The tag of a boolean consent column: users without the PII grant see only the rows whose "
         "consent is true. `null`: no row filter.",
     )
+    impersonators: list[str] = Field(
+        default_factory=list,
+        description="Trino users who may run queries as another user (a gateway's service user; `SET SESSION "
+        "AUTHORIZATION` too). Never towards a PII user unless they hold the PII grant themselves. Default: nobody.",
+    )
+    operators: list[str] = Field(
+        default_factory=list,
+        description="Trino users who may view and kill every user's queries and write system information (graceful "
+        "shutdown). Default: nobody; every user always sees and kills their own queries.",
+    )
 
 
 class EngineInfo(BaseModel):
@@ -71,12 +83,22 @@ class EngineInfo(BaseModel):
     pii_groups: list[str]
     mask_style: str
     consent_tag: str | None
+    impersonators: list[str]
+    operators: list[str]
 
 
 class EngineCreated(EngineInfo):
     tenant: str
     key: str = Field(description="The engine's key, shown this once: it is part of the policy URIs.")
-    access_control_properties: str = Field(description="The customer Trino's `etc/access-control.properties`.")
+    access_control_properties: str = Field(
+        description="The customer Trino's OPA access control file (`etc/opa-access-control.properties` in "
+        "`trino_files`)."
+    )
+    trino_files: dict[str, str] = Field(
+        description="The files to install under the customer Trino's `etc/`, by name: the line for "
+        "`config.properties` (`access-control.config-files`, both access controls), the OPA file, and the "
+        "restrictive file-based rules beside it (docs/enforcement.md)."
+    )
 
 
 class EnginesView(BaseModel):
@@ -95,6 +117,21 @@ class OpaIdentity(_Lenient):
     groups: list[str] = Field(default_factory=list)
 
 
+class OpaUser(_Lenient):
+    """``resource.user``: the target of ``ImpersonateUser`` (``{"user": name}``) or a query's owner (its identity,
+    unwrapped: ``{"user": name, "groups": [...]}``)."""
+
+    user: str | None = None
+
+
+class OpaFunction(_Lenient):
+    """``resource.function`` (``TrinoFunction``: the catalog and schema unwrapped beside the name)."""
+
+    catalogName: str | None = None
+    schemaName: str | None = None
+    functionName: str
+
+
 class OpaContext(_Lenient):
     identity: OpaIdentity
 
@@ -103,6 +140,7 @@ class OpaTable(_Lenient):
     catalogName: str  # Trino's field names
     schemaName: str
     tableName: str
+    columns: list[str] | None = None  # FilterColumns: the batch's indexes are those of this list
 
 
 class OpaColumn(OpaTable):
@@ -113,6 +151,8 @@ class OpaColumn(OpaTable):
 class OpaResource(_Lenient):
     table: OpaTable | None = None
     column: OpaColumn | None = None
+    user: OpaUser | None = None
+    function: OpaFunction | None = None
 
 
 class OpaAction(_Lenient):

@@ -30,13 +30,14 @@ from pydantic import SecretStr
 from pymongo.collection import Collection
 from pymongo.database import Database
 
+from control.auth.protective import ENGINES_COLLECTION
 from metalake.mongo import typed_collection
 from metalake.projection import CLASSIFICATIONS_COLLECTION, PROPAGATED_COLLECTION
 from metalake.urn import AssetUrn, InvalidUrn
 from tenants.access.rules import is_masked_tag, mask_expression
 from tenants.naming import validate_tenant_id
 
-ENGINES = "engines"
+ENGINES = ENGINES_COLLECTION
 ENGINE_KEY_PREFIX = "mle"
 MaskStyle = Literal["null", "redact", "hash"]
 
@@ -53,6 +54,8 @@ class EngineDoc(TypedDict):
     pii_groups: list[str]
     mask_style: str
     consent_tag: str | None
+    impersonators: list[str]
+    operators: list[str]
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,9 @@ class Engine:
     pii_groups: frozenset[str] = frozenset()
     mask_style: MaskStyle = "redact"
     consent_tag: str | None = None
+    # Who may impersonate, and who may see and kill others' queries (api.services.opa_decisions).
+    impersonators: frozenset[str] = frozenset()
+    operators: frozenset[str] = frozenset()
 
     def source_for(self, catalog: str) -> CatalogSource | None:
         return next((c for c in self.catalogs if c.catalog == catalog), None)
@@ -105,6 +111,8 @@ def _engine(doc: Mapping[str, Any]) -> Engine:
         pii_groups=frozenset(doc.get("pii_groups", [])),
         mask_style=style if style in ("null", "redact", "hash") else "redact",  # type: ignore[arg-type]
         consent_tag=doc.get("consent_tag"),
+        impersonators=frozenset(doc.get("impersonators", [])),
+        operators=frozenset(doc.get("operators", [])),
     )
 
 
@@ -132,6 +140,8 @@ class EngineStore:
         pii_groups: Iterable[str] = (),
         mask_style: MaskStyle = "redact",
         consent_tag: str | None = None,
+        impersonators: Iterable[str] = (),
+        operators: Iterable[str] = (),
     ) -> tuple[Engine, SecretStr]:
         """A new engine of ``tenant`` and its key: only the key's SHA-256 is stored, so show the key once."""
         validate_tenant_id(tenant)
@@ -148,6 +158,8 @@ class EngineStore:
             "pii_groups": sorted(set(pii_groups)),
             "mask_style": mask_style,
             "consent_tag": consent_tag,
+            "impersonators": sorted(set(impersonators)),
+            "operators": sorted(set(operators)),
         }
         self._engines.insert_one(doc)
         return _engine(doc), SecretStr(f"{ENGINE_KEY_PREFIX}_{engine_id}_{secret}")
@@ -236,26 +248,49 @@ class TagCache:
 
 class EngineCache:
     """Checked engine keys for ``ttl_s`` seconds (by the key's SHA-256, never the key): a revoked engine is refused
-    within that delay."""
+    within that delay. Valid and refused keys are kept apart, each at most ``max_entries`` (least recently used out
+    first): a flood of made-up keys only ever evicts other refused keys, never a real engine's."""
 
     def __init__(self, ttl_s: float, max_entries: int, clock: Callable[[], float] = time.monotonic) -> None:
         self._ttl_s, self._max = ttl_s, max_entries
         self._clock = clock
         self._lock = threading.Lock()
-        self._entries: OrderedDict[str, tuple[float, Engine | None]] = OrderedDict()
+        self._valid: OrderedDict[str, tuple[float, Engine]] = OrderedDict()
+        self._refused: OrderedDict[str, float] = OrderedDict()
+
+    def known(self, key: str) -> bool:
+        """Whether ``key`` is a valid key checked within the TTL (its caller skips the throttle of unknown keys)."""
+        digest, now = _sha256(key), self._clock()
+        with self._lock:
+            hit = self._valid.get(digest)
+            return hit is not None and hit[0] > now
 
     def get(self, key: str, check: Callable[[str], Engine | None]) -> Engine | None:
         digest, now = _sha256(key), self._clock()
         with self._lock:
-            hit = self._entries.get(digest)
+            hit = self._valid.get(digest)
             if hit is not None and hit[0] > now:
+                self._valid.move_to_end(digest)
                 return hit[1]
+            refused = self._refused.get(digest)
+            if refused is not None and refused > now:
+                return None
         engine = check(key)
         with self._lock:
-            self._entries[digest] = (now + self._ttl_s, engine)
-            while len(self._entries) > self._max:
-                self._entries.popitem(last=False)
+            if engine is None:
+                self._valid.pop(digest, None)
+                _put(self._refused, digest, now + self._ttl_s, self._max)
+            else:
+                self._refused.pop(digest, None)
+                _put(self._valid, digest, (now + self._ttl_s, engine), self._max)
         return engine
+
+
+def _put(entries: OrderedDict[str, Any], key: str, value: Any, max_entries: int) -> None:
+    entries[key] = value
+    entries.move_to_end(key)
+    while len(entries) > max_entries:
+        entries.popitem(last=False)
 
 
 @dataclass(frozen=True)
@@ -286,11 +321,16 @@ def column_masks(
     if engine.sees_pii(user, groups):
         return []
     out: list[tuple[int, str]] = []
+    # One lookup per table, however many of its columns are asked about.
+    per_table: dict[tuple[str, str, str], TableTags] = {}
     for index, column in enumerate(columns):
         source = engine.source_for(column.catalog)
         if source is None:
             continue
-        tags = tags_of(source, column.schema, column.table)
+        table_key = (column.catalog, column.schema, column.table)
+        tags = per_table.get(table_key)
+        if tags is None:
+            tags = per_table[table_key] = tags_of(source, column.schema, column.table)
         if is_pii(tags.table, patterns) or is_pii(tags.columns.get(column.column.lower(), ()), patterns):
             out.append((index, fitted_mask(column, engine.mask_style)))
     return out
@@ -323,12 +363,20 @@ def row_filters(
     *,
     user: str,
     groups: Iterable[str],
+    present: frozenset[str] | None = None,
 ) -> list[str]:
     """The row filter rule: for a user without the PII grant, a table with a column tagged ``consent_tag`` (direct
-    or propagated) shows only the rows whose consent is true (NULL, false or unparseable: hidden). Pure."""
+    or propagated) shows only the rows whose consent is true (NULL, false or unparseable: hidden). ``present``: the
+    table's columns as Trino listed them, if known; a consent-tagged column missing from them is never referenced
+    (Trino would fail the query), and a table whose consent columns are all missing shows no row. Pure."""
     if tags is None or engine.consent_tag is None or engine.source_for(catalog) is None:
         return []
     if engine.sees_pii(user, groups):
         return []
     consent = sorted(name for name, names in tags.columns.items() if engine.consent_tag in names)
+    if present is not None:
+        kept = [name for name in consent if name in present]
+        if consent and not kept:
+            return ["false"]  # consent is asked for, and no column of the table says who gave it
+        consent = kept
     return [f"coalesce(try_cast({_ident(name)} AS boolean), false)" for name in consent]

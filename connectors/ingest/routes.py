@@ -110,6 +110,23 @@ def pii_changes(
     return out
 
 
+def _protective(runtime: Runtime, tenant: str) -> list[str]:
+    """The tag patterns whose removal needs the PII grant: PII tags and the tenant's engines' consent tags."""
+    access = runtime.settings.access
+    if runtime.protective is None:
+        return [*access.pii_tags, *access.protective_tags]
+    try:
+        return list(runtime.protective(tenant))
+    except PyMongoError:
+        log.warning("ingest.engines_unavailable")
+        raise Problem(
+            503,
+            "unavailable",
+            "the tenant's protective tags cannot be read; nothing was accepted, send again later",
+            headers={"Retry-After": str(runtime.settings.connect.retry_after_s)},
+        ) from None
+
+
 def _audit_rows(caller: IngestCaller, changes: list[PiiChange], result: str) -> list[AuditRow]:
     rows = []
     for change in changes:
@@ -152,7 +169,8 @@ async def ingest(request: Request, caller: IngestCallerDep, runtime: RuntimeDep)
         slug = {413: "too-many-events", 415: "unsupported-media-type"}.get(exc.status, "invalid-body")
         raise Problem(exc.status, slug, str(exc), field=exc.field, extra=extra) from None
     results, events = check_items(items, tenant, caller.actor)
-    changes = await run_in_threadpool(pii_changes, runtime, tenant, results, events, runtime.settings.access.pii_tags)
+    patterns = await run_in_threadpool(_protective, runtime, tenant)
+    changes = await run_in_threadpool(pii_changes, runtime, tenant, results, events, patterns)
     if changes and not caller.pii:
         first = changes[0]
         # One row for the refused request (not one per event): a refused flood costs one commit per request.

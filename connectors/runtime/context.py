@@ -59,6 +59,9 @@ class Runtime:
     # The tenant's live propagated PII tags whose path names these URNs (tenants.access.columns.PropagatedPaths):
     # whether an edge removal or asset deletion sent to the ingest API unmasks PII (None: no lineage is known).
     propagated: Callable[[str, Iterable[str], Iterable[str]], list[dict[str, Any]]] | None = None
+    # The tag patterns whose removal needs the PII grant for a tenant: PII tags and its engines' consent tags
+    # (control.auth.protective.ProtectiveTags; None: access.pii_tags and access.protective_tags alone).
+    protective: Callable[[str], tuple[str, ...]] | None = None
     # Dead letters per connector and window; built from settings (connect.dead_letter_cap) when not given.
     dead_letters: DeadLetterBudget | None = None
     dropped_counter: Counter | None = None

@@ -31,6 +31,7 @@ from connectors.runtime.scheduler import CrawlScheduler
 from connectors.runtime.webhooks import router as webhook_router
 from control.audit import TenantAuditLog
 from control.auth.gate import build_gate
+from control.auth.protective import ProtectiveTags
 from control.connectors import registry
 from control.connectors.offsets import OffsetStore
 from control.connectors.registry import ConnectorClass
@@ -71,6 +72,12 @@ def build_runtime(
         leases=LeaseStore.in_database(database),
         audit=TenantAuditLog(database, lambda: settings.lake_root, lake_storage_options(settings)),
         propagated=PropagatedPaths(client, lambda: settings.lake_root),
+        protective=ProtectiveTags(
+            database,
+            settings.access.pii_tags,
+            settings.access.protective_tags,
+            ttl_s=settings.enforcement.cache_ttl_s,
+        ).patterns,
     )
 
 

@@ -38,10 +38,19 @@ class CustomerTrino:
     """``start()`` writes its etc/ under ``workdir`` and starts it; ``stop()`` ends that process (and only it)."""
 
     def __init__(
-        self, settings: Settings, workdir: Path, *, port: int, database: str, access_control: str | None
+        self,
+        settings: Settings,
+        workdir: Path,
+        *,
+        port: int,
+        database: str,
+        access_control: str | None,
+        files: dict[str, str] | None = None,
     ) -> None:
         self.settings, self.workdir, self.port = settings, workdir, port
         self.database, self.access_control = database, access_control
+        # A registration's `trino_files` (installed as handed out, `etc/` made absolute), instead of one OPA file.
+        self.files = files
         self.proc: subprocess.Popen[bytes] | None = None
         self.log = workdir / "trino.log"
 
@@ -63,7 +72,14 @@ class CustomerTrino:
             f"plugin.dir={self.plugins}",
             f"catalog.config-dir={etc / 'catalog'}",
         ]
-        if self.access_control is not None:
+        if self.files is not None:
+            for name, text in self.files.items():
+                text = text.replace("etc/", f"{etc}/")
+                if name == "config.properties":
+                    lines.append(text.strip())
+                else:
+                    (etc / name).write_text(text)
+        elif self.access_control is not None:
             (etc / "access-control.properties").write_text(self.access_control)
             lines.append(f"access-control.config-files={etc / 'access-control.properties'}")
         (etc / "config.properties").write_text("\n".join(lines) + "\n")
@@ -126,6 +142,22 @@ class CustomerTrino:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(timeout=30)
+
+    def query_as(self, original_user: str, user: str, sql: str) -> list[list[Any]] | str:
+        """``query`` with ``X-Trino-Original-User: original_user`` and ``X-Trino-User: user``: what a client sends
+        after ``SET SESSION AUTHORIZATION``, an impersonation Trino checks (the client library keeps these headers
+        to itself, so this speaks the protocol directly)."""
+        headers = {"X-Trino-Original-User": original_user, "X-Trino-User": user, "X-Trino-Catalog": "warehouse"}
+        with httpx.Client(base_url=f"http://127.0.0.1:{self.port}", headers=headers, timeout=60) as http:
+            answer = http.post("/v1/statement", content=sql).json()
+            rows: list[list[Any]] = []
+            while True:
+                if "error" in answer:
+                    return str(answer["error"].get("errorName"))
+                rows += answer.get("data") or []
+                if "nextUri" not in answer:
+                    return rows
+                answer = http.get(answer["nextUri"]).json()
 
     def query(self, user: str, sql: str) -> list[list[Any]] | str:
         """The rows, or the error's name (``PERMISSION_DENIED``...) when Trino refuses the query."""

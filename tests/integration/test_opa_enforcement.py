@@ -7,11 +7,14 @@ its ``email`` column tagged PII and its ``consent`` column tagged ``consent`` th
 projects them, the propagation processor carries them to the view's columns. Then, through the customer's Trino:
 masked and filtered for an analyst, in the table and the view; clear for the engine's PII user; clear again soon after
 the tag is removed; and refused once the engine is removed. Another tenant's engine key reads none of this tenant's
-decisions.
+decisions. The Trino runs the registration's two-file configuration (restrictive file-based rules and OPA), and no
+path around the masks is open: impersonating the PII user, `SET SESSION AUTHORIZATION`, a pass-through table
+function, the catalog's `execute` procedure, writes, and other users' query texts in `system.runtime.queries`.
 """
 
 from __future__ import annotations
 
+import os
 import secrets
 import time
 from collections.abc import Iterator
@@ -40,7 +43,9 @@ from tenants.naming import names_for
 
 pytestmark = pytest.mark.integration
 
-TRINO_PORT, API_PORT = 18480, 18481
+# Movable, as the stack's ports are (a second stack on one host).
+TRINO_PORT = int(os.environ.get("METALAKE_IT_OPA_TRINO_PORT", "18480"))
+API_PORT = int(os.environ.get("METALAKE_IT_OPA_API_PORT", "18481"))
 INSTANCE = "customer-pg"
 SOURCE = "/tests/opa"
 _POPULATE = """
@@ -114,12 +119,15 @@ def setup(
                 ],
                 "pii_users": ["dpo"],
                 "consent_tag": "consent",
+                "impersonators": ["gateway"],
+                "operators": ["ops"],
             }
             created = api.post(f"/v1/tenants/{tenant}/engines", json=body, headers=admin)
             assert created.status_code == 201, created.text
             engine = created.json()
+            # Installed as handed out: the file-based rules beside the OPA access control.
             trino = CustomerTrino(
-                settings, work, port=TRINO_PORT, database=database, access_control=engine["access_control_properties"]
+                settings, work, port=TRINO_PORT, database=database, access_control=None, files=engine["trino_files"]
             ).start()
             try:
                 assert crawl(settings, tenant, database) > 0
@@ -172,6 +180,46 @@ def test_pii_masked_and_rows_filtered_in_the_customer_trino_live(
     wait_for("the analyst's city clear", lambda: trino.query("analyst", TABLE) == unmasked or None, 60, 0.2)
     print(f"untag -> clear in the customer Trino: {time.monotonic() - removed:.2f}s")
     wait_for("the view's town clear", lambda: trino.query("analyst", VIEW) == [[1, "OSL"], [3, "LIM"]] or None, 60)
+
+
+def test_no_path_around_the_masks(settings: Settings, setup: Setup, mongo: MongoClient[dict[str, Any]]) -> None:
+    s, trino = setup, setup.trino
+    masked = [[1, "****", "OSL"], [3, "****", "LIM"]]  # after the previous test: email PII, Bob's row filtered
+    wait_for("the analyst's table masked", lambda: trino.query("analyst", TABLE) == masked or None, 60, 0.2)
+    # A consent tag on a column the table does not have: the filter never names it (Trino lists the table's columns
+    # in the column-masks request it sends first), so the analyst's queries keep working, filtered as before.
+    publish(settings, [_tag(s.tenant, s.urn("people", "ghost"), "consent", 30)])
+    db = mongo[names_for(s.tenant, settings.lake_root).mongo_database]
+    wait_for("the ghost tag projected", lambda: db["classifications"].find_one({"urn": s.urn("people", "ghost")}), 60)
+    time.sleep(settings.enforcement.cache_ttl_s + 0.5)
+    assert trino.query("analyst", TABLE) == masked
+    # Impersonation: the configured gateway may act as the analyst (masks hold), never as the PII user; the analyst
+    # may act as nobody. `SET SESSION AUTHORIZATION` is the same check.
+    assert trino.query_as("gateway", "analyst", TABLE) == masked
+    assert trino.query_as("gateway", "dpo", TABLE) == "PERMISSION_DENIED"
+    assert trino.query_as("analyst", "dpo", TABLE) == "PERMISSION_DENIED"
+    assert trino.query("analyst", "SET SESSION AUTHORIZATION 'dpo'") == "PERMISSION_DENIED"
+    assert trino.query_as("dpo", "dpo", TABLE) == CLEAR
+    # The source answers a pass-through query or procedure itself: no mask would apply, so they are refused.
+    passthrough = "SELECT * FROM TABLE(warehouse.system.query(query => 'SELECT email FROM public.people'))"
+    assert trino.query("analyst", passthrough) == "PERMISSION_DENIED"
+    copy = "CALL warehouse.system.execute(query => 'CREATE TABLE public.leak AS SELECT email FROM public.people')"
+    assert isinstance(trino.query("analyst", copy), str)  # refused
+    assert trino.query("analyst", "CREATE TABLE warehouse.public.leak2 AS SELECT id FROM warehouse.public.people") == (
+        "PERMISSION_DENIED"
+    )
+    assert trino.query("dpo", "SHOW TABLES FROM warehouse.public") == [["people"], ["people_v"]]  # nothing copied
+    # Every column is listed (FilterColumns keeps them all).
+    columns = trino.query("analyst", "SHOW COLUMNS FROM warehouse.public.people")
+    assert isinstance(columns, list) and [c[0] for c in columns] == ["id", "name", "email", "city", "consent"]
+    # Another user's query text (literals, PII included) stays theirs; the engine's operators see every query.
+    secret = f"secret-{secrets.token_hex(4)}"
+    assert trino.query("dpo", f"SELECT '{secret}'") == [[secret]]
+    users = 'SELECT DISTINCT "user" FROM system.runtime.queries ORDER BY 1'
+    assert trino.query("analyst", users) == [["analyst"]]
+    assert ["dpo"] in trino.query("ops", users)
+    texts = trino.query("ops", "SELECT query FROM system.runtime.queries")
+    assert isinstance(texts, list) and any(secret in r[0] for r in texts)
 
 
 def test_keys_are_per_engine_and_per_tenant(settings: Settings, setup: Setup) -> None:

@@ -3,14 +3,13 @@ tags, the consent row filter, the caches, the engine keys."""
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from mongo_list import FakeDatabase
 
-from api.routes.engines import RedactEngineKeys, access_control_properties
+from api.routes.engines import RedactEngineKeys
 from api.services.enforcement import (
     CatalogSource,
     ColumnRef,
@@ -24,60 +23,7 @@ from api.services.enforcement import (
     parse_engine_key,
     row_filters,
 )
-
-
-class FakeCollection:
-    """The few pymongo calls the store and the tag loader make, over a list (no Mongo fake is installed here)."""
-
-    def __init__(self) -> None:
-        self.docs: list[dict[str, Any]] = []
-
-    @staticmethod
-    def _match(doc: dict[str, Any], query: dict[str, Any]) -> bool:
-        for name, cond in query.items():
-            value = doc.get(name)
-            if isinstance(cond, dict) and "$ne" in cond:
-                if value == cond["$ne"]:
-                    return False
-            elif isinstance(cond, dict) and "$regex" in cond:
-                flags = re.IGNORECASE if "i" in cond.get("$options", "") else 0
-                if not isinstance(value, str) or not re.search(cond["$regex"], value, flags):
-                    return False
-            elif value != cond:
-                return False
-        return True
-
-    def insert_one(self, doc: dict[str, Any]) -> None:
-        self.docs.append(dict(doc))
-
-    def insert_many(self, docs: list[dict[str, Any]]) -> None:
-        self.docs += [dict(d) for d in docs]
-
-    def find(self, query: dict[str, Any], projection: Any = None) -> list[dict[str, Any]]:
-        return [dict(d) for d in self.docs if self._match(d, query)]
-
-    def find_one(self, query: dict[str, Any]) -> dict[str, Any] | None:
-        found = self.find(query)
-        return found[0] if found else None
-
-    def count_documents(self, query: dict[str, Any]) -> int:
-        return len(self.find(query))
-
-    def delete_one(self, query: dict[str, Any]) -> Any:
-        found = self.find_one(query)
-        if found is not None:
-            self.docs = [d for d in self.docs if d["_id"] != found["_id"]]
-        return SimpleNamespace(deleted_count=int(found is not None))
-
-
-class FakeDatabase(dict[str, FakeCollection]):
-    def __missing__(self, name: str) -> FakeCollection:
-        self[name] = FakeCollection()
-        return self[name]
-
-    def get_collection(self, name: str, **_: Any) -> FakeCollection:
-        return self[name]
-
+from api.services.trino_files import access_control_properties
 
 PATTERNS = ["PII", "PII.*", "GDPR.*"]
 SOURCE = CatalogSource("warehouse", "postgres", "shop-prod", "shop")
@@ -232,9 +178,34 @@ def test_engine_cache_keeps_answers_for_the_ttl_by_digest() -> None:
     answers = [_engine(), None]
     assert cache.get("mle_k", lambda k: answers[0]) is not None
     assert cache.get("mle_k", lambda k: answers[1]) is not None  # cached
-    assert "mle_k" not in str(cache._entries)
+    assert "mle_k" not in str(cache._valid)
     now[0] = 2.0
     assert cache.get("mle_k", lambda k: answers[1]) is None
+
+
+def test_made_up_keys_never_evict_a_real_engines_key() -> None:
+    checks: list[str] = []
+    real = _engine()
+
+    def check(key: str) -> Engine | None:
+        checks.append(key)
+        return real if key == "mle_real" else None
+
+    cache = EngineCache(60.0, 2)
+    assert cache.get("mle_real", check) is real and cache.known("mle_real")
+    for i in range(50):  # a flood of junk keys, far past max_entries
+        assert cache.get(f"mle_junk{i}", check) is None
+    checks.clear()
+    assert cache.get("mle_real", check) is real and checks == []  # still cached: no store lookup
+    assert not cache.known("mle_junk49")
+    assert cache.get("mle_junk49", check) is None and checks == []  # refused keys are cached too (bounded)
+
+
+def test_column_masks_look_tags_up_once_per_table() -> None:
+    columns = [_col("id", "integer"), _col("email"), _col("ssn", "bigint"), _col("name")]
+    masks, seen = _masks(_engine(), columns)
+    assert masks == [(1, "'****'"), (2, "NULL")]
+    assert seen == [("warehouse", "public", "people")]
 
 
 def test_parse_engine_key() -> None:
@@ -286,3 +257,20 @@ def test_a_failed_decision_answers_503_without_the_key(caplog: pytest.LogCapture
     assert response.status_code == 503
     assert b"TOPSECRET" not in response.body and b"instance" not in response.body
     assert "TOPSECRET" not in caplog.text and "RuntimeError" in str([r.__dict__ for r in caplog.records])
+
+
+def test_the_consent_filter_names_only_columns_the_table_has() -> None:
+    # issue 21, item 3: a consent tag on a column Trino does not list (dropped, or a URN no column matches) must not
+    # make the filter reference it (Trino would fail every query on the table).
+    tags = TableTags(frozenset(), {"consent": frozenset({"consent"}), "ghost": frozenset({"consent"})})
+    engine = _engine()
+    both = row_filters(engine, "warehouse", tags, user="analyst", groups=())
+    assert both == ['coalesce(try_cast("consent" AS boolean), false)', 'coalesce(try_cast("ghost" AS boolean), false)']
+    present = frozenset({"id", "consent"})
+    assert row_filters(engine, "warehouse", tags, user="analyst", groups=(), present=present) == [
+        'coalesce(try_cast("consent" AS boolean), false)'
+    ]
+    # Only a missing column says who consented: no row is shown (the filter fails closed, the query still runs).
+    ghost_only = TableTags(frozenset(), {"ghost": frozenset({"consent"})})
+    assert row_filters(engine, "warehouse", ghost_only, user="analyst", groups=(), present=present) == ["false"]
+    assert row_filters(engine, "warehouse", TableTags(), user="analyst", groups=(), present=present) == []

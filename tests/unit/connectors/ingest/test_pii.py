@@ -140,7 +140,7 @@ def test_cutting_the_lineage_a_pii_tag_travelled_needs_the_grant(client: TestCli
         assert refused.status_code == 403, refused.text
         assert (refused.json()["type"], refused.json()["field"]) == ("/problems/pii-grant-required", field)
     assert world.publisher.routed == []
-    assert asked[0] == ("acme", sorted([UPSTREAM, URN]), ["PII", "PII.*", "GDPR", "GDPR.*"])
+    assert asked[0] == ("acme", sorted([UPSTREAM, URN]), ["PII", "PII.*", "GDPR", "GDPR.*", "consent"])
     accepted = client.post("/v1/events", json=[edge, deleted], headers=_bearer(PII_WRITE_KEY))
     assert accepted.status_code == 200 and accepted.json()["accepted"] == 2, accepted.text
     actions = [row.action for _, row in world.audit.rows if row.result == "accepted"]
@@ -157,5 +157,42 @@ def test_an_unreadable_lineage_accepts_no_deletion(client: TestClient, world: Wo
     object.__setattr__(world.runtime, "propagated", unreadable)
     deleted = {**_event(1, "io.metalake.asset.deleted.v1"), "data": {"urn": URN, "version": 1}}
     response = client.post("/v1/events", json=[deleted], headers=_bearer(WRITE_KEY))
+    assert response.status_code == 503 and "Retry-After" in response.headers
+    assert world.publisher.routed == []
+
+
+def test_consent_tags_are_protected_like_pii_tags(client: TestClient, world: World) -> None:
+    # issue 21, item 3: the consent tag filters rows in the tenant's Trino (docs/enforcement.md); removing it, or
+    # cutting the lineage it travelled, shows every row to users without the PII grant.
+    assert client.post("/v1/events", json=[_removed(1, "consent")], headers=_bearer(WRITE_KEY)).status_code == 403
+    asked: list[str] = []
+
+    def protective(tenant: str) -> tuple[str, ...]:
+        asked.append(tenant)
+        return ("PII", "opt_in")  # an engine registered with consent_tag "opt_in"
+
+    def propagated(tenant: str, urns: Any, patterns: Any) -> list[dict[str, Any]]:
+        assert "opt_in" in patterns
+        return [{"tag": "opt_in", "path": [UPSTREAM, URN]}]
+
+    object.__setattr__(world.runtime, "protective", protective)
+    object.__setattr__(world.runtime, "propagated", propagated)
+    refused = client.post("/v1/events", json=[_removed(2, "opt_in")], headers=_bearer(WRITE_KEY))
+    assert refused.status_code == 403 and refused.json()["field"] == "data/tag"
+    edge = _event(3, "io.metalake.lineage.edge.removed.v1", upstream=UPSTREAM)
+    assert client.post("/v1/events", json=[edge], headers=_bearer(WRITE_KEY)).status_code == 403
+    assert asked[0] == "acme"
+    assert [row.result for _, row in world.audit.rows] == ["refused", "refused", "refused"]
+    accepted = client.post("/v1/events", json=[_removed(4, "opt_in")], headers=_bearer(PII_WRITE_KEY))
+    assert accepted.status_code == 200 and world.audit.rows[-1][1].result == "accepted"
+    assert client.post("/v1/events", json=[_removed(5, "finance")], headers=_bearer(WRITE_KEY)).status_code == 200
+
+
+def test_unreadable_protective_tags_accept_nothing(client: TestClient, world: World) -> None:
+    def unreadable(tenant: str) -> tuple[str, ...]:
+        raise PyMongoError("down")
+
+    object.__setattr__(world.runtime, "protective", unreadable)
+    response = client.post("/v1/events", json=[_removed(1, "finance")], headers=_bearer(WRITE_KEY))
     assert response.status_code == 503 and "Retry-After" in response.headers
     assert world.publisher.routed == []
