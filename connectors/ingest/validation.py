@@ -42,6 +42,16 @@ API_ONLY_TYPES = frozenset({"io.metalake.asset.edited.v1", "io.metalake.asset.ed
 PROCESSOR_ONLY_TYPES = frozenset(
     {"io.metalake.classification.propagated.v1", "io.metalake.classification.unpropagated.v1"}
 )
+# What metalake's own processes publish to its internal topics: on an event topic a forged one would at best be a
+# dead letter, at worst be taken for the processes' word by a later reader.
+INTERNAL_TYPES = frozenset(
+    {
+        "io.metalake.propagation.completed.v1",
+        "io.metalake.asset.erased.v1",
+        "io.metalake.state.changed.v1",
+        "io.metalake.subscription.test.requested.v1",
+    }
+)
 
 
 class Rejected(ValueError):
@@ -113,6 +123,8 @@ def _check_data(item: dict[str, Any], actor: str | None) -> dict[str, Any]:
             raise Rejected("published by the admin API only (PATCH /v1/tenants/{tenant}/assets)", "type")
         if item["type"] in PROCESSOR_ONLY_TYPES:
             raise Rejected("written by metalake's tag propagation only (it follows the lineage graph)", "type")
+        if item["type"] in INTERNAL_TYPES:
+            raise Rejected("published by metalake's own processes only, never by a source", "type")
         data = _credential_actor(spec, item["data"], actor)
         validate_data(item["type"], data)
         return canonical_data(item["type"], data)

@@ -30,6 +30,24 @@ def _event(event_type: str) -> dict[str, Any]:
     }
 
 
+INTERNAL = [
+    "io.metalake.propagation.completed.v1",
+    "io.metalake.asset.erased.v1",
+    "io.metalake.state.changed.v1",
+    "io.metalake.subscription.test.requested.v1",
+]
+
+
+@pytest.mark.parametrize("event_type", INTERNAL)
+def test_the_types_metalakes_processes_publish_are_refused_from_sources(event_type: str) -> None:
+    with pytest.raises(Rejected) as err:
+        to_event(_event(event_type), "acme")
+    assert (err.value.field, str(err.value)) == (
+        "type",
+        "published by metalake's own processes only, never by a source",
+    )
+
+
 @pytest.mark.parametrize("event_type", TYPES)
 def test_the_validation_refuses_them_naming_the_type(event_type: str) -> None:
     with pytest.raises(Rejected) as err:
