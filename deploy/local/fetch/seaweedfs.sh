@@ -11,6 +11,11 @@ VERSION="$PIN-$(go env GOVERSION)"
 DEST="$CACHE_DIR/seaweedfs"
 ready "$DEST/.ready" "$VERSION" && { echo "seaweedfs: cached"; exit 0; }
 mkdir -p "$DEST"
+# One build at a time (deploy/local/prebuild.sh may have started one in the background): wait for it, then look again.
+need flock "install util-linux"
+exec 9>"$DEST/.lock"
+flock 9
+ready "$DEST/.ready" "$VERSION" && { echo "seaweedfs: cached"; exit 0; }
 export GOMODCACHE="$CACHE_DIR/gomod" GOCACHE="$CACHE_DIR/gobuild" GOFLAGS=-modcacherw
 echo "seaweedfs: building $MODULE@$PIN with $(go env GOVERSION) (first build takes several minutes)"
 SRC=$(go mod download -json "$MODULE@$PIN" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
