@@ -38,6 +38,7 @@ from metalake.net.ssrf import AddressGuard
 from metalake.settings import Settings
 from processors.outbound.destinations.freshdesk.destination import FreshdeskDestination, dedup_tag
 from processors.outbound.destinations.teams.destination import TeamsDestination
+from processors.outbound.destinations.teams.messages import md
 from processors.outbound.runtime.catalog import Catalog, Impact
 from processors.outbound.runtime.destination import Destination, DestinationEnv
 from processors.outbound.runtime.dispatch import Dispatcher
@@ -210,11 +211,11 @@ def test_the_runtime_process_posts_cards_and_files_tickets_once(
             timeout_s=90,
         )
         assert [c["body"][0]["text"] for c in teams.cards] == [
-            f"PII tag added to {EMAIL}",
-            f"PII on {EMAIL} propagated to 1 downstream asset(s): +1 added, -0 removed",
-            f"Monte Carlo incident opened on {EMAIL}",
-            f"Monte Carlo incident resolved on {EMAIL}",
-            f"PII tag removed from {EMAIL}",
+            md(f"PII tag added to {EMAIL}"),
+            md(f"PII on {EMAIL} propagated to 1 downstream asset(s): +1 added, -0 removed"),
+            md(f"Monte Carlo incident opened on {EMAIL}"),
+            md(f"Monte Carlo incident resolved on {EMAIL}"),
+            md(f"PII tag removed from {EMAIL}"),
         ]
         assert freshdesk.history == {1: [2, 4], 2: [2, 4]} and teams.refused == []
         assert proc.stop() == 0, proc.log()
@@ -277,8 +278,8 @@ def test_incidents_on_pii_tagged_assets_only(
         ]
         assert delivered == [direct, propagated]
         assert [c["body"][0]["text"] for c in teams.cards] == [
-            f"Monte Carlo incident opened on {direct}",
-            f"Monte Carlo incident opened on {propagated}",
+            md(f"Monte Carlo incident opened on {direct}"),
+            md(f"Monte Carlo incident opened on {propagated}"),
         ]
     finally:
         mongo.drop_database(db.name)
@@ -329,7 +330,8 @@ def test_an_incident_names_owners_and_downstream_impact(
         assert _deliver_all(dispatcher, event) == ["freshdesk:delivered", "teams:delivered"]
         texts = json.dumps(teams.cards[0])
         assert '"title": "Owners", "value": "ana@example.com"' in texts
-        assert "Downstream impact: 3 asset(s) reached by lineage" in texts and c360 in texts
+        # URNs reach the card escaped as Markdown (issue 21 item 15): as the JSON holds them.
+        assert "Downstream impact: 3 asset(s) reached by lineage" in texts and json.dumps(md(c360))[1:-1] in texts
         description = freshdesk.tickets[1]["description"]
         assert "<p>Owners: ana@example.com</p>" in description and f"<li>{report}</li>" in description
     finally:
