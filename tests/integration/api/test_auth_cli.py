@@ -91,7 +91,8 @@ def test_bootstrap_serve_token_rotate(settings: Settings, mongo: Mongo, env: dic
     assert admin["client_secret"] not in created.stderr
     port = int(env["METALAKE_API__PORT"])
     base = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen([METALAKE, "api"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # uvicorn's access log goes to stdout, its other lines to stderr: both are read.
+    server = subprocess.Popen([METALAKE, "api"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
 
         def up() -> bool:
@@ -133,8 +134,8 @@ def test_bootstrap_serve_token_rotate(settings: Settings, mongo: Mongo, env: dic
         server.terminate()
         server.wait(timeout=30)
         ClientStore(mongo[CONTROL_DATABASE]).revoke(admin["client_id"])
-    assert server.stderr is not None
-    logged = server.stderr.read()
+    assert server.stdout is not None
+    logged = server.stdout.read()
     assert admin["client_secret"] not in logged
     assert "s3cret" not in logged
     assert "/share/***/data.csv" in logged and "/v1/opa/mle_0123456789abcdef_***/allow" in logged
