@@ -93,12 +93,15 @@ def run_in_group(argv: Sequence[str], timeout_s: float, stop: threading.Event, s
         start_new_session=True,
     )
     deadline = time.monotonic() + timeout_s
+    pending: str | None = stdin
     while True:
         try:
-            # ``input`` is written once, by the first call (a retry after a timeout goes on where it stopped).
-            stdout, _ = child.communicate(stdin, timeout=max(0.0, min(_TICK_S, deadline - time.monotonic())))
+            # Only the first call may pass ``input`` (a later one raises ValueError): it goes on writing what is left.
+            wait = max(0.0, min(_TICK_S, deadline - time.monotonic()))
+            stdout, _ = child.communicate(pending, timeout=wait)
             return Outcome(Ending.EXITED, child.returncode, stdout or "")
         except subprocess.TimeoutExpired:
+            pending = None
             if stop.is_set() or time.monotonic() >= deadline:
                 ending = Ending.STOPPED if stop.is_set() else Ending.TIMED_OUT
                 _kill_group(child)

@@ -108,3 +108,11 @@ def test_the_child_reads_what_it_is_given_on_stdin() -> None:
     # A child that never reads its stdin is not held up by it.
     quiet = run_in_group([sys.executable, "-c", "import sys; sys.exit(3)"], 30.0, threading.Event(), "u" * 1000)
     assert (quiet.ending, quiet.code) == (Ending.EXITED, 3)
+
+
+def test_a_child_that_runs_past_a_tick_still_gets_its_stdin_once() -> None:
+    # The erase runs for minutes: the worker's wait ticks many times, and only the first may hand over the input
+    # (subprocess raises ValueError on a second one; every erase longer than a tick failed so).
+    script = "import sys, time; time.sleep(1.5); print(sys.stdin.readline().strip())"
+    outcome = run_in_group([sys.executable, "-c", script], 30.0, threading.Event(), "urn:metalake:x\n")
+    assert (outcome.ending, outcome.stdout.strip()) == (Ending.EXITED, "urn:metalake:x")
