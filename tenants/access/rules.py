@@ -221,8 +221,9 @@ def build_rules(
         ],
         "procedures": [{"user": services, "privileges": ["EXECUTE"]}],
         "system_information": [{"user": services, "allow": ["read", "write"]}],
-        # Everyone may run queries and see their own; only service users see or kill other users' queries.
-        "queries": [{"user": services, "allow": ["execute", "kill", "view"]}, {"allow": ["execute"]}],
+        # Service users see and kill every query; the users of the tenants listed (active ones: a suspended or
+        # deleting tenant has none) run queries and see their own; anyone else runs nothing, not even `SELECT 1`.
+        "queries": [{"user": services, "allow": ["execute", "kill", "view"]}],
         # First match wins; the last rule is Trino's default made explicit (no rule: no impersonation).
         "impersonation": [{"original_user": ".*", "new_user": ".*", "allow": False}],
         **_session_property_rules(services),
@@ -233,6 +234,7 @@ def build_rules(
     if accesses:
         users = [u for a in accesses for u in tenant_users(a.tenant)]
         rules["catalogs"].append({"user": _exact(*users), "catalog": _exact(catalog), "allow": "read-only"})
+        rules["queries"].append({"user": _exact(*users), "allow": ["execute"]})
     return rules
 
 

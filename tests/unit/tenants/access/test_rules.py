@@ -190,7 +190,10 @@ def test_only_builtin_functions_and_no_procedures_for_tenants(rules: dict[str, A
     open_rule = next(r for r in rules["functions"] if "user" not in r)
     assert (open_rule["catalog"], open_rule["schema"], open_rule["privileges"]) == ("system", "builtin", ["EXECUTE"])
     assert all("user" in r for r in rules["procedures"])
-    assert rules["queries"][-1] == {"allow": ["execute"]}
+    # Only the listed (active) tenants' users run queries at all: a suspended tenant's token cannot even SELECT 1.
+    [tenant_queries] = [r for r in rules["queries"] if r["allow"] == ["execute"]]
+    assert re.fullmatch(tenant_queries["user"], "tenant.acme") and not re.fullmatch(tenant_queries["user"], "nobody")
+    assert all("user" in r for r in rules["queries"])
 
 
 def test_rules_are_deterministic_and_only_use_known_keys() -> None:
