@@ -10,11 +10,11 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 from pymongo import MongoClient
 
-from api.ratelimit import RateLimiter
 from api.services.auditbatch import AuditBatcher
 from api.services.trinopool import TrinoPool
 from api.workpool import WorkPool, WorkPools
 from control.auth.protective import ProtectiveTags
+from metalake.http.ratelimit import RateLimiter
 from metalake.settings import Settings
 from tenants.naming import CONTROL_DATABASE
 

@@ -356,6 +356,11 @@ class ConnectSettings(BaseModel):
     # How long a request may wait for Kafka to confirm before the worker answers 503 (the sender then retries).
     publish_timeout_ms: int = Field(default=10_000, gt=0)
     retry_after_s: int = Field(default=30, gt=0)
+    # Events one tenant may publish through this worker's HTTP sources (ingest API, OpenLineage), per second on
+    # average with bursts up to the burst; past it, 429 with Retry-After and nothing accepted. The worker, Kafka and
+    # the streaming job are shared: without it one tenant's bulk posts slow every other tenant's ingest.
+    tenant_events_per_s: float = Field(default=1000.0, gt=0)
+    tenant_events_burst: int = Field(default=10_000, gt=0)
     source_batch_size: int = Field(default=1000, gt=0)
     offsets_load_timeout_s: float = Field(default=30.0, gt=0)
     # The compacted offsets topic: how long a superseded offset record (e.g. one an erase rewrote or tombstoned) may

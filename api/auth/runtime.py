@@ -9,10 +9,10 @@ from pymongo import MongoClient
 
 from api.auth.keys import SigningKeyStore
 from api.auth.server import TokenServer
-from api.ratelimit import RateLimiter
 from control.auth.clients import ClientCache, ClientStore
 from control.auth.gate import TokenGate, build_gate, tenant_usable
 from control.auth.jwks import JwksCache, verification_source
+from metalake.http.ratelimit import RateLimiter
 from metalake.settings import Settings
 from tenants.naming import CONTROL_DATABASE
 from tenants.registry import TenantDirectory, TenantRegistry

@@ -29,7 +29,6 @@ from api import quotas
 from api.context import ApiContext, ContextDep
 from api.deps import TenantAdmin, TenantReader
 from api.problems import Problem
-from api.ratelimit import RateLimiter
 from api.redaction import RedactSecretPaths, secret_path
 from api.schemas.engines import (
     CatalogMapping,
@@ -57,6 +56,7 @@ from api.services.enforcement import (
 from api.services.seen_columns import SeenColumns, table_key
 from api.services.trino_files import OPA_FILE, trino_files
 from metalake.http.problems import problem_response
+from metalake.http.ratelimit import RateLimiter
 from tenants.naming import CONTROL_DATABASE, names_for
 
 log = logging.getLogger(__name__)

@@ -1,5 +1,6 @@
 """The one way an HTTP source of the worker (the ingest API, OpenLineage) hands its events to Kafka: all of them
-confirmed, or a 503 with Retry-After and none accepted (the caller sends again; the events' ids make that safe)."""
+confirmed, or a 503 with Retry-After and none accepted (the caller sends again; the events' ids make that safe). A
+tenant over its events budget (``connect.tenant_events_per_s``) gets a 429 with Retry-After, none accepted."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ def publish_confirmed(runtime: Runtime, tenant: str, events: Sequence[CloudEvent
     """Publish ``events`` to their topic classes and wait for Kafka's confirmation; ``source`` names the route in
     the log (``<source>.publish_failed``)."""
     routed = [Routed(e, spec_for(e.type).topic_class(e.data)) for e in events]
+    if runtime.event_budget is not None:  # always, once Runtime is built
+        runtime.event_budget.check(f"tenant:{tenant}", who="this tenant's events", cost=len(routed))
     with bind_tenant(tenant):
         try:
             runtime.publisher.publish(routed)

@@ -26,6 +26,7 @@ from control.connectors.plugin import (
 )
 from control.connectors.registry import ConnectorClass, Plugin
 from control.connectors.store import ConnectorRecord, ControlStore
+from metalake.http.ratelimit import RateLimiter
 from metalake.lease import LeaseStore
 from metalake.settings import Settings
 
@@ -65,14 +66,19 @@ class Runtime:
     # Dead letters per connector and window; built from settings (connect.dead_letter_cap) when not given.
     dead_letters: DeadLetterBudget | None = None
     dropped_counter: Counter | None = None
+    # Events per tenant through the HTTP sources (connect.tenant_events_per_s); built from settings when not given.
+    event_budget: RateLimiter | None = None
 
     def __post_init__(self) -> None:
+        connect = self.settings.connect
+        # Frozen: set once here, shared by every request and task of the process.
         if self.dead_letters is None:
-            connect = self.settings.connect
-            # Frozen: set once here, shared by every request and task of the process.
             object.__setattr__(
                 self, "dead_letters", DeadLetterBudget(connect.dead_letter_cap, connect.dead_letter_window_s)
             )
+        if self.event_budget is None:
+            budget = RateLimiter(connect.tenant_events_per_s, connect.tenant_events_burst)
+            object.__setattr__(self, "event_budget", budget)
 
     @property
     def access(self) -> SourceAccess:

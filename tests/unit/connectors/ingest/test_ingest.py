@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -11,7 +12,9 @@ from runtime_fakes import WRITE_KEY, World, access_token
 
 from connectors.ingest.parsing import BodyError, split_body
 from connectors.ingest.validation import Rejected, to_event
+from connectors.runtime.worker import create_app
 from metalake.http.problems import MEDIA_TYPE
+from metalake.http.ratelimit import RateLimiter
 from metalake.urn import asset_urn
 
 URN = asset_urn("pg", "prod", "shop", "public", "orders")
@@ -212,3 +215,20 @@ def test_without_a_credential_actor_the_bodys_is_dropped_not_kept() -> None:
     event = to_event(_tag_event(1, "io.metalake.classification.added.v1", actor="someone else"), "acme")
     assert "actor" not in event.data
     assert "actor" not in to_event(_event(), "acme", "write-key:k1").data  # a type without an actor gets none
+
+
+def test_a_tenant_over_its_events_budget_gets_429_and_nothing_is_published(world: World) -> None:
+    # One tenant's bulk posts share the worker, Kafka and the streaming job with every tenant (issue 21, item 16).
+    now = [0.0]
+    budget = RateLimiter(rate=2.0, burst=4, clock=lambda: now[0])
+    runtime = dataclasses.replace(world.runtime, event_budget=budget)
+    with TestClient(create_app(world.settings, runtime=runtime)) as client:
+        first = client.post("/v1/events", json=[_event(i) for i in range(4)], headers=AUTH)
+        assert first.status_code == 200 and first.json()["accepted"] == 4
+        over = client.post("/v1/events", json=[_event(4), _event(5)], headers=AUTH)
+        assert over.status_code == 429 and over.headers["retry-after"] == "1", over.text
+        assert over.json()["type"] == "/problems/rate-limited"
+        assert [r.event.id for r in world.publisher.routed] == [f"ev-{i}" for i in range(4)]
+        now[0] += 1.0  # two events' worth refilled
+        again = client.post("/v1/events", json=[_event(4), _event(5)], headers=AUTH)
+        assert again.status_code == 200 and again.json()["accepted"] == 2

@@ -4,7 +4,7 @@ import pytest
 from fake_clock import FakeClock
 
 from api.problems import Problem
-from api.ratelimit import RateLimiter
+from metalake.http.ratelimit import RateLimiter
 
 
 def test_burst_then_refill_per_key() -> None:
@@ -46,7 +46,7 @@ def test_a_full_table_takes_new_keys_in_constant_time(monkeypatch: pytest.Monkey
     # under the global lock per key (the old eviction was O(n): ~10 ms per new key at 20k keys, 20 s for 2,000).
     import time
 
-    from api import ratelimit
+    from metalake.http import ratelimit
 
     monkeypatch.setattr(ratelimit, "_MAX_BUCKETS", 20_000)
     clock = FakeClock(0.0)
@@ -61,7 +61,7 @@ def test_a_full_table_takes_new_keys_in_constant_time(monkeypatch: pytest.Monkey
 
 
 def test_eviction_drops_the_least_recently_used_bucket_first(monkeypatch: pytest.MonkeyPatch) -> None:
-    from api import ratelimit
+    from metalake.http import ratelimit
 
     monkeypatch.setattr(ratelimit, "_MAX_BUCKETS", 3)
     clock = FakeClock(0.0)
@@ -76,3 +76,12 @@ def test_eviction_drops_the_least_recently_used_bucket_first(monkeypatch: pytest
     clock.now += ratelimit._IDLE_EVICT_S + 10
     limiter.acquire("e")  # every idle bucket goes at once
     assert list(limiter._buckets) == ["e"]
+
+
+def test_a_request_costing_more_than_the_burst_waits_for_a_full_bucket_not_for_ever() -> None:
+    now = [0.0]
+    limiter = RateLimiter(rate=10.0, burst=5, clock=lambda: now[0])
+    assert limiter.acquire("t", cost=3) == 0.0
+    assert limiter.acquire("t", cost=50) == pytest.approx(0.3)  # needs the bucket full again: 3 tokens at 10/s
+    now[0] += 0.3
+    assert limiter.acquire("t", cost=50) == 0.0

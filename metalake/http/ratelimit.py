@@ -1,8 +1,9 @@
-"""Per-client rate limits: an in-process token bucket per key (the OAuth client id), refilled continuously.
+"""Rate limits: an in-process token bucket per key (an OAuth client, a tenant, a peer address), refilled
+continuously; a request may cost more than one token (the connector worker charges a tenant per event).
 
-In-process on purpose: the API runs as one process per host behind a load balancer, and a per-process bucket bounds
-what one client can take from that process without a shared store on the hot path. Each process of a deployment
-grants the configured rate, so the effective limit is the rate times the number of API processes.
+In-process on purpose: the API and the connector worker run as one process per host behind a load balancer, and a
+per-process bucket bounds what one key can take from that process without a shared store on the hot path. Each
+process of a deployment grants the configured rate, so the effective limit is the rate times the number of processes.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from api.problems import Problem
+from metalake.http.problems import Problem
 
 # Buckets untouched for this long are full again anyway; dropping them bounds memory under many client ids.
 _IDLE_EVICT_S = 600.0
@@ -40,8 +41,11 @@ class RateLimiter:
         # Least recently used first: a full table drops its front in O(1), never scanning under the lock.
         self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
 
-    def acquire(self, key: str) -> float:
-        """Take one token for ``key``: 0.0 when granted, else the seconds until one is available."""
+    def acquire(self, key: str, cost: float = 1.0) -> float:
+        """Take ``cost`` tokens for ``key``: 0.0 when granted, else the seconds until they are available. A cost over
+        the burst needs a full bucket (and empties it): a request larger than the burst is slowed, never refused
+        for ever."""
+        cost = min(cost, self._burst)
         now = self._clock()
         with self._lock:
             bucket = self._buckets.get(key)
@@ -52,10 +56,10 @@ class RateLimiter:
                 self._buckets.move_to_end(key)
             bucket.tokens = min(self._burst, bucket.tokens + (now - bucket.updated) * self._rate)
             bucket.updated = now
-            if bucket.tokens >= 1.0:
-                bucket.tokens -= 1.0
+            if bucket.tokens >= cost:
+                bucket.tokens -= cost
                 return 0.0
-            return (1.0 - bucket.tokens) / self._rate
+            return (cost - bucket.tokens) / self._rate
 
     def waiting(self, key: str) -> float:
         """The seconds until ``key`` has a token (0.0: it has one now), taking none: for buckets charged afterwards,
@@ -68,10 +72,10 @@ class RateLimiter:
             tokens = min(self._burst, bucket.tokens + (now - bucket.updated) * self._rate)
             return 0.0 if tokens >= 1.0 else (1.0 - tokens) / self._rate
 
-    def check(self, key: str, *, charge: bool = True, who: str = "this client") -> None:
+    def check(self, key: str, *, charge: bool = True, who: str = "this client", cost: float = 1.0) -> None:
         """Raise a 429 problem with ``Retry-After`` when ``key`` is over its rate; ``charge=False`` refuses an empty
         bucket without taking a token (the caller charges it later with :meth:`acquire`)."""
-        wait = self.acquire(key) if charge else self.waiting(key)
+        wait = self.acquire(key, cost) if charge else self.waiting(key)
         if wait > 0:
             retry_after = max(1, math.ceil(wait))
             raise Problem(
