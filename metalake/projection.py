@@ -97,6 +97,8 @@ class ClassificationDoc(TypedDict):
     actor: NotRequired[str | None]
     remove_propagations_on_entity_delete: NotRequired[bool | None]
     restrict_propagation_through_lineage: NotRequired[bool | None]
+    # The normalised URN of the asset and of its parent (metalake.urn_keys); missing until the tenant's backfill.
+    urn_keys: NotRequired[list[str]]
     deleted: bool
     version: int
     event_id: str
@@ -153,6 +155,7 @@ class PropagatedTagDoc(TypedDict):
     # The URNs from the origin to this asset.
     path: NotRequired[list[str] | None]
     depth: NotRequired[int | None]
+    urn_keys: NotRequired[list[str]]  # as ClassificationDoc's
     deleted: bool
     version: int
     event_id: str

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Annotated, Any
@@ -49,11 +49,10 @@ from api.services.enforcement import (
     EngineStore,
     TableTags,
     TagCache,
-    column_masks,
-    load_table_tags,
     row_filters,
 )
 from api.services.seen_columns import SeenColumns, table_key
+from api.services.tag_lookup import ReadyTenants, batch_masks, tags_for
 from api.services.trino_files import OPA_FILE, trino_files
 from metalake.http.problems import problem_response
 from metalake.http.ratelimit import RateLimiter
@@ -199,6 +198,7 @@ class _Runtime:
     # Per peer address, charged for keys not known valid before they are checked (as the token endpoint's).
     peers: RateLimiter
     columns: SeenColumns
+    ready: ReadyTenants  # tenants whose tags are looked up by urn_keys (api.services.tag_lookup)
 
 
 def _runtime(request: Request) -> _Runtime:
@@ -212,6 +212,7 @@ def _runtime(request: Request) -> _Runtime:
             TagCache(limits.cache_ttl_s, limits.max_cached_tables),
             RateLimiter(limits.peer_rate_per_s, limits.peer_burst),
             SeenColumns(_SEEN_COLUMNS_TTL_S, limits.max_cached_tables),
+            ReadyTenants(),
         )
         request.app.state.enforcement = runtime
     assert isinstance(runtime, _Runtime)  # noqa: S101 - set just above
@@ -269,14 +270,17 @@ async def _admit(request: Request, key: str) -> tuple[Engine, OpaQuery] | JSONRe
     return engine, query
 
 
-def _tags_of(request: Request, engine: Engine) -> Any:
+def _tags_of(request: Request, engine: Engine) -> Callable[[list[str]], dict[str, TableTags]]:
+    """The tags of tables by URN (blocking): the cached ones, and the others in one lookup for the batch."""
     ctx: ApiContext = request.app.state.ctx
     db = ctx.mongo[names_for(engine.tenant, ctx.settings.lake_root).mongo_database]
-    cache = _runtime(request).tags
+    runtime = _runtime(request)
 
-    def tags_of(source: CatalogSource, schema: str, table: str) -> TableTags:
-        urn = source.table_urn(schema, table)
-        return cache.get(engine.tenant, urn, partial(load_table_tags, db, urn))
+    def load(urns: Sequence[str]) -> dict[str, TableTags]:
+        return tags_for(db, runtime.ready.check(engine.tenant, db), urns)
+
+    def tags_of(urns: list[str]) -> dict[str, TableTags]:
+        return runtime.tags.get_many(engine.tenant, urns, load)
 
     return tags_of
 
@@ -325,7 +329,8 @@ async def opa_row_filters(request: Request, key: EngineKey) -> JSONResponse:
     source = engine.source_for(table.catalogName)
     tags = None
     if source is not None and engine.consent_tag is not None and not engine.sees_pii(identity.user, identity.groups):
-        tags = await run_in_threadpool(_tags_of(request, engine), source, table.schemaName, table.tableName)
+        urn = source.table_urn(table.schemaName, table.tableName)
+        tags = (await run_in_threadpool(_tags_of(request, engine), [urn]))[urn]
     present = _runtime(request).columns.get(
         table_key(engine.engine_id, table.catalogName, table.schemaName, table.tableName)
     )
@@ -341,7 +346,7 @@ async def _masks(request: Request, engine: Engine, query: OpaQuery, columns: lis
     ctx: ApiContext = request.app.state.ctx
     identity = query.input.context.identity
     compute = partial(
-        column_masks,
+        batch_masks,
         engine,
         columns,
         _tags_of(request, engine),
@@ -367,7 +372,7 @@ async def opa_column_masks(request: Request, key: EngineKey) -> JSONResponse:
             field = f"input/action/filterResources/{i}/column"
             return _opa_problem(400, "invalid-request", f"{field}: required", field)
         columns.append(_column_ref(resource.column))
-    # Trino asks about one table per request; each table is a tag lookup.
+    # Trino asks about one table per request; a request's tables are looked up together (api.services.tag_lookup).
     limit = request.app.state.ctx.settings.enforcement.max_tables_per_request
     if len({(c.catalog, c.schema, c.table) for c in columns}) > limit:
         field = "input/action/filterResources"

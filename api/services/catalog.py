@@ -21,7 +21,7 @@ from typing import Any
 from pymongo import ASCENDING, IndexModel
 from pymongo.database import Database
 
-from metalake import projection
+from metalake import projection, urn_keys
 from metalake.mongo import Doc
 from metalake.projection import (
     AssetDoc,
@@ -43,8 +43,15 @@ ASSET_EDITS = projection.ASSET_EDITS_COLLECTION
 # Indexes the reads below are shaped for (provisioning creates them; create_index is idempotent).
 INDEXES: Mapping[str, Sequence[IndexModel]] = {
     ASSETS: (IndexModel([("name", ASCENDING), ("_id", ASCENDING)], name="name_id"),),
-    CLASSIFICATIONS: (IndexModel([("tag", ASCENDING), ("urn", ASCENDING)], name="tag_urn"),),
-    PROPAGATED: (IndexModel([("tag", ASCENDING), ("urn", ASCENDING)], name="tag_urn"),),
+    # urn_keys: the OPA decisions' exact lookups of a table's tags (metalake.urn_keys).
+    CLASSIFICATIONS: (
+        IndexModel([("tag", ASCENDING), ("urn", ASCENDING)], name="tag_urn"),
+        IndexModel([(urn_keys.FIELD, ASCENDING)], name="urn_keys"),
+    ),
+    PROPAGATED: (
+        IndexModel([("tag", ASCENDING), ("urn", ASCENDING)], name="tag_urn"),
+        IndexModel([(urn_keys.FIELD, ASCENDING)], name="urn_keys"),
+    ),
     LINEAGE: (
         IndexModel([("upstream", ASCENDING)], name="upstream"),
         IndexModel([("urn", ASCENDING)], name="urn"),

@@ -231,19 +231,32 @@ class TagCache:
         self._entries: OrderedDict[tuple[str, str], tuple[float, TableTags]] = OrderedDict()
 
     def get(self, tenant: str, table_urn: str, load: Callable[[], TableTags]) -> TableTags:
-        key, now = (tenant, table_urn), self._clock()
+        return self.get_many(tenant, [table_urn], lambda _: {table_urn: load()})[table_urn]
+
+    def get_many(
+        self, tenant: str, urns: Sequence[str], load: Callable[[Sequence[str]], Mapping[str, TableTags]]
+    ) -> dict[str, TableTags]:
+        """The tags of each table; the tables missing or expired are loaded together, in one call of ``load``."""
+        now, out = self._clock(), {}
         with self._lock:
-            hit = self._entries.get(key)
-            if hit is not None and hit[0] > now:
-                self._entries.move_to_end(key)
-                return hit[1]
-        tags = load()
+            for urn in urns:
+                hit = self._entries.get((tenant, urn))
+                if hit is not None and hit[0] > now:
+                    self._entries.move_to_end((tenant, urn))
+                    out[urn] = hit[1]
+        missing = [u for u in dict.fromkeys(urns) if u not in out]
+        loaded = load(missing) if missing else {}
         with self._lock:
-            self._entries[key] = (now + self._ttl_s, tags)
-            self._entries.move_to_end(key)
-            while len(self._entries) > self._max:
-                self._entries.popitem(last=False)
-        return tags
+            for urn in missing:
+                out[urn] = loaded[urn]
+                self._store((tenant, urn), now, loaded[urn])
+        return out
+
+    def _store(self, key: tuple[str, str], now: float, tags: TableTags) -> None:
+        self._entries[key] = (now + self._ttl_s, tags)
+        self._entries.move_to_end(key)
+        while len(self._entries) > self._max:
+            self._entries.popitem(last=False)
 
 
 class EngineCache:

@@ -11,6 +11,7 @@ from typing import Any
 from pymongo.collection import Collection
 from pymongo.errors import OperationFailure
 
+from metalake import urn_keys
 from metalake.projection import escape_keys
 from processors.enrichment.health import INSERT_DEFAULTS
 from processors.enrichment.state import ASSETS, StateSpec
@@ -52,6 +53,8 @@ def spec_upsert(spec: StateSpec) -> Callable[[Mapping[str, Any]], dict[str, Any]
 
     def build(row: Mapping[str, Any]) -> dict[str, Any]:
         fields: dict[str, Any] = {k: row[k] for k in spec.key}
+        if spec.urn_keys:
+            fields[urn_keys.FIELD] = urn_keys.urn_keys(str(row["urn"]))  # a tombstone's too: it is a key field
         fields.update({"deleted": row["deleted"], "event_time": row["event_time"], "updated_at": row["updated_at"]})
         if not row["deleted"]:
             fields.update({c: row[c] for c in spec.fields if c not in spec.carried})

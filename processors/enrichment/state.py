@@ -48,6 +48,9 @@ class StateSpec:
     # Rows whose ``source`` is "human" are never overwritten by a row whose source is "auto" (whatever the versions):
     # an automatic classifier must not undo a person's decision.
     protect_human: bool = False
+    # MongoDB only (not a Delta column): the documents also carry ``metalake.urn_keys.FIELD``, the normalised URN of
+    # their asset and its parent, which the OPA decisions look tags up by.
+    urn_keys: bool = False
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -84,6 +87,7 @@ CLASSIFICATIONS = StateSpec(
         "restrict_propagation_through_lineage",
     ),
     protect_human=True,
+    urn_keys=True,
 )
 LINEAGE = StateSpec(
     table="lineage_edges",
@@ -110,6 +114,7 @@ PROPAGATED = StateSpec(
     key=("urn", "tag", "origin"),
     types={"io.metalake.classification.propagated.v1": False, "io.metalake.classification.unpropagated.v1": True},
     fields=("path", "depth"),
+    urn_keys=True,
 )
 # A person's edits of an asset through the API, one row per (asset, aspect): "description", "owners" or
 # "properties.<name>". Kept apart from the asset's row, with versions of their own, so a source's later upsert

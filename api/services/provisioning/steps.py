@@ -30,6 +30,7 @@ from api.services.catalog import INDEXES
 from api.services.provisioning.launcher import JobLauncher
 from control import audit as auditlog
 from control.connectors.offsets import OffsetStore, OffsetsUnavailable
+from metalake import urn_keys
 from metalake.kafka import PublishError
 from metalake.kafka.admin import ensure_topics
 from metalake.kafka.config import client_config
@@ -233,6 +234,9 @@ class MongoStep:
             for model in models:
                 if model.document["name"] not in existing:
                     db[collection].create_indexes([model])
+        # A new tenant's tags are written with their urn_keys: this only records it (one done before the field
+        # existed, re-provisioned, gets its documents backfilled).
+        urn_keys.backfill(db)
 
     def deprovision(self, ctx: StepContext, tenant: TenantRecord, names: TenantNames) -> None:
         ctx.mongo.drop_database(names.mongo_database)

@@ -3,7 +3,8 @@
 -- FerretDB 1.24 pushes a top-level scalar equality down as `_jsonb->'k' @> value`. Its own indexes are btree
 -- expression indexes, which cannot serve `@>`; a GIN index on the same expression can (FerretDB issue 4646). The
 -- application stays plain MongoDB: this event trigger gives every table FerretDB creates (one per collection, in one
--- schema per MongoDB database, created on the first write) a GIN index on `_id` and on `urn`.
+-- schema per MongoDB database, created on the first write) a GIN index on `_id`, on `urn` and on `urn_keys` (the
+-- normalised URNs the OPA decisions look a table's tags up by, metalake/urn_keys.py).
 
 CREATE OR REPLACE FUNCTION public.metalake_index_ferretdb_table(tbl regclass) RETURNS void
 LANGUAGE plpgsql AS $fn$
@@ -22,7 +23,7 @@ BEGIN
     ) THEN
         RETURN;
     END IF;
-    FOREACH key IN ARRAY ARRAY['_id', 'urn'] LOOP
+    FOREACH key IN ARRAY ARRAY['_id', 'urn', 'urn_keys'] LOOP
         -- A name derived from the table (FerretDB's own index names end in `_idx`), short enough for 63 bytes.
         index_name := left(table_name, 40) || '_' || left(md5(table_name), 8) || '_gin_' || trim(leading '_' from key);
         -- fastupdate off: with GIN's pending list every lookup also scans the list of recent inserts (up to 4 MB),

@@ -11,6 +11,7 @@ from mongo_list import FakeDatabase
 
 from api.routes.engines import router
 from api.services.enforcement import CatalogSource, EngineStore
+from metalake import urn_keys
 from metalake.settings import EnforcementSettings, Settings
 from tenants.naming import CONTROL_DATABASE, names_for
 
@@ -101,3 +102,29 @@ def test_the_row_filter_references_only_columns_trino_listed(  # issue 21, item 
     assert masks.status_code == 200
     answer = http.post(f"/v1/opa/{key}/row-filters", json=filters).json()
     assert answer == {"result": [{"expression": 'coalesce(try_cast("consent" AS boolean), false)'}]}
+
+
+def test_a_batch_of_twenty_tables_is_one_exact_tag_query_per_collection(  # issue 21, item 12
+) -> None:
+    http, key = _app(max_tables_per_request=20)
+    ctx = http.app.state.ctx  # type: ignore[attr-defined]
+    tenant_db = ctx.mongo[names_for("acme", ctx.settings.lake_root).mongo_database]
+    # The source spells its names with capitals; Trino reports them lower-cased.
+    stored = CatalogSource("warehouse", "postgres", "Shop-Prod", "Shop")
+    for t in range(20):
+        urn = f"{stored.table_urn('Public', f'People{t}')}/Email"
+        doc = {"_id": f"{urn}|PII", "urn": urn, "tag": "PII", "deleted": False}
+        tenant_db["classifications"].insert_one({**doc, "urn_keys": urn_keys.urn_keys(urn)})
+    urn_keys.backfill(tenant_db)  # nothing left to set: records that every document has its keys
+    ref = {"catalogName": "warehouse", "schemaName": "public", "columnType": "varchar"}
+    columns = [
+        {"column": {**ref, "tableName": f"people{t}", "columnName": c}}
+        for t in range(20)
+        for c in ("email", *(f"c{i}" for i in range(9)))
+    ]
+    before = {name: len(tenant_db[name].queries) for name in urn_keys.COLLECTIONS}
+    masks = http.post(f"/v1/opa/{key}/column-masks", json=_body("analyst", "GetColumnMask", filterResources=columns))
+    assert [m["index"] for m in masks.json()["result"]] == list(range(0, 200, 10))  # every table's email
+    for name in urn_keys.COLLECTIONS:
+        sent = tenant_db[name].queries[before[name] :]
+        assert len(sent) == 1 and "$in" in sent[0]["urn_keys"] and "$regex" not in str(sent)

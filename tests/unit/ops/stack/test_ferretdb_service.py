@@ -47,6 +47,6 @@ def test_the_trigger_indexes_id_and_urn_of_every_new_collection_table() -> None:
     sql = (SQL / "indexes.sql").read_text()
     assert "ON ddl_command_end WHEN TAG IN ('CREATE TABLE')" in sql
     assert "DROP EVENT TRIGGER IF EXISTS metalake_ferretdb_gin_indexes;" in sql  # idempotent re-runs
-    assert "ARRAY['_id', 'urn']" in sql
+    assert "ARRAY['_id', 'urn', 'urn_keys']" in sql
     assert "USING gin ((_jsonb->%L)) WITH (fastupdate = off)" in sql
     assert "table_name = '_ferretdb_database_metadata'" in sql

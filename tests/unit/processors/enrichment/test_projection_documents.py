@@ -7,6 +7,7 @@ import pytest
 
 from metalake import projection
 from processors.enrichment.health import HEALTH_COLUMNS, INSERT_DEFAULTS
+from processors.enrichment.projection import spec_upsert
 from processors.enrichment.state import (
     ASSET_EDITS,
     ASSETS,
@@ -20,10 +21,10 @@ from processors.enrichment.state import (
 
 DOCUMENTS: list[tuple[StateSpec, type, frozenset[str]]] = [
     (ASSETS, projection.AssetDoc, frozenset(HEALTH_COLUMNS)),
-    (CLASSIFICATIONS, projection.ClassificationDoc, frozenset()),
+    (CLASSIFICATIONS, projection.ClassificationDoc, frozenset({"urn_keys"})),
     (LINEAGE, projection.LineageDoc, frozenset()),
     (INCIDENTS, projection.IncidentDoc, frozenset()),
-    (PROPAGATED, projection.PropagatedTagDoc, frozenset()),
+    (PROPAGATED, projection.PropagatedTagDoc, frozenset({"urn_keys"})),
     (ASSET_EDITS, projection.AssetEditDoc, frozenset()),
 ]
 
@@ -53,3 +54,20 @@ def test_the_specs_write_the_collections_the_readers_name() -> None:
         projection.PROPAGATED_COLLECTION,
         projection.ASSET_EDITS_COLLECTION,
     ]
+
+
+@pytest.mark.parametrize("deleted", [False, True])
+def test_tag_documents_are_written_with_their_normalised_urn_keys(deleted: bool) -> None:
+    # The OPA decisions look a table's tags up by them (metalake.urn_keys), tombstones included: a key field.
+    urn = "urn:metalake:postgres:Shop/Shop/Public/People/Email"
+    for spec in (CLASSIFICATIONS, PROPAGATED, ASSETS):
+        row = {**dict.fromkeys(spec.columns), "urn": urn, "tag": "PII", "origin": "o", "version": 1, "event_id": "e"}
+        row["deleted"] = deleted
+        written = spec_upsert(spec)(row)["u"]["$set"]
+        if spec is ASSETS:
+            assert "urn_keys" not in written
+        else:
+            assert written["urn_keys"] == [
+                "urn:metalake:postgres:shop/shop/public/people/email",
+                "urn:metalake:postgres:shop/shop/public/people",
+            ]
