@@ -14,7 +14,7 @@ class _Cursor(list[dict[str, Any]]):
     """A ``find`` answer: a list that also sorts (one key) and limits as a pymongo cursor."""
 
     def sort(self, key: Any = None, direction: int = 1, **_: Any) -> _Cursor:  # type: ignore[override]
-        return _Cursor(sorted(self, key=lambda d: d.get(key), reverse=direction < 0))
+        return _Cursor(sorted(self, key=lambda d: str(d.get(key)), reverse=direction < 0))
 
     def limit(self, n: int) -> _Cursor:
         return _Cursor(self[:n])

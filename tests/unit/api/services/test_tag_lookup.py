@@ -129,6 +129,7 @@ def test_the_api_resumer_backfills_active_and_suspended_tenants_once() -> None:
             return self[name]
 
     settings, mongo = Settings(), Client()
+    db: Any = None
     now = datetime.now(UTC)
     for tenant, state in (("acme", "active"), ("paused", "suspended"), ("new", "provisioning")):
         doc = {"_id": tenant, "tier": "pooled", "state": state, "created_at": now, "updated_at": now}
@@ -137,9 +138,10 @@ def test_the_api_resumer_backfills_active_and_suspended_tenants_once() -> None:
     ctx: Any = type("Ctx", (), {"mongo": mongo, "settings": settings})()
     resumer = Resumer(ctx)
     resumer._projections()
-    done = {
-        t: urn_keys.ready(mongo[names_for(t, settings.lake_root).mongo_database]) for t in ("acme", "paused", "new")
-    }
+    done = {}
+    for t in ("acme", "paused", "new"):
+        db = mongo[names_for(t, settings.lake_root).mongo_database]
+        done[t] = urn_keys.ready(db)
     assert done == {"acme": True, "paused": True, "new": False}  # provisioning records it itself (MongoStep)
     sent = len(mongo["metalake_acme"].commands)
     assert sent == 5  # each of its tag documents once
