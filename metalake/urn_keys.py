@@ -5,8 +5,8 @@ Trino lower-cases every name it reports, while a source may not (``.../public/Pe
 its parent (every segment and the instance lower-cased, then spelled canonically), written by the streaming job's
 projection and indexed (``api.services.catalog.INDEXES``; on FerretDB a GIN index, deploy/local/ferretdb/indexes.sql).
 A table's tags, its own and its columns', are then the documents whose ``urn_keys`` hold the table's normalised URN:
-an equality (or ``$in`` for several tables), where the tags were found before by a case-insensitive regex that no
-index serves.
+an equality (or, on a server whose index serves it, ``$in`` for several tables: :func:`in_served_by_index`), where
+the tags were found before by a case-insensitive regex that no index serves.
 
 Documents written before the field existed are backfilled by :func:`backfill` (idempotent, in batches, one statement
 per command as the projection writes), which then records a marker in the tenant's database; a reader trusts the
@@ -56,6 +56,13 @@ def urn_keys(urn: str) -> list[str]:
     if parent is not None:
         keys.append(normalised(str(parent)))
     return keys
+
+
+def in_served_by_index(database: Database[Any]) -> bool:
+    """Whether the server answers ``$in`` on an indexed field from the index: MongoDB does; FerretDB 1.x (its
+    ``buildInfo`` names a ``ferretdbVersion``) filters ``$in`` after reading the whole collection and pushes down only
+    a scalar equality (docs/local-stack.md), so there each table is a query of its own."""
+    return "ferretdbVersion" not in database.client.admin.command("buildInfo")
 
 
 def ready(database: Database[Any]) -> bool:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Annotated, Any
@@ -52,7 +52,7 @@ from api.services.enforcement import (
     row_filters,
 )
 from api.services.seen_columns import SeenColumns, table_key
-from api.services.tag_lookup import ReadyTenants, batch_masks, tags_for
+from api.services.tag_lookup import Lookups, batch_masks, tags_for
 from api.services.trino_files import OPA_FILE, trino_files
 from metalake.http.problems import problem_response
 from metalake.http.ratelimit import RateLimiter
@@ -198,7 +198,7 @@ class _Runtime:
     # Per peer address, charged for keys not known valid before they are checked (as the token endpoint's).
     peers: RateLimiter
     columns: SeenColumns
-    ready: ReadyTenants  # tenants whose tags are looked up by urn_keys (api.services.tag_lookup)
+    lookups: Lookups  # how tags are looked up (api.services.tag_lookup)
 
 
 def _runtime(request: Request) -> _Runtime:
@@ -212,7 +212,7 @@ def _runtime(request: Request) -> _Runtime:
             TagCache(limits.cache_ttl_s, limits.max_cached_tables),
             RateLimiter(limits.peer_rate_per_s, limits.peer_burst),
             SeenColumns(_SEEN_COLUMNS_TTL_S, limits.max_cached_tables),
-            ReadyTenants(),
+            Lookups(),
         )
         request.app.state.enforcement = runtime
     assert isinstance(runtime, _Runtime)  # noqa: S101 - set just above
@@ -276,11 +276,8 @@ def _tags_of(request: Request, engine: Engine) -> Callable[[list[str]], dict[str
     db = ctx.mongo[names_for(engine.tenant, ctx.settings.lake_root).mongo_database]
     runtime = _runtime(request)
 
-    def load(urns: Sequence[str]) -> dict[str, TableTags]:
-        return tags_for(db, runtime.ready.check(engine.tenant, db), urns)
-
     def tags_of(urns: list[str]) -> dict[str, TableTags]:
-        return runtime.tags.get_many(engine.tenant, urns, load)
+        return runtime.tags.get_many(engine.tenant, urns, partial(tags_for, db, runtime.lookups, engine.tenant))
 
     return tags_of
 

@@ -1,17 +1,20 @@
 """The tags of the tables an OPA decision asks about (docs/enforcement.md), for a whole batch at once.
 
 Exact and indexed: the tag documents carry ``urn_keys`` (``metalake.urn_keys``: the normalised URN of their asset
-and its parent), so a batch's tables are one query per tag collection, ``urn_keys`` equal to the table's normalised
-URN (one table) or ``$in`` the batch's (several), however many tables and columns the batch names. Trino lower-cases
-names; the source may not: both sides are normalised alike. Before the tenant's backfill has recorded that every
-document carries the field, each table is read the old way (``api.services.enforcement.load_table_tags``: two
-case-insensitive regex queries per table, which no index serves), so no tag is ever missed.
+and its parent), so a table's tags are the documents whose ``urn_keys`` hold its normalised URN. On MongoDB a batch's
+tables are one query per tag collection (``$in``, served by the ``urn_keys`` index), however many tables and columns
+the batch names; FerretDB 1.x filters ``$in`` after reading the whole collection, so there each table is one equality
+per collection, which it pushes down to its GIN index (measured in docs/benchmarks.md). Trino asks about one table
+per request, which is one equality on both. Trino lower-cases names; the source may not: both sides are normalised
+alike. Before the tenant's backfill has recorded that every document carries the field, each table is read the old
+way (``api.services.enforcement.load_table_tags``: two case-insensitive regex queries per table, which no index
+serves), so no tag is ever missed.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from pymongo.database import Database
@@ -21,15 +24,17 @@ from metalake import urn_keys
 from metalake.urn import AssetUrn, InvalidUrn
 
 
-class ReadyTenants:
-    """The tenants whose backfill is known done (it is never undone: a dropped database is provisioned anew, and
-    provisioning records it), so the marker is read until it is found, then never again."""
+class Lookups:
+    """What a process learns once and keeps: the tenants whose backfill is done (it is never undone: a dropped
+    database is provisioned anew, and provisioning records it), so the marker is read until it is found, then never
+    again; and whether the server serves ``$in`` from an index (asked once)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._ready: set[str] = set()
+        self._in_indexed: bool | None = None
 
-    def check(self, tenant: str, database: Database[Any]) -> bool:
+    def ready(self, tenant: str, database: Database[Any]) -> bool:
         with self._lock:
             if tenant in self._ready:
                 return True
@@ -39,37 +44,53 @@ class ReadyTenants:
             self._ready.add(tenant)
         return True
 
+    def in_indexed(self, database: Database[Any]) -> bool:
+        if self._in_indexed is None:
+            self._in_indexed = urn_keys.in_served_by_index(database)
+        return self._in_indexed
 
-def load_tags(db: Database[Any], table_urns: Sequence[str]) -> dict[str, TableTags]:
-    """The live tags (direct and propagated) of each table and of its columns: one query per tag collection."""
+
+def _queries(keys: list[str], batched: bool) -> list[dict[str, Any]]:
+    live = {"deleted": {"$ne": True}}
+    if batched and len(keys) > 1:
+        return [{urn_keys.FIELD: {"$in": keys}, **live}]
+    return [{urn_keys.FIELD: k, **live} for k in keys]
+
+
+def load_tags(db: Database[Any], table_urns: Sequence[str], *, batched: bool = True) -> dict[str, TableTags]:
+    """The live tags (direct and propagated) of each table and of its columns: per tag collection, one ``$in``
+    query for the batch (``batched``), else one equality per table."""
     keys = sorted({urn_keys.normalised(u) for u in table_urns})
-    if not keys:
-        return {}
-    query = {urn_keys.FIELD: keys[0] if len(keys) == 1 else {"$in": keys}, "deleted": {"$ne": True}}
     tables: dict[str, set[str]] = {k: set() for k in keys}
     columns: dict[str, dict[str, set[str]]] = {k: {} for k in keys}
     for name in urn_keys.COLLECTIONS:
-        for doc in db[name].find(query, {"_id": 0, "urn": 1, "tag": 1}):
-            tag, urn = doc.get("tag"), doc.get("urn")
-            if not isinstance(tag, str) or not isinstance(urn, str):
-                continue
-            own, *parent = urn_keys.urn_keys(urn)  # from the URN itself, not the stored field
-            if own in tables:
-                tables[own].add(tag)
-            if parent and parent[0] in columns:
-                try:
-                    column = AssetUrn.parse(urn).path[-1].lower()
-                except InvalidUrn:
-                    continue
-                columns[parent[0]].setdefault(column, set()).add(tag)
+        for query in _queries(keys, batched):
+            for doc in db[name].find(query, {"_id": 0, "urn": 1, "tag": 1}):
+                _add(doc, tables, columns)
     found = {k: TableTags(frozenset(tables[k]), {c: frozenset(t) for c, t in columns[k].items()}) for k in keys}
     return {u: found[urn_keys.normalised(u)] for u in table_urns}
 
 
-def tags_for(db: Database[Any], ready: bool, table_urns: Sequence[str]) -> dict[str, TableTags]:
-    """:func:`load_tags` once the tenant's documents all carry ``urn_keys`` (``ready``), else the old way per table."""
-    if ready:
-        return load_tags(db, table_urns)
+def _add(doc: Mapping[str, Any], tables: dict[str, set[str]], columns: dict[str, dict[str, set[str]]]) -> None:
+    """File a tag document under the table it is on, or under its table's column."""
+    tag, urn = doc.get("tag"), doc.get("urn")
+    if not isinstance(tag, str) or not isinstance(urn, str):
+        return
+    own, *parent = urn_keys.urn_keys(urn)  # from the URN itself, not the stored field
+    if own in tables:
+        tables[own].add(tag)
+    if parent and parent[0] in columns:
+        try:
+            column = AssetUrn.parse(urn).path[-1].lower()
+        except InvalidUrn:
+            return
+        columns[parent[0]].setdefault(column, set()).add(tag)
+
+
+def tags_for(db: Database[Any], lookups: Lookups, tenant: str, table_urns: Sequence[str]) -> dict[str, TableTags]:
+    """:func:`load_tags` once the tenant's documents all carry ``urn_keys``, else the old way per table."""
+    if lookups.ready(tenant, db):
+        return load_tags(db, table_urns, batched=lookups.in_indexed(db))
     return {u: load_table_tags(db, u) for u in table_urns}
 
 

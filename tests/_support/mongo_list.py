@@ -95,6 +95,9 @@ class FakeDatabase(dict[str, FakeCollection]):
     def __init__(self) -> None:
         super().__init__()
         self.commands: list[dict[str, Any]] = []
+        # What ``buildInfo`` answers: MongoDB's shape; a test of FerretDB adds ``ferretdbVersion``.
+        self.build_info: dict[str, Any] = {"version": "7.0.0"}
+        self.client = SimpleNamespace(admin=SimpleNamespace(command=lambda name: dict(self.build_info)))
 
     def __missing__(self, name: str) -> FakeCollection:
         self[name] = FakeCollection()
