@@ -1,5 +1,5 @@
 """FerretDB on the stack's PostgreSQL: a collection created at run time gets the GIN indexes that serve the pushed-down
-`_id` and `urn` equalities, and the database plans FerretDB's prepared statements with their key."""
+`_id`, `urn` and `urn_keys` equalities, and the database plans FerretDB's prepared statements with their key."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def _indexes(settings: Settings, schema: str) -> dict[str, str]:
     return dict(rows)
 
 
-def test_a_new_collection_gets_gin_indexes_on_id_and_urn(
+def test_a_new_collection_gets_gin_indexes_on_id_urn_and_urn_keys(
     settings: Settings, stack: StackManager, database: Database[dict[str, Any]]
 ) -> None:
     database["incidents"].insert_one({"_id": "i1|urn:a", "urn": "urn:a"})
@@ -43,6 +43,7 @@ def test_a_new_collection_gets_gin_indexes_on_id_and_urn(
     assert gin == [
         "gin (((_jsonb -> '_id'::text))) WITH (fastupdate=off)",
         "gin (((_jsonb -> 'urn'::text))) WITH (fastupdate=off)",
+        "gin (((_jsonb -> 'urn_keys'::text))) WITH (fastupdate=off)",
     ]
 
 
