@@ -20,14 +20,14 @@ TAG_COLLECTIONS = (CLASSIFICATIONS_COLLECTION, PROPAGATED_COLLECTION)
 
 def masked_columns(
     docs: Iterable[Mapping[str, Any]],
-    tenant: str,
     *,
+    schema: str,
     patterns: Iterable[str],
     catalog: str,
     instance: str,
     mirrored: Iterable[MirroredSchema] = (),
 ) -> set[TrinoColumn]:
-    """The Trino columns (or whole tables) that live tag documents put under a mask. Pure."""
+    """The Trino columns (or whole tables) that live tag documents put under a mask, ``schema`` the tenant's. Pure."""
     wanted, sources = tuple(patterns), tuple(mirrored)
     out: set[TrinoColumn] = set()
     for doc in docs:
@@ -35,7 +35,7 @@ def masked_columns(
             continue
         if not is_masked_tag(doc["tag"], wanted):
             continue
-        column = column_for_urn(doc["urn"], tenant, catalog=catalog, instance=instance, mirrored=sources)
+        column = column_for_urn(doc["urn"], schema=schema, catalog=catalog, instance=instance, mirrored=sources)
         if column is not None:
             out.add(column)
     return out
@@ -43,8 +43,8 @@ def masked_columns(
 
 def load_masked_columns(
     db: Database[dict[str, Any]],
-    tenant: str,
     *,
+    schema: str,
     patterns: Iterable[str],
     catalog: str,
     instance: str,
@@ -58,7 +58,9 @@ def load_masked_columns(
     out: set[TrinoColumn] = set()
     for name in TAG_COLLECTIONS:
         docs = db[name].find(query, projection)
-        out |= masked_columns(docs, tenant, patterns=patterns, catalog=catalog, instance=instance, mirrored=sources)
+        out |= masked_columns(
+            docs, schema=schema, patterns=patterns, catalog=catalog, instance=instance, mirrored=sources
+        )
     return out
 
 
