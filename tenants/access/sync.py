@@ -30,7 +30,7 @@ from tenants.access.rules import (
 from tenants.naming import CONTROL_DATABASE, names_for
 from tenants.registry import TenantRegistry, TenantState
 from tenants.schema_migration import SchemaMove, migrate_schemas
-from tenants.trino_schemas import schema_namer
+from tenants.trino_schemas import SchemaNamer, schema_namer
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +100,6 @@ class AccessSync:
         self._control = mongo[CONTROL_DATABASE]
         self._registry = TenantRegistry(self._control)
         self._access = typed_collection(self._control, ACCESS_COLLECTION, AccessDoc)
-        self._schemas = schema_namer(settings)
 
     def tenants(self) -> list[str]:
         """Tenants whose users get rules: registered ones not suspended or being deleted, and unregistered tenants
@@ -112,6 +111,10 @@ class AccessSync:
             if tenant is not None and tenant not in registered:
                 allowed.add(tenant)
         return sorted(allowed)
+
+    @property
+    def _schemas(self) -> SchemaNamer:
+        return schema_namer(self._settings)
 
     def move_schemas(self) -> list[SchemaMove]:
         """Move tenants' schemas still under an earlier name to their current one (``tenants.schema_migration``)."""

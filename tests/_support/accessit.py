@@ -12,6 +12,7 @@ from deltalake import write_deltalake
 from metalake.settings import Settings
 from metalake.trino_connect import connect
 from tenants.naming import TenantNames
+from tests._support.schemas import schema_of
 
 EMAILS = ["ada@example.org", "bob@example.org"]
 PII_COLUMNS = ("email", "phone", "name", "street", "iban")
@@ -34,10 +35,10 @@ def make_data_table(settings: Settings, cursor: Any, names: TenantNames, table: 
     path.mkdir(parents=True, exist_ok=True)
     write_deltalake(str(path), Table.from_arrays(arrays, schema=schema), mode="overwrite")
     location = "local:///" + str(names.lake_dir.relative_to(settings.lake_root))
-    cursor.execute(f'CREATE SCHEMA IF NOT EXISTS lake."{names.trino_schema}" WITH (location = {_literal(location)})')
+    cursor.execute(f'CREATE SCHEMA IF NOT EXISTS lake."{schema_of(names)}" WITH (location = {_literal(location)})')
     cursor.fetchall()
     cursor.execute(
-        f"CALL lake.system.register_table(schema_name => {_literal(names.trino_schema)}, "
+        f"CALL lake.system.register_table(schema_name => {_literal(schema_of(names))}, "
         f"table_name => {_literal(table)}, table_location => {_literal(location + '/' + table)})"
     )
     cursor.fetchall()
@@ -66,7 +67,7 @@ def query_as(settings: Settings, user: str, sql: str) -> list[list[Any]] | str:
 
 def drop_schema(settings: Settings, cursor: Any, names: TenantNames) -> None:
     """Drop the tenant's Trino schema: views dropped, tables unregistered (their data stays), then the schema."""
-    catalog, schema = settings.trino.catalog, names.trino_schema
+    catalog, schema = settings.trino.catalog, schema_of(names)
     cursor.execute(
         f"SELECT table_name, table_type FROM {catalog}.information_schema.tables WHERE table_schema = ?",
         [schema],

@@ -23,6 +23,7 @@ from metalake.settings import Settings
 from metalake.urn import asset_urn
 from ops.stack import StackManager
 from tenants.naming import TenantNames, names_for
+from tests._support.schemas import schema_of
 
 pytestmark = pytest.mark.integration
 
@@ -86,7 +87,7 @@ def test_two_overlapping_incidents_degrade_the_table_until_both_are_resolved_exa
     trino_cursor: Any,
     tmp_path: Path,
 ) -> None:
-    tenant, schema = dedicated.tenant_id, dedicated.trino_schema
+    tenant, schema = dedicated.tenant_id, schema_of(dedicated)
     db = mongo[dedicated.mongo_database]
     query = f"metalake-dedicated-{tenant}-lake"
     checkpoint = dedicated.checkpoint_dir(settings.checkpoint_root, query)

@@ -13,6 +13,7 @@ from metalake.kafka import EventProducer
 from metalake.settings import Settings
 from metalake.urn import asset_urn
 from tenants.naming import names_for
+from tests._support.schemas import schema_of
 
 pytestmark = pytest.mark.integration
 
@@ -54,7 +55,7 @@ def test_columns_get_auto_tags_but_human_decisions_stand(
         timeout_s=180,
     )
     assert (phone["source"], phone["rule"], phone["confidence"], phone["deleted"]) == ("auto", "phone-name", 0.9, False)
-    schema = names.trino_schema
+    schema = schema_of(names)
     rows = wait_for(
         "both tags in Delta",
         lambda: (

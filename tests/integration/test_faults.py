@@ -24,6 +24,7 @@ from metalake.settings import Settings
 from metalake.urn import asset_urn
 from ops.stack import StackManager
 from tenants.naming import TenantNames, names_for
+from tests._support.schemas import schema_of
 
 pytestmark = pytest.mark.integration
 
@@ -67,7 +68,7 @@ def test_a_dedicated_job_dead_letters_another_tenants_records(
     try:
         assets = mongo[dedicated.mongo_database]["assets"]
         wait_for("the tenant's own event", lambda: assets.find_one({"_id": own.data["urn"]}), timeout_s=240)
-        schema = dedicated.trino_schema
+        schema = schema_of(dedicated)
         dlq = wait_for(
             "the intruder in the tenant's DLQ",
             lambda: trino_rows(trino_cursor, f'SELECT reason, field, raw_headers FROM "{schema}"."_dlq"'),

@@ -23,6 +23,7 @@ from metalake.settings import Settings
 from metalake.urn import asset_urn
 from ops.stack import StackManager
 from tenants.naming import TenantNames, names_for
+from tests._support.schemas import schema_of
 
 pytestmark = pytest.mark.integration
 
@@ -118,6 +119,6 @@ def test_kafka_down_30s_while_events_flow_the_job_recovers_by_itself(
         f"all in Delta {recovered_s:.0f}s after Kafka was back; queries restarted in-process {restarts} time(s)"
     )
     assert counts == (len(published), len(published))
-    ids = trino_rows(trino_cursor, f'SELECT event_id FROM "{dedicated.trino_schema}".events')
+    ids = trino_rows(trino_cursor, f'SELECT event_id FROM "{schema_of(dedicated)}".events')
     assert {r[0] for r in ids or []} == {e.id for e in published}
     assert delta_event_counts(trino_cursor, dedicated) == (len(published), len(published))

@@ -33,6 +33,7 @@ from processors.enrichment.tables import TABLES
 from processors.lake.erase import erase
 from processors.lake.scope import erase_target
 from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE, DELTA_TABLES, LakeTable, TenantNames, names_for
+from tests._support.schemas import schema_of
 
 pytestmark = pytest.mark.integration
 __all__ = ["lake_spark"]
@@ -162,7 +163,7 @@ def test_erase_removes_the_asset_and_its_columns_everywhere_and_audits_a_hash(
     wait_for("the incidents in MongoDB", lambda: db["incidents"].count_documents({}) == 2 or None)
     wait_for("the edges in MongoDB", lambda: db["lineage"].count_documents({}) == 2 or None)
     wait_for("the tags in MongoDB", lambda: db["classifications"].count_documents({}) == 2 or None)
-    schema = names.trino_schema
+    schema = schema_of(names)
     dead_letters = f'SELECT count(*) FROM "{schema}"."_dlq"'
     wait_for("the dead letters in Trino", lambda: trino_rows(trino_cursor, dead_letters) == [(3,)] or None)
     old_files = _files_with_rows(lake_spark, names, u.pattern)

@@ -16,6 +16,7 @@ from metalake.settings import Settings
 from metalake.urn import asset_urn
 from processors.lake.maintain import maintain
 from tenants.naming import POOLED_TABLES, names_for, tenant_bucket
+from tests._support.schemas import schema_of
 
 pytestmark = pytest.mark.integration
 __all__ = ["lake_spark"]
@@ -30,7 +31,7 @@ def test_maintain_compacts_small_files_and_keeps_every_row(
 ) -> None:
     names = names_for(tenant, settings.lake_root)
     assets = mongo[names.mongo_database]["assets"]
-    schema = names.trino_schema
+    schema = schema_of(names)
     query = f'SELECT event_id, subject, version FROM "{schema}".events ORDER BY event_id'
     # One event per lake batch: wait for each in Delta (through Trino) before the next, so every one is its own small
     # commit. MongoDB is not proof: the projection queries run on a 100 ms trigger, the lake query on 1 s, so two

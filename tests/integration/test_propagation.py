@@ -26,6 +26,7 @@ from metalake.kafka import EventProducer
 from metalake.settings import Settings
 from ops.stack import StackManager
 from tenants.naming import CHANGES_TOPIC, TenantNames
+from tests._support.schemas import schema_of
 
 pytestmark = pytest.mark.integration
 
@@ -70,7 +71,7 @@ def live_rows(mongo: MongoClient[dict[str, Any]], names: TenantNames) -> dict[st
 def trino_propagated(cursor: Any, names: TenantNames) -> list[tuple[Any, ...]] | None:
     return trino_rows(
         cursor,
-        f'SELECT urn, tag, origin, path, depth, deleted FROM "{names.trino_schema}".propagated_tags ORDER BY urn',
+        f'SELECT urn, tag, origin, path, depth, deleted FROM "{schema_of(names)}".propagated_tags ORDER BY urn',
     )
 
 
@@ -189,7 +190,7 @@ def test_killed_after_publishing_before_committing_then_restarted_duplicates_no_
         restarted.wait_ready()
         expected = {col("customers"), col("report")}
         wait_for("propagated tags in MongoDB", lambda: set(live_rows(mongo, dedicated)) == expected, timeout_s=240)
-        schema = dedicated.trino_schema
+        schema = schema_of(dedicated)
         counts = f"SELECT count(*), count(DISTINCT event_id) FROM \"{schema}\".events WHERE event_type = '{PROPAGATED}'"
 
         # The restart published the same two events again (same ids): both copies reach the events table (more

@@ -27,6 +27,7 @@ from metalake.urn import asset_urn
 from ops.stack import StackManager
 from tenants.lake_catalog import register_tables
 from tenants.naming import TenantNames, names_for
+from tests._support.schemas import schema_of
 
 pytestmark = pytest.mark.integration
 
@@ -71,7 +72,7 @@ def test_the_stream_job_writes_delta_on_s3_and_trino_reads_it_back(
     try:
         job.wait_ready(timeout_s=240)
         assert wait_for_events(trino_cursor, on_s3, len(events), timeout_s=240, job=job) == (len(events), len(events))
-        schema = on_s3.trino_schema
+        schema = schema_of(on_s3)
         wait_for(
             "every asset in Delta on S3",
             lambda: trino_rows(trino_cursor, f'SELECT count(*) FROM "{schema}".assets') == [(len(events),)] or None,
@@ -121,5 +122,5 @@ def test_the_audit_table_on_s3_takes_concurrent_appends_and_trino_reads_it(
     table = DeltaTable(delta_rs_uri(path), storage_options=storage)
     assert table.version() == writers * rows_each  # version 0 is the creation; one commit per append, none lost
     register_tables(s3_settings, on_s3, ("audit",))
-    count = trino_rows(trino_cursor, f'SELECT count(*) FROM "{on_s3.trino_schema}".audit')
+    count = trino_rows(trino_cursor, f'SELECT count(*) FROM "{schema_of(on_s3)}".audit')
     assert count == [(writers * rows_each,)]

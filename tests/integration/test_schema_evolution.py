@@ -29,6 +29,7 @@ from ops.stack import StackManager
 from processors.enrichment.tables import typed
 from tenants.lake_catalog import register_tables
 from tenants.naming import TenantNames, names_for
+from tests._support.schemas import schema_of
 
 pytestmark = pytest.mark.integration
 __all__ = ["lake_spark"]
@@ -101,7 +102,7 @@ def test_new_fields_land_on_tables_made_by_an_older_spec_and_trino_reads_old_and
     trino_cursor: Any,
     tmp_path: Path,
 ) -> None:
-    tenant, schema = dedicated.tenant_id, dedicated.trino_schema
+    tenant, schema = dedicated.tenant_id, schema_of(dedicated)
     _old_tables(lake_spark, settings, dedicated)
     assert trino_rows(trino_cursor, f'SELECT urn, description FROM "{schema}".assets') == [
         (OLD_TABLE, "from the old job")

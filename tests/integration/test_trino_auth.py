@@ -37,6 +37,7 @@ from tenants.access.sync import AccessSync
 from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE, names_for, trino_user
 from tenants.registry import TenantRegistry, TenantState
+from tenants.trino_schemas import trino_schema
 
 pytestmark = pytest.mark.integration
 
@@ -50,7 +51,7 @@ def tenants(settings: Settings, stack: StackManager, trino_cursor: Any, mongo: M
     pair = (f"it-{secrets.token_hex(4)}", f"it-{secrets.token_hex(4)}")
     for t in pair:
         make_data_table(settings, trino_cursor, names_for(t, settings.lake_root), "people")
-    schema = names_for(pair[0], settings.lake_root).trino_schema
+    schema = trino_schema(settings, pair[0])
     urn = f"urn:metalake:trino:{settings.access.trino_instance}/lake/{schema}/people/email"
     mongo[names_for(pair[0], settings.lake_root).mongo_database]["classifications"].update_one(
         {"_id": f"{urn}|PII"},
@@ -95,7 +96,7 @@ def _run(settings: Settings, sql: str, *, token: str | None = None, **kwargs: An
 
 
 def _people(settings: Settings, tenant: str) -> str:
-    return f'SELECT email FROM lake."{names_for(tenant, settings.lake_root).trino_schema}".people ORDER BY id'
+    return f'SELECT email FROM lake."{trino_schema(settings, tenant)}".people ORDER BY id'
 
 
 def test_a_tenant_token_reads_its_own_schema_masked_and_in_clear_with_pii_read(
@@ -171,7 +172,7 @@ def test_what_trino_tells_a_tenant_token_about_other_schemas(
     docs are revisited if a Trino upgrade changes the answers."""
     mine, other = tenants
     token = _token(settings, mongo, mine)
-    own, theirs = (names_for(t, settings.lake_root).trino_schema for t in (mine, other))
+    own, theirs = (trino_schema(settings, t) for t in (mine, other))
     for listing in ("SHOW SCHEMAS FROM lake", "SELECT schema_name FROM lake.information_schema.schemata"):
         listed = _run(settings, listing, token=token)
         assert isinstance(listed, list) and own in {r[0] for r in listed} and theirs not in {r[0] for r in listed}

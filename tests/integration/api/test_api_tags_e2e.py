@@ -28,6 +28,7 @@ from ops.stack import StackManager
 from tenants.access.rules import REDACTED
 from tenants.access.sync import AccessSync
 from tenants.naming import PRIORITY_TOPIC, names_for
+from tests._support.schemas import schema_of
 
 pytestmark = pytest.mark.integration
 
@@ -169,7 +170,7 @@ def _check_pii_stays_masked(
     api: TestClient, settings: Settings, tenant: str, mongo: MongoClient[dict[str, Any]]
 ) -> None:
     names = names_for(tenant, settings.lake_root)
-    email = f"urn:metalake:trino:{settings.access.trino_instance}/lake/{names.trino_schema}/people/email"
+    email = f"urn:metalake:trino:{settings.access.trino_instance}/lake/{schema_of(names)}/people/email"
     base = f"/v1/tenants/{tenant}"
     admin = auth_headers(api, tenant=tenant, role="admin")
     writer = auth_headers(api, tenant=tenant, role="read-write")  # tenant:read sql:read events:write

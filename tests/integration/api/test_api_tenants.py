@@ -31,6 +31,7 @@ from metalake.urn import asset_urn
 from ops.stack.launcher import LocalProcessLauncher
 from tenants.naming import CONTROL_DATABASE, POOLED_TABLES, TRINO_POOLED_SCHEMA, TenantNames, names_for
 from tenants.registry import DELETED_TENANTS_COLLECTION, TenantDirectory, TenantRegistry
+from tests._support.schemas import schema_of
 
 pytestmark = pytest.mark.integration
 
@@ -68,7 +69,7 @@ def _assert_nothing_left(settings: Settings, control: Mongo, cursor: Any, names:
     assert not (settings.checkpoint_root / tenant).exists()
     # A MongoDB database exists while it has collections (listDatabases is slow on FerretDB with many databases).
     assert control[names.mongo_database].list_collection_names() == []
-    assert names.trino_schema not in _trino_schemas(cursor)
+    assert schema_of(names) not in _trino_schemas(cursor)
     # No row of the tenant in the shared tables (lake drop deleted them; a dedicated tenant never had any).
     pooled = names_for(tenant, settings.lake_root)
     for table in POOLED_TABLES:
@@ -111,7 +112,7 @@ def test_pooled_tenant_end_to_end(
     assert view["tier"] == "pooled"
     assert view["provisioning"] == {"done": ["access", "control", "lake", "mongo", "offsets", "trino"], "pending": []}
     # Queryable before any event: the tables are registered in Trino.
-    assert trino_rows(trino_cursor, f'SELECT count(*) FROM "{names.trino_schema}".assets') == [(0,)]
+    assert trino_rows(trino_cursor, f'SELECT count(*) FROM "{schema_of(names)}".assets') == [(0,)]
     assert {"assets", "classifications", "lineage", "incidents"} <= set(
         control[names.mongo_database].list_collection_names()
     )
@@ -123,7 +124,7 @@ def test_pooled_tenant_end_to_end(
     publish(settings, [upsert(tenant, table, kind="table", name="customers")])
     wait_for(
         "the asset in Trino",
-        lambda: trino_rows(trino_cursor, f'SELECT urn FROM "{names.trino_schema}".assets') == [(table,)],
+        lambda: trino_rows(trino_cursor, f'SELECT urn FROM "{schema_of(names)}".assets') == [(table,)],
         timeout_s=300,
         interval_s=1,
     )
@@ -166,7 +167,7 @@ def test_pooled_tenant_end_to_end(
     assert status["target_hash"] == urn_hasher(settings).digest(table) != _sha(table)
     assert status["counts"]["delta.assets"] == 1
     assert table not in json.dumps(status)
-    assert trino_rows(trino_cursor, f'SELECT count(*) FROM "{names.trino_schema}".assets') == [(0,)]
+    assert trino_rows(trino_cursor, f'SELECT count(*) FROM "{schema_of(names)}".assets') == [(0,)]
     assert control[names.mongo_database]["assets"].count_documents({}) == 0
     other = auth_headers(api, tenant=f"{tenant}-x", role="admin")
     assert api.get(erasure.headers["location"].replace(tenant, f"{tenant}-x"), headers=other).status_code == 404
@@ -188,7 +189,7 @@ def test_pooled_tenant_end_to_end(
     ]
     raw = "".join(p.read_text(errors="replace") for p in names.delta_path("audit").rglob("*") if p.is_file())
     assert table not in raw
-    in_trino = trino_rows(trino_cursor, f'SELECT action, target_hash FROM "{names.trino_schema}".audit')
+    in_trino = trino_rows(trino_cursor, f'SELECT action, target_hash FROM "{schema_of(names)}".audit')
     assert ("erasure.request", urn_hasher(settings).digest(table)) in (in_trino or [])
     assert not any(h == _sha(table) for _, h in in_trino or [])
 
@@ -232,7 +233,7 @@ def test_dedicated_tenant_gets_its_topics_and_streaming_query(
         assert [d.topic for d in deliveries] == [names.priority_topic]
         wait_for(
             "the dedicated job to write the asset",
-            lambda: trino_rows(trino_cursor, f'SELECT urn FROM "{names.trino_schema}".assets') == [(table,)],
+            lambda: trino_rows(trino_cursor, f'SELECT urn FROM "{schema_of(names)}".assets') == [(table,)],
             timeout_s=300,
             interval_s=2,
         )
