@@ -18,13 +18,13 @@ from typing import Any
 
 from itest import trino_rows, wait_for
 from pymongo import MongoClient
+from trinoschema import schema_of
 
 from metalake.events import CloudEvent, new_event, spec_for
 from metalake.kafka import EventProducer, PublishError
 from metalake.settings import Settings
 from metalake.urn import asset_urn
 from tenants.naming import TenantNames
-from tests._support.schemas import schema_of
 
 # The jobs tests start live seconds, on 2 cores: C2's compiler threads cost them more than its faster code gives back
 # (CI: the five-kill chaos test 148 -> 120 s, asset health 77 -> 63 s). Not for the lake commands, whose OPTIMIZE and

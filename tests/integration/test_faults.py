@@ -17,6 +17,7 @@ import pytest
 from itest import trino_rows, wait_for
 from pymongo import MongoClient
 from streamjob import Job, kill_after_delta_commit_then_restart
+from trinoschema import schema_of
 
 from metalake.events import new_event
 from metalake.kafka import EventProducer, ensure_topics
@@ -24,7 +25,6 @@ from metalake.settings import Settings
 from metalake.urn import asset_urn
 from ops.stack import StackManager
 from tenants.naming import TenantNames, names_for
-from tests._support.schemas import schema_of
 
 pytestmark = pytest.mark.integration
 

@@ -29,6 +29,7 @@ from streamjob import (
     publish_confirmed,
     wait_for_events,
 )
+from trinoschema import schema_of
 
 from metalake.events import CloudEvent, new_event
 from metalake.kafka import EventProducer, RawRecord, ensure_topics
@@ -36,7 +37,6 @@ from metalake.settings import Settings
 from metalake.urn import asset_urn
 from ops.stack import StackManager
 from tenants.naming import TenantNames, names_for
-from tests._support.schemas import schema_of
 
 pytestmark = pytest.mark.integration
 

@@ -16,6 +16,7 @@ import pytest
 from itest import trino_rows, wait_for
 from pymongo import MongoClient
 from streamjob import Job, delta_event_counts, mongo_assets, newest_states, publish_confirmed, wait_for_events
+from trinoschema import schema_of
 
 from metalake.events import CloudEvent, new_event
 from metalake.kafka import EventProducer, ensure_topics
@@ -23,7 +24,6 @@ from metalake.settings import Settings
 from metalake.urn import asset_urn
 from ops.stack import StackManager
 from tenants.naming import TenantNames, names_for
-from tests._support.schemas import schema_of
 
 pytestmark = pytest.mark.integration
 

@@ -23,6 +23,7 @@ from pipeline_procs import PropagationProcess
 from pymongo import MongoClient
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from trinoschema import schema_of
 
 from control.connectors.offsets import OffsetStore
 from control.erased import ERASED_URNS
@@ -33,7 +34,6 @@ from processors.enrichment.tables import TABLES
 from processors.lake.erase import erase
 from processors.lake.scope import erase_target
 from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE, DELTA_TABLES, LakeTable, TenantNames, names_for
-from tests._support.schemas import schema_of
 
 pytestmark = pytest.mark.integration
 __all__ = ["lake_spark"]

@@ -11,12 +11,12 @@ from itest import trino_rows, wait_for
 from lakeit import lake_spark, publish, upsert
 from pymongo import MongoClient
 from pyspark.sql import SparkSession
+from trinoschema import schema_of
 
 from metalake.settings import Settings
 from metalake.urn import asset_urn
 from processors.lake.maintain import maintain
 from tenants.naming import POOLED_TABLES, names_for, tenant_bucket
-from tests._support.schemas import schema_of
 
 pytestmark = pytest.mark.integration
 __all__ = ["lake_spark"]

@@ -30,6 +30,7 @@ from pipeline_procs import PropagationProcess, access_runner, dedicated_tenant
 from pymongo import MongoClient
 from slack_server import SlackServer
 from streamjob import Job, publish_confirmed
+from trinoschema import schema_of
 from webhook_server import WebhookServer
 
 from control.subscriptions.filters import Filters
@@ -39,7 +40,6 @@ from metalake.kafka import EventProducer
 from metalake.settings import Settings
 from ops.stack import StackManager
 from tenants.naming import CONTROL_DATABASE, TenantNames, trino_user
-from tests._support.schemas import schema_of
 
 pytestmark = pytest.mark.integration
 

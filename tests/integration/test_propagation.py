@@ -20,13 +20,13 @@ from kafka_tail import mark, read_since
 from pipeline_procs import PropagationProcess, dedicated_tenant
 from pymongo import MongoClient
 from streamjob import Job, publish_confirmed
+from trinoschema import schema_of
 
 from metalake.events import CloudEvent, new_event
 from metalake.kafka import EventProducer
 from metalake.settings import Settings
 from ops.stack import StackManager
 from tenants.naming import CHANGES_TOPIC, TenantNames
-from tests._support.schemas import schema_of
 
 pytestmark = pytest.mark.integration
 

@@ -16,6 +16,7 @@ from deltalake import DeltaTable
 from itest import trino_rows, wait_for
 from s3it import s3_lake_settings
 from streamjob import Job, publish_confirmed, wait_for_events
+from trinoschema import schema_of
 
 from control.audit import AuditQuery, append, audit_row, ensure_table, read
 from metalake.events import CloudEvent, new_event
@@ -27,7 +28,6 @@ from metalake.urn import asset_urn
 from ops.stack import StackManager
 from tenants.lake_catalog import register_tables
 from tenants.naming import TenantNames, names_for
-from tests._support.schemas import schema_of
 
 pytestmark = pytest.mark.integration
 

@@ -31,6 +31,7 @@ from outbound_helpers import WEBHOOK_SECRET, classification_event, webhook_sub
 from outbound_runtime import MAIN_TOPICS, RETRY, start_groups_at_end
 from pipeline_procs import dedicated_tenant
 from pymongo import MongoClient
+from trinoschema import schema_of
 from webhook_server import WebhookServer
 
 from control.subscriptions.store import SubscriptionStore
@@ -40,7 +41,6 @@ from metalake.kafka import EventProducer
 from metalake.settings import Settings
 from ops.stack import StackManager
 from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE, TenantNames
-from tests._support.schemas import schema_of
 
 pytestmark = pytest.mark.integration
 

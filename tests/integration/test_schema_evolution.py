@@ -20,6 +20,7 @@ from lakeit import lake_spark
 from pymongo import MongoClient
 from pyspark.sql import SparkSession
 from streamjob import Job, publish_confirmed
+from trinoschema import schema_of
 
 from metalake.events import CloudEvent, new_event
 from metalake.kafka import EventProducer, ensure_topics
@@ -29,7 +30,6 @@ from ops.stack import StackManager
 from processors.enrichment.tables import typed
 from tenants.lake_catalog import register_tables
 from tenants.naming import TenantNames, names_for
-from tests._support.schemas import schema_of
 
 pytestmark = pytest.mark.integration
 __all__ = ["lake_spark"]

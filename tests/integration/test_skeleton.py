@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 from itest import trino_rows, wait_for
 from pymongo import MongoClient
+from trinoschema import schema_of
 
 from metalake.events import CloudEvent, new_event, spec_for
 from metalake.kafka import EventProducer, RawRecord
 from metalake.settings import Settings
 from metalake.urn import asset_urn
 from tenants.naming import names_for
-from tests._support.schemas import schema_of
 
 pytestmark = pytest.mark.integration
 

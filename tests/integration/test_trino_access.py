@@ -25,6 +25,7 @@ from lakeit import publish, upsert
 from pipeline_procs import access_runner
 from pymongo import MongoClient
 from streamjob import Job
+from trinoschema import schema_of
 
 from metalake.events import new_event
 from metalake.kafka import EventProducer, ensure_topics
@@ -36,7 +37,6 @@ from tenants.lake_catalog import register_tenant
 from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE, TRINO_POOLED_SCHEMA, TenantNames, names_for, trino_user
 from tenants.registry import TenantRegistry
-from tests._support.schemas import schema_of
 
 pytestmark = pytest.mark.integration
 

@@ -20,6 +20,7 @@ from lakeit import upsert
 from pymongo import MongoClient
 from streamjob import Job, publish_confirmed
 from tokens import api_settings, auth_headers
+from trinoschema import schema_of
 
 from api.app import create_app
 from api.auth.deps import current_principal
@@ -32,7 +33,6 @@ from ops.stack import StackManager
 from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE, TenantNames, names_for
 from tenants.registry import TenantRegistry, TenantState
-from tests._support.schemas import schema_of
 
 pytestmark = pytest.mark.integration
 

@@ -17,6 +17,7 @@ from itest import wait_for
 from kafka_tail import mark, of_tenant, read_since
 from pymongo import MongoClient
 from tokens import auth_headers, request_token
+from trinoschema import schema_of
 
 from api.app import create_app
 from control.auth.clients import Role
@@ -28,7 +29,6 @@ from ops.stack import StackManager
 from tenants.access.rules import REDACTED
 from tenants.access.sync import AccessSync
 from tenants.naming import PRIORITY_TOPIC, names_for
-from tests._support.schemas import schema_of
 
 pytestmark = pytest.mark.integration
 

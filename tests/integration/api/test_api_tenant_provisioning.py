@@ -13,6 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 from itest import trino_rows
 from pymongo import MongoClient
+from trinoschema import schema_of
 
 from api.app import create_app
 from api.auth.deps import current_principal
@@ -25,7 +26,6 @@ from ops.stack.launcher import LocalProcessLauncher
 from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE, TenantNames, names_for
 from tenants.registry import TenantRecord, TenantRegistry, TenantState
-from tests._support.schemas import schema_of
 
 pytestmark = pytest.mark.integration
 

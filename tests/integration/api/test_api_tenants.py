@@ -19,6 +19,7 @@ from itest import trino_rows, wait_for
 from lakeit import publish, upsert
 from pymongo import MongoClient
 from tokens import auth_headers
+from trinoschema import schema_of
 
 from api.app import create_app
 from connectors.runtime.publisher import Publisher
@@ -31,7 +32,6 @@ from metalake.urn import asset_urn
 from ops.stack.launcher import LocalProcessLauncher
 from tenants.naming import CONTROL_DATABASE, POOLED_TABLES, TRINO_POOLED_SCHEMA, TenantNames, names_for
 from tenants.registry import DELETED_TENANTS_COLLECTION, TenantDirectory, TenantRegistry
-from tests._support.schemas import schema_of
 
 pytestmark = pytest.mark.integration
 
