@@ -111,6 +111,7 @@ def test_pooled_tenant_end_to_end(
     assert view["state"] == "active", view
     assert view["tier"] == "pooled"
     assert view["provisioning"] == {"done": ["access", "control", "lake", "mongo", "offsets", "trino"], "pending": []}
+    assert view["trino_schema"] == schema_of(names)  # keyed: the tenant learns it here, not from its id
     # Queryable before any event: the tables are registered in Trino.
     assert trino_rows(trino_cursor, f'SELECT count(*) FROM "{schema_of(names)}".assets') == [(0,)]
     assert {"assets", "classifications", "lineage", "incidents"} <= set(
