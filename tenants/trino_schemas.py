@@ -21,7 +21,7 @@ import base64
 import hashlib
 import hmac
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from pydantic import SecretStr
@@ -34,8 +34,8 @@ from tenants.naming import TRINO_POOLED_SCHEMA
 SCHEMA_NAME_INFO = b"metalake trino schema name v1"
 # 12 base32 characters: 60 bits, far beyond what guessing through Trino's error codes can try.
 SUFFIX_LENGTH = 12
-# Trino's own schemas and the shared tables': never a tenant's, whatever the id rules allow.
 _BASE32 = re.compile(r"[a-z2-7]+")
+# Trino's own schemas and the shared tables': never a tenant's, whatever the id rules allow.
 _NOT_TENANT_SCHEMAS = frozenset({"information_schema", "default", TRINO_POOLED_SCHEMA})
 
 
@@ -45,15 +45,17 @@ def _plain(tenant_id: str) -> str:
 
 @dataclass(frozen=True)
 class SchemaNamer:
-    """Names tenants' Trino schemas under ``key`` (None: the id alone, a process with no key configured)."""
+    """Names tenants' Trino schemas under ``key`` (None: the id alone, a process with no key configured). The key
+    stays out of ``repr``: a namer in a log line shows no secret."""
 
-    key: bytes | None = None
+    key: bytes | None = field(default=None, repr=False)
 
     @property
     def keyed(self) -> bool:
         return self.key is not None
 
-    def _suffix(self, key: bytes, tenant_id: str) -> str:
+    @staticmethod
+    def _suffix(key: bytes, tenant_id: str) -> str:
         mac = hmac.new(key, tenant_id.encode(), hashlib.sha256).digest()
         return base64.b32encode(mac).decode().lower()[:SUFFIX_LENGTH]
 
@@ -72,7 +74,8 @@ class SchemaNamer:
             return None
         return tenant
 
-    def looks_keyed(self, schema: str) -> bool:
+    @staticmethod
+    def looks_keyed(schema: str) -> bool:
         """Whether ``schema`` has the shape of a keyed name (under any key): ``<id>_<SUFFIX_LENGTH base32>``."""
         prefix, _, suffix = schema.rpartition("_")
         return len(suffix) == SUFFIX_LENGTH and _BASE32.fullmatch(suffix) is not None and bool(prefix)

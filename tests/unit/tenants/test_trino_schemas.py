@@ -52,6 +52,11 @@ def test_the_schema_key_wins_and_keeps_names_across_a_kek_rotation() -> None:
     assert schema_namer(pinned).schema("acme") == before.schema("acme")
 
 
+def test_the_key_never_shows_in_a_namer_s_repr() -> None:
+    namer = schema_namer(_settings())
+    assert namer.key is not None and namer.key.hex() not in repr(namer) and str(namer.key) not in repr(namer)
+
+
 def test_no_key_names_schemas_after_the_id_as_before() -> None:
     namer = schema_namer(Settings.model_validate({}))
     assert namer is UNKEYED and not namer.keyed
