@@ -118,10 +118,17 @@ def mirrored_schemas(tenant_settings: Mapping[str, Any]) -> list[MirroredSchema]
 
 
 def column_for_urn(
-    urn: str, *, schema: str, catalog: str, instance: str, mirrored: Iterable[MirroredSchema] = ()
+    urn: str,
+    *,
+    schema: str,
+    catalog: str,
+    instance: str,
+    mirrored: Iterable[MirroredSchema] = (),
+    former: Iterable[str] = (),
 ) -> TrinoColumn | None:
     """The Trino column (or whole table) an asset URN names inside the tenant's ``schema``
-    (``tenants.trino_schemas``), or None.
+    (``tenants.trino_schemas``), or None. A URN naming one of the ``former`` names of the tenant's schema (tagged
+    before the schema moved to its keyed name) names the same column: its mask must survive the move.
 
     ``urn:metalake:trino:<instance>/<catalog>/<schema>/<table>[/<column>]``: the URN scheme's database is the Trino
     catalog; or a table of a schema the tenant mirrors (:class:`MirroredSchema`). URNs of other platforms, instances,
@@ -138,7 +145,7 @@ def column_for_urn(
         parsed.platform == "trino"
         and parsed.instance == instance
         and parsed.path[0] == catalog
-        and parsed.path[1].lower() == schema
+        and parsed.path[1].lower() in {schema, *former}
     )
     if not own and not any(
         (parsed.platform, parsed.instance, parsed.path[0], parsed.path[1])

@@ -29,7 +29,7 @@ from tenants.access.rules import (
 )
 from tenants.naming import CONTROL_DATABASE, names_for
 from tenants.registry import TenantRegistry, TenantState
-from tenants.schema_migration import SchemaMove, migrate_schemas
+from tenants.schema_migration import SchemaMove, earlier_namers, migrate_schemas
 from tenants.trino_schemas import SchemaNamer, schema_namer
 
 log = logging.getLogger(__name__)
@@ -139,6 +139,7 @@ class AccessSync:
         tagged = load_masked_columns(
             self._mongo[names.mongo_database],
             schema=schema,
+            former=[n.schema(tenant) for n in earlier_namers(self._settings)],
             patterns=access.pii_tags,
             catalog=self._settings.trino.catalog,
             instance=access.trino_instance,

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from metalake.settings import Settings
-from tenants.access.rules import TenantAccess, build_rules
+from tenants.access.columns import masked_columns
+from tenants.access.rules import TenantAccess, TrinoColumn, build_rules
 from tenants.naming import TRINO_POOLED_SCHEMA, trino_user
 from tenants.schema_migration import SchemaMove, plan
 from tenants.trino_schemas import SUFFIX_LENGTH, UNKEYED, SchemaNamer, schema_namer, trino_schema
@@ -109,3 +110,19 @@ def test_the_migration_moves_schemas_named_under_an_earlier_naming(registered: t
         expected.append(SchemaMove("acme-abcdefghijkl", "acme_abcdefghijkl", current.schema("acme-abcdefghijkl")))
     assert sorted(moves, key=lambda m: m.old) == sorted(expected, key=lambda m: m.old)
     assert plan(settings, [m.new for m in moves]) == []  # idempotent: the moved schemas are current
+
+
+def test_a_tag_on_the_schema_s_former_name_still_masks_the_moved_column() -> None:
+    # Tags name columns by URN, schema included: those written before the move must keep masking after it.
+    namer = schema_namer(_settings())
+    new = namer.schema("acme-eu")
+    docs = [
+        {"urn": "urn:metalake:trino:metalake/lake/acme_eu/people/email", "tag": "PII"},  # before the move
+        {"urn": f"urn:metalake:trino:metalake/lake/{new}/people/phone", "tag": "PII"},
+        {"urn": "urn:metalake:trino:metalake/lake/globex/people/iban", "tag": "PII"},  # not a name of this schema
+    ]
+    found = masked_columns(docs, schema=new, patterns=["PII"], catalog="lake", instance="metalake", former=["acme_eu"])
+    assert found == {TrinoColumn(new, "people", "email"), TrinoColumn(new, "people", "phone")}
+    assert masked_columns(docs, schema=new, patterns=["PII"], catalog="lake", instance="metalake") == {
+        TrinoColumn(new, "people", "phone")
+    }
