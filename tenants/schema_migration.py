@@ -14,6 +14,8 @@ import logging
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
+import trino
+
 from metalake.settings import Settings
 from tenants.access import catalog
 from tenants.lake_catalog import move_schema
@@ -26,12 +28,14 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class SchemaMove:
-    """One schema to move: the tenant, its schema under an earlier naming, the current one; ``left``: what stayed."""
+    """One schema to move: the tenant, its schema under an earlier naming, the current one; ``left``: what stayed,
+    ``error``: why the move failed (the kind of error; the next run retries)."""
 
     tenant: str
     old: str
     new: str
     left: tuple[str, ...] = ()
+    error: str | None = None
 
 
 def earlier_namers(settings: Settings) -> list[SchemaNamer]:
@@ -67,7 +71,8 @@ def plan(settings: Settings, schemas: Iterable[str], registered: Collection[str]
 
 def migrate_schemas(settings: Settings, registry: TenantRegistry) -> list[SchemaMove]:
     """Move every schema :func:`plan` finds; a registered tenant's tier from the registry, an unregistered one's
-    (tests, the demo) from what its schema holds. Returns the moves done, with what stayed behind."""
+    (tests, the demo) from what its schema holds. Returns the moves, with what stayed behind; a schema whose move
+    fails is logged, returned with its error and left for the next run."""
     done = []
     records = {r.id: r for r in registry.list()}
     for move in plan(settings, catalog.schemas(settings), records):
@@ -77,7 +82,14 @@ def migrate_schemas(settings: Settings, registry: TenantRegistry) -> list[Schema
         else:
             own_assets = catalog.tables(settings, move.old).get("assets") == "BASE TABLE"
             names = names_for(move.tenant, settings.lake_root, dedicated=own_assets)
-        left = tuple(move_schema(settings, names, move.old))
+        try:
+            left = tuple(move_schema(settings, names, move.old))
+        except (trino.exceptions.Error, LookupError) as exc:
+            # One schema that cannot move now (dropped meanwhile, shared tables not registered yet) does not hold the
+            # others back; the next run retries it.
+            log.warning("trino.schema_move_failed", extra={"tenant": move.tenant, "error": type(exc).__name__})
+            done.append(SchemaMove(move.tenant, move.old, move.new, error=type(exc).__name__))
+            continue
         log.info("trino.schema_moved", extra={"tenant": move.tenant, "left": len(left)})
         done.append(SchemaMove(move.tenant, move.old, move.new, left))
     return done

@@ -89,7 +89,7 @@ class AccessRunner:
             log.warning("access.schema_move_failed", extra={"error": type(exc).__name__})
             return
         for move in moves:
-            log.info("access.schema_moved", extra={"tenant": move.tenant, "left": list(move.left)})
+            log.info("access.schema_moved", extra={"tenant": move.tenant, "left": list(move.left), "error": move.error})
 
     def run(self) -> None:
         interval = self._settings.access.resync_interval_s

@@ -7,8 +7,10 @@ import re
 from typing import Any
 
 import pytest
+import trino
 
 from metalake.settings import Settings
+from tenants import schema_migration
 from tenants.access.columns import masked_columns
 from tenants.access.rules import TenantAccess, TrinoColumn, build_rules
 from tenants.naming import TRINO_POOLED_SCHEMA, trino_user
@@ -126,3 +128,21 @@ def test_a_tag_on_the_schema_s_former_name_still_masks_the_moved_column() -> Non
     assert masked_columns(docs, schema=new, patterns=["PII"], catalog="lake", instance="metalake") == {
         TrinoColumn(new, "people", "phone")
     }
+
+
+def test_a_schema_that_fails_to_move_does_not_hold_back_the_others(monkeypatch: pytest.MonkeyPatch) -> None:
+    settings, moved = _settings(), []
+
+    def move(settings: Settings, names: Any, old: str) -> list[str]:
+        if old == "acme_one":
+            raise trino.exceptions.TrinoConnectionError("dropped meanwhile")
+        moved.append(old)
+        return []
+
+    monkeypatch.setattr(schema_migration.catalog, "schemas", lambda s: ["acme_one", "globex_two"])
+    monkeypatch.setattr(schema_migration.catalog, "tables", lambda s, schema: {})
+    monkeypatch.setattr(schema_migration, "move_schema", move)
+    registry: Any = type("Registry", (), {"list": lambda self: []})()
+    moves = schema_migration.migrate_schemas(settings, registry)
+    assert moved == ["globex_two"]
+    assert [(m.tenant, m.error) for m in moves] == [("acme-one", "TrinoConnectionError"), ("globex-two", None)]
