@@ -30,6 +30,7 @@ from metalake.trino_connect import connect as trino_connect
 from metalake.urn import asset_urn
 from ops.stack.paths import use_checkout_stack
 from tenants.naming import names_for
+from tenants.trino_schemas import trino_schema
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -75,7 +76,8 @@ def main() -> None:
                     seen["mongodb"] = time.perf_counter() - t0
                 if "trino" not in seen:
                     try:
-                        cur.execute(f'SELECT count(*) FROM "{names.trino_schema}".assets WHERE urn = ?', [urn])  # noqa: S608
+                        schema = trino_schema(settings, tenant)
+                        cur.execute(f'SELECT count(*) FROM "{schema}".assets WHERE urn = ?', [urn])  # noqa: S608
                         if cur.fetchone()[0]:
                             seen["trino"] = time.perf_counter() - t0
                     except trino.exceptions.TrinoUserError:

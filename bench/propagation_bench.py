@@ -73,6 +73,7 @@ from ops.stack.paths import use_checkout_stack
 from tenants.model import Tier
 from tenants.naming import CHANGES_TOPIC, TenantNames
 from tenants.registry import TenantDirectory, TenantRegistry, TenantState
+from tenants.trino_schemas import trino_schema
 
 Pair = tuple[str, str]
 
@@ -216,6 +217,7 @@ class Probe:
         count_every_s: float = 2.0,
     ) -> None:
         self.names = names
+        self.schema = trino_schema(settings, names.tenant_id)
         self.count_every_s = count_every_s
         self.receiver = receiver
         self.db = mongo[names.mongo_database]
@@ -245,7 +247,7 @@ class Probe:
         notifications about ``origin`` (timed on arrival, not polled). Polls every half second, the two counts of
         propagated tags every ``count_every_s``."""
         marks: dict[str, float] = {}
-        schema = self.names.trino_schema
+        schema = self.schema
         wanted = 4 + (len(COUNTED) + 1 if self.receiver else 0)
         next_count = 0.0
         while len(marks) < wanted:
@@ -319,7 +321,7 @@ def pipeline(
             deadline = time.monotonic() + 300
             while time.monotonic() < deadline:
                 try:
-                    cursor.execute(f'SELECT count(*) FROM "{names.trino_schema}".propagated_tags')  # noqa: S608
+                    cursor.execute(f'SELECT count(*) FROM "{trino_schema(settings, tenant)}".propagated_tags')  # noqa: S608
                     cursor.fetchall()
                     break
                 except trino.exceptions.TrinoUserError:

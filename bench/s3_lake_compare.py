@@ -38,6 +38,7 @@ from metalake.settings import Settings, load_settings
 from metalake.urn import asset_urn
 from ops.stack.paths import use_checkout_stack
 from tenants.naming import TenantNames, names_for
+from tenants.trino_schemas import trino_schema
 
 LAKE_EVENT = "enrichment.lake_batch_done"
 
@@ -98,7 +99,7 @@ def run_side(settings: Settings, root: LakeRoot, label: str, events: int, probes
             _wait(f"{label} backlog", lambda: _lake_events(log) >= events + 1, 600)
             seconds = time.monotonic() - started
             latencies = []
-            probe_sql = f'SELECT version FROM "{names.trino_schema}".assets WHERE urn = ?'  # noqa: S608 - fixed names
+            probe_sql = f'SELECT version FROM "{trino_schema(settings, names.tenant_id)}".assets WHERE urn = ?'  # noqa: S608 - fixed names
             for p in range(probes):
                 version = 10 + p
                 producer.publish([_upsert(tenant, 0, version)], lambda e: names.priority_topic)

@@ -76,6 +76,7 @@ from metalake.urn import asset_urn
 from ops.stack.paths import use_checkout_stack
 from tenants.lake_catalog import register_tables
 from tenants.naming import names_for, pooled_table_path
+from tenants.trino_schemas import trino_schema
 
 BENCH_DIR = Path(__file__).resolve().parent
 SIDES = ("job", "baseline", "baseline_mongo")
@@ -316,7 +317,7 @@ def trino_cursor(settings: Settings) -> Any:
 def wait_views(settings: Settings, tenants: Sequence[str], timeout_s: float) -> float | None:
     """Until every tenant's schema holds the views the registrar makes last (``_dlq``; ``events`` and ``assets``
     come before it); seconds waited, None on time-out (the bench goes on: only the first tenant is queried)."""
-    schemas = sorted(names_for(t, settings.lake_root).trino_schema for t in tenants)
+    schemas = sorted(trino_schema(settings, t) for t in tenants)
     cur = trino_cursor(settings)
     t0 = time.monotonic()
     marks = ",".join("?" * len(schemas))
@@ -448,7 +449,7 @@ def freshness_window(
     mongo: MongoClient[dict[str, Any]] = MongoClient(settings.mongo_uri)
     assets = mongo[names.mongo_database]["assets"]
     cur = trino_cursor(settings)
-    schema = f'{settings.trino.catalog}."{names.trino_schema}"'
+    schema = f'{settings.trino.catalog}."{trino_schema(settings, names.tenant_id)}"'
     producer = threading.Thread(target=produce, daemon=True)
     producer.start()
     deadline = time.monotonic() + seconds + 180

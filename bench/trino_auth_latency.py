@@ -47,6 +47,7 @@ from ops.stack import StackManager
 from ops.stack.paths import find_project_root, use_checkout_stack
 from tenants.access.sync import AccessSync
 from tenants.naming import CONTROL_DATABASE, names_for, trino_user
+from tenants.trino_schemas import trino_schema
 
 
 def _literal(value: str) -> str:
@@ -63,25 +64,26 @@ def make_tenant_table(settings: Settings, tenant: str) -> str:
     arrays = [Array(ids, DataType.int64()), Array([f"u{i}@example.org" for i in ids], DataType.string())]
     write_deltalake(str(path), Table.from_arrays(arrays, schema=schema), mode="overwrite")
     location = "local:///" + str(names.lake_dir.relative_to(settings.lake_root))
+    schema = trino_schema(settings, tenant)
     with admin_cursor(settings) as cur:
-        cur.execute(f'CREATE SCHEMA IF NOT EXISTS lake."{names.trino_schema}" WITH (location = {_literal(location)})')
+        cur.execute(f'CREATE SCHEMA IF NOT EXISTS lake."{schema}" WITH (location = {_literal(location)})')
         cur.fetchall()
         cur.execute(
-            f"CALL lake.system.register_table(schema_name => {_literal(names.trino_schema)}, "
+            f"CALL lake.system.register_table(schema_name => {_literal(trino_schema(settings, tenant))}, "
             f"table_name => 'people', table_location => {_literal(location + '/people')})"
         )
         cur.fetchall()
-    return f'lake."{names.trino_schema}".people'
+    return f'lake."{trino_schema(settings, tenant)}".people'
 
 
 def drop_tenant(settings: Settings, mongo: MongoClient[dict[str, Any]], tenant: str) -> None:
     """Unregister the table and drop the schema (the lake folder and the tenant's database go too)."""
     names = names_for(tenant, settings.lake_root)
-    schema = _literal(names.trino_schema)
+    schema = _literal(trino_schema(settings, tenant))
     with admin_cursor(settings) as cur:
         cur.execute(f"CALL lake.system.unregister_table(schema_name => {schema}, table_name => 'people')")
         cur.fetchall()
-        cur.execute(f'DROP SCHEMA IF EXISTS lake."{names.trino_schema}"')
+        cur.execute(f'DROP SCHEMA IF EXISTS lake."{trino_schema(settings, tenant)}"')
         cur.fetchall()
     shutil.rmtree(names.lake_dir, ignore_errors=True)
     mongo.drop_database(names.mongo_database)
@@ -91,7 +93,7 @@ def drop_tenant(settings: Settings, mongo: MongoClient[dict[str, Any]], tenant: 
 def tag_pii(settings: Settings, mongo: MongoClient[dict[str, Any]], tenant: str) -> None:
     """``email`` PII-tagged (as the projection writes a classification), so the tenant's user reads it masked."""
     names = names_for(tenant, settings.lake_root)
-    urn = f"urn:metalake:trino:{settings.access.trino_instance}/lake/{names.trino_schema}/people/email"
+    urn = f"urn:metalake:trino:{settings.access.trino_instance}/lake/{trino_schema(settings, tenant)}/people/email"
     doc = {"urn": urn, "tag": "PII", "source": "human", "deleted": False, "version": 1, "event_id": "bench"}
     mongo[names.mongo_database]["classifications"].update_one({"_id": f"{urn}|PII"}, {"$set": doc}, upsert=True)
     AccessSync(settings, mongo).sync([tenant])

@@ -605,10 +605,12 @@ class SecretsSettings(BaseModel):
     from ``key_encryption_key`` (default: ``api.key_encryption_key``, from which a separate key is derived). Every
     process that stores or uses them reads it (API, connector worker, outbound runtime). To rotate: set the new key,
     move the old one to ``previous_key_encryption_keys`` (still opened), run ``metalake secrets reseal``, then drop
-    it."""
+    it. ``schema_key`` keys tenants' Trino schema names (``tenants.trino_schemas``; default: the current key-encryption
+    key, from which a separate key is derived): set it to keep the names when that key rotates."""
 
     key_encryption_key: SecretStr | None = None
     previous_key_encryption_keys: list[SecretStr] = Field(default_factory=list)
+    schema_key: SecretStr | None = None
 
 
 class ErasureSettings(BaseModel):

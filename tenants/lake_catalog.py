@@ -1,6 +1,7 @@
 """What Trino's ``lake`` catalog holds for each tenant, created idempotently through the platform's Trino user.
 
-Every tenant reads its schema (``TenantNames.trino_schema``) with the same table names and columns whatever its tier:
+Every tenant reads its schema (``tenants.trino_schemas.trino_schema``) with the same table names and columns whatever
+its tier:
 - the shared pooled tables are registered once in the ``_pooled`` schema, which no tenant's access rules grant;
 - a pooled tenant's schema holds a ``SECURITY DEFINER`` view per table that selects its rows (its bucket first, so
   Trino prunes to the bucket's files) without the tenant columns; the view runs with the platform's rights, so the
@@ -22,6 +23,7 @@ from metalake.lake_uri import LakeRoot, S3Path
 from metalake.settings import Settings
 from metalake.trino_admin import admin_cursor
 from tenants.naming import POOLED_TABLES, TENANT_COLUMNS, TRINO_POOLED_SCHEMA, TenantNames, pooled_table_path
+from tenants.trino_schemas import trino_schema
 
 
 def _literal(value: str) -> str:
@@ -62,7 +64,8 @@ def _create_schema(cur: Any, settings: Settings, names: TenantNames) -> None:
     """The tenant's schema; a dedicated tenant's located at its lake folder. A pooled tenant's schema holds views
     (and the ``audit`` table, registered by location), so it needs no folder of its own."""
     where = f" WITH (location = {_literal(_location(settings, names.lake_dir))})" if names.dedicated else ""
-    cur.execute(f'CREATE SCHEMA IF NOT EXISTS {settings.trino.catalog}."{names.trino_schema}"{where}')
+    schema = trino_schema(settings, names.tenant_id)
+    cur.execute(f'CREATE SCHEMA IF NOT EXISTS {settings.trino.catalog}."{schema}"{where}')
     cur.fetchall()
 
 
@@ -93,13 +96,14 @@ def pooled_columns(settings: Settings) -> dict[str, list[str]]:
         return out
 
 
-def view_sql(catalog: str, names: TenantNames, table: str, columns: Sequence[str]) -> str:
-    """The tenant's view of a shared table: its rows, the table's columns less the tenant columns."""
+def view_sql(catalog: str, schema: str, names: TenantNames, table: str, columns: Sequence[str]) -> str:
+    """The tenant's view (in its ``schema``) of a shared table: its rows, the table's columns less the tenant
+    columns."""
     lake_table = names.table(table)
     if not lake_table.shared:
         raise ValueError(f"{names.tenant_id} is dedicated: its tables are its own, not views")
     selected = ", ".join(f'"{c}"' for c in columns)
-    view = f'{catalog}."{names.trino_schema}"."{names.trino_table(table)}"'
+    view = f'{catalog}."{schema}"."{names.trino_table(table)}"'
     shared = f'{catalog}."{TRINO_POOLED_SCHEMA}"."{table}"'
     query = f"SELECT {selected} FROM {shared} WHERE {lake_table.predicate}"  # noqa: S608 - validated names only
     return f"CREATE OR REPLACE VIEW {view} SECURITY DEFINER AS {query}"
@@ -110,13 +114,13 @@ EDITED_ASSETS_VIEW = "assets_with_edits"
 _PROPERTY_NAME_AT = len("properties.") + 1
 
 
-def edited_assets_sql(catalog: str, names: TenantNames) -> str:
+def edited_assets_sql(catalog: str, schema: str, names: TenantNames) -> str:
     """The tenant's view of its assets as readers show them: a live edit of the description or the owners replaces
     the source's value, edited properties are laid over the source's map (``map_concat`` keeps the last map's value of
     a key), and ``edited`` lists the aspects a person set. The same rule as ``metalake.projection.apply_edits``."""
-    schema = f'{catalog}."{names.trino_schema}"'
-    assets = f'{schema}."{names.trino_table("assets")}"'
-    edits = f'{schema}."{names.trino_table("asset_edits")}"'
+    qualified = f'{catalog}."{schema}"'
+    assets = f'{qualified}."{names.trino_table("assets")}"'
+    edits = f'{qualified}."{names.trino_table("asset_edits")}"'
     live = f"(SELECT * FROM {edits} WHERE NOT deleted)"  # noqa: S608 - validated names only
     empty = "CAST(MAP() AS map(varchar, varchar))"
     query = (
@@ -134,13 +138,13 @@ def edited_assets_sql(catalog: str, names: TenantNames) -> str:
         f" LEFT JOIN (SELECT urn, array_sort(array_agg(aspect)) AS edited FROM {live} e GROUP BY urn) x"
         " ON x.urn = a.urn"
     )
-    return f'CREATE OR REPLACE VIEW {schema}."{EDITED_ASSETS_VIEW}" SECURITY INVOKER AS {query}'
+    return f'CREATE OR REPLACE VIEW {qualified}."{EDITED_ASSETS_VIEW}" SECURITY INVOKER AS {query}'
 
 
 def _create_edited_assets_view(cur: Any, settings: Settings, names: TenantNames, known: set[str]) -> list[str]:
     if EDITED_ASSETS_VIEW in known:
         return []
-    cur.execute(edited_assets_sql(settings.trino.catalog, names))
+    cur.execute(edited_assets_sql(settings.trino.catalog, trino_schema(settings, names.tenant_id), names))
     cur.fetchall()
     return [EDITED_ASSETS_VIEW]
 
@@ -157,7 +161,7 @@ def register_tenant(
     registered by location (dedicated). Returns the tables or views created. A pooled tenant's existing views are
     kept unless ``replace`` (after the shared tables gained columns); ``columns`` saves a lookup per tenant."""
     catalog = settings.trino.catalog
-    schema = names.trino_schema
+    schema = trino_schema(settings, names.tenant_id)
     with admin_cursor(settings) as cur:
         _create_schema(cur, settings, names)
         if names.dedicated:
@@ -174,7 +178,7 @@ def register_tenant(
         for table in tables:
             if names.trino_table(table) in known:
                 continue
-            cur.execute(view_sql(catalog, names, table, shared[table]))
+            cur.execute(view_sql(catalog, schema, names, table, shared[table]))
             cur.fetchall()
             created.append(table)
         if {"assets", "asset_edits"} <= set(tables):
@@ -187,4 +191,71 @@ def register_tables(settings: Settings, names: TenantNames, tables: Sequence[str
     return those new."""
     with admin_cursor(settings) as cur:
         _create_schema(cur, settings, names)
-        return _register(cur, settings, names.trino_schema, ((t, names.delta_path(t)) for t in tables))
+        schema = trino_schema(settings, names.tenant_id)
+        return _register(cur, settings, schema, ((t, names.delta_path(t)) for t in tables))
+
+
+def _objects(cur: Any, catalog: str, schema: str) -> dict[str, str]:
+    """``{name: "BASE TABLE" | "VIEW"}`` of a schema (empty if it does not exist)."""
+    cur.execute(
+        f"SELECT table_name, table_type FROM {catalog}.information_schema.tables WHERE table_schema = ?",  # noqa: S608
+        [schema],
+    )
+    return {str(name): str(kind) for name, kind in cur.fetchall()}
+
+
+def drop_schema(settings: Settings, schema: str) -> None:
+    """Drop a schema, views and tables first; unregistering a table leaves its data alone. Nothing if it is gone."""
+    catalog = settings.trino.catalog
+    with admin_cursor(settings) as cur:
+        cur.execute(f"SELECT schema_name FROM {catalog}.information_schema.schemata WHERE schema_name = ?", [schema])  # noqa: S608
+        if not cur.fetchall():
+            return
+        for table, table_type in _objects(cur, catalog, schema).items():
+            # DDL takes no bind parameters; the schema is a tenant's (validated), the names Trino's own listing.
+            if table_type == "VIEW":
+                cur.execute(f'DROP VIEW IF EXISTS {catalog}."{schema}"."{table.replace(chr(34), chr(34) * 2)}"')
+            else:
+                cur.execute(
+                    f"CALL {catalog}.system.unregister_table(schema_name => {_literal(schema)}, "
+                    f"table_name => {_literal(table)})"
+                )
+            cur.fetchall()
+        cur.execute(f'DROP SCHEMA IF EXISTS {catalog}."{schema}"')
+        cur.fetchall()
+
+
+# The views metalake creates in a tenant's schema: a schema move re-creates them rather than moving them (Trino's
+# Delta connector renames tables across schemas, not views).
+_OWN_VIEWS = frozenset({*POOLED_TABLES, EDITED_ASSETS_VIEW})
+
+
+def move_schema(settings: Settings, names: TenantNames, old: str) -> list[str]:
+    """Move what the tenant's schema ``old`` holds into its current schema (``trino_schema``): tables are renamed
+    into it (their data and registration unchanged), metalake's views re-created there. ``old`` is dropped once
+    empty; returns what stays in it (a view metalake did not create, a table the new schema already has by that
+    name), for an operator to move. Idempotent: a second run finds less to move."""
+    catalog, new = settings.trino.catalog, trino_schema(settings, names.tenant_id)
+    with admin_cursor(settings) as cur:
+        objects = _objects(cur, catalog, old)
+        _create_schema(cur, settings, names)
+        known, left = _known_tables(cur, catalog, new), []
+        for name, kind in sorted(objects.items()):
+            if (kind == "VIEW" and name not in _OWN_VIEWS) or (kind != "VIEW" and name in known):
+                left.append(name)
+            elif kind != "VIEW":
+                quoted = name.replace('"', '""')
+                cur.execute(f'ALTER TABLE {catalog}."{old}"."{quoted}" RENAME TO {catalog}."{new}"."{quoted}"')
+                cur.fetchall()
+    # A dedicated tenant's tables are in place already (registering them is then a no-op); a pooled one's views and
+    # either's assets_with_edits are created.
+    tables = [t for t in POOLED_TABLES if t in objects]
+    if tables:
+        register_tenant(settings, names, tables)
+    with admin_cursor(settings) as cur:
+        for view in sorted(v for v, kind in objects.items() if kind == "VIEW" and v in _OWN_VIEWS):
+            cur.execute(f'DROP VIEW IF EXISTS {catalog}."{old}"."{view}"')
+            cur.fetchall()
+    if not left:
+        drop_schema(settings, old)
+    return left

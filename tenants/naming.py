@@ -1,7 +1,7 @@
-"""Every physical name metalake uses for a tenant: topics, lake folders, MongoDB databases, Trino schemas.
+"""Every physical name metalake uses for a tenant: topics, lake folders, MongoDB databases, Trino table names.
 
-Nothing else formats a tenant id into a name. Tenant ids match ``[a-z][a-z0-9-]{2,39}``; the hyphen is mapped to an
-underscore where a target forbids it (Trino schemas), which stays injective because ids never contain underscores.
+Nothing else formats a tenant id into a name, but for the Trino schema, which is keyed so that it cannot be guessed
+from the id (``tenants.trino_schemas``). Tenant ids match ``[a-z][a-z0-9-]{2,39}``.
 """
 
 from __future__ import annotations
@@ -168,10 +168,6 @@ class TenantNames:
     @property
     def mongo_database(self) -> str:
         return f"metalake_{self.tenant_id}"
-
-    @property
-    def trino_schema(self) -> str:
-        return self.tenant_id.replace("-", "_")
 
     def trino_table(self, table: str) -> str:
         """The table's name inside the tenant's Trino schema (the Delta folder name)."""

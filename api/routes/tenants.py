@@ -67,6 +67,7 @@ def _view(record: TenantRecord, prov: Provisioner) -> TenantView:
         created_at=record.created_at,
         updated_at=record.updated_at,
         provisioning=Provisioning(done=sorted(record.steps), pending=prov.pending(record)),
+        trino_schema=prov.trino_schema(record.id),
         error=record.error,
     )
 

@@ -85,6 +85,11 @@ class TenantView(BaseModel):
     created_at: datetime
     updated_at: datetime
     provisioning: Provisioning
+    trino_schema: str = Field(
+        description="The tenant's schema in Trino's catalog `lake` (its default schema in the SQL endpoint): the id, "
+        "then a suffix keyed by the deployment, so other tenants cannot guess it. Connect BI tools to it.",
+        examples=["acme_k3zq7m2xw4ab"],
+    )
     error: str | None = Field(default=None, description="Why the last (de)provisioning run stopped, if it failed.")
 
 

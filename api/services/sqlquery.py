@@ -29,7 +29,8 @@ from api.problems import Problem
 from metalake.csvcells import text_cell
 from metalake.settings import Settings
 from metalake.trino_connect import connect
-from tenants.naming import names_for, trino_user
+from tenants.naming import trino_user
+from tenants.trino_schemas import trino_schema
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +166,7 @@ def start(settings: Settings, tenant: str, sql: str, *, pii: bool, limits: Limit
     conn = connect(
         settings,
         session_user=trino_user(tenant, pii=pii, admin=admin),
-        schema=names_for(tenant, settings.lake_root).trino_schema,
+        schema=trino_schema(settings, tenant),
         session_properties={"query_max_run_time": f"{max(1, round(limits.timeout_s))}s"},
         request_timeout=max(1.0, limits.timeout_s),
         source="metalake-api-sql",

@@ -33,6 +33,7 @@ from ops.demo.api_client import ApiClient, ApiError, admin_file, load_or_create_
 from ops.demo.catalog import Catalog, demo_catalog, invalid_record
 from ops.demo.receiver import Delivery, WebhookReceiver
 from tenants.naming import TRINO_POOLED_SCHEMA, TenantNames, names_for
+from tenants.trino_schemas import trino_schema
 
 Echo = Callable[[str], None]
 T = TypeVar("T")
@@ -325,7 +326,7 @@ def _show_trino(
     timeout_s: float,
     incident: montecarlo.Incident,
 ) -> None:
-    schema = names.trino_schema
+    schema = trino_schema(settings, names.tenant_id)
     with (
         admin_cursor(settings) as cur,
         steps.step(f"The same in Trino (lake.{schema}, the Delta tables the stream job writes)"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
 from typing import Annotated
@@ -53,6 +54,28 @@ def sync_command(
     finally:
         client.close()
     typer.echo(f"rules for {len(done)} tenant(s) refreshed: {settings.access_rules_file}")
+
+
+@app.command("migrate-schemas")
+def migrate_schemas_command() -> None:
+    """Move tenants' Trino schemas to their current keyed names (from names made of the tenant id alone, or under a
+    previous key), then rewrite the rules file. Idempotent; the access processor also does it at start. Prints one
+    JSON line per schema; exits 1 if something stayed in an old schema (``left``) or a move failed (``error``: run
+    it again)."""
+    settings = get_settings()
+    client = mongo_client(settings, socket_timeout_ms=_SYNC_SOCKET_TIMEOUT_MS)
+    try:
+        sync = AccessSync(settings, client)
+        moves = sync.move_schemas()
+        sync.sync(None)
+    finally:
+        client.close()
+    for move in moves:
+        out = {"tenant": move.tenant, "from": move.old, "to": move.new, "left": list(move.left), "error": move.error}
+        typer.echo(json.dumps(out))
+    typer.echo(f"{sum(m.error is None for m in moves)} schema(s) moved", err=True)
+    if any(move.left or move.error for move in moves):
+        raise typer.Exit(code=1)
 
 
 def main() -> None:

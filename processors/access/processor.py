@@ -79,8 +79,21 @@ class AccessRunner:
                 self.stop.wait(delay)
                 delay = min(delay * 2, _MAX_RETRY_S)
 
+    def _move_schemas(self) -> None:
+        """Schemas still under an earlier name (before keyed names, or another key) move to their current one before
+        the first render, so an upgraded deployment's tenants keep reading their tables. Idempotent; a failure is
+        logged and the runner goes on (the next start, or ``metalake access migrate-schemas``, retries)."""
+        try:
+            moves = self._sync.move_schemas()
+        except (PyMongoError, trino.exceptions.Error, trino.exceptions.HttpError, OSError, LookupError) as exc:
+            log.warning("access.schema_move_failed", extra={"error": type(exc).__name__})
+            return
+        for move in moves:
+            log.info("access.schema_moved", extra={"tenant": move.tenant, "left": list(move.left), "error": move.error})
+
     def run(self) -> None:
         interval = self._settings.access.resync_interval_s
+        self._move_schemas()
         self._sync_until_done(None)
         self.ready.set()
         next_resync = time.monotonic() + interval

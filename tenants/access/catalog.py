@@ -12,6 +12,13 @@ def schemas(settings: Settings) -> list[str]:
         return [str(row[0]) for row in cur.fetchall()]
 
 
+def tables(settings: Settings, schema: str) -> dict[str, str]:
+    """``{table: "BASE TABLE" | "VIEW"}`` of ``schema`` (empty if it does not exist)."""
+    with admin_cursor(settings, timeout_s=30) as cur:
+        cur.execute("SELECT table_name, table_type FROM information_schema.tables WHERE table_schema = ?", [schema])
+        return {str(name): str(kind) for name, kind in cur.fetchall()}
+
+
 def column_types(settings: Settings, schema: str) -> dict[str, dict[str, str]]:
     """``{table: {column: type}}`` of the tables registered in ``schema`` (empty if it does not exist)."""
     with admin_cursor(settings, timeout_s=30) as cur:

@@ -20,22 +20,26 @@ TAG_COLLECTIONS = (CLASSIFICATIONS_COLLECTION, PROPAGATED_COLLECTION)
 
 def masked_columns(
     docs: Iterable[Mapping[str, Any]],
-    tenant: str,
     *,
+    schema: str,
     patterns: Iterable[str],
     catalog: str,
     instance: str,
     mirrored: Iterable[MirroredSchema] = (),
+    former: Iterable[str] = (),
 ) -> set[TrinoColumn]:
-    """The Trino columns (or whole tables) that live tag documents put under a mask. Pure."""
-    wanted, sources = tuple(patterns), tuple(mirrored)
+    """The Trino columns (or whole tables) that live tag documents put under a mask, ``schema`` the tenant's
+    (``former``: its earlier names, see :func:`column_for_urn`). Pure."""
+    wanted, sources, earlier = tuple(patterns), tuple(mirrored), tuple(former)
     out: set[TrinoColumn] = set()
     for doc in docs:
         if doc.get("deleted") or not isinstance(doc.get("urn"), str) or not isinstance(doc.get("tag"), str):
             continue
         if not is_masked_tag(doc["tag"], wanted):
             continue
-        column = column_for_urn(doc["urn"], tenant, catalog=catalog, instance=instance, mirrored=sources)
+        column = column_for_urn(
+            doc["urn"], schema=schema, catalog=catalog, instance=instance, mirrored=sources, former=earlier
+        )
         if column is not None:
             out.add(column)
     return out
@@ -43,22 +47,25 @@ def masked_columns(
 
 def load_masked_columns(
     db: Database[dict[str, Any]],
-    tenant: str,
     *,
+    schema: str,
     patterns: Iterable[str],
     catalog: str,
     instance: str,
     mirrored: Iterable[MirroredSchema] = (),
+    former: Iterable[str] = (),
 ) -> set[TrinoColumn]:
     """Read the tenant's live tag assignments on ``trino`` URNs (and mirrored schemas') and map them to columns."""
-    sources = tuple(mirrored)
+    sources, earlier = tuple(mirrored), tuple(former)
     prefixes = ["urn:metalake:trino:", *(m.urn_prefix for m in sources)]
     query = {"deleted": {"$ne": True}, "$or": [{"urn": {"$regex": "^" + re.escape(p)}} for p in prefixes]}
     projection = {"urn": 1, "tag": 1, "deleted": 1}
     out: set[TrinoColumn] = set()
     for name in TAG_COLLECTIONS:
         docs = db[name].find(query, projection)
-        out |= masked_columns(docs, tenant, patterns=patterns, catalog=catalog, instance=instance, mirrored=sources)
+        out |= masked_columns(
+            docs, schema=schema, patterns=patterns, catalog=catalog, instance=instance, mirrored=sources, former=earlier
+        )
     return out
 
 

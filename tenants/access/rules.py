@@ -37,14 +37,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from metalake.urn import AssetUrn, InvalidUrn
-from tenants.naming import ADMIN_ONLY_TABLES, TRINO_POOLED_SCHEMA, trino_user, validate_tenant_id
+from tenants.naming import ADMIN_ONLY_TABLES, trino_user, validate_tenant_id
+from tenants.trino_schemas import SchemaNamer
 
 MaskStyle = Literal["null", "redact", "hash"]
 REDACTED = "****"
 _ALL_TABLE_PRIVILEGES = ["SELECT", "INSERT", "DELETE", "UPDATE", "OWNERSHIP", "GRANT_SELECT"]
-# A Trino schema that is a tenant's: tenant ids map '-' to '_' (names.trino_schema); these are Trino's own, and the
-# shared tables' (which no tenant id could map to anyway: ids start with a letter).
-_NOT_TENANT_SCHEMAS = frozenset({"information_schema", "default", TRINO_POOLED_SCHEMA})
 # A connector's hidden table (``<table>$<kind>``): Trino table names never hold '$' otherwise.
 _METADATA_TABLE = r".*\$.*"
 # Every tenant's Trino user (tenants.naming.trino_user): ``tenant.<id>``, ``tenant.<id>.pii``, ``tenant.<id>.admin``
@@ -76,21 +74,6 @@ class TenantAccess:
 
     def __post_init__(self) -> None:
         validate_tenant_id(self.tenant)
-
-
-def trino_schema(tenant: str) -> str:
-    return validate_tenant_id(tenant).replace("-", "_")
-
-
-def tenant_for_schema(schema: str) -> str | None:
-    """The tenant whose Trino schema this is, or None for a schema no tenant id maps to."""
-    if schema in _NOT_TENANT_SCHEMAS or "-" in schema:
-        return None
-    candidate = schema.replace("_", "-")
-    try:
-        return validate_tenant_id(candidate)
-    except ValueError:
-        return None
 
 
 def is_masked_tag(tag: str, patterns: Iterable[str]) -> bool:
@@ -135,9 +118,17 @@ def mirrored_schemas(tenant_settings: Mapping[str, Any]) -> list[MirroredSchema]
 
 
 def column_for_urn(
-    urn: str, tenant: str, *, catalog: str, instance: str, mirrored: Iterable[MirroredSchema] = ()
+    urn: str,
+    *,
+    schema: str,
+    catalog: str,
+    instance: str,
+    mirrored: Iterable[MirroredSchema] = (),
+    former: Iterable[str] = (),
 ) -> TrinoColumn | None:
-    """The Trino column (or whole table) an asset URN names inside the tenant's schema, or None.
+    """The Trino column (or whole table) an asset URN names inside the tenant's ``schema``
+    (``tenants.trino_schemas``), or None. A URN naming one of the ``former`` names of the tenant's schema (tagged
+    before the schema moved to its keyed name) names the same column: its mask must survive the move.
 
     ``urn:metalake:trino:<instance>/<catalog>/<schema>/<table>[/<column>]``: the URN scheme's database is the Trino
     catalog; or a table of a schema the tenant mirrors (:class:`MirroredSchema`). URNs of other platforms, instances,
@@ -154,7 +145,7 @@ def column_for_urn(
         parsed.platform == "trino"
         and parsed.instance == instance
         and parsed.path[0] == catalog
-        and parsed.path[1].lower() == trino_schema(tenant)
+        and parsed.path[1].lower() in {schema, *former}
     )
     if not own and not any(
         (parsed.platform, parsed.instance, parsed.path[0], parsed.path[1])
@@ -164,7 +155,7 @@ def column_for_urn(
         return None
     table = parsed.path[2].lower()
     column = parsed.path[3].lower() if len(parsed.path) == 4 else None
-    return TrinoColumn(trino_schema(tenant), table, column)
+    return TrinoColumn(schema, table, column)
 
 
 def _ident(name: str) -> str:
@@ -191,10 +182,12 @@ def build_rules(
     tenants: Iterable[TenantAccess],
     *,
     catalog: str,
+    schemas: SchemaNamer,
     mask_style: MaskStyle = "redact",
     impersonator: str | None = None,
 ) -> dict[str, Any]:
     """The rules JSON for Trino's file-based system access control. Pure and deterministic (sorted output).
+    ``schemas`` names each tenant's schema (the deployment's key: ``tenants.trino_schemas.schema_namer``).
 
     ``impersonator`` may run queries as any tenant's user (:data:`TENANT_USERS`); no other impersonation is allowed.
     """
@@ -208,7 +201,7 @@ def build_rules(
         every_tenant_user = _exact(*(u for a in accesses for u in tenant_users(a.tenant)))
         tables.append({"user": every_tenant_user, "table": _METADATA_TABLE, "privileges": []})
     for access in accesses:
-        tables += _tenant_table_rules(access, catalog, mask_style)
+        tables += _tenant_table_rules(access, schemas.schema(access.tenant), catalog, mask_style)
     rules: dict[str, Any] = {
         "catalogs": [{"user": services, "allow": "all"}],
         "schemas": [{"user": services, "owner": True}],
@@ -257,10 +250,12 @@ def tenant_users(tenant: str) -> list[str]:
     return [trino_user(tenant, pii=p, admin=a) for a in (False, True) for p in (False, True)]
 
 
-def _tenant_table_rules(access: TenantAccess, catalog: str, mask_style: MaskStyle) -> list[dict[str, Any]]:
+def _tenant_table_rules(
+    access: TenantAccess, tenant_schema: str, catalog: str, mask_style: MaskStyle
+) -> list[dict[str, Any]]:
     """One tenant's table rules, in Trino's first-match order: the admin-only tables denied to its ordinary users,
     then the PII users' schema, the plain users' masked tables, the plain users' schema."""
-    schema, where = _exact(trino_schema(access.tenant)), _exact(catalog)
+    schema, where = _exact(tenant_schema), _exact(catalog)
     plain, pii = trino_user(access.tenant), trino_user(access.tenant, pii=True)
     admin, admin_pii = trino_user(access.tenant, admin=True), trino_user(access.tenant, pii=True, admin=True)
     out: list[dict[str, Any]] = [

@@ -25,11 +25,12 @@ from tenants.access.rules import (
     TrinoColumn,
     build_rules,
     mirrored_schemas,
-    tenant_for_schema,
     write_rules,
 )
 from tenants.naming import CONTROL_DATABASE, names_for
 from tenants.registry import TenantRegistry, TenantState
+from tenants.schema_migration import SchemaMove, earlier_namers, migrate_schemas
+from tenants.trino_schemas import SchemaNamer, schema_namer
 
 log = logging.getLogger(__name__)
 
@@ -106,10 +107,18 @@ class AccessSync:
         registered = {r.id: r for r in self._registry.list()}
         allowed = {tid for tid, r in registered.items() if r.state not in _DENIED_STATES}
         for schema in catalog.schemas(self._settings):
-            tenant = tenant_for_schema(schema)
+            tenant = self._schemas.tenant(schema)
             if tenant is not None and tenant not in registered:
                 allowed.add(tenant)
         return sorted(allowed)
+
+    @property
+    def _schemas(self) -> SchemaNamer:
+        return schema_namer(self._settings)
+
+    def move_schemas(self) -> list[SchemaMove]:
+        """Move tenants' schemas still under an earlier name to their current one (``tenants.schema_migration``)."""
+        return migrate_schemas(self._settings, self._registry)
 
     def _mirrored(self, tenant: str) -> list[MirroredSchema]:
         record = self._registry.get(tenant)
@@ -126,15 +135,17 @@ class AccessSync:
         masks, already equals them); return them. ``mirrored`` defaults to the tenant's registry settings."""
         access = self._settings.access
         names = names_for(tenant, self._settings.lake_root)
+        schema = self._schemas.schema(tenant)
         tagged = load_masked_columns(
             self._mongo[names.mongo_database],
-            tenant,
+            schema=schema,
+            former=[n.schema(tenant) for n in earlier_namers(self._settings)],
             patterns=access.pii_tags,
             catalog=self._settings.trino.catalog,
             instance=access.trino_instance,
             mirrored=self._mirrored(tenant) if mirrored is None else mirrored,
         )
-        types = catalog.column_types(self._settings, names.trino_schema) if tagged else {}
+        types = catalog.column_types(self._settings, schema) if tagged else {}
         masked = resolve(tagged, types)
         doc = _to_doc(masked)
         if doc != stored:
@@ -170,6 +181,7 @@ class AccessSync:
             [settings.trino.user, *settings.access.service_users],
             accesses,
             catalog=settings.trino.catalog,
+            schemas=self._schemas,
             mask_style=settings.access.mask_style,
             impersonator=settings.trino.user,
         )

@@ -8,6 +8,7 @@ from typing import Any
 import trino
 from arro3.core import Array, DataType, Field, Schema, Table
 from deltalake import write_deltalake
+from trinoschema import schema_of
 
 from metalake.settings import Settings
 from metalake.trino_connect import connect
@@ -21,8 +22,12 @@ def _literal(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def make_data_table(settings: Settings, cursor: Any, names: TenantNames, table: str) -> None:
-    """A small Delta table written by delta-rs into the tenant's lake folder, registered in its Trino schema."""
+def make_data_table(
+    settings: Settings, cursor: Any, names: TenantNames, table: str, *, in_schema: str | None = None
+) -> None:
+    """A small Delta table written by delta-rs into the tenant's lake folder, registered in its Trino schema (or
+    ``in_schema``)."""
+    trino_schema = in_schema or schema_of(names)
     schema = Schema(
         [Field("id", DataType.int64(), nullable=True)]
         + [Field(c, DataType.string(), nullable=True) for c in PII_COLUMNS]
@@ -34,10 +39,10 @@ def make_data_table(settings: Settings, cursor: Any, names: TenantNames, table: 
     path.mkdir(parents=True, exist_ok=True)
     write_deltalake(str(path), Table.from_arrays(arrays, schema=schema), mode="overwrite")
     location = "local:///" + str(names.lake_dir.relative_to(settings.lake_root))
-    cursor.execute(f'CREATE SCHEMA IF NOT EXISTS lake."{names.trino_schema}" WITH (location = {_literal(location)})')
+    cursor.execute(f'CREATE SCHEMA IF NOT EXISTS lake."{trino_schema}" WITH (location = {_literal(location)})')
     cursor.fetchall()
     cursor.execute(
-        f"CALL lake.system.register_table(schema_name => {_literal(names.trino_schema)}, "
+        f"CALL lake.system.register_table(schema_name => {_literal(trino_schema)}, "
         f"table_name => {_literal(table)}, table_location => {_literal(location + '/' + table)})"
     )
     cursor.fetchall()
@@ -66,7 +71,7 @@ def query_as(settings: Settings, user: str, sql: str) -> list[list[Any]] | str:
 
 def drop_schema(settings: Settings, cursor: Any, names: TenantNames) -> None:
     """Drop the tenant's Trino schema: views dropped, tables unregistered (their data stays), then the schema."""
-    catalog, schema = settings.trino.catalog, names.trino_schema
+    catalog, schema = settings.trino.catalog, schema_of(names)
     cursor.execute(
         f"SELECT table_name, table_type FROM {catalog}.information_schema.tables WHERE table_schema = ?",
         [schema],

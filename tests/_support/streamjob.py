@@ -18,6 +18,7 @@ from typing import Any
 
 from itest import trino_rows, wait_for
 from pymongo import MongoClient
+from trinoschema import schema_of
 
 from metalake.events import CloudEvent, new_event, spec_for
 from metalake.kafka import EventProducer, PublishError
@@ -140,7 +141,7 @@ def publish_confirmed(
 
 def delta_event_counts(cursor: Any, names: TenantNames) -> tuple[int, int]:
     """(count(*), count(DISTINCT event_id)) of the tenant's Delta ``events`` table; (0, 0) before it is in Trino."""
-    rows = trino_rows(cursor, f'SELECT count(*), count(DISTINCT event_id) FROM "{names.trino_schema}".events')
+    rows = trino_rows(cursor, f'SELECT count(*), count(DISTINCT event_id) FROM "{schema_of(names)}".events')
     return (int(rows[0][0]), int(rows[0][1])) if rows else (0, 0)
 
 
@@ -155,14 +156,14 @@ def wait_for_events(
         counts = delta_event_counts(cursor, names)
         return counts if counts[0] >= expected else None
 
-    return wait_for(f"{expected} rows in {names.trino_schema}.events", probe, timeout_s=timeout_s, interval_s=1)
+    return wait_for(f"{expected} rows in {schema_of(names)}.events", probe, timeout_s=timeout_s, interval_s=1)
 
 
 AssetState = tuple[str, int, str, bool]
 
 
 def delta_assets(cursor: Any, names: TenantNames) -> list[AssetState]:
-    rows = trino_rows(cursor, f'SELECT urn, version, event_id, deleted FROM "{names.trino_schema}".assets ORDER BY urn')
+    rows = trino_rows(cursor, f'SELECT urn, version, event_id, deleted FROM "{schema_of(names)}".assets ORDER BY urn')
     return [(r[0], int(r[1]), r[2], bool(r[3])) for r in rows or []]
 
 
@@ -232,7 +233,7 @@ def kill_after_delta_commit_then_restart(
     assets = mongo[names.mongo_database]["assets"]
     assert assets.count_documents({}) == 0
 
-    schema = names.trino_schema
+    schema = schema_of(names)
     restarted = Job(tenant, logs / "job-2.log", env=env)
     try:
         wait_for("MongoDB after the replay", lambda: assets.count_documents({}) == len(events) or None, timeout_s=240)

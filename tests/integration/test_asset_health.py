@@ -16,6 +16,7 @@ import pytest
 from itest import trino_rows, wait_for
 from pymongo import MongoClient
 from streamjob import Job, next_batch_id, publish_confirmed, txn_versions
+from trinoschema import schema_of
 
 from metalake.events import CloudEvent, new_event
 from metalake.kafka import EventProducer, ensure_topics
@@ -86,7 +87,7 @@ def test_two_overlapping_incidents_degrade_the_table_until_both_are_resolved_exa
     trino_cursor: Any,
     tmp_path: Path,
 ) -> None:
-    tenant, schema = dedicated.tenant_id, dedicated.trino_schema
+    tenant, schema = dedicated.tenant_id, schema_of(dedicated)
     db = mongo[dedicated.mongo_database]
     query = f"metalake-dedicated-{tenant}-lake"
     checkpoint = dedicated.checkpoint_dir(settings.checkpoint_root, query)

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from itest import trino_rows, wait_for
 from pymongo import MongoClient
+from trinoschema import schema_of
 
 from metalake.events import CloudEvent, new_event, spec_for
 from metalake.kafka import EventProducer
@@ -54,7 +55,7 @@ def test_columns_get_auto_tags_but_human_decisions_stand(
         timeout_s=180,
     )
     assert (phone["source"], phone["rule"], phone["confidence"], phone["deleted"]) == ("auto", "phone-name", 0.9, False)
-    schema = names.trino_schema
+    schema = schema_of(names)
     rows = wait_for(
         "both tags in Delta",
         lambda: (

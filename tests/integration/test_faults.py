@@ -17,6 +17,7 @@ import pytest
 from itest import trino_rows, wait_for
 from pymongo import MongoClient
 from streamjob import Job, kill_after_delta_commit_then_restart
+from trinoschema import schema_of
 
 from metalake.events import new_event
 from metalake.kafka import EventProducer, ensure_topics
@@ -67,7 +68,7 @@ def test_a_dedicated_job_dead_letters_another_tenants_records(
     try:
         assets = mongo[dedicated.mongo_database]["assets"]
         wait_for("the tenant's own event", lambda: assets.find_one({"_id": own.data["urn"]}), timeout_s=240)
-        schema = dedicated.trino_schema
+        schema = schema_of(dedicated)
         dlq = wait_for(
             "the intruder in the tenant's DLQ",
             lambda: trino_rows(trino_cursor, f'SELECT reason, field, raw_headers FROM "{schema}"."_dlq"'),

@@ -29,6 +29,7 @@ from streamjob import (
     publish_confirmed,
     wait_for_events,
 )
+from trinoschema import schema_of
 
 from metalake.events import CloudEvent, new_event
 from metalake.kafka import EventProducer, RawRecord, ensure_topics
@@ -160,7 +161,7 @@ def test_five_random_kills_lose_and_duplicate_nothing(
 
     counts = delta_event_counts(trino_cursor, dedicated)
     assert counts == (len(events), len(events)), "lost or duplicated events"
-    ids = trino_rows(trino_cursor, f'SELECT event_id FROM "{dedicated.trino_schema}".events')
+    ids = trino_rows(trino_cursor, f'SELECT event_id FROM "{schema_of(dedicated)}".events')
     assert {r[0] for r in ids or []} == {e.id for e in events}
     expected = newest_states(events)
     assert delta_assets(trino_cursor, dedicated) == expected
@@ -259,7 +260,7 @@ def test_one_percent_poison_is_dead_lettered_and_the_stream_stays_up(
     later = asset_history(tenant, _rng(seed + 3), n_tables=5, columns_per_table=1)
     poison = _poison(tenant, dedicated, rng)
     print(f"{len(valid)} valid events, {len(poison)} poison records, then {len(later)} valid events")
-    schema = dedicated.trino_schema
+    schema = schema_of(dedicated)
 
     def dlq_fields() -> list[str]:
         return sorted(r[0] for r in trino_rows(trino_cursor, f'SELECT field FROM "{schema}"."_dlq"') or [])

@@ -16,6 +16,7 @@ import pytest
 from itest import trino_rows, wait_for
 from pymongo import MongoClient
 from streamjob import Job, delta_event_counts, mongo_assets, newest_states, publish_confirmed, wait_for_events
+from trinoschema import schema_of
 
 from metalake.events import CloudEvent, new_event
 from metalake.kafka import EventProducer, ensure_topics
@@ -118,6 +119,6 @@ def test_kafka_down_30s_while_events_flow_the_job_recovers_by_itself(
         f"all in Delta {recovered_s:.0f}s after Kafka was back; queries restarted in-process {restarts} time(s)"
     )
     assert counts == (len(published), len(published))
-    ids = trino_rows(trino_cursor, f'SELECT event_id FROM "{dedicated.trino_schema}".events')
+    ids = trino_rows(trino_cursor, f'SELECT event_id FROM "{schema_of(dedicated)}".events')
     assert {r[0] for r in ids or []} == {e.id for e in published}
     assert delta_event_counts(trino_cursor, dedicated) == (len(published), len(published))

@@ -23,6 +23,7 @@ from pipeline_procs import PropagationProcess
 from pymongo import MongoClient
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from trinoschema import schema_of
 
 from control.connectors.offsets import OffsetStore
 from control.erased import ERASED_URNS
@@ -162,7 +163,7 @@ def test_erase_removes_the_asset_and_its_columns_everywhere_and_audits_a_hash(
     wait_for("the incidents in MongoDB", lambda: db["incidents"].count_documents({}) == 2 or None)
     wait_for("the edges in MongoDB", lambda: db["lineage"].count_documents({}) == 2 or None)
     wait_for("the tags in MongoDB", lambda: db["classifications"].count_documents({}) == 2 or None)
-    schema = names.trino_schema
+    schema = schema_of(names)
     dead_letters = f'SELECT count(*) FROM "{schema}"."_dlq"'
     wait_for("the dead letters in Trino", lambda: trino_rows(trino_cursor, dead_letters) == [(3,)] or None)
     old_files = _files_with_rows(lake_spark, names, u.pattern)

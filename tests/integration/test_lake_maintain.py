@@ -11,6 +11,7 @@ from itest import trino_rows, wait_for
 from lakeit import lake_spark, publish, upsert
 from pymongo import MongoClient
 from pyspark.sql import SparkSession
+from trinoschema import schema_of
 
 from metalake.settings import Settings
 from metalake.urn import asset_urn
@@ -30,7 +31,7 @@ def test_maintain_compacts_small_files_and_keeps_every_row(
 ) -> None:
     names = names_for(tenant, settings.lake_root)
     assets = mongo[names.mongo_database]["assets"]
-    schema = names.trino_schema
+    schema = schema_of(names)
     query = f'SELECT event_id, subject, version FROM "{schema}".events ORDER BY event_id'
     # One event per lake batch: wait for each in Delta (through Trino) before the next, so every one is its own small
     # commit. MongoDB is not proof: the projection queries run on a 100 ms trigger, the lake query on 1 s, so two

@@ -30,6 +30,7 @@ from pipeline_procs import PropagationProcess, access_runner, dedicated_tenant
 from pymongo import MongoClient
 from slack_server import SlackServer
 from streamjob import Job, publish_confirmed
+from trinoschema import schema_of
 from webhook_server import WebhookServer
 
 from control.subscriptions.filters import Filters
@@ -100,7 +101,7 @@ def test_a_pii_tag_event_reaches_mongodb_trino_slack_jira_webhooks_and_masks(
     # Inside the tenant's block: every process is stopped before the tenant and its database are dropped.
     with dedicated_tenant(settings, mongo, tenant) as names:
         try:
-            schema = names.trino_schema
+            schema = schema_of(names)
             table = {
                 t: f"urn:metalake:trino:{settings.access.trino_instance}/lake/{schema}/{t}"
                 for t in ("customers", "report")
@@ -185,14 +186,14 @@ def check_propagated(
 
     expected = (downstream, "PII", source, [source, downstream], 1)
     wait_for("the propagated tag in MongoDB", lambda: live() == [expected], timeout_s=120)
-    sql = f'SELECT urn, tag, origin, path, depth, deleted FROM "{names.trino_schema}".propagated_tags'
+    sql = f'SELECT urn, tag, origin, path, depth, deleted FROM "{schema_of(names)}".propagated_tags'
     rows = wait_for("the propagated tag in Trino", lambda: trino_rows(cursor, sql), timeout_s=120)
     assert rows == [(*expected, False)]
 
 
 def check_masked(settings: Settings, names: TenantNames, access_alive: Any) -> None:
     def sql(table: str) -> str:
-        return f'SELECT email FROM lake."{names.trino_schema}".{table} ORDER BY id'
+        return f'SELECT email FROM lake."{schema_of(names)}".{table} ORDER BY id'
 
     plain, pii = trino_user(names.tenant_id), trino_user(names.tenant_id, pii=True)
 
@@ -206,7 +207,7 @@ def check_masked(settings: Settings, names: TenantNames, access_alive: Any) -> N
     assert query_as(settings, pii, sql("report")) == clear
     assert query_as(settings, pii, sql("customers")) == clear
     # Only the tagged column is masked.
-    assert query_as(settings, plain, f'SELECT phone FROM lake."{names.trino_schema}".report ORDER BY id') == [
+    assert query_as(settings, plain, f'SELECT phone FROM lake."{schema_of(names)}".report ORDER BY id') == [
         ["phone-1"],
         ["phone-2"],
     ]

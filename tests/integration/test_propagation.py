@@ -20,6 +20,7 @@ from kafka_tail import mark, read_since
 from pipeline_procs import PropagationProcess, dedicated_tenant
 from pymongo import MongoClient
 from streamjob import Job, publish_confirmed
+from trinoschema import schema_of
 
 from metalake.events import CloudEvent, new_event
 from metalake.kafka import EventProducer
@@ -70,7 +71,7 @@ def live_rows(mongo: MongoClient[dict[str, Any]], names: TenantNames) -> dict[st
 def trino_propagated(cursor: Any, names: TenantNames) -> list[tuple[Any, ...]] | None:
     return trino_rows(
         cursor,
-        f'SELECT urn, tag, origin, path, depth, deleted FROM "{names.trino_schema}".propagated_tags ORDER BY urn',
+        f'SELECT urn, tag, origin, path, depth, deleted FROM "{schema_of(names)}".propagated_tags ORDER BY urn',
     )
 
 
@@ -189,7 +190,7 @@ def test_killed_after_publishing_before_committing_then_restarted_duplicates_no_
         restarted.wait_ready()
         expected = {col("customers"), col("report")}
         wait_for("propagated tags in MongoDB", lambda: set(live_rows(mongo, dedicated)) == expected, timeout_s=240)
-        schema = dedicated.trino_schema
+        schema = schema_of(dedicated)
         counts = f"SELECT count(*), count(DISTINCT event_id) FROM \"{schema}\".events WHERE event_type = '{PROPAGATED}'"
 
         # The restart published the same two events again (same ids): both copies reach the events table (more

@@ -16,6 +16,7 @@ from deltalake import DeltaTable
 from itest import trino_rows, wait_for
 from s3it import s3_lake_settings
 from streamjob import Job, publish_confirmed, wait_for_events
+from trinoschema import schema_of
 
 from control.audit import AuditQuery, append, audit_row, ensure_table, read
 from metalake.events import CloudEvent, new_event
@@ -71,7 +72,7 @@ def test_the_stream_job_writes_delta_on_s3_and_trino_reads_it_back(
     try:
         job.wait_ready(timeout_s=240)
         assert wait_for_events(trino_cursor, on_s3, len(events), timeout_s=240, job=job) == (len(events), len(events))
-        schema = on_s3.trino_schema
+        schema = schema_of(on_s3)
         wait_for(
             "every asset in Delta on S3",
             lambda: trino_rows(trino_cursor, f'SELECT count(*) FROM "{schema}".assets') == [(len(events),)] or None,
@@ -121,5 +122,5 @@ def test_the_audit_table_on_s3_takes_concurrent_appends_and_trino_reads_it(
     table = DeltaTable(delta_rs_uri(path), storage_options=storage)
     assert table.version() == writers * rows_each  # version 0 is the creation; one commit per append, none lost
     register_tables(s3_settings, on_s3, ("audit",))
-    count = trino_rows(trino_cursor, f'SELECT count(*) FROM "{on_s3.trino_schema}".audit')
+    count = trino_rows(trino_cursor, f'SELECT count(*) FROM "{schema_of(on_s3)}".audit')
     assert count == [(writers * rows_each,)]

@@ -31,6 +31,7 @@ from outbound_helpers import WEBHOOK_SECRET, classification_event, webhook_sub
 from outbound_runtime import MAIN_TOPICS, RETRY, start_groups_at_end
 from pipeline_procs import dedicated_tenant
 from pymongo import MongoClient
+from trinoschema import schema_of
 from webhook_server import WebhookServer
 
 from control.subscriptions.store import SubscriptionStore
@@ -423,7 +424,7 @@ def test_access_instances_share_the_tenants_and_a_rebalance_leaves_every_mask_in
             return inst
 
         def column(n: TenantNames, name: str) -> str:
-            return f"urn:metalake:trino:{instance_name}/{settings.trino.catalog}/{n.trino_schema}/people/{name}"
+            return f"urn:metalake:trino:{instance_name}/{settings.trino.catalog}/{schema_of(n)}/people/{name}"
 
         def tag_all(name: str) -> None:
             commit_changes(settings, [commit_tag(mongo, n, column(n, name), 1) for n in names])
@@ -434,7 +435,7 @@ def test_access_instances_share_the_tenants_and_a_rebalance_leaves_every_mask_in
                     if inst.proc.returncode is None:
                         inst.check()
                 now = masked(rules)
-                return all(now.get(n.trino_schema) == columns for n in names)
+                return all(now.get(schema_of(n)) == columns for n in names)
 
             wait_for(f"{sorted(columns)} masked for every tenant", probe, timeout_s=90, interval_s=0.5)
 

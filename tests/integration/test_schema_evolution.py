@@ -20,6 +20,7 @@ from lakeit import lake_spark
 from pymongo import MongoClient
 from pyspark.sql import SparkSession
 from streamjob import Job, publish_confirmed
+from trinoschema import schema_of
 
 from metalake.events import CloudEvent, new_event
 from metalake.kafka import EventProducer, ensure_topics
@@ -101,7 +102,7 @@ def test_new_fields_land_on_tables_made_by_an_older_spec_and_trino_reads_old_and
     trino_cursor: Any,
     tmp_path: Path,
 ) -> None:
-    tenant, schema = dedicated.tenant_id, dedicated.trino_schema
+    tenant, schema = dedicated.tenant_id, schema_of(dedicated)
     _old_tables(lake_spark, settings, dedicated)
     assert trino_rows(trino_cursor, f'SELECT urn, description FROM "{schema}".assets') == [
         (OLD_TABLE, "from the old job")

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from itest import trino_rows, wait_for
 from pymongo import MongoClient
+from trinoschema import schema_of
 
 from metalake.events import CloudEvent, new_event, spec_for
 from metalake.kafka import EventProducer, RawRecord
@@ -64,7 +65,7 @@ def test_event_reaches_delta_mongodb_and_trino(
         False,
     )
 
-    schema = names.trino_schema
+    schema = schema_of(names)
     rows = wait_for(
         "both assets in Trino",
         lambda: (
@@ -106,7 +107,7 @@ def test_invalid_record_goes_to_the_tenant_dlq_and_the_job_keeps_running(
             [RawRecord("metalake.events.priority", "bad", f"{tenant}:bad".encode(), bad_value, headers)]
         )
     names = names_for(tenant, settings.lake_root)
-    schema = names.trino_schema
+    schema = schema_of(names)
     dlq = wait_for(
         "the dead letter in Trino",
         lambda: trino_rows(trino_cursor, f'SELECT reason, field, raw_value, kafka_topic FROM "{schema}"."_dlq"'),
@@ -145,7 +146,7 @@ def test_newest_version_wins_whatever_the_arrival_order(
     time.sleep(0.5)
     doc = assets.find_one({"_id": urn})
     assert doc is not None and (doc["version"], doc["description"]) == (300, "v300")
-    schema = names.trino_schema
+    schema = schema_of(names)
     # MongoDB leads Delta (the projection queries do not wait for the lake query): wait for the lake's batch too.
     sql = f'SELECT version, description FROM "{schema}".assets WHERE urn = ?'
     wait_for("v300 in Delta", lambda: trino_rows(trino_cursor, sql, [urn]) == [(300, "v300")] or None, timeout_s=180)

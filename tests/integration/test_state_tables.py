@@ -13,6 +13,7 @@ from metalake.kafka import EventProducer
 from metalake.settings import Settings
 from metalake.urn import asset_urn
 from tenants.naming import names_for
+from tenants.trino_schemas import trino_schema
 
 pytestmark = pytest.mark.integration
 
@@ -71,7 +72,7 @@ def test_tags_and_lineage_land_in_delta_and_mongodb(
         "dpo@acme.example",
     )
 
-    schema = names_for(tenant, settings.lake_root).trino_schema
+    schema = trino_schema(settings, tenant)
     # MongoDB leads Delta (the projection queries do not wait for the lake query): wait for the removal in Delta.
     wanted = [("GDPR", False, 1, "auto", 0.75), ("PII", True, 3, "human", None)]
     wait_for(

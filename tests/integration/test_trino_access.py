@@ -25,6 +25,7 @@ from lakeit import publish, upsert
 from pipeline_procs import access_runner
 from pymongo import MongoClient
 from streamjob import Job
+from trinoschema import schema_of
 
 from metalake.events import new_event
 from metalake.kafka import EventProducer, ensure_topics
@@ -65,7 +66,7 @@ def test_pii_columns_masked_per_tenant_identity_and_regenerated_on_tag_changes(
     job = Job(tenant, tmp_path / "job.log")
     make_data_table(settings, trino_cursor, names, "people")
     make_data_table(settings, trino_cursor, other_names, "people")
-    own = f'SELECT email, phone, name, street, iban FROM lake."{names.trino_schema}".people ORDER BY id'
+    own = f'SELECT email, phone, name, street, iban FROM lake."{schema_of(names)}".people ORDER BY id'
     try:
         job.wait_ready(timeout_s=600)
         with access_runner(settings, "metalake-access-it") as runner_alive:
@@ -93,16 +94,16 @@ def check_masks(
     ]
     # Another tenant's users see neither the schema nor the table; the service user sees both.
     assert query_as(settings, stranger, own) == "PERMISSION_DENIED"
-    assert query_as(settings, plain, f'SELECT * FROM lake."{other_names.trino_schema}".people') == "PERMISSION_DENIED"
+    assert query_as(settings, plain, f'SELECT * FROM lake."{schema_of(other_names)}".people') == "PERMISSION_DENIED"
     schemas = query_as(settings, plain, "SELECT schema_name FROM lake.information_schema.schemata")
-    assert isinstance(schemas, list) and names.trino_schema in {r[0] for r in schemas}
-    assert other_names.trino_schema not in {r[0] for r in schemas}
+    assert isinstance(schemas, list) and schema_of(names) in {r[0] for r in schemas}
+    assert schema_of(other_names) not in {r[0] for r in schemas}
     assert query_as(settings, plain, "SELECT count(*) FROM system.runtime.queries") == "PERMISSION_DENIED"
-    assert query_as(settings, plain, f'INSERT INTO lake."{names.trino_schema}".people (id) VALUES (3)') == (
+    assert query_as(settings, plain, f'INSERT INTO lake."{schema_of(names)}".people (id) VALUES (3)') == (
         "PERMISSION_DENIED"
     )
 
-    table_urn = f"urn:metalake:trino:{settings.access.trino_instance}/lake/{names.trino_schema}/people"
+    table_urn = f"urn:metalake:trino:{settings.access.trino_instance}/lake/{schema_of(names)}/people"
     classifications = mongo[names.mongo_database]["classifications"]
     delays, after_mongo = [], []
     with EventProducer(settings) as producer:
@@ -115,7 +116,7 @@ def check_masks(
 
             def masked(col: str = column) -> bool:
                 runner_alive()
-                rows = query_as(settings, plain, f'SELECT "{col}" FROM lake."{names.trino_schema}".people')
+                rows = query_as(settings, plain, f'SELECT "{col}" FROM lake."{schema_of(names)}".people')
                 return bool(rows == [["****"], ["****"]])
 
             wait_for(f"{column} masked for the plain user", masked, timeout_s=120, interval_s=0.1)
@@ -129,14 +130,14 @@ def check_masks(
             [EMAILS[1], "phone-2", "name-2", "street-2", "iban-2"],
         ]
         other_rows = query_as(
-            settings, stranger, f'SELECT email FROM lake."{other_names.trino_schema}".people ORDER BY id'
+            settings, stranger, f'SELECT email FROM lake."{schema_of(other_names)}".people ORDER BY id'
         )
         assert other_rows == [[EMAILS[0]], [EMAILS[1]]]
 
         # The catalog's own metadata stays readable: the tag assignments themselves are not masked. (The masks follow
         # MongoDB, which leads the lake query's Delta tables: wait for the tags there.)
         def tagged() -> bool:
-            rows = query_as(settings, plain, f'SELECT urn FROM lake."{names.trino_schema}".classifications')
+            rows = query_as(settings, plain, f'SELECT urn FROM lake."{schema_of(names)}".classifications')
             return isinstance(rows, list) and {f"{table_urn}/email"} <= {r[0] for r in rows}
 
         wait_for("the tags readable in the tenant's classifications table", tagged, timeout_s=180)
@@ -146,7 +147,7 @@ def check_masks(
         wait_for(
             "email in clear again after the tag was removed",
             lambda: (
-                query_as(settings, plain, f'SELECT email FROM lake."{names.trino_schema}".people ORDER BY id')
+                query_as(settings, plain, f'SELECT email FROM lake."{schema_of(names)}".people ORDER BY id')
                 == [[EMAILS[0]], [EMAILS[1]]]
             ),
             timeout_s=300,
@@ -172,7 +173,7 @@ def check_masks(
         wait_for(
             "email masked by the propagated tag",
             lambda: (
-                query_as(settings, plain, f'SELECT email FROM lake."{names.trino_schema}".people ORDER BY id')
+                query_as(settings, plain, f'SELECT email FROM lake."{schema_of(names)}".people ORDER BY id')
                 == [["****"], ["****"]]
             ),
             timeout_s=300,
@@ -206,7 +207,7 @@ def test_tags_on_a_mirrored_source_schema_mask_the_tenants_copy(
             upsert=True,
         )
         assert AccessSync(settings, mongo).sync([tenant]) == [tenant]
-        sql = f'SELECT email, phone FROM lake."{names.trino_schema}".customers ORDER BY id'
+        sql = f'SELECT email, phone FROM lake."{schema_of(names)}".customers ORDER BY id'
         wait_for(
             "phone masked in the mirror",
             lambda: query_as(settings, trino_user(tenant), sql) == [[EMAILS[0], "****"], [EMAILS[1], "****"]],
@@ -242,10 +243,10 @@ def test_a_pooled_tenants_users_read_its_views_and_never_the_shared_tables(
         for n, urn in ((names, mine), (other_names, theirs)):
 
             def through_view(n: TenantNames = n, urn: str = urn) -> bool:
-                return trino_rows(trino_cursor, f'SELECT urn FROM lake."{n.trino_schema}".assets') == [(urn,)]
+                return trino_rows(trino_cursor, f'SELECT urn FROM lake."{schema_of(n)}".assets') == [(urn,)]
 
             wait_for(f"{n.tenant_id}'s asset through its view", through_view, timeout_s=300, interval_s=1)
-        column = f"urn:metalake:trino:{settings.access.trino_instance}/lake/{names.trino_schema}/assets/name"
+        column = f"urn:metalake:trino:{settings.access.trino_instance}/lake/{schema_of(names)}/assets/name"
         mongo[names.mongo_database]["classifications"].update_one(
             {"_id": f"{column}|PII"},
             {"$set": {"urn": column, "tag": "PII", "source": "human", "deleted": False, "version": 1}},
@@ -264,7 +265,7 @@ def test_a_pooled_tenants_users_read_its_views_and_never_the_shared_tables(
 
 def check_pooled_isolation(settings: Settings, names: TenantNames, other_names: TenantNames, mine: str) -> None:
     plain, pii = trino_user(names.tenant_id), trino_user(names.tenant_id, pii=True)
-    own = f'SELECT urn, name FROM lake."{names.trino_schema}".assets'
+    own = f'SELECT urn, name FROM lake."{schema_of(names)}".assets'
     # The access sync read the view's column types (information_schema): a varchar gets the text mask, not NULL.
     wait_for("name masked on the view", lambda: query_as(settings, plain, own) == [[mine, "****"]], timeout_s=30)
     assert query_as(settings, pii, own) == [[mine, "Ada"]]
@@ -279,18 +280,18 @@ def check_pooled_isolation(settings: Settings, names: TenantNames, other_names: 
     for user in (plain, pii):
         for sql in shared:
             assert query_as(settings, user, sql) == ("PERMISSION_DENIED" if sql in existing else "TABLE_NOT_FOUND")
-        assert query_as(settings, user, f'SELECT * FROM lake."{other_names.trino_schema}".assets') == (
+        assert query_as(settings, user, f'SELECT * FROM lake."{schema_of(other_names)}".assets') == (
             "PERMISSION_DENIED"
         )
         schemas = query_as(settings, user, "SHOW SCHEMAS FROM lake")
         assert isinstance(schemas, list)
         listed = {r[0] for r in schemas}
-        assert names.trino_schema in listed and not {TRINO_POOLED_SCHEMA, other_names.trino_schema} & listed
+        assert schema_of(names) in listed and not {TRINO_POOLED_SCHEMA, schema_of(other_names)} & listed
         tables = f"SELECT table_name FROM lake.information_schema.tables WHERE table_schema = '{TRINO_POOLED_SCHEMA}'"
         assert query_as(settings, user, tables) == []
         # A view has no metadata tables of its own that could lead to the shared table's.
         assert not isinstance(
-            query_as(settings, user, f'SELECT * FROM lake."{names.trino_schema}"."assets$history"'), list
+            query_as(settings, user, f'SELECT * FROM lake."{schema_of(names)}"."assets$history"'), list
         )
 
 
@@ -309,7 +310,7 @@ def test_metadata_tables_of_a_masked_table_are_denied_to_the_tenants_users(
     registry = TenantRegistry(mongo[CONTROL_DATABASE])
     registry.create(tenant, Tier.POOLED)
     try:
-        urn = f"urn:metalake:trino:{settings.access.trino_instance}/lake/{names.trino_schema}/people/email"
+        urn = f"urn:metalake:trino:{settings.access.trino_instance}/lake/{schema_of(names)}/people/email"
         mongo[names.mongo_database]["classifications"].update_one(
             {"_id": f"{urn}|PII"},
             {"$set": {"urn": urn, "tag": "PII", "source": "human", "deleted": False, "version": 1}},
@@ -317,19 +318,19 @@ def test_metadata_tables_of_a_masked_table_are_denied_to_the_tenants_users(
         )
         assert AccessSync(settings, mongo).sync([tenant]) == [tenant]
         plain, pii = trino_user(tenant), trino_user(tenant, pii=True)
-        own = f'SELECT email FROM lake."{names.trino_schema}".people ORDER BY id'
+        own = f'SELECT email FROM lake."{schema_of(names)}".people ORDER BY id'
         wait_for("email masked", lambda: query_as(settings, plain, own) == [["****"], ["****"]], timeout_s=30)
         assert query_as(settings, pii, own) == [[EMAILS[0]], [EMAILS[1]]]
-        stats = f'SELECT * FROM lake."{names.trino_schema}"."people$transactions"'
+        stats = f'SELECT * FROM lake."{schema_of(names)}"."people$transactions"'
         # The leak this closes: the service user sees the masked values in the file statistics.
         assert EMAILS[0] in str(query_as(settings, settings.trino.user, stats))
         for suffix in DELTA_METADATA:
-            sql = f'SELECT * FROM lake."{names.trino_schema}"."people{suffix}"'
+            sql = f'SELECT * FROM lake."{schema_of(names)}"."people{suffix}"'
             assert isinstance(query_as(settings, settings.trino.user, sql), list), suffix
             for user in (plain, pii):
                 assert query_as(settings, user, sql) == "PERMISSION_DENIED", (user, suffix)
         # Still listed and readable as a table: only the metadata tables are closed.
-        assert query_as(settings, plain, f'SHOW TABLES FROM lake."{names.trino_schema}"') == [["people"]]
+        assert query_as(settings, plain, f'SHOW TABLES FROM lake."{schema_of(names)}"') == [["people"]]
     finally:
         drop_schema(settings, trino_cursor, names)
         registry.delete(tenant)
@@ -350,7 +351,7 @@ def test_a_tenants_queries_run_in_its_own_resource_group(
     try:
         AccessSync(settings, mongo).sync([tenant])
         plain = trino_user(tenant)
-        own = f'SELECT count(*) FROM lake."{names.trino_schema}".people'
+        own = f'SELECT count(*) FROM lake."{schema_of(names)}".people'
         wait_for("the tenant's user to read its table", lambda: query_as(settings, plain, own) == [[2]], 30)
         for user, group in (
             (plain, ["tenants", tenant]),
@@ -387,7 +388,7 @@ def test_a_tenants_users_cannot_lift_their_query_limits(
     try:
         AccessSync(settings, mongo).sync([tenant])
         plain = trino_user(tenant)
-        own = f'SELECT count(*) FROM lake."{names.trino_schema}".people'
+        own = f'SELECT count(*) FROM lake."{schema_of(names)}".people'
         wait_for("the tenant's user to read its table", lambda: query_as(settings, plain, own) == [[2]], 30)
         for user in (plain, trino_user(tenant, pii=True, admin=True)):
             for sql in (

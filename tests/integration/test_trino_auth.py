@@ -37,6 +37,7 @@ from tenants.access.sync import AccessSync
 from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE, names_for, trino_user
 from tenants.registry import TenantRegistry, TenantState
+from tenants.trino_schemas import UNKEYED, trino_schema
 
 pytestmark = pytest.mark.integration
 
@@ -50,7 +51,7 @@ def tenants(settings: Settings, stack: StackManager, trino_cursor: Any, mongo: M
     pair = (f"it-{secrets.token_hex(4)}", f"it-{secrets.token_hex(4)}")
     for t in pair:
         make_data_table(settings, trino_cursor, names_for(t, settings.lake_root), "people")
-    schema = names_for(pair[0], settings.lake_root).trino_schema
+    schema = trino_schema(settings, pair[0])
     urn = f"urn:metalake:trino:{settings.access.trino_instance}/lake/{schema}/people/email"
     mongo[names_for(pair[0], settings.lake_root).mongo_database]["classifications"].update_one(
         {"_id": f"{urn}|PII"},
@@ -95,7 +96,7 @@ def _run(settings: Settings, sql: str, *, token: str | None = None, **kwargs: An
 
 
 def _people(settings: Settings, tenant: str) -> str:
-    return f'SELECT email FROM lake."{names_for(tenant, settings.lake_root).trino_schema}".people ORDER BY id'
+    return f'SELECT email FROM lake."{trino_schema(settings, tenant)}".people ORDER BY id'
 
 
 def test_a_tenant_token_reads_its_own_schema_masked_and_in_clear_with_pii_read(
@@ -165,19 +166,31 @@ def test_forged_expired_userless_and_missing_credentials_are_refused(
 def test_what_trino_tells_a_tenant_token_about_other_schemas(
     settings: Settings, mongo: Mongo, tenants: tuple[str, str]
 ) -> None:
-    """Listings never name another tenant's schema. A direct SELECT does tell an existing schema from a missing one:
-    Trino 476 resolves the table (CATALOG_, SCHEMA_, TABLE_NOT_FOUND) before it asks the access control, and the
-    file-based rules cannot change that order. docs/serving.md documents this residue; this test pins it, so the
-    docs are revisited if a Trino upgrade changes the answers."""
+    """Listings never name another tenant's schema. Trino 476 resolves a table (CATALOG_, SCHEMA_, TABLE_NOT_FOUND)
+    before it asks the access control, so only a schema's name could tell a tenant another one exists: names are
+    keyed (``tenants.trino_schemas``), so a schema guessed from another tenant's id, with or without a suffix, is
+    as missing as one of a tenant that does not exist (issue 21 item 21). Whoever knows the real name still tells it
+    from a missing one (PERMISSION_DENIED): docs/serving.md documents this residue; this test pins it, so the docs
+    are revisited if a Trino upgrade changes the answers."""
     mine, other = tenants
     token = _token(settings, mongo, mine)
-    own, theirs = (names_for(t, settings.lake_root).trino_schema for t in (mine, other))
+    own, theirs = (trino_schema(settings, t) for t in (mine, other))
     for listing in ("SHOW SCHEMAS FROM lake", "SELECT schema_name FROM lake.information_schema.schemata"):
         listed = _run(settings, listing, token=token)
         assert isinstance(listed, list) and own in {r[0] for r in listed} and theirs not in {r[0] for r in listed}
+    nobody = f"it-{secrets.token_hex(4)}"
+    forged = theirs[:-1] + ("a" if theirs[-1] != "a" else "b")
+    guesses = {
+        "the other tenant's id": UNKEYED.schema(other),
+        "the other tenant's id, a forged suffix": forged,
+        "a tenant that does not exist": UNKEYED.schema(nobody),
+        "a tenant that does not exist, as its schema would be named": trino_schema(settings, nobody),
+    }
+    answers = {what: _run(settings, f'SELECT * FROM lake."{s}".people', token=token) for what, s in guesses.items()}
+    assert answers == dict.fromkeys(guesses, "SCHEMA_NOT_FOUND")
+    # The residue, for whoever holds the real name (the other tenant's, or the deployment's key).
     assert _run(settings, f'SELECT * FROM lake."{theirs}".people', token=token) == "PERMISSION_DENIED"
     assert _run(settings, f'SELECT * FROM lake."{theirs}".nosuch', token=token) == "TABLE_NOT_FOUND"
-    assert _run(settings, 'SELECT * FROM lake."it_nosuch00".people', token=token) == "SCHEMA_NOT_FOUND"
 
 
 def _scoped_token(settings: Settings, mongo: Mongo, tenant: str, scope: str) -> str:

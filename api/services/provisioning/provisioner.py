@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from api.services.provisioning.steps import STEPS, Step, StepContext, StepFailed, StepWaiting
 from tenants.registry import TenantRecord, TenantRegistry, TenantState
+from tenants.trino_schemas import trino_schema
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,10 @@ class Provisioner:
         self._registry = registry
         self._ctx = context
         self._steps = tuple(steps)
+
+    def trino_schema(self, tenant_id: str) -> str:
+        """The tenant's Trino schema, which the ``lake`` step creates (``tenants.trino_schemas``)."""
+        return trino_schema(self._ctx.settings, tenant_id)
 
     def pending(self, tenant: TenantRecord) -> list[str]:
         """The steps the tenant still needs, in order."""

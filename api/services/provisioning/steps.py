@@ -40,9 +40,10 @@ from metalake.s3 import lake_s3_client, lake_storage_options
 from metalake.settings import Settings
 from metalake.trino_admin import admin_cursor
 from tenants.access.sync import AccessSync
-from tenants.lake_catalog import register_tables, register_tenant
+from tenants.lake_catalog import drop_schema, register_tables, register_tenant
 from tenants.naming import CONTROL_DATABASE, TenantNames
 from tenants.registry import TENANTS_COLLECTION, TenantRecord
+from tenants.trino_schemas import UNKEYED, trino_schema
 
 log = logging.getLogger(__name__)
 
@@ -180,39 +181,21 @@ class TrinoStep:
         return True
 
     def provision(self, ctx: StepContext, tenant: TenantRecord, names: TenantNames) -> None:
+        schema = trino_schema(ctx.settings, names.tenant_id)
         with admin_cursor(ctx.settings) as cur:
             cur.execute(
                 f"SELECT count(*) FROM {ctx.settings.trino.catalog}.information_schema.tables "  # noqa: S608 - operator config
                 "WHERE table_schema = ? AND table_name = 'audit'",
-                [names.trino_schema],
-            )
-            if cur.fetchall()[0][0] != 1:
-                raise StepFailed(f"Trino has no table {names.trino_schema}.audit after the lake step")
-
-    def deprovision(self, ctx: StepContext, tenant: TenantRecord, names: TenantNames) -> None:
-        catalog, schema = ctx.settings.trino.catalog, names.trino_schema
-        with admin_cursor(ctx.settings) as cur:
-            schemata = f"SELECT schema_name FROM {catalog}.information_schema.schemata WHERE schema_name = ?"  # noqa: S608
-            cur.execute(schemata, [schema])
-            if not cur.fetchall():
-                return
-            cur.execute(
-                f"SELECT table_name, table_type FROM {catalog}.information_schema.tables WHERE table_schema = ?",  # noqa: S608
                 [schema],
             )
-            for table, table_type in cur.fetchall():
-                # DDL takes no bind parameters; names are from tenants.naming and Trino's own listing, quoted.
-                if table_type == "VIEW":
-                    quoted_name = table.replace('"', '""')
-                    cur.execute(f'DROP VIEW IF EXISTS {catalog}."{schema}"."{quoted_name}"')
-                else:
-                    quoted = table.replace("'", "''")
-                    cur.execute(
-                        f"CALL {catalog}.system.unregister_table(schema_name => '{schema}', table_name => '{quoted}')"
-                    )
-                cur.fetchall()
-            cur.execute(f'DROP SCHEMA IF EXISTS {catalog}."{schema}"')
-            cur.fetchall()
+            if cur.fetchall()[0][0] != 1:
+                raise StepFailed(f"Trino has no table {schema}.audit after the lake step")
+
+    def deprovision(self, ctx: StepContext, tenant: TenantRecord, names: TenantNames) -> None:
+        # The schema named after the id alone too: a deployment whose schemas were not moved yet
+        # (tenants.schema_migration) still has it.
+        for schema in dict.fromkeys([trino_schema(ctx.settings, names.tenant_id), UNKEYED.schema(names.tenant_id)]):
+            drop_schema(ctx.settings, schema)
 
 
 class MongoStep:

@@ -26,6 +26,7 @@ from ops.stack.services.seaweedfs import stack_s3
 from ops.stack.tls import server_cert
 from tenants.access.rules import build_rules, write_rules
 from tenants.resource_groups import build_resource_groups, resource_groups_properties
+from tenants.trino_schemas import schema_namer
 
 TRINO_VERSION = "476"
 # Trino 476 needs JDK 24+; it runs on the Temurin 25 JDK (it checks a minimum version only).
@@ -251,7 +252,11 @@ class Trino(Service):
             write_rules(
                 rules_file,
                 build_rules(
-                    service_users(settings), [], catalog=settings.trino.catalog, impersonator=settings.trino.user
+                    service_users(settings),
+                    [],
+                    catalog=settings.trino.catalog,
+                    schemas=schema_namer(settings),
+                    impersonator=settings.trino.user,
                 ),
             )
 

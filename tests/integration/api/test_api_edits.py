@@ -20,6 +20,7 @@ from lakeit import upsert
 from pymongo import MongoClient
 from streamjob import Job, publish_confirmed
 from tokens import api_settings, auth_headers
+from trinoschema import schema_of
 
 from api.app import create_app
 from api.auth.deps import current_principal
@@ -120,13 +121,13 @@ def wait_shown(client: TestClient, tenant: str, urn: str, **expected: Any) -> di
 
 
 def delta_edits(cursor: Any, names: TenantNames, urn: str) -> dict[str, tuple[Any, ...]]:
-    sql = f'SELECT aspect, text, owners, deleted, version FROM "{names.trino_schema}".asset_edits WHERE urn = ?'
+    sql = f'SELECT aspect, text, owners, deleted, version FROM "{schema_of(names)}".asset_edits WHERE urn = ?'
     return {r[0]: tuple(r[1:]) for r in trino_rows(cursor, sql, [urn]) or []}
 
 
 def sql_shown(cursor: Any, names: TenantNames, urn: str) -> tuple[Any, ...] | None:
     """(description, owners, edited, properties) of the asset in the tenant's view ``assets_with_edits``."""
-    sql = f'SELECT description, owners, edited, properties FROM "{names.trino_schema}".assets_with_edits WHERE urn = ?'
+    sql = f'SELECT description, owners, edited, properties FROM "{schema_of(names)}".assets_with_edits WHERE urn = ?'
     rows = trino_rows(cursor, sql, [urn])
     return tuple(rows[0]) if rows else None
 

@@ -22,6 +22,7 @@ from fastapi.testclient import TestClient
 from itest import wait_for
 from pymongo import MongoClient
 from tokens import api_settings, auth_headers, create_api_client, request_token
+from trinoschema import schema_of
 
 from api.app import create_app
 from api.services.audit import target_hash, tenant_audit_path
@@ -31,6 +32,7 @@ from ops.stack import StackManager
 from tenants.access.sync import AccessSync
 from tenants.lake_catalog import register_tenant
 from tenants.naming import ADMIN_ONLY_TABLES, POOLED_TABLES, TRINO_POOLED_SCHEMA, names_for, trino_user
+from tenants.trino_schemas import trino_schema
 
 pytestmark = pytest.mark.integration
 
@@ -44,7 +46,7 @@ def tenants(
     other = f"it-{secrets.token_hex(4)}"
     for t in (tenant, other):
         make_data_table(settings, trino_cursor, names_for(t, settings.lake_root), "people")
-    schema = names_for(tenant, settings.lake_root).trino_schema
+    schema = trino_schema(settings, tenant)
     urn = f"urn:metalake:trino:{settings.access.trino_instance}/lake/{schema}/people/email"
     mongo[names_for(tenant, settings.lake_root).mongo_database]["classifications"].update_one(
         {"_id": f"{urn}|PII"},
@@ -74,8 +76,8 @@ def test_sql_runs_as_the_tenant_only_in_its_schema(
 ) -> None:
     a, b = tenants
     headers = auth_headers(client, tenant=a, role="read-only")
-    schema_a = names_for(a, settings.lake_root).trino_schema
-    schema_b = names_for(b, settings.lake_root).trino_schema
+    schema_a = trino_schema(settings, a)
+    schema_b = trino_schema(settings, b)
 
     ok = _sql(client, a, headers, "SELECT id, email, phone FROM people ORDER BY id")
     assert ok.status_code == 200, ok.text
@@ -248,7 +250,7 @@ def test_a_pooled_tenant_queries_its_views_never_the_shared_tables(
             assert denied.status_code == 400 and denied.json()["type"] == "/problems/sql-not-accessible", hidden
             assert denied.json()["detail"] == missing
         listed = _sql(client, a, headers, "SELECT schema_name FROM lake.information_schema.schemata").json()
-        assert {r[0] for r in listed["rows"]} == {names.trino_schema}
+        assert {r[0] for r in listed["rows"]} == {schema_of(names)}
     finally:
         drop_schema(settings, trino_cursor, names)
 
@@ -278,7 +280,7 @@ def test_audit_and_dead_letters_are_for_tenant_admins_on_every_path(
         shared = client.post(f"/v1/tenants/{a}/shares", json={"sql": sql}, headers=admin)
         assert shared.status_code == 400 and shared.json()["type"] == "/problems/sql-not-accessible", shared.text
         # In Trino itself (the users a tenant's tokens name): the ordinary users are denied, the admin users read.
-        direct = sql.replace('"_dlq"', f'lake."{names.trino_schema}"."_dlq"')
+        direct = sql.replace('"_dlq"', f'lake."{schema_of(names)}"."_dlq"')
         for user in (trino_user(a), trino_user(a, pii=True)):
             assert query_as(settings, user, direct) == "PERMISSION_DENIED", user
         for user in (trino_user(a, admin=True), trino_user(a, pii=True, admin=True)):

@@ -17,6 +17,7 @@ from itest import wait_for
 from kafka_tail import mark, of_tenant, read_since
 from pymongo import MongoClient
 from tokens import auth_headers, request_token
+from trinoschema import schema_of
 
 from api.app import create_app
 from control.auth.clients import Role
@@ -169,7 +170,7 @@ def _check_pii_stays_masked(
     api: TestClient, settings: Settings, tenant: str, mongo: MongoClient[dict[str, Any]]
 ) -> None:
     names = names_for(tenant, settings.lake_root)
-    email = f"urn:metalake:trino:{settings.access.trino_instance}/lake/{names.trino_schema}/people/email"
+    email = f"urn:metalake:trino:{settings.access.trino_instance}/lake/{schema_of(names)}/people/email"
     base = f"/v1/tenants/{tenant}"
     admin = auth_headers(api, tenant=tenant, role="admin")
     writer = auth_headers(api, tenant=tenant, role="read-write")  # tenant:read sql:read events:write

@@ -13,6 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 from itest import trino_rows
 from pymongo import MongoClient
+from trinoschema import schema_of
 
 from api.app import create_app
 from api.auth.deps import current_principal
@@ -118,7 +119,7 @@ def test_a_crash_mid_way_resumes_with_the_steps_not_recorded(
         assert view["provisioning"]["pending"] == []
         assert lake.runs == 1  # the recorded steps did not run again
         assert runner.calls == []  # a pooled tenant needs no subprocess (no Spark)
-        assert trino_rows(trino_cursor, f'SELECT count(*) FROM "{names.trino_schema}".events') == [(0,)]
+        assert trino_rows(trino_cursor, f'SELECT count(*) FROM "{schema_of(names)}".events') == [(0,)]
         # Provisioning again is a no-op.
         assert api.post(f"/v1/tenants/{tenant}/provision").status_code == 202
         assert lake.runs == 1
@@ -126,7 +127,7 @@ def test_a_crash_mid_way_resumes_with_the_steps_not_recorded(
         assert api.delete(f"/v1/tenants/{tenant}", params={"confirm": tenant}).status_code == 202
     assert api.get(f"/v1/tenants/{tenant}").status_code == 404
     assert not names.lake_dir.exists()
-    assert names.trino_schema not in {r[0] for r in trino_rows(trino_cursor, "SHOW SCHEMAS") or []}
+    assert schema_of(names) not in {r[0] for r in trino_rows(trino_cursor, "SHOW SCHEMAS") or []}
 
 
 def test_a_pooled_tenant_is_active_within_seconds(
@@ -142,7 +143,7 @@ def test_a_pooled_tenant_is_active_within_seconds(
     try:
         names = names_for(tenant, settings.lake_root)
         # Its audit table (created empty by provisioning) is readable in Trino and holds the provisioning's row.
-        audited = trino_rows(trino_cursor, f'SELECT action FROM "{names.trino_schema}".audit')
+        audited = trino_rows(trino_cursor, f'SELECT action FROM "{schema_of(names)}".audit')
         assert ("tenant.provision",) in (audited or [])
         assert took < 15
     finally:

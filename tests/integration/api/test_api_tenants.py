@@ -19,6 +19,7 @@ from itest import trino_rows, wait_for
 from lakeit import publish, upsert
 from pymongo import MongoClient
 from tokens import auth_headers
+from trinoschema import schema_of
 
 from api.app import create_app
 from connectors.runtime.publisher import Publisher
@@ -68,7 +69,7 @@ def _assert_nothing_left(settings: Settings, control: Mongo, cursor: Any, names:
     assert not (settings.checkpoint_root / tenant).exists()
     # A MongoDB database exists while it has collections (listDatabases is slow on FerretDB with many databases).
     assert control[names.mongo_database].list_collection_names() == []
-    assert names.trino_schema not in _trino_schemas(cursor)
+    assert schema_of(names) not in _trino_schemas(cursor)
     # No row of the tenant in the shared tables (lake drop deleted them; a dedicated tenant never had any).
     pooled = names_for(tenant, settings.lake_root)
     for table in POOLED_TABLES:
@@ -110,8 +111,9 @@ def test_pooled_tenant_end_to_end(
     assert view["state"] == "active", view
     assert view["tier"] == "pooled"
     assert view["provisioning"] == {"done": ["access", "control", "lake", "mongo", "offsets", "trino"], "pending": []}
+    assert view["trino_schema"] == schema_of(names)  # keyed: the tenant learns it here, not from its id
     # Queryable before any event: the tables are registered in Trino.
-    assert trino_rows(trino_cursor, f'SELECT count(*) FROM "{names.trino_schema}".assets') == [(0,)]
+    assert trino_rows(trino_cursor, f'SELECT count(*) FROM "{schema_of(names)}".assets') == [(0,)]
     assert {"assets", "classifications", "lineage", "incidents"} <= set(
         control[names.mongo_database].list_collection_names()
     )
@@ -123,7 +125,7 @@ def test_pooled_tenant_end_to_end(
     publish(settings, [upsert(tenant, table, kind="table", name="customers")])
     wait_for(
         "the asset in Trino",
-        lambda: trino_rows(trino_cursor, f'SELECT urn FROM "{names.trino_schema}".assets') == [(table,)],
+        lambda: trino_rows(trino_cursor, f'SELECT urn FROM "{schema_of(names)}".assets') == [(table,)],
         timeout_s=300,
         interval_s=1,
     )
@@ -166,7 +168,7 @@ def test_pooled_tenant_end_to_end(
     assert status["target_hash"] == urn_hasher(settings).digest(table) != _sha(table)
     assert status["counts"]["delta.assets"] == 1
     assert table not in json.dumps(status)
-    assert trino_rows(trino_cursor, f'SELECT count(*) FROM "{names.trino_schema}".assets') == [(0,)]
+    assert trino_rows(trino_cursor, f'SELECT count(*) FROM "{schema_of(names)}".assets') == [(0,)]
     assert control[names.mongo_database]["assets"].count_documents({}) == 0
     other = auth_headers(api, tenant=f"{tenant}-x", role="admin")
     assert api.get(erasure.headers["location"].replace(tenant, f"{tenant}-x"), headers=other).status_code == 404
@@ -188,7 +190,7 @@ def test_pooled_tenant_end_to_end(
     ]
     raw = "".join(p.read_text(errors="replace") for p in names.delta_path("audit").rglob("*") if p.is_file())
     assert table not in raw
-    in_trino = trino_rows(trino_cursor, f'SELECT action, target_hash FROM "{names.trino_schema}".audit')
+    in_trino = trino_rows(trino_cursor, f'SELECT action, target_hash FROM "{schema_of(names)}".audit')
     assert ("erasure.request", urn_hasher(settings).digest(table)) in (in_trino or [])
     assert not any(h == _sha(table) for _, h in in_trino or [])
 
@@ -232,7 +234,7 @@ def test_dedicated_tenant_gets_its_topics_and_streaming_query(
         assert [d.topic for d in deliveries] == [names.priority_topic]
         wait_for(
             "the dedicated job to write the asset",
-            lambda: trino_rows(trino_cursor, f'SELECT urn FROM "{names.trino_schema}".assets') == [(table,)],
+            lambda: trino_rows(trino_cursor, f'SELECT urn FROM "{schema_of(names)}".assets') == [(table,)],
             timeout_s=300,
             interval_s=2,
         )

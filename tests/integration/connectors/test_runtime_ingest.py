@@ -22,6 +22,7 @@ from metalake.urn import asset_urn
 from tenants.model import Tier
 from tenants.naming import BULK_TOPIC, CONTROL_DATABASE, PRIORITY_TOPIC, names_for
 from tenants.registry import TenantRegistry, TenantState
+from tenants.trino_schemas import trino_schema
 
 pytestmark = pytest.mark.integration
 
@@ -172,7 +173,7 @@ def test_removing_a_pii_tag_needs_the_pii_grant_and_is_audited(
     worker: TestClient, api: TestClient, settings: Settings, tenant: str
 ) -> None:
     # Issue 12, item 1: any write key or events:write token could take a PII tag off; the column then read in clear.
-    urn = asset_urn("trino", "metalake", "lake", tenant.replace("-", "_"), "people", "email")
+    urn = asset_urn("trino", "metalake", "lake", trino_schema(settings, tenant), "people", "email")
 
     def removal(i: int) -> dict[str, Any]:
         return {
@@ -220,7 +221,9 @@ def test_deleting_an_asset_a_pii_tag_propagated_to_needs_the_pii_grant(
 ) -> None:
     # Propagation withdraws tags from a deleted asset: deleting the copy of a PII column through the ingest API
     # unmasked it. The worker reads the tenant's live propagated tags (FerretDB) to tell.
-    origin, copy = (asset_urn("trino", "metalake", "lake", tenant.replace("-", "_"), t, "email") for t in ("a", "b"))
+    origin, copy = (
+        asset_urn("trino", "metalake", "lake", trino_schema(settings, tenant), t, "email") for t in ("a", "b")
+    )
     db = mongo[names_for(tenant, settings.lake_root).mongo_database]
     db["propagated_tags"].insert_one(
         {

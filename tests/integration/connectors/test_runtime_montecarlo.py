@@ -21,6 +21,7 @@ from connectors.runtime.worker import create_app
 from metalake.settings import Settings
 from ops.stack import StackManager
 from tenants.naming import names_for
+from tenants.trino_schemas import trino_schema
 
 pytestmark = pytest.mark.integration
 
@@ -68,7 +69,7 @@ def test_signed_incident_is_visible_in_delta_and_mongodb(
         tampered = worker.post(f"/webhooks/monte-carlo/{tenant}", content=body.replace(b"42", b"43"), headers=headers)
         assert tampered.status_code == 401
 
-    schema = names_for(tenant, settings.lake_root).trino_schema
+    schema = trino_schema(settings, tenant)
     rows = wait_for(
         "the incident in the tenant's Delta events table (through Trino)",
         lambda: trino_rows(trino_cursor, f'SELECT event_type, subject FROM lake."{schema}".events'),

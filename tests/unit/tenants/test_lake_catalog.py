@@ -11,14 +11,14 @@ from tenants.naming import names_for
 
 def test_the_view_reads_the_tenants_own_schema_with_the_readers_rights() -> None:
     for names in (names_for("acme-1", Path("/lake")), names_for("acme-1", Path("/lake"), dedicated=True)):
-        sql = edited_assets_sql("lake", names)
-        assert sql.startswith(f'CREATE OR REPLACE VIEW lake."acme_1"."{EDITED_ASSETS_VIEW}" SECURITY INVOKER AS ')
-        assert 'FROM lake."acme_1"."assets" a' in sql and 'lake."acme_1"."asset_edits"' in sql
+        sql = edited_assets_sql("lake", "acme_1_k3y", names)
+        assert sql.startswith(f'CREATE OR REPLACE VIEW lake."acme_1_k3y"."{EDITED_ASSETS_VIEW}" SECURITY INVOKER AS ')
+        assert 'FROM lake."acme_1_k3y"."assets" a' in sql and 'lake."acme_1_k3y"."asset_edits"' in sql
         assert "_pooled" not in sql  # a pooled tenant's view reads its own views, never the shared tables
 
 
 def test_the_view_lays_live_edits_only_over_the_sources_values() -> None:
-    sql = edited_assets_sql("lake", names_for("acme", Path("/lake")))
+    sql = edited_assets_sql("lake", "acme", names_for("acme", Path("/lake")))
     assert sql.count("WHERE NOT deleted") == 4  # every join reads live edits only
     assert "IF(d.urn IS NULL, a.description, d.text) AS description" in sql
     assert "IF(o.urn IS NULL, a.owners, o.owners) AS owners" in sql

@@ -147,11 +147,6 @@ def test_no_tenant_can_take_the_control_plane_database() -> None:
     assert CONTROL_DATABASE == "metalake_control"
 
 
-def test_trino_schema_maps_hyphen_to_underscore() -> None:
-    assert names_for("acme-corp-eu", LAKE).trino_schema == "acme_corp_eu"
-    assert names_for("acme", LAKE).trino_schema == "acme"
-
-
 def test_checkpoint_dir() -> None:
     names = names_for("acme", LAKE)
     assert names.checkpoint_dir(Path("/ckpt"), "enrich") == Path("/ckpt/acme/enrich")

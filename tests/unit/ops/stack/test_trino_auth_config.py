@@ -21,6 +21,7 @@ from ops.stack.services.base import ServiceError, StackContext
 from ops.stack.services.trino import Trino, jwt_properties, pbkdf2_hash
 from tenants.access.rules import TENANT_USERS, build_rules
 from tenants.naming import trino_user
+from tenants.trino_schemas import UNKEYED
 
 PASSWORDS = {"metalake": "pw-platform", "metalake-tests": "pw-tests", "bench": "pw-bench"}
 
@@ -165,7 +166,7 @@ def test_https_off_is_the_plain_port_without_authentication(tmp_path: Path) -> N
 
 
 def test_only_the_platform_user_may_impersonate_and_only_tenants_users() -> None:
-    rules = build_rules(["metalake", "bench"], [], catalog="lake", impersonator="metalake")
+    rules = build_rules(["metalake", "bench"], [], catalog="lake", schemas=UNKEYED, impersonator="metalake")
     assert rules["impersonation"] == [
         {"original_user": "^(metalake)$", "new_user": TENANT_USERS, "allow": True},
         {"original_user": ".*", "new_user": ".*", "allow": False},
@@ -176,7 +177,7 @@ def test_only_the_platform_user_may_impersonate_and_only_tenants_users() -> None
         assert re.fullmatch(TENANT_USERS, user), user
     for user in ("metalake", "bench", "tenant.acme.pii.x", "xtenant.acme", "tenant.ACME", "tenant.a", "tenant."):
         assert not re.fullmatch(TENANT_USERS, user), user
-    assert build_rules(["metalake"], [], catalog="lake")["impersonation"] == [
+    assert build_rules(["metalake"], [], catalog="lake", schemas=UNKEYED)["impersonation"] == [
         {"original_user": ".*", "new_user": ".*", "allow": False}
     ]
 

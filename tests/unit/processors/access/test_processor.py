@@ -20,7 +20,7 @@ BASE = "urn:metalake:trino:metalake/lake/acme"
 
 
 def _masked(docs: list[dict[str, Any]]) -> set[TrinoColumn]:
-    return masked_columns(docs, "acme", patterns=PATTERNS, catalog="lake", instance="metalake")
+    return masked_columns(docs, schema="acme", patterns=PATTERNS, catalog="lake", instance="metalake")
 
 
 def test_direct_and_propagated_tags_mask_columns_of_the_tenant_schema() -> None:
@@ -48,7 +48,9 @@ def test_tags_on_a_mirrored_schema_mask_the_mirror() -> None:
         {"urn": "urn:metalake:postgres:prod/crm/public/customers/email", "tag": "PII"},
         {"urn": "urn:metalake:postgres:prod/crm/private/customers/email", "tag": "PII"},
     ]
-    found = masked_columns(docs, "acme", patterns=PATTERNS, catalog="lake", instance="metalake", mirrored=mirrored)
+    found = masked_columns(
+        docs, schema="acme", patterns=PATTERNS, catalog="lake", instance="metalake", mirrored=mirrored
+    )
     assert found == {TrinoColumn("acme", "customers", "email")}
     assert _masked(docs) == set()
 

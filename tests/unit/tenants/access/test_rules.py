@@ -18,10 +18,10 @@ from tenants.access.rules import (
     is_masked_tag,
     mask_expression,
     mirrored_schemas,
-    tenant_for_schema,
     write_rules,
 )
 from tenants.naming import InvalidTenantId, trino_user
+from tenants.trino_schemas import UNKEYED
 
 SERVICES = ["metalake", "metalake-tests"]
 
@@ -55,6 +55,7 @@ def rules() -> dict[str, Any]:
             TenantAccess("globex", {"orders": {"card": "varchar"}}),
         ],
         catalog="lake",
+        schemas=UNKEYED,
     )
 
 
@@ -175,7 +176,7 @@ def test_tenant_users_cannot_lift_their_query_limits(rules: dict[str, Any]) -> N
 
 
 def test_the_impersonator_may_act_as_every_tenant_user_and_no_other() -> None:
-    rules = build_rules(SERVICES, [TenantAccess("acme")], catalog="lake", impersonator="metalake")
+    rules = build_rules(SERVICES, [TenantAccess("acme")], catalog="lake", schemas=UNKEYED, impersonator="metalake")
     allowed = rules["impersonation"][0]
     for pii in (False, True):
         for admin in (False, True):
@@ -197,8 +198,10 @@ def test_only_builtin_functions_and_no_procedures_for_tenants(rules: dict[str, A
 
 
 def test_rules_are_deterministic_and_only_use_known_keys() -> None:
-    a = build_rules(SERVICES, [TenantAccess("b-tenant"), TenantAccess("a-tenant")], catalog="lake")
-    b = build_rules(list(reversed(SERVICES)), [TenantAccess("a-tenant"), TenantAccess("b-tenant")], catalog="lake")
+    a = build_rules(SERVICES, [TenantAccess("b-tenant"), TenantAccess("a-tenant")], catalog="lake", schemas=UNKEYED)
+    b = build_rules(
+        list(reversed(SERVICES)), [TenantAccess("a-tenant"), TenantAccess("b-tenant")], catalog="lake", schemas=UNKEYED
+    )
     assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
     # Trino refuses a rules file with unknown properties: keep to the ones Trino 476 reads.
     assert set(a) <= {
@@ -218,7 +221,7 @@ def test_rules_are_deterministic_and_only_use_known_keys() -> None:
 
 
 def test_no_tenants_means_service_users_only() -> None:
-    rules = build_rules(SERVICES, [], catalog="lake")
+    rules = build_rules(SERVICES, [], catalog="lake", schemas=UNKEYED)
     assert len(rules["catalogs"]) == 1 and len(rules["tables"]) == 1
 
 
@@ -240,11 +243,11 @@ def test_mask_expressions_fit_the_type(data_type: str | None, style: Any, expect
 
 def test_column_urns_map_to_the_tenants_trino_columns() -> None:
     urn = "urn:metalake:trino:metalake/lake/acme_eu/People/EMail"
-    assert column_for_urn(urn, "acme-eu", catalog="lake", instance="metalake") == TrinoColumn(
+    assert column_for_urn(urn, schema="acme_eu", catalog="lake", instance="metalake") == TrinoColumn(
         "acme_eu", "people", "email"
     )
     table = "urn:metalake:trino:metalake/lake/acme_eu/people"
-    assert column_for_urn(table, "acme-eu", catalog="lake", instance="metalake") == TrinoColumn(
+    assert column_for_urn(table, schema="acme_eu", catalog="lake", instance="metalake") == TrinoColumn(
         "acme_eu", "people", None
     )
     for other in (
@@ -255,14 +258,7 @@ def test_column_urns_map_to_the_tenants_trino_columns() -> None:
         "urn:metalake:trino:metalake/lake/acme_eu",  # a schema, not a table or column
         "not-a-urn",
     ):
-        assert column_for_urn(other, "acme-eu", catalog="lake", instance="metalake") is None
-
-
-def test_schema_names_map_back_to_tenants() -> None:
-    assert tenant_for_schema("acme_eu") == "acme-eu"
-    assert tenant_for_schema("acme") == "acme"
-    for schema in ("information_schema", "default", "x", "control", "has-hyphen", "_trino"):
-        assert tenant_for_schema(schema) is None
+        assert column_for_urn(other, schema="acme_eu", catalog="lake", instance="metalake") is None
 
 
 def test_tag_patterns() -> None:
@@ -273,12 +269,12 @@ def test_tag_patterns() -> None:
 
 def test_write_rules_is_atomic_and_skips_unchanged(tmp_path: Path) -> None:
     path = tmp_path / "etc" / "rules.json"
-    rules = build_rules(SERVICES, [TenantAccess("acme")], catalog="lake")
+    rules = build_rules(SERVICES, [TenantAccess("acme")], catalog="lake", schemas=UNKEYED)
     assert write_rules(path, rules) is True
     assert json.loads(path.read_text()) == rules
     assert write_rules(path, rules) is False
     assert sorted(p.name for p in path.parent.iterdir()) == ["rules.json"]  # no temp file left behind
-    assert write_rules(path, build_rules(SERVICES, [], catalog="lake")) is True
+    assert write_rules(path, build_rules(SERVICES, [], catalog="lake", schemas=UNKEYED)) is True
     assert json.loads(path.read_text())["tables"] == [rules["tables"][0]]
 
 
@@ -296,10 +292,10 @@ def test_a_tenant_may_mirror_another_systems_schema() -> None:
     assert mirrored[0].urn_prefix == "urn:metalake:postgres:prod%2Feu/crm/public/"
     assert mirrored_schemas({}) == [] and mirrored_schemas({"trino_sources": "x"}) == []
     column = "urn:metalake:postgres:prod%2Feu/crm/public/Customers/Email"
-    assert column_for_urn(column, "acme", catalog="lake", instance="metalake", mirrored=mirrored) == TrinoColumn(
+    assert column_for_urn(column, schema="acme", catalog="lake", instance="metalake", mirrored=mirrored) == TrinoColumn(
         "acme", "customers", "email"
     )
     # Without the declaration, or from another schema of the same database: nothing.
-    assert column_for_urn(column, "acme", catalog="lake", instance="metalake") is None
+    assert column_for_urn(column, schema="acme", catalog="lake", instance="metalake") is None
     other = "urn:metalake:postgres:prod%2Feu/crm/billing/customers/email"
-    assert column_for_urn(other, "acme", catalog="lake", instance="metalake", mirrored=mirrored) is None
+    assert column_for_urn(other, schema="acme", catalog="lake", instance="metalake", mirrored=mirrored) is None

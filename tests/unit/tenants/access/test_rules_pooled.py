@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from tenants.access.rules import TenantAccess, build_rules, tenant_for_schema
+from tenants.access.rules import TenantAccess, build_rules
 from tenants.naming import ADMIN_ONLY_TABLES, POOLED_TABLES, TRINO_POOLED_SCHEMA, trino_user
+from tenants.trino_schemas import UNKEYED, SchemaNamer
 
 SERVICES = ["metalake", "metalake-tests"]
 METADATA_SUFFIXES = ("", "$history", "$files", "$partitions", "$properties")
@@ -41,7 +42,9 @@ def _schema_visible(rules: dict[str, Any], user: str, schema: str) -> bool:
 @pytest.fixture
 def rules() -> dict[str, Any]:
     masked = {"assets": {"name": "varchar", "description": "varchar"}}
-    return build_rules(SERVICES, [TenantAccess("acme", masked), TenantAccess("globex")], catalog="lake")
+    return build_rules(
+        SERVICES, [TenantAccess("acme", masked), TenantAccess("globex")], catalog="lake", schemas=UNKEYED
+    )
 
 
 @pytest.mark.parametrize("pii", [False, True])
@@ -86,4 +89,5 @@ def test_service_users_keep_the_shared_tables(rules: dict[str, Any]) -> None:
 
 def test_the_shared_schema_is_no_tenants() -> None:
     # The access sync gives rules to unregistered tenants that have a schema: never to the shared tables' schema.
-    assert tenant_for_schema(TRINO_POOLED_SCHEMA) is None
+    assert UNKEYED.tenant(TRINO_POOLED_SCHEMA) is None
+    assert SchemaNamer(bytes(32)).tenant(TRINO_POOLED_SCHEMA) is None
