@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import zlib
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -27,11 +28,12 @@ from fastapi.responses import JSONResponse
 from connectors.ingest.auth import IngestCallerDep
 from connectors.ingest.parsing import JSON_TYPES, media_type
 from connectors.openlineage.bounds import InvalidLineage, TooManyEvents, text_budget
-from connectors.openlineage.mapping import Mapped, body_digest, map_event
-from connectors.runtime.accept import publish_confirmed
+from connectors.openlineage.mapping import body_digest, map_event
+from connectors.runtime.accept import publish_encoded_confirmed
 from connectors.runtime.admission import Ticket
 from connectors.runtime.bodies import read_limited
 from connectors.runtime.context import Runtime, RuntimeDep
+from connectors.runtime.publisher import Encoded, encode
 from metalake.http.json_body import NotJson, loads
 from metalake.http.problems import Problem
 from metalake.telemetry import bind_tenant
@@ -92,29 +94,39 @@ def parse(text: bytes) -> Any:
         raise _invalid(f"the body is {exc}") from None
 
 
+@dataclass(frozen=True)
+class Decoded:
+    """A request's answer (:meth:`Mapped.summary`) and its events, encoded for Kafka where they were mapped."""
+
+    summary: dict[str, Any]
+    encoded: list[Encoded]
+
+
 def decode(
     body: bytes, content_type: str | None, content_encoding: str | None, tenant: str, limits: tuple[int, int]
-) -> Mapped:
+) -> Decoded:
     """The metalake events of one request's body (``limits``: the body limit, the events limit), or the
     :class:`Problem` that refuses it. CPU work of plain values: it runs in the worker's pool of processes for a large
-    body (:mod:`connectors.runtime.offload`)."""
+    body (:mod:`connectors.runtime.offload`), which also encodes the events, so the worker only hands them to Kafka."""
     max_body, max_events = limits
     text = inflate(body, content_type, content_encoding, max_body)
     value = parse(text)
     try:
-        return map_event(value, tenant, body_digest(body), max_events=max_events, max_text=text_budget(len(text)))
+        mapped = map_event(value, tenant, body_digest(body), max_events=max_events, max_text=text_budget(len(text)))
     except InvalidLineage as exc:
         raise Problem(400, "invalid-lineage-event", str(exc), field=exc.pointer) from None
     except TooManyEvents as exc:
         raise Problem(413, "too-many-events", str(exc), field=exc.pointer) from None
+    return Decoded(mapped.summary(), encode(mapped.events))
 
 
-def _publish(runtime: Runtime, tenant: str, mapped: Mapped, ticket: Ticket) -> None:
-    publish_confirmed(runtime, tenant, mapped.events, source="openlineage", ticket=ticket)
+def _publish(runtime: Runtime, tenant: str, decoded: Decoded, ticket: Ticket) -> None:
+    publish_encoded_confirmed(runtime, tenant, decoded.encoded, source="openlineage", ticket=ticket)
     with bind_tenant(tenant):
+        summary = decoded.summary
         log.info(
             "openlineage.accepted",
-            extra={"events": len(mapped.events), "kind": mapped.kind, "event_type": mapped.event_type},
+            extra={"events": len(decoded.encoded), "kind": summary["kind"], "event_type": summary["eventType"]},
         )
 
 
@@ -126,7 +138,7 @@ async def lineage(request: Request, caller: IngestCallerDep, runtime: RuntimeDep
     # Admitted (or refused) once the credential named the tenant, before a byte of the body is read.
     with runtime.admit(caller.tenant, headers.get("content-length")) as ticket:
         body = await read_limited(request, limits.openlineage_max_body_bytes)
-        mapped = await runtime.parse(
+        decoded = await runtime.parse(
             caller.tenant,
             len(body),
             decode,
@@ -136,8 +148,8 @@ async def lineage(request: Request, caller: IngestCallerDep, runtime: RuntimeDep
             caller.tenant,
             (limits.openlineage_max_body_bytes, limits.openlineage_max_events),
         )
-        if mapped.events:
-            await run_in_threadpool(_publish, runtime, caller.tenant, mapped, ticket)
+        if decoded.encoded:
+            await run_in_threadpool(_publish, runtime, caller.tenant, decoded, ticket)
         else:
             ticket.settle(0)
-    return JSONResponse(mapped.summary(), status_code=201)
+    return JSONResponse(decoded.summary, status_code=201)

@@ -7,10 +7,11 @@ here, before anything is published."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from connectors.runtime.admission import Ticket
 from connectors.runtime.context import Runtime
+from connectors.runtime.publisher import Encoded
 from connectors.runtime.transforms import Routed
 from metalake.events import CloudEvent, spec_for
 from metalake.http.problems import Problem
@@ -26,13 +27,28 @@ def publish_confirmed(
     """Publish ``events`` to their topic classes and wait for Kafka's confirmation, once ``ticket`` (the request's
     admission) settled them against the tenant's budget; ``source`` names the route in the log
     (``<source>.publish_failed``)."""
-    ticket.settle(len(events))
     routed = [Routed(e, spec_for(e.type).topic_class(e.data)) for e in events]
+    _confirmed(runtime, tenant, len(routed), lambda: runtime.publisher.publish(routed), source, ticket)
+
+
+def publish_encoded_confirmed(
+    runtime: Runtime, tenant: str, encoded: Sequence[Encoded], *, source: str, ticket: Ticket
+) -> None:
+    """:func:`publish_confirmed` for events already encoded where they were built (the parse pool's processes)."""
+    _confirmed(
+        runtime, tenant, len(encoded), lambda: runtime.publisher.publish_encoded(tenant, encoded), source, ticket
+    )
+
+
+def _confirmed(
+    runtime: Runtime, tenant: str, count: int, send: Callable[[], object], source: str, ticket: Ticket
+) -> None:
+    ticket.settle(count)
     with bind_tenant(tenant):
         try:
-            runtime.publisher.publish(routed)
+            send()
         except PublishError as exc:
-            log.warning(f"{source}.publish_failed", extra={"retriable": exc.retriable, "events": len(routed)})
+            log.warning(f"{source}.publish_failed", extra={"retriable": exc.retriable, "events": count})
             raise Problem(
                 503,
                 "unavailable",

@@ -33,7 +33,6 @@ from metalake.http.ratelimit import RateLimiter
 from metalake.lease import LeaseStore
 from metalake.settings import Settings
 
-
 T = TypeVar("T")
 
 
