@@ -66,14 +66,13 @@ class Admission:
     def __init__(self, connect: ConnectSettings) -> None:
         self._max_in_flight = connect.tenant_max_in_flight
         self._event_bytes = connect.tenant_event_bytes
-        self._burst = connect.tenant_events_burst
         self._lock = threading.Lock()
         self._in_flight: dict[str, int] = {}
 
     def estimate(self, content_length: str | None) -> int:
-        """The events a body of the declared length is counted as up front (1 without a length), at most the burst."""
+        """The events a body of the declared length is counted as up front (1 without a length)."""
         declared = int(content_length) if content_length and content_length.strip().isdigit() else 0
-        return max(1, min(self._burst, math.ceil(declared / self._event_bytes)))
+        return max(1, math.ceil(declared / self._event_bytes))
 
     def in_flight(self, tenant: str) -> int:
         with self._lock:
@@ -109,7 +108,7 @@ class Admission:
         key = f"tenant:{tenant}"
         if budget is None:
             return Ticket(key, 0.0, None)
-        estimate = self.estimate(content_length)
+        estimate = min(self.estimate(content_length), budget.burst)  # what the budget charges of a larger one
         wait = budget.acquire(key, estimate)
         if wait > 0:
             log.info("connect.admission_refused", extra={"tenant": tenant, "reason": "events-budget"})

@@ -41,6 +41,11 @@ class RateLimiter:
         # Least recently used first: a full table drops its front in O(1), never scanning under the lock.
         self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
 
+    @property
+    def burst(self) -> float:
+        """The most tokens a key holds (and the most one request is charged)."""
+        return self._burst
+
     def acquire(self, key: str, cost: float = 1.0) -> float:
         """Take ``cost`` tokens for ``key``: 0.0 when granted, else the seconds until they are available. A cost over
         the burst needs a full bucket (and empties it): a request larger than the burst is slowed, never refused
