@@ -361,6 +361,19 @@ class ConnectSettings(BaseModel):
     # the streaming job are shared: without it one tenant's bulk posts slow every other tenant's ingest.
     tenant_events_per_s: float = Field(default=1000.0, gt=0)
     tenant_events_burst: int = Field(default=10_000, gt=0)
+    # Checked once the credential names the tenant, before the body is read (connectors.runtime.admission): requests
+    # of one tenant in the worker's HTTP sources at once, past which 429 (one tenant's slow or large requests would
+    # take the threads every tenant shares); and the bytes of body counted as one event when the budget above is
+    # charged up front (an estimate: the events a body produced settle the charge, also when it is refused).
+    tenant_max_in_flight: int = Field(default=8, gt=0)
+    tenant_event_bytes: int = Field(default=1024, gt=0)
+    # Parsing and mapping a body of at least parse_offload_min_bytes runs in a pool of parse_workers processes
+    # (connectors.runtime.offload; 0: on the worker's threads), a tenant in at most parse_per_tenant of them at once
+    # (its others wait their turn): one tenant's large bodies can take no more than its share of the pool, and no
+    # time from the interpreter that serves every other tenant's requests.
+    parse_workers: int = Field(default=2, ge=0)
+    parse_per_tenant: int = Field(default=1, gt=0)
+    parse_offload_min_bytes: int = Field(default=16_384, ge=0)
     source_batch_size: int = Field(default=1000, gt=0)
     offsets_load_timeout_s: float = Field(default=30.0, gt=0)
     # The compacted offsets topic: how long a superseded offset record (e.g. one an erase rewrote or tombstoned) may

@@ -27,6 +27,7 @@ from connectors.ingest.auth import IngestCaller, IngestCallerDep
 from connectors.ingest.parsing import BodyError, split_body
 from connectors.ingest.validation import Rejected, Result, item_id, to_event
 from connectors.runtime.accept import publish_confirmed
+from connectors.runtime.admission import Ticket
 from connectors.runtime.bodies import read_limited
 from connectors.runtime.context import Runtime, RuntimeDep
 from control.audit import ACCEPTED, REFUSED, AuditRow, audit_row
@@ -150,25 +151,43 @@ def _audit(runtime: Runtime, caller: IngestCaller, changes: list[PiiChange], res
     log.info("ingest.pii_audited", extra={"events": len(changes), "result": result})
 
 
-def _publish(runtime: Runtime, tenant: str, events: list[CloudEvent]) -> None:
-    publish_confirmed(runtime, tenant, events, source="ingest")
+def _publish(runtime: Runtime, tenant: str, events: list[CloudEvent], ticket: Ticket) -> None:
+    publish_confirmed(runtime, tenant, events, source="ingest", ticket=ticket)
     with bind_tenant(tenant):
         log.info("ingest.accepted", extra={"events": len(events)})
+
+
+def decode(
+    body: bytes, content_type: str | None, max_events: int, tenant: str, actor: str
+) -> tuple[list[Result], list[CloudEvent]]:
+    """The request's per-event results and events (:func:`check_items`), or the :class:`Problem` that refuses the
+    body. CPU work of plain values: it runs in the worker's pool of processes for a large body
+    (:mod:`connectors.runtime.offload`)."""
+    try:
+        items = split_body(body, content_type, max_events)
+    except BodyError as exc:
+        extra = {"line": exc.line} if exc.line is not None else None
+        slug = {413: "too-many-events", 415: "unsupported-media-type"}.get(exc.status, "invalid-body")
+        raise Problem(exc.status, slug, str(exc), field=exc.field, extra=extra) from None
+    return check_items(items, tenant, actor)
 
 
 @router.post("/v1/events")
 async def ingest(request: Request, caller: IngestCallerDep, runtime: RuntimeDep) -> JSONResponse:
     """Validate each event, publish the valid ones (confirmed), and answer the result of every event."""
+    # Admitted (or refused) once the credential named the tenant, before a byte of the body is read.
+    with runtime.admit(caller.tenant, request.headers.get("content-length")) as ticket:
+        return await _ingest(request, caller, runtime, ticket)
+
+
+async def _ingest(request: Request, caller: IngestCaller, runtime: Runtime, ticket: Ticket) -> JSONResponse:
     tenant = caller.tenant
     limits = runtime.settings.connect
     body = await read_limited(request, limits.ingest_max_body_bytes)
-    try:
-        items = split_body(body, request.headers.get("content-type"), limits.ingest_max_events)
-    except BodyError as exc:
-        extra = {"line": exc.line} if exc.line is not None else None
-        slug = {413: "too-many-events", 415: "unsupported-media-type"}.get(exc.status, "invalid-body")
-        raise Problem(exc.status, slug, str(exc), field=exc.field, extra=extra) from None
-    results, events = check_items(items, tenant, caller.actor)
+    content_type = request.headers.get("content-type")
+    results, events = await runtime.parse(
+        tenant, len(body), decode, body, content_type, limits.ingest_max_events, tenant, caller.actor
+    )
     patterns = await run_in_threadpool(_protective, runtime, tenant)
     changes = await run_in_threadpool(pii_changes, runtime, tenant, results, events, patterns)
     if changes and not caller.pii:
@@ -185,7 +204,9 @@ async def ingest(request: Request, caller: IngestCallerDep, runtime: RuntimeDep)
     if changes and runtime.audit is None:
         raise Problem(503, "unavailable", "this worker cannot audit PII changes; none was accepted")
     if events:
-        await run_in_threadpool(_publish, runtime, tenant, events)
+        await run_in_threadpool(_publish, runtime, tenant, events, ticket)
+    else:
+        ticket.settle(0)
     if changes:
         await run_in_threadpool(_audit, runtime, caller, changes, ACCEPTED)
     accepted = len(events)

@@ -5,7 +5,10 @@ The body is one OpenLineage event (RunEvent, JobEvent or DatasetEvent), JSON, op
 (:mod:`connectors.ingest.auth`: a write key or an access token with ``events:write``, as ``Authorization: Bearer``,
 which is what the transport's ``api_key`` auth sends); the credential decides the tenant.
 
-The whole event is mapped (:mod:`.mapping`) before anything is published: an event that cannot be mapped is refused
+The request is admitted before its body is read (:mod:`connectors.runtime.admission`: 429 when the tenant has too
+many in progress or its events budget is spent), and the body is parsed and mapped off the event loop, a large one in
+the worker's pool of processes (:mod:`connectors.runtime.offload`). The whole event is mapped (:mod:`.mapping`)
+before anything is published: an event that cannot be mapped is refused
 with 400 problem+json whose ``field`` is the JSON pointer at fault, and nothing is published. 201 means every metalake
 event of it is durable in Kafka; if Kafka does not confirm, 503 with Retry-After (a resend produces the same event ids,
 which consumers deduplicate). The OpenLineage Python client 1.54 has no batch endpoint: one event per request.
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import zlib
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -24,10 +28,12 @@ from fastapi.responses import JSONResponse
 from connectors.ingest.auth import IngestCallerDep
 from connectors.ingest.parsing import JSON_TYPES, media_type
 from connectors.openlineage.bounds import InvalidLineage, TooManyEvents, text_budget
-from connectors.openlineage.mapping import Mapped, body_digest, map_event
-from connectors.runtime.accept import publish_confirmed
+from connectors.openlineage.mapping import body_digest, map_event
+from connectors.runtime.accept import publish_encoded_confirmed
+from connectors.runtime.admission import Ticket
 from connectors.runtime.bodies import read_limited
 from connectors.runtime.context import Runtime, RuntimeDep
+from connectors.runtime.publisher import Encoded, encode
 from metalake.http.json_body import NotJson, loads
 from metalake.http.problems import Problem
 from metalake.telemetry import bind_tenant
@@ -88,12 +94,39 @@ def parse(text: bytes) -> Any:
         raise _invalid(f"the body is {exc}") from None
 
 
-def _publish(runtime: Runtime, tenant: str, mapped: Mapped) -> None:
-    publish_confirmed(runtime, tenant, mapped.events, source="openlineage")
+@dataclass(frozen=True)
+class Decoded:
+    """A request's answer (:meth:`Mapped.summary`) and its events, encoded for Kafka where they were mapped."""
+
+    summary: dict[str, Any]
+    encoded: list[Encoded]
+
+
+def decode(
+    body: bytes, content_type: str | None, content_encoding: str | None, tenant: str, limits: tuple[int, int]
+) -> Decoded:
+    """The metalake events of one request's body (``limits``: the body limit, the events limit), or the
+    :class:`Problem` that refuses it. CPU work of plain values: it runs in the worker's pool of processes for a large
+    body (:mod:`connectors.runtime.offload`), which also encodes the events, so the worker only hands them to Kafka."""
+    max_body, max_events = limits
+    text = inflate(body, content_type, content_encoding, max_body)
+    value = parse(text)
+    try:
+        mapped = map_event(value, tenant, body_digest(body), max_events=max_events, max_text=text_budget(len(text)))
+    except InvalidLineage as exc:
+        raise Problem(400, "invalid-lineage-event", str(exc), field=exc.pointer) from None
+    except TooManyEvents as exc:
+        raise Problem(413, "too-many-events", str(exc), field=exc.pointer) from None
+    return Decoded(mapped.summary(), encode(mapped.events))
+
+
+def _publish(runtime: Runtime, tenant: str, decoded: Decoded, ticket: Ticket) -> None:
+    publish_encoded_confirmed(runtime, tenant, decoded.encoded, source="openlineage", ticket=ticket)
     with bind_tenant(tenant):
+        summary = decoded.summary
         log.info(
             "openlineage.accepted",
-            extra={"events": len(mapped.events), "kind": mapped.kind, "event_type": mapped.event_type},
+            extra={"events": len(decoded.encoded), "kind": summary["kind"], "event_type": summary["eventType"]},
         )
 
 
@@ -101,26 +134,22 @@ def _publish(runtime: Runtime, tenant: str, mapped: Mapped) -> None:
 async def lineage(request: Request, caller: IngestCallerDep, runtime: RuntimeDep) -> JSONResponse:
     """Map one OpenLineage event to metalake events and publish them all (confirmed), or none."""
     limits = runtime.settings.connect
-    body = await read_limited(request, limits.openlineage_max_body_bytes)
-    text = inflate(
-        body,
-        request.headers.get("content-type"),
-        request.headers.get("content-encoding"),
-        limits.openlineage_max_body_bytes,
-    )
-    value = parse(text)
-    try:
-        mapped = map_event(
-            value,
+    headers = request.headers
+    # Admitted (or refused) once the credential named the tenant, before a byte of the body is read.
+    with runtime.admit(caller.tenant, headers.get("content-length")) as ticket:
+        body = await read_limited(request, limits.openlineage_max_body_bytes)
+        decoded = await runtime.parse(
             caller.tenant,
-            body_digest(body),
-            max_events=limits.openlineage_max_events,
-            max_text=text_budget(len(text)),
+            len(body),
+            decode,
+            body,
+            headers.get("content-type"),
+            headers.get("content-encoding"),
+            caller.tenant,
+            (limits.openlineage_max_body_bytes, limits.openlineage_max_events),
         )
-    except InvalidLineage as exc:
-        raise Problem(400, "invalid-lineage-event", str(exc), field=exc.pointer) from None
-    except TooManyEvents as exc:
-        raise Problem(413, "too-many-events", str(exc), field=exc.pointer) from None
-    if mapped.events:
-        await run_in_threadpool(_publish, runtime, caller.tenant, mapped)
-    return JSONResponse(mapped.summary(), status_code=201)
+        if decoded.encoded:
+            await run_in_threadpool(_publish, runtime, caller.tenant, decoded, ticket)
+        else:
+            ticket.settle(0)
+    return JSONResponse(decoded.summary, status_code=201)

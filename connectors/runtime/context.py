@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Request
 from pydantic import SecretStr, ValidationError
 
+from connectors.runtime.admission import Admission, Ticket
 from connectors.runtime.dedup import DeliveryLog
 from connectors.runtime.errors import Counter, DeadLetterBudget, ErrorPolicy
 from connectors.runtime.lookups import LookupCache
+from connectors.runtime.offload import Offload
 from connectors.runtime.publisher import Publisher
 from connectors.runtime.transforms import Chain
 from control.audit import AuditLog
@@ -29,6 +32,8 @@ from control.connectors.store import ConnectorRecord, ControlStore
 from metalake.http.ratelimit import RateLimiter
 from metalake.lease import LeaseStore
 from metalake.settings import Settings
+
+T = TypeVar("T")
 
 
 class PluginUnavailable(LookupError):
@@ -68,6 +73,10 @@ class Runtime:
     dropped_counter: Counter | None = None
     # Events per tenant through the HTTP sources (connect.tenant_events_per_s); built from settings when not given.
     event_budget: RateLimiter | None = None
+    # Per-tenant requests in progress and the budget charged before a body is read (connect.tenant_max_in_flight);
+    # where bodies are parsed and mapped (connect.parse_workers). Built from settings when not given.
+    admission: Admission | None = None
+    offload: Offload | None = None
 
     def __post_init__(self) -> None:
         connect = self.settings.connect
@@ -79,6 +88,22 @@ class Runtime:
         if self.event_budget is None:
             budget = RateLimiter(connect.tenant_events_per_s, connect.tenant_events_burst)
             object.__setattr__(self, "event_budget", budget)
+        if self.admission is None:
+            object.__setattr__(self, "admission", Admission(connect))
+        if self.offload is None:
+            object.__setattr__(self, "offload", Offload(connect))
+
+    def admit(self, tenant: str, content_length: str | None) -> AbstractContextManager[Ticket]:
+        """Admit a request of ``tenant`` to an HTTP source before its body is read (:mod:`.admission`): a 429 when
+        the tenant has too many in progress or its events budget is spent."""
+        assert self.admission is not None  # noqa: S101 - built in __post_init__
+        return self.admission.admit(tenant, content_length, self.event_budget)
+
+    async def parse(self, tenant: str, size: int, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)``, the parsing and mapping of ``tenant``'s body of ``size`` bytes, off the event loop: in the
+        worker's pool of processes for a large body (:mod:`.offload`), else on a thread."""
+        assert self.offload is not None  # noqa: S101 - built in __post_init__
+        return await self.offload.run(tenant, size, fn, *args)
 
     @property
     def access(self) -> SourceAccess:

@@ -4,14 +4,34 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from pymongo.errors import PyMongoError
 
 from connectors.runtime.transforms import Routed
+from metalake.events import CloudEvent, spec_for
+from metalake.events.envelope import Headers
+from metalake.events.registry import TopicClass
 from metalake.kafka import Delivery, EventProducer, PublishError, RawRecord
 from metalake.settings import Settings
 from metalake.telemetry import inject_traceparent
 from tenants.registry import TenantDirectory
+
+
+class Encoded(NamedTuple):
+    """An event of one tenant as Kafka gets it, encoded where it was built (a process of the worker's parse pool:
+    :mod:`connectors.runtime.offload`), so the worker only hands it to the producer."""
+
+    topic_class: TopicClass
+    id: str
+    key: bytes
+    value: bytes
+    headers: Headers
+
+
+def encode(events: Sequence[CloudEvent]) -> list[Encoded]:
+    """``events`` as :meth:`Publisher.publish_encoded` takes them (routed to their default topic class)."""
+    return [Encoded(spec_for(e.type).topic_class(e.data), e.id, e.key, e.value(), e.headers()) for e in events]
 
 
 class Publisher:
@@ -53,6 +73,19 @@ class Publisher:
             # The tier of a tenant is unknown while the control plane is unreachable: the sender retries later.
             raise PublishError(f"tenant lookup failed: {type(exc).__name__}", retriable=True) from exc
         return self._send(records)
+
+    def publish_encoded(self, tenant: str, encoded: Sequence[Encoded]) -> list[Delivery]:
+        """Publish ``tenant``'s events as :func:`encode` left them (as :meth:`publish` would have)."""
+        try:
+            names = self._directory.names(tenant)
+        except PyMongoError as exc:
+            raise PublishError(f"tenant lookup failed: {type(exc).__name__}", retriable=True) from exc
+        return self._send(
+            [
+                RawRecord(names.topic(e.topic_class), e.id, e.key, e.value, inject_traceparent(e.headers))
+                for e in encoded
+            ]
+        )
 
     def publish_dead_letters(self, letters: Sequence[RawRecord]) -> list[Delivery]:
         """Publish dead letters as :meth:`ErrorPolicy.dead_letter` built them (to the connectors DLQ topic)."""

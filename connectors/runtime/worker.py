@@ -107,6 +107,8 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # A round trip to MongoDB (the TTL index): off the event loop.
         await run_in_threadpool(janitor.start)
+        if built.offload is not None:  # its processes start now, not on the first large body
+            await run_in_threadpool(built.offload.start)
         if scheduler is not None:
             scheduler.start()
         yield

@@ -41,6 +41,11 @@ class RateLimiter:
         # Least recently used first: a full table drops its front in O(1), never scanning under the lock.
         self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
 
+    @property
+    def burst(self) -> float:
+        """The most tokens a key holds (and the most one request is charged)."""
+        return self._burst
+
     def acquire(self, key: str, cost: float = 1.0) -> float:
         """Take ``cost`` tokens for ``key``: 0.0 when granted, else the seconds until they are available. A cost over
         the burst needs a full bucket (and empties it): a request larger than the burst is slowed, never refused
@@ -61,6 +66,25 @@ class RateLimiter:
                 return 0.0
             return (cost - bucket.tokens) / self._rate
 
+    def settle(self, key: str, reserved: float, actual: float) -> float:
+        """Settle a request that :meth:`acquire` admitted for ``reserved`` tokens (an estimate) at ``actual`` (what it
+        turned out to cost, at most the burst): the difference is given back or taken. Taken even when the bucket
+        lacks it: the work was done, so the bucket goes into debt (down to minus the burst) and refuses the key's next
+        requests until it refilled. Returns 0.0 when the bucket covered ``actual``, else the seconds until it holds
+        ``actual`` again (a resend of the same request then fits)."""
+        actual = min(actual, self._burst)
+        now = self._clock()
+        with self._lock:
+            bucket = self._buckets.get(key)
+            if bucket is None:
+                bucket = self._buckets[key] = _Bucket(self._burst, now)
+            bucket.tokens = min(self._burst, bucket.tokens + (now - bucket.updated) * self._rate)
+            bucket.updated = now
+            bucket.tokens = max(-self._burst, min(self._burst, bucket.tokens - (actual - reserved)))
+            if bucket.tokens >= 0:
+                return 0.0
+            return (actual - bucket.tokens) / self._rate
+
     def waiting(self, key: str) -> float:
         """The seconds until ``key`` has a token (0.0: it has one now), taking none: for buckets charged afterwards,
         by what a request turned out to be (the token endpoint's failed attempts)."""
@@ -77,14 +101,7 @@ class RateLimiter:
         bucket without taking a token (the caller charges it later with :meth:`acquire`)."""
         wait = self.acquire(key, cost) if charge else self.waiting(key)
         if wait > 0:
-            retry_after = max(1, math.ceil(wait))
-            raise Problem(
-                429,
-                "rate-limited",
-                f"too many requests for {who}; retry in {retry_after} s",
-                headers={"Retry-After": str(retry_after)},
-                extra={"retry_after": retry_after},
-            )
+            raise rate_limited(wait, who)
 
     def _evict(self, now: float) -> None:
         """Drop idle buckets from the front (they would be full again anyway), then, if the table is still full, the
@@ -95,3 +112,15 @@ class RateLimiter:
             if now - oldest.updated <= _IDLE_EVICT_S and len(self._buckets) < _MAX_BUCKETS:
                 return
             del self._buckets[key]
+
+
+def rate_limited(wait: float, who: str) -> Problem:
+    """The 429 of a key over its rate, whose ``Retry-After`` is ``wait`` rounded up (at least 1 s)."""
+    retry_after = max(1, math.ceil(wait))
+    return Problem(
+        429,
+        "rate-limited",
+        f"too many requests for {who}; retry in {retry_after} s",
+        headers={"Retry-After": str(retry_after)},
+        extra={"retry_after": retry_after},
+    )

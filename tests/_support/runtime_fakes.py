@@ -15,6 +15,7 @@ from jwt_forge import AUDIENCE, ISSUER, claims, sign
 from pydantic import SecretStr
 
 from connectors.runtime.context import Runtime
+from connectors.runtime.publisher import Encoded
 from connectors.runtime.transforms import Routed
 from control.audit import AuditRow
 from control.auth.clients import ClientCache, ClientRecord, Role
@@ -22,6 +23,7 @@ from control.auth.gate import TokenGate
 from control.auth.jwks import JwksCache
 from control.auth.validator import AccessTokenValidator
 from control.connectors.store import ConnectorRecord, ConnectorState, SecretInfo, WriteKeyGrant
+from metalake.events.envelope import decode_record
 from metalake.kafka import Delivery, PublishError, RawRecord
 from metalake.sealing import SealingError
 from metalake.settings import Settings
@@ -184,6 +186,12 @@ class FakePublisher:
             raise PublishError("1 event(s) not confirmed by Kafka within 1s", True)
         self.routed.extend(routed)
         return [Delivery(r.event.id, "t", 0, i) for i, r in enumerate(routed)]
+
+    def publish_encoded(self, tenant: str, encoded: Sequence[Encoded]) -> list[Delivery]:
+        # Read back as the streaming job reads a record: what was encoded must be a valid event of the tenant.
+        events = [decode_record(e.key, e.value, e.headers) for e in encoded]
+        assert {e.tenantid for e in events} <= {tenant}
+        return self.publish([Routed(event, e.topic_class) for event, e in zip(events, encoded, strict=True)])
 
     def publish_dead_letters(self, letters: Sequence[RawRecord]) -> list[Delivery]:
         if self.down and letters:

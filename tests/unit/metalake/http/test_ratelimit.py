@@ -85,3 +85,20 @@ def test_a_request_costing_more_than_the_burst_waits_for_a_full_bucket_not_for_e
     assert limiter.acquire("t", cost=50) == pytest.approx(0.3)  # needs the bucket full again: 3 tokens at 10/s
     now[0] += 0.3
     assert limiter.acquire("t", cost=50) == 0.0
+
+
+def test_settling_gives_back_an_overestimate_and_takes_an_underestimate_into_debt() -> None:
+    now = [0.0]
+    limiter = RateLimiter(rate=10.0, burst=20, clock=lambda: now[0])
+    assert limiter.acquire("t", 15) == 0.0
+    assert limiter.settle("t", 15, 5) == 0.0  # 10 given back: 15 left
+    assert limiter.acquire("t", 1) == 0.0  # 14
+    # 25 charged (clamped to the burst, 20): 19 more than reserved, the bucket goes to -5; a resend of 20 fits in 2.5 s.
+    assert limiter.settle("t", 1, 25) == pytest.approx(2.5)
+    assert limiter.acquire("t", 1) == pytest.approx(0.6)  # in debt: refused until it refilled
+    now[0] += 2.5
+    assert limiter.acquire("t", 20) == 0.0
+    assert limiter.settle("other", 0, 1000) == 0.0  # a new key starts full; a cost over the burst is the burst
+    assert limiter.settle("other", 0, 1000) == pytest.approx(4.0)  # at most a burst into debt
+    now[0] += 4.0
+    assert limiter.acquire("other", 20) == 0.0
