@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import spark_jvm
 from itest import trino_rows, wait_for
 from pymongo import MongoClient
 from trinoschema import schema_of
@@ -29,10 +30,12 @@ from tenants.naming import TenantNames
 # The jobs tests start live seconds, on 2 cores: C2's compiler threads cost them more than its faster code gives back
 # (CI: the five-kill chaos test 148 -> 120 s, asset health 77 -> 63 s). Not for the lake commands, whose OPTIMIZE and
 # DELETE runs are long enough for C2 to pay (with C1 only, erase took 1.6x as long), nor the stack's pooled job.
-SHORT_JOB_JVM = {
-    "METALAKE_SPARK__DRIVER_JAVA_OPTIONS": os.environ.get("METALAKE_SPARK__DRIVER_JAVA_OPTIONS")
-    or "-XX:TieredStopAtLevel=1"
-}
+
+
+def _job_env(env: dict[str, str] | None) -> dict[str, str]:
+    out = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    out[spark_jvm.VARIABLE] = spark_jvm.with_c1(out.get(spark_jvm.VARIABLE, ""))
+    return out
 
 
 class Job:
@@ -57,7 +60,7 @@ class Job:
                     str(self.ready),
                     *extra_args,
                 ],
-                env={**os.environ, "PYTHONUNBUFFERED": "1", **SHORT_JOB_JVM, **(env or {})},
+                env=_job_env(env),
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )

@@ -10,9 +10,11 @@ import os
 import secrets
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import spark_jvm
 from pymongo import MongoClient
 
 from metalake.settings import Settings, load_settings
@@ -43,6 +45,25 @@ def stack() -> Iterator[StackManager]:
     yield manager
     started_here = [s.name for s in manager.status() if s.name not in running_before]
     manager.down(started_here)
+
+
+@pytest.fixture(scope="session")
+def spark_archive(stack: StackManager) -> Path:
+    """The Spark drivers' class-data archive, built in the background from the stack's jars if it is not cached."""
+    settings = load_settings()
+    archive = spark_jvm.archive_path(settings.local_stack_dir / "cache")
+    spark_jvm.start_archive_build(archive, settings.local_stack_dir / "data" / "spark")
+    return archive
+
+
+@pytest.fixture(autouse=True)
+def _spark_driver_options(request: pytest.FixtureRequest) -> None:
+    """The Spark drivers tests start from here on (they inherit the environment) map the class-data archive once it
+    is built (tests/_support/spark_jvm.py says why). An operator's own options win."""
+    if "stack" in request.fixturenames and spark_jvm.VARIABLE not in os.environ:
+        options = spark_jvm.archive_options(request.getfixturevalue("spark_archive"))
+        if options:
+            os.environ[spark_jvm.VARIABLE] = options
 
 
 @pytest.fixture(scope="session")
