@@ -5,9 +5,11 @@ returns at once once cached. A failed build fails the test with the script's out
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from ops.stack.paths import find_project_root
 
@@ -50,3 +52,15 @@ def run(argv: list[str], cwd: Path = ROOT, timeout_s: float = 300) -> subprocess
     env = {**os.environ, "HELM_CACHE_HOME": str(home / "cache"), "HELM_CONFIG_HOME": str(home / "config")}
     env["HELM_DATA_HOME"] = str(home / "data")
     return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout_s, check=False)
+
+
+def load_yaml(text: str) -> list[Any]:
+    """The documents of a YAML stream, parsed by the checks venv's PyYAML (the project's own venv has no YAML
+    parser and needs none)."""
+    code = "import json, sys, yaml; print(json.dumps([d for d in yaml.safe_load_all(sys.stdin) if d is not None]))"
+    done = subprocess.run(  # the checks venv's own interpreter
+        [str(checks_venv() / "python"), "-c", code], input=text, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    documents: list[Any] = json.loads(done.stdout)
+    return documents

@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from deploy_tools import CHART, ROOT, checks_venv, helm, run
-from pydantic import BaseModel
+from deploy_tools import CHART, ROOT, checks_venv, helm, load_yaml, run
+from pydantic import BaseModel, SecretStr
 
 from metalake.settings import Settings
 
@@ -43,7 +42,7 @@ def render(helm_bin: Path, example: str, *extra: str) -> list[dict[str, Any]]:
         ]
     )
     assert done.returncode == 0, done.stderr
-    return [d for d in yaml.safe_load_all(done.stdout) if d]
+    return [d for d in load_yaml(done.stdout) if d]
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +85,8 @@ def test_required_values_are_refused_when_missing(helm_bin: Path) -> None:
 @pytest.mark.parametrize("example", sorted(EXAMPLES))
 def test_every_object_is_valid_for_kubernetes(helm_bin: Path, example: str, tmp_path: Path) -> None:
     rendered = tmp_path / "rendered.yaml"
-    rendered.write_text(yaml.safe_dump_all(render(helm_bin, example)))
+    done = run([str(helm_bin), "template", "m", str(CHART), "-n", "metalake", "-f", str(EXAMPLES[example])])
+    rendered.write_text(done.stdout)
     done = run([str(checks_venv() / "kubernetes-validate"), "--strict", "-k", KUBERNETES, str(rendered)])
     assert done.returncode == 0, done.stdout + done.stderr
     assert "INFO" in done.stdout  # it validated something (one INFO line per valid object)
@@ -126,14 +126,16 @@ def test_secrets_are_files_that_are_mounted_and_settings_exist(pooled: list[dict
             if not key.startswith("METALAKE_"):
                 continue
             if is_setting(key):
-                # The one secret in the environment: the MongoDB URI, from a Secret (mongo.uri is no SecretStr).
-                assert isinstance(value, str) or key == "METALAKE_MONGO__URI", key
-            else:  # a secret setting's file (metalake/secret_files.py), which must be mounted
-                assert key.endswith("_FILE") and is_setting(key.removesuffix("_FILE")), key
+                assert not is_setting(key, secret=True), f"{key}: a secret in the environment"
+                # From a Secret, not secrets: the MongoDB URI (mongo.uri is no SecretStr) and the SCRAM user's name.
+                assert isinstance(value, str) or key in ("METALAKE_MONGO__URI", "METALAKE_KAFKA__SASL_USERNAME"), key
+            else:  # a secret setting's file (METALAKE_<SETTING>_FILE: only secret settings take one), mounted
+                assert key.endswith("_FILE") and is_setting(key.removesuffix("_FILE"), secret=True), key
                 assert any(value.startswith(m + "/") for m in mounts), (name, key)
         kafka_items = {v["name"]: v for v in spec["volumes"]}["kafka"]["secret"]["items"]
         principal = "lake" if name.endswith("lake-worker") else name.removeprefix("metalake-pooled-")
-        assert [i["key"] for i in kafka_items] == [f"{principal}-username", f"{principal}-password"]
+        assert [i["key"] for i in kafka_items] == [f"{principal}-password"]
+        assert env_of(c)["METALAKE_KAFKA__SASL_USERNAME"]["secretKeyRef"]["key"] == f"{principal}-username"
 
 
 def _model_of(annotation: Any) -> type[BaseModel] | None:
@@ -141,8 +143,13 @@ def _model_of(annotation: Any) -> type[BaseModel] | None:
     return next((a for a in candidates if isinstance(a, type) and issubclass(a, BaseModel)), None)
 
 
-def is_setting(variable: str) -> bool:
-    """Whether METALAKE_A__B__C names a setting (pydantic would ignore a misspelt variable silently)."""
+def _holds_secret(annotation: Any) -> bool:
+    return annotation is SecretStr or any(_holds_secret(a) for a in getattr(annotation, "__args__", ()))
+
+
+def is_setting(variable: str, *, secret: bool = False) -> bool:
+    """Whether METALAKE_A__B__C names a setting (pydantic would ignore a misspelt variable silently); with ``secret``,
+    a secret one (``SecretStr``, alone or in a list or dict)."""
     model: type[BaseModel] = Settings
     parts = variable.removeprefix("METALAKE_").lower().split("__")
     for i, part in enumerate(parts):
@@ -151,7 +158,7 @@ def is_setting(variable: str) -> bool:
             return False
         nested = _model_of(field.annotation)
         if nested is None:
-            return i == len(parts) - 1
+            return i == len(parts) - 1 and (not secret or _holds_secret(field.annotation))
         model = nested
     return False  # a section, not a setting
 
@@ -171,7 +178,7 @@ def test_the_driver_listens_on_the_fixed_ports_of_its_headless_service(pooled: l
     assert conf["spark.kubernetes.driver.pod.name"] == "$(POD_NAME)"  # Kubernetes substitutes it: POD_NAME comes first
     assert list(env).index("POD_NAME") < list(env).index("METALAKE_SPARK__CONF")
     assert conf["spark.kubernetes.container.image"] == f"localhost/metalake-stream:{VERSION}"
-    executor = yaml.safe_load(of_kind(pooled, "ConfigMap")["metalake-pooled-stream-executor"]["data"]["executor.yaml"])
+    (executor,) = load_yaml(of_kind(pooled, "ConfigMap")["metalake-pooled-stream-executor"]["data"]["executor.yaml"])
     assert executor["spec"]["securityContext"]["runAsNonRoot"] is True
     deployment = of_kind(pooled, "Deployment")["metalake-pooled-stream"]
     assert deployment["spec"]["strategy"] == {"type": "Recreate"} and deployment["spec"]["replicas"] == 1

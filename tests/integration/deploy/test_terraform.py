@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from deploy_tools import CHART, TERRAFORM, checks_venv, run
+from deploy_tools import CHART, TERRAFORM, checks_venv, load_yaml, run
 
 PARSE = """
 import json, sys, hcl2
@@ -75,9 +74,9 @@ def test_roles_exist_only_for_processes_that_reach_the_lake(parsed: dict[str, An
     assert access["connect"]["actions"] == ["s3:GetObject", "s3:PutObject"]  # audit appends, never a delete
     assert all("/*/audit/*" in o for o in access["connect"]["objects"])
     # The chart's example gives each role to the process of the same name.
-    roles = yaml.safe_load((CHART / "examples" / "pooled.yaml").read_text())["serviceAccounts"]["roleArns"]
+    roles = load_yaml((CHART / "examples" / "pooled.yaml").read_text())[0]["serviceAccounts"]["roleArns"]
     assert set(roles) == set(access)
-    processes = yaml.safe_load((CHART / "values.yaml").read_text())["processes"]
+    processes = load_yaml((CHART / "values.yaml").read_text())[0]["processes"]
     assert set(access) - {"stream"} <= set(processes)
 
 
@@ -92,7 +91,10 @@ def test_a_dedicated_tenants_role_reaches_its_own_folder_only(parsed: dict[str, 
 def test_the_lake_bucket_is_private_encrypted_and_expires_vacuumed_files(parsed: dict[str, Any]) -> None:
     resources = {k: v for block in parsed["modules/s3-lake/main.tf"]["resource"] for k, v in block.items()}
     block = resources["aws_s3_bucket_public_access_block"]["lake"]
-    assert all(block[k] == [True] for k in ("block_public_acls", "block_public_policy", "ignore_public_acls", "restrict_public_buckets"))
+    assert all(
+        block[k] == [True]
+        for k in ("block_public_acls", "block_public_policy", "ignore_public_acls", "restrict_public_buckets")
+    )
     sse = json.dumps(resources["aws_s3_bucket_server_side_encryption_configuration"])
     assert '"aws:kms"' in sse
     rule = resources["aws_s3_bucket_lifecycle_configuration"]["lake"]["rule"][0]

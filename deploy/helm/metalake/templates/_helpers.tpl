@@ -41,8 +41,8 @@ app.kubernetes.io/component: {{ .name }}
 {{- $principal := include "metalake.kafkaPrincipal" . -}}
 - name: METALAKE_MONGO__URI
   valueFrom: {secretKeyRef: {name: {{ $v.mongo.uriSecret.name }}, key: {{ $v.mongo.uriSecret.key }}}}
-- name: METALAKE_KAFKA__SASL_USERNAME_FILE
-  value: /var/run/metalake/kafka/username
+- name: METALAKE_KAFKA__SASL_USERNAME
+  valueFrom: {secretKeyRef: {name: {{ $v.kafka.credentialsSecret }}, key: {{ $principal }}-username}}
 - name: METALAKE_KAFKA__SASL_PASSWORD_FILE
   value: /var/run/metalake/kafka/password
 {{- if .trino }}
@@ -74,7 +74,6 @@ app.kubernetes.io/component: {{ .name }}
     secretName: {{ $v.kafka.credentialsSecret }}
     defaultMode: 0400
     items:
-      - {key: {{ $principal }}-username, path: username}
       - {key: {{ $principal }}-password, path: password}
 {{- if $v.kafka.caSecret }}
 - name: kafka-ca
