@@ -63,7 +63,8 @@ app.kubernetes.io/component: {{ .name }}
 {{- end }}
 {{- end -}}
 
-{{/* Volumes of a process: its secrets (each only the keys it needs), a writable /tmp, shared claims. */}}
+{{/* Volumes of a process: its secrets (each only the keys it needs; 0440: root owns the files, the pod reads them
+   through its fsGroup), a writable /tmp, shared claims. */}}
 {{- define "metalake.volumes" -}}
 {{- $v := .root.Values -}}
 {{- $principal := include "metalake.kafkaPrincipal" . -}}
@@ -72,7 +73,7 @@ app.kubernetes.io/component: {{ .name }}
 - name: kafka
   secret:
     secretName: {{ $v.kafka.credentialsSecret }}
-    defaultMode: 0400
+    defaultMode: 0440
     items:
       - {key: {{ $principal }}-password, path: password}
 {{- if $v.kafka.caSecret }}
@@ -89,16 +90,16 @@ app.kubernetes.io/component: {{ .name }}
 - name: trino
   secret:
     secretName: {{ $v.trino.passwordsSecret }}
-    defaultMode: 0400
+    defaultMode: 0440
     items: [{key: {{ .name }}, path: passwords.json}]
 {{- end }}
 {{- if has .name (list "api" "connect" "outbound" "lake-worker") }}
 - name: keys
-  secret: {secretName: {{ $v.keys.secret }}, defaultMode: 0400}
+  secret: {secretName: {{ $v.keys.secret }}, defaultMode: 0440}
 {{- end }}
 {{- if $v.lake.s3.credentialsSecret }}
 - name: s3
-  secret: {secretName: {{ $v.lake.s3.credentialsSecret }}, defaultMode: 0400}
+  secret: {secretName: {{ $v.lake.s3.credentialsSecret }}, defaultMode: 0440}
 {{- end }}
 {{- if .rules }}
 - name: rules
