@@ -18,7 +18,9 @@ variable "dedicated_tenants" {
   default = []
 }
 
-# Sizes: docs/cost.md's pooled example (`metalake cost --tenants 50 --events-per-day 20000000 --assets 5000000`).
+# Sizes: what docs/cost.md's model gives for 50 tenants, 20 M events a day, 5 M assets
+# (`metalake cost --tenants 50 --events-per-day 20000000 --assets 5000000`, prices of 2026-11-29: 2,009 USD/month).
+# The trino group holds the coordinator (m6i.xlarge in the model) and one worker (m6i.2xlarge).
 variable "node_groups" {
   type = map(object({
     instance_type = string
@@ -30,15 +32,15 @@ variable "node_groups" {
     taint         = bool
   }))
   default = {
-    processes = { instance_type = "m7i.large", min = 2, desired = 3, max = 6, disk_gb = 50, spot = false, taint = false }
-    spark     = { instance_type = "r7i.xlarge", min = 1, desired = 2, max = 6, disk_gb = 100, spot = false, taint = true }
-    trino     = { instance_type = "r7i.2xlarge", min = 1, desired = 2, max = 4, disk_gb = 100, spot = false, taint = true }
+    processes = { instance_type = "m6i.xlarge", min = 2, desired = 2, max = 6, disk_gb = 50, spot = false, taint = false }
+    spark     = { instance_type = "m6i.xlarge", min = 1, desired = 1, max = 6, disk_gb = 100, spot = false, taint = true }
+    trino     = { instance_type = "m6i.2xlarge", min = 2, desired = 2, max = 4, disk_gb = 100, spot = false, taint = true }
   }
 }
 
 variable "msk_broker_instance_type" {
   type    = string
-  default = "kafka.m7g.large"
+  default = "kafka.m5.large"
 }
 
 variable "documentdb_instance_class" {
@@ -48,5 +50,5 @@ variable "documentdb_instance_class" {
 
 variable "trino_workers" {
   type    = number
-  default = 2
+  default = 1
 }

@@ -26,7 +26,7 @@ variable "public_access_cidrs" {
 }
 
 variable "node_groups" {
-  description = "Managed node groups. The defaults are the pooled platform of docs/cost.md's example (`metalake cost --tenants 50 --events-per-day 20000000 --assets 5000000`); run the command with your figures and copy its node counts here."
+  description = "Managed node groups. The defaults are what docs/cost.md's model gives for 50 tenants, 20 M events a day and 5 M assets (`metalake cost --tenants 50 --events-per-day 20000000 --assets 5000000`); run the command with your figures and copy its node counts here."
   type = map(object({
     instance_type = string
     min           = number
@@ -37,9 +37,9 @@ variable "node_groups" {
     taint         = bool
   }))
   default = {
-    processes = { instance_type = "m7i.large", min = 2, desired = 3, max = 6, disk_gb = 50, spot = false, taint = false }
-    spark     = { instance_type = "r7i.xlarge", min = 1, desired = 2, max = 6, disk_gb = 100, spot = false, taint = true }
-    trino     = { instance_type = "r7i.2xlarge", min = 1, desired = 2, max = 4, disk_gb = 100, spot = false, taint = true }
+    processes = { instance_type = "m6i.xlarge", min = 2, desired = 2, max = 6, disk_gb = 50, spot = false, taint = false }
+    spark     = { instance_type = "m6i.xlarge", min = 1, desired = 1, max = 6, disk_gb = 100, spot = false, taint = true }
+    trino     = { instance_type = "m6i.2xlarge", min = 2, desired = 2, max = 4, disk_gb = 100, spot = false, taint = true }
   }
 }
 

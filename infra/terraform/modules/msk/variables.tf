@@ -23,13 +23,14 @@ variable "kafka_version" {
 
 variable "broker_instance_type" {
   type        = string
-  default     = "kafka.m7g.large"
-  description = "Sized by docs/cost.md (`metalake cost`): a kafka.m7g.large takes the pooled platform to tens of millions of events a day."
+  default     = "kafka.m5.large"
+  description = "Sized by docs/cost.md (`metalake cost`): three kafka.m5.large, one per zone, and three more per 30 MB/s of producer traffic at the peak."
 }
 
 variable "broker_volume_gb" {
-  type    = number
-  default = 500
+  type        = number
+  default     = 150
+  description = "Per broker: docs/cost.md's 420 GB (7 days of 20 M events a day of ~1 KB, 3 replicas) over three brokers, rounded up."
 }
 
 variable "kms_key_arn" {

@@ -56,7 +56,7 @@ variable "trino_version" {
 
 variable "workers" {
   type        = number
-  default     = 2
+  default     = 1
   description = "Sized by docs/cost.md: Trino cores per query rate."
 }
 
