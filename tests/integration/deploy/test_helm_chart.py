@@ -6,6 +6,7 @@ exist, the streaming driver's fixed ports behind a headless service. No cluster 
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -203,3 +204,23 @@ def test_every_pod_runs_as_non_root_with_a_read_only_root(pooled: list[dict[str,
         assert spec["securityContext"]["runAsNonRoot"] is True, name
         assert c["securityContext"]["readOnlyRootFilesystem"] is True, name
         assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}, name
+
+
+def _terraform_lines(local: str) -> list[str]:
+    """The quoted lines of a list in infra/terraform/modules/trino/main.tf's locals, AWS values of the example in."""
+    text = (ROOT / "infra" / "terraform" / "modules" / "trino" / "main.tf").read_text()
+    block = re.search(local + r' = (?:join\("\\n", )?\[\n(.*?)\n  \]', text, re.S)
+    assert block, local
+    lines = re.findall(r'^\s+"(.*)",$', block.group(1), re.M)
+    example = {"${var.bucket}": "acme-metalake-lake", "${local.root}": "lake", "${var.region}": "eu-west-1"}
+    example['${trimsuffix(var.api_issuer, "/")}'] = example["${var.api_issuer}"] = "https://metalake.example.com"
+    for name, value in example.items():
+        lines = [line.replace(name, value) for line in lines]
+    return lines
+
+
+def test_the_trino_module_configures_trino_as_the_chart_renders_it(pooled: list[dict[str, Any]]) -> None:
+    data = of_kind(pooled, "ConfigMap")["metalake-pooled-trino-config"]["data"]
+    assert _terraform_lines("lake_catalog") == data["lake.properties"].splitlines()
+    assert _terraform_lines("coordinator_properties") == data["jwt.properties"].splitlines()
+    assert _terraform_lines("access_control") == data["access-control.properties"].splitlines()

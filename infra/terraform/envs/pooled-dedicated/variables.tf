@@ -55,3 +55,14 @@ variable "trino_workers" {
   type    = number
   default = 1
 }
+
+variable "api_issuer" {
+  type        = string
+  description = "The public URL of metalake's API (the chart's api.issuer)."
+}
+
+variable "msk_enforce_acls" {
+  type        = bool
+  default     = true
+  description = "false for the first apply: `metalake kafka acls --apply` as metalake-admin, then true (docs/deploy.md#aws)."
+}

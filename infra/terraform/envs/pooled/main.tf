@@ -5,10 +5,11 @@
 terraform {
   required_version = ">= 1.6"
   required_providers {
-    aws    = { source = "hashicorp/aws", version = ">= 5.60" }
-    helm   = { source = "hashicorp/helm", version = ">= 2.12" }
-    random = { source = "hashicorp/random", version = ">= 3.5" }
-    tls    = { source = "hashicorp/tls", version = ">= 4.0" }
+    aws        = { source = "hashicorp/aws", version = ">= 5.60" }
+    helm       = { source = "hashicorp/helm", version = ">= 2.12" }
+    random     = { source = "hashicorp/random", version = ">= 3.5" }
+    tls        = { source = "hashicorp/tls", version = ">= 4.0" }
+    kubernetes = { source = "hashicorp/kubernetes", version = ">= 2.30" }
   }
 }
 
@@ -28,6 +29,16 @@ provider "helm" {
       command     = "aws"
       args        = ["eks", "get-token", "--cluster-name", module.eks.cluster_name, "--region", var.region]
     }
+  }
+}
+
+provider "kubernetes" {
+  host                   = module.eks.cluster_endpoint
+  cluster_ca_certificate = base64decode(module.eks.cluster_ca)
+  exec {
+    api_version = "client.authentication.k8s.io/v1beta1"
+    command     = "aws"
+    args        = ["eks", "get-token", "--cluster-name", module.eks.cluster_name, "--region", var.region]
   }
 }
 
@@ -62,6 +73,7 @@ module "msk" {
   client_security_group_id = module.eks.node_security_group_id
   kms_key_arn              = module.kms.key_arn
   broker_instance_type     = var.msk_broker_instance_type
+  enforce_acls             = var.msk_enforce_acls
 }
 
 module "lake" {
@@ -99,6 +111,7 @@ module "trino" {
   kms_key_arn       = module.kms.key_arn
   oidc_provider_arn = module.eks.oidc_provider_arn
   oidc_issuer       = module.eks.oidc_issuer
+  api_issuer        = var.api_issuer
   workers           = var.trino_workers
 }
 

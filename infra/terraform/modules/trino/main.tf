@@ -1,13 +1,15 @@
 # Trino on EKS (the trinodb/trino chart) on the tainted `trino` node group, reading the lake through its native S3
-# file system with a role of its own (IRSA: read everything under the lake root, write only the file metastore), its
-# `lake` catalog, JWT and access-control lines taken from metalake's chart (ConfigMap <release>-trino-config,
-# deploy/helm/metalake/templates/trino-config.yaml) and the access processor's rules file from the shared EFS claim.
+# file system with a role of its own (IRSA: read everything under the lake root, write only the file metastore). Its
+# `lake` catalog, JWT and access-control lines are the ones metalake's chart renders into <release>-trino-config
+# (deploy/helm/metalake/templates/trino-config.yaml; tests/integration/deploy checks that both say the same), and the
+# access processor's rules file comes from the shared EFS claim.
 
 terraform {
   required_version = ">= 1.6"
   required_providers {
-    aws  = { source = "hashicorp/aws", version = ">= 5.60" }
-    helm = { source = "hashicorp/helm", version = ">= 2.12" }
+    aws        = { source = "hashicorp/aws", version = ">= 5.60" }
+    helm       = { source = "hashicorp/helm", version = ">= 2.12" }
+    kubernetes = { source = "hashicorp/kubernetes", version = ">= 2.30" }
   }
 }
 
@@ -15,6 +17,38 @@ locals {
   bucket_arn = "arn:aws:s3:::${var.bucket}"
   root       = trim(var.prefix, "/")
   oidc_host  = replace(var.oidc_issuer, "https://", "")
+  lake_catalog = join("\n", [
+    "connector.name=delta_lake",
+    "hive.metastore=file",
+    "hive.metastore.catalog.dir=s3://${var.bucket}/${local.root}/_trino_metastore",
+    "fs.native-s3.enabled=true",
+    "s3.region=${var.region}",
+    "s3.path-style-access=false",
+    "delta.register-table-procedure.enabled=true",
+    "delta.enable-non-concurrent-writes=true",
+  ])
+  coordinator_properties = [
+    "http-server.authentication.type=PASSWORD,JWT",
+    "http-server.authentication.jwt.key-file=${trimsuffix(var.api_issuer, "/")}/.well-known/jwks.json",
+    "http-server.authentication.jwt.required-issuer=${var.api_issuer}",
+    "http-server.authentication.jwt.required-audience=metalake-api",
+    "http-server.authentication.jwt.principal-field=trino_user",
+    "access-control.config-files=/etc/trino/metalake/access-control.properties",
+  ]
+  access_control = join("\n", [
+    "access-control.name=file",
+    "security.config-file=/var/lib/metalake/trino-rules/rules.json",
+    "security.refresh-period=1s",
+  ])
+}
+
+resource "kubernetes_config_map" "metalake" {
+  metadata {
+    name      = "metalake-access-control"
+    namespace = var.namespace
+  }
+  data       = { "access-control.properties" = local.access_control }
+  depends_on = [helm_release.trino]
 }
 
 data "aws_iam_policy_document" "assume" {
@@ -96,11 +130,13 @@ resource "helm_release" "trino" {
       workers = var.workers
       config  = { https = { enabled = true, port = 8443, keystore = { path = "/etc/trino/tls/keystore.pem" } } }
     }
+    additionalCatalogs = { lake = local.lake_catalog }
     coordinator = {
-      tolerations  = [{ key = "metalake.io/pool", value = "trino", effect = "NoSchedule" }]
-      nodeSelector = { "metalake.io/pool" = "trino" }
+      tolerations                = [{ key = "metalake.io/pool", value = "trino", effect = "NoSchedule" }]
+      nodeSelector               = { "metalake.io/pool" = "trino" }
+      additionalConfigProperties = local.coordinator_properties
       additionalVolumes = [
-        { name = "metalake", configMap = { name = "${var.metalake_release}-trino-config" } },
+        { name = "metalake", configMap = { name = "metalake-access-control" } },
         { name = "rules", persistentVolumeClaim = { claimName = var.rules_claim } },
       ]
       additionalVolumeMounts = [

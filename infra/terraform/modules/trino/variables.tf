@@ -32,10 +32,9 @@ variable "namespace" {
   default = "trino"
 }
 
-variable "metalake_release" {
+variable "api_issuer" {
   type        = string
-  default     = "metalake"
-  description = "The metalake release whose ConfigMap <release>-trino-config holds the catalog, JWT and access-control lines (it must be in Trino's namespace, or copied there)."
+  description = "metalake's API issuer (the chart's api.issuer): Trino checks tenants' tokens against its JWKS."
 }
 
 variable "rules_claim" {
