@@ -64,3 +64,8 @@ def load_yaml(text: str) -> list[Any]:
     assert done.returncode == 0, done.stderr
     documents: list[Any] = json.loads(done.stdout)
     return documents
+
+
+def tofu() -> Path:
+    _fetch("tofu.sh")
+    return stack_dir() / "cache" / "tofu" / "tofu"
