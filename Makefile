@@ -2,7 +2,7 @@
 VENV ?= .stack/venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test bootstrap prebuild lint unit unit-py integration up down status
+.PHONY: demo test bootstrap prebuild lint unit unit-py integration deploy-checks up down status
 
 demo: bootstrap ## Install everything, start the stack, the streaming job, the API, the processors and the connector worker, run the demo
 	$(BIN)/metalake stack up --with-processors
@@ -33,6 +33,9 @@ unit-py: ## The unit tests under another supported Python (3.11-3.14) in .stack/
 
 integration:
 	$(BIN)/pytest tests/integration
+
+deploy-checks: bootstrap ## The Helm chart's and the Terraform's offline checks alone (part of integration; builds helm once)
+	$(BIN)/pytest tests/integration/deploy
 
 up:
 	$(BIN)/metalake stack up --with-job

@@ -1,7 +1,9 @@
 """The few S3 calls metalake makes itself (the engines bring their own clients): is the lake's bucket there
 (health checks), create it (the local stack), list a prefix and delete every object under it (``metalake lake
 drop``, tenant discovery). Requests are signed with AWS Signature Version 4 by the standard library, so no
-deployable needs an AWS SDK for them. Errors name the status and the bucket, never a credential."""
+deployable needs an AWS SDK for them: with the settings' key pair, else with AWS's default credential chain
+(:mod:`metalake.aws_credentials`: web identity, container, instance profile). Errors name the status and the bucket,
+never a credential."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from datetime import UTC, datetime
 
 from pydantic import SecretStr
 
+from metalake.aws_credentials import AwsCredentials, CredentialsError, DefaultCredentialChain, default_chain
 from metalake.settings import LakeS3Settings, Settings
 
 _EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
@@ -41,19 +44,33 @@ def _hmac(key: bytes, text: str) -> bytes:
 
 @dataclass(frozen=True)
 class S3Client:
+    """A key pair signs every request; without one, ``chain`` gives them (temporary ones, with a session token)."""
+
     endpoint: str
     region: str
-    access_key_id: SecretStr
-    secret_access_key: SecretStr
+    access_key_id: SecretStr | None
+    secret_access_key: SecretStr | None
     path_style: bool = True
     timeout_s: float = 5.0
+    chain: DefaultCredentialChain | None = None
 
     @classmethod
     def from_settings(cls, s3: LakeS3Settings, timeout_s: float = 5.0) -> S3Client:
-        if s3.access_key_id is None or s3.secret_access_key is None:
-            raise S3Error("lake.s3.access_key_id and lake.s3.secret_access_key are unset", 0)
+        """The settings' key pair if both halves are set, else the process's default AWS credential chain."""
         endpoint = s3.endpoint or f"https://s3.{s3.region}.amazonaws.com"
-        return cls(endpoint, s3.region, s3.access_key_id, s3.secret_access_key, s3.path_style, timeout_s)
+        if s3.access_key_id is not None and s3.secret_access_key is not None:
+            return cls(endpoint, s3.region, s3.access_key_id, s3.secret_access_key, s3.path_style, timeout_s)
+        return cls(endpoint, s3.region, None, None, s3.path_style, timeout_s, default_chain(s3.region))
+
+    def credentials(self) -> AwsCredentials:
+        if self.access_key_id is not None and self.secret_access_key is not None:
+            return AwsCredentials(self.access_key_id, self.secret_access_key)
+        if self.chain is None:
+            raise S3Error("no S3 credentials: neither a key pair nor a credential chain", 0)
+        try:
+            return self.chain.get()
+        except CredentialsError as e:
+            raise S3Error(str(e), 0) from None
 
     def _url(self, bucket: str) -> tuple[str, str, str]:
         """(url, host header, canonical path) of the bucket's root, or of the service (``bucket`` empty)."""
@@ -76,7 +93,10 @@ class S3Client:
         """SigV4 headers of a request to ``path`` with ``query`` and a body hashing to ``payload_sha256``."""
         amz_date = now.strftime("%Y%m%dT%H%M%SZ")
         day = amz_date[:8]
+        creds = self.credentials()
         headers = {"host": host, "x-amz-content-sha256": payload_sha256, "x-amz-date": amz_date}
+        if creds.session_token is not None:
+            headers["x-amz-security-token"] = creds.session_token.get_secret_value()
         names = ";".join(sorted(headers))
         canonical = "\n".join(
             [
@@ -90,12 +110,12 @@ class S3Client:
         )
         scope = f"{day}/{self.region}/s3/aws4_request"
         to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()])
-        key = _hmac(("AWS4" + self.secret_access_key.get_secret_value()).encode(), day)
+        key = _hmac(("AWS4" + creds.secret_access_key.get_secret_value()).encode(), day)
         for part in (self.region, "s3", "aws4_request"):
             key = _hmac(key, part)
         signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
         headers["authorization"] = (
-            f"AWS4-HMAC-SHA256 Credential={self.access_key_id.get_secret_value()}/{scope}, "
+            f"AWS4-HMAC-SHA256 Credential={creds.access_key_id.get_secret_value()}/{scope}, "
             f"SignedHeaders={names}, Signature={signature}"
         )
         return headers

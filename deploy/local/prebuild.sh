@@ -1,15 +1,28 @@
 #!/usr/bin/env bash
-# Starts the local stack's one slow build from source, SeaweedFS (6 to 10 minutes of both cores from a fresh
-# checkout: a 2.8 GB module cache and a very large Go program), in the background at the lowest CPU priority, so that
-# on a fresh clone it overlaps lint and the unit tests instead of holding the first integration test that needs it.
-# seaweedfs.sh takes a lock: the stack's own fetch of the service waits for this build, then finds it cached.
+# Starts the slow builds in the background at the lowest CPU priority, so that on a fresh clone they overlap lint and
+# the unit tests instead of holding the first integration test that needs them: the local stack's SeaweedFS (6 to 10
+# minutes of both cores from a fresh checkout: a 2.8 GB module cache and a very large Go program), and helm, the
+# deployment checks' venv and OpenTofu (tests/integration/deploy, test_terraform_fmt.py). Each script takes a lock:
+# its consumer (the stack's fetch of the service, the deployment checks) waits for the build, then finds it cached.
 # Returns at once; does nothing when the build is cached or Go is missing (the stack's fetch then says why).
 set -euo pipefail
 REPO_DIR=$(cd "$(dirname "$0")/../.." && pwd)
 STACK_DIR="${METALAKE_STACK__DIR:-$REPO_DIR/.stack}"
+mkdir -p "$STACK_DIR/logs"
+# The deployment artifacts' check tools (tests/integration/deploy, test_terraform_fmt.py): helm from the Go module
+# proxy, the checkov and kubernetes-validate venv, then OpenTofu, one after the other (about 4 and 7 CPU-minutes for
+# the two builds, cached afterwards).
+if [ ! -f "$STACK_DIR/cache/helm/.ready" ] || [ ! -f "$STACK_DIR/cache/deploy-checks/.ready" ] \
+  || [ ! -f "$STACK_DIR/cache/tofu/.ready" ]; then
+  log="$STACK_DIR/logs/fetch-deploy-checks.log"
+  STACK_DIR="$STACK_DIR" REPO_DIR="$REPO_DIR" nohup nice -n 19 bash -c \
+    'if command -v go >/dev/null 2>&1; then bash "$REPO_DIR/deploy/local/fetch/helm.sh"; fi
+     bash "$REPO_DIR/deploy/local/fetch/deploy-checks.sh"
+     if command -v go >/dev/null 2>&1; then bash "$REPO_DIR/deploy/local/fetch/tofu.sh"; fi' >>"$log" 2>&1 </dev/null &
+  echo "[prebuild] building helm, the deployment checks' venv and OpenTofu in the background, at low priority (log: $log)"
+fi
 command -v go >/dev/null 2>&1 || exit 0
 [ -f "$STACK_DIR/cache/seaweedfs/.ready" ] && exit 0
-mkdir -p "$STACK_DIR/logs"
 log="$STACK_DIR/logs/fetch-seaweedfs.log"
 STACK_DIR="$STACK_DIR" REPO_DIR="$REPO_DIR" nohup nice -n 19 bash "$REPO_DIR/deploy/local/fetch/seaweedfs.sh" \
   >>"$log" 2>&1 </dev/null &

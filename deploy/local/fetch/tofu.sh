@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Builds OpenTofu's `tofu` from the Go module proxy, for the Terraform's offline formatting check
+# (tests/integration/deploy: `tofu fmt -check`). Its go.mod has replace directives (OpenTofu's fork of hcl), so
+# `go install module@version` refuses it: the module is downloaded into the stack's module cache and built there as
+# the main module (docs/deploy.md). Started in the background by deploy/local/prebuild.sh after helm; the check runs
+# it too, and waits on its lock.
+source "$(dirname "$0")/common.sh"
+MODULE=github.com/opentofu/opentofu
+PIN=v1.12.6
+need go "install Go 1.26.6 or newer"
+VERSION="$PIN-$(go env GOVERSION)"
+DEST="$CACHE_DIR/tofu"
+ready "$DEST/.ready" "$VERSION" && { echo "tofu: cached"; exit 0; }
+mkdir -p "$DEST"
+need flock "install util-linux"
+exec 9>"$DEST/.lock"
+flock 9
+ready "$DEST/.ready" "$VERSION" && { echo "tofu: cached"; exit 0; }
+export GOMODCACHE="$CACHE_DIR/gomod" GOCACHE="$CACHE_DIR/gobuild" GOFLAGS=-modcacherw
+echo "tofu: building $MODULE@$PIN with $(go env GOVERSION)"
+SRC=$(go mod download -json "$MODULE@$PIN" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+[ -n "$SRC" ] && [ -f "$SRC/go.mod" ] || die "tofu: $MODULE@$PIN could not be downloaded"
+started=$(date +%s)
+(cd "$SRC" && go build -trimpath -ldflags "-s -w" -o "$DEST/tofu.tmp" ./cmd/tofu)
+mv "$DEST/tofu.tmp" "$DEST/tofu"
+echo "$VERSION" > "$DEST/.ready"
+echo "tofu: built $DEST/tofu in $(( $(date +%s) - started ))s"

@@ -1,0 +1,3 @@
+output "role_arn" {
+  value = aws_iam_role.trino.arn
+}
