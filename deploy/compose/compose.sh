@@ -9,7 +9,7 @@
 #   bash deploy/compose/compose.sh down    stop and remove the containers (the state folder and its data stay)
 #
 # Environment: METALAKE_COMPOSE_STATE (default deploy/compose/.state), METALAKE_COMPOSE_PORTS (default | block29),
-# PODMAN_COMPOSE (default: podman-compose on PATH), PYTHON (default .stack/venv/bin/python: metalake installed),
+# PODMAN_COMPOSE (default: podman-compose 1.6.0 installed into deploy/compose/.venv), PYTHON (default .stack/venv/bin/python: metalake installed),
 # METALAKE_COMPOSE_TIMEOUT (seconds, default 900).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -17,11 +17,20 @@ REPO="$(cd "$HERE/../.." && pwd)"
 STATE="${METALAKE_COMPOSE_STATE:-$HERE/.state}"
 PORTS="${METALAKE_COMPOSE_PORTS:-default}"
 PYTHON="${PYTHON:-$REPO/.stack/venv/bin/python}"
-PODMAN_COMPOSE="${PODMAN_COMPOSE:-podman-compose}"
+PODMAN_COMPOSE="${PODMAN_COMPOSE:-}"
 TIMEOUT="${METALAKE_COMPOSE_TIMEOUT:-900}"
 PROJECT=metalake
 export CONTAINERS_CONF="${CONTAINERS_CONF:-$REPO/deploy/images/containers.conf}"
 SERVICES=(postgres ferretdb kafka api connect trino stream lake-worker propagation outbound access)
+
+# podman-compose from PyPI, in a virtualenv of its own (pinned: the flags below are 1.6's).
+if [ -z "$PODMAN_COMPOSE" ]; then
+  PODMAN_COMPOSE="$HERE/.venv/bin/podman-compose"
+  if [ ! -x "$PODMAN_COMPOSE" ]; then
+    /usr/bin/python3 -m venv "$HERE/.venv"
+    "$HERE/.venv/bin/pip" install -q podman-compose==1.6.0
+  fi
+fi
 
 compose() {
   # No pod: host networking, and a pod's infra container would need a network of its own.

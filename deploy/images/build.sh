@@ -22,7 +22,11 @@ TARGETS=(api connect outbound propagation access stream lake-worker kafka trino 
 
 log() { echo "images: $*" >&2; }
 die() { log "error: $*"; exit 1; }
-command -v podman >/dev/null || die "podman is missing: apt-get install podman runc mmdebstrap (docs/deploy.md)"
+if ! command -v podman >/dev/null || ! command -v runc >/dev/null || ! command -v mmdebstrap >/dev/null; then
+  [ "$(id -u)" = 0 ] || die "podman, runc and mmdebstrap are needed: sudo apt-get install podman runc mmdebstrap"
+  log "installing podman, runc and mmdebstrap (Debian packages)"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman runc mmdebstrap >/dev/null
+fi
 
 base_image() {
   podman image exists "$BASE" && return
