@@ -2,7 +2,7 @@
 VENV ?= .stack/venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test bootstrap prebuild lint unit unit-py integration deploy-checks up down status
+.PHONY: demo test bootstrap prebuild lint unit unit-py integration deploy-checks up down status images compose-up compose-demo compose-down
 
 demo: bootstrap ## Install everything, start the stack, the streaming job, the API, the processors and the connector worker, run the demo
 	$(BIN)/metalake stack up --with-processors
@@ -45,3 +45,16 @@ down:
 
 status:
 	$(BIN)/metalake stack status
+
+# Containers (docs/deploy.md): not part of `make test`. Needs root here (podman with runc, Debian packages).
+images: ## Build every image with podman from a Debian base made here (deploy/images/build.sh)
+	bash deploy/images/build.sh
+
+compose-up: bootstrap ## One host with Compose: render deploy/compose/.state, start everything, wait until healthy
+	PYTHON=$(BIN)/python bash deploy/compose/compose.sh up
+
+compose-demo: ## metalake demo against the Compose deployment
+	PYTHON=$(BIN)/python bash deploy/compose/compose.sh demo
+
+compose-down:
+	bash deploy/compose/compose.sh down

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Annotated, Literal, TypeVar
 
 from pydantic import BaseModel, Field, PlainValidator, SecretStr, ValidationInfo, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from metalake.lake_uri import LakeRoot, S3Path, parse_lake_root
+from metalake.secret_files import SecretFilesSource
 
 
 class StackPorts(BaseModel):
@@ -834,6 +835,19 @@ class Settings(BaseSettings):
     dead_letters: DeadLetterSettings = DeadLetterSettings()
     enforcement: EnforcementSettings = EnforcementSettings()
     snowflake: SnowflakeMaskingSettings = SnowflakeMaskingSettings()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # A secret setting's ``METALAKE_<SETTING>_FILE`` (metalake.secret_files) after its variable, before the file.
+        files = SecretFilesSource(settings_cls)
+        return init_settings, env_settings, files, dotenv_settings, file_secret_settings
 
     @model_validator(mode="after")
     def _derive_addresses(self) -> Settings:

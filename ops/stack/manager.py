@@ -173,23 +173,7 @@ class StackManager:
         raise StackError(f"{name}: not healthy after {timeout:.0f}s ({reason}); stopped it. See {ctx.log_file(name)}")
 
     def _create_topics(self) -> None:
-        from control.connectors.offsets import topic_config
-        from metalake.kafka.admin import ensure_topic_config, ensure_topics
-
-        topics = [
-            *event_topics(),
-            CHANGES_TOPIC,
-            OUTBOUND_TESTS_TOPIC,
-            *(dlq_topic(s) for s in ("connectors", "outbound")),
-        ]
-        created = ensure_topics(self._ctx.settings, topics)
-        # The offsets topic's compaction bounds how long a record an erase superseded stays: set on a topic created
-        # before they were declared too.
-        offsets_config = topic_config(self._ctx.settings)
-        offsets = ensure_topics(self._ctx.settings, [CONNECT_OFFSETS_TOPIC], partitions=1, config=offsets_config)
-        if not offsets:
-            ensure_topic_config(self._ctx.settings, CONNECT_OFFSETS_TOPIC, offsets_config)
-        created += offsets
+        created = create_platform_topics(self._ctx.settings)
         if created:
             self._echo(f"{'kafka':11} created topics: {', '.join(created)}")
 
@@ -273,6 +257,28 @@ class StackManager:
     def log_path(self, name: str) -> Path:
         _check_known([name])
         return self._ctx.log_file(name)
+
+
+def create_platform_topics(settings: Settings) -> list[str]:
+    """The platform's own topics (events, changes, outbound tests, DLQs, connector offsets), created when missing;
+    returns those created. The local stack and a Compose deployment's init job (ops.compose) both run it."""
+    from control.connectors.offsets import topic_config
+    from metalake.kafka.admin import ensure_topic_config, ensure_topics
+
+    topics = [
+        *event_topics(),
+        CHANGES_TOPIC,
+        OUTBOUND_TESTS_TOPIC,
+        *(dlq_topic(s) for s in ("connectors", "outbound")),
+    ]
+    created = ensure_topics(settings, topics)
+    # The offsets topic's compaction bounds how long a record an erase superseded stays: set on a topic created
+    # before they were declared too.
+    offsets_config = topic_config(settings)
+    offsets = ensure_topics(settings, [CONNECT_OFFSETS_TOPIC], partitions=1, config=offsets_config)
+    if not offsets:
+        ensure_topic_config(settings, CONNECT_OFFSETS_TOPIC, offsets_config)
+    return created + offsets
 
 
 def _check_known(names: Sequence[str]) -> None:
