@@ -19,6 +19,7 @@ DEST="$CACHE_DIR/trino"
 CLI="$DEST/trino-cli-$TRINO_VERSION.jar"
 [ -f "$CLI" ] && ready "$DEST/.ready" "$VERSION" && { echo "trino: cached"; exit 0; }
 fetch_lock "$DEST"
+mkdir -p "$DEST"
 if [ ! -f "$CLI" ]; then
   echo "trino: downloading trino-cli $TRINO_VERSION"
   download "$MAVEN_CENTRAL/io/trino/trino-cli/$TRINO_VERSION/trino-cli-$TRINO_VERSION-executable.jar" "$CLI" trino-cli

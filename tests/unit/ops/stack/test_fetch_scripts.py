@@ -66,3 +66,43 @@ def test_a_download_is_checked_against_its_sha1(tmp_path: Path, good: bool) -> N
         assert done.returncode != 0
         assert "trino: checksum mismatch" in done.stderr
         assert not target.exists() and not Path(f"{target}.part").exists()
+
+
+def _publish(repo: Path, path: str, data: bytes) -> None:
+    """A file and its .sha1 in a Maven Central layout."""
+    file = repo / path
+    file.parent.mkdir(parents=True, exist_ok=True)
+    file.write_bytes(data)
+    Path(f"{file}.sha1").write_text(hashlib.sha1(data).hexdigest())  # noqa: S324 - Maven's checksum
+
+
+def test_trino_is_fetched_from_maven_central_and_thinned(tmp_path: Path) -> None:
+    import io
+    import tarfile
+
+    repo = tmp_path / "central"
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for member in ("lib/server.jar", "plugin/delta-lake/a.jar", "plugin/opa/b.jar", "plugin/hive/c.jar"):
+            data = member.encode()
+            info = tarfile.TarInfo(f"trino-server-476/{member}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    _publish(repo, "io/trino/trino-server/476/trino-server-476.tar.gz", buf.getvalue())
+    _publish(repo, "io/trino/trino-cli/476/trino-cli-476-executable.jar", b"cli")
+    script = Path(__file__).resolve().parents[4] / "deploy" / "local" / "fetch" / "trino.sh"
+    env = {
+        "STACK_DIR": str(tmp_path / "stack"),
+        "REPO_DIR": str(tmp_path),
+        "PATH": "/usr/bin:/bin:/usr/local/bin",
+        "METALAKE_MAVEN_CENTRAL": f"file://{repo}",
+    }
+    done = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, timeout=60, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    trino = tmp_path / "stack" / "cache" / "trino"
+    assert (trino / "trino-cli-476.jar").read_bytes() == b"cli"
+    assert sorted(p.name for p in (trino / "server" / "plugin").iterdir()) == ["delta-lake"]
+    assert sorted(p.name for p in (trino / "extra-plugins").iterdir()) == ["opa"]
+    assert not list(trino.glob("*.tar.gz*")) and (trino / ".ready").is_file()
+    again = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, timeout=60, check=False)
+    assert again.stdout.strip() == "trino: cached"
