@@ -164,3 +164,15 @@ def test_the_command_refuses_more_dedicated_than_tenants() -> None:
     )
     assert result.exit_code != 0
     assert "dedicated" in result.output
+
+
+def test_the_example_of_docs_cost_md_is_what_the_command_prints() -> None:
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "cost.md").read_text("utf-8")
+    command = doc.split("```bash\n", 1)[1].splitlines()[0].split()
+    assert command[0].endswith("metalake")
+    result = CliRunner().invoke(app, command[1:])
+    assert result.exit_code == 0, result.output
+    shown = doc.split("```text\n", 1)[1].split("```", 1)[0]
+    assert shown.strip() and all(line in result.output for line in shown.splitlines())
