@@ -2,18 +2,21 @@
 VENV ?= .stack/venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test bootstrap prebuild lint unit unit-py integration deploy-checks up down status images compose-up compose-demo compose-down
+.PHONY: demo test bootstrap prefetch prebuild lint unit unit-py integration deploy-checks up down status images compose-up compose-demo compose-down
 
-demo: bootstrap ## Install everything, start the stack, the streaming job, the API, the processors and the connector worker, run the demo
+demo: prefetch bootstrap ## Install everything, start the stack, the streaming job, the API, the processors and the connector worker, run the demo
 	$(BIN)/metalake stack up --with-processors
 	$(BIN)/metalake demo
 	@echo "The stack keeps running. Stop it with: $(BIN)/metalake stack down"
 
-test: bootstrap prebuild lint ## Install everything and run every test: unit, then integration on the real stack
+test: prefetch bootstrap prebuild lint ## Install everything and run every test: unit, then integration on the real stack
 	$(BIN)/pytest tests/unit tests/integration
 
 bootstrap:
 	bash deploy/local/bootstrap.sh
+
+prefetch: ## Fetch Kafka, Trino and FerretDB in the background (from a fresh clone they overlap the bootstrap)
+	bash deploy/local/prefetch.sh
 
 prebuild: ## Build SeaweedFS in the background at low priority (from a fresh clone it overlaps lint and unit tests)
 	bash deploy/local/prebuild.sh

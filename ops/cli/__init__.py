@@ -41,6 +41,7 @@ COMMANDS: dict[str, Entry] = {
     "dlq": Entry("ops.cli.dlq:app", "A tenant's dead letters through the admin API: list, show, replay."),
     "masking": Entry("ops.cli.masking:app", "PII masks for the customer's own engines: Snowflake masking policies."),
     "kafka": Entry("ops.cli.kafka:app", "The Kafka ACLs of metalake's processes: print them, apply them."),
+    "cost": Entry("ops.cli.cost:app", "What a platform costs on AWS each month, per component and per tenant."),
 }
 
 

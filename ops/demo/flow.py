@@ -168,9 +168,7 @@ def _publish(
             steps.echo(f"    {label:8} {e.data['urn']}  -> {d.topic}[{d.partition}]@{d.offset}")
 
         def edge_in_mongo() -> dict[str, Any] | None:
-            params = {"urn": catalog.pii_column, "direction": "downstream", "depth": 1}
-            view: dict[str, Any] = api.json("GET", f"/v1/tenants/{tenant}/assets/lineage", params=params)
-            return view if view["edges"] else None
+            return downstream_edges(api, tenant, catalog.pii_column)
 
         def asset_in_mongo() -> bool:
             path = f"/v1/tenants/{tenant}/assets"
@@ -181,6 +179,18 @@ def _publish(
         wait_for("assets in MongoDB (GET .../assets)", asset_in_mongo, timeout_s, "stream", steps.echo)
         wait_for("lineage edge in MongoDB (GET .../assets/lineage)", edge_in_mongo, timeout_s, "stream", steps.echo)
         steps.echo(f"    lineage: {catalog.pii_column} -> {catalog.downstream_column}")
+
+
+def downstream_edges(api: ApiClient, tenant: str, urn: str) -> dict[str, Any] | None:
+    """The asset's downstream lineage once it has an edge; None while it has none, or while the asset itself is not
+    in MongoDB yet (404): the demo waits for the downstream column, and the upstream one can arrive later (another
+    partition of the bulk topic)."""
+    params = {"urn": urn, "direction": "downstream", "depth": 1}
+    resp = api.call("GET", f"/v1/tenants/{tenant}/assets/lineage", params=params, expect=(200, 404))
+    if resp.status_code == 404:
+        return None
+    view: dict[str, Any] = resp.json()
+    return view if view["edges"] else None
 
 
 def _tags(api: ApiClient, tenant: str, urn: str, field: str, source: str | None = None) -> list[dict[str, Any]]:

@@ -16,6 +16,7 @@ from pydantic import SecretStr
 from metalake.java import JavaNotFound
 from metalake.settings import Settings
 from ops.stack import process
+from ops.stack.fetching import Fetches
 from ops.stack.health import port_free
 from ops.stack.services import SERVICES, Service, StackContext
 from ops.stack.services.base import ServiceError
@@ -101,11 +102,14 @@ class StackManager:
                 self._check_ports_free(service)
         # Before any service starts: the API reads its generated key from this file.
         self._write_env_file()
+        # Every download and build at once; the services still start one after the other, each once its own is done.
+        fetches = Fetches(self._ctx, self._echo)
+        fetches.start([s for s in selected if self._record(s) is None])
         for service in selected:
-            self._up_one(service)
+            self._up_one(service, fetches)
         self._echo(f"stack is up ({time.monotonic() - started:.1f}s); stop it with: metalake stack down")
 
-    def _up_one(self, service: Service) -> None:
+    def _up_one(self, service: Service, fetches: Fetches) -> None:
         ctx, name = self._ctx, service.name
         if self._record(service) is not None:
             reason = service.probe(ctx)
@@ -120,7 +124,7 @@ class StackManager:
         self._check_ports_free(service)
         t0 = time.monotonic()
         try:
-            service.fetch(ctx)
+            fetches.wait(service)
             service.prepare(ctx)
             argv = service.argv(ctx)
         except (ServiceError, JavaNotFound) as exc:

@@ -14,8 +14,66 @@ need() { command -v "$1" >/dev/null 2>&1 || die "'$1' is not installed; $2"; }
 # ready MARKER VERSION: true when MARKER records VERSION (the fetch was completed before).
 ready() { [ -f "$1" ] && [ "$(cat "$1")" = "$2" ]; }
 
+# Maven Central over plain HTTPS, for files fetched without Maven (the Trino server tarball, with progress).
+MAVEN_CENTRAL="${METALAKE_MAVEN_CENTRAL:-https://repo1.maven.org/maven2}"
+
 mvn_run() {
   need mvn "install Maven (apt-get install maven)"
-  # -B: no colour/progress noise in logs; a private local repository keeps everything under STACK_DIR.
-  mvn -B -q -Dstyle.color=never -s "$MVN_SETTINGS" -Dmaven.repo.local="$M2_REPO" "$@"
+  need flock "install util-linux"
+  # -B: no colour/progress noise in logs; a private local repository keeps everything under STACK_DIR. One Maven at a
+  # time on that repository (Maven 3.8 does not lock it; the stack fetches its services in parallel).
+  flock "$M2_REPO/.metalake-maven.lock" \
+    mvn -B -q -Dstyle.color=never -s "$MVN_SETTINGS" -Dmaven.repo.local="$M2_REPO" "$@"
+}
+
+# One fetch of a service at a time (the background prefetch of `make demo`, deploy/local/prefetch.sh, and the stack's
+# own fetch): hold the lock of DEST for the rest of the script. The caller checks its .ready marker again after it.
+fetch_lock() {
+  need flock "install util-linux"
+  mkdir -p "$(dirname "$1")"
+  exec 9>"$1.lock"
+  flock -n 9 || { echo "$(basename "$1"): another fetch is running; waiting for it"; flock 9; }
+}
+
+# every N NAME CMD...: run CMD, printing "NAME: still running (Ns)" every N seconds (what the stack shows as progress).
+every() {
+  local interval=$1 name=$2 started pid rc=0
+  shift 2
+  started=$(date +%s)
+  "$@" &
+  pid=$!
+  while ! wait_for "$pid" "$interval"; do
+    echo "$name: still running ($(( $(date +%s) - started ))s)"
+  done
+  wait "$pid" || rc=$?
+  return $rc
+}
+
+# wait_for PID SECONDS: true once PID has exited, false if it still runs after SECONDS.
+wait_for() {
+  local i
+  for (( i = 0; i < $2 * 10; i++ )); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
+  ! kill -0 "$1" 2>/dev/null
+}
+
+# download URL FILE NAME: fetch URL into FILE over HTTPS (Maven Central is a plain HTTPS repository), a progress line
+# every 5 s ("NAME: 412 of 821 MB (35s)"), then check the SHA-1 Maven Central publishes beside every file.
+download() {
+  local url=$1 file=$2 name=$3 total started pid rc=0
+  need curl "install curl (apt-get install curl)"
+  total=$(curl -fsSIL "$url" | tr -d '\r' | awk 'tolower($1) == "content-length:" {n = $2} END {print n + 0}')
+  started=$(date +%s)
+  curl -fsSL --retry 3 -o "$file.part" "$url" &
+  pid=$!
+  while ! wait_for "$pid" 5; do
+    echo "$name: $(( $(stat -c %s "$file.part" 2>/dev/null || echo 0) / 1000000 )) of $(( total / 1000000 )) MB ($(( $(date +%s) - started ))s)"
+  done
+  wait "$pid" || rc=$?
+  [ "$rc" = 0 ] || { rm -f "$file.part"; die "$name: download of $url failed (curl exit $rc)"; }
+  local want got
+  want=$(curl -fsSL "$url.sha1" | cut -c1-40) || die "$name: no checksum at $url.sha1"
+  got=$(sha1sum "$file.part" | cut -c1-40)
+  [ "$want" = "$got" ] || { rm -f "$file.part"; die "$name: checksum mismatch for $url ($got, expected $want)"; }
+  mv "$file.part" "$file"
+  echo "$name: downloaded $(( total / 1000000 )) MB in $(( $(date +%s) - started ))s"
 }

@@ -7,8 +7,10 @@ DEST="$CACHE_DIR/ferretdb"
 ready "$DEST/.ready" "$VERSION" && { echo "ferretdb: cached"; exit 0; }
 need go "install Go 1.24 or newer"
 mkdir -p "$DEST"
+fetch_lock "$DEST"
+ready "$DEST/.ready" "$VERSION" && { echo "ferretdb: cached"; exit 0; }
 export GOMODCACHE="$CACHE_DIR/gomod" GOCACHE="$CACHE_DIR/gobuild" GOFLAGS=-modcacherw
 echo "ferretdb: building with $(go version | cut -d' ' -f3) (first build takes about a minute)"
-(cd "$SRC" && go build -trimpath -o "$DEST/ferretdb-run" .)
+every 5 "ferretdb: building" go -C "$SRC" build -trimpath -o "$DEST/ferretdb-run" .
 echo "$VERSION" > "$DEST/.ready"
 echo "ferretdb: built $DEST/ferretdb-run"

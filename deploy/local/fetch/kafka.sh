@@ -5,9 +5,11 @@ POM="$REPO_DIR/deploy/local/maven/kafka/pom.xml"
 VERSION=$(sha256sum "$POM" | cut -c1-16)
 DEST="$CACHE_DIR/kafka"
 ready "$DEST/.ready" "$VERSION" && { echo "kafka: cached"; exit 0; }
+fetch_lock "$DEST"
+ready "$DEST/.ready" "$VERSION" && { echo "kafka: cached"; exit 0; }
 rm -rf "$DEST" && mkdir -p "$DEST/libs"
 echo "kafka: resolving jars with Maven"
-mvn_run -f "$POM" org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies \
+every 5 "kafka: resolving" mvn_run -f "$POM" org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies \
   -DincludeScope=runtime -DoutputDirectory="$DEST/libs"
 ls "$DEST/libs" | grep -q '^kafka_2.13-' || die "kafka: broker jar missing after resolution"
 echo "$VERSION" > "$DEST/.ready"

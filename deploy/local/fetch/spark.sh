@@ -9,9 +9,11 @@ PYSPARK_JARS=$("$PYTHON" -c 'import os, pyspark; print(os.path.join(os.path.dirn
 VERSION="$(sha256sum "$POM" | cut -c1-16)-$(basename "$(ls "$PYSPARK_JARS"/spark-core_*.jar)")"
 DEST="$CACHE_DIR/spark"
 ready "$DEST/.ready" "$VERSION" && { echo "spark: cached"; exit 0; }
+fetch_lock "$DEST"
+ready "$DEST/.ready" "$VERSION" && { echo "spark: cached"; exit 0; }
 rm -rf "$DEST" && mkdir -p "$DEST/jars"
 echo "spark: resolving Delta and Kafka connector jars with Maven"
-mvn_run -f "$POM" org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies \
+every 5 "spark: resolving" mvn_run -f "$POM" org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies \
   -DincludeScope=runtime -DoutputDirectory="$DEST/jars"
 removed=0
 for jar in "$DEST"/jars/*.jar; do

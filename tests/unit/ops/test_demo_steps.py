@@ -36,3 +36,25 @@ def test_steps_are_numbered_and_timed() -> None:
         pass
     assert lines[0] == "\n[1] first" and lines[2] == "\n[2] second"
     assert re.fullmatch(r"    \(\d+\.\ds\)", lines[1]) and re.fullmatch(r"    \(\d+\.\ds\)", lines[3])
+
+
+def test_the_lineage_wait_goes_on_while_the_upstream_column_is_not_projected_yet() -> None:
+    # Under load the downstream column (the one the demo waits for) reached MongoDB before the upstream one, whose
+    # lineage then answered 404 and ended `make demo` (2026-11-29).
+    import httpx
+
+    from ops.demo.api_client import ApiClient
+    from ops.demo.flow import downstream_edges
+
+    answers = iter(
+        [
+            httpx.Response(404, json={"detail": "no such asset"}),
+            httpx.Response(200, json={"edges": []}),
+            httpx.Response(200, json={"edges": [{"from": "a", "to": "b"}]}),
+        ]
+    )
+    api = ApiClient("http://api.test")
+    api._http = httpx.Client(base_url="http://api.test", transport=httpx.MockTransport(lambda _: next(answers)))
+    assert downstream_edges(api, "acme", "urn:a") is None
+    assert downstream_edges(api, "acme", "urn:a") is None
+    assert downstream_edges(api, "acme", "urn:a") == {"edges": [{"from": "a", "to": "b"}]}
