@@ -23,6 +23,7 @@ from ops.stack.services.trino import (
 from ops.stack.tls import server_cert
 from tenants.access.rules import build_rules, write_rules
 from tenants.resource_groups import build_resource_groups, resource_groups_properties
+from tenants.trino_schemas import schema_namer
 
 # Server certificates name every address a client may use on one host (host networking).
 _HOSTS = ["localhost", "127.0.0.1"]
@@ -136,5 +137,8 @@ def data(state: Path, settings: Settings) -> None:
     rules = state / "data" / "access" / Path(layout.RULES).name
     if not rules.is_file():
         users = service_users(settings)
-        write_rules(rules, build_rules(users, [], catalog=settings.trino.catalog, impersonator=settings.trino.user))
+        rules_json = build_rules(
+            users, [], catalog=settings.trino.catalog, schemas=schema_namer(settings), impersonator=settings.trino.user
+        )
+        write_rules(rules, rules_json)
         layout.chown(rules)
