@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pyspark
@@ -77,16 +78,28 @@ def _build(archive: Path, scratch: Path) -> None:
     env = {**os.environ, VARIABLE: f"-XX:ArchiveClassesAtExit={partial}"}
     probe = scratch / f"cds-probe-{os.getpid()}"
     with (archive.parent / "build.log").open("wb") as log:
-        done = subprocess.run(
-            [sys.executable, "-c", _PROBE, str(probe)],
+        child = subprocess.Popen(
+            ["nice", "-n", "19", sys.executable, "-c", _PROBE, str(probe)],
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
-            preexec_fn=lambda: os.nice(19),
-            check=False,
+            start_new_session=True,  # its own process group: the JVM outlives the Python process, see below
         )
+        code = child.wait()
+    # The JVM exits after its Python driver (on the closed pipe) and dumps the archive then: wait for the group.
+    _wait_for_group(child.pid, timeout_s=600)
     shutil.rmtree(probe, ignore_errors=True)
-    if done.returncode == 0 and partial.is_file() and partial.stat().st_size > 0:
+    if code == 0 and partial.is_file() and partial.stat().st_size > 0:
         partial.replace(archive)
     else:
         partial.unlink(missing_ok=True)
+
+
+def _wait_for_group(pgid: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(1)
