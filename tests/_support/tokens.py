@@ -93,6 +93,9 @@ def auth_headers(
 def api_settings(settings: Settings, **api: Any) -> Settings:
     """A copy of ``settings`` with the tests' key encryption key and the given ``settings.api`` fields changed."""
     copy = settings.model_copy(deep=True)
+    # Tenants' Trino schema names are keyed by the KEK unless secrets.schema_key is set: keep the stack's names.
+    stack_kek = settings.secrets.key_encryption_key or settings.api.key_encryption_key
+    copy.secrets.schema_key = settings.secrets.schema_key or stack_kek
     copy.api.key_encryption_key = SecretStr(TEST_KEY_ENCRYPTION_KEY)
     for name, value in api.items():
         setattr(copy.api, name, value)
