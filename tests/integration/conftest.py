@@ -17,7 +17,7 @@ import pytest
 import spark_jvm
 from pymongo import MongoClient
 
-from metalake.settings import Settings, load_settings
+from metalake.settings import Settings, get_settings, load_settings
 from metalake.trino_connect import connect
 from ops.stack import StackManager
 from ops.stack.paths import find_project_root
@@ -42,6 +42,10 @@ def stack() -> Iterator[StackManager]:
     )
     running_before = {s.name for s in manager.status() if s.state == "running"}
     manager.up(with_job=True)
+    # Settings read earlier in this process (the unit tests run first in `make test`; on a fresh clone before the
+    # stack's first start wrote its key-encryption key to stack.env) must not outlive that start: the tenants'
+    # Trino schema names are keyed by that key.
+    get_settings.cache_clear()
     yield manager
     started_here = [s.name for s in manager.status() if s.name not in running_before]
     manager.down(started_here)
