@@ -57,21 +57,22 @@ def with_stack_paths(settings: Settings) -> Settings:
 def use_checkout_stack(start: Path | None = None) -> Path:
     """Point this process (and its children, through the environment) at the checkout's ``.stack/``: its folder,
     the ``stack.env`` the stack writes (addresses, generated secrets) and its paths (``stack_paths``). Variables
-    already set win, and so does a path the env file sets (e.g. a lake root elsewhere). Returns the checkout's root."""
+    already set win, and so does a path the env file sets (e.g. a lake root elsewhere): exported too, so settings
+    built without the env file (``Settings(...)`` in a unit test) name the same paths. Returns the checkout's root."""
     root = find_project_root(start)
     stack_dir = Path(os.environ.get("METALAKE_STACK__DIR") or root / ".stack")
     os.environ.setdefault("METALAKE_STACK__DIR", str(stack_dir))
     os.environ.setdefault("METALAKE_ENV_FILE", str(stack_dir / "stack.env"))
     in_file = _variables_of(Path(os.environ["METALAKE_ENV_FILE"]))
     for variable, value in stack_paths(stack_dir).items():
-        if variable not in in_file:
-            os.environ.setdefault(variable, value)
+        os.environ.setdefault(variable, in_file.get(variable, value))
     return root
 
 
-def _variables_of(env_file: Path) -> set[str]:
+def _variables_of(env_file: Path) -> dict[str, str]:
     try:
         lines = env_file.read_text().splitlines()
     except OSError:
-        return set()
-    return {line.partition("=")[0].strip() for line in lines if "=" in line and not line.lstrip().startswith("#")}
+        return {}
+    pairs = (line.partition("=") for line in lines if "=" in line and not line.lstrip().startswith("#"))
+    return {name.strip(): value.strip().strip("\"'") for name, _, value in pairs}

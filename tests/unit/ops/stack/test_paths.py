@@ -65,6 +65,21 @@ def test_a_path_the_env_file_sets_wins_over_the_stack_folder(tmp_path: Path, mon
     assert settings.checkpoint_root == root.resolve() / ".stack" / "data" / "checkpoints"
 
 
+def test_settings_built_without_the_env_file_name_the_paths_it_sets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A unit test's Settings(...) reads the environment only: with a live stack's stack.env (which names the lake
+    # root) it had no lake root at all, and 15 unit tests failed in a checkout whose stack was up.
+    for name in list(os.environ):
+        if name.startswith("METALAKE_"):
+            monkeypatch.delenv(name)
+    root = _checkout(tmp_path)
+    (root / ".stack").mkdir()
+    (root / ".stack" / "stack.env").write_text(f"METALAKE_LAKE__ROOT={tmp_path / 'lake-elsewhere'}\n")
+    use_checkout_stack(root)
+    assert Settings().lake_root == tmp_path / "lake-elsewhere"
+
+
 def test_with_stack_paths_follows_the_settings_stack_folder(tmp_path: Path) -> None:
     settings = with_stack_paths(Settings(stack=StackSettings(dir=tmp_path / "s")))
     assert settings.access_rules_file == tmp_path / "s" / "run" / "trino" / "etc" / "rules.json"
