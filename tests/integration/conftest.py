@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,23 +33,71 @@ os.environ["METALAKE_API__RESUME"] = "false"
 os.environ.setdefault("METALAKE_API__AUDIT_FLUSH_S", "0")
 
 
-@pytest.fixture(scope="session")
-def stack() -> Iterator[StackManager]:
+def _manager() -> StackManager:
     # Straight to the real stderr: a cold start fetches and builds for minutes, and pytest would hold the lines back.
-    manager = StackManager(
+    return StackManager(
         load_settings(),
         find_project_root(),
         echo=lambda line: print(f"[stack] {line}", file=sys.__stderr__, flush=True),
     )
-    running_before = {s.name for s in manager.status() if s.state == "running"}
+
+
+def _running(manager: StackManager) -> set[str]:
+    return {s.name for s in manager.status() if s.state == "running"}
+
+
+class _EarlyStart:
+    """``metalake stack up --with-job`` in a child process while the tests before the integration ones run
+    (``make test`` runs the unit tests first, in this process: two minutes, as long as the stack's start). A child,
+    not a thread: the unit tests change this process's environment, which the services would inherit."""
+
+    def __init__(self) -> None:
+        self.running_before = _running(_manager())
+        self.used = False
+        self._child = subprocess.Popen(  # stdout and stderr: the session's own, progress as it comes
+            [str(Path(sys.executable).with_name("metalake")), "stack", "up", "--with-job"], stdin=subprocess.DEVNULL
+        )
+
+    def wait(self) -> None:
+        if self._child.wait() != 0:
+            pytest.fail(f"the stack did not start (`metalake stack up --with-job` exited {self._child.returncode})")
+
+
+_EARLY_START = pytest.StashKey[_EarlyStart]()
+_HERE = Path(__file__).resolve().parent
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the stack at once when other tests come before the first one that needs it (not for --collect-only)."""
+    needs = [i for i, item in enumerate(session.items) if "stack" in getattr(item, "fixturenames", ())]
+    if needs and needs[0] > 0 and not session.config.option.collectonly:
+        session.config.stash[_EARLY_START] = _EarlyStart()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A stack started early for tests that never ran (a failure with -x, an interrupt) is stopped all the same."""
+    early = session.config.stash.get(_EARLY_START, None)
+    if early is not None and not early.used:
+        early.wait()
+        manager = _manager()
+        manager.down([name for name in _running(manager) if name not in early.running_before])
+
+
+@pytest.fixture(scope="session")
+def stack(request: pytest.FixtureRequest) -> Iterator[StackManager]:
+    early = request.config.stash.get(_EARLY_START, None)
+    if early is not None:
+        early.used = True
+        early.wait()
+    manager = _manager()
+    running_before = early.running_before if early is not None else _running(manager)
     manager.up(with_job=True)
     # Settings read earlier in this process (the unit tests run first in `make test`; on a fresh clone before the
     # stack's first start wrote its key-encryption key to stack.env) must not outlive that start: the tenants'
     # Trino schema names are keyed by that key.
     get_settings.cache_clear()
     yield manager
-    started_here = [s.name for s in manager.status() if s.name not in running_before]
-    manager.down(started_here)
+    manager.down([s.name for s in manager.status() if s.name not in running_before])
 
 
 @pytest.fixture(scope="session")
