@@ -3,12 +3,15 @@ timezone-aware datetimes (the control plane compares stored instants with ``date
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+import time
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, cast
 
 from pymongo import MongoClient
 from pymongo.collection import Collection
 from pymongo.database import Database
+from pymongo.errors import ConnectionFailure
 
 from metalake.settings import Settings
 
@@ -17,6 +20,11 @@ from metalake.settings import Settings
 Doc = dict[str, Any]
 
 D = TypeVar("D", bound=Mapping[str, Any])
+T = TypeVar("T")
+
+log = logging.getLogger(__name__)
+
+_MAX_BACKOFF_S = 10.0
 
 
 def mongo_client(settings: Settings, *, socket_timeout_ms: int | None = None) -> MongoClient[Doc]:
@@ -42,3 +50,22 @@ def typed_collection(database: Database[Any], name: str, document: type[D]) -> C
     TypedDict is a plain dict at run time, so naming the stored shape is a static claim only and changes no codec."""
     del document  # only its type is used
     return cast("Collection[D]", database[name])
+
+
+def while_unreachable(action: Callable[[], T], wait_s: float, what: str) -> T:
+    """``action()``, run again after a growing pause while MongoDB cannot be reached (pymongo's ``ConnectionFailure``:
+    no server selected, a connection reset, a network timeout), for at most ``wait_s`` seconds; then its error.
+
+    Only for idempotent writes (version-guarded upserts): a write whose answer was lost may have been applied, and
+    runs again. Other errors (a refused write, a bad document) are raised at once."""
+    deadline = time.monotonic() + wait_s
+    pause = 1.0
+    while True:
+        try:
+            return action()
+        except ConnectionFailure as exc:
+            if time.monotonic() + pause > deadline:
+                raise
+            log.warning("mongo.unreachable", extra={"what": what, "retry_in_s": pause, "error": type(exc).__name__})
+            time.sleep(pause)
+            pause = min(pause * 2, _MAX_BACKOFF_S)

@@ -154,6 +154,9 @@ class KafkaSettings(BaseModel):
 class MongoSettings(BaseModel):
     uri: str | None = None
     server_selection_timeout_ms: int = 10_000
+    # How long a write that must not be skipped (the job's projection) waits for MongoDB to come back before it fails
+    # (metalake.mongo.while_unreachable): a restart of FerretDB or a failover must not fail the job's batches.
+    outage_wait_s: float = 300.0
 
 
 class TrinoResourceGroupSettings(BaseModel):

@@ -33,6 +33,7 @@ from pyspark.sql import DataFrame
 
 from metalake.events import CloudEvent
 from metalake.kafka import EventProducer
+from metalake.mongo import while_unreachable
 from metalake.settings import Settings
 from metalake.telemetry import bind_tenant, extract_context
 from processors.enrichment.admission import TenantAdmission, count_dropped
@@ -130,7 +131,9 @@ class ProjectionWriter:
                 dropped = self._admission.refused(by_tenant)
                 count_dropped({t: len(by_tenant.pop(t)) for t in sorted(dropped)}, self._name)
             with timer("mongo"):
-                written = self._write_all(by_tenant)
+                # MongoDB away (a restart, a failover): the batch waits for it instead of failing the query.
+                wait_s = self._settings.mongo.outage_wait_s
+                written = while_unreachable(lambda: self._write_all(by_tenant), wait_s, self._name)
             if self._after_mongo is not None:
                 for tenant in sorted(written):
                     self._after_mongo(tenant, batch_id)

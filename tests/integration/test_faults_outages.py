@@ -1,7 +1,9 @@
-"""Kafka stopped for 30 s while events flow: a dedicated streaming job recovers by itself, nothing lost or doubled.
+"""Kafka stopped for 30 s, then MongoDB (FerretDB) for 60 s, while events flow: a dedicated streaming job recovers
+by itself from each, nothing lost or doubled.
 
-This test stops the stack's Kafka (everybody's): it runs once, last (the file sorts after the other fault tests), and
-restarts Kafka in a ``finally`` block whatever happens.
+These outages stop the stack's Kafka and FerretDB (everybody's): the test runs once, last (the file sorts after the
+other fault tests), and restarts each in a ``finally`` block whatever happens. Both outages hit one job run: a job's
+start is half a minute of this 2-core machine, and the second outage starts from the state the first one left.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from tenants.naming import TenantNames, names_for
 
 pytestmark = pytest.mark.integration
 
-OUTAGE_S = 30
+KAFKA_OUTAGE_S = 30
+MONGO_OUTAGE_S = 60
 
 
 @pytest.fixture
@@ -70,7 +73,27 @@ class Producer(threading.Thread):
             self.error = exc
 
 
-def test_kafka_down_30s_while_events_flow_the_job_recovers_by_itself(
+def _outage(stack: StackManager, service: str, seconds: float, job: Job) -> float:
+    """Stop ``service`` for ``seconds`` (the job must live through it), start it again; when it was back."""
+    stack.down([service])
+    try:
+        time.sleep(seconds)
+        assert job.alive, f"the job died while {service} was down:\n{job.tail()}"
+    finally:
+        stack.up([service])
+    return time.monotonic()
+
+
+def _restarts(job: Job) -> int:
+    return job.tail(10**8).count('"event": "stream.query_restarting"')
+
+
+def _flowing_again(producer: Producer, what: str) -> None:
+    before = len(producer.published)
+    wait_for(f"events published after {what}", lambda: len(producer.published) > before + 40, timeout_s=120)
+
+
+def test_kafka_down_30s_then_mongodb_down_60s_while_events_flow_the_job_recovers_by_itself(
     settings: Settings,
     stack: StackManager,
     dedicated: TenantNames,
@@ -78,12 +101,15 @@ def test_kafka_down_30s_while_events_flow_the_job_recovers_by_itself(
     trino_cursor: Any,
     tmp_path: Path,
 ) -> None:
-    """A dedicated job runs while a producer publishes continuously; Kafka is stopped for 30 s and started again.
+    """A dedicated job runs while a producer publishes continuously; Kafka is stopped for 30 s and started again,
+    then FerretDB for 60 s.
 
     Proven: the same job process (never restarted by the test) picks up the events published before, during (held
-    and retried by the producer) and after the outage, and every published event is in ``events`` exactly once, with
-    MongoDB equal to the published assets. A batch in flight during the outage fails (its changes publish times out
-    after ``delivery.timeout.ms``) and the job restarts that query from its checkpoint (``main.py``).
+    and retried by the producer) and after each outage, and every published event is in ``events`` exactly once,
+    with MongoDB equal to the published assets. A batch in flight during Kafka's outage fails (its changes publish
+    times out) and the job restarts that query from its checkpoint (``main.py``): the replayed batch is idempotent in
+    Delta (transaction ids) and in MongoDB (version-guarded upserts). While MongoDB is away no query restarts: the
+    projection's batch waits for it (``metalake.mongo.while_unreachable``).
     """
     tenant = dedicated.tenant_id
     job = Job(tenant, tmp_path / "job.log")
@@ -93,30 +119,34 @@ def test_kafka_down_30s_while_events_flow_the_job_recovers_by_itself(
         producer.start()
         wait_for_events(trino_cursor, dedicated, 20, timeout_s=120, job=job)
         before = len(producer.published)
-        stack.down(["kafka"])
-        try:
-            time.sleep(OUTAGE_S)
-            assert job.alive, f"the job died during the outage:\n{job.tail()}"
-        finally:
-            stack.up(["kafka"])
-        back = time.monotonic()
-        wait_for("events published after the outage", lambda: len(producer.published) > before + 40, timeout_s=120)
+        kafka_back = _outage(stack, "kafka", KAFKA_OUTAGE_S, job)
+        _flowing_again(producer, "Kafka's outage")
+        in_delta = wait_for_events(trino_cursor, dedicated, len(producer.published), timeout_s=180, job=job)
+        kafka_recovered_s = time.monotonic() - kafka_back
+        assert in_delta[0] == in_delta[1], in_delta  # no event twice
+        restarts_before = _restarts(job)
+        mongo_back = _outage(stack, "ferretdb", MONGO_OUTAGE_S, job)
+        _flowing_again(producer, "MongoDB's outage")
         producer.halt.set()
         producer.join(timeout=120)
         assert producer.error is None, producer.error
         published = producer.published
         counts = wait_for_events(trino_cursor, dedicated, len(published), timeout_s=180, job=job)
-        recovered_s = time.monotonic() - back
         expected = newest_states(published)
-        wait_for("MongoDB caught up", lambda: mongo_assets(mongo, dedicated) == expected, timeout_s=60)
+        wait_for("MongoDB caught up", lambda: mongo_assets(mongo, dedicated) == expected, timeout_s=180)
+        mongo_recovered_s = time.monotonic() - mongo_back
         assert job.alive, job.tail()
     finally:
         producer.halt.set()
         job.stop()
-    restarts = job.tail(10**8).count('"event": "stream.query_restarting"')
+    restarts = _restarts(job)
+    # The projection waited for MongoDB (mongo.outage_wait_s) instead of failing its batches and restarting.
+    assert '"event": "mongo.unreachable"' in job.tail(10**8), job.tail()
+    assert restarts == restarts_before, f"queries restarted during MongoDB's outage:\n{job.tail()}"
     print(
-        f"{len(published)} events ({before} before the outage), {producer.retries} publish retries; "
-        f"all in Delta {recovered_s:.0f}s after Kafka was back; queries restarted in-process {restarts} time(s)"
+        f"{len(published)} events ({before} before Kafka's outage), {producer.retries} publish retries; "
+        f"all in Delta {kafka_recovered_s:.0f}s after Kafka was back, MongoDB caught up {mongo_recovered_s:.0f}s "
+        f"after FerretDB was back; queries restarted in-process {restarts} time(s)"
     )
     assert counts == (len(published), len(published))
     ids = trino_rows(trino_cursor, f'SELECT event_id FROM "{schema_of(dedicated)}".events')
