@@ -9,7 +9,7 @@ REPO_DIR=$(cd "$(dirname "$0")/../.." && pwd)
 STACK_DIR="${METALAKE_STACK__DIR:-$REPO_DIR/.stack}"
 command -v flock >/dev/null 2>&1 || exit 0
 mkdir -p "$STACK_DIR/logs"
-for service in kafka trino ferretdb; do
+for service in kafka trino ferretdb prometheus; do
   [ -f "$STACK_DIR/cache/$service/.ready" ] && continue
   log="$STACK_DIR/logs/fetch-$service.log"
   STACK_DIR="$STACK_DIR" REPO_DIR="$REPO_DIR" nohup bash "$REPO_DIR/deploy/local/fetch/$service.sh" \
