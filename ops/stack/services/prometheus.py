@@ -22,7 +22,7 @@ from typing import Any
 from ops.stack.scrape_targets import targets
 from ops.stack.services.base import Service, ServiceError, StackContext
 
-TOKEN_VARIABLE = "METALAKE_TELEMETRY__METRICS_TOKEN"
+TOKEN_VARIABLE = "METALAKE_TELEMETRY__METRICS_TOKEN"  # noqa: S105 - the variable's name, not a secret
 #: Local: a short interval so an alert's ``for`` and a dashboard's rate react within seconds.
 SCRAPE_INTERVAL = "10s"
 RETENTION = "7d"
