@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from prometheus_api import fetched
 
 from ops.observability.dashboard import expressions
 from ops.stack.paths import find_project_root
@@ -40,17 +41,9 @@ MUTATIONS = [
 ]
 
 
-def stack_dir() -> Path:
-    return Path(os.environ.get("METALAKE_STACK__DIR") or ROOT / ".stack")
-
-
 @pytest.fixture(scope="module")
 def promtool() -> Path:
-    env = {**os.environ, "STACK_DIR": str(stack_dir()), "REPO_DIR": str(ROOT)}
-    script = ROOT / "deploy" / "local" / "fetch" / "prometheus.sh"
-    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, f"{script} failed:\n{done.stdout}\n{done.stderr}"
-    return stack_dir() / "cache" / "prometheus" / "bin" / "promtool"
+    return fetched(ROOT, Path(os.environ.get("METALAKE_STACK__DIR") or ROOT / ".stack")) / "promtool"
 
 
 def run(promtool: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:

@@ -26,7 +26,9 @@ DASHBOARD = ROOT / "deploy" / "grafana" / "metalake.json"
 
 
 def _ctx(tmp_path: Path, **health: int) -> StackContext:
-    settings = Settings(stack=StackSettings(dir=tmp_path / ".stack"), health=HealthSettings(ports=HealthPorts(**health)))
+    settings = Settings(
+        stack=StackSettings(dir=tmp_path / ".stack"), health=HealthSettings(ports=HealthPorts(**health))
+    )
     return StackContext(with_stack_paths(settings), ROOT)
 
 
