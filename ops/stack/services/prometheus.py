@@ -98,6 +98,8 @@ class Prometheus(Service):
             f"--storage.tsdb.path={ctx.data_dir(self.name)}",
             f"--storage.tsdb.retention.time={RETENTION}",
             f"--web.listen-address={ctx.host}:{ctx.settings.stack.ports.prometheus}",
+            # The UI's templates and scripts, unpacked from the Debian packages (they default to /usr/share).
+            f"--web.local-assets={ctx.cache_dir('prometheus') / 'root' / 'usr' / 'share' / 'prometheus' / 'web'}",
         ]
 
     def url(self, ctx: StackContext) -> str:

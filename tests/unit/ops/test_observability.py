@@ -119,6 +119,7 @@ def test_prometheus_gets_the_generated_token_in_an_owner_only_file(
     assert config["scrape_configs"][1]["authorization"]["credentials_file"] == str(token)
     argv = service.argv(ctx)
     assert "--web.listen-address=127.0.0.1:9090" in argv
+    assert f"--web.local-assets={ctx.cache_dir('prometheus')}/root/usr/share/prometheus/web" in argv
     assert not any("enable-admin-api" in a or "enable-lifecycle" in a for a in argv)
     # A token the environment names as a file is read from there, not copied.
     monkeypatch.setenv(f"{TOKEN_VARIABLE}_FILE", str(tmp_path / "mine"))
