@@ -8,7 +8,7 @@
 # deploy/local/prefetch.sh.
 source "$(dirname "$0")/common.sh"
 # The layout of the cache entry; the package's own version is recorded beside it (bin/VERSION).
-LAYOUT=deb-2
+LAYOUT=deb-4
 DEST="$CACHE_DIR/prometheus"
 ready "$DEST/.ready" "$LAYOUT" && [ -x "$DEST/bin/prometheus" ] && { echo "prometheus: cached"; exit 0; }
 fetch_lock "$DEST"
@@ -28,7 +28,12 @@ ui=$(dpkg-deb -f "$deb" Depends | tr ',' '\n' | sed 's/(.*)//; s/[[:space:]]//g'
 echo "prometheus: downloading its web UI's packages:" $ui libjs-d3
 # shellcheck disable=SC2086 # one package name per word
 download_debs $ui libjs-d3 || die "prometheus: apt-get download of the web UI's packages failed"
-for package in "$tmp"/*.deb; do dpkg-deb -x "$package" "$DEST/root"; done
+# Everything but the documentation and moment-timezone's raw time-zone data (210 MB the UI does not load).
+mkdir -p "$DEST/root"
+for package in "$tmp"/*.deb; do
+  dpkg-deb --fsys-tarfile "$package" | tar -x -C "$DEST/root" --exclude=./usr/share/doc \
+    --exclude=./usr/share/javascript/moment-timezone/data
+done
 mkdir -p "$DEST/bin"
 ln -s ../root/usr/bin/prometheus ../root/usr/bin/promtool "$DEST/bin/"
 dpkg-deb -f "$deb" Version > "$DEST/bin/VERSION"
