@@ -16,7 +16,9 @@ ready "$DEST/.ready" "$LAYOUT" && [ -x "$DEST/bin/prometheus" ] && { echo "prome
 need apt-get "Debian's apt is needed to download the prometheus package"
 need dpkg-deb "Debian's dpkg is needed to unpack the prometheus package"
 tmp="$DEST/download.$$"; rm -rf "$tmp" "$DEST/bin" "$DEST/root"; mkdir -p "$tmp"
-download_debs() { (cd "$tmp" && apt-get download -q "$@"); }
+# As root, apt would hand the download to its _apt user, who cannot write here (and says so): it stays root.
+sandbox=(); [ "$(id -u)" = 0 ] && sandbox=(-o APT::Sandbox::User=root)
+download_debs() { (cd "$tmp" && apt-get download -q "${sandbox[@]}" "$@"); }
 echo "prometheus: downloading Debian's prometheus package"
 if ! download_debs prometheus; then
   [ "$(id -u)" = 0 ] || die "prometheus: apt-get download failed; run: sudo apt-get update"
