@@ -53,3 +53,8 @@ def fetched(root: Path, stack_dir: Path) -> Path:
     done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, f"{script} failed:\n{done.stdout}\n{done.stderr}"
     return stack_dir / "cache" / "prometheus" / "bin"
+
+
+def rule_groups(url: str) -> dict[str, int]:
+    """The loaded rule groups and how many rules each holds."""
+    return {g["name"]: len(g["rules"]) for g in _get(f"{url}/api/v1/rules")["groups"]}

@@ -12,12 +12,13 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from prometheus_api import fetched, query, target_health, wait_targets_up
+from prometheus_api import fetched, query, rule_groups, target_health, wait_targets_up
 
 from metalake.settings import ApiSettings, ConnectSettings, Settings, StackPorts, StackSettings
 from ops.stack import StackManager
@@ -68,33 +69,41 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.fixture
-def started(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Started]:
-    monkeypatch.delenv(TOKEN_VARIABLE, raising=False)
-    monkeypatch.delenv(f"{TOKEN_VARIABLE}_FILE", raising=False)
-    stack_dir = tmp_path / ".stack"
-    # The package the checkout's stack fetched (or fetches now), not a download of its own.
-    cache = fetched(ROOT, Path(os.environ.get("METALAKE_STACK__DIR") or ROOT / ".stack")).parent
-    (stack_dir / "cache").mkdir(parents=True)
-    (stack_dir / "cache" / "prometheus").symlink_to(cache)
-    # The API's stand-in reads the token the stack generates into stack.env when it starts.
-    api = Exporter(
-        lambda: StackContext(Settings(stack=StackSettings(dir=stack_dir)), ROOT).generated_secret(TOKEN_VARIABLE)
-    )
-    connect = Exporter(lambda: "another-token")
-    settings = Settings(
-        stack=StackSettings(dir=stack_dir, ports=StackPorts(prometheus=_free_port())),
-        api=ApiSettings(port=api.port),
-        connect=ConnectSettings(port=connect.port),
-    )
-    manager = StackManager(with_stack_paths(settings), ROOT, echo=lambda _: None)
-    try:
-        manager.up(["prometheus"])
-        yield Started(manager, api, connect)
-    finally:
-        manager.down(["prometheus"])
-        api.server.shutdown()
-        connect.server.shutdown()
+@contextmanager
+def _prometheus(stack_dir: Path) -> Iterator[Started]:
+    """The stack's Prometheus alone, in ``stack_dir``, with the exporters in place of the API and the worker."""
+    with pytest.MonkeyPatch.context() as env:
+        env.delenv(TOKEN_VARIABLE, raising=False)
+        env.delenv(f"{TOKEN_VARIABLE}_FILE", raising=False)
+        # The package the checkout's stack fetched (or fetches now), not a download of its own.
+        cache = fetched(ROOT, Path(os.environ.get("METALAKE_STACK__DIR") or ROOT / ".stack")).parent
+        (stack_dir / "cache").mkdir(parents=True)
+        (stack_dir / "cache" / "prometheus").symlink_to(cache)
+        # The API's stand-in reads the token the stack generates into stack.env when it starts.
+        api = Exporter(
+            lambda: StackContext(Settings(stack=StackSettings(dir=stack_dir)), ROOT).generated_secret(TOKEN_VARIABLE)
+        )
+        connect = Exporter(lambda: "another-token")
+        settings = Settings(
+            stack=StackSettings(dir=stack_dir, ports=StackPorts(prometheus=_free_port())),
+            api=ApiSettings(port=api.port),
+            connect=ConnectSettings(port=connect.port),
+        )
+        manager = StackManager(with_stack_paths(settings), ROOT, echo=lambda _: None)
+        try:
+            manager.up(["prometheus"])
+            yield Started(manager, api, connect)
+        finally:
+            manager.down(["prometheus"])
+            api.server.shutdown()
+            connect.server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def started(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Started]:
+    # One Prometheus for the tests that only read it: each start waits for its first scrapes.
+    with _prometheus(tmp_path_factory.mktemp("prometheus") / ".stack") as running:
+        yield running
 
 
 def _scraped(url: str, job: str, timeout_s: float = 60) -> str:
@@ -123,10 +132,23 @@ def test_prometheus_scrapes_with_the_generated_token_from_an_owner_only_file(sta
     assert set(target_health(url)) == {"prometheus", *JOBS}
 
 
-def test_prometheus_stops_with_the_stack(started: Started) -> None:
-    ctx = started.manager.context
-    port = ctx.settings.stack.ports.prometheus
-    assert not port_free(ctx.host, port)
-    started.manager.down(["prometheus"])
-    assert port_free(ctx.host, port)
-    assert [s.state for s in started.manager.status() if s.name == "prometheus"] == ["stopped"]
+def test_the_alert_rules_are_loaded_and_evaluated(started: Started) -> None:
+    url = Prometheus().url(started.manager.context)
+    assert rule_groups(url) == {"metalake-freshness": 9, "metalake-flow": 4, "metalake-processes": 2}
+    # The stream job does not run here: its target is down, and the down alert is pending (`for` 2 min).
+    deadline = time.monotonic() + 60
+    while not (pending := query(url, 'ALERTS{alertname="MetalakeProcessDown", alertstate="pending"}')):
+        assert time.monotonic() < deadline, target_health(url)
+        time.sleep(1)
+    assert "stream" in {s["metric"]["job"] for s in pending}
+    assert "api" not in {s["metric"]["job"] for s in pending}
+
+
+def test_prometheus_stops_with_the_stack(tmp_path: Path) -> None:
+    with _prometheus(tmp_path / ".stack") as started:
+        ctx = started.manager.context
+        port = ctx.settings.stack.ports.prometheus
+        assert not port_free(ctx.host, port)
+        started.manager.down(["prometheus"])
+        assert port_free(ctx.host, port)
+        assert [s.state for s in started.manager.status() if s.name == "prometheus"] == ["stopped"]
