@@ -2,7 +2,7 @@
 VENV ?= .stack/venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test bootstrap prefetch prebuild lint unit unit-py integration deploy-checks up down status images compose-up compose-demo compose-down
+.PHONY: demo test bootstrap prefetch prebuild lint unit unit-py integration deploy-checks up down status images compose-up compose-demo compose-down dashboard
 
 demo: prefetch bootstrap ## Install everything, start the stack, the streaming job, the API, the processors and the connector worker, run the demo
 	$(BIN)/metalake stack up --with-processors
@@ -15,7 +15,7 @@ test: prefetch bootstrap prebuild lint ## Install everything and run every test:
 bootstrap:
 	bash deploy/local/bootstrap.sh
 
-prefetch: ## Fetch Kafka, Trino and FerretDB in the background (from a fresh clone they overlap the bootstrap)
+prefetch: ## Fetch Kafka, Trino, FerretDB and Prometheus in the background (from a fresh clone they overlap the bootstrap)
 	bash deploy/local/prefetch.sh
 
 prebuild: ## Build SeaweedFS in the background at low priority (from a fresh clone it overlaps lint and unit tests)
@@ -48,6 +48,9 @@ down:
 
 status:
 	$(BIN)/metalake stack status
+
+dashboard: ## Regenerate the Grafana dashboard (deploy/grafana/metalake.json) from ops/observability/dashboard.py
+	$(BIN)/python -m ops.observability.dashboard --out deploy/grafana/metalake.json
 
 # Containers (docs/deploy.md): not part of `make test`. Needs root here (podman with runc, Debian packages).
 images: ## Build every image with podman from a Debian base made here (deploy/images/build.sh)

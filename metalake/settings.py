@@ -37,6 +37,14 @@ class StackPorts(BaseModel):
     spark_master_ui: int = 8090
     spark_worker: int = 7078
     spark_worker_ui: int = 8091
+    # Prometheus (ops/stack/services/prometheus.py), and the health servers (/readyz, /metrics) the stack gives the
+    # processes it runs (``health.ports.<process>`` wins when set).
+    prometheus: int = 9090
+    enrichment_health: int = 9101
+    propagation_health: int = 9102
+    outbound_health: int = 9103
+    access_health: int = 9104
+    lake_worker_health: int = 9105
 
 
 class SeaweedFSPorts(BaseModel):

@@ -31,7 +31,7 @@ Echo = Callable[[str], None]
 # API with no manual step: the key that seals the API's token signing keys, Trino's internal shared secret, the local
 # Spark cluster's RPC secret, the password of the broker's SCRAM user (its SASL_SSL listener), the S3 key pair of the
 # local SeaweedFS's only identity (a lake on S3), generated whatever the lake so it never changes under data SeaweedFS
-# already holds.
+# already holds; the bearer token of the processes' /metrics (Prometheus reads it from a file of its own).
 GENERATED_SECRETS = (
     "METALAKE_API__KEY_ENCRYPTION_KEY",
     "METALAKE_TRINO__SHARED_SECRET",
@@ -39,6 +39,7 @@ GENERATED_SECRETS = (
     "METALAKE_KAFKA__SASL_PASSWORD",
     "METALAKE_LAKE__S3__ACCESS_KEY_ID",
     "METALAKE_LAKE__S3__SECRET_ACCESS_KEY",
+    "METALAKE_TELEMETRY__METRICS_TOKEN",
 )
 # The Trino service users' passwords: one JSON object (user -> password), a user added later gets one at the next up.
 TRINO_PASSWORDS = "METALAKE_TRINO__PASSWORDS"

@@ -15,17 +15,21 @@ from typing import Any
 
 import pytest
 from outbound_runtime import MAIN_TOPICS, RETRY, start_groups_at_end
+from prometheus_api import query, wait_targets_up
 from pymongo import MongoClient
 
 from metalake.settings import Settings
 from ops.stack import StackManager
 from ops.stack.paths import find_project_root
+from ops.stack.scrape_targets import HEALTH_PROCESS, JOBS
+from ops.stack.services.prometheus import Prometheus
 from tenants.naming import CHANGES_TOPIC, names_for
 
 SERVICES = ["api", "propagation", "outbound", "access", "connect"]
 
 
-@pytest.fixture
+# Module-wide: the demo and the check of Prometheus' targets share one start of the processors.
+@pytest.fixture(scope="module")
 def processors(stack: StackManager, settings: Settings) -> Iterator[StackManager]:
     running = {s.name for s in stack.status() if s.state == "running"}
     missing = [name for name in SERVICES if name not in running]
@@ -98,6 +102,16 @@ def test_the_demo_shows_the_whole_flow(
     assert "exists already; configuration replaced" in again
     assert re.search(r"incidents\.changed +\S+/customers \S+ opened: signature verified", again)
     assert db["classifications"].count_documents({"urn": contact, "tag": "PII", "deleted": {"$ne": True}}) == 1
+
+
+def test_prometheus_scrapes_every_process(processors: StackManager) -> None:
+    # `metalake stack up` started Prometheus with the infrastructure; with the job, the API and the processors up,
+    # every process's /metrics answers its bearer token (issue 23: "every process's targets are up").
+    url = Prometheus().url(processors.context)
+    health = wait_targets_up(url, ["prometheus", *JOBS], timeout_s=90)
+    assert set(health) == {"prometheus", *JOBS}
+    ready = {s["metric"]["job"]: s["value"][1] for s in query(url, "metalake_ready")}
+    assert set(HEALTH_PROCESS) <= set(ready) and set(ready.values()) == {"1"}, ready
 
 
 def _demo(tenant: str) -> subprocess.CompletedProcess[str]:

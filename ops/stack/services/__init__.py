@@ -8,6 +8,7 @@ from ops.stack.services.kafka import Kafka
 from ops.stack.services.lake_worker import LakeWorker
 from ops.stack.services.postgres import Postgres
 from ops.stack.services.processors import Access, Outbound, Propagation
+from ops.stack.services.prometheus import Prometheus
 from ops.stack.services.seaweedfs import SeaweedFS
 from ops.stack.services.spark import SparkMaster, SparkWorker
 from ops.stack.services.stream import StreamJob
@@ -20,6 +21,7 @@ from ops.stack.services.trino import Trino
 # API comes before Trino: Trino reads the API's JWKS when it starts (JWT authentication with the built-in issuer), and
 # the API needs only Kafka and FerretDB to start. The Spark standalone cluster runs only on request (a job on it needs
 # it up first). The connector worker (webhooks, the ingest API, scheduled crawls) comes with the processors.
+# Prometheus needs nothing to start: a target that is not up yet is scraped once it is.
 SERVICES: tuple[Service, ...] = (
     Kafka(),
     Postgres(),
@@ -27,6 +29,7 @@ SERVICES: tuple[Service, ...] = (
     SeaweedFS(),
     Api(),
     Trino(),
+    Prometheus(),
     SparkMaster(),
     SparkWorker(),
     StreamJob(),

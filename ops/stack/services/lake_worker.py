@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ops.stack.scrape_targets import health_env, health_port, health_port_variable
 from ops.stack.services.base import Service, StackContext
 from ops.stack.services.processors import local_env
 
@@ -16,7 +17,10 @@ class LakeWorker(Service):
     infrastructure = False
 
     def ports(self, ctx: StackContext) -> list[int]:
-        return []
+        return [health_port(ctx.settings, self.name)]
+
+    def port_variable(self) -> str:
+        return health_port_variable(self.name)
 
     def fetch(self, ctx: StackContext) -> None:
         """Nothing of its own: the erases it starts use the streaming job's Spark jars."""
@@ -32,7 +36,7 @@ class LakeWorker(Service):
         return [sys.executable, "-m", "processors.lake", "worker", "--ready-file", str(self.ready_file(ctx))]
 
     def env(self, ctx: StackContext) -> dict[str, str]:
-        return local_env()
+        return local_env(health_env(ctx.settings, self.name))
 
     def probe(self, ctx: StackContext) -> str | None:
         return None if self.ready_file(ctx).exists() else "lake worker not polling yet"

@@ -10,6 +10,7 @@ import os
 import sys
 from pathlib import Path
 
+from ops.stack.scrape_targets import health_env, health_port, health_port_variable
 from ops.stack.services.base import Service, StackContext
 
 #: What the local stack lets the outbound runtime (test sends included) deliver to: loopback only, so
@@ -34,7 +35,10 @@ class ProcessorService(Service):
     command: tuple[str, ...] = ()
 
     def ports(self, ctx: StackContext) -> list[int]:
-        return []
+        return [health_port(ctx.settings, self.name)]
+
+    def port_variable(self) -> str:
+        return health_port_variable(self.name)
 
     def fetch(self, ctx: StackContext) -> None:
         """Nothing to download: the processors are this package."""
@@ -56,7 +60,7 @@ class ProcessorService(Service):
         return [sys.executable, "-m", "ops", *self.command]
 
     def env(self, ctx: StackContext) -> dict[str, str]:
-        return local_env()
+        return local_env(health_env(ctx.settings, self.name))
 
     @property
     def marker(self) -> bytes:

@@ -6,6 +6,7 @@ import os
 import sys
 from pathlib import Path
 
+from ops.stack.scrape_targets import health_env, health_port, health_port_variable
 from ops.stack.services.base import Service, StackContext
 
 
@@ -14,7 +15,10 @@ class StreamJob(Service):
     infrastructure = False
 
     def ports(self, ctx: StackContext) -> list[int]:
-        return []
+        return [health_port(ctx.settings, self.name)]
+
+    def port_variable(self) -> str:
+        return health_port_variable(self.name)
 
     def fetch(self, ctx: StackContext) -> None:
         ctx.run_fetch_script("spark", self.name)
@@ -32,7 +36,7 @@ class StreamJob(Service):
         return [sys.executable, "-m", "processors.enrichment", "--ready-file", str(self.ready_file(ctx))]
 
     def env(self, ctx: StackContext) -> dict[str, str]:
-        return {**os.environ, "PYTHONUNBUFFERED": "1"}
+        return {**os.environ, "PYTHONUNBUFFERED": "1", **health_env(ctx.settings, self.name)}
 
     def probe(self, ctx: StackContext) -> str | None:
         return None if self.ready_file(ctx).exists() else "streaming query not started yet"

@@ -55,6 +55,10 @@ app.kubernetes.io/component: {{ .name }}
 - name: METALAKE_SECRETS__KEY_ENCRYPTION_KEY_FILE
   value: /var/run/metalake/keys/secrets-kek
 {{- end }}
+{{- if $v.metrics.tokenSecret }}
+- name: METALAKE_TELEMETRY__METRICS_TOKEN_FILE
+  value: /var/run/metalake/metrics/token
+{{- end }}
 {{- if $v.lake.s3.credentialsSecret }}
 - name: METALAKE_LAKE__S3__ACCESS_KEY_ID_FILE
   value: /var/run/metalake/s3/access-key-id
@@ -97,6 +101,10 @@ app.kubernetes.io/component: {{ .name }}
 - name: keys
   secret: {secretName: {{ $v.keys.secret }}, defaultMode: 0440}
 {{- end }}
+{{- if $v.metrics.tokenSecret }}
+- name: metrics-token
+  secret: {secretName: {{ $v.metrics.tokenSecret }}, defaultMode: 0440, items: [{key: token, path: token}]}
+{{- end }}
 {{- if $v.lake.s3.credentialsSecret }}
 - name: s3
   secret: {secretName: {{ $v.lake.s3.credentialsSecret }}, defaultMode: 0440}
@@ -130,6 +138,9 @@ app.kubernetes.io/component: {{ .name }}
 {{- if has .name (list "api" "connect" "outbound" "lake-worker") }}
 - {name: keys, mountPath: /var/run/metalake/keys, readOnly: true}
 {{- end }}
+{{- if $v.metrics.tokenSecret }}
+- {name: metrics-token, mountPath: /var/run/metalake/metrics, readOnly: true}
+{{- end }}
 {{- if $v.lake.s3.credentialsSecret }}
 - {name: s3, mountPath: /var/run/metalake/s3, readOnly: true}
 {{- end }}
@@ -157,4 +168,15 @@ startupProbe:
   httpGet: {path: /healthz, port: health}
   periodSeconds: 5
   failureThreshold: 60
+{{- end -}}
+
+{{/* prometheus.io annotations of a pod whose /metrics is on `port`: (dict "root" $ "port" 8081); none while /metrics
+   is off (no metrics.tokenSecret). */}}
+{{- define "metalake.scrapeAnnotations" -}}
+{{- $m := .root.Values.metrics -}}
+{{- if and $m.tokenSecret $m.podAnnotations }}
+prometheus.io/scrape: "true"
+prometheus.io/port: {{ .port | quote }}
+prometheus.io/path: /metrics
+{{- end }}
 {{- end -}}

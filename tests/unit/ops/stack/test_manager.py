@@ -85,6 +85,7 @@ def test_status_of_a_fresh_stack_is_all_stopped(tmp_path: Path) -> None:
         ("seaweedfs", "stopped", None),
         ("api", "stopped", None),
         ("trino", "stopped", None),
+        ("prometheus", "stopped", None),
         ("spark-master", "stopped", None),
         ("spark-worker", "stopped", None),
         ("stream", "stopped", None),

@@ -21,7 +21,7 @@ from ops.stack.services.processors import LOCAL_SSRF_ALLOW, Outbound, Propagatio
 
 NEW = ["api", "propagation", "outbound", "access", "connect"]
 # Trino authenticates JWTs with the API's JWKS, which it reads when it starts: the API comes first, in every selection.
-INFRA = ["kafka", "postgres", "ferretdb", "api", "trino"]
+INFRA = ["kafka", "postgres", "ferretdb", "api", "trino", "prometheus"]
 
 
 def _manager(tmp_path: Path) -> StackManager:
@@ -84,6 +84,7 @@ def test_a_key_the_environment_sets_is_not_generated(tmp_path: Path, monkeypatch
     monkeypatch.setenv("METALAKE_TRINO__SHARED_SECRET", "set-by-the-operator-too-0123456789")
     monkeypatch.setenv("METALAKE_KAFKA__SASL_PASSWORD", "set-by-the-operator-too")
     monkeypatch.setenv("METALAKE_LAKE__S3__ACCESS_KEY_ID", "set-by-the-operator")
+    monkeypatch.setenv("METALAKE_TELEMETRY__METRICS_TOKEN", "set-by-the-operator-as-well")
     monkeypatch.delenv("METALAKE_SPARK__AUTH_SECRET", raising=False)
     monkeypatch.delenv("METALAKE_LAKE__S3__SECRET_ACCESS_KEY", raising=False)
     generated = [line.partition("=")[0] for line in _generated_secrets(tmp_path / "missing.env")]

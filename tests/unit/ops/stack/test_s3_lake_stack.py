@@ -44,7 +44,7 @@ def test_seaweedfs_starts_by_default_only_for_a_lake_on_s3(tmp_path: Path) -> No
     assert [s.name for s in local._select(["seaweedfs"], with_job=False)] == ["seaweedfs"]
     on_s3 = StackManager(_settings(tmp_path, "s3a://metalake/lake"), tmp_path, echo=lambda _: None)
     names = [s.name for s in on_s3._select(None, with_job=False)]
-    assert names == ["kafka", "postgres", "ferretdb", "seaweedfs", "api", "trino"]
+    assert names == ["kafka", "postgres", "ferretdb", "seaweedfs", "api", "trino", "prometheus"]
     # Trino started alone brings the store its metastore is in.
     assert [s.name for s in on_s3._select(["trino"], with_job=False)] == ["seaweedfs", "api", "trino"]
 
