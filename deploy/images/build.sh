@@ -81,10 +81,14 @@ started=$(date +%s)
 base_image
 wheels
 artifacts
+# What the bind-mounted wheels hold, as build arguments: a RUN's cache key includes them (not the mount's content).
+requirements_sha=$(cat "$BUILD"/wheels/*.txt | sha256sum | cut -c1-16)
+wheel_sha=$(sha256sum "$BUILD"/wheels/metalake-*.whl | cut -c1-16)
 for target in "${TARGETS[@]}"; do
   t0=$(date +%s)
   # docker format: OCI images have no HEALTHCHECK. Host network: apt and nothing else during RUN.
   podman build --quiet --format docker --network host --build-arg BASE="$BASE" --target "$target" \
+    --build-arg REQUIREMENTS_SHA="$requirements_sha" --build-arg METALAKE_WHEEL_SHA="$wheel_sha" \
     -t "localhost/metalake/$target:$TAG" -f "$HERE/Containerfile" "$BUILD" >/dev/null
   log "$target built in $(( $(date +%s) - t0 ))s"
 done
