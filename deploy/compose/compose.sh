@@ -12,7 +12,7 @@
 # METALAKE_COMPOSE_S3=1 (up: the lake in SeaweedFS, compose.s3.yaml; later commands read the state folder's choice),
 # PODMAN_COMPOSE (default: podman-compose 1.6.0 installed into deploy/compose/.venv), PYTHON (default .stack/venv/bin/python: metalake installed),
 # METALAKE_COMPOSE_TIMEOUT (seconds, default 900), METALAKE_COMPOSE_PROJECT (default metalake: the containers'
-# prefix; another name for a second deployment on one host).
+# prefix; another name for a second deployment on one host), TAG (up: the images' tag, as build.sh's; default dev).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
@@ -21,6 +21,7 @@ PORTS="${METALAKE_COMPOSE_PORTS:-default}"
 PYTHON="${PYTHON:-$REPO/.stack/venv/bin/python}"
 PODMAN_COMPOSE="${PODMAN_COMPOSE:-}"
 TIMEOUT="${METALAKE_COMPOSE_TIMEOUT:-900}"
+TAG="${TAG:-dev}"
 PROJECT="${METALAKE_COMPOSE_PROJECT:-metalake}"
 export CONTAINERS_CONF="${CONTAINERS_CONF:-$REPO/deploy/images/containers.conf}"
 SERVICES=(postgres ferretdb kafka api connect trino stream lake-worker propagation outbound access)
@@ -47,7 +48,7 @@ compose() {
 generate() {
   local s3=()
   if [ "${METALAKE_COMPOSE_S3:-0}" = 1 ]; then s3=(--s3); fi
-  (cd "$REPO" && "$PYTHON" -m ops.compose generate "$STATE" --ports "$PORTS" "${s3[@]+"${s3[@]}"}")
+  (cd "$REPO" && "$PYTHON" -m ops.compose generate "$STATE" --ports "$PORTS" --tag "$TAG" "${s3[@]+"${s3[@]}"}")
   if on_s3; then SERVICES=(seaweedfs "${SERVICES[@]}"); fi
 }
 
@@ -100,5 +101,5 @@ case "${1:-}" in
     (cd "$REPO" && "$PYTHON" -m ops demo "${@:2}")
     ;;
   down) compose down ;;
-  *) sed -n 2,19p "$0"; exit 2 ;;
+  *) sed -n 2,15p "$0"; exit 2 ;;
 esac
