@@ -145,3 +145,12 @@ def test_a_layer_installing_a_bind_mounted_wheel_is_keyed_on_its_digest() -> Non
                 assert stage.index(f"ARG {arg}") < stage.index(marker), stage.splitlines()[0]
     build = BUILD.read_text()
     assert '--build-arg REQUIREMENTS_SHA="$requirements_sha" --build-arg METALAKE_WHEEL_SHA="$wheel_sha"' in build
+
+
+def test_every_process_that_names_tenants_schemas_reads_the_key_they_derive_from() -> None:
+    """Schema names are keyed (tenants.trino_schemas): a process without the key rendered Trino's rules for unkeyed
+    schemas, and the demo's SQL step was refused (PERMISSION_DENIED) on the API's keyed schema."""
+    services = _compose()["services"]
+    for name in ("api", "stream", "lake-worker", "access"):
+        assert "api_key_encryption_key" in services[name]["secrets"], name
+        assert services[name]["environment"]["METALAKE_API__KEY_ENCRYPTION_KEY_FILE"].endswith("api_key_encryption_key")
