@@ -141,9 +141,10 @@ def data(state: Path, settings: Settings, *, s3: bool = False) -> None:
         folder = state / "data" / name
         folder.mkdir(parents=True, exist_ok=True)
         layout.chown(folder)
-    metastore = state / "data" / "lake" / METASTORE_DIR
-    metastore.mkdir(exist_ok=True)
-    layout.chown(metastore)
+    if not s3:  # on S3 the metastore is a prefix of the bucket
+        metastore = state / "data" / "lake" / METASTORE_DIR
+        metastore.mkdir(exist_ok=True)
+        layout.chown(metastore)
     rules = state / "data" / "access" / Path(layout.RULES).name
     if not rules.is_file():
         users = service_users(settings)

@@ -82,6 +82,7 @@ def test_generate_s3_puts_the_lake_in_seaweedfs_and_its_keys_in_files_only(state
         assert not any(value in text for value in keys.values()), path
     assert oct((state / "secrets" / layout.SEAWEEDFS_IDENTITIES).stat().st_mode & 0o777) == "0o400"
     assert (state / "data" / "seaweedfs").is_dir()
+    assert not any((state / "data" / "lake").iterdir())
 
 
 def test_generate_again_without_the_switch_moves_the_lake_back_and_keeps_the_keys(state: Path) -> None:
