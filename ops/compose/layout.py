@@ -24,7 +24,6 @@ SPARK_SCRATCH = "/tmp/metalake-spark"  # noqa: S108 - the containers' own tmpfs
 CA = "/etc/metalake/tls/ca.pem"
 SECRETS = "/run/secrets"
 TRINO_HOME = "/srv/trino"
-SEAWEEDFS_DATA = "/var/lib/seaweedfs"
 # The lake root of a deployment with SeaweedFS (``generate --s3``): a bucket of its own, the tables under a prefix.
 S3_LAKE_ROOT = "s3a://metalake-lake/lake"
 
