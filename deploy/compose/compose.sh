@@ -8,9 +8,11 @@
 #   bash deploy/compose/compose.sh logs SERVICE
 #   bash deploy/compose/compose.sh down    stop and remove the containers (the state folder and its data stay)
 #
-# Environment: METALAKE_COMPOSE_STATE (default deploy/compose/.state), METALAKE_COMPOSE_PORTS (default | block29),
+# Environment: METALAKE_COMPOSE_STATE (default deploy/compose/.state), METALAKE_COMPOSE_PORTS (default | block29 | block27),
+# METALAKE_COMPOSE_S3=1 (up: the lake in SeaweedFS, compose.s3.yaml; later commands read the state folder's choice),
 # PODMAN_COMPOSE (default: podman-compose 1.6.0 installed into deploy/compose/.venv), PYTHON (default .stack/venv/bin/python: metalake installed),
-# METALAKE_COMPOSE_TIMEOUT (seconds, default 900).
+# METALAKE_COMPOSE_TIMEOUT (seconds, default 900), METALAKE_COMPOSE_PROJECT (default metalake: the containers'
+# prefix; another name for a second deployment on one host), TAG (up: the images' tag, as build.sh's; default dev).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
@@ -19,7 +21,8 @@ PORTS="${METALAKE_COMPOSE_PORTS:-default}"
 PYTHON="${PYTHON:-$REPO/.stack/venv/bin/python}"
 PODMAN_COMPOSE="${PODMAN_COMPOSE:-}"
 TIMEOUT="${METALAKE_COMPOSE_TIMEOUT:-900}"
-PROJECT=metalake
+TAG="${TAG:-dev}"
+PROJECT="${METALAKE_COMPOSE_PROJECT:-metalake}"
 export CONTAINERS_CONF="${CONTAINERS_CONF:-$REPO/deploy/images/containers.conf}"
 SERVICES=(postgres ferretdb kafka api connect trino stream lake-worker propagation outbound access)
 
@@ -32,12 +35,22 @@ if [ -z "$PODMAN_COMPOSE" ]; then
   fi
 fi
 
+# Whether the state folder was rendered with SeaweedFS (generate --s3 writes METALAKE_S3=true into its .env).
+on_s3() { grep -qx 'METALAKE_S3=true' "$STATE/.env" 2>/dev/null; }
+
 compose() {
+  local files=(-f "$HERE/compose.yaml")
+  if on_s3; then files+=(-f "$HERE/compose.s3.yaml"); fi
   # No pod: host networking, and a pod's infra container would need a network of its own.
-  "$PODMAN_COMPOSE" --in-pod false -p "$PROJECT" --env-file "$STATE/.env" -f "$HERE/compose.yaml" "$@"
+  "$PODMAN_COMPOSE" --in-pod false -p "$PROJECT" --env-file "$STATE/.env" "${files[@]}" "$@"
 }
 
-generate() { (cd "$REPO" && "$PYTHON" -m ops.compose generate "$STATE" --ports "$PORTS"); }
+generate() {
+  local s3=()
+  if [ "${METALAKE_COMPOSE_S3:-0}" = 1 ]; then s3=(--s3); fi
+  (cd "$REPO" && "$PYTHON" -m ops.compose generate "$STATE" --ports "$PORTS" --tag "$TAG" "${s3[@]+"${s3[@]}"}")
+  if on_s3; then SERVICES=(seaweedfs "${SERVICES[@]}"); fi
+}
 
 # podman runs health checks from systemd timers; without systemd (containers, CI) nothing runs them, so this loop
 # does: `podman healthcheck run` each container until it answers healthy.
@@ -71,7 +84,10 @@ case "${1:-}" in
     wait_healthy
     echo "compose: up in $((SECONDS - t0))s"
     ;;
-  wait) wait_healthy ;;
+  wait)
+    if on_s3; then SERVICES=(seaweedfs "${SERVICES[@]}"); fi
+    wait_healthy
+    ;;
   status)
     podman ps -a --filter "label=io.podman.compose.project=$PROJECT" --format '{{.Names}}\t{{.Status}}'
     ;;
@@ -85,5 +101,5 @@ case "${1:-}" in
     (cd "$REPO" && "$PYTHON" -m ops demo "${@:2}")
     ;;
   down) compose down ;;
-  *) sed -n 2,16p "$0"; exit 2 ;;
+  *) sed -n 2,15p "$0"; exit 2 ;;
 esac

@@ -6,7 +6,9 @@
 #
 #   bash deploy/images/build.sh [TARGET...]     (default: every image; see TARGETS)
 # Environment: STACK_CACHE (default .stack/cache; fetched there when missing), TAG (default dev),
-#              IMAGES_WITH_S3=1 also builds SeaweedFS's image.
+#              IMAGES_WITH_S3=1 also builds SeaweedFS's image (Compose's optional S3 store: its `weed` is built from
+#              the Go module proxy, several minutes the first time), SPARK_PYTHON (a Python with pyspark, default
+#              .stack/venv/bin/python: Spark's s3a jars are resolved for its Hadoop version).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
@@ -51,12 +53,15 @@ wheels() {
 link() { rm -rf "$2"; mkdir -p "$(dirname "$2")"; cp -al "$1" "$2" 2>/dev/null || cp -a "$1" "$2"; }
 
 artifacts() {
-  local need=(kafka trino spark ferretdb)
+  local need=(kafka trino spark ferretdb spark-s3) python
   [ "${IMAGES_WITH_S3:-0}" = 1 ] && need+=(seaweedfs)
   for what in "${need[@]}"; do
     if [ ! -f "$STACK_CACHE/$what/.ready" ] && [ ! -e "$STACK_CACHE/$what/weed" ]; then
       log "fetching $what into $STACK_CACHE (deploy/local/fetch/$what.sh)"
-      STACK_DIR="$(dirname "$STACK_CACHE")" REPO_DIR="$REPO" PYTHON="$HERE/.venv/bin/python" \
+      # The Spark fetches read pyspark's jars to match its versions.
+      python="$HERE/.venv/bin/python"
+      case "$what" in spark|spark-s3) python="${SPARK_PYTHON:-$REPO/.stack/venv/bin/python}" ;; esac
+      STACK_DIR="$(dirname "$STACK_CACHE")" REPO_DIR="$REPO" PYTHON="$python" \
         bash "$REPO/deploy/local/fetch/$what.sh"
     fi
   done
@@ -64,6 +69,7 @@ artifacts() {
   link "$STACK_CACHE/kafka/libs" "$a/kafka-libs"
   link "$STACK_CACHE/trino/server" "$a/trino-server"
   link "$STACK_CACHE/spark/jars" "$a/spark-jars"
+  link "$STACK_CACHE/spark-s3/jars" "$a/spark-s3-jars"
   link "$STACK_CACHE/ferretdb/ferretdb-run" "$a/ferretdb"
   mkdir -p "$a/ferretdb-sql" && cp "$REPO"/deploy/local/ferretdb/*.sql "$a/ferretdb-sql/"
   if [ "${IMAGES_WITH_S3:-0}" = 1 ]; then link "$STACK_CACHE/seaweedfs/weed" "$a/weed"; fi
@@ -75,10 +81,14 @@ started=$(date +%s)
 base_image
 wheels
 artifacts
+# What the bind-mounted wheels hold, as build arguments: a RUN's cache key includes them (not the mount's content).
+requirements_sha=$(cat "$BUILD"/wheels/*.txt | sha256sum | cut -c1-16)
+wheel_sha=$(sha256sum "$BUILD"/wheels/metalake-*.whl | cut -c1-16)
 for target in "${TARGETS[@]}"; do
   t0=$(date +%s)
   # docker format: OCI images have no HEALTHCHECK. Host network: apt and nothing else during RUN.
   podman build --quiet --format docker --network host --build-arg BASE="$BASE" --target "$target" \
+    --build-arg REQUIREMENTS_SHA="$requirements_sha" --build-arg METALAKE_WHEEL_SHA="$wheel_sha" \
     -t "localhost/metalake/$target:$TAG" -f "$HERE/Containerfile" "$BUILD" >/dev/null
   log "$target built in $(( $(date +%s) - t0 ))s"
 done

@@ -10,7 +10,7 @@ from pathlib import Path
 from metalake.settings import Settings
 from ops.compose import layout
 from ops.compose.layout import Ports
-from ops.stack.lake_storage import METASTORE_DIR
+from ops.stack.lake_storage import METASTORE_DIR, trino_file_system
 from ops.stack.services.kafka import _LOG4J2
 from ops.stack.services.trino import (
     JWT_USER_MAPPING,
@@ -111,29 +111,40 @@ def trino(state: Path, settings: Settings, ports: Ports) -> None:
     (etc / "resource-groups.json").write_text(json.dumps(groups, indent=1) + "\n")
     (etc / "resource-groups.properties").write_text(resource_groups_properties(inside / "resource-groups.json"))
     (etc / "log.properties").write_text("io.trino=INFO\n")
-    # The file metastore inside the lake root, as the local stack keeps it (ops.stack.lake_storage).
     lake = [
         "connector.name=delta_lake",
         "hive.metastore=file",
-        f"hive.metastore.catalog.dir=local:///{METASTORE_DIR}",
-        "fs.native-local.enabled=true",
-        f"local.location={layout.LAKE}",
+        *_lake_file_system(settings),
         "delta.register-table-procedure.enabled=true",
         "delta.enable-non-concurrent-writes=true",
     ]
     (etc / "catalog" / "lake.properties").write_text("\n".join(lake) + "\n")
 
 
-def data(state: Path, settings: Settings) -> None:
-    """The data folders (bind-mounted; the containers' user owns them) and the access rules Trino starts with
-    (service users only, until the access processor writes the tenants' rules)."""
-    for name in DATA_DIRS:
+def _lake_file_system(settings: Settings) -> list[str]:
+    """The file metastore inside the lake root, as the local stack keeps it (ops.stack.lake_storage): the local
+    folder at its path inside the container, or the S3 bucket through Trino's native S3 file system, whose keys the
+    catalog names as ``${ENV:...}`` (Trino's entrypoint reads them from its secret files)."""
+    if settings.lake_on_s3:
+        return trino_file_system(settings, settings.lake.s3)
+    return [
+        f"hive.metastore.catalog.dir=local:///{METASTORE_DIR}",
+        "fs.native-local.enabled=true",
+        f"local.location={layout.LAKE}",
+    ]
+
+
+def data(state: Path, settings: Settings, *, s3: bool = False) -> None:
+    """The data folders (bind-mounted; the containers' user owns them; SeaweedFS's with ``s3``) and the access rules
+    Trino starts with (service users only, until the access processor writes the tenants' rules)."""
+    for name in (*DATA_DIRS, *(["seaweedfs"] if s3 else [])):
         folder = state / "data" / name
         folder.mkdir(parents=True, exist_ok=True)
         layout.chown(folder)
-    metastore = state / "data" / "lake" / METASTORE_DIR
-    metastore.mkdir(exist_ok=True)
-    layout.chown(metastore)
+    if not s3:  # on S3 the metastore is a prefix of the bucket
+        metastore = state / "data" / "lake" / METASTORE_DIR
+        metastore.mkdir(exist_ok=True)
+        layout.chown(metastore)
     rules = state / "data" / "access" / Path(layout.RULES).name
     if not rules.is_file():
         users = service_users(settings)

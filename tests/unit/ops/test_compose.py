@@ -130,3 +130,27 @@ def test_the_host_env_reaches_the_secrets_through_files(state: Path, monkeypatch
     assert key is not None
     assert key.get_secret_value() == (state / "secrets" / "api_key_encryption_key").read_text()
     assert settings.api.port == 29000 and settings.trino.port == 29080
+
+
+def test_a_layer_installing_a_bind_mounted_wheel_is_keyed_on_its_digest() -> None:
+    """A RUN's cache key leaves out what a bind mount holds: without the digest as a build argument, a rebuilt image
+    kept the metalake wheel (or the requirements) of the first build."""
+    stages = re.split(r"^FROM ", CONTAINERFILE.read_text(), flags=re.MULTILINE)
+    for stage in stages:
+        for arg, marker in (
+            ("METALAKE_WHEEL_SHA", "metalake-0.1.0-py3-none-any.whl"),
+            ("REQUIREMENTS_SHA", "core.txt"),
+        ):
+            if marker in stage:
+                assert stage.index(f"ARG {arg}") < stage.index(marker), stage.splitlines()[0]
+    build = BUILD.read_text()
+    assert '--build-arg REQUIREMENTS_SHA="$requirements_sha" --build-arg METALAKE_WHEEL_SHA="$wheel_sha"' in build
+
+
+def test_every_process_that_names_tenants_schemas_reads_the_key_they_derive_from() -> None:
+    """Schema names are keyed (tenants.trino_schemas): a process without the key rendered Trino's rules for unkeyed
+    schemas, and the demo's SQL step was refused (PERMISSION_DENIED) on the API's keyed schema."""
+    services = _compose()["services"]
+    for name in ("api", "stream", "lake-worker", "access"):
+        assert "api_key_encryption_key" in services[name]["secrets"], name
+        assert services[name]["environment"]["METALAKE_API__KEY_ENCRYPTION_KEY_FILE"].endswith("api_key_encryption_key")
