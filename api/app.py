@@ -18,13 +18,16 @@ from api.auth.runtime import AuthRuntime, build_auth
 from api.context import ApiContext
 from api.openapi import install_openapi
 from api.problems import install_problem_handlers
+from api.routes.health import ready
 from api.services.auditbatch import AuditBatcher
 from api.services.events import close_publisher
 from api.services.provisioning import resume
 from metalake.http.bodies import BodyLimit
+from metalake.http.metrics import install_metrics
 from metalake.mongo import mongo_client
 from metalake.s3 import lake_storage_options
 from metalake.settings import Settings, load_settings
+from metalake.telemetry.metrics import readiness
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +91,9 @@ def create_app(settings: Settings | None = None, *, mongo: MongoClient[dict[str,
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         publish_signing_key(app.state.auth)
         stop_resume = resume.start(app.state.ctx)  # work a crash left unfinished, in a thread
+        unwatch = readiness(lambda: ready(app.state.ctx))  # metalake_ready: /readyz's checks, at each scrape
         yield
+        unwatch()
         stop_resume()
         # Every accepted mutation's audit row is committed before the process goes.
         if app.state.ctx.audit_batcher is not None:
@@ -106,6 +111,7 @@ def create_app(settings: Settings | None = None, *, mongo: MongoClient[dict[str,
     # protected route, both before FastAPI reads and parses a body.
     app.add_middleware(AuthenticateFirst, api=app)
     app.add_middleware(BodyLimit, max_bytes=settings.api.max_body_bytes)
+    install_metrics(app, settings.telemetry.metrics_token)  # outermost: counts the answers of the layers above
     for module in ROUTERS:
         app.include_router(_router(module))
     install_openapi(app)

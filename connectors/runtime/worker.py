@@ -40,12 +40,14 @@ from control.connectors.store import ControlStore
 from metalake.expiry import ExpiryJanitor
 from metalake.http.bodies import BodyLimit
 from metalake.http.health import Check, run_checks, standard_checks
+from metalake.http.metrics import install_metrics
 from metalake.http.problems import install_problem_handlers
 from metalake.lease import LeaseStore
 from metalake.mongo import mongo_client
 from metalake.s3 import lake_storage_options
 from metalake.sealing import sealer_for
 from metalake.settings import Settings
+from metalake.telemetry.metrics import readiness
 from tenants.access.columns import PropagatedPaths
 from tenants.naming import CONTROL_DATABASE
 
@@ -103,6 +105,10 @@ def create_app(
     enabled = settings.connect.scheduler_enabled and schedules is not None
     scheduler = CrawlScheduler(built, schedules) if enabled and schedules is not None else None
 
+    def ready() -> bool:
+        states = run_checks(ready_checks, settings.health.check_timeout_s)
+        return all(state == "ok" for state in states.values())
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # A round trip to MongoDB (the TTL index): off the event loop.
@@ -111,7 +117,9 @@ def create_app(
             await run_in_threadpool(built.offload.start)
         if scheduler is not None:
             scheduler.start()
+        unwatch = readiness(ready)  # metalake_ready: /readyz's checks, at each scrape
         yield
+        unwatch()
         if scheduler is not None:
             await run_in_threadpool(scheduler.stop)
         await run_in_threadpool(janitor.stop)
@@ -128,6 +136,7 @@ def create_app(
         BodyLimit,
         max_bytes=max(limits.webhook_max_body_bytes, limits.ingest_max_body_bytes, limits.openlineage_max_body_bytes),
     )
+    install_metrics(app, settings.telemetry.metrics_token)  # outermost: counts the body limit's answers too
     app.include_router(webhook_router)
     app.include_router(ingest_router)
     app.include_router(openlineage_router)

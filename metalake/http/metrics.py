@@ -1,0 +1,111 @@
+"""``GET /metrics`` and the HTTP request metrics of the two FastAPI services (the admin API, the connector worker).
+
+:class:`HttpMetrics` is the outermost ASGI layer: it answers ``GET /metrics`` itself (not a route of the app, so
+no router, OpenAPI document or token check of the app's sees it; ``metalake.telemetry.exposition`` decides:
+404 without ``telemetry.metrics_token``, 401 as problem+json without the token), and times every other request
+into ``metalake_http_requests_total`` / ``metalake_http_request_seconds`` by route *template* (``/v1/tenants/{tenant}
+/assets``, never the path a caller sent: a label per tenant or per typo would be unbounded), method and status.
+
+A request refused before routing (the body limit, the API's early token check) is labelled with the template the
+router would have chosen; a path no route matches is ``route="none"``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from fastapi import FastAPI
+from pydantic import SecretStr
+from starlette.routing import Match
+
+from metalake.http.bodies import ASGIApp, Message, Receive, Scope, Send, send_problem
+from metalake.http.problems import Problem
+from metalake.telemetry import exposition
+from metalake.telemetry.metrics import HTTP_REQUEST, HTTP_REQUESTS
+
+METRICS_PATH = "/metrics"
+UNMATCHED = "none"
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+def route_template(app: FastAPI, scope: Scope) -> str:
+    """The template of the route that served ``scope`` (set by the router), or that would have served it."""
+    route = scope.get("route")
+    path = getattr(route, "path", None)
+    if isinstance(path, str):
+        return path
+    for candidate in app.router.routes:
+        match, _ = candidate.matches(scope)
+        if match is Match.FULL:
+            return str(getattr(candidate, "path", UNMATCHED))
+    return UNMATCHED
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key == name:
+            return bytes(value).decode("latin-1")
+    return None
+
+
+class HttpMetrics:
+    """The ASGI layer; add it last (``app.add_middleware``), so it sees every answer the other layers give."""
+
+    def __init__(self, app: ASGIApp, api: FastAPI, token: SecretStr | None) -> None:
+        self.app = app
+        self._api = api
+        self._token = token
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if scope["path"] == METRICS_PATH and scope["method"] in ("GET", "HEAD"):
+            await self._scrape(scope, send)
+            return
+        started = time.perf_counter()
+        status = 500  # an app that raised before answering
+
+        async def counting_send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, counting_send)
+        finally:
+            method = scope["method"] if scope["method"] in _METHODS else "other"
+            route = route_template(self._api, scope)
+            HTTP_REQUEST.record(time.perf_counter() - started, {"route": route, "method": method})
+            HTTP_REQUESTS.add(1, {"route": route, "method": method, "status": str(status)})
+
+    async def _scrape(self, scope: Scope, send: Send) -> None:
+        # Rendering reads every instrument (and runs the readiness checks): off the event loop.
+        from starlette.concurrency import run_in_threadpool
+
+        answer = await run_in_threadpool(exposition.answer, self._token, _header(scope, b"authorization"))
+        if answer.status != 200:
+            slug, detail = (
+                ("not-found", "metrics are off") if answer.status == 404 else ("unauthorized", "bearer token needed")
+            )
+            await send_problem(send, Problem(answer.status, slug, detail, headers=dict(answer.headers)), METRICS_PATH)
+            return
+        headers: list[tuple[bytes, bytes]] = [
+            (b"content-type", answer.content_type.encode()),
+            (b"content-length", str(len(answer.body)).encode()),
+            (b"cache-control", b"no-store"),
+        ]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        body = b"" if scope["method"] == "HEAD" else answer.body
+        await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+def install_metrics(app: FastAPI, token: SecretStr | None) -> None:
+    """Serve ``GET /metrics`` and time every request; call after every other ``add_middleware``."""
+    kwargs: dict[str, Any] = {"api": app, "token": token}
+    app.add_middleware(HttpMetrics, **kwargs)
+
+
+__all__ = ["METRICS_PATH", "UNMATCHED", "HttpMetrics", "install_metrics", "route_template"]
