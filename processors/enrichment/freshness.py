@@ -1,0 +1,47 @@
+"""Freshness per event, exactly: from its Kafka record timestamp to the moment the store's commit that holds it
+returned (``metalake_freshness_seconds{store, query}``), and the job's dead letters in ``metalake_events_total``.
+
+Delta: an event counts when the commit that makes it readable returns, its state table's MERGE (an asset, a tag, an
+incident...) or, for a type with no state table, the ``events`` append; the lake query learns the Kafka timestamps
+from the batch's one aggregate (per state table and millisecond, the resolution Kafka stamps records with), so no
+record comes to the driver. MongoDB: when the tenant's projection writes returned, for the events a state collection
+takes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from datetime import datetime
+
+from metalake.telemetry.metrics import EVENTS, FRESHNESS
+from processors.enrichment.state import STATE_SPECS
+
+DELTA, MONGODB = "delta", "mongodb"
+SOURCE = "enrichment"
+PROJECTED_TYPES = frozenset(t for spec in STATE_SPECS for t in spec.types)
+
+
+def record_counts(kafka_ms: Iterable[tuple[int, int]], store: str, query: str) -> None:
+    """``(Kafka timestamp in ms, events)`` pairs, committed now."""
+    committed_ms = time.time() * 1000
+    attributes = {"store": store, "query": query}
+    for ms, count in kafka_ms:
+        seconds = max(0.0, committed_ms - ms) / 1000
+        for _ in range(count):
+            FRESHNESS.record(seconds, attributes)
+
+
+def record_times(kafka_times: Iterable[datetime | None], store: str, query: str) -> None:
+    """Each event's Kafka timestamp, committed now."""
+    committed = time.time()
+    attributes = {"store": store, "query": query}
+    for stamp in kafka_times:
+        if stamp is not None:
+            FRESHNESS.record(max(0.0, committed - stamp.timestamp()), attributes)
+
+
+def count_dead_letters(count: int, reason: str) -> None:
+    """Records the job wrote to a ``_dlq`` table; ``reason`` is ``invalid`` (the row says why) or ``unrouted``."""
+    if count:
+        EVENTS.add(count, {"source": SOURCE, "outcome": "dead_lettered", "reason": reason})
