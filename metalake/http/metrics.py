@@ -13,6 +13,7 @@ router would have chosen; a path no route matches is ``route="none"``.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI
@@ -22,7 +23,7 @@ from starlette.routing import Match
 from metalake.http.bodies import ASGIApp, Message, Receive, Scope, Send, send_problem
 from metalake.http.problems import Problem
 from metalake.telemetry import exposition
-from metalake.telemetry.metrics import HTTP_REQUEST, HTTP_REQUESTS
+from metalake.telemetry.metrics import EVENTS, HTTP_REQUEST, HTTP_REQUESTS, INTAKE_REQUEST
 
 METRICS_PATH = "/metrics"
 UNMATCHED = "none"
@@ -52,10 +53,13 @@ def _header(scope: Scope, name: bytes) -> str | None:
 class HttpMetrics:
     """The ASGI layer; add it last (``app.add_middleware``), so it sees every answer the other layers give."""
 
-    def __init__(self, app: ASGIApp, api: FastAPI, token: SecretStr | None) -> None:
+    def __init__(
+        self, app: ASGIApp, api: FastAPI, token: SecretStr | None, intake: Mapping[str, str] | None = None
+    ) -> None:
         self.app = app
         self._api = api
         self._token = token
+        self._intake = dict(intake or {})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -76,10 +80,14 @@ class HttpMetrics:
         try:
             await self.app(scope, receive, counting_send)
         finally:
+            elapsed = time.perf_counter() - started
             method = scope["method"] if scope["method"] in _METHODS else "other"
             route = route_template(self._api, scope)
-            HTTP_REQUEST.record(time.perf_counter() - started, {"route": route, "method": method})
+            HTTP_REQUEST.record(elapsed, {"route": route, "method": method})
             HTTP_REQUESTS.add(1, {"route": route, "method": method, "status": str(status)})
+            source = self._intake.get(route)
+            if source is not None:
+                _intake(source, elapsed, status)
 
     async def _scrape(self, scope: Scope, send: Send) -> None:
         # Rendering reads every instrument (and runs the readiness checks): off the event loop.
@@ -102,10 +110,46 @@ class HttpMetrics:
         await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
-def install_metrics(app: FastAPI, token: SecretStr | None) -> None:
-    """Serve ``GET /metrics`` and time every request; call after every other ``add_middleware``."""
-    kwargs: dict[str, Any] = {"api": app, "token": token}
+#: Why an intake request was refused, by its status: a fixed vocabulary (the problem's detail is in the answer).
+REFUSALS = {
+    400: "invalid",
+    401: "unauthenticated",
+    403: "forbidden",
+    404: "not_found",
+    409: "conflict",
+    413: "too_large",
+    415: "unsupported_media_type",
+    422: "invalid",
+    429: "rate_limited",
+    503: "unavailable",
+}
+
+
+def refusal_reason(status: int) -> str:
+    return REFUSALS.get(status, "error" if status >= 500 else "refused")
+
+
+def _intake(source: str, elapsed: float, status: int) -> None:
+    """An intake request (webhook, ingest): its latency, and one refused event when the whole request was refused
+    (the events it carried are unknown then); accepted events are counted where Kafka confirmed them."""
+    INTAKE_REQUEST.record(elapsed, {"source": source})
+    if status >= 400:
+        EVENTS.add(1, {"source": source, "outcome": "refused", "reason": refusal_reason(status)})
+
+
+def install_metrics(app: FastAPI, token: SecretStr | None, intake: Mapping[str, str] | None = None) -> None:
+    """Serve ``GET /metrics`` and time every request; call after every other ``add_middleware``. ``intake`` maps the
+    route templates of intake routes to their ``source`` (``metalake_intake_request_seconds``, refusals)."""
+    kwargs: dict[str, Any] = {"api": app, "token": token, "intake": intake}
     app.add_middleware(HttpMetrics, **kwargs)
 
 
-__all__ = ["METRICS_PATH", "UNMATCHED", "HttpMetrics", "install_metrics", "route_template"]
+__all__ = [
+    "METRICS_PATH",
+    "REFUSALS",
+    "UNMATCHED",
+    "HttpMetrics",
+    "install_metrics",
+    "refusal_reason",
+    "route_template",
+]
