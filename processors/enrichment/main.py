@@ -27,8 +27,10 @@ from metalake.kafka.security import java_failure_setting
 from metalake.mongo import mongo_client
 from metalake.settings import FaultSettings, Settings, get_settings
 from metalake.telemetry import configure_telemetry
+from metalake.telemetry.metrics import CONSUMER_LAG
 from processors.enrichment.admission import TenantAdmission
 from processors.enrichment.health import IncidentIndex
+from processors.enrichment.lag import EndOffsets, lag_readings
 from processors.enrichment.lake import AfterLakeHook, LakeWriter
 from processors.enrichment.projector import AfterMongoHook, ProjectionWriter
 from processors.enrichment.registrar import TrinoRegistrar
@@ -294,6 +296,11 @@ def run(settings: Settings, args: JobOptions) -> None:
     )
     if args.ready_file:
         args.ready_file.write_text(f"{os.getpid()} {time.time():.0f}\n")
+    # metalake_consumer_lag_records of the queries, read at scrape time.
+    end_offsets = EndOffsets(settings)
+    unwatch_lag = CONSUMER_LAG.watch(
+        lambda: lag_readings(((q.name, q.lastProgress) for q in supervisor.queries), end_offsets)
+    )
     # The pooled job's only: a dedicated tenant's job inherits the same environment, so the same port.
     health = (
         None
@@ -315,6 +322,7 @@ def run(settings: Settings, args: JobOptions) -> None:
         for q in supervisor.queries:
             q.stop()
     finally:
+        unwatch_lag()
         if health is not None:
             health.close()
         registrar.close()
