@@ -27,7 +27,9 @@ from metalake.http.metrics import install_metrics
 from metalake.mongo import mongo_client
 from metalake.s3 import lake_storage_options
 from metalake.settings import Settings, load_settings
-from metalake.telemetry.metrics import readiness
+from metalake.telemetry.metrics import PROVISIONING_QUEUE_DEPTH, readiness
+from tenants.naming import CONTROL_DATABASE
+from tenants.registry import TenantRegistry
 
 log = logging.getLogger(__name__)
 
@@ -91,9 +93,15 @@ def create_app(settings: Settings | None = None, *, mongo: MongoClient[dict[str,
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         publish_signing_key(app.state.auth)
         stop_resume = resume.start(app.state.ctx)  # work a crash left unfinished, in a thread
-        unwatch = readiness(lambda: ready(app.state.ctx))  # metalake_ready: /readyz's checks, at each scrape
+        # metalake_ready (/readyz's checks) and the provisioning queue, read at each scrape.
+        registry = TenantRegistry(client[CONTROL_DATABASE])
+        unwatch = [
+            readiness(lambda: ready(app.state.ctx)),
+            PROVISIONING_QUEUE_DEPTH.watch(lambda: [(float(registry.count_pending_work()), {})]),
+        ]
         yield
-        unwatch()
+        for stop in unwatch:
+            stop()
         stop_resume()
         # Every accepted mutation's audit row is committed before the process goes.
         if app.state.ctx.audit_batcher is not None:
