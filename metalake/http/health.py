@@ -297,13 +297,15 @@ def serve_health(
     process: Process,
     checks: Mapping[str, Check],
     liveness: Liveness | None = None,
+    port: int | None = None,
 ) -> HealthServer | None:
-    """Start ``process``'s health server if its port is set (``health.ports.<process>``), else return None.
+    """Start ``process``'s health server if its port is set (``port``, else ``health.ports.<process>``), else return
+    None.
 
     ``liveness`` defaults to the process's poll loop (``LOOP``) beating within ``health.stall_after_s``. A port that
     cannot be bound stops the process: a probe that finds nothing would restart it in a loop anyway."""
     cfg = settings.health
-    port = getattr(cfg.ports, process)
+    port = port or getattr(cfg.ports, process)
     if not port:
         return None
     server = HealthServer(

@@ -18,8 +18,16 @@ from metalake.telemetry.metrics import EVENTS, FRESHNESS
 from processors.enrichment.state import STATE_SPECS
 
 DELTA, MONGODB = "delta", "mongodb"
+#: What a query does, the ``query`` label of its metrics: its name ends with it (``<job>-lake``, ...). Not the whole
+#: name, which names a dedicated tenant's job after the tenant.
+ROLES = ("mongo-priority", "mongo-bulk", "lake")
 SOURCE = "enrichment"
 PROJECTED_TYPES = frozenset(t for spec in STATE_SPECS for t in spec.types)
+
+
+def query_label(query_name: str) -> str:
+    """The role a query's name ends with, else the name (a test's or a benchmark's own query)."""
+    return next((role for role in ROLES if query_name.endswith(f"-{role}")), query_name)
 
 
 def record_counts(kafka_ms: Iterable[tuple[int, int]], store: str, query: str) -> None:

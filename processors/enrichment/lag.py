@@ -2,7 +2,7 @@
 
 A query keeps its offsets in its checkpoint, not in a consumer group: its processed offset per partition is the end
 offset of its last completed batch (``lastProgress``), and the partitions' end offsets come from one ``ListOffsets``
-request for all of them. The query's name stands for the group.
+request for all of them. The query's role (``lake``, ``mongo-priority``, ``mongo-bulk``) stands for the group.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from metalake.kafka.config import client_config
 from metalake.settings import Settings
+from processors.enrichment.freshness import query_label
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ def lag_readings(
     wanted = sorted({key for offsets in processed.values() for key in offsets})
     ends = end_offsets(wanted) if wanted else {}
     return [
-        (float(max(0, ends[key] - offset)), {"group": name, "topic": key[0], "partition": str(key[1])})
+        (float(max(0, ends[key] - offset)), {"group": query_label(name), "topic": key[0], "partition": str(key[1])})
         for name, offsets in processed.items()
         for key, offset in sorted(offsets.items())
         if key in ends

@@ -174,6 +174,7 @@ class LakeWriter:
         # None: every tenant's events are written (tests and benchmarks that run without a control plane).
         self._admission = admission
         self._app_id = app_id
+        self._query = freshness.query_label(app_id)  # the metrics' label
         self._layout = layout
         self._only_tenant = only_tenant
         self._after_lake = after_lake
@@ -195,7 +196,7 @@ class LakeWriter:
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
-        timer = StepTimer(self._app_id)
+        timer = StepTimer(self._query)
         now = datetime.now(UTC)
         spark = batch_df.sparkSession
         with tracer.start_as_current_span("enrichment.lake_batch", attributes={"batch.id": batch_id}):
@@ -235,7 +236,7 @@ class LakeWriter:
                         if spec.table in summary.state_tables:
                             with timer(f"merge_{spec.table}"):
                                 self._merge(spark, spec, folded, summary, batch_id)
-                            freshness.record_counts(summary.kafka_ms(spec.table), freshness.DELTA, self._app_id)
+                            freshness.record_counts(summary.kafka_ms(spec.table), freshness.DELTA, self._query)
                     self._health(spark, folded, summary, now, batch_id, timer)
                 if self._after_lake is not None:
                     self._after_lake(batch_id)
@@ -245,7 +246,7 @@ class LakeWriter:
                 if folded is not None:
                     folded.unpersist()
         elapsed = time.monotonic() - started
-        BATCH_STEP.record(elapsed, {"query": self._app_id, "step": "batch"})
+        BATCH_STEP.record(elapsed, {"query": self._query, "step": "batch"})
         log.info(
             "enrichment.lake_batch_done",
             extra={
@@ -296,7 +297,7 @@ class LakeWriter:
         with timer("events"):
             self._append(parsed.where("valid").select(*self._tenant(), *columns), self._layout.path("events"), batch_id)
         # Types with no state table are readable once in ``events``; the others once their table's MERGE returned.
-        freshness.record_counts(summary.kafka_ms(None), freshness.DELTA, self._app_id)
+        freshness.record_counts(summary.kafka_ms(None), freshness.DELTA, self._query)
 
     def _append_dead_letters(
         self, parsed: DataFrame, summary: BatchSummary, now: datetime, batch_id: int, timer: StepTimer

@@ -99,6 +99,7 @@ class ProjectionWriter:
         # None: every tenant's events are projected (tests that run without a control plane).
         self._admission = admission
         self._name = name
+        self._query = freshness.query_label(name)  # the metrics' label
         self._mongo = mongo
         self._changes = changes
         # Shared by the process's projection queries: its lock orders the health step per process, so a later
@@ -113,7 +114,7 @@ class ProjectionWriter:
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
-        timer = StepTimer(self._name)
+        timer = StepTimer(self._query)
         with tracer.start_as_current_span(
             "enrichment.projection_batch", attributes={"batch.id": batch_id, "query": self._name}
         ):
@@ -134,7 +135,7 @@ class ProjectionWriter:
                     self._after_mongo(tenant, batch_id)
             self._announce(written, timer)
         elapsed = time.monotonic() - started
-        BATCH_STEP.record(elapsed, {"query": self._name, "step": "batch"})
+        BATCH_STEP.record(elapsed, {"query": self._query, "step": "batch"})
         log.info(
             "enrichment.projection_batch_done",
             extra={
@@ -181,7 +182,7 @@ class ProjectionWriter:
         changes += change_events(tenant, HEALTH, change_rows(health))
         # Kafka's timestamp (the producer's acknowledged append) to MongoDB holding the event: what users see.
         projected = (r.kafka_time for r in rows if r.event_type in freshness.PROJECTED_TYPES)
-        freshness.record_times(projected, freshness.MONGODB, self._name)
+        freshness.record_times(projected, freshness.MONGODB, self._query)
         log.debug(
             "enrichment.tenant_projected", extra={"events": len(rows), "mongo_applied": applied, "mongo_stale": stale}
         )

@@ -30,17 +30,18 @@ def test_the_lag_is_the_end_offset_minus_the_processed_offset_per_query_and_part
 
     readings = lag_readings(
         [
-            ("job-lake", _progress({PRIORITY: {"0": 10, "1": 4}, BULK: {"0": 7}})),
-            ("job-mongo-priority", _progress({PRIORITY: {"0": 15, "1": 3}})),
-            ("job-mongo-bulk", None),  # no batch yet: nothing to say
+            ("metalake-dedicated-acme-lake", _progress({PRIORITY: {"0": 10, "1": 4}, BULK: {"0": 7}})),
+            ("metalake-dedicated-acme-mongo-priority", _progress({PRIORITY: {"0": 15, "1": 3}})),
+            ("metalake-dedicated-acme-mongo-bulk", None),  # no batch yet: nothing to say
         ],
         ends,
     )
     assert len(asked) == 1  # one request for every partition of every query
+    # Labelled by the query's role: a dedicated tenant's job names its queries after the tenant.
     assert sorted((labels["group"], labels["topic"], labels["partition"], value) for value, labels in readings) == [
-        ("job-lake", BULK, "0", 100.0),
-        ("job-lake", PRIORITY, "0", 5.0),
-        ("job-lake", PRIORITY, "1", 0.0),
-        ("job-mongo-priority", PRIORITY, "0", 0.0),
-        ("job-mongo-priority", PRIORITY, "1", 1.0),
+        ("lake", BULK, "0", 100.0),
+        ("lake", PRIORITY, "0", 5.0),
+        ("lake", PRIORITY, "1", 0.0),
+        ("mongo-priority", PRIORITY, "0", 0.0),
+        ("mongo-priority", PRIORITY, "1", 1.0),
     ]
