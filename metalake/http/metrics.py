@@ -6,19 +6,22 @@ no router, OpenAPI document or token check of the app's sees it; ``metalake.tele
 into ``metalake_http_requests_total`` / ``metalake_http_request_seconds`` by route *template* (``/v1/tenants/{tenant}
 /assets``, never the path a caller sent: a label per tenant or per typo would be unbounded), method and status.
 
-A request refused before routing (the body limit, the API's early token check) is labelled with the template the
-router would have chosen; a path no route matches is ``route="none"``.
+The template is the one the router chooses for the path and method (looked up here, so a request refused before
+routing, by the body limit or the API's early token check, has its route's too); a path no route matches is
+``route="none"``.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi.routing import iter_route_contexts
 from pydantic import SecretStr
-from starlette.routing import Match
+from starlette.routing import compile_path
 
 from metalake.http.bodies import ASGIApp, Message, Receive, Scope, Send, send_problem
 from metalake.http.problems import Problem
@@ -30,17 +33,34 @@ UNMATCHED = "none"
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
-def route_template(app: FastAPI, scope: Scope) -> str:
-    """The template of the route that served ``scope`` (set by the router), or that would have served it."""
-    route = scope.get("route")
-    path = getattr(route, "path", None)
-    if isinstance(path, str):
-        return path
-    for candidate in app.router.routes:
-        match, _ = candidate.matches(scope)
-        if match is Match.FULL:
-            return str(getattr(candidate, "path", UNMATCHED))
-    return UNMATCHED
+class RouteTemplates:
+    """The template of the route a request is for, as the router would choose it (first route of that path and
+    method; else the first of that path, which answers 405), from the app's routes through included routers at any
+    depth. Built at the first request, once every router is included."""
+
+    def __init__(self, app: FastAPI) -> None:
+        self._app = app
+        self._table: list[tuple[re.Pattern[str], frozenset[str], str]] | None = None
+
+    def _routes(self) -> list[tuple[re.Pattern[str], frozenset[str], str]]:
+        if self._table is None:
+            self._table = [
+                (compile_path(context.path)[0], frozenset(context.methods or ()), context.path)
+                for context in iter_route_contexts(self._app.routes)
+                if context.path is not None
+            ]
+        return self._table
+
+    def __call__(self, scope: Scope) -> str:
+        path, root = str(scope["path"]), str(scope.get("root_path", ""))
+        path = path[len(root) :] if root and path.startswith(root + "/") else path
+        method, candidate = scope["method"], None
+        for regex, methods, template in self._routes():
+            if regex.match(path):
+                if not methods or method in methods:
+                    return template
+                candidate = candidate or template
+        return candidate or UNMATCHED
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -57,7 +77,7 @@ class HttpMetrics:
         self, app: ASGIApp, api: FastAPI, token: SecretStr | None, intake: Mapping[str, str] | None = None
     ) -> None:
         self.app = app
-        self._api = api
+        self._templates = RouteTemplates(api)
         self._token = token
         self._intake = dict(intake or {})
 
@@ -82,7 +102,7 @@ class HttpMetrics:
         finally:
             elapsed = time.perf_counter() - started
             method = scope["method"] if scope["method"] in _METHODS else "other"
-            route = route_template(self._api, scope)
+            route = self._templates(scope)
             HTTP_REQUEST.record(elapsed, {"route": route, "method": method})
             HTTP_REQUESTS.add(1, {"route": route, "method": method, "status": str(status)})
             source = self._intake.get(route)
@@ -149,7 +169,7 @@ __all__ = [
     "REFUSALS",
     "UNMATCHED",
     "HttpMetrics",
+    "RouteTemplates",
     "install_metrics",
     "refusal_reason",
-    "route_template",
 ]

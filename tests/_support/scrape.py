@@ -32,3 +32,26 @@ def try_scrape(url: str, token: str) -> str | None:
         return scrape(url, token)
     except (urllib.error.URLError, OSError):
         return None
+
+
+def series(text: str, name: str, labels: Mapping[str, str]) -> list[float]:
+    """The values of every sample ``name`` whose labels include ``labels`` (none: the series is not exposed)."""
+    return [
+        float(s.value)
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
+    ]
+
+
+def status_of(url: str, token: str | None) -> int:
+    """The status ``url`` answers, with the bearer token or without any; 0 while nothing listens."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    request = urllib.request.Request(url, headers=headers)  # noqa: S310 - loopback
+    try:
+        with urllib.request.urlopen(request, timeout=15) as resp:  # noqa: S310
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+    except (urllib.error.URLError, OSError):
+        return 0
