@@ -18,6 +18,9 @@ from collections.abc import Callable, Iterable, Mapping
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Observation
 
+from metalake.telemetry.exposition import REGISTRY
+from metalake.telemetry.histogram import BulkHistogram
+
 log = logging.getLogger(__name__)
 
 #: Seconds, resolving 0.05 s to 120 s (the freshness objective, p99 under 30 s, falls on a bound).
@@ -51,9 +54,15 @@ def _seconds(name: str, description: str) -> metrics.Histogram:
     )
 
 
-FRESHNESS = _seconds(
-    "metalake_freshness_seconds", "Kafka record timestamp to the commit in that store (store, query), per event"
+# Per event, at the job's volume: a histogram that takes an observation with its count (metalake.telemetry.histogram
+# says why), in the same registry as the exporter's series.
+FRESHNESS = BulkHistogram(
+    "metalake_freshness_seconds",
+    "Kafka record timestamp to the commit in that store (store, query), per event",
+    ("store", "query"),
+    SECONDS_BUCKETS,
 )
+REGISTRY.register(FRESHNESS)
 BATCH_STEP = _seconds("metalake_batch_step_seconds", "A streaming micro-batch's steps (query, step)")
 INTAKE_REQUEST = _seconds("metalake_intake_request_seconds", "Webhook and ingest request latency (source)")
 DELIVERY = _seconds("metalake_delivery_seconds", "One outbound delivery attempt (destination)")

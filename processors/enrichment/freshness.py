@@ -33,20 +33,15 @@ def query_label(query_name: str) -> str:
 def record_counts(kafka_ms: Iterable[tuple[int, int]], store: str, query: str) -> None:
     """``(Kafka timestamp in ms, events)`` pairs, committed now."""
     committed_ms = time.time() * 1000
-    attributes = {"store": store, "query": query}
-    for ms, count in kafka_ms:
-        seconds = max(0.0, committed_ms - ms) / 1000
-        for _ in range(count):
-            FRESHNESS.record(seconds, attributes)
+    ages = ((max(0.0, committed_ms - ms) / 1000, count) for ms, count in kafka_ms)
+    FRESHNESS.observe_many(ages, {"store": store, "query": query})
 
 
 def record_times(kafka_times: Iterable[datetime | None], store: str, query: str) -> None:
     """Each event's Kafka timestamp, committed now."""
     committed = time.time()
-    attributes = {"store": store, "query": query}
-    for stamp in kafka_times:
-        if stamp is not None:
-            FRESHNESS.record(max(0.0, committed - stamp.timestamp()), attributes)
+    ages = ((max(0.0, committed - stamp.timestamp()), 1) for stamp in kafka_times if stamp is not None)
+    FRESHNESS.observe_many(ages, {"store": store, "query": query})
 
 
 def count_dead_letters(count: int, reason: str) -> None:

@@ -160,7 +160,7 @@ def test_a_fastapi_app_counts_requests_by_route_template_never_the_path(app_serv
 
 def test_every_contract_metric_is_exposed_under_its_exact_name_and_labels(app_server: str) -> None:
     # One recording of each instrument with the contract's labels, through the real reader and HTTP exposition.
-    metrics.FRESHNESS.record(1.5, {"store": "delta", "query": "q-lake"})
+    metrics.FRESHNESS.observe(1.5, {"store": "delta", "query": "q-lake"})
     metrics.BATCH_STEP.record(0.2, {"query": "q-lake", "step": "parse"})
     metrics.EVENTS.add(1, {"source": "ingest", "outcome": "refused", "reason": "invalid"})
     metrics.INTAKE_REQUEST.record(0.01, {"source": "ingest"})
