@@ -18,13 +18,18 @@ from api.auth.runtime import AuthRuntime, build_auth
 from api.context import ApiContext
 from api.openapi import install_openapi
 from api.problems import install_problem_handlers
+from api.routes.health import ready
 from api.services.auditbatch import AuditBatcher
 from api.services.events import close_publisher
 from api.services.provisioning import resume
 from metalake.http.bodies import BodyLimit
+from metalake.http.metrics import install_metrics
 from metalake.mongo import mongo_client
 from metalake.s3 import lake_storage_options
 from metalake.settings import Settings, load_settings
+from metalake.telemetry.metrics import PROVISIONING_QUEUE_DEPTH, readiness
+from tenants.naming import CONTROL_DATABASE
+from tenants.registry import TenantRegistry
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +93,15 @@ def create_app(settings: Settings | None = None, *, mongo: MongoClient[dict[str,
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         publish_signing_key(app.state.auth)
         stop_resume = resume.start(app.state.ctx)  # work a crash left unfinished, in a thread
+        # metalake_ready (/readyz's checks) and the provisioning queue, read at each scrape.
+        registry = TenantRegistry(client[CONTROL_DATABASE])
+        unwatch = [
+            readiness(lambda: ready(app.state.ctx)),
+            PROVISIONING_QUEUE_DEPTH.watch(lambda: [(float(registry.count_pending_work()), {})]),
+        ]
         yield
+        for stop in unwatch:
+            stop()
         stop_resume()
         # Every accepted mutation's audit row is committed before the process goes.
         if app.state.ctx.audit_batcher is not None:
@@ -106,6 +119,7 @@ def create_app(settings: Settings | None = None, *, mongo: MongoClient[dict[str,
     # protected route, both before FastAPI reads and parses a body.
     app.add_middleware(AuthenticateFirst, api=app)
     app.add_middleware(BodyLimit, max_bytes=settings.api.max_body_bytes)
+    install_metrics(app, settings.telemetry.metrics_token)  # outermost: counts the answers of the layers above
     for module in ROUTERS:
         app.include_router(_router(module))
     install_openapi(app)

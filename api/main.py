@@ -48,8 +48,10 @@ def serve(
     if ctx.invoked_subcommand is not None:
         return
     import uvicorn
+    from opentelemetry.sdk.resources import Resource
 
     from api.app import create_app
+    from metalake.telemetry.exposition import install_meter_provider
 
     settings = load_settings()
     if host is not None:
@@ -60,6 +62,9 @@ def serve(
         raise fail(
             "set METALAKE_API__KEY_ENCRYPTION_KEY (seals the token signing keys) or METALAKE_API__EXTERNAL_ISSUER"
         )
+    # The meter provider GET /metrics reads (metalake.telemetry.exposition); the API keeps uvicorn's logging.
+    component = {"service.name": settings.telemetry.service_name, "service.component": "api"}
+    install_meter_provider(Resource.create(component))
     # One process: rate limits and caches are per process (docs/api.md); scale out with more hosts.
     uvicorn.run(create_app(settings), host=settings.api.host, port=settings.api.port, log_level=log_level)
 

@@ -162,6 +162,15 @@ class ErasureStore:
     def count_unfinished(self, tenant: str | None = None) -> int:
         return sum(self._erasures.count_documents(query) for query in self._queries(tenant))
 
+    def oldest_unfinished(self) -> datetime | None:
+        """When the oldest erasure still accepted or running was requested (None: none is)."""
+        oldest = [
+            doc["created_at"]
+            for query in self._queries(None)
+            for doc in self._erasures.find(query, {"created_at": 1}).sort("created_at", 1).limit(1)
+        ]
+        return min(oldest, default=None)
+
     def update(
         self,
         tenant: str,

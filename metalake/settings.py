@@ -352,6 +352,9 @@ class TelemetrySettings(BaseModel):
     traces_exporter: Literal["none", "console", "otlp"] = "none"
     metrics_exporter: Literal["none", "console", "otlp"] = "none"
     otlp_endpoint: str | None = None
+    # The bearer token of every process's ``GET /metrics`` (Prometheus' text format, metalake.telemetry.exposition);
+    # unset: the route answers 404, so metrics are off unless an operator chose a token for the scraper.
+    metrics_token: SecretStr | None = None
 
 
 class ConnectSettings(BaseModel):

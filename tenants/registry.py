@@ -173,6 +173,12 @@ class TenantRegistry:
         doc = self._tenants.find_one({"_id": tenant_id})
         return _record(doc) if doc is not None else None
 
+    def count_pending_work(self) -> int:
+        """Tenants whose provisioning or deletion is not done (``metalake_provisioning_queue_depth``); one scalar
+        equality per state, which FerretDB pushes down."""
+        states = (TenantState.PROVISIONING, TenantState.DELETING)
+        return sum(self._tenants.count_documents({"state": state.value}) for state in states)
+
     def list(self, *, after: str | None = None, limit: int | None = None) -> list[TenantRecord]:
         """Tenants in id order; ``after`` is the last id of the previous page."""
         query: Doc = {} if after is None else {"_id": {"$gt": after}}

@@ -8,7 +8,7 @@ from confluent_kafka.admin import AdminClient
 from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
 
-from api.context import ContextDep
+from api.context import ApiContext, ContextDep
 from api.problems import MEDIA_TYPE, Problem
 from api.schemas.health import Health, Readiness
 from metalake.kafka.config import client_config
@@ -38,6 +38,11 @@ def _kafka_ok(ctx: ContextDep) -> bool:
     except Exception:  # noqa: BLE001 - any failure means not ready
         return False
     return True
+
+
+def ready(ctx: ApiContext) -> bool:
+    """What /readyz checks, as one answer (``metalake_ready``)."""
+    return _mongo_ok(ctx) and _kafka_ok(ctx)
 
 
 @router.get(

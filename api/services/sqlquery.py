@@ -28,6 +28,7 @@ from trino.exceptions import TrinoExternalError, TrinoQueryError, TrinoUserError
 from api.problems import Problem
 from metalake.csvcells import text_cell
 from metalake.settings import Settings
+from metalake.telemetry.metrics import TRINO_QUERY
 from metalake.trino_connect import connect
 from tenants.naming import trino_user
 from tenants.trino_schemas import trino_schema
@@ -123,6 +124,11 @@ class RunningQuery:
             log.debug("sql.cancel_failed")
 
     def close(self) -> None:
+        if not self._closed:
+            # From its start (the deadline's origin) to its end; a time limit counts as an error, a row limit not.
+            failed = self.outcome.reason in ("error", "time_limit")
+            started = self._deadline - self._limits.timeout_s
+            TRINO_QUERY.record(time.monotonic() - started, {"outcome": "error" if failed else "ok"})
         self._closed = True
         self._conn.close()
 
@@ -178,6 +184,7 @@ def start(settings: Settings, tenant: str, sql: str, *, pii: bool, limits: Limit
         description = cursor.description or []
     except (trino.exceptions.Error, trino.exceptions.HttpError, OSError) as exc:
         conn.close()
+        TRINO_QUERY.record(time.monotonic() - (deadline - limits.timeout_s), {"outcome": "error"})
         log.info("sql.failed", extra={"tenant": tenant, "error": type(exc).__name__})
         raise problem_for(exc) from None
     columns = [Column(str(d[0]), str(d[1])) for d in description]

@@ -35,6 +35,7 @@ from control.auth.pii import EDGE_ADDED, EDGE_REMOVED, LINEAGE_CUTS, Weakening, 
 from metalake.events import CloudEvent
 from metalake.http.problems import Problem
 from metalake.telemetry import bind_tenant
+from metalake.telemetry.metrics import EVENTS
 
 log = logging.getLogger(__name__)
 
@@ -210,6 +211,8 @@ async def _ingest(request: Request, caller: IngestCaller, runtime: Runtime, tick
     if changes:
         await run_in_threadpool(_audit, runtime, caller, changes, ACCEPTED)
     accepted = len(events)
+    if len(results) > accepted:  # accepted ones are counted once Kafka confirmed them (runtime.accept)
+        EVENTS.add(len(results) - accepted, {"source": "ingest", "outcome": "refused", "reason": "invalid"})
     return JSONResponse(
         {
             "accepted": accepted,

@@ -17,6 +17,7 @@ from metalake.events import CloudEvent, spec_for
 from metalake.http.problems import Problem
 from metalake.kafka import PublishError
 from metalake.telemetry import bind_tenant
+from metalake.telemetry.metrics import EVENTS
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,7 @@ def _confirmed(
     with bind_tenant(tenant):
         try:
             send()
+            EVENTS.add(count, {"source": source, "outcome": "accepted", "reason": "none"})
         except PublishError as exc:
             log.warning(f"{source}.publish_failed", extra={"retriable": exc.retriable, "events": count})
             raise Problem(

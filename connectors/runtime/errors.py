@@ -21,6 +21,7 @@ from control.connectors.reasons import safe_reason
 from control.connectors.store import Tolerance
 from metalake.kafka import RawRecord
 from metalake.kafka.dlq import DeadLetter, dead_letter_record, read_dead_letter
+from metalake.telemetry.metrics import EVENTS
 from tenants.naming import dlq_topic
 
 DLQ_TOPIC = dlq_topic("connectors")
@@ -34,11 +35,23 @@ class Counter(Protocol):
     def add(self, amount: int, attributes: dict[str, str] | None = None) -> None: ...
 
 
+class _DeadLettered:
+    """Dead letters in ``metalake_events_total`` (source: the plugin, reason: the stage that failed)."""
+
+    def add(self, amount: int, attributes: dict[str, str] | None = None) -> None:
+        labels = attributes or {}
+        EVENTS.add(
+            amount,
+            {
+                "source": labels.get("plugin", "unknown"),
+                "outcome": "dead_lettered",
+                "reason": labels.get("stage", "unknown"),
+            },
+        )
+
+
 def _default_counter() -> Counter:
-    # The API's proxy meter binds to whatever provider configure_telemetry installs later.
-    return metrics.get_meter("metalake.connectors").create_counter(
-        "metalake.connectors.dlq", unit="{record}", description="Records sent to the connectors dead-letter topic"
-    )
+    return _DeadLettered()
 
 
 def _default_dropped_counter() -> Counter:
@@ -125,7 +138,7 @@ class ErrorPolicy:
         granted = self._budget.take(self.tenant, self.connector, len(letters))
         dropped = len(letters) - granted
         if dropped:
-            self._dropped.add(dropped, {"tenant": self.tenant, "plugin": self.plugin})
+            self._dropped.add(dropped, {"plugin": self.plugin})  # the tenant is in the log line, not a label
             log.warning(
                 "connect.dead_letters_dropped",
                 extra={
@@ -166,8 +179,9 @@ class ErrorPolicy:
         return dead_letter_record(DLQ_TOPIC, f"dlq:{origin}", key.encode(), value, original_headers, letter)
 
     def count(self, records: Sequence[RawRecord]) -> None:
-        """Count dead letters once Kafka confirmed them (labels: tenant, plugin, stage; never payload data)."""
+        """Count dead letters once Kafka confirmed them (labels: plugin, stage; never a tenant or payload data: the
+        dead letter's headers name the tenant)."""
         for record in records:
             letter = read_dead_letter(record.headers)
             stage = letter.stage if letter is not None else "unknown"
-            self._counter.add(1, {"tenant": self.tenant, "plugin": self.plugin, "stage": stage})
+            self._counter.add(1, {"plugin": self.plugin, "stage": stage})

@@ -36,6 +36,7 @@ from metalake.kafka import PublishError
 from metalake.lease import LeaseHeld
 from metalake.sealing import SealingError
 from metalake.telemetry import bind_tenant
+from metalake.telemetry.metrics import CRAWL_ASSETS, EVENTS
 
 log = logging.getLogger(__name__)
 
@@ -237,6 +238,10 @@ class SourceRunner:
         self._publisher.publish(prepared.routed)
         self._publisher.publish_dead_letters(dead)
         self._policy.count(dead)
+        # By plugin (postgres, dbt), never the connector's name: tenants name their connectors.
+        plugin = self._policy.plugin
+        CRAWL_ASSETS.add(len(prepared.routed), {"connector": plugin})
+        EVENTS.add(len(prepared.routed), {"source": plugin, "outcome": "accepted", "reason": "none"})
         # Later records of a partition carry its newer position; KEEP leaves it; FORGET (or None) is a tombstone.
         offsets: dict[str, dict[str, Any] | None] = {}
         for record in batch:

@@ -53,6 +53,7 @@ from metalake.http.problems import Problem
 from metalake.kafka import PublishError
 from metalake.sealing import SealingError
 from metalake.telemetry import bind_tenant
+from metalake.telemetry.metrics import EVENTS
 from metalake.tenancy import InvalidTenantId, validate_tenant_id
 
 log = logging.getLogger(__name__)
@@ -241,6 +242,7 @@ def _handle(runtime: Runtime, delivery: _Delivery, request: InboundRequest, path
         ) from None
     dead = policy.admit(prepared.dead)
     deliveries = _publish(runtime, list(prepared.routed), dead)
+    EVENTS.add(len(deliveries), {"source": "webhook", "outcome": "accepted", "reason": "none"})
     policy.count(dead)
     event_ids = [r.event.id for r in prepared.routed]
     runtime.deliveries.record(record.tenant, record.name, key, "accepted", event_ids)

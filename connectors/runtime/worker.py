@@ -22,6 +22,7 @@ from fastapi.responses import JSONResponse
 
 from connectors.ingest import router as ingest_router
 from connectors.openlineage import router as openlineage_router
+from connectors.openlineage.routes import PATH as OPENLINEAGE_PATH
 from connectors.runtime.context import Runtime, plugins_from
 from connectors.runtime.dedup import DeliveryLog
 from connectors.runtime.errors import Counter
@@ -40,14 +41,25 @@ from control.connectors.store import ControlStore
 from metalake.expiry import ExpiryJanitor
 from metalake.http.bodies import BodyLimit
 from metalake.http.health import Check, run_checks, standard_checks
+from metalake.http.metrics import install_metrics
 from metalake.http.problems import install_problem_handlers
 from metalake.lease import LeaseStore
 from metalake.mongo import mongo_client
 from metalake.s3 import lake_storage_options
 from metalake.sealing import sealer_for
 from metalake.settings import Settings
+from metalake.telemetry.metrics import readiness
 from tenants.access.columns import PropagatedPaths
 from tenants.naming import CONTROL_DATABASE
+
+#: The intake routes' templates and the ``source`` their metrics carry (metalake_intake_request_seconds, the refused
+#: requests in metalake_events_total); one source per kind of intake, whatever the plugin or tenant.
+INTAKE_ROUTES = {
+    "/webhooks/{slug}/{tenant_id}": "webhook",
+    "/webhooks/{slug}/{tenant_id}/{name}": "webhook",
+    "/v1/events": "ingest",
+    OPENLINEAGE_PATH: "openlineage",
+}
 
 
 def build_runtime(
@@ -103,6 +115,10 @@ def create_app(
     enabled = settings.connect.scheduler_enabled and schedules is not None
     scheduler = CrawlScheduler(built, schedules) if enabled and schedules is not None else None
 
+    def ready() -> bool:
+        states = run_checks(ready_checks, settings.health.check_timeout_s)
+        return all(state == "ok" for state in states.values())
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # A round trip to MongoDB (the TTL index): off the event loop.
@@ -111,7 +127,9 @@ def create_app(
             await run_in_threadpool(built.offload.start)
         if scheduler is not None:
             scheduler.start()
+        unwatch = readiness(ready)  # metalake_ready: /readyz's checks, at each scrape
         yield
+        unwatch()
         if scheduler is not None:
             await run_in_threadpool(scheduler.stop)
         await run_in_threadpool(janitor.stop)
@@ -128,6 +146,8 @@ def create_app(
         BodyLimit,
         max_bytes=max(limits.webhook_max_body_bytes, limits.ingest_max_body_bytes, limits.openlineage_max_body_bytes),
     )
+    # Outermost: counts the body limit's answers too.
+    install_metrics(app, settings.telemetry.metrics_token, intake=INTAKE_ROUTES)
     app.include_router(webhook_router)
     app.include_router(ingest_router)
     app.include_router(openlineage_router)

@@ -6,6 +6,9 @@ checks every dependency the process needs, each bounded by ``health.check_timeou
 ``{"status": "ready"|"not-ready", "checks": {"mongo": "ok"|"down: <class>"}}``, 503 when one is down. A failure is
 named by its exception class only: a driver's text can hold a URI with its password, a host list or a token.
 
+``GET /metrics`` on the same port is the process's metrics in Prometheus' text format, behind
+``telemetry.metrics_token`` (``metalake.telemetry.exposition``: 404 without a token set, 401 without the token).
+
 Off unless the process's port is set (``METALAKE_HEALTH__PORTS__<PROCESS>``; 0 or unset: off); bound to
 ``health.host`` (loopback by default: a cluster's probes need the pod's address, e.g. ``0.0.0.0``). Stdlib only, in
 daemon threads, so it never keeps a stopping process alive and adds no dependency to the processors.
@@ -25,9 +28,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
+from pydantic import SecretStr
+
 from metalake.lake_uri import S3Path
 from metalake.s3 import S3Client
 from metalake.settings import Settings
+from metalake.telemetry import exposition
+from metalake.telemetry.metrics import readiness
 
 log = logging.getLogger(__name__)
 
@@ -195,12 +202,21 @@ def lake_check(settings: Settings, timeout_s: float) -> Check:
 
 
 class HealthServer:
-    """``/healthz`` and ``/readyz`` on ``host:port`` (port 0: any free one, for tests), served by daemon threads."""
+    """``/healthz``, ``/readyz`` and ``/metrics`` on ``host:port`` (port 0: any free one, for tests), served by
+    daemon threads."""
 
     def __init__(
-        self, host: str, port: int, liveness: Liveness, checks: Mapping[str, Check], check_timeout_s: float
+        self,
+        host: str,
+        port: int,
+        liveness: Liveness,
+        checks: Mapping[str, Check],
+        check_timeout_s: float,
+        metrics_token: SecretStr | None = None,
     ) -> None:
         self.liveness, self.checks, self.check_timeout_s = liveness, dict(checks), check_timeout_s
+        self.metrics_token = metrics_token
+        self._unwatch: Callable[[], None] = lambda: None
         self._server = (_Server6 if ":" in host else ThreadingHTTPServer)((host, port), _handler(self))
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="health-server", daemon=True)
@@ -210,10 +226,13 @@ class HealthServer:
         return int(self._server.server_address[1])
 
     def start(self) -> HealthServer:
+        # metalake_ready: the same checks as /readyz, run when the metrics are scraped.
+        self._unwatch = readiness(lambda: self.readiness()[0] == 200)
         self._thread.start()
         return self
 
     def close(self) -> None:
+        self._unwatch()
         self._server.shutdown()
         self._server.server_close()
 
@@ -238,6 +257,9 @@ def _handler(server: HealthServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
+            if path == "/metrics":
+                self._metrics()
+                return
             if path == "/healthz":
                 status, body = server.health()
             elif path == "/readyz":
@@ -252,6 +274,17 @@ def _handler(server: HealthServer) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(payload)
 
+        def _metrics(self) -> None:
+            answer = exposition.answer(server.metrics_token, self.headers.get("Authorization"))
+            self.send_response(answer.status)
+            self.send_header("Content-Type", answer.content_type)
+            self.send_header("Content-Length", str(len(answer.body)))
+            self.send_header("Cache-Control", "no-store")
+            for name, value in answer.headers:
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(answer.body)
+
         def log_message(self, format: str, *args: Any) -> None:
             # A probe every few seconds: not worth a line each at INFO.
             log.debug("health.request", extra={"request": format % args})
@@ -264,17 +297,24 @@ def serve_health(
     process: Process,
     checks: Mapping[str, Check],
     liveness: Liveness | None = None,
+    port: int | None = None,
 ) -> HealthServer | None:
-    """Start ``process``'s health server if its port is set (``health.ports.<process>``), else return None.
+    """Start ``process``'s health server if its port is set (``port``, else ``health.ports.<process>``), else return
+    None.
 
     ``liveness`` defaults to the process's poll loop (``LOOP``) beating within ``health.stall_after_s``. A port that
     cannot be bound stops the process: a probe that finds nothing would restart it in a loop anyway."""
     cfg = settings.health
-    port = getattr(cfg.ports, process)
+    port = port or getattr(cfg.ports, process)
     if not port:
         return None
     server = HealthServer(
-        cfg.host, port, liveness or stalled_after(LOOP, cfg.stall_after_s), checks, cfg.check_timeout_s
+        cfg.host,
+        port,
+        liveness or stalled_after(LOOP, cfg.stall_after_s),
+        checks,
+        cfg.check_timeout_s,
+        settings.telemetry.metrics_token,
     ).start()
     log.info("health.serving", extra={"service": process, "host": cfg.host, "port": server.port})
     return server

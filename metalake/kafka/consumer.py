@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from metalake.http.health import LOOP
 from metalake.settings import Settings
+from metalake.telemetry.metrics import CONSUMER_LAG
 
 log = logging.getLogger(__name__)
 
@@ -21,6 +23,9 @@ AssignmentListener = Callable[[frozenset[tuple[str, int]]], None]
 _LOST_TO_REBALANCE = frozenset(
     {KafkaError.REBALANCE_IN_PROGRESS, KafkaError.ILLEGAL_GENERATION, KafkaError.UNKNOWN_MEMBER_ID}
 )
+#: How often the poll loop refreshes its lag (metalake_consumer_lag_records), between two batches.
+LAG_EVERY_S = 5.0
+_BROKER_TIMEOUT_S = 1.0
 
 
 class Received(Protocol):
@@ -63,6 +68,11 @@ class BatchConsumer:
         self._owned: set[tuple[str, int]] = set()
         self._listener = on_assignment
         self._consumer.subscribe(list(topics), on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._revoked)
+        # Lag per owned partition, refreshed by the loop's own thread (the client's calls stay on it) and read by the
+        # metrics at scrape time.
+        self._lag: dict[tuple[str, int], int] = {}
+        self._lag_at = 0.0
+        self._unwatch = CONSUMER_LAG.watch(self._lag_readings)
 
     @property
     def owned(self) -> frozenset[tuple[str, int]]:
@@ -107,6 +117,7 @@ class BatchConsumer:
     def process_once(self, handler: BatchHandler, max_records: int = 500, timeout_s: float = 1.0) -> int:
         batch = self.poll_batch(max_records, timeout_s)
         if not batch:
+            self._refresh_lag()
             return 0
         handler(batch)
         try:
@@ -116,7 +127,58 @@ class BatchConsumer:
             if error is None or error.code() not in _LOST_TO_REBALANCE:
                 raise
             log.warning("kafka.commit_lost_to_rebalance", extra={"group": self._group, "error": error.name()})
+        self._refresh_lag()
         return len(batch)
 
+    def _refresh_lag(self) -> None:
+        """End offset minus this member's processed position per owned partition, at most every ``LAG_EVERY_S``.
+
+        Called only once a batch is committed (or none came), so the position is the committed offset. Both come
+        from the client when it has them (positions, and high watermarks cached from fetch responses): no broker
+        round trip; a partition not fetched or consumed yet since its assignment asks the broker once."""
+        now = time.monotonic()
+        if now - self._lag_at < LAG_EVERY_S:
+            return
+        self._lag_at = now
+        try:
+            owned = [TopicPartition(t, p) for t, p in sorted(self._owned)]
+            done = _positions(self._consumer, owned)
+            self._lag = {key: max(0, _end_offset(self._consumer, *key) - offset) for key, offset in done.items()}
+        except Exception as exc:  # noqa: BLE001 - a metric never stops the loop
+            log.warning("kafka.lag_unavailable", extra={"group": self._group, "error": type(exc).__name__})
+
+    def _lag_readings(self) -> Iterable[tuple[float, Mapping[str, str]]]:
+        owned, lag = self._owned, self._lag
+        return [
+            (float(n), {"group": self._group, "topic": t, "partition": str(p)})
+            for (t, p), n in lag.items()
+            if (t, p) in owned
+        ]
+
     def close(self) -> None:
+        self._unwatch()
         self._consumer.close()
+
+
+def _positions(consumer: Consumer, partitions: list[TopicPartition]) -> dict[tuple[str, int], int]:
+    """The processed position of each partition: the client's, else the group's committed offset (a broker call, for
+    partitions nothing was consumed from since they were assigned)."""
+    out: dict[tuple[str, int], int] = {}
+    unknown = []
+    for tp in consumer.position(partitions) if partitions else []:
+        if tp.offset >= 0:
+            out[(tp.topic, tp.partition)] = tp.offset
+        else:
+            unknown.append(TopicPartition(tp.topic, tp.partition))
+    if unknown:
+        for tp in consumer.committed(unknown, timeout=_BROKER_TIMEOUT_S):
+            if tp.offset >= 0:
+                out[(tp.topic, tp.partition)] = tp.offset
+    return out
+
+
+def _end_offset(consumer: Consumer, topic: str, partition: int) -> int:
+    _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
+    if high < 0:  # not fetched yet: ask the broker
+        _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=_BROKER_TIMEOUT_S)
+    return int(high)

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from opentelemetry import metrics, trace
-from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry import trace
 from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -11,6 +10,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExport
 
 from metalake import __version__
 from metalake.settings import TelemetrySettings
+from metalake.telemetry.exposition import install_meter_provider
 from metalake.telemetry.logs import configure_logging
 
 
@@ -23,7 +23,7 @@ def _span_exporter(settings: TelemetrySettings) -> SpanExporter | None:
         return ConsoleSpanExporter()
     if settings.traces_exporter == "otlp":
         try:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter  # type: ignore[import-not-found]
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter  # type: ignore[import-not-found,import-untyped,unused-ignore]
         except ImportError as exc:
             raise TelemetryConfigError(
                 "METALAKE_TELEMETRY__TRACES_EXPORTER=otlp needs: pip install opentelemetry-exporter-otlp-proto-http"
@@ -38,7 +38,7 @@ def _metric_readers(settings: TelemetrySettings) -> list[MetricReader]:
         return [PeriodicExportingMetricReader(ConsoleMetricExporter(), export_interval_millis=60_000)]
     if settings.metrics_exporter == "otlp":
         try:
-            from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter  # type: ignore[import-not-found]
+            from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter  # type: ignore[import-not-found,import-untyped,unused-ignore]
         except ImportError as exc:
             raise TelemetryConfigError(
                 "METALAKE_TELEMETRY__METRICS_EXPORTER=otlp needs: pip install opentelemetry-exporter-otlp-proto-http"
@@ -58,5 +58,6 @@ def configure_telemetry(settings: TelemetrySettings, component: str) -> TracerPr
     if exporter is not None:
         tracer_provider.add_span_processor(BatchSpanProcessor(exporter))
     trace.set_tracer_provider(tracer_provider)
-    metrics.set_meter_provider(MeterProvider(resource=resource, metric_readers=_metric_readers(settings)))
+    # Always with the Prometheus reader: GET /metrics reads it at scrape time (off, 404, without a metrics token).
+    install_meter_provider(resource, _metric_readers(settings))
     return tracer_provider

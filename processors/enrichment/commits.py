@@ -12,6 +12,8 @@ from contextlib import contextmanager
 import delta.exceptions as delta_errors
 from opentelemetry import metrics
 
+from metalake.telemetry.metrics import BATCH_STEP
+
 log = logging.getLogger(__name__)
 meter = metrics.get_meter(__name__)
 conflicts = meter.create_counter(
@@ -43,17 +45,20 @@ def retry_conflicts(commit: Callable[[], object], table: str) -> None:
         except CONFLICTS:
             if attempt == CONFLICT_ATTEMPTS:
                 raise
-            conflicts.add(1, {"table": table})
+            # The table's name, never its path: a dedicated tenant's path names the tenant.
+            conflicts.add(1, {"table": table.rstrip("/").rsplit("/", 1)[-1]})
             log.info("enrichment.conflict_retry", extra={"table": table, "attempt": attempt})
             time.sleep(random.uniform(0.05, 0.3) * attempt)  # noqa: S311 - jitter, not security
 
 
 class StepTimer:
-    """Wall time per step of a batch, logged with the batch so slow steps show up without a profiler."""
+    """Wall time per step of a batch, logged with the batch so slow steps show up without a profiler, and with a
+    ``query`` recorded in ``metalake_batch_step_seconds{query, step}`` (the step names are the code's, bounded)."""
 
-    def __init__(self) -> None:
+    def __init__(self, query: str | None = None) -> None:
         self.steps: dict[str, float] = {}
         self._lock = threading.Lock()
+        self._query = query
 
     @contextmanager
     def __call__(self, step: str) -> Iterator[None]:
@@ -64,3 +69,5 @@ class StepTimer:
             elapsed = time.monotonic() - started
             with self._lock:
                 self.steps[step] = round(self.steps.get(step, 0.0) + elapsed, 3)
+            if self._query is not None:
+                BATCH_STEP.record(elapsed, {"query": self._query, "step": step})

@@ -19,17 +19,19 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from delta.tables import DeltaTable
-from opentelemetry import metrics, trace
+from opentelemetry import trace
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from metalake.settings import Settings
+from metalake.telemetry.metrics import BATCH_STEP
+from processors.enrichment import freshness
 from processors.enrichment.admission import TenantAdmission, count_dropped
 from processors.enrichment.commits import StepTimer, retry_conflicts
 from processors.enrichment.health import HEALTH_COLUMNS, INCIDENT_COLUMNS, INSERT_DEFAULTS, asset_health
@@ -47,10 +49,6 @@ from tenants.naming import tenant_bucket
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
-meter = metrics.get_meter(__name__)
-events_in = meter.create_counter("metalake.enrichment.events", description="Valid events written to Delta")
-dlq_records = meter.create_counter("metalake.enrichment.dlq", description="Records sent to a _dlq table")
-batch_seconds = meter.create_histogram("metalake.enrichment.batch.duration", unit="s")
 
 KAFKA_COLUMNS = ("key", "value", "headers", "topic", "partition", "offset", "timestamp")
 PARSED_SPARK = spark_schema(PARSED_COLUMNS)
@@ -82,6 +80,8 @@ def _newer(s: str, t: str) -> str:
 
 # (tenant_id, tenant_bucket, valid, state_table, count): one group of a batch's parsed rows.
 Group = tuple[str | None, int | None, bool, str | None, int]
+# The same with the records' Kafka timestamp in ms before the count: what the driver collects (freshness).
+TimedGroup = tuple[str | None, int | None, bool, str | None, int | None, int]
 
 
 @dataclass(frozen=True)
@@ -95,13 +95,32 @@ class BatchSummary:
     unrouted: int
     state_tables: frozenset[str]
     groups: tuple[Group, ...] = ()
+    timed: tuple[TimedGroup, ...] = ()
 
     @classmethod
     def of(cls, parsed: DataFrame) -> BatchSummary:
-        rows = parsed.groupBy("tenant_id", "tenant_bucket", "valid", "state_table").count().collect()
-        return cls.from_groups(
-            tuple((r["tenant_id"], r["tenant_bucket"], bool(r["valid"]), r["state_table"], r["count"]) for r in rows)
+        # Kafka stamps records in ms: grouping by it too keeps the freshness exact, bounded by the batch's records.
+        kafka_ms = F.unix_millis("kafka_time").alias("kafka_ms")
+        rows = parsed.groupBy("tenant_id", "tenant_bucket", "valid", "state_table", kafka_ms).count().collect()
+        return cls.from_timed(
+            tuple(
+                (r["tenant_id"], r["tenant_bucket"], bool(r["valid"]), r["state_table"], r["kafka_ms"], r["count"])
+                for r in rows
+            )
         )
+
+    @classmethod
+    def from_timed(cls, timed: tuple[TimedGroup, ...]) -> BatchSummary:
+        counts: dict[tuple[str | None, int | None, bool, str | None], int] = {}
+        for tenant, bucket, valid, table, _, n in timed:
+            key = (tenant, bucket, valid, table)
+            counts[key] = counts.get(key, 0) + n
+        summary = cls.from_groups(tuple((*key, n) for key, n in counts.items()))
+        return replace(summary, timed=timed)
+
+    def kafka_ms(self, state_table: str | None) -> list[tuple[int, int]]:
+        """(Kafka timestamp in ms, count) of the batch's valid events of ``state_table`` (None: of no state table)."""
+        return [(ms, n) for t, _, v, s, ms, n in self.timed if t and v and s == state_table and ms is not None]
 
     @classmethod
     def from_groups(cls, groups: tuple[Group, ...]) -> BatchSummary:
@@ -125,6 +144,8 @@ class BatchSummary:
     def without(self, tenants: frozenset[str]) -> BatchSummary:
         """The summary of the batch once the records of ``tenants`` are left out (their buckets too, if no other
         tenant of the batch shares them: the MERGEs then prune to the buckets actually written)."""
+        if self.timed:
+            return BatchSummary.from_timed(tuple(g for g in self.timed if g[0] not in tenants))
         return BatchSummary.from_groups(tuple(g for g in self.groups if g[0] not in tenants))
 
 
@@ -153,6 +174,7 @@ class LakeWriter:
         # None: every tenant's events are written (tests and benchmarks that run without a control plane).
         self._admission = admission
         self._app_id = app_id
+        self._query = freshness.query_label(app_id)  # the metrics' label
         self._layout = layout
         self._only_tenant = only_tenant
         self._after_lake = after_lake
@@ -174,7 +196,7 @@ class LakeWriter:
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
-        timer = StepTimer()
+        timer = StepTimer(self._query)
         now = datetime.now(UTC)
         spark = batch_df.sparkSession
         with tracer.start_as_current_span("enrichment.lake_batch", attributes={"batch.id": batch_id}):
@@ -214,6 +236,7 @@ class LakeWriter:
                         if spec.table in summary.state_tables:
                             with timer(f"merge_{spec.table}"):
                                 self._merge(spark, spec, folded, summary, batch_id)
+                            freshness.record_counts(summary.kafka_ms(spec.table), freshness.DELTA, self._query)
                     self._health(spark, folded, summary, now, batch_id, timer)
                 if self._after_lake is not None:
                     self._after_lake(batch_id)
@@ -222,9 +245,8 @@ class LakeWriter:
                 cached.unpersist()
                 if folded is not None:
                     folded.unpersist()
-        events_in.add(summary.valid)
         elapsed = time.monotonic() - started
-        batch_seconds.record(elapsed, {"query": self._app_id})
+        BATCH_STEP.record(elapsed, {"query": self._query, "step": "batch"})
         log.info(
             "enrichment.lake_batch_done",
             extra={
@@ -274,6 +296,8 @@ class LakeWriter:
         columns = [F.lit(now).alias(c) if c == "ingested_at" else F.col(c) for c in EVENTS.fieldNames()]
         with timer("events"):
             self._append(parsed.where("valid").select(*self._tenant(), *columns), self._layout.path("events"), batch_id)
+        # Types with no state table are readable once in ``events``; the others once their table's MERGE returned.
+        freshness.record_counts(summary.kafka_ms(None), freshness.DELTA, self._query)
 
     def _append_dead_letters(
         self, parsed: DataFrame, summary: BatchSummary, now: datetime, batch_id: int, timer: StepTimer
@@ -283,12 +307,12 @@ class LakeWriter:
             with timer("dlq"):
                 dead = parsed.where("NOT valid AND tenant_id IS NOT NULL")
                 self._append(dead.select(*self._tenant(), *columns), self._layout.path("_dlq"), batch_id)
-            dlq_records.add(summary.dead)
+            freshness.count_dead_letters(summary.dead, "invalid")
             log.warning("enrichment.dead_letters", extra={"batch_id": batch_id, "count": summary.dead})
         if summary.unrouted:
             with timer("dlq_unrouted"):
                 self._append(parsed.where("tenant_id IS NULL").select(*columns), self._layout.unrouted_dlq, batch_id)
-            dlq_records.add(summary.unrouted, {"tenant": "_unrouted"})
+            freshness.count_dead_letters(summary.unrouted, "unrouted")
 
     def _on(self, keys: tuple[str, ...], summary: BatchSummary) -> str:
         on = [f"t.{k} = s.{k}" for k in (*self._layout.tenant_columns, *keys)]

@@ -27,8 +27,10 @@ from metalake.kafka.security import java_failure_setting
 from metalake.mongo import mongo_client
 from metalake.settings import FaultSettings, Settings, get_settings
 from metalake.telemetry import configure_telemetry
+from metalake.telemetry.metrics import CONSUMER_LAG
 from processors.enrichment.admission import TenantAdmission
 from processors.enrichment.health import IncidentIndex
+from processors.enrichment.lag import EndOffsets, lag_readings
 from processors.enrichment.lake import AfterLakeHook, LakeWriter
 from processors.enrichment.projector import AfterMongoHook, ProjectionWriter
 from processors.enrichment.registrar import TrinoRegistrar
@@ -51,6 +53,8 @@ class JobOptions:
     query_name: str | None = None
     available_now: bool = False
     ready_file: Path | None = None
+    # Over health.ports.enrichment; a dedicated tenant's job serves health and metrics only on a port given here.
+    health_port: int | None = None
 
     def __post_init__(self) -> None:
         if self.topics and self.tenant:
@@ -294,12 +298,22 @@ def run(settings: Settings, args: JobOptions) -> None:
     )
     if args.ready_file:
         args.ready_file.write_text(f"{os.getpid()} {time.time():.0f}\n")
-    # The pooled job's only: a dedicated tenant's job inherits the same environment, so the same port.
+    # metalake_consumer_lag_records of the queries, read at scrape time.
+    end_offsets = EndOffsets(settings)
+    unwatch_lag = CONSUMER_LAG.watch(
+        lambda: lag_readings(((q.name, q.lastProgress) for q in supervisor.queries), end_offsets)
+    )
+    # health.ports.enrichment is the pooled job's only: a dedicated tenant's job inherits the same environment, so the
+    # same port; it serves one given on its command line.
     health = (
         None
-        if args.tenant
+        if args.tenant and args.health_port is None
         else serve_health(
-            settings, "enrichment", standard_checks(settings, "mongo", "kafka", "trino", "lake"), _liveness(supervisor)
+            settings,
+            "enrichment",
+            standard_checks(settings, "mongo", "kafka", "trino", "lake"),
+            _liveness(supervisor),
+            port=args.health_port,
         )
     )
 
@@ -315,6 +329,7 @@ def run(settings: Settings, args: JobOptions) -> None:
         for q in supervisor.queries:
             q.stop()
     finally:
+        unwatch_lag()
         if health is not None:
             health.close()
         registrar.close()
@@ -357,12 +372,19 @@ def stream(
     ready_file: Annotated[
         Path | None, typer.Option(help="Touched once the streaming queries run (for supervisors).")
     ] = None,
+    health_port: Annotated[
+        int | None,
+        typer.Option(
+            help="Port of the job's health server (/healthz, /readyz, /metrics), over METALAKE_HEALTH__PORTS__"
+            "ENRICHMENT; a dedicated tenant's job (--tenant) serves one only on this port."
+        ),
+    ] = None,
 ) -> None:
     """Stream metalake events from Kafka into Delta (the pooled tables, or a dedicated tenant's own) and, in queries
     of their own, into the MongoDB projection. Ctrl-C stops it cleanly."""
     try:
         options = JobOptions(
-            tenant, tuple(topics.split(",")) if topics else None, query_name, available_now, ready_file
+            tenant, tuple(topics.split(",")) if topics else None, query_name, available_now, ready_file, health_port
         )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None

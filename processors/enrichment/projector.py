@@ -36,6 +36,8 @@ from metalake.kafka import EventProducer
 from metalake.mongo import while_unreachable
 from metalake.settings import Settings
 from metalake.telemetry import bind_tenant, extract_context
+from metalake.telemetry.metrics import BATCH_STEP
+from processors.enrichment import freshness
 from processors.enrichment.admission import TenantAdmission, count_dropped
 from processors.enrichment.changes import auto_classifications, change_events
 from processors.enrichment.classify import DEFAULT_RULES
@@ -56,11 +58,7 @@ from tenants.naming import CHANGES_TOPIC, names_for
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
 meter = metrics.get_meter(__name__)
-projected = meter.create_counter("metalake.projection.events", description="Valid events projected into MongoDB")
 auto_tags = meter.create_counter("metalake.enrichment.auto_tags", description="Classifications made by rules")
-batch_seconds = meter.create_histogram("metalake.projection.batch.duration", unit="s")
-# Kafka's timestamp (the producer's acknowledged append) to MongoDB holding the event: the freshness users see.
-freshness = meter.create_histogram("metalake.projection.freshness", unit="s")
 
 MAX_SPAN_LINKS = 128
 # Hook for fault tests: called after a tenant's MongoDB writes, before its changes are published.
@@ -102,6 +100,7 @@ class ProjectionWriter:
         # None: every tenant's events are projected (tests that run without a control plane).
         self._admission = admission
         self._name = name
+        self._query = freshness.query_label(name)  # the metrics' label
         self._mongo = mongo
         self._changes = changes
         # Shared by the process's projection queries: its lock orders the health step per process, so a later
@@ -116,7 +115,7 @@ class ProjectionWriter:
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
-        timer = StepTimer()
+        timer = StepTimer(self._query)
         with tracer.start_as_current_span(
             "enrichment.projection_batch", attributes={"batch.id": batch_id, "query": self._name}
         ):
@@ -138,12 +137,8 @@ class ProjectionWriter:
                 for tenant in sorted(written):
                     self._after_mongo(tenant, batch_id)
             self._announce(written, timer)
-        done = time.time()
-        for row in (r for rows in by_tenant.values() for r in rows):
-            if row.kafka_time is not None:
-                freshness.record(max(0.0, done - row.kafka_time.timestamp()))
         elapsed = time.monotonic() - started
-        batch_seconds.record(elapsed, {"query": self._name})
+        BATCH_STEP.record(elapsed, {"query": self._query, "step": "batch"})
         log.info(
             "enrichment.projection_batch_done",
             extra={
@@ -188,7 +183,9 @@ class ProjectionWriter:
             health = self._health(tenant, database, by_table, now)
         changes = [e for spec, folded in states for e in change_events(tenant, spec, folded)]
         changes += change_events(tenant, HEALTH, change_rows(health))
-        projected.add(len(rows), {"tenant": tenant})
+        # Kafka's timestamp (the producer's acknowledged append) to MongoDB holding the event: what users see.
+        projected = (r.kafka_time for r in rows if r.event_type in freshness.PROJECTED_TYPES)
+        freshness.record_times(projected, freshness.MONGODB, self._query)
         log.debug(
             "enrichment.tenant_projected", extra={"events": len(rows), "mongo_applied": applied, "mongo_stale": stale}
         )
@@ -209,7 +206,7 @@ class ProjectionWriter:
                     topics.update((e.id, written[tenant].priority_topic) for e in tags)
                     events += tags
                     if tags:
-                        auto_tags.add(len(tags), {"tenant": tenant})
+                        auto_tags.add(len(tags))
         with timer("changes"):
             self._publish(events, lambda e: topics.get(e.id, CHANGES_TOPIC))
 

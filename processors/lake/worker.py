@@ -52,6 +52,7 @@ from metalake.lease import LeaseHeld, LeaseStore
 from metalake.mongo import Doc
 from metalake.s3 import lake_storage_options
 from metalake.settings import Settings
+from metalake.telemetry.metrics import ERASURE_OLDEST, ERASURE_QUEUE_DEPTH
 from tenants.registry import TenantRegistry
 
 log = logging.getLogger("processors.lake.worker")
@@ -327,6 +328,29 @@ class ErasureWorker:
         append(tenant.names(self.settings.lake_root).delta_path("audit"), [row], lake_storage_options(self.settings))
 
 
+def watch_queue(store: ErasureStore, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> Callable[[], None]:
+    """``metalake_erasure_queue_depth`` and ``metalake_erasure_oldest_seconds`` (0 when the queue is empty), read
+    from the control plane at scrape time; returns what stops them."""
+
+    def oldest() -> list[tuple[float, dict[str, str]]]:
+        at = store.oldest_unfinished()
+        if at is None:
+            return [(0.0, {})]
+        at = at if at.tzinfo is not None else at.replace(tzinfo=UTC)  # pymongo's naive UTC
+        return [(max(0.0, (clock() - at).total_seconds()), {})]
+
+    stops = [
+        ERASURE_QUEUE_DEPTH.watch(lambda: [(float(store.count_unfinished()), {})]),
+        ERASURE_OLDEST.watch(oldest),
+    ]
+
+    def unwatch() -> None:
+        for stop in stops:
+            stop()
+
+    return unwatch
+
+
 def worker_report(settings: Settings, ready_file: Path | None = None) -> dict[str, Any]:
     """``metalake lake worker``: run until SIGTERM or SIGINT; the report says how many erasures it finished."""
     from metalake.mongo import mongo_client
@@ -348,9 +372,11 @@ def worker_report(settings: Settings, ready_file: Path | None = None) -> dict[st
 
     # The erases it runs read and write the lake, MongoDB, and publish their changes to Kafka.
     health = serve_health(settings, "lake_worker", standard_checks(settings, "mongo", "kafka", "lake"))
+    unwatch = watch_queue(worker.store)
     try:
         worker.run(ready)
     finally:
+        unwatch()
         if health is not None:
             health.close()
         mongo.close()

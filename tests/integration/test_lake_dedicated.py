@@ -1,9 +1,11 @@
 """The lake commands on a dedicated tenant (its own streaming job, topics and tables): its tier is found from its own
 table folders (it is not registered), reconcile reads its own tables, maintain and erase touch its tables only (never
-the shared ones), and drop removes its whole lake folder."""
+the shared ones), and drop removes its whole lake folder. Its job serves its metrics on ``--health-port``: each event's
+freshness per store, exactly once."""
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +15,7 @@ from itest import wait_for
 from lakeit import drop_tenant, event, lake_spark, upsert
 from pymongo import MongoClient
 from pyspark.sql import SparkSession
+from scrape import sample, scrape, series
 from streamjob import Job, publish_confirmed
 
 from metalake.kafka import EventProducer, ensure_topics
@@ -28,6 +31,25 @@ from tenants.naming import TenantNames, names_for
 
 pytestmark = pytest.mark.integration
 __all__ = ["lake_spark"]
+
+
+JOB_HEALTH_PORT = 28140  # of the metrics suite's port block (28100-28199)
+
+
+def _assert_job_metrics(text: str, names: TenantNames, events: int) -> None:
+    """Each event's freshness once in Delta (its state table's MERGE) and once in MongoDB; the batches' steps; the
+    queries' lag per partition; labels by query role, never the tenant the queries are named after."""
+    for store, query in (("delta", "lake"), ("mongodb", "mongo-priority")):
+        labels = {"store": store, "query": query}
+        assert sample(text, "metalake_freshness_seconds_count", labels) == events, (store, text)
+        assert sample(text, "metalake_freshness_seconds_bucket", {**labels, "le": "+Inf"}) == events
+        assert sample(text, "metalake_freshness_seconds_sum", labels) > 0
+    assert sample(text, "metalake_batch_step_seconds_count", {"query": "lake", "step": "merge_assets"}) >= 1
+    assert sample(text, "metalake_batch_step_seconds_count", {"query": "mongo-priority", "step": "mongo"}) >= 1
+    lags = series(text, "metalake_consumer_lag_records", {"group": "lake", "topic": names.priority_topic})
+    assert lags and all(lag >= 0 for lag in lags)
+    assert sample(text, "metalake_ready", {}) == 1
+    assert names.tenant_id not in text.replace(names.priority_topic, "").replace(names.bulk_topic, "")
 
 
 @pytest.fixture
@@ -47,7 +69,14 @@ def test_lake_commands_on_a_dedicated_tenant_touch_its_own_tables_only(
     tenant = dedicated.tenant_id
     urns = [asset_urn("postgres", "it", "ded", "public", f"t{i}") for i in range(3)]
     assets = mongo[dedicated.mongo_database]["assets"]
-    job = Job(tenant, tmp_path / "job.log")
+    # Its health port serves its metrics too: the freshness of these events, per store (issue 23).
+    token = secrets.token_urlsafe(24)
+    job = Job(
+        tenant,
+        tmp_path / "job.log",
+        env={"METALAKE_TELEMETRY__METRICS_TOKEN": token},
+        extra_args=["--health-port", str(JOB_HEALTH_PORT)],
+    )
     try:
         job.wait_ready()
         with EventProducer(settings) as producer:
@@ -71,6 +100,7 @@ def test_lake_commands_on_a_dedicated_tenant_touch_its_own_tables_only(
             return counts == {"assets": 3, "classifications": 1} or None
 
         wait_for("the rows in the tenant's own tables", in_delta, timeout_s=180, interval_s=2)
+        _assert_job_metrics(scrape(f"http://127.0.0.1:{JOB_HEALTH_PORT}/metrics", token), dedicated, events=4)
     finally:
         job.stop()
 

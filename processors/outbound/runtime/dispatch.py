@@ -10,22 +10,22 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
-from opentelemetry import metrics
 from pymongo.errors import PyMongoError
 
 from control.subscriptions.store import Subscription
 from metalake.events.changes import Change
 from metalake.net.deadline import Deadline, network_deadline
+from metalake.telemetry.metrics import DELIVERIES, DELIVERY
 from processors.outbound.runtime.destination import Destination, PermanentDelivery, RetryableDelivery
 from processors.outbound.runtime.ledger import Ledger, LedgerScope
 from processors.outbound.runtime.retry import RetryPolicy
 from processors.outbound.runtime.subscriptions import SubscriptionCache
 
 log = logging.getLogger(__name__)
-# A proxy meter: it binds to whatever provider configure_telemetry installs.
-_DELIVERIES = metrics.get_meter("metalake.outbound").create_counter(
-    "metalake.outbound.deliveries", unit="{delivery}", description="Delivery outcomes by destination and status"
-)
+# metalake_deliveries_total's outcome for a delivery's final status here (destination: the subscription's kind, one
+# of the installed destinations: the API validates it); "skipped" (nothing to send) is no delivery.
+# A parked change counts as dead_lettered where its dead letter is made (loops).
+_COUNTED = {"delivered": "delivered", "retry": "retried", "dead": "failed"}
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,9 @@ class Dispatcher:
                 self.breaker.trip(key, max(self.policy.retry_initial_s, outcome.retry_after_s or 0.0))
             elif outcome.status in ("delivered", "skipped"):
                 self.breaker.reset(key)
-        _DELIVERIES.add(1, {"destination": sub.destination, "status": outcome.status})
+        counted = _COUNTED.get(outcome.status)
+        if counted is not None:
+            DELIVERIES.add(1, {"destination": sub.destination, "outcome": counted})
         return outcome
 
     def _deliver(self, change: Change, sub: Subscription, attempts: int) -> Outcome:
@@ -154,7 +156,10 @@ class Dispatcher:
         """One call of the destination: its final outcome, or the retryable failure to back off from."""
         started = time.monotonic()
         try:
-            result = destination.deliver(change, sub, ledger)
+            try:
+                result = destination.deliver(change, sub, ledger)
+            finally:
+                DELIVERY.record(time.monotonic() - started, {"destination": sub.destination})
         except PyMongoError:
             raise  # the ledger is unreachable: stop, and let the redelivery find it again
         except Exception as exc:  # noqa: BLE001 - a destination's bug or bad stored config must not stop the others

@@ -37,6 +37,7 @@ from metalake.kafka import BatchConsumer, EventProducer, RawRecord
 from metalake.kafka.config import consumer_config
 from metalake.kafka.dlq import DeadLetter, dead_letter_record
 from metalake.settings import Settings
+from metalake.telemetry.metrics import DELIVERIES
 from processors.outbound.runtime.dispatch import Dispatcher, Outcome
 from processors.outbound.runtime.erasure import Candidates, forget_erased
 from processors.outbound.runtime.retention import LedgerJanitor
@@ -121,6 +122,7 @@ class Outbound:
         # The retry topic's own headers describe a retry, not the change: the dead letter's context replaces them.
         original = [(k, v) for k, v in _headers(msg) if not k.startswith("outbound.")]
         record_id = change.id if change else f"{msg.topic()}:{msg.partition()}:{msg.offset()}"
+        DELIVERIES.add(1, {"destination": plugin or "none", "outcome": "dead_lettered"})
         return dead_letter_record(DLQ_TOPIC, record_id, msg.key(), msg.value(), original, letter)
 
     def _followup(self, msg: Message, change: Change, outcome: Outcome, topic_attempt: int) -> RawRecord | None:

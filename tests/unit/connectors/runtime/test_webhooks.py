@@ -163,7 +163,7 @@ def test_unmappable_goes_to_the_dlq_with_202(client: TestClient, world: World) -
         origin=f"webhook:{URL}",
         field="tables",
     )
-    assert world.counter.calls == [{"tenant": "acme", "plugin": "testhook", "stage": "mapping"}]
+    assert world.counter.calls == [{"plugin": "testhook", "stage": "mapping"}]
     assert _post(client, body).json() == {"status": "duplicate"}  # recorded once the DLQ record was confirmed
 
 

@@ -3,15 +3,17 @@ that returned them, and survives a commit the group refuses because a rebalance 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from scrape import sample
 
 from metalake.kafka import consumer as consumer_module
 from metalake.kafka.consumer import BatchConsumer
 from metalake.settings import Settings
+from metalake.telemetry.exposition import install_meter_provider, render
 
 Callback = Callable[[Any, list[TopicPartition]], None]
 
@@ -60,9 +62,18 @@ class _FakeConsumer:
     def close(self) -> None:
         return None
 
+    # Lag: every partition processed up to offset 10, its end offset 25.
+    def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        return [TopicPartition(tp.topic, tp.partition, 10) for tp in partitions]
+
+    def get_watermark_offsets(self, tp: TopicPartition, cached: bool = False, timeout: float = 0) -> tuple[int, int]:
+        return 0, 25
+
 
 @pytest.fixture
-def made(monkeypatch: pytest.MonkeyPatch) -> tuple[BatchConsumer, _FakeConsumer, list[frozenset[tuple[str, int]]]]:
+def made(
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[tuple[BatchConsumer, _FakeConsumer, list[frozenset[tuple[str, int]]]]]:
     fakes: list[_FakeConsumer] = []
 
     def factory(config: dict[str, Any]) -> _FakeConsumer:
@@ -72,7 +83,8 @@ def made(monkeypatch: pytest.MonkeyPatch) -> tuple[BatchConsumer, _FakeConsumer,
     monkeypatch.setattr(consumer_module, "Consumer", factory)
     heard: list[frozenset[tuple[str, int]]] = []
     batch = BatchConsumer(Settings(), "g", ["t"], on_assignment=heard.append)
-    return batch, fakes[0], heard
+    yield batch, fakes[0], heard
+    batch.close()  # its lag leaves the process's metrics
 
 
 def test_the_listener_hears_what_is_owned_after_every_assignment_change(
@@ -129,3 +141,17 @@ def test_any_other_commit_failure_stops_the_loop(
     fake.commit_error = KafkaException(KafkaError(KafkaError._TRANSPORT))
     with pytest.raises(KafkaException):
         batch.process_once(lambda b: None)
+
+
+def test_the_lag_of_each_owned_partition_is_exposed_once_a_batch_is_committed(
+    made: tuple[BatchConsumer, _FakeConsumer, list[frozenset[tuple[str, int]]]],
+) -> None:
+    install_meter_provider()
+    batch, fake, _ = made
+    fake.steps = [([("on_assign", [0, 1])], [_Msg("t", 0, 9)])]
+    assert batch.process_once(lambda messages: None) == 1
+    text = render().decode()
+    for partition in ("0", "1"):
+        assert sample(text, "metalake_consumer_lag_records", {"group": "g", "topic": "t", "partition": partition}) == 15
+    batch.close()  # a closed consumer's partitions leave the exposition
+    assert sample(render().decode(), "metalake_consumer_lag_records", {"group": "g", "topic": "t"}) == 0

@@ -6,12 +6,14 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
+from scrape import sample
 
 from control.subscriptions.store import Subscription
 from metalake.events import new_event
 from metalake.events.changes import PROPAGATION_COMPLETED
 from metalake.kafka import Delivery, RawRecord
 from metalake.settings import Settings
+from metalake.telemetry.exposition import install_meter_provider, render
 from processors.outbound.runtime.destination import PermanentDelivery
 from processors.outbound.runtime.dispatch import Dispatcher
 from processors.outbound.runtime.loops import DLQ_TOPIC, RETRY_TOPIC, Outbound
@@ -153,3 +155,23 @@ def test_a_failed_retry_is_dead_lettered_without_the_retry_headers(outbound: tup
         ("attempts", b"3"),
         ("outbound.subscription", b"hook"),
     ]
+
+
+def test_a_refused_delivery_counts_as_failed_then_dead_lettered_with_its_latency(
+    outbound: tuple[Outbound, _Producer],
+) -> None:
+    install_meter_provider()
+
+    def count(name: str, labels: dict[str, str]) -> float:
+        return sample(render().decode(), name, labels)
+
+    failed, parked = ({"destination": "scripted", "outcome": o} for o in ("failed", "dead_lettered"))
+    before = [count("metalake_deliveries_total", failed), count("metalake_deliveries_total", parked)]
+    timed = count("metalake_delivery_seconds_count", {"destination": "scripted"})
+    runtime, producer = outbound
+    key, value, original, _ = _change()
+    runtime.handle_batch([_Message(CHANGES_TOPIC, key, value, original)])  # type: ignore[list-item]
+    assert [r.topic for r in producer.sent] == [DLQ_TOPIC]
+    after = [count("metalake_deliveries_total", failed), count("metalake_deliveries_total", parked)]
+    assert [a - b for a, b in zip(after, before, strict=True)] == [1, 1]
+    assert count("metalake_delivery_seconds_count", {"destination": "scripted"}) - timed == 1
