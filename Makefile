@@ -40,7 +40,7 @@ integration:
 deploy-checks: bootstrap ## The Helm chart's and the Terraform's offline checks alone (part of integration; builds helm once)
 	$(BIN)/pytest tests/integration/deploy
 
-# Not part of `make test`: a first run builds kube-apiserver and etcd (about 10 CPU-minutes; docs/deploy.md).
+# Not part of `make test`: a first run builds kube-apiserver and etcd (about 8 CPU-minutes; docs/deploy.md).
 chart-install-check: ## The Helm chart installed on a Kubernetes API server built here (both examples; no pod runs)
 	bash deploy/helm/install-check.sh
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds a Kubernetes API server and its etcd from the Go module proxy, for `make chart-install-check`
 # (deploy/helm/check-install.sh: the chart installed on a real API server). Not part of `make test`: a first build is
-# about ten CPU-minutes (docs/benchmarks.md).
+# about 8 CPU-minutes (docs/benchmarks.md).
 #
 # k8s.io/kubernetes cannot be `go install`ed: its go.mod replaces every k8s.io/* library with ./staging/src/..., which
 # the module's zip leaves out (they are modules of their own, published as k8s.io/api, k8s.io/apiserver... v0.X.Y for
