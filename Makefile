@@ -40,6 +40,11 @@ integration:
 deploy-checks: bootstrap ## The Helm chart's and the Terraform's offline checks alone (part of integration; builds helm once)
 	$(BIN)/pytest tests/integration/deploy
 
+# Not part of `make test`: a first run builds kube-apiserver and etcd (about 8 CPU-minutes; docs/deploy.md).
+.PHONY: chart-install-check
+chart-install-check: ## The Helm chart installed on a Kubernetes API server built here (both examples; no pod runs)
+	bash deploy/helm/install-check.sh
+
 up:
 	$(BIN)/metalake stack up --with-job
 
