@@ -2,7 +2,7 @@
 VENV ?= .stack/venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test bootstrap prefetch prebuild lint unit unit-py integration deploy-checks up down status images compose-up compose-demo compose-down dashboard
+.PHONY: demo test bootstrap prefetch prebuild lint unit unit-py integration deploy-checks up down status images compose-up compose-demo compose-down dashboard chart-install-check
 
 demo: prefetch bootstrap ## Install everything, start the stack, the streaming job, the API, the processors and the connector worker, run the demo
 	$(BIN)/metalake stack up --with-processors
@@ -41,7 +41,6 @@ deploy-checks: bootstrap ## The Helm chart's and the Terraform's offline checks 
 	$(BIN)/pytest tests/integration/deploy
 
 # Not part of `make test`: a first run builds kube-apiserver and etcd (about 8 CPU-minutes; docs/deploy.md).
-.PHONY: chart-install-check
 chart-install-check: ## The Helm chart installed on a Kubernetes API server built here (both examples; no pod runs)
 	bash deploy/helm/install-check.sh
 

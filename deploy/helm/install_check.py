@@ -34,7 +34,7 @@ import yaml  # type: ignore[import-untyped]
 KAFKA_PRINCIPALS = ("api", "connect", "stream", "propagation", "outbound", "access", "lake")
 PEM = "-----BEGIN CERTIFICATE-----\nplaceholder\n-----END CERTIFICATE-----\n"
 SECRETS: dict[str, dict[str, str]] = {
-    "metalake-keys": {"api-kek": "a2V5" * 11, "secrets-kek": "a2V5" * 11},
+    "metalake-keys": {"api-kek": "a2V5" * 11, "secrets-kek": "a2V5" * 11, "schema-key": "a2V5" * 11},
     "metalake-mongo": {"uri": "mongodb://metalake:placeholder@docdb.example:27017/?tls=true&retryWrites=false"},
     "metalake-docdb-ca": {"ca.pem": PEM},
     "metalake-kafka": {f"{p}-{k}": f"metalake-{p}" for p in KAFKA_PRINCIPALS for k in ("username", "password")},

@@ -140,6 +140,22 @@ def test_secrets_are_files_that_are_mounted_and_settings_exist(pooled: list[dict
         assert env_of(c)["METALAKE_KAFKA__SASL_USERNAME"]["secretKeyRef"]["key"] == f"{principal}-username"
 
 
+def test_every_process_that_names_trino_schemas_reads_the_same_schema_key(pooled: list[dict[str, Any]]) -> None:
+    # Tenants' schema names are keyed (tenants/trino_schemas.py): a process naming them under another key (or none)
+    # renders rules or writes tables for schemas nobody else knows. The stream job and access get that key alone.
+    namers = {"api", "connect", "outbound", "lake-worker", "stream", "access"}
+    for name, spec, c in containers(pooled):
+        process = name.removeprefix("metalake-pooled-")
+        if process not in namers:
+            continue
+        assert env_of(c).get("METALAKE_SECRETS__SCHEMA_KEY_FILE") == "/var/run/metalake/keys/schema-key", process
+        keys = {v["name"]: v for v in spec["volumes"]}["keys"]["secret"]
+        if process in ("stream", "access"):
+            assert keys["items"] == [{"key": "schema-key", "path": "schema-key"}], process
+            assert "METALAKE_SECRETS__KEY_ENCRYPTION_KEY_FILE" not in env_of(c), process
+    assert {n.removeprefix("metalake-pooled-") for n, _, _ in containers(pooled)} >= namers
+
+
 def _model_of(annotation: Any) -> type[BaseModel] | None:
     candidates = (annotation, *getattr(annotation, "__args__", ()))
     return next((a for a in candidates if isinstance(a, type) and issubclass(a, BaseModel)), None)

@@ -35,6 +35,12 @@ app.kubernetes.io/component: {{ .name }}
 {{- if eq .name "lake-worker" -}}lake{{- else -}}{{ .name }}{{- end -}}
 {{- end -}}
 
+{{/* The processes that name tenants' Trino schemas (tenants/trino_schemas.py): the schema key's readers. The stream
+   job and the access processor get that key alone, not the key-encryption keys. */}}
+{{- define "metalake.schemaNamers" -}}
+["api", "connect", "outbound", "lake-worker", "stream", "access"]
+{{- end -}}
+
 {{/* Secret-backed settings of a process, as files (METALAKE_<SETTING>_FILE) and the one environment variable. */}}
 {{- define "metalake.secretEnv" -}}
 {{- $v := .root.Values -}}
@@ -54,6 +60,11 @@ app.kubernetes.io/component: {{ .name }}
   value: /var/run/metalake/keys/api-kek
 - name: METALAKE_SECRETS__KEY_ENCRYPTION_KEY_FILE
   value: /var/run/metalake/keys/secrets-kek
+{{- end }}
+{{- if has .name (include "metalake.schemaNamers" . | fromJsonArray) }}
+{{- /* Tenants' Trino schema names are keyed: every process that names one must hold the same key. */}}
+- name: METALAKE_SECRETS__SCHEMA_KEY_FILE
+  value: /var/run/metalake/keys/schema-key
 {{- end }}
 {{- if $v.metrics.tokenSecret }}
 - name: METALAKE_TELEMETRY__METRICS_TOKEN_FILE
@@ -100,6 +111,9 @@ app.kubernetes.io/component: {{ .name }}
 {{- if has .name (list "api" "connect" "outbound" "lake-worker") }}
 - name: keys
   secret: {secretName: {{ $v.keys.secret }}, defaultMode: 0440}
+{{- else if has .name (include "metalake.schemaNamers" . | fromJsonArray) }}
+- name: keys
+  secret: {secretName: {{ $v.keys.secret }}, defaultMode: 0440, items: [{key: schema-key, path: schema-key}]}
 {{- end }}
 {{- if $v.metrics.tokenSecret }}
 - name: metrics-token
@@ -135,7 +149,7 @@ app.kubernetes.io/component: {{ .name }}
 {{- if .trino }}
 - {name: trino, mountPath: /var/run/metalake/trino, readOnly: true}
 {{- end }}
-{{- if has .name (list "api" "connect" "outbound" "lake-worker") }}
+{{- if has .name (include "metalake.schemaNamers" . | fromJsonArray) }}
 - {name: keys, mountPath: /var/run/metalake/keys, readOnly: true}
 {{- end }}
 {{- if $v.metrics.tokenSecret }}
