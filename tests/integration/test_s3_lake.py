@@ -29,7 +29,7 @@ from ops.stack import StackManager
 from tenants.lake_catalog import register_tables
 from tenants.naming import TenantNames, names_for
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.s3]
 
 
 @pytest.fixture(scope="module")

@@ -42,7 +42,7 @@ from processors.lake.discover import connect, lake_tenants
 from processors.lake.prune import prune_report
 from tenants.naming import CONTROL_DATABASE, TenantNames, names_for, pooled_table_path, tenant_bucket
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.s3]
 
 ROOT = Path(__file__).resolve().parents[2]
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)

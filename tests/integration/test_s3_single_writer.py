@@ -40,7 +40,7 @@ from processors.enrichment.single_writer import KEY_PREFIX
 from processors.lake.maintain import Target, maintain_delta_rs
 from tenants.naming import CONTROL_DATABASE, TenantNames, names_for
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.s3]
 
 ROOT = Path(__file__).resolve().parents[2]
 

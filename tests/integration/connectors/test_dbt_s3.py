@@ -34,7 +34,7 @@ from ops.stack import StackManager
 from ops.stack.services.seaweedfs import stack_client
 from tenants.naming import CONTROL_DATABASE, names_for
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.s3]
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "fixtures" / "dbt_project" / "artifacts"
 WITH_DBT = {**PLUGINS, "dbt": DbtConnector}
