@@ -9,8 +9,9 @@ import typer
 
 from metalake.console import fail
 from metalake.settings import get_settings
-from ops.stack import StackError, StackManager
+from ops.stack import StackError, StackManager, top
 from ops.stack.paths import find_project_root
+from ops.stack.services.prometheus import Prometheus
 
 app = typer.Typer(
     help="The local stack: Kafka (KRaft), FerretDB, Trino, PostgreSQL and the Spark streaming job, on loopback, "
@@ -73,6 +74,22 @@ def stack_status() -> None:
         ports = ",".join(str(p) for p in r.ports) or "-"
         typer.echo(f"{r.name:11} {r.state:10} {r.pid or '-':>7}  {ports:12} {r.detail}")
     if any(r.state == "unhealthy" for r in rows):
+        raise typer.Exit(code=1)
+
+
+@app.command("top")
+def stack_top() -> None:
+    """Per process, from the stack's Prometheus: up, ready, consumer lag, freshness p50/p99 over the last minute
+    (seconds from Kafka to the stores) and events dead-lettered in the last minute. Exits 1 if a process is down or
+    not ready. Needs the stack's Prometheus (`metalake stack up` starts it)."""
+    manager = _manager()
+    try:
+        rows = top.read(Prometheus().url(manager.context))
+    except top.PrometheusUnavailable as exc:
+        raise fail(f"{exc}; start it with: metalake stack up prometheus") from None
+    for line in top.render(rows):
+        typer.echo(line)
+    if any(row.values.get("up", 0) < 1 or row.values.get("ready", 1) < 1 for row in rows):
         raise typer.Exit(code=1)
 
 

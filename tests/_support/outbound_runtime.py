@@ -8,11 +8,12 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from metalake.kafka import ensure_topics
 from metalake.kafka.config import consumer_config
@@ -37,9 +38,30 @@ def start_groups_at_end(settings: Settings, groups: dict[str, str | Sequence[str
                 for partition in meta.topics[topic].partitions:
                     _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
                     offsets.append(TopicPartition(topic, partition, high))
-            consumer.commit(offsets=offsets, asynchronous=False)
+            _commit(consumer, offsets)
         finally:
             consumer.close()
+
+
+_COORDINATOR_NOT_READY = (
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+)
+
+
+def _commit(consumer: Consumer, offsets: list[TopicPartition], timeout_s: float = 60) -> None:
+    # A broker that just started has no group coordinator loaded yet (its first commits answer NOT_COORDINATOR or
+    # COORDINATOR_LOAD_IN_PROGRESS until it is): the demo's test, first on a fresh stack, met it.
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            consumer.commit(offsets=offsets, asynchronous=False)
+            return
+        except KafkaException as exc:
+            if exc.args[0].code() not in _COORDINATOR_NOT_READY or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 class RuntimeProcess:

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
+from itest import wait_for
 from outbound_runtime import MAIN_TOPICS, RETRY, start_groups_at_end
 from prometheus_api import query, wait_targets_up
 from pymongo import MongoClient
@@ -102,6 +103,26 @@ def test_the_demo_shows_the_whole_flow(
     assert "exists already; configuration replaced" in again
     assert re.search(r"incidents\.changed +\S+/customers \S+ opened: signature verified", again)
     assert db["classifications"].count_documents({"urn": contact, "tag": "PII", "deleted": {"$ne": True}}) == 1
+    _top_shows_the_demos_freshness()
+
+
+def _top_shows_the_demos_freshness() -> None:
+    """`metalake stack top` right after the demo: every process up and ready, and the job's freshness of the last
+    minute measured (Prometheus scrapes every 10 s: a few scrapes may pass before the window holds two samples)."""
+
+    def probe() -> dict[str, list[str]] | None:
+        done = subprocess.run(
+            [sys.executable, "-m", "ops", "stack", "top"], capture_output=True, text=True, timeout=60, check=False
+        )
+        rows = {line.split()[0]: line.split()[1:] for line in done.stdout.splitlines()[1:]}
+        stream = rows.get("stream", [])
+        return rows if done.returncode == 0 and len(stream) == 6 and stream[3] != "-" else None
+
+    rows = wait_for("`metalake stack top` with the job's freshness", probe, timeout_s=90, interval_s=5)
+    assert set(JOBS) <= set(rows), rows
+    assert all(cells[0] == "yes" and cells[1] == "yes" for cells in rows.values()), rows
+    p50, p99 = float(rows["stream"][3]), float(rows["stream"][4])
+    assert 0 <= p50 <= p99 < 120, rows["stream"]
 
 
 def test_prometheus_scrapes_every_process(processors: StackManager) -> None:
