@@ -253,6 +253,34 @@ def _liveness(supervisor: _Supervisor) -> Callable[[], str | None]:
     return liveness
 
 
+def _observe(settings: Settings, args: JobOptions, supervisor: _Supervisor) -> Callable[[], None]:
+    """The queries' consumer lag (read at scrape time) and the health server; returns what stops both."""
+    end_offsets = EndOffsets(settings)
+    unwatch_lag = CONSUMER_LAG.watch(
+        lambda: lag_readings(((q.name, q.lastProgress) for q in supervisor.queries), end_offsets)
+    )
+    # health.ports.enrichment is the pooled job's only: a dedicated tenant's job inherits the same environment, so the
+    # same port; it serves one given on its command line.
+    health = (
+        None
+        if args.tenant and args.health_port is None
+        else serve_health(
+            settings,
+            "enrichment",
+            standard_checks(settings, "mongo", "kafka", "trino", "lake"),
+            _liveness(supervisor),
+            port=args.health_port,
+        )
+    )
+
+    def stop() -> None:
+        unwatch_lag()
+        if health is not None:
+            health.close()
+
+    return stop
+
+
 def run(settings: Settings, args: JobOptions) -> None:
     plans = _plan(settings, args)
     spark = build_spark(settings, plans[0].name.rsplit("-", 1)[0])
@@ -298,24 +326,7 @@ def run(settings: Settings, args: JobOptions) -> None:
     )
     if args.ready_file:
         args.ready_file.write_text(f"{os.getpid()} {time.time():.0f}\n")
-    # metalake_consumer_lag_records of the queries, read at scrape time.
-    end_offsets = EndOffsets(settings)
-    unwatch_lag = CONSUMER_LAG.watch(
-        lambda: lag_readings(((q.name, q.lastProgress) for q in supervisor.queries), end_offsets)
-    )
-    # health.ports.enrichment is the pooled job's only: a dedicated tenant's job inherits the same environment, so the
-    # same port; it serves one given on its command line.
-    health = (
-        None
-        if args.tenant and args.health_port is None
-        else serve_health(
-            settings,
-            "enrichment",
-            standard_checks(settings, "mongo", "kafka", "trino", "lake"),
-            _liveness(supervisor),
-            port=args.health_port,
-        )
-    )
+    stop_observing = _observe(settings, args, supervisor)
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         # Only flag it: calling into py4j from a signal handler re-enters the gateway connection.
@@ -329,9 +340,7 @@ def run(settings: Settings, args: JobOptions) -> None:
         for q in supervisor.queries:
             q.stop()
     finally:
-        unwatch_lag()
-        if health is not None:
-            health.close()
+        stop_observing()
         registrar.close()
         for projector in projectors:
             projector.close()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -69,3 +70,20 @@ def load_yaml(text: str) -> list[Any]:
 def tofu() -> Path:
     _fetch("tofu.sh")
     return stack_dir() / "cache" / "tofu" / "tofu"
+
+
+# The rendered chart's objects, as the chart's tests read them.
+def of_kind(objects: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
+    return {o["metadata"]["name"]: o for o in objects if o["kind"] == kind}
+
+
+def containers(objects: list[dict[str, Any]]) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """(deployment name, pod spec, container) of every Deployment."""
+    for name, deployment in of_kind(objects, "Deployment").items():
+        spec = deployment["spec"]["template"]["spec"]
+        for container in spec["containers"]:
+            yield name, spec, container
+
+
+def env_of(container: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env", [])}

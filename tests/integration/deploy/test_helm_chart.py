@@ -8,12 +8,11 @@ from __future__ import annotations
 import json
 import re
 import tomllib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from deploy_tools import CHART, ROOT, checks_venv, helm, load_yaml, run
+from deploy_tools import CHART, ROOT, checks_venv, containers, env_of, helm, load_yaml, of_kind, run
 from pydantic import BaseModel, SecretStr
 
 from metalake.settings import Settings
@@ -55,22 +54,6 @@ def pooled(helm_bin: Path) -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def dedicated(helm_bin: Path) -> list[dict[str, Any]]:
     return render(helm_bin, "dedicated")
-
-
-def of_kind(objects: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
-    return {o["metadata"]["name"]: o for o in objects if o["kind"] == kind}
-
-
-def containers(objects: list[dict[str, Any]]) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
-    """(deployment name, pod spec, container) of every Deployment."""
-    for name, deployment in of_kind(objects, "Deployment").items():
-        spec = deployment["spec"]["template"]["spec"]
-        for container in spec["containers"]:
-            yield name, spec, container
-
-
-def env_of(container: dict[str, Any]) -> dict[str, Any]:
-    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env", [])}
 
 
 @pytest.mark.parametrize("example", sorted(EXAMPLES))

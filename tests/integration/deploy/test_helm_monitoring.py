@@ -5,12 +5,11 @@ repository's rules file (deploy/prometheus/rules/metalake.yml)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from deploy_tools import CHART, ROOT, checks_venv, helm, load_yaml, run
+from deploy_tools import CHART, ROOT, checks_venv, containers, env_of, helm, load_yaml, of_kind, run
 
 from ops.stack.scrape_targets import JOBS
 
@@ -41,22 +40,6 @@ def render(helm_bin: Path, *values: str) -> list[dict[str, Any]]:
     done = run([str(helm_bin), *TEMPLATE, *values])
     assert done.returncode == 0, done.stderr
     return [d for d in load_yaml(done.stdout) if d]
-
-
-def of_kind(objects: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
-    return {o["metadata"]["name"]: o for o in objects if o["kind"] == kind}
-
-
-def containers(objects: list[dict[str, Any]]) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
-    """(deployment name, pod spec, container) of every Deployment."""
-    for name, deployment in of_kind(objects, "Deployment").items():
-        spec = deployment["spec"]["template"]["spec"]
-        for container in spec["containers"]:
-            yield name, spec, container
-
-
-def env_of(container: dict[str, Any]) -> dict[str, Any]:
-    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env", [])}
 
 
 @pytest.fixture(scope="module")

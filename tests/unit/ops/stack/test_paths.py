@@ -31,12 +31,16 @@ def test_find_project_root_falls_back_to_start(tmp_path: Path) -> None:
     assert find_project_root(tmp_path) == tmp_path.resolve()
 
 
-def test_the_checkout_stack_reaches_settings_through_the_environment(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def bare_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No METALAKE_ variable (the test session's own point at this checkout's stack)."""
     for name in list(os.environ):
         if name.startswith("METALAKE_"):
             monkeypatch.delenv(name)
+
+
+@pytest.mark.usefixtures("bare_environment")
+def test_the_checkout_stack_reaches_settings_through_the_environment(tmp_path: Path) -> None:
     root = _checkout(tmp_path)
     (root / ".stack").mkdir()
     (root / ".stack" / "stack.env").write_text("METALAKE_STACK__PORTS__KAFKA=19092\n")
@@ -52,10 +56,8 @@ def test_the_checkout_stack_reaches_settings_through_the_environment(
     assert settings.access_rules_file == stack / "run" / "trino" / "etc" / "rules.json"
 
 
-def test_a_path_the_env_file_sets_wins_over_the_stack_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith("METALAKE_"):
-            monkeypatch.delenv(name)
+@pytest.mark.usefixtures("bare_environment")
+def test_a_path_the_env_file_sets_wins_over_the_stack_folder(tmp_path: Path) -> None:
     root = _checkout(tmp_path)
     (root / ".stack").mkdir()
     (root / ".stack" / "stack.env").write_text(f"METALAKE_LAKE__ROOT={tmp_path / 'lake-elsewhere'}\n")
@@ -65,14 +67,10 @@ def test_a_path_the_env_file_sets_wins_over_the_stack_folder(tmp_path: Path, mon
     assert settings.checkpoint_root == root.resolve() / ".stack" / "data" / "checkpoints"
 
 
-def test_settings_built_without_the_env_file_name_the_paths_it_sets(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.mark.usefixtures("bare_environment")
+def test_settings_built_without_the_env_file_name_the_paths_it_sets(tmp_path: Path) -> None:
     # A unit test's Settings(...) reads the environment only: with a live stack's stack.env (which names the lake
     # root) it had no lake root at all, and 15 unit tests failed in a checkout whose stack was up.
-    for name in list(os.environ):
-        if name.startswith("METALAKE_"):
-            monkeypatch.delenv(name)
     root = _checkout(tmp_path)
     (root / ".stack").mkdir()
     (root / ".stack" / "stack.env").write_text(f"METALAKE_LAKE__ROOT={tmp_path / 'lake-elsewhere'}\n")
