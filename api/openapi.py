@@ -6,7 +6,8 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
-from pydantic.json_schema import models_json_schema
+from pydantic import BaseModel
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from api.problems import MEDIA_TYPE
 from api.schemas.engines import OPA_ANSWERS, OpaQuery
@@ -112,8 +113,9 @@ def _as_problem(response: dict[str, Any]) -> None:
 def _document_opa(schema: dict[str, Any]) -> None:
     """The OPA decision routes read their body themselves, once the engine's key is checked (an unknown caller's body
     is never parsed), so FastAPI sees neither it nor the decision's shape: both come from ``api.schemas.engines``."""
-    models = [OpaQuery, *OPA_ANSWERS.values()]
-    _, defs = models_json_schema([(m, "validation") for m in models], ref_template="#/components/schemas/{model}")
+    bodies: list[type[BaseModel]] = [OpaQuery, *OPA_ANSWERS.values()]
+    models: list[tuple[type[BaseModel], JsonSchemaMode]] = [(m, "validation") for m in bodies]
+    _, defs = models_json_schema(models, ref_template="#/components/schemas/{model}")
     for name, definition in defs.get("$defs", {}).items():
         schema["components"]["schemas"].setdefault(name, definition)
     for decision, answer in OPA_ANSWERS.items():
