@@ -42,6 +42,7 @@ def test_every_opa_decision_documents_trinos_request_and_its_answer(document: di
         assert {"operation", "resource", "filterResources"} <= set(action["properties"])
         answer = _resolve(document, operation["responses"]["200"]["content"]["application/json"]["schema"]["$ref"])
         assert "result" in answer["properties"], decision
+        assert {"400", "401", "429", "503"} <= set(operation["responses"]), decision  # the per-address throttle too
 
 
 def test_an_assets_health_is_in_its_schema(document: dict[str, Any]) -> None:
