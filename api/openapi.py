@@ -6,8 +6,11 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+from pydantic import BaseModel
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from api.problems import MEDIA_TYPE
+from api.schemas.engines import OPA_ANSWERS, OpaQuery
 
 DESCRIPTION = """\
 The metalake tenant-admin API.
@@ -18,8 +21,9 @@ token except `/healthz`, `/readyz`, `/oauth/token`, `/.well-known/*` and share l
 decision endpoints of customers' Trino engines (`/v1/opa/{key}/...`) take no token: the engine's key in the path
 authenticates them (Trino's OPA client sends no header; docs/enforcement.md).
 
-**Scopes.** `platform:admin` (everything, every tenant), `tenant:admin`, `tenant:read`, `events:write`, `sql:read`.
-A token is bound to one tenant; another tenant's objects answer 404.
+**Scopes.** `platform:admin` (everything, every tenant), `tenant:admin`, `tenant:read`, `events:write`, `sql:read`,
+and `pii:read` (PII in clear through SQL; granted per client, never by a role). A token is bound to one tenant;
+another tenant's objects answer 404.
 
 **Errors** are RFC 9457 `application/problem+json` with `type`, `title`, `status`, `detail` and, for bad input,
 `field`. **Rate limits** are per client and per tenant (all its clients together): 429 with `Retry-After`; heavy
@@ -106,6 +110,26 @@ def _as_problem(response: dict[str, Any]) -> None:
     response["content"] = {MEDIA_TYPE: media}
 
 
+def _document_opa(schema: dict[str, Any]) -> None:
+    """The OPA decision routes read their body themselves, once the engine's key is checked (an unknown caller's body
+    is never parsed), so FastAPI sees neither it nor the decision's shape: both come from ``api.schemas.engines``."""
+    bodies: list[type[BaseModel]] = [OpaQuery, *OPA_ANSWERS.values()]
+    models: list[tuple[type[BaseModel], JsonSchemaMode]] = [(m, "validation") for m in bodies]
+    _, defs = models_json_schema(models, ref_template="#/components/schemas/{model}")
+    for name, definition in defs.get("$defs", {}).items():
+        schema["components"]["schemas"].setdefault(name, definition)
+    for decision, answer in OPA_ANSWERS.items():
+        operation = schema["paths"].get(f"/v1/opa/{{key}}/{decision}", {}).get("post")
+        if operation is None:
+            continue
+        body = {"schema": {"$ref": "#/components/schemas/OpaQuery"}}
+        operation["requestBody"] = {"required": True, "content": {"application/json": body}}
+        operation.setdefault("responses", {})["200"] = {
+            "description": "The decision, in the shape Trino's OPA access control reads.",
+            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{answer.__name__}"}}},
+        }
+
+
 def install_openapi(app: FastAPI) -> None:
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is not None:
@@ -115,6 +139,7 @@ def install_openapi(app: FastAPI) -> None:
         for path, operations in schema.get("paths", {}).items():
             for operation in operations.values():
                 _complete(path, operation)
+        _document_opa(schema)
         for unused in ("HTTPValidationError", "ValidationError"):
             schema["components"]["schemas"].pop(unused, None)
         app.openapi_schema = schema

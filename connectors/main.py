@@ -1,5 +1,5 @@
 """The connector worker's entry point: ``python -m connectors run|crawl`` (also ``metalake connect``): the worker
-(webhooks, the ingest API) and crawls of source connectors."""
+(webhooks, the ingest API, OpenLineage) and runs of source connectors (PostgreSQL crawls, dbt artifacts)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from metalake.console import fail
 from metalake.settings import get_settings
 
 app = typer.Typer(
-    help="The connector worker: webhooks and the ingest API; crawls of source connectors.",
+    help="The connector worker: Monte Carlo webhooks, the ingest API and OpenLineage (run); source connectors: "
+    "PostgreSQL catalog crawls and dbt artifacts (crawl). See docs/connectors/runtime.md.",
     no_args_is_help=True,
 )
 

@@ -303,7 +303,7 @@ class SparkSettings(BaseModel):
     executor_memory: str | None = None
     executor_cores: int | None = None
     cores_max: int | None = None
-    # The Python the executors run (spark.pyspark.python): it must hold metalake's dependencies (`metalake[stream]`).
+    # The Python the executors run (spark.pyspark.python): it must hold metalake's dependencies (`metalake[spark]`).
     # Unset: this process's interpreter, right for local masters and for workers that share its environment.
     executor_python: str | None = None
     # Ship metalake's own packages to the executors as a zip (spark.submit.pyFiles, as spark-submit --py-files does),
@@ -449,7 +449,8 @@ class ConnectSettings(BaseModel):
 
 
 class OutboundSettings(BaseModel):
-    """The outbound runtime (``metalake outbound run``): Slack, Jira and signed webhooks fed by ``metalake.changes``.
+    """The outbound runtime (``metalake outbound run``): the destinations (Slack, Jira, Teams, Freshdesk, webhooks) fed
+    by ``metalake.changes``.
 
     Short retries happen in the process (exponential backoff, Retry-After honoured up to ``retry_after_max_s``);
     what still fails goes to the retry topic with a due time, and after ``retry_topic_max_attempts`` to the DLQ.

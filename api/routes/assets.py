@@ -368,7 +368,7 @@ def edit_asset(tc: TagWriter, ctx: ContextDep, publisher: PublisherDep, body: As
     per aspect that changes; each is audited (``asset.edit.<aspect kind>``, the target ``urn|aspect``) once Kafka
     confirmed it. 202 when all are in Kafka; the asset shows them as soon as the streaming job applied them
     (seconds). A person's value wins over the source's until cleared. On a 503 the aspects before the failed one
-    are published: sending the same body again publishes only what is still missing."""
+    are published: the same body again skips the aspects MongoDB already holds (the job applied them) only."""
     api = ctx.settings.api
     _check_edit(body, api)
     catalog = _catalog(ctx, tc.tenant)
@@ -428,7 +428,8 @@ def lineage(
     max_nodes: Annotated[int, Query(ge=1, le=MAX_NODES, description="Node budget.")] = DEFAULT_NODES,
 ) -> LineageView:
     """Assets up to ``depth`` hops upstream or downstream and the edges between them, breadth first (one query per
-    level). ``truncated`` tells whether the depth or the node budget cut the graph."""
+    level). ``truncated`` tells whether the depth or the node budget cut the graph; a node no live asset describes
+    yet has a null ``name`` and ``kind``."""
     catalog = _catalog(ctx, tc.tenant)
     result = traverse(urn, direction, depth, max_nodes, catalog.edges_from)
     if not result.reached:

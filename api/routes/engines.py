@@ -77,6 +77,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 _OPA_ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"description": "Not an OPA plugin request (the problem names the field)."},
     401: {"description": "No engine has this key."},
+    429: {"description": "Too many unchecked keys from this address (rate-limited); see Retry-After."},
     503: {"description": "The decision could not be made (e.g. MongoDB unreachable): Trino fails the query."},
 }
 

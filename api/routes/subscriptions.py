@@ -1,4 +1,4 @@
-"""A tenant's outbound subscriptions: Slack, Jira and signed-webhook destinations with filters, and a test send.
+"""A tenant's outbound subscriptions: destinations (``metalake.outbound`` kinds) with filters, and a test send.
 
 Stored in the control plane (``control.subscriptions``), where the outbound runtime reads them (cached for
 ``outbound.subscriptions_ttl_s``); validated with the destinations' specs, so the API loads no vendor SDK. A test send

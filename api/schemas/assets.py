@@ -45,7 +45,8 @@ class PropagatedTagView(BaseModel):
 
 
 class AssetView(BaseModel):
-    """An asset's current state with its tags. Fields the projection adds later (e.g. health) pass through."""
+    """An asset's current state with its tags and its health (from its Monte Carlo incidents). Other fields the
+    projection holds pass through."""
 
     model_config = ConfigDict(
         extra="allow",
@@ -84,6 +85,24 @@ class AssetView(BaseModel):
         description="Aspects a person set through the API (`description`, `owners`, `properties.<name>`): their "
         "values above are the person's, not the source's, until cleared.",
     )
+    health: str | None = Field(
+        default=None,
+        description="`degraded` while an incident on the asset is open (status `opened` or `updated`), else "
+        "`healthy` (docs/streaming.md#asset-health).",
+        examples=["degraded"],
+    )
+    health_severity: str | None = Field(
+        default=None, description="The worst declared severity among the open incidents (`SEV-1` first); null: none."
+    )
+    open_incidents: int | None = Field(default=None, description="How many incidents on the asset are open.")
+    open_incident_ids: list[str] | None = Field(
+        default=None, description="The open incidents' ids, sorted; null until the first incident on the asset."
+    )
+    health_version: int | None = Field(
+        default=None, description="With `health_event_id`: the newest incident row's (version, event id), the guard."
+    )
+    health_event_id: str | None = None
+    health_updated_at: datetime | None = Field(default=None, description="When the job computed the health.")
 
 
 class AssetSummary(BaseModel):
@@ -167,8 +186,13 @@ class EditsAccepted(BaseModel):
 class LineageNode(BaseModel):
     urn: str
     depth: int
-    name: str | None = None
-    kind: str | None = None
+    name: str | None = Field(
+        default=None,
+        description="Null when no live asset describes the URN yet: an edge can name an asset before the asset's own "
+        "event reached MongoDB (the bulk topic's columns and the priority topic's tables are projected apart), or "
+        "after it was deleted.",
+    )
+    kind: str | None = Field(default=None, description="Null when `name` is.")
 
 
 class LineageEdge(BaseModel):

@@ -167,4 +167,50 @@ class OpaInput(_Lenient):
 
 
 class OpaQuery(_Lenient):
+    """What Trino's OPA access control POSTs to every decision route: the identity and the action
+    (https://trino.io/docs/476/security/opa-access-control.html). Unknown fields are ignored."""
+
     input: OpaInput
+
+
+# -- the decisions, in the shapes Trino's OPA plugin reads ----------------------------------------------------------
+
+
+class OpaAllowed(BaseModel):
+    result: bool = Field(description="Whether the identity may do the action.")
+
+
+class OpaKept(BaseModel):
+    result: list[int] = Field(description="The indexes of the `filterResources` the identity keeps.")
+
+
+class OpaExpression(BaseModel):
+    expression: str = Field(description="A SQL expression: the row filter, or the column's mask.")
+
+
+class OpaRowFilters(BaseModel):
+    result: list[OpaExpression] = Field(description="The table's row filters (the consent filter); empty: none.")
+
+
+class OpaIndexedMask(BaseModel):
+    index: int = Field(description="The column's index in `filterResources`.")
+    viewExpression: OpaExpression
+
+
+class OpaColumnMasks(BaseModel):
+    result: list[OpaIndexedMask] = Field(description="A mask per masked column; columns not listed are in clear.")
+
+
+class OpaColumnMask(BaseModel):
+    result: OpaExpression | None = Field(description="The column's mask; null: in clear.")
+
+
+# The answer of each decision route, ``POST /v1/opa/{key}/<decision>`` (its body is an ``OpaQuery``, which the route
+# reads itself once the key is checked, so the OpenAPI document learns both from here: ``api.openapi``).
+OPA_ANSWERS: dict[str, type[BaseModel]] = {
+    "allow": OpaAllowed,
+    "batch": OpaKept,
+    "row-filters": OpaRowFilters,
+    "column-masks": OpaColumnMasks,
+    "column-mask": OpaColumnMask,
+}

@@ -29,13 +29,20 @@ COMMANDS: dict[str, Entry] = {
     "demo": Entry("ops.cli.run:demo_app", "The whole flow end to end through the admin API (needs the stack)."),
     "job": Entry("ops.cli.run:job_app", "Run a processing job in the foreground."),
     "api": Entry("api.main:app", "The tenant-admin API: serve it, manage platform admins, rotate signing keys."),
-    "connect": Entry("connectors.main:app", "The connector worker (webhooks, ingest) and crawls of source connectors."),
+    "connect": Entry(
+        "connectors.main:app",
+        "The connector worker (Monte Carlo webhooks, the ingest API, OpenLineage) and source connectors (PostgreSQL "
+        "crawls, dbt artifacts).",
+    ),
     "lake": Entry(
         "processors.lake.main:app",
         "Lake operations: maintain, erase (GDPR), reconcile, prune, init, drop; the erasure worker.",
     ),
     "access": Entry("processors.access.main:app", "Trino access rules: tenant isolation and PII masks."),
-    "outbound": Entry("processors.outbound.main:app", "The outbound runtime: Slack, Jira and signed webhooks."),
+    "outbound": Entry(
+        "processors.outbound.main:app",
+        "The outbound runtime: Slack, Jira, Microsoft Teams, Freshdesk and signed webhooks.",
+    ),
     "propagation": Entry("processors.propagation.main:app", "Tag propagation along lineage, and its dry run."),
     "secrets": Entry("ops.cli.secrets:app", "Tenants' third-party secrets at rest: reseal under the current key."),
     "dlq": Entry("ops.cli.dlq:app", "A tenant's dead letters through the admin API: list, show, replay."),

@@ -3,7 +3,7 @@
 Computed by the job after a batch's incidents MERGE, from the incidents *table* (not the batch's events): so a
 duplicate or out-of-order incident event, already ruled by the incidents' own version guard, cannot skew it, and a
 resolution clears the health only when no other incident on the asset is still open. Pure Python here; the job reads
-the incident rows and writes the result (``writer``).
+the incident rows and writes the result (``lake`` for Delta, ``projector`` for MongoDB).
 
 The result is version-guarded by ``(health_version, health_event_id)``: the newest ``(version, event_id)`` among the
 asset's incident rows. Incident rows only ever move to newer versions, so a health computed later never carries an

@@ -10,7 +10,7 @@ a crash commits nothing twice; Spark records the Kafka offsets only after this r
 
 A pooled query writes the shared tables, its MERGEs matching on the tenant columns with a literal predicate on the
 batch's buckets (partition pruning, and disjoint conflict sets for a concurrent writer of other buckets); a
-dedicated tenant's query writes the tenant's own tables. MongoDB is the projection query's (``projection_writer``).
+dedicated tenant's query writes the tenant's own tables. MongoDB is the projection queries' (``projector``).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The executors import the job's row functions (``processors.enrichment.rows``) and what they use (``metalake``,
 ``tenants``, ``control``); on a local master they run in this interpreter, on a cluster in the workers' Python, which
-holds the dependencies (``metalake[stream]``) but must run the driver's version of metalake's own code, not whatever
+holds the dependencies (``metalake[spark]``) but must run the driver's version of metalake's own code, not whatever
 is installed there. The zip's name carries its contents' hash: a worker never runs a stale copy cached by name.
 """
 

@@ -1,9 +1,9 @@
 """Current-state tables: which events feed them, their key, and the batch fold (newest version wins).
 
-One spec per kind of state (assets, classifications, lineage edges, incidents) drives the same three steps: fold the
-batch's events into one row per key, MERGE the rows into the tenant's Delta table, upsert them into MongoDB. Pure
-Python here; Spark and MongoDB I/O live in ``writer`` and ``projection``. The MongoDB documents a spec makes are typed
-in ``metalake.projection`` for their readers (a unit test keeps the two in step).
+One spec per kind of state (assets, classifications, lineage edges, incidents, propagated tags, asset edits) drives
+the same three steps: fold the batch's events into one row per key, MERGE the rows into the tenant's Delta table,
+upsert them into MongoDB. Pure Python here; Spark and MongoDB I/O live in ``lake`` and ``projection``. The MongoDB
+documents a spec makes are typed in ``metalake.projection`` for their readers (a unit test keeps the two in step).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""How each ``python -m processors.lake.<command>`` talks to its operator: progress lines on stderr, the report as
-JSON on stdout (for scripts), one ``error:`` line and exit code 2 for a refused request, a traceback and 1 otherwise.
+"""How each lake command (``python -m processors.lake <command>``) talks to its operator: progress lines on stderr,
+the report as JSON on stdout (for scripts), one ``error:`` line and exit code 2 for a refused request, a traceback and
+1 otherwise.
 """
 
 from __future__ import annotations

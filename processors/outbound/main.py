@@ -98,8 +98,8 @@ def run(settings: Settings, store: StoreFactory = control_plane_store) -> None:
 
 
 app = typer.Typer(
-    help="The outbound runtime: committed changes (metalake.changes) to Slack, Jira and signed webhooks, per each "
-    "tenant's subscriptions. See docs/outbound.md.",
+    help="The outbound runtime: committed changes (metalake.changes) to Slack, Jira, Microsoft Teams, Freshdesk and "
+    "signed webhooks, per each tenant's subscriptions. See docs/outbound.md.",
     no_args_is_help=True,
 )
 

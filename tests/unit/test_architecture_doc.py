@@ -65,3 +65,20 @@ def test_every_package_is_named() -> None:
 
     unnamed = [p for p in _packages() if not covered(p)]
     assert not unnamed, f"docs/architecture.md's package table does not name: {unnamed}"
+
+
+NUMBERS = {"two": 2, "three": 3, "four": 4}
+
+
+def test_the_decisions_count_the_jobs_queries() -> None:
+    # "Three streaming queries per job": what the job plans with default settings (docs/streaming.md says it too).
+    from metalake.settings import Settings
+    from processors.enrichment.main import JobOptions, _plan
+
+    planned = len(_plan(Settings(), JobOptions()))
+    for page, pattern in (
+        (DOC, r"\*\*(\w+) streaming queries per job\*\*"),
+        (DOC.parent / "streaming.md", r"runs (\w+) Spark"),
+    ):
+        words = re.findall(pattern, page.read_text("utf-8"))
+        assert words and all(NUMBERS.get(w.lower()) == planned for w in words), (page.name, words, planned)

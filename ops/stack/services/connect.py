@@ -1,4 +1,4 @@
-"""The connector worker (``python -m connectors run``: webhooks, the ingest API) as a stack service on
+"""The connector worker (``python -m connectors run``: webhooks, the ingest API, OpenLineage) as a stack service on
 ``settings.connect.host:port``, started by ``up --with-processors`` and healthy when its /readyz says so.
 
 The integration tests never use it: they run their own workers in process (``TestClient``), with test plugins, so

@@ -31,7 +31,7 @@ def spark_home() -> Path:
     imported: the ``metalake`` command loads no deployable's heavy dependencies to list its services."""
     spec = importlib.util.find_spec("pyspark")
     if spec is None or spec.origin is None:
-        raise ServiceError("pyspark is not installed here: install metalake[stream] to run a Spark cluster")
+        raise ServiceError("pyspark is not installed here: install metalake[spark] to run a Spark cluster")
     return Path(spec.origin).parent
 
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+import tomllib
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -54,3 +57,27 @@ def test_an_unknown_command_is_refused_with_the_usage() -> None:
     result = CliRunner().invoke(app, ["nope"])
     assert result.exit_code == 2
     assert "No such command 'nope'" in result.output
+
+
+def _entry_points(group: str) -> list[str]:
+    project = tomllib.loads((Path(__file__).resolve().parents[3] / "pyproject.toml").read_text("utf-8"))
+    return list(project["project"]["entry-points"][group])
+
+
+def _squashed(text: str) -> str:
+    # "Monte Carlo" names the plugin montecarlo, "signed webhooks" the destination webhook.
+    return re.sub(r"\s+", "", text.lower())
+
+
+@pytest.mark.parametrize(
+    ("group", "names"),
+    [
+        ("outbound", _entry_points("metalake.outbound")),
+        ("connect", [*_entry_points("metalake.connectors"), "openlineage", "ingest"]),
+    ],
+)
+def test_a_groups_help_names_every_plugin_it_runs(group: str, names: list[str]) -> None:
+    result = CliRunner().invoke(app, [group, "--help"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    for text in (result.output, COMMANDS[group].summary):
+        assert [n for n in names if n not in _squashed(text)] == [], text
