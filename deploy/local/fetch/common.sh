@@ -77,3 +77,19 @@ download() {
   mv "$file.part" "$file"
   echo "$name: downloaded $(( total / 1000000 )) MB in $(( $(date +%s) - started ))s"
 }
+
+# go_build_begin NAME PIN: the shared prologue of the scripts that build a Go program into $CACHE_DIR/NAME. Sets
+# VERSION (PIN and the Go version) and DEST; exits 0 when that build is cached; otherwise waits for a build already
+# running (deploy/local/prebuild.sh starts some in the background), looks again, and sets the stack's Go caches.
+go_build_begin() {
+  need go "install Go 1.26 or newer"
+  VERSION="$2-$(go env GOVERSION)"
+  DEST="$CACHE_DIR/$1"
+  ready "$DEST/.ready" "$VERSION" && { echo "$1: cached"; exit 0; }
+  mkdir -p "$DEST"
+  need flock "install util-linux"
+  exec 9>"$DEST/.lock"
+  flock 9
+  ready "$DEST/.ready" "$VERSION" && { echo "$1: cached"; exit 0; }
+  export GOMODCACHE="$CACHE_DIR/gomod" GOCACHE="$CACHE_DIR/gobuild" GOFLAGS=-modcacherw
+}
