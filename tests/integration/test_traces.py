@@ -152,6 +152,10 @@ def test_one_ingested_event_has_one_trace_from_the_request_to_its_outbound_deliv
     ]
     tags = {t["key"]: t["value"] for t in deliver["tags"]}
     assert (tags["metalake.destination"], tags["metalake.outcome"]) == ("webhook", "delivered")
+    # The delivery's log line names the span it was written in.
+    lines = [json.loads(line) for line in outbound.log_path.read_text().splitlines() if line.startswith("{")]
+    delivered = [line for line in lines if line["event"] == "outbound.delivered"]
+    assert [(line["trace_id"], line["span_id"]) for line in delivered] == [(trace_id, deliver["spanID"])]
 
     # The micro-batch: a trace of its own, linked both ways with the event's projection span.
     [(batch_trace, batch_span)] = _refs(project, "FOLLOWS_FROM")
