@@ -67,11 +67,18 @@ def configure_telemetry(settings: TelemetrySettings, component: str) -> TracerPr
     resource = Resource.create(
         {"service.name": settings.service_name, "service.version": __version__, "service.component": component}
     )
+    tracer_provider = install_tracer_provider(settings, resource)
+    # Always with the Prometheus reader: GET /metrics reads it at scrape time (off, 404, without a metrics token).
+    install_meter_provider(resource, _metric_readers(settings))
+    return tracer_provider
+
+
+def install_tracer_provider(settings: TelemetrySettings, resource: Resource) -> TracerProvider:
+    """The global tracer provider, exporting as ``telemetry.traces_exporter`` says (the admin API, which keeps
+    uvicorn's logging, installs only this and the meter provider)."""
     tracer_provider = TracerProvider(resource=resource)
     exporter = _span_exporter(settings)
     if exporter is not None:
         tracer_provider.add_span_processor(BatchSpanProcessor(exporter))
     trace.set_tracer_provider(tracer_provider)
-    # Always with the Prometheus reader: GET /metrics reads it at scrape time (off, 404, without a metrics token).
-    install_meter_provider(resource, _metric_readers(settings))
     return tracer_provider
