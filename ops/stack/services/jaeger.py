@@ -89,7 +89,8 @@ class Jaeger(Service):
         return "METALAKE_STACK__PORTS__JAEGER_OTLP (and __JAEGER_QUERY, __JAEGER_QUERY_GRPC)"
 
     def fetch(self, ctx: StackContext) -> None:
-        ctx.run_fetch_script("jaeger", self.name)
+        # A first build on a busy machine (two cores shared with the tests) can take most of an hour.
+        ctx.run_fetch_script("jaeger", self.name, timeout_s=3600)
 
     def config_file(self, ctx: StackContext) -> Path:
         return ctx.run_dir(self.name) / "jaeger.json"
