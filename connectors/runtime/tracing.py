@@ -20,7 +20,10 @@ Answer = TypeVar("Answer", bound=Response)
 
 @contextmanager
 def intake_span(name: str, traceparent: str | None, attributes: Mapping[str, str]) -> Iterator[trace.Span]:
-    parent = context_of(traceparent) if traceparent else None
+    """A child of the request's server span when the web framework made one (FastAPI's own telemetry extracts the
+    caller's ``traceparent`` into it), else of the caller's ``traceparent`` itself, else a new trace."""
+    current = trace.get_current_span().get_span_context().is_valid
+    parent = context_of(traceparent) if traceparent and not current else None
     with _tracer.start_as_current_span(name, context=parent, kind=trace.SpanKind.SERVER, attributes=attributes) as span:
         yield span
 
