@@ -2,10 +2,10 @@
 synthetic rows, with the SDK's real pipeline (a ``BatchSpanProcessor`` and the OTLP/HTTP exporter to a receiver, the
 stack's Jaeger by default), against tracing off (no SDK provider: what the job pays without an exporter).
 
-Cases, each ``--events`` rows in parts of ``--part`` rows (one tenant's part of a micro-batch), inside a batch span:
+Cases, each ``--events`` rows in micro-batches of ``--part`` rows, each inside a batch span:
 - ``off``: no provider (the module's tracer is OpenTelemetry's no-op);
 - ``unsampled``: a provider, every row's ``traceparent`` unsampled (a 1 % sampler's usual row);
-- ``sampled``: a provider, every row's trace sampled (the local stack's default), at most 128 spans per part.
+- ``sampled``: a provider, every row's trace sampled (the local stack's default), at most 128 spans per batch.
 CPU time of the process (``time.process_time``: the exporter's thread included) until every span is exported
 (``force_flush``), divided by the events.
 
@@ -28,7 +28,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from processors.enrichment import tracing
 from processors.enrichment.parse import ParsedRow
-from processors.enrichment.tracing import EventSpans
+from processors.enrichment.tracing import EventSpans, SpanBudget
 
 
 def _rows(n: int, flags: str) -> list[ParsedRow]:
@@ -62,7 +62,8 @@ def _rows(n: int, flags: str) -> list[ParsedRow]:
 def _run(rows: list[ParsedRow], part: int, tracer: trace.Tracer, flush: Callable[[], object]) -> float:
     started = time.process_time()
     for first in range(0, len(rows), part):
-        with tracer.start_as_current_span("enrichment.projection_batch"), EventSpans(rows[first : first + part]):
+        batch = rows[first : first + part]
+        with tracer.start_as_current_span("enrichment.projection_batch"), EventSpans(batch, SpanBudget()):
             pass
     flush()
     return (time.process_time() - started) / len(rows) * 1e6
@@ -72,7 +73,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--endpoint", default="http://127.0.0.1:4318", help="OTLP/HTTP receiver's base URL")
     parser.add_argument("--events", type=int, default=20_000)
-    parser.add_argument("--part", type=int, default=1_000, help="rows of one tenant's part of a batch (1000)")
+    parser.add_argument("--part", type=int, default=1_000, help="rows of one micro-batch (1000)")
     args = parser.parse_args()
     provider = TracerProvider()
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{args.endpoint}/v1/traces")))

@@ -53,7 +53,7 @@ from processors.enrichment.health import (
 from processors.enrichment.parse import ParsedRow, parse_rows
 from processors.enrichment.projection import apply_updates, apply_upserts, spec_upsert
 from processors.enrichment.state import ASSETS, INCIDENTS, STATE_SPECS, fold
-from processors.enrichment.tracing import EventSpans
+from processors.enrichment.tracing import EventSpans, SpanBudget
 from tenants.naming import CHANGES_TOPIC, names_for
 
 log = logging.getLogger(__name__)
@@ -124,7 +124,8 @@ class ProjectionWriter:
             with timer("mongo"):
                 # MongoDB away (a restart, a failover): the batch waits for it instead of failing the query.
                 wait_s = self._settings.mongo.outage_wait_s
-                written = while_unreachable(lambda: self._write_all(by_tenant), wait_s, self._name)
+                budget = SpanBudget()  # the batch's event spans, all tenants together
+                written = while_unreachable(lambda: self._write_all(by_tenant, budget), wait_s, self._name)
             if self._after_mongo is not None:
                 for tenant in sorted(written):
                     self._after_mongo(tenant, batch_id)
@@ -146,12 +147,14 @@ class ProjectionWriter:
     def close(self) -> None:
         self._pool.shutdown(wait=True)
 
-    def _write_all(self, by_tenant: Mapping[str, list[ParsedRow]]) -> dict[str, _Written]:
+    def _write_all(
+        self, by_tenant: Mapping[str, list[ParsedRow]], budget: SpanBudget | None = None
+    ) -> dict[str, _Written]:
         """Every tenant's MongoDB writes, several tenants at once; raises the first failure (the batch then fails
         and is replayed: the writes that did happen are no-ops the second time)."""
 
         def write(tenant: str) -> _Written:
-            with bind_tenant(tenant), EventSpans(by_tenant[tenant]) as spans:
+            with bind_tenant(tenant), EventSpans(by_tenant[tenant], budget or SpanBudget()) as spans:
                 return self._write(tenant, by_tenant[tenant], spans.traceparents)
 
         # A context copy per task: the batch span and log fields follow each tenant into its worker thread.

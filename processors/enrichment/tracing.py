@@ -5,12 +5,13 @@ its own and links to the events' contexts. Each tenant's part then puts a short 
 trace of each of its *sampled* events (child of the context the event's record carries, linked back to the batch),
 from the start of the tenant's MongoDB writes to their end; the change events the batch publishes carry that span's
 context on, so the outbound delivery of a change continues the event's trace. An event whose trace is not sampled
-costs a look at its ``traceparent`` text and nothing else; at most :data:`MAX_EVENT_SPANS` events of a tenant's part
-get a span (the rest keep their record's context: their trace skips this step).
+costs a look at its ``traceparent`` text and nothing else; at most :data:`MAX_EVENT_SPANS` events of a batch, all
+its tenants together, get a span (the rest keep their record's context: their trace skips this step).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from types import TracebackType
 
@@ -25,12 +26,27 @@ tracer = trace.get_tracer(__name__)
 MAX_EVENT_SPANS = 128
 
 
-class EventSpans:
-    """``with EventSpans(rows) as spans:`` around a tenant's writes; ``spans.traceparents`` maps each event id to
-    the context its changes carry."""
+class SpanBudget:
+    """The event spans one batch may still start, shared by its tenants' threads."""
 
-    def __init__(self, rows: Sequence[ParsedRow], cap: int = MAX_EVENT_SPANS) -> None:
-        self._rows, self._cap = rows, cap
+    def __init__(self, spans: int = MAX_EVENT_SPANS) -> None:
+        self._left = spans
+        self._lock = threading.Lock()
+
+    def take(self) -> bool:
+        with self._lock:
+            if self._left <= 0:
+                return False
+            self._left -= 1
+            return True
+
+
+class EventSpans:
+    """``with EventSpans(rows, budget) as spans:`` around a tenant's writes; ``spans.traceparents`` maps each event
+    id to the context its changes carry."""
+
+    def __init__(self, rows: Sequence[ParsedRow], budget: SpanBudget) -> None:
+        self._rows, self._budget = rows, budget
         self._spans: list[trace.Span] = []
         self.traceparents: dict[str, str] = {}
 
@@ -41,7 +57,7 @@ class EventSpans:
             value = row.traceparent
             if not row.event_id or not value:
                 continue
-            if len(self._spans) < self._cap and sampled(value):
+            if sampled(value) and self._budget.take():
                 parent = context_of(value)
                 batch.add_link(trace.get_current_span(parent).get_span_context(), {"metalake.event_id": row.event_id})
                 span = tracer.start_span(

@@ -14,7 +14,7 @@ from parsedrows import valid_row
 
 from processors.enrichment import tracing
 from processors.enrichment.parse import ParsedRow
-from processors.enrichment.tracing import EventSpans
+from processors.enrichment.tracing import EventSpans, SpanBudget
 
 SAMPLED = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 UNSAMPLED = "00-5bf92f3577b34da6a3ce929d0e0e4736-10f067aa0ba902b7-00"
@@ -37,7 +37,7 @@ def _row(event_id: str, traceparent: str | None) -> ParsedRow:
 def test_a_sampled_event_gets_a_child_span_that_its_changes_carry(spans: InMemorySpanExporter) -> None:
     batch_tracer = TracerProvider().get_tracer("batch")
     with batch_tracer.start_as_current_span("enrichment.projection_batch") as batch:
-        with EventSpans([_row("e1", SAMPLED), _row("e2", UNSAMPLED), _row("e3", None)]) as events:
+        with EventSpans([_row("e1", SAMPLED), _row("e2", UNSAMPLED), _row("e3", None)], SpanBudget()) as events:
             pass
     (span,) = spans.get_finished_spans()
     assert span.name == "enrichment.project"
@@ -50,17 +50,22 @@ def test_a_sampled_event_gets_a_child_span_that_its_changes_carry(spans: InMemor
     assert [link.context.span_id for link in batch.links] == [0x00F067AA0BA902B7]  # type: ignore[attr-defined]
 
 
-def test_at_most_cap_spans_and_an_error_marks_them(spans: InMemorySpanExporter) -> None:
+def test_a_batch_budget_bounds_the_spans_of_all_its_tenants_and_an_error_marks_them(
+    spans: InMemorySpanExporter,
+) -> None:
     rows = [_row(f"e{i}", SAMPLED.replace("00f067aa0ba902b7", f"{i + 1:016x}")) for i in range(5)]
-    with pytest.raises(RuntimeError), EventSpans(rows, cap=2) as events:
+    budget = SpanBudget(3)
+    with EventSpans(rows[:2], budget):
+        pass
+    with pytest.raises(RuntimeError), EventSpans(rows[2:], budget) as events:
         raise RuntimeError("MongoDB away")
     finished = spans.get_finished_spans()
-    assert len(finished) == 2
-    assert all(s.status.status_code is StatusCode.ERROR for s in finished)
+    assert len(finished) == 3
+    assert [s.status.status_code for s in finished] == [StatusCode.UNSET, StatusCode.UNSET, StatusCode.ERROR]
     assert events.traceparents["e4"] == rows[4].traceparent
 
 
 def test_without_a_provider_nothing_is_recorded() -> None:
-    with EventSpans([_row("e1", SAMPLED)]) as events:
+    with EventSpans([_row("e1", SAMPLED)], SpanBudget()) as events:
         assert not trace.get_current_span().is_recording()
     assert events.traceparents["e1"] == SAMPLED
