@@ -53,23 +53,31 @@ class EventSpans:
     def __enter__(self) -> EventSpans:
         batch = trace.get_current_span()
         back = [trace.Link(batch.get_span_context())] if batch.get_span_context().is_valid else []
+        recording = True
         for row in self._rows:
             value = row.traceparent
             if not row.event_id or not value:
                 continue
-            if sampled(value) and self._budget.take():
-                parent = context_of(value)
-                batch.add_link(trace.get_current_span(parent).get_span_context(), {"metalake.event_id": row.event_id})
-                span = tracer.start_span(
-                    "enrichment.project",
-                    context=parent,
-                    links=back,
-                    attributes={"metalake.event_id": row.event_id, "metalake.event_type": row.event_type or ""},
-                )
-                self._spans.append(span)
-                value = traceparent_of(span) or value
+            if recording and sampled(value) and self._budget.take():
+                span = self._start(row.event_id, row.event_type, value, back, batch)
+                # Not recorded although its trace is sampled: tracing is off here (no SDK), stop trying.
+                recording = span is not None
+                if span is not None:
+                    value = traceparent_of(span) or value
             self.traceparents[row.event_id] = value
         return self
+
+    def _start(
+        self, event_id: str, event_type: str | None, value: str, back: list[trace.Link], batch: trace.Span
+    ) -> trace.Span | None:
+        parent = context_of(value)
+        attributes = {"metalake.event_id": event_id, "metalake.event_type": event_type or ""}
+        span = tracer.start_span("enrichment.project", context=parent, links=back, attributes=attributes)
+        if not span.is_recording():
+            return None
+        batch.add_link(trace.get_current_span(parent).get_span_context(), {"metalake.event_id": event_id})
+        self._spans.append(span)
+        return span
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
