@@ -2,13 +2,13 @@
 module proxy (deploy/local/fetch/jaeger.sh): the local stack's trace backend.
 
 One pipeline: an OTLP/HTTP receiver (``stack.ports.jaeger_otlp``) into in-memory storage (the newest
-:data:`MAX_TRACES` traces; nothing on disk, a restart forgets them), read by the query service's HTTP API and UI
-(``stack.ports.jaeger_query``: ``/api/traces/<trace id>``) and its gRPC API (``stack.ports.jaeger_query_grpc``).
-Every port is bound to the stack's loopback host and asks for no credentials, like Prometheus' (traces hold event
-ids, tenants and subscription names, never payloads or secrets); no other receiver, extension or telemetry port is
-opened. With ``stack.tracing`` on (the default), ``stack.env`` points every process at the receiver
-(``trace_env``), and ``up`` starts Jaeger by default once its build is cached: a first build takes minutes, so
-``up`` does not wait for one (``metalake stack up jaeger`` does).
+:data:`MAX_TRACES` traces; nothing on disk, a restart forgets them), read by the query service's HTTP API
+(``stack.ports.jaeger_query``: ``/api/traces/<trace id>``; no UI: the module's source has only a placeholder page)
+and its gRPC API (``stack.ports.jaeger_query_grpc``). Every port is bound to the stack's loopback host and asks for
+no credentials, like Prometheus' (traces hold event ids, tenants and subscription names, never payloads or secrets);
+no other receiver, extension or telemetry port is opened. With ``stack.tracing`` on (the default), ``stack.env``
+points every process at the receiver (``trace_env``), and ``up`` starts Jaeger by default once its build is cached:
+a first build takes minutes, so ``up`` does not wait for one (``metalake stack up jaeger`` does).
 """
 
 from __future__ import annotations
