@@ -52,6 +52,7 @@ def serve(
 
     from api.app import create_app
     from metalake.telemetry.exposition import install_meter_provider
+    from metalake.telemetry.setup import install_tracer_provider
 
     settings = load_settings()
     if host is not None:
@@ -65,6 +66,8 @@ def serve(
     # The meter provider GET /metrics reads (metalake.telemetry.exposition); the API keeps uvicorn's logging.
     component = {"service.name": settings.telemetry.service_name, "service.component": "api"}
     install_meter_provider(Resource.create(component))
+    # Its publishes (asset edits, dead-letter replays, test sends) start traces (docs/operations.md#traces).
+    install_tracer_provider(settings.telemetry, Resource.create(component))
     # One process: rate limits and caches are per process (docs/api.md); scale out with more hosts.
     uvicorn.run(create_app(settings), host=settings.api.host, port=settings.api.port, log_level=log_level)
 

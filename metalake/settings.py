@@ -45,6 +45,10 @@ class StackPorts(BaseModel):
     outbound_health: int = 9103
     access_health: int = 9104
     lake_worker_health: int = 9105
+    # Jaeger (ops/stack/services/jaeger.py): OTLP/HTTP in, the query API and UI, and the query service's gRPC port.
+    jaeger_otlp: int = 4318
+    jaeger_query: int = 16686
+    jaeger_query_grpc: int = 16685
 
 
 class SeaweedFSPorts(BaseModel):
@@ -72,6 +76,9 @@ class StackSettings(BaseModel):
     # What the local Spark worker offers its executors.
     spark_worker_cores: int = Field(default=2, ge=1)
     spark_worker_memory: str = "2g"
+    # Traces of the processes the stack runs, exported to the stack's Jaeger (stack.env sets the exporter and its
+    # endpoint; docs/operations.md#traces). False: no exporter is set and Jaeger is not started by default.
+    tracing: bool = True
 
 
 KafkaSecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]

@@ -30,6 +30,7 @@ from connectors.runtime.accept import publish_confirmed
 from connectors.runtime.admission import Ticket
 from connectors.runtime.bodies import read_limited
 from connectors.runtime.context import Runtime, RuntimeDep
+from connectors.runtime.tracing import answer_traceparent, intake_span
 from control.audit import ACCEPTED, REFUSED, AuditRow, audit_row
 from control.auth.pii import EDGE_ADDED, EDGE_REMOVED, LINEAGE_CUTS, Weakening, cut_urns, weakening, withdraws
 from metalake.events import CloudEvent
@@ -177,8 +178,11 @@ def decode(
 async def ingest(request: Request, caller: IngestCallerDep, runtime: RuntimeDep) -> JSONResponse:
     """Validate each event, publish the valid ones (confirmed), and answer the result of every event."""
     # Admitted (or refused) once the credential named the tenant, before a byte of the body is read.
-    with runtime.admit(caller.tenant, request.headers.get("content-length")) as ticket:
-        return await _ingest(request, caller, runtime, ticket)
+    with (
+        runtime.admit(caller.tenant, request.headers.get("content-length")) as ticket,
+        intake_span("connect.ingest", request.headers.get("traceparent"), {"metalake.tenant": caller.tenant}) as span,
+    ):
+        return answer_traceparent(await _ingest(request, caller, runtime, ticket), span)
 
 
 async def _ingest(request: Request, caller: IngestCaller, runtime: Runtime, ticket: Ticket) -> JSONResponse:

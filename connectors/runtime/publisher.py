@@ -14,7 +14,6 @@ from metalake.events.envelope import Headers
 from metalake.events.registry import TopicClass
 from metalake.kafka import Delivery, EventProducer, PublishError, RawRecord
 from metalake.settings import Settings
-from metalake.telemetry import inject_traceparent
 from tenants.registry import TenantDirectory
 
 
@@ -64,9 +63,7 @@ class Publisher:
     def publish(self, routed: Sequence[Routed]) -> list[Delivery]:
         try:
             records: list[RawRecord] = [
-                RawRecord(
-                    self.topic_for(r), r.event.id, r.event.key, r.event.value(), inject_traceparent(r.event.headers())
-                )
+                RawRecord(self.topic_for(r), r.event.id, r.event.key, r.event.value(), r.event.headers())
                 for r in routed
             ]
         except PyMongoError as exc:
@@ -80,12 +77,7 @@ class Publisher:
             names = self._directory.names(tenant)
         except PyMongoError as exc:
             raise PublishError(f"tenant lookup failed: {type(exc).__name__}", retriable=True) from exc
-        return self._send(
-            [
-                RawRecord(names.topic(e.topic_class), e.id, e.key, e.value, inject_traceparent(e.headers))
-                for e in encoded
-            ]
-        )
+        return self._send([RawRecord(names.topic(e.topic_class), e.id, e.key, e.value, e.headers) for e in encoded])
 
     def publish_dead_letters(self, letters: Sequence[RawRecord]) -> list[Delivery]:
         """Publish dead letters as :meth:`ErrorPolicy.dead_letter` built them (to the connectors DLQ topic)."""

@@ -35,14 +35,13 @@ from typing import Any, Protocol, runtime_checkable
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
-from opentelemetry import trace
-from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from pymongo.errors import PyMongoError
 
 from connectors.runtime.bodies import read_limited
 from connectors.runtime.context import PluginUnavailable, Runtime, RuntimeDep, instantiate
 from connectors.runtime.errors import TaskFailed
 from connectors.runtime.pipeline import prepare
+from connectors.runtime.tracing import answer_traceparent, intake_span
 from control.auth.gate import tenant_usable
 from control.auth.problems import tenant_refused
 from control.connectors.plugin import AuthenticationFailed, InboundRequest, InvalidPayload, WebhookConnector
@@ -57,8 +56,6 @@ from metalake.telemetry.metrics import EVENTS
 from metalake.tenancy import InvalidTenantId, validate_tenant_id
 
 log = logging.getLogger(__name__)
-_tracer = trace.get_tracer(__name__)
-_propagator = TraceContextTextMapPropagator()
 
 router = APIRouter(tags=["webhooks"])
 
@@ -280,16 +277,9 @@ def _publish(runtime: Runtime, routed: list[Any], dead: list[Any]) -> list[Any]:
 def _process(
     runtime: Runtime, delivery: _Delivery, request: InboundRequest, path: str, traceparent: str | None
 ) -> JSONResponse:
-    parent = _propagator.extract({"traceparent": traceparent}) if traceparent else None
-    with (
-        bind_tenant(delivery.record.tenant),
-        _tracer.start_as_current_span(
-            "connect.webhook",
-            context=parent,
-            attributes={"metalake.tenant": delivery.record.tenant, "metalake.plugin": delivery.record.type},
-        ),
-    ):
-        return _handle(runtime, delivery, request, path)
+    attributes = {"metalake.tenant": delivery.record.tenant, "metalake.plugin": delivery.record.type}
+    with bind_tenant(delivery.record.tenant), intake_span("connect.webhook", traceparent, attributes) as span:
+        return answer_traceparent(_handle(runtime, delivery, request, path), span)
 
 
 async def _receive(runtime: Runtime, request: Request, slug: str, tenant_id: str, name: str | None) -> JSONResponse:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Starts the slow builds in the background at the lowest CPU priority, so that on a fresh clone they overlap lint and
-# the unit tests instead of holding the first integration test that needs them: the local stack's SeaweedFS (6 to 10
-# minutes of both cores from a fresh checkout: a 2.8 GB module cache and a very large Go program), and helm, the
+# the unit tests instead of holding the first integration test that needs them: the local stack's Jaeger (traces; its
+# figures in docs/benchmarks.md) and SeaweedFS (6 to 10 minutes of both cores from a fresh checkout: a 2.8 GB module
+# cache and a very large Go program), and helm, the
 # deployment checks' venv and OpenTofu (tests/integration/deploy, test_terraform_fmt.py). Each script takes a lock:
 # its consumer (the stack's fetch of the service, the deployment checks) waits for the build, then finds it cached.
 # Returns at once; does nothing when the build is cached or Go is missing (the stack's fetch then says why).
@@ -22,8 +23,10 @@ if [ ! -f "$STACK_DIR/cache/helm/.ready" ] || [ ! -f "$STACK_DIR/cache/deploy-ch
   echo "[prebuild] building helm, the deployment checks' venv and OpenTofu in the background, at low priority (log: $log)"
 fi
 command -v go >/dev/null 2>&1 || exit 0
-[ -f "$STACK_DIR/cache/seaweedfs/.ready" ] && exit 0
-log="$STACK_DIR/logs/fetch-seaweedfs.log"
-STACK_DIR="$STACK_DIR" REPO_DIR="$REPO_DIR" nohup nice -n 19 bash "$REPO_DIR/deploy/local/fetch/seaweedfs.sh" \
-  >>"$log" 2>&1 </dev/null &
-echo "[prebuild] building SeaweedFS in the background, at low priority (log: $log)"
+# The stack's Jaeger (traces; tests/integration/test_traces.py waits for it), then SeaweedFS, one after the other
+# (the S3 tests run last). Each script logs to its own file and returns at once when its build is cached.
+[ -f "$STACK_DIR/cache/jaeger/.ready" ] && [ -f "$STACK_DIR/cache/seaweedfs/.ready" ] && exit 0
+STACK_DIR="$STACK_DIR" REPO_DIR="$REPO_DIR" nohup nice -n 19 bash -c \
+  'bash "$REPO_DIR/deploy/local/fetch/jaeger.sh" >>"$STACK_DIR/logs/fetch-jaeger.log" 2>&1
+   bash "$REPO_DIR/deploy/local/fetch/seaweedfs.sh" >>"$STACK_DIR/logs/fetch-seaweedfs.log" 2>&1' </dev/null &
+echo "[prebuild] building Jaeger, then SeaweedFS, in the background, at low priority (logs: $STACK_DIR/logs/fetch-{jaeger,seaweedfs}.log)"

@@ -9,12 +9,14 @@ from types import TracebackType
 from typing import Any, NamedTuple, Protocol
 
 from confluent_kafka import KafkaError, Message, Producer
+from opentelemetry import trace
 
 from metalake.events.envelope import CloudEvent, Headers
 from metalake.settings import Settings
 from metalake.telemetry.propagation import inject_traceparent
 
 log = logging.getLogger(__name__)
+tracer = trace.get_tracer(__name__)
 
 # Client-side errors worth a retry. librdkafka names local errors with a leading underscore; they are public API.
 _RETRIABLE_LOCAL_ERRORS = (KafkaError._MSG_TIMED_OUT, KafkaError._TRANSPORT)  # noqa: SLF001
@@ -63,12 +65,20 @@ class EventProducer:
         self._producer = Producer(producer_config(settings, **overrides))
 
     def publish(self, events: Sequence[CloudEvent], topic_for: Callable[[CloudEvent], str]) -> list[Delivery]:
-        return self.publish_raw(
-            [RawRecord(topic_for(e), e.id, e.key, e.value(), inject_traceparent(e.headers())) for e in events]
-        )
+        return self.publish_raw([RawRecord(topic_for(e), e.id, e.key, e.value(), e.headers()) for e in events])
 
     def publish_raw(self, records: Sequence[RawRecord]) -> list[Delivery]:
-        """Publish records and wait for Kafka's confirmation of each."""
+        """Publish records and wait for Kafka's confirmation of each, in one ``kafka.produce`` span: a record
+        without a ``ce_traceparent`` gets this span's, so its consumers continue the trace from here (one that came
+        with one, an event of a traced request or a change of a traced event, keeps it)."""
+        topics = sorted({r.topic for r in records})
+        attributes: dict[str, str | int] = {"messaging.system": "kafka", "messaging.batch.message_count": len(records)}
+        with tracer.start_as_current_span("kafka.produce", kind=trace.SpanKind.PRODUCER, attributes=attributes) as span:
+            if len(topics) == 1:
+                span.set_attribute("messaging.destination.name", topics[0])
+            return self._send([r._replace(headers=inject_traceparent(list(r.headers))) for r in records])
+
+    def _send(self, records: Sequence[RawRecord]) -> list[Delivery]:
         results: dict[int, Delivery] = {}
         errors: list[tuple[str, KafkaError]] = []
 

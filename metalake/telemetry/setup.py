@@ -18,6 +18,17 @@ class TelemetryConfigError(RuntimeError):
     """The telemetry settings ask for something this installation cannot do."""
 
 
+def signal_url(endpoint: str | None, signal: str) -> str | None:
+    """The OTLP/HTTP URL of one signal (``traces``, ``metrics``) under ``telemetry.otlp_endpoint``, the collector's
+    base URL as ``OTEL_EXPORTER_OTLP_ENDPOINT`` takes it (``http://collector:4318`` -> ``.../v1/traces``); a URL that
+    already names the signal's path is kept. None: the exporter's own default (``OTEL_EXPORTER_OTLP_*``, else
+    ``http://localhost:4318``)."""
+    if not endpoint:
+        return None
+    path = f"/v1/{signal}"
+    return endpoint if endpoint.rstrip("/").endswith(path) else endpoint.rstrip("/") + path
+
+
 def _span_exporter(settings: TelemetrySettings) -> SpanExporter | None:
     if settings.traces_exporter == "console":
         return ConsoleSpanExporter()
@@ -26,9 +37,10 @@ def _span_exporter(settings: TelemetrySettings) -> SpanExporter | None:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter  # type: ignore[import-not-found,import-untyped,unused-ignore]
         except ImportError as exc:
             raise TelemetryConfigError(
-                "METALAKE_TELEMETRY__TRACES_EXPORTER=otlp needs: pip install opentelemetry-exporter-otlp-proto-http"
+                "METALAKE_TELEMETRY__TRACES_EXPORTER=otlp needs opentelemetry-exporter-otlp-proto-http (a dependency of"
+                " metalake: reinstall it)"
             ) from exc
-        exporter: SpanExporter = OTLPSpanExporter(endpoint=settings.otlp_endpoint)
+        exporter: SpanExporter = OTLPSpanExporter(endpoint=signal_url(settings.otlp_endpoint, "traces"))
         return exporter
     return None
 
@@ -43,7 +55,9 @@ def _metric_readers(settings: TelemetrySettings) -> list[MetricReader]:
             raise TelemetryConfigError(
                 "METALAKE_TELEMETRY__METRICS_EXPORTER=otlp needs: pip install opentelemetry-exporter-otlp-proto-http"
             ) from exc
-        return [PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=settings.otlp_endpoint))]
+        return [
+            PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=signal_url(settings.otlp_endpoint, "metrics")))
+        ]
     return []
 
 
@@ -53,11 +67,18 @@ def configure_telemetry(settings: TelemetrySettings, component: str) -> TracerPr
     resource = Resource.create(
         {"service.name": settings.service_name, "service.version": __version__, "service.component": component}
     )
+    tracer_provider = install_tracer_provider(settings, resource)
+    # Always with the Prometheus reader: GET /metrics reads it at scrape time (off, 404, without a metrics token).
+    install_meter_provider(resource, _metric_readers(settings))
+    return tracer_provider
+
+
+def install_tracer_provider(settings: TelemetrySettings, resource: Resource) -> TracerProvider:
+    """The global tracer provider, exporting as ``telemetry.traces_exporter`` says (the admin API, which keeps
+    uvicorn's logging, installs only this and the meter provider)."""
     tracer_provider = TracerProvider(resource=resource)
     exporter = _span_exporter(settings)
     if exporter is not None:
         tracer_provider.add_span_processor(BatchSpanProcessor(exporter))
     trace.set_tracer_provider(tracer_provider)
-    # Always with the Prometheus reader: GET /metrics reads it at scrape time (off, 404, without a metrics token).
-    install_meter_provider(resource, _metric_readers(settings))
     return tracer_provider

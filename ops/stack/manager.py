@@ -20,6 +20,7 @@ from ops.stack.fetching import Fetches
 from ops.stack.health import port_free
 from ops.stack.services import SERVICES, Service, StackContext
 from ops.stack.services.base import ServiceError
+from ops.stack.services.jaeger import trace_env
 from ops.stack.services.kafka import ensure_scram_user, scram_user
 from ops.stack.services.trino import service_users
 from tenants.naming import CHANGES_TOPIC, CONNECT_OFFSETS_TOPIC, OUTBOUND_TESTS_TOPIC, dlq_topic, event_topics
@@ -213,6 +214,8 @@ class StackManager:
         # with an S3 lake root).
         s3_endpoint = s.lake.s3.endpoint or f"http://{s.stack.host}:{s.stack.seaweedfs.s3}"
         lines.append(f"METALAKE_LAKE__S3__ENDPOINT={s3_endpoint}")
+        # Every process's spans to the stack's Jaeger (with stack.tracing on).
+        lines += trace_env(s)
         lines += [f"{variable}={value}" for variable, value in paths.items() if value is not None]
         path = s.local_stack_dir / "stack.env"
         lines += _generated_secrets(path)

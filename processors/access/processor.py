@@ -21,6 +21,7 @@ from metalake.events.changes import STATE_CHANGED, InvalidChange, change_type, d
 from metalake.kafka import BatchConsumer, Received
 from metalake.mongo import mongo_client
 from metalake.settings import Settings
+from metalake.telemetry.propagation import batch_span
 from tenants.access.sync import AccessSync
 from tenants.naming import CHANGES_TOPIC
 
@@ -62,7 +63,9 @@ class AccessRunner:
     def handle(self, batch: Sequence[Message]) -> None:
         tenants = tenants_to_refresh(batch)
         if tenants:
-            self._sync_until_done(tenants)
+            with batch_span("access.render", (m.headers() for m in batch)) as span:
+                span.set_attribute("metalake.tenants", len(tenants))
+                self._sync_until_done(tenants)
 
     def _sync_until_done(self, tenants: set[str] | None) -> None:
         """Retry a sync while MongoDB or Trino is unreachable (the batch stays uncommitted meanwhile); give up only

@@ -20,7 +20,10 @@ CLASSIFIER = "/processors/enrichment/classifier"
 _NAMESPACE = uuid.UUID("6f1c3c0e-5f7a-4a55-9d2e-1e0f0b6c2a71")
 
 
-def change_events(tenant: str, spec: StateSpec, rows: Sequence[Mapping[str, Any]]) -> list[CloudEvent]:
+def change_events(
+    tenant: str, spec: StateSpec, rows: Sequence[Mapping[str, Any]], traces: Mapping[str, str] | None = None
+) -> list[CloudEvent]:
+    """One change per folded row; ``traces`` (event id -> ``traceparent``) puts each in its event's trace."""
     out = []
     for row in rows:
         doc_id = spec.mongo_id(row)
@@ -29,6 +32,7 @@ def change_events(tenant: str, spec: StateSpec, rows: Sequence[Mapping[str, Any]
             id=str(event_id),
             source=SOURCE,
             tenant=tenant,
+            traceparent=traces.get(row["event_id"]) if traces else None,
             table=spec.table,
             key={k: row[k] for k in spec.key},
             deleted=row["deleted"],

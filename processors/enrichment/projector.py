@@ -35,7 +35,7 @@ from metalake.events import CloudEvent
 from metalake.kafka import EventProducer
 from metalake.mongo import while_unreachable
 from metalake.settings import Settings
-from metalake.telemetry import bind_tenant, extract_context
+from metalake.telemetry import bind_tenant
 from metalake.telemetry.metrics import BATCH_STEP
 from processors.enrichment import freshness
 from processors.enrichment.admission import TenantAdmission, count_dropped
@@ -53,6 +53,7 @@ from processors.enrichment.health import (
 from processors.enrichment.parse import ParsedRow, parse_rows
 from processors.enrichment.projection import apply_updates, apply_upserts, spec_upsert
 from processors.enrichment.state import ASSETS, INCIDENTS, STATE_SPECS, fold
+from processors.enrichment.tracing import EventSpans, SpanBudget
 from tenants.naming import CHANGES_TOPIC, names_for
 
 log = logging.getLogger(__name__)
@@ -60,17 +61,8 @@ tracer = trace.get_tracer(__name__)
 meter = metrics.get_meter(__name__)
 auto_tags = meter.create_counter("metalake.enrichment.auto_tags", description="Classifications made by rules")
 
-MAX_SPAN_LINKS = 128
 # Hook for fault tests: called after a tenant's MongoDB writes, before its changes are published.
 AfterMongoHook = Callable[[str, int], None]
-
-
-def _link_producers(rows: list[ParsedRow]) -> None:
-    """Link the batch span to the spans that produced its events (one trace from webhook to store)."""
-    span = trace.get_current_span()
-    for row in [r for r in rows if r.traceparent][:MAX_SPAN_LINKS]:
-        ctx = trace.get_current_span(extract_context([("ce_traceparent", (row.traceparent or "").encode())]))
-        span.add_link(ctx.get_span_context(), {"event.id": row.event_id or ""})
 
 
 @dataclass(frozen=True)
@@ -132,7 +124,8 @@ class ProjectionWriter:
             with timer("mongo"):
                 # MongoDB away (a restart, a failover): the batch waits for it instead of failing the query.
                 wait_s = self._settings.mongo.outage_wait_s
-                written = while_unreachable(lambda: self._write_all(by_tenant), wait_s, self._name)
+                budget = SpanBudget()  # the batch's event spans, all tenants together
+                written = while_unreachable(lambda: self._write_all(by_tenant, budget), wait_s, self._name)
             if self._after_mongo is not None:
                 for tenant in sorted(written):
                     self._after_mongo(tenant, batch_id)
@@ -154,20 +147,21 @@ class ProjectionWriter:
     def close(self) -> None:
         self._pool.shutdown(wait=True)
 
-    def _write_all(self, by_tenant: Mapping[str, list[ParsedRow]]) -> dict[str, _Written]:
+    def _write_all(
+        self, by_tenant: Mapping[str, list[ParsedRow]], budget: SpanBudget | None = None
+    ) -> dict[str, _Written]:
         """Every tenant's MongoDB writes, several tenants at once; raises the first failure (the batch then fails
         and is replayed: the writes that did happen are no-ops the second time)."""
 
         def write(tenant: str) -> _Written:
-            with bind_tenant(tenant):
-                _link_producers(by_tenant[tenant])
-                return self._write(tenant, by_tenant[tenant])
+            with bind_tenant(tenant), EventSpans(by_tenant[tenant], budget or SpanBudget()) as spans:
+                return self._write(tenant, by_tenant[tenant], spans.traceparents)
 
         # A context copy per task: the batch span and log fields follow each tenant into its worker thread.
         futures = {t: self._pool.submit(contextvars.copy_context().run, write, t) for t in sorted(by_tenant)}
         return {tenant: future.result() for tenant, future in futures.items()}
 
-    def _write(self, tenant: str, rows: list[ParsedRow]) -> _Written:
+    def _write(self, tenant: str, rows: list[ParsedRow], traces: Mapping[str, str]) -> _Written:
         now = datetime.now(UTC)
         names = names_for(tenant, self._settings.lake_root, dedicated=self._only_tenant is not None)
         database = self._mongo[names.mongo_database]
@@ -181,7 +175,8 @@ class ProjectionWriter:
         with self._incidents.lock:
             # After the assets' upserts: a new asset document exists by now and gets its health.
             health = self._health(tenant, database, by_table, now)
-        changes = [e for spec, folded in states for e in change_events(tenant, spec, folded)]
+        # Each change continues its event's trace (processors/enrichment/tracing.py).
+        changes = [e for spec, folded in states for e in change_events(tenant, spec, folded, traces)]
         changes += change_events(tenant, HEALTH, change_rows(health))
         # Kafka's timestamp (the producer's acknowledged append) to MongoDB holding the event: what users see.
         projected = (r.kafka_time for r in rows if r.event_type in freshness.PROJECTED_TYPES)

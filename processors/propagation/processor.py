@@ -28,6 +28,7 @@ from metalake.events.changes import STATE_CHANGED, InvalidChange, StateChange, c
 from metalake.kafka import EventPublisher, Received
 from metalake.propagation.model import AssignmentKey
 from metalake.propagation.tenant import CLASSIFICATIONS, TenantPropagation
+from metalake.telemetry.propagation import batch_span
 from processors.propagation.erasure import erased_tenant
 from processors.propagation.events import completed_event, tag_event
 from tenants.naming import CHANGES_TOPIC
@@ -138,6 +139,10 @@ class PropagationProcessor:
             self._partitions.setdefault(tenant, set()).add(partition)
 
     def handle(self, messages: Sequence[Received]) -> BatchOutcome:
+        with batch_span("propagation.batch", (m.headers() for m in messages)):
+            return self._handle(messages)
+
+    def _handle(self, messages: Sequence[Received]) -> BatchOutcome:
         outcome = BatchOutcome(records=len(messages))
         by_tenant: dict[str, list[StateChange]] = {}
         for msg in messages:

@@ -77,3 +77,33 @@ download() {
   mv "$file.part" "$file"
   echo "$name: downloaded $(( total / 1000000 )) MB in $(( $(date +%s) - started ))s"
 }
+
+# go_build_begin NAME PIN: the shared prologue of the scripts that build a Go program into $CACHE_DIR/NAME. Sets
+# VERSION (PIN and the Go version) and DEST; exits 0 when that build is cached; otherwise waits for a build already
+# running (deploy/local/prebuild.sh starts some in the background at the lowest priority: someone waiting for it now
+# raises it to the normal one, where allowed), looks again, and sets the stack's Go caches.
+go_build_begin() {
+  need go "install Go 1.26 or newer"
+  VERSION="$2-$(go env GOVERSION)"
+  DEST="$CACHE_DIR/$1"
+  ready "$DEST/.ready" "$VERSION" && { echo "$1: cached"; exit 0; }
+  mkdir -p "$DEST"
+  need flock "install util-linux"
+  exec 9>"$DEST/.lock"
+  if ! flock -n 9; then
+    echo "$1: a build is running; raising its priority and waiting for it"
+    [ -f "$DEST/.pid" ] && raise_priority "$(cat "$DEST/.pid")"
+    flock 9
+  fi
+  ready "$DEST/.ready" "$VERSION" && { echo "$1: cached"; exit 0; }
+  echo $$ > "$DEST/.pid"
+  export GOMODCACHE="$CACHE_DIR/gomod" GOCACHE="$CACHE_DIR/gobuild" GOFLAGS=-modcacherw
+}
+
+# raise_priority PID: PID and its descendants back to niceness 0 (the compilers a build starts later inherit its
+# `go` command's); needs the privilege to lower a niceness (root), else it changes nothing.
+raise_priority() {
+  local child
+  renice -n 0 -p "$1" >/dev/null 2>&1 || return 0
+  for child in $(ps -o pid= --ppid "$1" 2>/dev/null); do raise_priority "$child"; done
+}

@@ -4,6 +4,7 @@ from ops.stack.services.api import Api
 from ops.stack.services.base import Service, StackContext
 from ops.stack.services.connect import ConnectWorker
 from ops.stack.services.ferretdb import FerretDB
+from ops.stack.services.jaeger import Jaeger
 from ops.stack.services.kafka import Kafka
 from ops.stack.services.lake_worker import LakeWorker
 from ops.stack.services.postgres import Postgres
@@ -21,7 +22,8 @@ from ops.stack.services.trino import Trino
 # API comes before Trino: Trino reads the API's JWKS when it starts (JWT authentication with the built-in issuer), and
 # the API needs only Kafka and FerretDB to start. The Spark standalone cluster runs only on request (a job on it needs
 # it up first). The connector worker (webhooks, the ingest API, scheduled crawls) comes with the processors.
-# Prometheus needs nothing to start: a target that is not up yet is scraped once it is.
+# Prometheus needs nothing to start: a target that is not up yet is scraped once it is. Jaeger (traces) neither: a
+# process exports its spans once it is up; started before the processes, so their first spans find it.
 SERVICES: tuple[Service, ...] = (
     Kafka(),
     Postgres(),
@@ -30,6 +32,7 @@ SERVICES: tuple[Service, ...] = (
     Api(),
     Trino(),
     Prometheus(),
+    Jaeger(),
     SparkMaster(),
     SparkWorker(),
     StreamJob(),

@@ -1,8 +1,9 @@
 """The connector worker (``python -m connectors run``: webhooks, the ingest API, OpenLineage) as a stack service on
 ``settings.connect.host:port``, started by ``up --with-processors`` and healthy when its /readyz says so.
 
-The integration tests never use it: they run their own workers in process (``TestClient``), with test plugins, so
-this service's port is not theirs and its records are not theirs either (a webhook reaches the worker it is sent to).
+The integration tests run their own workers in process (``TestClient``), with test plugins, so this service's port
+is not theirs and its records are not theirs either (a webhook reaches the worker it is sent to); only the trace test
+(tests/integration/test_traces.py) starts this one, a real process exporting its spans as the stack configures it.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
@@ -43,6 +44,7 @@ from processors.outbound.runtime.erasure import Candidates, forget_erased
 from processors.outbound.runtime.retention import LedgerJanitor
 from processors.outbound.runtime.retry import RetryInfo, RetryPolicy, read_retry_info, retry_headers
 from processors.outbound.runtime.testsend import SubscriptionTester
+from processors.outbound.runtime.tracing import traced_delivery
 from tenants.naming import CHANGES_TOPIC, OUTBOUND_TESTS_TOPIC, dlq_topic, retry_topic
 
 log = logging.getLogger(__name__)
@@ -195,8 +197,10 @@ class Outbound:
                 continue
             # An erased asset: the ledger forgets its URN before subscribers hear of the erase.
             forget_erased(self.dispatcher.ledger, change, self.erased_candidates)
+            headers = _headers(msg)
             for sub in self.dispatcher.targets(change):
-                outcome = self.dispatcher.deliver(change, sub, self.policy.short_attempts)
+                deliver = partial(self.dispatcher.deliver, change, sub, self.policy.short_attempts)
+                outcome = traced_delivery(deliver, headers, change, sub, 1)
                 record = self._followup(msg, change, outcome, 1)
                 if record is not None:
                     followups.records.append(record)
@@ -234,7 +238,8 @@ class Outbound:
             # Deleted or disabled since: nothing to deliver to, and nothing worth keeping.
             log.info("outbound.retry_dropped", extra={"tenant": change.tenant, "subscription": info.subscription})
             return
-        outcome = self.dispatcher.deliver(change, sub, 1, probe=True)
+        deliver = partial(self.dispatcher.deliver, change, sub, 1, probe=True)
+        outcome = traced_delivery(deliver, _headers(msg), change, sub, info.attempt + 1)
         record = self._followup(msg, change, outcome, info.attempt + 1)
         if record is not None:
             self._publish(Followups([record]))

@@ -86,6 +86,7 @@ def test_status_of_a_fresh_stack_is_all_stopped(tmp_path: Path) -> None:
         ("api", "stopped", None),
         ("trino", "stopped", None),
         ("prometheus", "stopped", None),
+        ("jaeger", "stopped", None),
         ("spark-master", "stopped", None),
         ("spark-worker", "stopped", None),
         ("stream", "stopped", None),

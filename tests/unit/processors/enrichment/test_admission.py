@@ -4,7 +4,7 @@ last answer."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
@@ -119,7 +119,7 @@ def test_the_projection_writes_no_document_of_a_dropped_tenant(tmp_path: Path, c
     writer = ProjectionWriter(settings, "q", mongo, producer, IncidentIndex(), admission=TenantAdmission(lookups))
     written: dict[str, int] = {}
 
-    def write(tenant: str, rows: list[ParsedRow]) -> _Written:
+    def write(tenant: str, rows: list[ParsedRow], traces: Mapping[str, str]) -> _Written:
         written[tenant] = len(rows)
         return _Written([], [], f"{tenant}.priority")
 

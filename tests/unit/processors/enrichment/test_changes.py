@@ -63,3 +63,11 @@ def test_what_the_job_publishes_decodes_into_the_row_it_wrote(spec: StateSpec, d
     assert change.row == {c: row[c] for c in (*spec.fields, *spec.key, "deleted", "version", "event_id")}
     assert list(change.key) == list(spec.key)
     assert event.key == b"acme"  # keyed by tenant: one instance of each consumer group holds a whole tenant
+
+
+def test_a_change_carries_the_trace_of_the_event_that_made_its_row() -> None:
+    traced, other = _row(STATE_SPECS[0]), _row(STATE_SPECS[0])
+    other["urn"] = UPSTREAM
+    context = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    events = change_events("acme", STATE_SPECS[0], [traced, other], {traced["event_id"]: context})
+    assert [dict(e.headers()).get("ce_traceparent") for e in events] == [context.encode(), None]

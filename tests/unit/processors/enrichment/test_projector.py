@@ -5,7 +5,7 @@ before anything is announced."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -79,7 +79,7 @@ def test_tenants_are_written_on_the_pool_and_a_failure_fails_the_batch(tmp_path:
     threads: set[str] = set()
     order: dict[str, list[str]] = {}
 
-    def write(tenant: str, rows: list[ParsedRow]) -> _Written:
+    def write(tenant: str, rows: list[ParsedRow], traces: Mapping[str, str]) -> _Written:
         threads.add(threading.current_thread().name)
         order[tenant] = [r.event_id or "" for r in rows]
         if tenant == "broken":

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Builds Jaeger v2 (`jaeger`: an OpenTelemetry Collector distribution with Jaeger's storage and query service) from
+# the Go module proxy, the local stack's trace backend (ops/stack/services/jaeger.py: OTLP in, in-memory storage, the
+# query API). Started in the background at low priority by deploy/local/prebuild.sh; the stack's fetch waits on its
+# lock. First build: see docs/benchmarks.md (a large program); cached afterwards.
+source "$(dirname "$0")/common.sh"
+PIN=v1.76.0
+go_build_begin jaeger "$PIN"
+MODULE=github.com/jaegertracing/jaeger
+echo "jaeger: building $MODULE/cmd/jaeger@$PIN with $(go env GOVERSION)"
+started=$(date +%s)
+# Its go.mod has a replace directive (sarama), so `go install module@version` refuses it: built inside the
+# downloaded module as the main module, with its own go.sum (as deploy/local/fetch/seaweedfs.sh does).
+SRC=$(go mod download -json "$MODULE@$PIN" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+[ -n "$SRC" ] && [ -f "$SRC/go.mod" ] || die "jaeger: $MODULE@$PIN could not be downloaded"
+mkdir -p "$DEST/bin"
+# -s -w: no symbol tables (a smaller binary, a shorter link).
+(cd "$SRC" && every 30 jaeger go build -trimpath -ldflags "-s -w" -o "$DEST/bin/jaeger.tmp" ./cmd/jaeger)
+mv "$DEST/bin/jaeger.tmp" "$DEST/bin/jaeger"
+echo "$VERSION" > "$DEST/.ready"
+echo "jaeger: built $DEST/bin/jaeger in $(( $(date +%s) - started ))s"
