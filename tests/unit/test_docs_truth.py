@@ -80,8 +80,9 @@ def test_every_extra_named_is_defined() -> None:
     assert not unknown, f"extras pyproject.toml does not define (it has {sorted(extras)}): {unknown}"
 
 
-# The foreign APIs the docs quote (Jira, Freshdesk, Prometheus), and fragments (a prefix, a path of a base URL).
-FOREIGN = ("/rest/api/", "/api/v2/", "/-/", "/{")
+# The foreign APIs the docs quote (Jira, Freshdesk, Prometheus, Jaeger's query API), and fragments (a prefix, a path
+# of a base URL).
+FOREIGN = ("/rest/api/", "/api/v2/", "/-/", "/api/services", "/api/traces", "/{")
 
 
 def _served() -> list[tuple[str, re.Pattern[str]]]:
