@@ -23,6 +23,20 @@ AssignmentListener = Callable[[frozenset[tuple[str, int]]], None]
 _LOST_TO_REBALANCE = frozenset(
     {KafkaError.REBALANCE_IN_PROGRESS, KafkaError.ILLEGAL_GENERATION, KafkaError.UNKNOWN_MEMBER_ID}
 )
+# A commit the group coordinator could not take yet: a broker restarting or its coordinator moving (the soak's Kafka
+# restarts ended access, propagation and outbound here). The batch's side effects are durable and idempotent, so the
+# next batch's commit covers its offsets; a crash before it only replays the batch.
+_COORDINATOR_BUSY = frozenset(
+    {
+        KafkaError._WAIT_COORD,  # noqa: SLF001 - librdkafka names its local errors with a leading underscore
+        KafkaError._TRANSPORT,  # noqa: SLF001
+        KafkaError._TIMED_OUT,  # noqa: SLF001
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.REQUEST_TIMED_OUT,
+    }
+)
 #: How often the poll loop refreshes its lag (metalake_consumer_lag_records), between two batches.
 LAG_EVERY_S = 5.0
 _BROKER_TIMEOUT_S = 1.0
@@ -124,9 +138,9 @@ class BatchConsumer:
             self._consumer.commit(asynchronous=False)
         except KafkaException as exc:
             error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
-            if error is None or error.code() not in _LOST_TO_REBALANCE:
+            if error is None or error.code() not in _LOST_TO_REBALANCE | _COORDINATOR_BUSY:
                 raise
-            log.warning("kafka.commit_lost_to_rebalance", extra={"group": self._group, "error": error.name()})
+            log.warning("kafka.commit_deferred", extra={"group": self._group, "error": error.name()})
         self._refresh_lag()
         return len(batch)
 

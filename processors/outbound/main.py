@@ -59,7 +59,7 @@ def build(
     subscriptions = store(mongo)
     cache = SubscriptionCache(subscriptions, settings.outbound.subscriptions_ttl_s)
     retention = timedelta(seconds=settings.outbound.ledger_retention_s)
-    ledger = Ledger(control, retention)
+    ledger = Ledger(control, retention, settings.mongo.outage_wait_s)
     dispatcher = Dispatcher(
         cache,
         destinations,

@@ -35,7 +35,7 @@ from pymongo.database import Database
 
 from control.subscriptions.testsend import DELIVERIES
 from metalake.expiry import delete_in_batches, ensure_ttl_index, expires_at
-from metalake.mongo import Doc, typed_collection
+from metalake.mongo import Doc, typed_collection, while_unreachable
 
 DEFAULT_RETENTION = timedelta(days=7)
 
@@ -116,13 +116,18 @@ def _step(doc: StepDoc) -> Step:
 
 
 class Ledger:
-    def __init__(self, database: Database[Doc], retention: timedelta = DEFAULT_RETENTION) -> None:
+    def __init__(
+        self, database: Database[Doc], retention: timedelta = DEFAULT_RETENTION, outage_wait_s: float = 300.0
+    ) -> None:
         # One collection, documents of several kinds (by ``kind``): each kind is read and written through its view.
         self._steps: Collection[StepDoc] = typed_collection(database, DELIVERIES, StepDoc)
         self._anchors: Collection[AnchorDoc] = typed_collection(database, DELIVERIES, AnchorDoc)
         # Expiry spans every kind (test outcomes included) and reads only ``expires_at`` and ``_id``: an open view.
         self._all: Collection[Doc] = database[DELIVERIES]
         self.retention = retention
+        # How long a step already performed waits for MongoDB to come back before the process gives up
+        # (``mongo.outage_wait_s``): a restart would perform it again (a webhook sent twice, bench/soak.py saw it).
+        self.outage_wait_s = outage_wait_s
 
     def forget_assets(self, tenant: str, erased: Callable[[str], bool]) -> int:
         """Delete the tenant's anchor and shared documents whose asset ``erased`` says was erased (a GDPR erase:
@@ -132,7 +137,9 @@ class Ledger:
         return self._anchors.delete_many({"_id": {"$in": ids}}).deleted_count if ids else 0
 
     def scope(self, tenant: str, subscription: str, change_id: str) -> LedgerScope:
-        return LedgerScope(self._steps, self._anchors, tenant, subscription, change_id, self.retention)
+        scope = LedgerScope(self._steps, self._anchors, tenant, subscription, change_id, self.retention)
+        scope.outage_wait_s = self.outage_wait_s
+        return scope
 
     def ensure_expiry(self) -> bool:
         """Create the TTL index on ``expires_at``; ``False`` if the server has none (then :meth:`prune` must run)."""
@@ -165,6 +172,7 @@ class LedgerScope:
         self._steps, self._anchors = steps, anchors
         self.tenant, self.subscription, self.change_id = tenant, subscription, change_id
         self._retention = retention
+        self.outage_wait_s = 300.0
 
     def _expiry(self, now: datetime) -> datetime:
         return expires_at(now, self._retention)
@@ -198,10 +206,11 @@ class LedgerScope:
         return _step(before) if before is not None else None
 
     def done(self, operation: str, result: Mapping[str, Any]) -> None:
+        """Record ``operation`` as performed; waits out a MongoDB outage (an idempotent ``$set``)."""
         now = _now()
-        self._steps.update_one(
-            {"_id": self.key(operation)},
-            {"$set": {"state": "done", "result": dict(result), "done_at": now, "expires_at": self._expiry(now)}},
+        update = {"$set": {"state": "done", "result": dict(result), "done_at": now, "expires_at": self._expiry(now)}}
+        while_unreachable(
+            lambda: self._steps.update_one({"_id": self.key(operation)}, update), self.outage_wait_s, "ledger.done"
         )
 
     def once(self, operation: str, call: Callable[[Step | None], Mapping[str, Any]]) -> Mapping[str, Any]:

@@ -13,7 +13,7 @@ from pymongo.errors import AutoReconnect
 
 from metalake.expiry import expires_at
 from metalake.settings import OutboundSettings
-from processors.outbound.runtime.ledger import expired_query
+from processors.outbound.runtime.ledger import LedgerScope, expired_query
 from processors.outbound.runtime.retention import LedgerJanitor
 
 NOW = datetime(2026, 11, 22, 6, 0, 0, 123456, tzinfo=UTC)
@@ -98,3 +98,30 @@ def test_in_the_background_a_pass_runs_at_start_and_stop_ends_the_thread() -> No
     janitor.stop()
     assert ledger.prunes == 1
     assert not any(t.name == "outbound-ledger-prune" for t in threading.enumerate())
+
+
+class _FlakySteps:
+    """A steps collection whose first ``fail`` writes meet an unreachable MongoDB (a FerretDB restart)."""
+
+    def __init__(self, fail: int) -> None:
+        self.fail = fail
+        self.writes: list[tuple[object, dict[str, dict[str, object]]]] = []
+
+    def update_one(self, query: object, update: dict[str, dict[str, object]]) -> None:
+        if self.fail:
+            self.fail -= 1
+            raise AutoReconnect("connection refused")
+        self.writes.append((query, update))
+
+
+def test_a_performed_step_is_recorded_once_mongodb_is_back_instead_of_ending_the_process() -> None:
+    # bench/soak.py: outbound exited when FerretDB restarted right after a webhook was sent, and sent it again.
+    steps = _FlakySteps(fail=1)
+    scope = LedgerScope(steps, steps, "t", "s", "c")  # type: ignore[arg-type]
+    scope.outage_wait_s = 5.0
+    scope.done("send", {"status": 200})
+    assert len(steps.writes) == 1 and steps.writes[0][1]["$set"]["state"] == "done"
+    gone = LedgerScope(_FlakySteps(fail=99), steps, "t", "s", "c")  # type: ignore[arg-type]
+    gone.outage_wait_s = 0.5
+    with pytest.raises(AutoReconnect):
+        gone.done("send", {"status": 200})
