@@ -1,0 +1,166 @@
+"""Soak: the whole local platform under a steady mixed load for an hour, with a fault every few minutes.
+
+Runs against the stack as `make demo` leaves it (`metalake stack up --with-processors`: Kafka, FerretDB, Trino,
+Prometheus, the stream job, the API, the connector worker and every processor). It:
+
+  1. creates --tenants pooled tenants through the admin API (or reuses the last run's: --reuse), each with a write
+     key, a Monte Carlo connector and a signed-webhook subscription to a receiver of the bench's own on loopback
+     (it verifies each delivery's signature and counts them per change id); the first tenant also gets a PostgreSQL
+     crawler on a schedule (every 300 s) over a database of the stack's PostgreSQL that grows a table a minute;
+  2. sends --rate events/s through the public intake for --duration: ingest API batches (new tables whose columns
+     are named like personal data, so the job tags them PII and propagation carries the tag along column lineage;
+     new versions of existing assets; tags) and a Monte Carlo incident webhook every 2 s;
+  3. injects a fault every --fault-every, in turn: kill -9 of the stream job, of propagation, of outbound (the
+     local stack has no supervisor: the bench restarts them, as systemd or Kubernetes would, and says so); Kafka
+     restarted; FerretDB restarted; the webhook receiver down for two minutes;
+  4. drains, then checks per event id: every accepted event once in Delta's history, every asset's newest version
+     in Delta and MongoDB, every incident in Delta, every change the subscriptions take delivered once; the time
+     freshness p99 took to be under 30 s again after each fault; each process's resident memory (every 10 s);
+  5. writes the curves (Prometheus query_range) to --figure and the summary to --out (JSON and markdown).
+
+A progress line every 30 s. Not part of `make test`: `make soak` (one hour, 200 events/s), or a short check:
+
+    source /work/stack-s/env.sh   # a private stack's ports, if any
+    .stack/venv/bin/python bench/soak.py --duration 5m --rate 50 --fault-every 1m --tenants 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the checkout's code, not whichever metalake the interpreter has installed
+
+# bench/ is on sys.path when this runs as a script.
+from soak import analysis, crawl, end, plot, prom, report, tenants  # noqa: E402
+from soak.faults import KINDS, Faults  # noqa: E402
+from soak.load import Load  # noqa: E402
+from soak.receiver import Receiver  # noqa: E402
+from soak.rss import Sampler  # noqa: E402
+from soak.run import Run, check_stack, say, soak  # noqa: E402
+from tenant_isolation_setup import admin_session  # noqa: E402
+
+from metalake.settings import Settings, load_settings  # noqa: E402
+from ops.stack import StackManager  # noqa: E402
+from ops.stack.paths import use_checkout_stack  # noqa: E402
+
+
+def duration(text: str) -> float:
+    """``90``, ``90s``, ``5m`` or ``1h`` -> seconds."""
+    scale = {"s": 1, "m": 60, "h": 3600}.get(text[-1:], 1)
+    value = float(text[:-1] if text[-1:] in "smh" else text) * scale
+    if value < 0:
+        raise argparse.ArgumentTypeError("must not be negative")
+    return value
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add = parser.add_argument
+    add("--duration", type=duration, default=3600.0, help="how long the load runs (90s, 5m, 1h; default 1h)")
+    add("--rate", type=float, default=200.0, help="events per second through the intake (default 200)")
+    add("--tenants", type=int, default=50, help="pooled tenants the load is spread over (default 50)")
+    add("--fault-every", type=duration, default=300.0, help="time between faults (default 5m; 0: none)")
+    add("--faults", default=",".join(KINDS), help=f"the faults, in turn (default all: {','.join(KINDS)})")
+    add("--drain-timeout", type=duration, default=900.0, help="longest wait for the platform to catch up (15m)")
+    add("--receiver-port", type=int, default=0, help="the webhook receiver's loopback port (default: a free one)")
+    add("--reuse", action="store_true", help="the tenants of the last run (kept in the stack's folder)")
+    add("--seed", type=int, default=20261129, help="the load's random seed")
+    add("--out", type=Path, default=ROOT / "docs" / "soak", help="summary files: <out>.json and <out>.md")
+    add("--figure", type=Path, default=ROOT / "docs" / "img" / "soak.png", help="the figure")
+    args = parser.parse_args(argv)
+    args.faults = [k.strip() for k in args.faults.split(",") if k.strip()]
+    unknown = set(args.faults) - set(KINDS)
+    if unknown:
+        parser.error(f"unknown faults {sorted(unknown)}; known: {', '.join(KINDS)}")
+    return args
+
+
+def fleet_of(settings: Settings, args: argparse.Namespace, receiver: Receiver) -> tenants.Fleet:
+    with admin_session(settings) as api:
+        fleet = tenants.Fleet.load(settings) if args.reuse else None
+        if fleet is None or len(fleet.tenants) < args.tenants:
+            say(f"creating {args.tenants} tenants (write key, Monte Carlo connector, webhook subscription each)")
+            fleet = tenants.provision(api, args.tenants, receiver.url)
+            fleet.save(settings)
+        fleet = tenants.Fleet(fleet.tenants[: args.tenants], fleet.webhook_secret)
+        tenants.repoint(api, fleet, receiver.url)
+        crawl.ensure_database(settings)
+        crawl.configure(api, settings, fleet.tenants[0].id)
+    return fleet
+
+
+def prepare(args: argparse.Namespace) -> Run:
+    root = use_checkout_stack()
+    settings = load_settings()
+    stack = StackManager(settings, root, echo=lambda line: say(f"stack: {line}"))
+    check_stack(stack)
+    receiver = Receiver(args.receiver_port, "")
+    receiver.up()  # before the subscriptions point at it; a free port is kept for the whole run
+    fleet = fleet_of(settings, args, receiver)
+    receiver.secret = fleet.webhook_secret
+    connect = f"http://{settings.connect.host}:{settings.connect.port}"
+    load = Load(connect, fleet, args.rate, args.seed)
+    faults = Faults(stack, receiver, args.faults, say)
+    return Run(args, settings, stack, fleet, receiver, load, faults, Sampler(stack))
+
+
+def summarize(run: Run, checks: dict[str, object]) -> dict[str, object]:
+    curves = prom.curves(run.prometheus, run.t0 - 60, time.time())
+    p99 = analysis.worst(curves["freshness_p99"])
+    plot.draw(run.args.figure, curves, run.sampler.samples, run.faults.done, run.t0)
+    tally = run.load.tally
+    return {
+        "date": datetime.fromtimestamp(run.t0, UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": "python bench/soak.py " + shlex.join(sys.argv[1:]),
+        "machine": f"{os.cpu_count()} cores, {platform.machine()}, shared; the whole platform on it",
+        "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(run.args).items()},
+        "t0": run.t0,
+        "load": {
+            "accepted": tally.accepted,
+            "rejected": tally.rejected,
+            "unsent": tally.unsent,
+            "resends": tally.resends,
+            "statuses": dict(tally.statuses),
+            "refusals": tally.refusals,
+            "reject_reasons": dict(tally.reject_reasons),
+            "ambiguous_ids": len(tally.ambiguous),
+            "incidents": sum(len(v) for v in tally.incidents.values()),
+            "accepted_per_s": tally.accepted / max(run.end - run.t0, 1e-9),
+        },
+        "load_average": analysis.load_average(run.sampler.samples),
+        "checks": checks,
+        "faults": analysis.recoveries(run.faults.done, time.time(), p99),
+        "memory": analysis.memory(run.sampler.samples),
+        "figure": str(run.args.figure),
+    }
+
+
+def main() -> None:
+    args = parse_args()
+    run = prepare(args)
+    try:
+        soak(run)
+        checks = end.checks(run)
+        summary = summarize(run, checks)
+    finally:
+        run.sampler.stop.set()
+        with admin_session(run.settings) as api:
+            tenants.disable(api, run.fleet)
+        run.receiver.down()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.with_suffix(".json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    args.out.with_suffix(".md").write_text(report.markdown(summary))
+    print(report.markdown(summary))
+
+
+if __name__ == "__main__":
+    main()
