@@ -52,7 +52,7 @@ class TenantCatalog:
     tenant: str
     rng: random.Random
     tables: int = 0
-    columns: list[str] = field(default_factory=list)
+    columns: list[tuple[str, str]] = field(default_factory=list)  # (urn, data type)
     newest: dict[str, tuple[int, str]] = field(default_factory=dict)
     _last: dict[str, int] = field(default_factory=dict)
 
@@ -73,7 +73,7 @@ class TenantCatalog:
         out = [self.upsert(urn, "table", f"t{n}", description=f"soak table {n}")]
         for name, type_ in (("id", "bigint"), ("amount", "numeric"), (pii, "varchar"), ("contact", "varchar")):
             out.append(self.upsert(f"{urn}/{name}", "column", name, data_type=type_))
-            self.columns.append(f"{urn}/{name}")
+            self.columns.append((f"{urn}/{name}", type_))
         if n > 0:
             upstream = f"{table_urn(n - 1)}/{PII_COLUMNS[(n - 1) % len(PII_COLUMNS)]}"
             edge = {"urn": f"{urn}/contact", "upstream": upstream, "version": self.version(f"edge:{urn}")}
@@ -81,12 +81,14 @@ class TenantCatalog:
         return out
 
     def update(self) -> dict[str, Any]:
-        """A new version of a table or a column the tenant has (new description)."""
+        """A new version of a table or a column the tenant has: its whole state (an upsert replaces it), with a new
+        description."""
         n = self.rng.randrange(self.tables)
         if self.rng.random() < 0.3:
             return self.upsert(table_urn(n), "table", f"t{n}", description=f"soak table {n} at {time.time():.0f}")
-        urn = self.rng.choice(self.columns[-400:])
-        return self.upsert(urn, "column", urn.rsplit("/", 1)[1], description=f"updated at {time.time():.0f}")
+        urn, type_ = self.rng.choice(self.columns[-400:])
+        name = urn.rsplit("/", 1)[1]
+        return self.upsert(urn, "column", name, data_type=type_, description=f"updated at {time.time():.0f}")
 
     def tag(self) -> dict[str, Any]:
         urn = table_urn(self.rng.randrange(self.tables))

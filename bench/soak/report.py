@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from soak.load import MAX_QUEUED
+
 GOALS = "nothing lost or doubled in Delta, MongoDB and the deliveries; freshness p99 < 30 s again after each fault"
 
 
@@ -16,6 +18,7 @@ def _load_table(s: dict[str, Any]) -> list[str]:
         f"{load['accepted_per_s']:.1f} events/s |",
         f"| events accepted (ingest API) / rejected / unsent | {load['accepted']} / {load['rejected']} / "
         f"{load['unsent']} |",
+        f"| events not sent because the intake was behind (over {MAX_QUEUED} requests queued) | {load['skipped']} |",
         f"| requests resent (refused connection, timeout, 429, 5xx) | {load['resends']} |",
         f"| Monte Carlo incidents accepted | {load['incidents']} |",
         f"| answers by status | {load['statuses']} |",

@@ -78,7 +78,8 @@ def progress(run: Run, last: list[tuple[float, int]]) -> Callable[[int], None]:
         p99_text = "-" if p99 is None else f"{p99:.1f}s"
         say(
             f"[{(now - run.t0) / 60:5.1f} min] {rate:6.1f} ev/s accepted ({tally.accepted} in all, "
-            f"{tally.resends} resends, {tally.unsent} unsent), {run.receiver.counts.total()} deliveries, "
+            f"{tally.resends} resends, {tally.skipped} skipped, {run.load.queued} queued), "
+            f"{run.receiver.counts.total()} deliveries, "
             f"p99 {p99_text}, lag {lag if lag is None else int(lag)}, faults {len(run.faults.done)}"
         )
 
@@ -107,6 +108,7 @@ async def drive(run: Run) -> None:
     task = asyncio.get_running_loop().create_task(run.load.run())
     await asyncio.sleep(run.args.duration)
     run.load.stop.set()
+    run.finished.set()  # no fault after the duration: the requests still queued are sent, then the drain
     await task
 
 
@@ -117,7 +119,6 @@ def soak(run: Run) -> None:
     say(f"load: {run.args.rate:g} events/s over {len(run.fleet.tenants)} tenants for {run.args.duration / 60:.1f} min")
     asyncio.run(drive(run))
     run.end = time.time()
-    run.finished.set()
     say("load stopped; waiting for a fault in progress to end")
     for thread in threads:
         thread.join()
