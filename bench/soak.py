@@ -31,6 +31,7 @@ import json
 import os
 import platform
 import shlex
+import signal
 import sys
 import time
 from datetime import UTC, datetime
@@ -128,6 +129,7 @@ def summarize(run: Run, checks: dict[str, object]) -> dict[str, object]:
             "accepted": tally.accepted,
             "rejected": tally.rejected,
             "unsent": tally.unsent,
+            "skipped": tally.skipped,
             "resends": tally.resends,
             "statuses": dict(tally.statuses),
             "refusals": tally.refusals,
@@ -144,8 +146,19 @@ def summarize(run: Run, checks: dict[str, object]) -> dict[str, object]:
     }
 
 
+def stop_on_signal(signum: int, frame: object) -> None:
+    """SIGTERM (and SIGINT, which a background job ignores otherwise) end the run through ``main``'s ``finally``:
+    the subscriptions are disabled and the receiver closed."""
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def main() -> None:
     args = parse_args()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, stop_on_signal)
+    # The bench's own restarts wait longer than a plain `stack up` (180 s): a cold Spark start on a loaded 2-core
+    # machine took more (the first short runs), and a supervisor would not give up on it either.
+    os.environ.setdefault("METALAKE_STACK__START_TIMEOUT_S", "600")
     run = prepare(args)
     try:
         soak(run)

@@ -28,9 +28,9 @@ def drain(run: Run, cursor: Any) -> dict[str, Any]:
     while time.time() < deadline and not settled:
         time.sleep(DRAIN_POLL_S)
         in_delta, lag = _distinct_in_delta(cursor, ids), prom.lag_now(run.prometheus)
-        deliveries = run.receiver.counts.total()
-        settled = in_delta >= run.load.tally.accepted and (lag or 0) == 0 and deliveries == last_deliveries
-        say(f"drain: {in_delta}/{run.load.tally.accepted} in Delta, lag {lag}, {deliveries} deliveries")
+        deliveries, down = run.receiver.counts.total(), prom.down_now(run.prometheus)
+        settled = in_delta >= run.load.tally.accepted and not down and lag == 0 and deliveries == last_deliveries
+        say(f"drain: {in_delta}/{run.load.tally.accepted} in Delta, lag {lag}, {deliveries} deliveries, down {down}")
         last_deliveries = deliveries
     return {"seconds": round(time.time() - started), "settled": settled}
 

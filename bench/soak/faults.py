@@ -17,11 +17,13 @@ from dataclasses import dataclass, field
 
 from ops.stack import StackManager
 from ops.stack import process as proc
+from ops.stack.manager import StackError
 from soak.receiver import Receiver
 
 KINDS = ("kill-stream", "kill-propagation", "kill-outbound", "restart-kafka", "restart-ferretdb", "receiver-down")
 SUPERVISOR_WAIT_S = 10.0
 RECEIVER_DOWN_S = 120.0
+START_ATTEMPTS = 5  # a supervisor keeps restarting; the stack gives up on one start after stack.start_timeout_s
 
 
 @dataclass
@@ -71,7 +73,7 @@ class Faults:
             fault.notes.append(f"restarted by something else (pid {again.pid})")
             return
         fault.notes.append(f"not restarted by the stack within {SUPERVISOR_WAIT_S:.0f}s: restarted by the bench")
-        self.stack.up([service])
+        self._start(service, fault)
 
     def _restart(self, service: str, fault: Fault) -> None:
         """Only this service: ``stack down kafka`` would stop everything that requires Kafka too."""
@@ -80,7 +82,18 @@ class Faults:
             proc.stop(record, self.stack.context.settings.stack.stop_timeout_s)
             (self.stack.context.run_dir(service) / "pid").unlink(missing_ok=True)
         fault.notes.append(f"{service} stopped (SIGTERM) after {time.time() - fault.at:.1f}s")
-        self.stack.up([service])
+        self._start(service, fault)
+
+    def _start(self, service: str, fault: Fault) -> None:
+        """``metalake stack up <service>`` until it is healthy, as a supervisor restarts a process that failed to
+        start; each failed attempt is noted."""
+        for attempt in range(1, START_ATTEMPTS + 1):
+            try:
+                self.stack.up([service])
+                return
+            except StackError as exc:
+                fault.notes.append(f"start attempt {attempt} failed: {str(exc)[:120]}")
+        fault.notes.append(f"{service} still down after {START_ATTEMPTS} attempts")
 
     def _receiver_down(self, fault: Fault) -> None:
         self.receiver.down()

@@ -69,3 +69,8 @@ def p99_now(url: str) -> float | None:
 
 def lag_now(url: str) -> float | None:
     return instant(url, "sum(metalake_consumer_lag_records)")
+
+
+def down_now(url: str) -> list[str]:
+    """The scrape jobs Prometheus cannot reach now: their lag and freshness are missing, not zero."""
+    return sorted(s["metric"].get("job", "?") for s in _get(url, "/api/v1/query", {"query": "up == 0"}))

@@ -81,6 +81,7 @@ def progress(run: Run, last: list[tuple[float, int]]) -> Callable[[int], None]:
             f"{tally.resends} resends, {tally.skipped} skipped, {run.load.queued} queued), "
             f"{run.receiver.counts.total()} deliveries, "
             f"p99 {p99_text}, lag {lag if lag is None else int(lag)}, faults {len(run.faults.done)}"
+            + (f", DOWN: {', '.join(down)}" if (down := prom.down_now(run.prometheus)) else "")
         )
 
     return line
