@@ -18,6 +18,9 @@ Prometheus, the stream job, the API, the connector worker and every processor). 
      freshness p99 took to be under 30 s again after each fault; each process's resident memory (every 10 s);
   5. writes the curves (Prometheus query_range) to --figure and the summary to --out (JSON and markdown).
 
+When the drain timed out (the lake query still behind), `--recheck` later compares Delta's history with what Kafka
+holds of the run, per event id, waiting up to --drain-timeout for the lake query to catch up.
+
 A progress line every 30 s. Not part of `make test`: `make soak` (one hour, 200 events/s), or a short check:
 
     source /work/stack-s/env.sh   # a private stack's ports, if any
@@ -41,7 +44,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the checkout's code, not whichever metalake the interpreter has installed
 
 # bench/ is on sys.path when this runs as a script.
-from soak import analysis, crawl, end, plot, prom, report, tenants  # noqa: E402
+from soak import analysis, crawl, end, plot, prom, report, tenants, verify  # noqa: E402
+from soak import recheck as soak_recheck  # noqa: E402
 from soak.faults import KINDS, Faults  # noqa: E402
 from soak.load import Load  # noqa: E402
 from soak.receiver import Receiver  # noqa: E402
@@ -50,6 +54,7 @@ from soak.run import Run, check_stack, say, soak  # noqa: E402
 from tenant_isolation_setup import admin_session  # noqa: E402
 
 from metalake.settings import Settings, load_settings  # noqa: E402
+from metalake.trino_connect import connect as trino_connect  # noqa: E402
 from ops.stack import StackManager  # noqa: E402
 from ops.stack.paths import use_checkout_stack  # noqa: E402
 
@@ -74,6 +79,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--drain-timeout", type=duration, default=900.0, help="longest wait for the platform to catch up (15m)")
     add("--receiver-port", type=int, default=0, help="the webhook receiver's loopback port (default: a free one)")
     add("--reuse", action="store_true", help="the tenants of the last run (kept in the stack's folder)")
+    add("--recheck", action="store_true", help="no load: Delta's history against Kafka for the last run (<out>.json)")
     add("--seed", type=int, default=20261129, help="the load's random seed")
     add("--out", type=Path, default=ROOT / "docs" / "soak", help="summary files: <out>.json and <out>.md")
     add("--figure", type=Path, default=ROOT / "docs" / "img" / "soak.png", help="the figure")
@@ -152,8 +158,30 @@ def stop_on_signal(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
+def recheck(args: argparse.Namespace) -> None:
+    """Wait (up to --drain-timeout) until Delta holds every event of the last run that Kafka holds, then compare."""
+    use_checkout_stack()
+    settings = load_settings()
+    fleet, last = tenants.Fleet.load(settings), json.loads(args.out.with_suffix(".json").read_text())
+    assert fleet is not None, "no tenants of a last run in the stack's folder"
+    ids = [t.id for t in fleet.tenants[: int(last["args"]["tenants"])]]
+    in_kafka = soak_recheck.kafka_ids(settings, ids, int(last["t0"] * 1000))
+    say(f"{len(in_kafka)} event ids in Kafka ({last['load']['accepted']} accepted by the run)")
+    cursor = trino_connect(settings, user="bench").cursor()
+    deadline = time.monotonic() + args.drain_timeout
+    while (in_delta := verify.delta_history(cursor, ids)).keys() < in_kafka.keys() and time.monotonic() < deadline:
+        say(f"recheck: {len(in_delta.keys() & in_kafka.keys())}/{len(in_kafka)} in Delta")
+        time.sleep(30)
+    result = {"at": datetime.now(UTC).isoformat(), **soak_recheck.compare(in_kafka, in_delta)}
+    args.out.with_suffix(".recheck.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+
+
 def main() -> None:
     args = parse_args()
+    if args.recheck:
+        recheck(args)
+        return
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, stop_on_signal)
     # The bench's own restarts wait longer than a plain `stack up` (180 s): a cold Spark start on a loaded 2-core

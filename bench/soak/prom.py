@@ -29,6 +29,8 @@ CURVES = {
         'sum by (source) (rate(metalake_events_total{outcome="accepted",source=~"ingest|webhook|postgres"}[1m]))',
         "source",
     ),
+    # What each store took per second: while a backlog waits, the rate the platform sustains on this machine.
+    "committed_per_s": ("sum by (store) (rate(metalake_freshness_seconds_count[1m]))", "store"),
     "deliveries_per_s": ("sum by (outcome) (rate(metalake_deliveries_total[1m]))", "outcome"),
     "process_rss": ("max by (job) (process_resident_memory_bytes)", "job"),
 }

@@ -28,6 +28,7 @@ verify = importlib.import_module("soak.verify")
 receiver_mod = importlib.import_module("soak.receiver")
 faults_mod = importlib.import_module("soak.faults")
 rss_mod = importlib.import_module("soak.rss")
+recheck = importlib.import_module("soak.recheck")
 
 
 def _catalog(seed: int = 1) -> Any:
@@ -107,3 +108,13 @@ def test_memory_reports_restarts_and_the_slope_of_the_last_process() -> None:
     assert (got["start_mib"], got["max_mib"], got["restarts"]) == (100.0, 104.0, 1)
     assert got["slope_mib_per_h"] == pytest.approx(30.0)  # 0.5 MiB a minute
     assert analysis.load_average(samples)["max"] == 3.0
+
+
+def test_recheck_compares_delta_with_kafka_per_event_id() -> None:
+    mine = [("ce_id", b"e1"), ("ce_source", catalog.SOURCE.encode()), ("ce_tenantid", b"soak-1")]
+    assert recheck._ours(mine, {"soak-1"}) == "e1"
+    assert recheck._ours(mine, {"soak-2"}) is None
+    assert recheck._ours([("ce_id", b"e1"), ("ce_source", b"/other"), ("ce_tenantid", b"soak-1")], {"soak-1"}) is None
+    got = recheck.compare(Counter({"a": 1, "b": 2, "c": 1, "d": 1}), Counter({"a": 1, "b": 2, "c": 2, "x": 1}))
+    assert (got["lost"], got["twice_in_kafka"], got["more_rows_than_records"]) == (1, 1, 1)
+    assert got["more_rows_examples"] == ["c"] and got["in_delta"] == 3
