@@ -168,11 +168,18 @@ def recheck(args: argparse.Namespace) -> None:
     in_kafka = soak_recheck.kafka_ids(settings, ids, int(last["t0"] * 1000))
     say(f"{len(in_kafka)} event ids in Kafka ({last['load']['accepted']} accepted by the run)")
     cursor = trino_connect(settings, user="bench").cursor()
-    deadline = time.monotonic() + args.drain_timeout
-    while (in_delta := verify.delta_history(cursor, ids)).keys() < in_kafka.keys() and time.monotonic() < deadline:
+    checkpoint, deadline = (
+        settings.checkpoint_root / "_pooled" / "metalake-pooled-lake",
+        time.monotonic() + args.drain_timeout,
+    )
+    while True:
+        # The committed offsets before Delta: what they cover was in Delta before it was read.
+        done, in_delta = soak_recheck.committed(checkpoint), verify.delta_history(cursor, ids)
+        if in_delta.keys() >= in_kafka.keys() or time.monotonic() > deadline:
+            break
         say(f"recheck: {len(in_delta.keys() & in_kafka.keys())}/{len(in_kafka)} in Delta")
         time.sleep(30)
-    result = {"at": datetime.now(UTC).isoformat(), **soak_recheck.compare(in_kafka, in_delta)}
+    result = {"at": datetime.now(UTC).isoformat(), **soak_recheck.compare(in_kafka, in_delta, done)}
     args.out.with_suffix(".recheck.json").write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
 

@@ -1,13 +1,17 @@
 """``bench/soak.py --recheck``: Delta's history checked again, later, against Kafka itself. When the run's drain timed
-out (the lake query still behind), the check at the end cannot tell a lost event from one still in Kafka; this one
-waits as long as it is given, then compares per event id: what the ingest API put in the pooled event topics (an
-accepted request is durable there) for the run's tenants since the run began, against Delta's ``events``."""
+out (the lake query still behind), the check at the end cannot tell a lost event from one still waiting in Kafka;
+this one can: it reads what the ingest API put in the pooled event topics (an accepted request is durable there) for
+the run's tenants since the run began, with each record's offset, and the offsets up to which the pooled lake query
+has committed (its checkpoint's last committed batch). A record below them whose event id is not in Delta's
+``events`` is lost; one above them is still pending."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from collections.abc import Collection
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
@@ -35,10 +39,13 @@ def _ours(headers: list[tuple[str, bytes | None]] | None, tenants: Collection[st
     return found.get("ce_id") if found.get("ce_source") == SOURCE and found.get("ce_tenantid") in tenants else None
 
 
-def kafka_ids(settings: Settings, tenants: Collection[str], since_ms: int) -> Counter[str]:
-    """Event id -> records in the event topics, for the bench's events of ``tenants`` since ``since_ms``."""
+Record = tuple[str, int, int]  # topic, partition, offset
+
+
+def kafka_ids(settings: Settings, tenants: Collection[str], since_ms: int) -> dict[str, list[Record]]:
+    """Event id -> its records in the event topics, for the bench's events of ``tenants`` since ``since_ms``."""
     consumer = Consumer({**consumer_config(settings, "soak-recheck"), "enable.auto.commit": False})
-    out: Counter[str] = Counter()
+    out: dict[str, list[Record]] = {}
     try:
         ends = _assign_since(consumer, since_ms)
         todo, deadline = set(ends), time.monotonic() + 1800
@@ -50,22 +57,35 @@ def kafka_ids(settings: Settings, tenants: Collection[str], since_ms: int) -> Co
             if msg.offset() + 1 >= ends.get(key, 0):
                 todo.discard(key)
             if (event_id := _ours(msg.headers(), tenants)) is not None:
-                out[event_id] += 1
+                out.setdefault(event_id, []).append((msg.topic(), msg.partition(), msg.offset()))
     finally:
         consumer.close()
     return out
 
 
-def compare(in_kafka: Counter[str], in_delta: Counter[str]) -> dict[str, Any]:
-    """Per event id: Kafka's records against Delta's rows (a record Kafka holds twice may rightly be two rows)."""
-    lost = in_kafka.keys() - in_delta.keys()
-    doubled = [i for i, n in in_delta.items() if n > in_kafka.get(i, 0) and i in in_kafka]
+def committed(checkpoint: Path) -> dict[tuple[str, int], int]:
+    """The end offsets (exclusive) of the query's last committed batch: every record below is in Delta."""
+    last = max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
+    sources = json.loads((checkpoint / "offsets" / str(last)).read_text().splitlines()[2])
+    return {(topic, int(p)): int(end) for topic, parts in sources.items() for p, end in parts.items()}
+
+
+def compare(
+    in_kafka: dict[str, list[Record]], in_delta: Counter[str], done: dict[tuple[str, int], int]
+) -> dict[str, Any]:
+    """Per event id: its Kafka records against Delta's rows (a record Kafka holds twice may rightly be two rows); an
+    id with a record below the committed offsets must be in Delta, the others may still be pending."""
+    processed = {i for i, recs in in_kafka.items() if any(o < done.get((t, p), 0) for t, p, o in recs)}
+    missing = in_kafka.keys() - in_delta.keys()
+    doubled = [i for i, n in in_delta.items() if i in in_kafka and n > len(in_kafka[i])]
     return {
         "in_kafka": len(in_kafka),
-        "twice_in_kafka": sum(1 for n in in_kafka.values() if n > 1),
+        "twice_in_kafka": sum(1 for recs in in_kafka.values() if len(recs) > 1),
+        "committed_by_the_lake_query": len(processed),
         "in_delta": len(in_delta.keys() & in_kafka.keys()),
-        "lost": len(lost),
-        "lost_examples": sorted(lost)[:5],
+        "lost": len(missing & processed),
+        "lost_examples": sorted(missing & processed)[:5],
+        "pending": len(missing - processed),
         "more_rows_than_records": len(doubled),
         "more_rows_examples": sorted(doubled)[:5],
     }

@@ -115,6 +115,24 @@ def test_recheck_compares_delta_with_kafka_per_event_id() -> None:
     assert recheck._ours(mine, {"soak-1"}) == "e1"
     assert recheck._ours(mine, {"soak-2"}) is None
     assert recheck._ours([("ce_id", b"e1"), ("ce_source", b"/other"), ("ce_tenantid", b"soak-1")], {"soak-1"}) is None
-    got = recheck.compare(Counter({"a": 1, "b": 2, "c": 1, "d": 1}), Counter({"a": 1, "b": 2, "c": 2, "x": 1}))
-    assert (got["lost"], got["twice_in_kafka"], got["more_rows_than_records"]) == (1, 1, 1)
-    assert got["more_rows_examples"] == ["c"] and got["in_delta"] == 3
+    kafka = {
+        "a": [("p", 0, 1)],
+        "b": [("p", 0, 2), ("p", 0, 3)],
+        "c": [("p", 1, 5)],
+        "d": [("p", 1, 4)],
+        "e": [("b", 0, 1)],
+    }
+    got = recheck.compare(kafka, Counter({"a": 1, "b": 2, "c": 2, "x": 1}), {("p", 0): 10, ("p", 1): 6})
+    assert (got["lost"], got["pending"], got["twice_in_kafka"]) == (1, 1, 1)  # e: no batch read it yet; d: lost
+    assert got["lost_examples"] == ["d"]
+    assert got["more_rows_examples"] == ["c"] and got["in_delta"] == 3 and got["committed_by_the_lake_query"] == 4
+
+
+def test_the_committed_offsets_are_the_last_committed_batch_of_the_checkpoint(tmp_path: Path) -> None:
+    for n, end in ((0, 5), (1, 9), (2, 12)):
+        (tmp_path / "offsets").mkdir(exist_ok=True)
+        (tmp_path / "offsets" / str(n)).write_text(f'v1\n{{}}\n{{"p": {{"0": {end}}}}}\n')
+    (tmp_path / "commits").mkdir()
+    for n in (0, 1):  # batch 2 planned, not committed
+        (tmp_path / "commits" / str(n)).write_text("v1\n{}\n")
+    assert recheck.committed(tmp_path) == {("p", 0): 9}
