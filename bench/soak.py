@@ -51,6 +51,7 @@ from soak.load import Load  # noqa: E402
 from soak.receiver import Receiver  # noqa: E402
 from soak.rss import Sampler  # noqa: E402
 from soak.run import Run, check_stack, say, soak  # noqa: E402
+from soak.supervisor import Supervisor  # noqa: E402
 from tenant_isolation_setup import admin_session  # noqa: E402
 
 from metalake.settings import Settings, load_settings  # noqa: E402
@@ -117,7 +118,7 @@ def prepare(args: argparse.Namespace) -> Run:
     connect = f"http://{settings.connect.host}:{settings.connect.port}"
     load = Load(connect, fleet, args.rate, args.seed)
     faults = Faults(stack, receiver, args.faults, say)
-    return Run(args, settings, stack, fleet, receiver, load, faults, Sampler(stack))
+    return Run(args, settings, stack, fleet, receiver, load, faults, Sampler(stack), Supervisor(stack, faults, say))
 
 
 def summarize(run: Run, checks: dict[str, object]) -> dict[str, object]:
@@ -148,6 +149,7 @@ def summarize(run: Run, checks: dict[str, object]) -> dict[str, object]:
         "checks": checks,
         "faults": analysis.recoveries(run.faults.done, time.time(), p99),
         "memory": analysis.memory(run.sampler.samples),
+        "unplanned_exits": [vars(e) for e in run.supervisor.exits],
         "figure": str(run.args.figure),
     }
 

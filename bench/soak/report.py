@@ -73,6 +73,15 @@ def _memory_table(memory: dict[str, dict[str, Any]]) -> list[str]:
     return out
 
 
+def _exits(exits: list[dict[str, Any]], t0: float) -> list[str]:
+    if not exits:
+        return ["No process exited but those the faults killed."]
+    out = ["| at (min) | process exited unplanned | its last error | restarted |", "|---|---|---|---|"]
+    for e in exits:
+        out.append(f"| {(e['at'] - t0) / 60:.1f} | {e['service']} | `{e['error']}` | {e['restarted']} |")
+    return out
+
+
 def markdown(s: dict[str, Any]) -> str:
     parts = [
         f"Soak of {s['date']}: `{s['command']}` ({s['machine']}); goals: {GOALS}.",
@@ -80,5 +89,6 @@ def markdown(s: dict[str, Any]) -> str:
         "\n".join(_checks_table(s["checks"])),
         "\n".join(_faults_table(s["faults"], s["t0"])),
         "\n".join(_memory_table(s["memory"])),
+        "\n".join(_exits(s.get("unplanned_exits", []), s["t0"])),
     ]
     return "\n\n".join(parts) + "\n"

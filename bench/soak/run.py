@@ -20,6 +20,7 @@ from soak.faults import Faults
 from soak.load import Load
 from soak.receiver import Receiver
 from soak.rss import Sampler
+from soak.supervisor import CHECK_S, Supervisor
 
 PROGRESS_S = 30.0
 CRAWL_GROWTH_S = 60.0
@@ -40,6 +41,7 @@ class Run:
     load: Load
     faults: Faults
     sampler: Sampler
+    supervisor: Supervisor
     t0: float = 0.0
     end: float = 0.0
     finished: threading.Event = field(default_factory=threading.Event)
@@ -92,6 +94,7 @@ def background(run: Run) -> list[threading.Thread]:
     jobs: list[tuple[float, Callable[[int], Any], float]] = [
         (PROGRESS_S, progress(run, [(time.time(), 0)]), PROGRESS_S),
         (CRAWL_GROWTH_S, lambda n: crawl.add_table(run.settings, n), CRAWL_GROWTH_S),
+        (CHECK_S, run.supervisor.check, CHECK_S),
     ]
     if run.args.fault_every > 0 and run.faults.kinds:
         jobs.append((run.args.fault_every, run.faults.inject, run.args.fault_every))

@@ -136,3 +136,27 @@ def test_the_committed_offsets_are_the_last_committed_batch_of_the_checkpoint(tm
     for n in (0, 1):  # batch 2 planned, not committed
         (tmp_path / "commits" / str(n)).write_text("v1\n{}\n")
     assert recheck.committed(tmp_path) == {("p", 0): 9}
+
+
+def test_the_report_renders_every_table() -> None:
+    report = importlib.import_module("soak.report")
+    fault = {**vars(faults_mod.Fault("kill-stream", 60.0, 160.0, ["restarted by the bench"])), "p99_peak_s": 90.0}
+    history = {"accepted": 3, "lost": 0, "duplicated": 0, "duplicated_after_client_resend": 0, "unexpected": 0}
+    state = {"assets": 2, "missing": 0, "stale": 0}
+    summary = {
+        "date": "2026-11-29 19:12 UTC", "command": "python bench/soak.py", "machine": "2 cores", "t0": 0.0,
+        "args": {"rate": 200.0}, "load_average": {"mean": 1.0, "max": 2.0},
+        "load": {"accepted_per_s": 199.0, "accepted": 3, "rejected": 0, "unsent": 0, "skipped": 0, "resends": 0,
+                 "incidents": 1, "statuses": {"200": 1}},
+        "checks": {"delta_history": history, "delta_current": state, "mongodb_current": state,
+                   "incidents_delta": {"accepted": 1, "lost": 0, "duplicated": 0},
+                   "deliveries": {"expected": 1, "lost": 0, "duplicated": 0, "duplicate_receipts": 0,
+                                  "from_before_the_run": 0},
+                   "drain": {"seconds": 5, "settled": True}},
+        "faults": [{**fault, "under_objective_after_s": None}],
+        "memory": analysis.memory([rss_mod.Sample(0.0, {"kafka": analysis.MIB}, {"kafka": 1}, 1.0)]),
+        "unplanned_exits": [{"service": "access", "at": 120.0, "error": "KafkaException: ...", "restarted": True}],
+    }  # fmt: skip
+    text = report.markdown(summary)
+    assert "| 1.0 | kill-stream | 100 | 90.0 | not before the next fault |" in text
+    assert "| 2.0 | access | `KafkaException: ...` | True |" in text
