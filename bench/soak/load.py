@@ -163,6 +163,8 @@ class Load:
         if resp.status_code not in (429, 500, 502, 503, 504):
             self.tally.refusals.setdefault(resp.status_code, resp.text[:300])
             return None
+        if resp.status_code >= 500:  # Kafka may hold them all the same: the ingest API says a resend may repeat
+            self.tally.ambiguous.update(ids)
         return float(resp.headers.get("retry-after") or 1.0)
 
 
