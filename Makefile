@@ -2,7 +2,7 @@
 VENV ?= .stack/venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test bootstrap prefetch prebuild lint unit unit-py integration deploy-checks up down status images compose-up compose-demo compose-down dashboard chart-install-check
+.PHONY: demo test bootstrap prefetch prebuild lint unit unit-py integration deploy-checks up down status images compose-up compose-demo compose-down dashboard chart-install-check soak
 
 demo: prefetch bootstrap ## Install everything, start the stack, the streaming job, the API, the processors and the connector worker, run the demo
 	$(BIN)/metalake stack up --with-processors
@@ -55,6 +55,11 @@ down:
 
 status:
 	$(BIN)/metalake stack status
+
+# Not part of `make test`: an hour of load and faults on the whole platform (docs/benchmarks.md, "Soak").
+soak: bootstrap ## One hour at 200 events/s over 50 tenants with a fault every 5 min, on the stack `make demo` leaves running
+	$(BIN)/metalake stack up --with-processors
+	$(BIN)/python bench/soak.py $(SOAK_ARGS)
 
 dashboard: ## Regenerate the Grafana dashboard (deploy/grafana/metalake.json) from ops/observability/dashboard.py
 	$(BIN)/python -m ops.observability.dashboard --out deploy/grafana/metalake.json
