@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from fastapi.responses import JSONResponse
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
+from span_capture import capture_spans
 
 from connectors.runtime import tracing
 from connectors.runtime.tracing import answer_traceparent, intake_span
@@ -17,11 +17,7 @@ CALLER = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 @pytest.fixture
 def provider(monkeypatch: pytest.MonkeyPatch) -> tuple[TracerProvider, InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    monkeypatch.setattr(tracing, "_tracer", provider.get_tracer("tests"))
-    return provider, exporter
+    return capture_spans(monkeypatch, tracing, "_tracer")
 
 
 def test_the_callers_trace_is_continued_and_named_in_the_answer(

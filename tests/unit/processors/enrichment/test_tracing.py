@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 from parsedrows import valid_row
+from span_capture import capture_spans
 
 from processors.enrichment import tracing
 from processors.enrichment.parse import ParsedRow
@@ -22,11 +22,7 @@ UNSAMPLED = "00-5bf92f3577b34da6a3ce929d0e0e4736-10f067aa0ba902b7-00"
 
 @pytest.fixture
 def spans(monkeypatch: pytest.MonkeyPatch) -> InMemorySpanExporter:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    monkeypatch.setattr(tracing, "tracer", provider.get_tracer("tests"))
-    return exporter
+    return capture_spans(monkeypatch, tracing)[1]
 
 
 def _row(event_id: str, traceparent: str | None) -> ParsedRow:

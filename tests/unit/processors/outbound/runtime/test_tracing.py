@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
+from span_capture import capture_spans
 
 from control.subscriptions.store import Subscription
 from metalake.events.changes import Change
@@ -21,11 +20,7 @@ SUB = Subscription(tenant="acme", name="hook", destination="webhook", config={})
 
 @pytest.fixture
 def spans(monkeypatch: pytest.MonkeyPatch) -> InMemorySpanExporter:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    monkeypatch.setattr(tracing, "tracer", provider.get_tracer("tests"))
-    return exporter
+    return capture_spans(monkeypatch, tracing)[1]
 
 
 def test_the_delivery_continues_the_trace_of_the_record(spans: InMemorySpanExporter) -> None:
