@@ -9,8 +9,11 @@ demo: prefetch bootstrap ## Install everything, start the stack, the streaming j
 	$(BIN)/metalake demo
 	@echo "The stack keeps running. Stop it with: $(BIN)/metalake stack down"
 
+# Two lanes (pytest-xdist workers), each on a local stack of its own: tests/_support/lanes.py says why.
+LANES ?= 2
+
 test: prefetch bootstrap prebuild lint ## Install everything and run every test: unit, then integration on the real stack
-	$(BIN)/pytest tests/unit tests/integration
+	$(BIN)/pytest -n $(LANES) --dist loadfile tests/unit tests/integration
 
 bootstrap:
 	bash deploy/local/bootstrap.sh

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import spark_jvm
+from lanes import lane_ports
 from pymongo import MongoClient
 
 from metalake.settings import Settings, get_settings, load_settings
@@ -36,10 +37,26 @@ os.environ.setdefault("METALAKE_API__AUDIT_FLUSH_S", "0")
 def _manager() -> StackManager:
     # Straight to the real stderr: a cold start fetches and builds for minutes, and pytest would hold the lines back.
     return StackManager(
-        load_settings(),
+        _lane_settings(),
         find_project_root(),
         echo=lambda line: print(f"[stack] {line}", file=sys.__stderr__, flush=True),
     )
+
+
+def _lane_settings() -> Settings:
+    """The stack's settings on this worker's lane's ports (tests/_support/lanes.py), without moving this process's
+    environment there before the first test that needs the stack (the unit tests before it expect the defaults)."""
+    ports = lane_ports()
+    saved = {name: os.environ.get(name) for name in ports}
+    os.environ.update(ports)
+    try:
+        return load_settings()
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                del os.environ[name]
+            else:
+                os.environ[name] = value
 
 
 def _running(manager: StackManager) -> set[str]:
@@ -55,7 +72,9 @@ class _EarlyStart:
         self.running_before = _running(_manager())
         self.used = False
         self._child = subprocess.Popen(  # stdout and stderr: the session's own, progress as it comes
-            [str(Path(sys.executable).with_name("metalake")), "stack", "up", "--with-job"], stdin=subprocess.DEVNULL
+            [str(Path(sys.executable).with_name("metalake")), "stack", "up", "--with-job"],
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **lane_ports()},
         )
 
     def wait(self) -> None:
@@ -99,6 +118,8 @@ def stack(request: pytest.FixtureRequest) -> Iterator[StackManager]:
     if early is not None:
         early.used = True
         early.wait()
+    # From here on every setting this session reads, and every process it starts, is on its lane's ports.
+    os.environ.update(lane_ports())
     manager = _manager()
     running_before = early.running_before if early is not None else _running(manager)
     manager.up(with_job=True)

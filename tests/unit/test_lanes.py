@@ -1,0 +1,54 @@
+"""make test's two lanes (tests/_support/lanes.py): the second worker gets a stack folder and ports of its own."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import lanes
+import pytest
+
+from metalake.settings import StackPorts
+
+
+@pytest.fixture
+def bare(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    for name in (lanes.WORKER, "METALAKE_STACK__DIR", "METALAKE_ENV_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    # use_lane writes the process's environment: monkeypatch restores what it set.
+    monkeypatch.setenv("METALAKE_STACK__DIR", str(tmp_path / ".stack"))
+    monkeypatch.setenv("METALAKE_ENV_FILE", "untouched")
+    return tmp_path / ".stack"
+
+
+def test_the_first_lane_and_a_session_without_workers_keep_the_checkout_stack(
+    bare: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for worker in (None, "gw0"):
+        if worker:
+            monkeypatch.setenv(lanes.WORKER, worker)
+        lanes.use_lane(bare.parent)
+        assert lanes.lane_ports() == {}
+    assert not (bare / "lanes").exists()
+
+
+def test_the_second_lane_has_its_folder_the_shared_cache_and_every_stack_port_moved(
+    bare: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(lanes.WORKER, "gw1")
+    lanes.use_lane(bare.parent)
+    lane = bare / "lanes" / "gw1"
+    assert os.environ["METALAKE_STACK__DIR"] == str(lane)
+    assert os.environ["METALAKE_ENV_FILE"] == str(lane / "stack.env")
+    assert (lane / "cache").resolve() == (bare / "cache").resolve()
+    ports = lanes.lane_ports()
+    moved = {name.removeprefix("METALAKE_STACK__PORTS__").lower() for name in ports}
+    assert set(StackPorts.model_fields) <= moved, "a stack port the second lane would share with the first"
+    defaults = set(StackPorts().model_dump().values())
+    assert not defaults & {int(port) for port in ports.values()}
+
+
+def test_a_third_worker_is_refused(bare: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(lanes.WORKER, "gw2")
+    with pytest.raises(RuntimeError, match="two lanes at most"):
+        lanes.use_lane(bare.parent)
