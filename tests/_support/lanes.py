@@ -8,15 +8,17 @@ stack to the 23xxx block below and its folder to ``<stack>/lanes/gw1``, whose ``
 download and build of each service for both lanes). Files stay whole on one worker (``--dist loadfile``): module
 fixtures and a suite's own port block are never split.
 
-The folder is the lane's from the session's start; the ports only from the moment the stack is needed
-(``lane_ports``, applied by tests/integration/conftest.py): the unit tests, which run first, build settings from the
-environment and expect the defaults.
+The second lane's environment is set before anything is collected (tests/conftest.py), so settings a test module reads
+at import name its lane's stack. The unit tests, which expect the checkout's stack and the default ports whichever
+worker runs them, get the first lane's view back while they run (``first_lane_environment``, tests/unit/conftest.py).
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+
+from ops.stack.paths import stack_paths
 
 WORKER = "PYTEST_XDIST_WORKER"
 
@@ -53,7 +55,8 @@ SECOND_LANE_PORTS: dict[str, int] = {
 
 
 def use_lane(root: Path) -> None:
-    """Point this worker at its lane's stack; call before any settings are read (tests/conftest.py)."""
+    """Point this worker at its lane's stack, its folder and its ports; call before any settings are read
+    (tests/conftest.py)."""
     worker = os.environ.get(WORKER, "gw0")
     if worker == "gw0":
         return
@@ -68,10 +71,16 @@ def use_lane(root: Path) -> None:
     os.environ["METALAKE_STACK__DIR"] = str(lane)
     # The checkout's env file names the first lane's addresses; the lane's own is written by its stack's first `up`.
     os.environ["METALAKE_ENV_FILE"] = str(lane / "stack.env")
+    os.environ.update({name: str(port) for name, port in SECOND_LANE_PORTS.items()})
 
 
-def lane_ports() -> dict[str, str]:
-    """This worker's lane's ports by environment variable: none for the first lane (the stack's defaults)."""
+def first_lane_environment() -> dict[str, str | None]:
+    """The variables this worker's lane changed, as the first lane has them (None: unset); empty on the first lane."""
     if os.environ.get(WORKER, "gw0") == "gw0":
         return {}
-    return {name: str(port) for name, port in SECOND_LANE_PORTS.items()}
+    base = Path(os.environ["METALAKE_STACK__DIR"]).parents[1]
+    first: dict[str, str | None] = dict.fromkeys(SECOND_LANE_PORTS)
+    first["METALAKE_STACK__DIR"] = str(base)
+    first["METALAKE_ENV_FILE"] = str(base / "stack.env")
+    first.update(stack_paths(base))
+    return first

@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 import spark_jvm
-from lanes import lane_ports
 from pymongo import MongoClient
 
 from metalake.settings import Settings, get_settings, load_settings
@@ -37,26 +36,10 @@ os.environ.setdefault("METALAKE_API__AUDIT_FLUSH_S", "0")
 def _manager() -> StackManager:
     # Straight to the real stderr: a cold start fetches and builds for minutes, and pytest would hold the lines back.
     return StackManager(
-        _lane_settings(),
+        load_settings(),
         find_project_root(),
         echo=lambda line: print(f"[stack] {line}", file=sys.__stderr__, flush=True),
     )
-
-
-def _lane_settings() -> Settings:
-    """The stack's settings on this worker's lane's ports (tests/_support/lanes.py), without moving this process's
-    environment there before the first test that needs the stack (the unit tests before it expect the defaults)."""
-    ports = lane_ports()
-    saved = {name: os.environ.get(name) for name in ports}
-    os.environ.update(ports)
-    try:
-        return load_settings()
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                del os.environ[name]
-            else:
-                os.environ[name] = value
 
 
 def _running(manager: StackManager) -> set[str]:
@@ -74,7 +57,6 @@ class _EarlyStart:
         self._child = subprocess.Popen(  # stdout and stderr: the session's own, progress as it comes
             [str(Path(sys.executable).with_name("metalake")), "stack", "up", "--with-job"],
             stdin=subprocess.DEVNULL,
-            env={**os.environ, **lane_ports()},
         )
 
     def wait(self) -> None:
@@ -118,8 +100,6 @@ def stack(request: pytest.FixtureRequest) -> Iterator[StackManager]:
     if early is not None:
         early.used = True
         early.wait()
-    # From here on every setting this session reads, and every process it starts, is on its lane's ports.
-    os.environ.update(lane_ports())
     manager = _manager()
     running_before = early.running_before if early is not None else _running(manager)
     manager.up(with_job=True)

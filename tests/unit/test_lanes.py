@@ -28,8 +28,9 @@ def test_the_first_lane_and_a_session_without_workers_keep_the_checkout_stack(
         if worker:
             monkeypatch.setenv(lanes.WORKER, worker)
         lanes.use_lane(bare.parent)
-        assert lanes.lane_ports() == {}
+        assert lanes.first_lane_environment() == {}
     assert not (bare / "lanes").exists()
+    assert not set(lanes.SECOND_LANE_PORTS) & set(os.environ)
 
 
 def test_the_second_lane_has_its_folder_the_shared_cache_and_every_stack_port_moved(
@@ -41,11 +42,28 @@ def test_the_second_lane_has_its_folder_the_shared_cache_and_every_stack_port_mo
     assert os.environ["METALAKE_STACK__DIR"] == str(lane)
     assert os.environ["METALAKE_ENV_FILE"] == str(lane / "stack.env")
     assert (lane / "cache").resolve() == (bare / "cache").resolve()
-    ports = lanes.lane_ports()
+    ports = {name: os.environ[name] for name in lanes.SECOND_LANE_PORTS}
     moved = {name.removeprefix("METALAKE_STACK__PORTS__").lower() for name in ports}
     assert set(StackPorts.model_fields) <= moved, "a stack port the second lane would share with the first"
     defaults = set(StackPorts().model_dump().values())
     assert not defaults & {int(port) for port in ports.values()}
+
+
+def test_the_unit_tests_on_the_second_lane_see_the_first_lanes_stack(
+    bare: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(lanes.WORKER, "gw1")
+    lanes.use_lane(bare.parent)
+    first = lanes.first_lane_environment()
+    assert first["METALAKE_STACK__DIR"] == str(bare)
+    assert first["METALAKE_ENV_FILE"] == str(bare / "stack.env")
+    assert first["METALAKE_SPARK__JARS_DIR"] == str(bare / "cache" / "spark" / "jars")
+    assert all(first[name] is None for name in lanes.SECOND_LANE_PORTS)
+
+
+def test_the_unit_suite_runs_with_the_first_lanes_view() -> None:
+    # tests/unit/conftest.py's fixture, on whichever worker runs this test (the second lane's file is lanes/gw1's).
+    assert "lanes" not in Path(os.environ["METALAKE_ENV_FILE"]).parts
 
 
 def test_a_third_worker_is_refused(bare: Path, monkeypatch: pytest.MonkeyPatch) -> None:
