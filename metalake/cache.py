@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -67,12 +67,40 @@ class TtlCache(Generic[K, V]):
             if entry is None or not self._keep_stale:
                 raise
             return entry.value
+        self._store({key: value}, now, generation)
+        return value
+
+    def get_many(self, keys: Iterable[K], load: Callable[[list[K]], Mapping[K, V]]) -> dict[K, V]:
+        """The value of each key: the fresh ones from the cache, the others loaded together in one call of
+        ``load(missing)``, which must return a value for each (stored as :meth:`get` stores them; an exception from
+        ``load`` is raised and nothing is stored, whatever ``keep_stale_on_error``)."""
+        now = self._clock()
         with self._lock:
-            if self._generation == generation:
+            generation = self._generation
+            entries = {key: self._entries.get(key) for key in keys}
+        out = {key: e.value for key, e in entries.items() if e is not None and now - e.loaded_at < self._ttl_s}
+        missing = [key for key in entries if key not in out]
+        if missing:
+            loaded = dict(load(missing))
+            self._store(loaded, now, generation)
+            out.update(loaded)
+        return out
+
+    def fresh(self, key: K) -> bool:
+        """Whether ``key`` has a value that :meth:`get` would serve without loading."""
+        now = self._clock()
+        with self._lock:
+            entry = self._entries.get(key)
+        return entry is not None and now - entry.loaded_at < self._ttl_s
+
+    def _store(self, values: Mapping[K, V], loaded_at: float, generation: int) -> None:
+        with self._lock:
+            if self._generation != generation:
+                return
+            for key, value in values.items():
                 if self._max_entries is not None and len(self._entries) >= self._max_entries:
                     self._entries.clear()
-                self._entries[key] = _Entry(value, now)
-        return value
+                self._entries[key] = _Entry(value, loaded_at)
 
     def invalidate(self, key: K) -> None:
         """Forget ``key`` (and any load in flight): the next :meth:`get` loads."""

@@ -18,9 +18,7 @@ import hashlib
 import hmac
 import re
 import secrets
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -31,6 +29,7 @@ from pymongo.collection import Collection
 from pymongo.database import Database
 
 from control.auth.protective import ENGINES_COLLECTION
+from metalake.cache import TtlCache
 from metalake.mongo import typed_collection
 from metalake.projection import CLASSIFICATIONS_COLLECTION, PROPAGATED_COLLECTION
 from metalake.urn import AssetUrn, InvalidUrn
@@ -221,89 +220,61 @@ def load_table_tags(db: Database[Any], table_urn: str) -> TableTags:
 
 
 class TagCache:
-    """Table tags per ``(tenant, table URN)`` for ``ttl_s`` seconds, at most ``max_entries`` (least recently used
-    out first). One lock; a miss loads outside it (two concurrent misses of one table may both load: harmless)."""
+    """Table tags per ``(tenant, table URN)`` for ``ttl_s`` seconds, at most ``max_entries`` (``metalake.cache``: a
+    full cache starts over). A miss loads outside the lock (two concurrent misses of one table may both load)."""
 
     def __init__(self, ttl_s: float, max_entries: int, clock: Callable[[], float] = time.monotonic) -> None:
-        self._ttl_s, self._max = ttl_s, max_entries
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._entries: OrderedDict[tuple[str, str], tuple[float, TableTags]] = OrderedDict()
+        self._cache: TtlCache[tuple[str, str], TableTags] = TtlCache(ttl_s, max_entries=max_entries, clock=clock)
 
     def get(self, tenant: str, table_urn: str, load: Callable[[], TableTags]) -> TableTags:
-        return self.get_many(tenant, [table_urn], lambda _: {table_urn: load()})[table_urn]
+        return self._cache.get((tenant, table_urn), load)
 
     def get_many(
         self, tenant: str, urns: Sequence[str], load: Callable[[Sequence[str]], Mapping[str, TableTags]]
     ) -> dict[str, TableTags]:
         """The tags of each table; the tables missing or expired are loaded together, in one call of ``load``."""
-        now, out = self._clock(), {}
-        with self._lock:
-            for urn in urns:
-                hit = self._entries.get((tenant, urn))
-                if hit is not None and hit[0] > now:
-                    self._entries.move_to_end((tenant, urn))
-                    out[urn] = hit[1]
-        missing = [u for u in dict.fromkeys(urns) if u not in out]
-        loaded = load(missing) if missing else {}
-        with self._lock:
-            for urn in missing:
-                out[urn] = loaded[urn]
-                self._store((tenant, urn), now, loaded[urn])
-        return out
 
-    def _store(self, key: tuple[str, str], now: float, tags: TableTags) -> None:
-        self._entries[key] = (now + self._ttl_s, tags)
-        self._entries.move_to_end(key)
-        while len(self._entries) > self._max:
-            self._entries.popitem(last=False)
+        def load_keys(keys: list[tuple[str, str]]) -> dict[tuple[str, str], TableTags]:
+            loaded = load([urn for _, urn in keys])
+            return {(tenant, urn): loaded[urn] for _, urn in keys}
+
+        found = self._cache.get_many([(tenant, urn) for urn in urns], load_keys)
+        return {urn: tags for (_, urn), tags in found.items()}
+
+
+class _Refused(Exception):
+    """A key the engine store does not know: not a value to cache among the valid ones."""
 
 
 class EngineCache:
     """Checked engine keys for ``ttl_s`` seconds (by the key's SHA-256, never the key): a revoked engine is refused
-    within that delay. Valid and refused keys are kept apart, each at most ``max_entries`` (least recently used out
-    first): a flood of made-up keys only ever evicts other refused keys, never a real engine's."""
+    within that delay. Valid and refused keys are kept in two caches, each at most ``max_entries``: a flood of made-up
+    keys only ever empties the refused keys' cache, never the one of real engines."""
 
     def __init__(self, ttl_s: float, max_entries: int, clock: Callable[[], float] = time.monotonic) -> None:
-        self._ttl_s, self._max = ttl_s, max_entries
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._valid: OrderedDict[str, tuple[float, Engine]] = OrderedDict()
-        self._refused: OrderedDict[str, float] = OrderedDict()
+        self._valid: TtlCache[str, Engine] = TtlCache(ttl_s, max_entries=max_entries, clock=clock)
+        self._refused: TtlCache[str, bool] = TtlCache(ttl_s, max_entries=max_entries, clock=clock)
 
     def known(self, key: str) -> bool:
         """Whether ``key`` is a valid key checked within the TTL (its caller skips the throttle of unknown keys)."""
-        digest, now = _sha256(key), self._clock()
-        with self._lock:
-            hit = self._valid.get(digest)
-            return hit is not None and hit[0] > now
+        return self._valid.fresh(_sha256(key))
 
     def get(self, key: str, check: Callable[[str], Engine | None]) -> Engine | None:
-        digest, now = _sha256(key), self._clock()
-        with self._lock:
-            hit = self._valid.get(digest)
-            if hit is not None and hit[0] > now:
-                self._valid.move_to_end(digest)
-                return hit[1]
-            refused = self._refused.get(digest)
-            if refused is not None and refused > now:
-                return None
-        engine = check(key)
-        with self._lock:
+        digest = _sha256(key)
+        if self._refused.fresh(digest):
+            return None
+
+        def checked() -> Engine:
+            engine = check(key)
             if engine is None:
-                self._valid.pop(digest, None)
-                _put(self._refused, digest, now + self._ttl_s, self._max)
-            else:
-                self._refused.pop(digest, None)
-                _put(self._valid, digest, (now + self._ttl_s, engine), self._max)
-        return engine
+                raise _Refused
+            return engine
 
-
-def _put(entries: OrderedDict[str, Any], key: str, value: Any, max_entries: int) -> None:
-    entries[key] = value
-    entries.move_to_end(key)
-    while len(entries) > max_entries:
-        entries.popitem(last=False)
+        try:
+            return self._valid.get(digest, checked)
+        except _Refused:
+            self._refused.get(digest, lambda: True)
+            return None
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""The kernel's TTL cache: freshness, invalidation (also of a load in flight), the size bound, stale-on-error."""
+"""The kernel's TTL cache: freshness, batched loads, invalidation (also of a load in flight), the size bound,
+stale-on-error."""
 
 from __future__ import annotations
 
@@ -166,3 +167,44 @@ def test_max_entries_starts_over_when_reached() -> None:
     cache.get(3, lambda: 3)  # full: the cache is emptied, then 3 stored
     assert cache.get(3, lambda: -3) == 3
     assert cache.get(1, lambda: -1) == -1
+
+
+def test_get_many_loads_only_the_missing_and_expired_keys_in_one_call() -> None:
+    clock = FakeClock()
+    start = clock.now
+    cache: TtlCache[str, str] = TtlCache(10.0, clock=clock)
+    calls: list[list[str]] = []
+
+    def load(keys: list[str]) -> dict[str, str]:
+        calls.append(keys)
+        return {key: f"{key}@{clock.now - start:g}" for key in keys}
+
+    assert cache.get_many(["a", "b", "a"], load) == {"a": "a@0", "b": "b@0"}
+    clock.now += 5.0
+    cache.get("c", lambda: "c@5")
+    clock.now += 5.0  # a and b expire, c is 5 s old
+    assert cache.get_many(["a", "c", "b"], load) == {"a": "a@10", "c": "c@5", "b": "b@10"}
+    assert calls == [["a", "b"], ["a", "b"]]
+    assert cache.get_many(["a", "b", "c"], load) == {"a": "a@10", "b": "b@10", "c": "c@5"}
+    assert len(calls) == 2
+
+
+def test_get_many_does_not_store_a_load_that_raced_with_an_invalidation() -> None:
+    cache: TtlCache[str, str] = TtlCache(60.0, clock=FakeClock())
+
+    def load_then_changed_elsewhere(keys: list[str]) -> dict[str, str]:
+        cache.invalidate("a")
+        return dict.fromkeys(keys, "old")
+
+    assert cache.get_many(["a", "b"], load_then_changed_elsewhere) == {"a": "old", "b": "old"}
+    assert cache.get_many(["a", "b"], lambda keys: dict.fromkeys(keys, "new")) == {"a": "new", "b": "new"}
+
+
+def test_fresh_says_whether_get_would_load() -> None:
+    clock = FakeClock()
+    cache: TtlCache[str, str] = TtlCache(10.0, clock=clock)
+    assert not cache.fresh("k")
+    cache.get("k", lambda: "v")
+    assert cache.fresh("k")
+    clock.now += 10.0
+    assert not cache.fresh("k")

@@ -147,8 +147,9 @@ def test_tag_cache_serves_within_the_ttl_and_reloads_after() -> None:
     assert cache.get("acme", "u1", load).table == {"2"}
     # Per tenant: another tenant's entry for the same URN is its own.
     assert cache.get("other", "u1", load).table == {"3"}
-    cache.get("acme", "u2", load)  # over max_entries: the least recently used goes
-    assert len(cache._entries) == 2
+    assert cache.get("acme", "u2", load).table == {"4"}  # at max_entries: the cache starts over
+    assert cache.get("acme", "u2", load).table == {"4"}
+    assert cache.get("acme", "u1", load).table == {"5"}
 
 
 def test_engine_store_keys_are_hashed_checked_in_constant_time_and_removable() -> None:
@@ -178,7 +179,7 @@ def test_engine_cache_keeps_answers_for_the_ttl_by_digest() -> None:
     answers = [_engine(), None]
     assert cache.get("mle_k", lambda k: answers[0]) is not None
     assert cache.get("mle_k", lambda k: answers[1]) is not None  # cached
-    assert "mle_k" not in str(cache._valid)
+    assert "mle_k" not in str(cache._valid._entries)
     now[0] = 2.0
     assert cache.get("mle_k", lambda k: answers[1]) is None
 
