@@ -148,7 +148,7 @@ def mongo_check(settings: Settings, timeout_s: float) -> Check:
 def kafka_check(settings: Settings, timeout_s: float) -> Check:
     """A metadata request with the processes' own client configuration (so its security settings too): a refused
     password or untrusted certificate is down as ``KafkaAuthenticationFailed`` / ``KafkaTlsFailed``."""
-    from metalake.kafka.security import ConnectionCheck
+    from metalake.kafka.connection import ConnectionCheck
 
     connection = ConnectionCheck(settings)
 

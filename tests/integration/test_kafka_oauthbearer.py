@@ -48,7 +48,8 @@ from metalake.kafka.config import (
     java_system_properties,
     producer_config,
 )
-from metalake.kafka.security import KafkaAuthenticationFailed, check_connection
+from metalake.kafka.connection import check_connection
+from metalake.kafka.security import KafkaAuthenticationFailed
 from metalake.settings import Settings
 from ops.stack import StackManager
 from ops.stack.services.kafka import certificate

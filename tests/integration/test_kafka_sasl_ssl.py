@@ -22,7 +22,8 @@ from streamjob import Job, publish_confirmed
 
 from metalake.http.health import kafka_check, run_checks
 from metalake.kafka import EventProducer, ensure_topics
-from metalake.kafka.security import KafkaAuthenticationFailed, KafkaTlsFailed, check_connection
+from metalake.kafka.connection import check_connection
+from metalake.kafka.security import KafkaAuthenticationFailed, KafkaTlsFailed
 from metalake.settings import KafkaSettings, Settings
 from metalake.urn import asset_urn
 from ops.stack import StackManager
