@@ -85,7 +85,7 @@ class WorkPool:
                 self._active.pop(tenant, None)
             self._total -= 1
 
-    async def run(self, tenant: str, fn: Callable[..., T], *args: Any) -> T:
+    async def run(self, tenant: str, fn: Callable[..., T], *args: Any) -> T:  # noqa: ANN401
         """``fn(*args)`` on this pool's threads as ``tenant``'s work, or a 429/503 problem at once."""
         self._admit(tenant)
         try:
@@ -124,7 +124,7 @@ class WorkPools:
     def __getitem__(self, kind: str) -> WorkPool:
         return self._pools[kind]
 
-    async def run(self, kind: str, tenant: str, fn: Callable[..., T], *args: Any) -> T:
+    async def run(self, kind: str, tenant: str, fn: Callable[..., T], *args: Any) -> T:  # noqa: ANN401
         return await self._pools[kind].run(tenant, fn, *args)
 
     def shutdown(self) -> None:

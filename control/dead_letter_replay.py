@@ -194,7 +194,7 @@ class ReplayLog:
         again = self._docs.find_one({"_id": key})
         return Claim(False, _replay(again) if again is not None else None)
 
-    def finish(
+    def finish(  # noqa: PLR0913
         self,
         tenant: str,
         letter: str,

@@ -65,7 +65,7 @@ class PayloadView:
     note: str | None = None
 
 
-def _redact(value: Any, depth: int = 0) -> Any:
+def _redact(value: Any, depth: int = 0) -> Any:  # noqa: ANN401
     if depth > _MAX_DEPTH:
         return REDACTED  # nesting this deep is no metadata anyone reads: do not walk it
     if isinstance(value, dict):

@@ -71,7 +71,7 @@ class S3Path(PurePosixPath):
         raise TypeError(f"{self} is an S3 location, not a local file-system path")
 
     @classmethod
-    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:  # noqa: ANN401
         return core_schema.no_info_plain_validator_function(
             lambda v: v if isinstance(v, cls) else cls.parse(str(v)),
             serialization=core_schema.to_string_ser_schema(),

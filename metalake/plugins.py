@@ -31,7 +31,7 @@ class EntryPointLike(Protocol):
     @property
     def value(self) -> str: ...
 
-    def load(self) -> Any: ...
+    def load(self) -> Any: ...  # noqa: ANN401
 
 
 EntryPoints = Callable[[str], Iterable[EntryPointLike]]

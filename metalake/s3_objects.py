@@ -52,7 +52,7 @@ def object_url(client: S3Client, bucket: str, key: str) -> tuple[str, str, str]:
     return f"{parts.scheme}://{host}", host, f"{parts.path}/{key}"
 
 
-def get_object(
+def get_object(  # noqa: PLR0913
     client: S3Client,
     bucket: str,
     key: str,

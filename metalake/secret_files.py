@@ -37,18 +37,18 @@ def secret_variables(model: type[BaseModel], prefix: str = "METALAKE_", delimite
     return out
 
 
-def _arguments(annotation: Any) -> Iterator[Any]:
+def _arguments(annotation: Any) -> Iterator[Any]:  # noqa: ANN401
     """``annotation`` and every type argument inside it (``dict[str, SecretStr] | None`` -> ..., ``SecretStr``)."""
     yield annotation
     for argument in get_args(annotation):
         yield from _arguments(argument)
 
 
-def _holds_secret(annotation: Any) -> bool:
+def _holds_secret(annotation: Any) -> bool:  # noqa: ANN401
     return any(argument is SecretStr for argument in _arguments(annotation))
 
 
-def _models_in(annotation: Any) -> list[type[BaseModel]]:
+def _models_in(annotation: Any) -> list[type[BaseModel]]:  # noqa: ANN401
     """The models a field nests directly (``Model`` or ``Model | None``), not those inside lists or dicts."""
     candidates = get_args(annotation) if get_origin(annotation) in (Union, types.UnionType) else (annotation,)
     return [c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)]

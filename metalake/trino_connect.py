@@ -34,7 +34,7 @@ class _VerifiedWith(HTTPAdapter):
         super().__init__()
         self._ca = ca
 
-    def send(self, request: requests.PreparedRequest, **kwargs: Any) -> requests.Response:  # type: ignore[override]
+    def send(self, request: requests.PreparedRequest, **kwargs: Any) -> requests.Response:  # type: ignore[override]  # noqa: ANN401
         kwargs["verify"] = self._ca
         return super().send(request, **kwargs)
 
@@ -96,7 +96,7 @@ def connect(
     user: str | None = None,
     session_user: str | None = None,
     token: str | None = None,
-    **options: Any,
+    **options: Any,  # noqa: ANN401
 ) -> trino.dbapi.Connection:
     """A DB-API connection with :func:`connect_args`; ``options`` (schema, source, timeouts...) are passed on."""
     conn: trino.dbapi.Connection = trino.dbapi.connect(

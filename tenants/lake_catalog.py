@@ -38,13 +38,13 @@ def _location(settings: Settings, path: LakeRoot) -> str:
     return "local:///" + str(path.relative_to(settings.lake_root))
 
 
-def _known_tables(cur: Any, catalog: str, schema: str) -> set[str]:
+def _known_tables(cur: Any, catalog: str, schema: str) -> set[str]:  # noqa: ANN401
     # The catalog name is operator configuration, not request input; the schema is a bound parameter.
     cur.execute(f"SELECT table_name FROM {catalog}.information_schema.tables WHERE table_schema = ?", [schema])  # noqa: S608
     return {row[0] for row in cur.fetchall()}
 
 
-def _register(cur: Any, settings: Settings, schema: str, tables: Iterable[tuple[str, LakeRoot]]) -> list[str]:
+def _register(cur: Any, settings: Settings, schema: str, tables: Iterable[tuple[str, LakeRoot]]) -> list[str]:  # noqa: ANN401
     catalog = settings.trino.catalog
     known = _known_tables(cur, catalog, schema)
     registered = []
@@ -60,7 +60,7 @@ def _register(cur: Any, settings: Settings, schema: str, tables: Iterable[tuple[
     return registered
 
 
-def _create_schema(cur: Any, settings: Settings, names: TenantNames) -> None:
+def _create_schema(cur: Any, settings: Settings, names: TenantNames) -> None:  # noqa: ANN401
     """The tenant's schema; a dedicated tenant's located at its lake folder. A pooled tenant's schema holds views
     (and the ``audit`` table, registered by location), so it needs no folder of its own."""
     where = f" WITH (location = {_literal(_location(settings, names.lake_dir))})" if names.dedicated else ""
@@ -141,7 +141,7 @@ def edited_assets_sql(catalog: str, schema: str, names: TenantNames) -> str:
     return f'CREATE OR REPLACE VIEW {qualified}."{EDITED_ASSETS_VIEW}" SECURITY INVOKER AS {query}'
 
 
-def _create_edited_assets_view(cur: Any, settings: Settings, names: TenantNames, known: set[str]) -> list[str]:
+def _create_edited_assets_view(cur: Any, settings: Settings, names: TenantNames, known: set[str]) -> list[str]:  # noqa: ANN401
     if EDITED_ASSETS_VIEW in known:
         return []
     cur.execute(edited_assets_sql(settings.trino.catalog, trino_schema(settings, names.tenant_id), names))
@@ -195,7 +195,7 @@ def register_tables(settings: Settings, names: TenantNames, tables: Sequence[str
         return _register(cur, settings, schema, ((t, names.delta_path(t)) for t in tables))
 
 
-def _objects(cur: Any, catalog: str, schema: str) -> dict[str, str]:
+def _objects(cur: Any, catalog: str, schema: str) -> dict[str, str]:  # noqa: ANN401
     """``{name: "BASE TABLE" | "VIEW"}`` of a schema (empty if it does not exist)."""
     cur.execute(
         f"SELECT table_name, table_type FROM {catalog}.information_schema.tables WHERE table_schema = ?",  # noqa: S608

@@ -201,7 +201,7 @@ class TokenServer(AuthorizationServer):  # type: ignore[misc]
         # JWT access tokens are self-contained; only the fact of issuance is logged (never the token).
         log.info("token issued", extra={"client_id": request.client.get_client_id(), "scope": token.get("scope")})
 
-    def send_signal(self, name: str, *args: Any, **kwargs: Any) -> None:
+    def send_signal(self, name: str, *args: Any, **kwargs: Any) -> None:  # noqa: ANN401
         return None
 
     def create_oauth2_request(self, request: TokenRequest) -> OAuth2Request:
@@ -211,7 +211,7 @@ class TokenServer(AuthorizationServer):  # type: ignore[misc]
         uri = issuer + "/oauth/token" if issuer.startswith("https://") else "https://localhost/oauth/token"
         return _Request(uri, headers, form)
 
-    def handle_response(self, status: int, body: Any, headers: Any) -> TokenAnswer:
+    def handle_response(self, status: int, body: Any, headers: Any) -> TokenAnswer:  # noqa: ANN401
         return status, dict(body or {}), [(str(k), str(v)) for k, v in (headers or [])]
 
     def token(self, headers: Mapping[str, str], form: dict[str, str]) -> TokenAnswer:

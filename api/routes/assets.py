@@ -146,7 +146,7 @@ def get_asset(tc: TenantReader, ctx: ContextDep, urn: UrnQuery) -> AssetView:
 
 
 @router.get("/search", summary="Search assets", response_model=Page[AssetSummary], responses=_LIST_ERRORS)
-def search_assets(
+def search_assets(  # noqa: PLR0913
     tc: TenantReader,
     ctx: ContextDep,
     prefix: Annotated[

@@ -45,7 +45,7 @@ Since = Annotated[datetime | None, Query(description="Only rows at or after this
 Until = Annotated[datetime | None, Query(description="Only rows before this time (ISO 8601 with zone).")]
 
 
-def _query(
+def _query(  # noqa: PLR0913
     ctx: ContextDep,
     limit: Limit = 50,
     cursor: CursorParam = None,

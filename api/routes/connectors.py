@@ -341,7 +341,7 @@ def resume(
 @router.post(
     PREFIX + "/{name}/activate", summary="Activate a connector", response_model=StatusView, responses=_errors()
 )
-def activate(
+def activate(  # noqa: PLR0913
     tc: TenantAdmin,
     name: ConnectorName,
     store: ConnectorStoreDep,

@@ -77,7 +77,7 @@ DeadLettersDep = Annotated[DeadLetters, Depends(dead_letters)]
 
 
 @router.get(PREFIX, summary="List dead letters", response_model=DeadLetterPage, responses=_ERRORS)
-async def list_dead_letters(
+async def list_dead_letters(  # noqa: PLR0913
     tc: TenantAdmin,
     letters: DeadLettersDep,
     ctx: ContextDep,

@@ -93,7 +93,7 @@ class _QueryResponse(StreamingResponse):
     """Frees the query's slot however the response ends: Starlette skips a response's background task when the client
     is gone before the first byte (``ClientDisconnect``), and a body never started has no ``finally`` to run."""
 
-    def __init__(self, slot: Slot, query: sqlquery.RunningQuery, body: AsyncIterator[bytes], **kwargs: Any) -> None:
+    def __init__(self, slot: Slot, query: sqlquery.RunningQuery, body: AsyncIterator[bytes], **kwargs: Any) -> None:  # noqa: ANN401
         super().__init__(body, **kwargs)
         self._slot, self._query = slot, query
 

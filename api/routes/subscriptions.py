@@ -211,7 +211,7 @@ def delete_subscription(tc: TenantAdmin, name: SubscriptionName, store: StoreDep
         202: {"description": "Requested; no outcome in time: poll the Location.", "model": TestStatusView},
     },
 )
-async def test_subscription(
+async def test_subscription(  # noqa: PLR0913
     tc: TenantAdmin,
     name: SubscriptionName,
     store: StoreDep,
@@ -229,7 +229,7 @@ async def test_subscription(
     return await ctx.pools.run(SUBSCRIPTION_TEST, tc.tenant, test, ctx)
 
 
-def _test_send(
+def _test_send(  # noqa: PLR0913
     tc: TenantContext,
     name: str,
     store: SubscriptionStore,

@@ -20,7 +20,7 @@ _SETTINGS_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
 def _check_settings(value: dict[str, Any]) -> dict[str, Any]:
     """A JSON object of at most 16 KiB whose keys (at every depth) MongoDB stores as they are."""
 
-    def walk(node: Any) -> None:
+    def walk(node: Any) -> None:  # noqa: ANN401
         if isinstance(node, dict):
             for key, child in node.items():
                 if not _SETTINGS_KEY.fullmatch(key):

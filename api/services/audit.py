@@ -66,7 +66,7 @@ def _row(
     return AuditRow(datetime.now(UTC), principal.subject, action, digest, result, dict(counts or {}))
 
 
-def record(
+def record(  # noqa: PLR0913
     ctx: ApiContext,
     tenant: str,
     principal: Principal,

@@ -106,7 +106,7 @@ class Replayed:
 
 
 class DeadLetters:
-    def __init__(
+    def __init__(  # noqa: PLR0913
         self,
         settings: Settings,
         topics: DeadLetterTopics,

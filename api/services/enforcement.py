@@ -129,7 +129,7 @@ class EngineStore:
     def __init__(self, database: Database[Any]) -> None:
         self._engines: Collection[EngineDoc] = typed_collection(database, ENGINES, EngineDoc)
 
-    def create(
+    def create(  # noqa: PLR0913
         self,
         tenant: str,
         *,

@@ -191,7 +191,7 @@ def start(settings: Settings, tenant: str, sql: str, *, pii: bool, limits: Limit
     return RunningQuery(columns, cursor, conn, [list(r) for r in first], limits, deadline)
 
 
-def _scalar(value: Any) -> Any:
+def _scalar(value: Any) -> Any:  # noqa: ANN401
     if value is None or isinstance(value, bool | int | float | str):
         return value
     if isinstance(value, Decimal):
@@ -218,7 +218,7 @@ def json_stream(columns: Sequence[Column], rows: Iterator[list[Any]], outcome: O
     yield ("]," + json.dumps(trailer)[1:]).encode()
 
 
-def _csv_cell(value: Any) -> Any:
+def _csv_cell(value: Any) -> Any:  # noqa: ANN401
     if value is None:
         return ""
     if isinstance(value, bool | int | float | Decimal):

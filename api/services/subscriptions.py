@@ -80,7 +80,7 @@ def get(store: SubscriptionStore, tenant: str, name: str) -> Subscription:
     return sub
 
 
-def create(
+def create(  # noqa: PLR0913
     store: SubscriptionStore,
     specs: Specs,
     tenant: str,
@@ -103,7 +103,7 @@ def create(
     return sub
 
 
-def update(
+def update(  # noqa: PLR0913
     store: SubscriptionStore,
     specs: Specs,
     tenant: str,

@@ -87,7 +87,7 @@ class TrinoPool:
                 self._active.pop(tenant, None)
             self._total -= 1
 
-    def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
+    def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:  # noqa: ANN401
         return self._executor.submit(fn, *args)
 
     def shutdown(self) -> None:
@@ -105,7 +105,7 @@ class Slot:
         self._pending: Future[Any] | None = None
         self._finished = False
 
-    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:  # noqa: ANN401
         """``fn(*args)`` on a pool thread. If the caller is cancelled (the client left), the step still completes on
         its thread, and :meth:`finish` waits for it before the clean-up."""
         with self._lock:

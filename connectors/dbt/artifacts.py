@@ -141,7 +141,7 @@ def s3_client(config: DbtConfig) -> S3Client:
     return S3Client(endpoint, config.s3_region, key_id, secret, config.s3_path_style, config.s3_timeout_s)
 
 
-def fetch(
+def fetch(  # noqa: PLR0913
     config: DbtConfig,
     bucket: str,
     key: str,
@@ -196,7 +196,7 @@ def _message(exc: S3ObjectError, kind: str, bucket: str, key: str, max_bytes: in
     return f"{exc} (config/s3_endpoint, config/s3_region, config/s3_path_style)"
 
 
-def check_version(data: Any, kind: str) -> str:
+def check_version(data: Any, kind: str) -> str:  # noqa: ANN401
     """The artifact's schema version (``v12``); an unknown one is refused rather than half read."""
     url = data.get("metadata", {}).get("dbt_schema_version", "") if isinstance(data, dict) else ""
     version = str(url).rsplit("/", 1)[-1].removesuffix(".json")

@@ -225,7 +225,7 @@ def _child(urn: str, name: str) -> str:
     return str(AssetUrn.parse(urn).child(name))
 
 
-def _dict_of_lists(value: Any) -> dict[str, list[str]]:
+def _dict_of_lists(value: Any) -> dict[str, list[str]]:  # noqa: ANN401
     if not isinstance(value, Mapping):
         return {}
     return {str(k): [str(u) for u in v] for k, v in value.items() if isinstance(v, list)}

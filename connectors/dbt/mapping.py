@@ -179,7 +179,7 @@ def build(project: Project, node: Mapping[str, Any], counts: Counts) -> DbtAsset
     )
 
 
-def _column_edges(
+def _column_edges(  # noqa: PLR0913
     project: Project,
     node: Mapping[str, Any],
     relation: TableName,
@@ -269,12 +269,12 @@ def _properties(node: Mapping[str, Any]) -> dict[str, str]:
     return {k: v[:_MAX_PROPERTY] for k, v in list(out.items())[:_MAX_PROPERTIES]}
 
 
-def _tags(tags: Any) -> dict[str, str]:
+def _tags(tags: Any) -> dict[str, str]:  # noqa: ANN401
     names = sorted({str(t) for t in tags}) if isinstance(tags, list) else []
     return {"dbt_tags": ",".join(names)} if names else {}
 
 
-def _meta(meta: Any) -> dict[str, str]:
+def _meta(meta: Any) -> dict[str, str]:  # noqa: ANN401
     out = {}
     for key, value in sorted(_dict(meta).items()):
         text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
@@ -290,9 +290,9 @@ def _ephemeral(node: Mapping[str, Any]) -> bool:
     return _dict(node.get("config")).get("materialized") == "ephemeral"
 
 
-def _text(value: Any) -> str | None:
+def _text(value: Any) -> str | None:  # noqa: ANN401
     return str(value) if value else None
 
 
-def _dict(value: Any) -> Mapping[str, Any]:
+def _dict(value: Any) -> Mapping[str, Any]:  # noqa: ANN401
     return value if isinstance(value, Mapping) else {}

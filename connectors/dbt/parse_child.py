@@ -34,7 +34,7 @@ class Refused(Exception):
         self.kind = kind
 
 
-def cut(data: Any, kind: str) -> dict[str, Any]:
+def cut(data: Any, kind: str) -> dict[str, Any]:  # noqa: ANN401
     """The sections of ``data`` the mapping reads; a manifest's nodes only the relations."""
     if not isinstance(data, dict):
         return {}
@@ -47,7 +47,7 @@ def cut(data: Any, kind: str) -> dict[str, Any]:
     return out
 
 
-def check(value: Any, max_depth: int, max_elements: int) -> None:
+def check(value: Any, max_depth: int, max_elements: int) -> None:  # noqa: ANN401
     """Refuse a value nested deeper than ``max_depth`` or holding more than ``max_elements`` values (iteratively:
     the check itself never recurses; a container's values are counted before any of them is visited)."""
     stack: list[tuple[Any, int]] = [(value, 1)]

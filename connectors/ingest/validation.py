@@ -79,7 +79,7 @@ class Result:
         return out
 
 
-def _check_shape(item: Any, tenant: str) -> dict[str, Any]:
+def _check_shape(item: Any, tenant: str) -> dict[str, Any]:  # noqa: ANN401
     if not isinstance(item, dict):
         raise Rejected("an event must be a JSON object", "(root)")
     for attr in REQUIRED:
@@ -134,7 +134,7 @@ def _check_data(item: dict[str, Any], actor: str | None) -> dict[str, Any]:
         raise Rejected(str(exc), f"data/{exc.field}") from None
 
 
-def to_event(item: Any, tenant: str, actor: str | None = None) -> CloudEvent:
+def to_event(item: Any, tenant: str, actor: str | None = None) -> CloudEvent:  # noqa: ANN401
     """The event ``item`` describes, for ``tenant``, its ``actor`` (if its type has one) the credential's; raises
     :class:`Rejected`."""
     checked = _check_shape(item, tenant)
@@ -165,6 +165,6 @@ def to_event(item: Any, tenant: str, actor: str | None = None) -> CloudEvent:
         raise Rejected(f"{field}: {first['msg']}", field) from None
 
 
-def item_id(item: Any) -> str | None:
+def item_id(item: Any) -> str | None:  # noqa: ANN401
     value = item.get("id") if isinstance(item, dict) else None
     return value[:256] if isinstance(value, str) else None

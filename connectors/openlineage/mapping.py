@@ -82,7 +82,7 @@ def escape(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
 
 
-def _obj(value: Any, pointer: str) -> dict[str, Any]:
+def _obj(value: Any, pointer: str) -> dict[str, Any]:  # noqa: ANN401
     if not isinstance(value, dict):
         raise InvalidLineage(f"{pointer or '/'} must be a JSON object", pointer)
     return value
@@ -172,7 +172,7 @@ def _columns(fields: list[Any], pointer: str, budget: Budget, prefix: str = "", 
         yield from _columns(_list(entry, "fields", at), f"{at}/fields", budget, f"{name}.", depth + 1)
 
 
-def _dataset(value: Any, pointer: str) -> Dataset:
+def _dataset(value: Any, pointer: str) -> Dataset:  # noqa: ANN401
     obj = _obj(value, pointer)
     namespace = str(_text(obj, "namespace", pointer))
     name = str(_text(obj, "name", pointer))
@@ -423,7 +423,7 @@ def _kind(doc: Mapping[str, Any]) -> EventKind:
     raise InvalidLineage("the event is neither a RunEvent (run, job), a JobEvent (job) nor a DatasetEvent", "/")
 
 
-def map_event(value: Any, tenant: str, digest: str, *, max_events: int, max_text: int = TEXT_FLOOR) -> Mapped:
+def map_event(value: Any, tenant: str, digest: str, *, max_events: int, max_text: int = TEXT_FLOOR) -> Mapped:  # noqa: ANN401
     """The metalake events of one OpenLineage event for ``tenant``; raises :class:`InvalidLineage` or
     :class:`TooManyEvents`. ``digest`` identifies the body (event ids are derived from it); ``max_text`` bounds the
     names and URNs it may build (:func:`connectors.openlineage.bounds.text_budget` of the body)."""

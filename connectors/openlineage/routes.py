@@ -86,7 +86,7 @@ def inflate(body: bytes, content_type: str | None, content_encoding: str | None,
     return body
 
 
-def parse(text: bytes) -> Any:
+def parse(text: bytes) -> Any:  # noqa: ANN401
     """The JSON value of a (decompressed) body; a :class:`Problem` saying why it is not JSON (too deeply nested too)."""
     try:
         return loads(text)

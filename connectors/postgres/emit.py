@@ -45,7 +45,7 @@ class EventFactory:
     def _event(self, event_type: str, data: dict[str, Any]) -> CloudEvent:
         return new_event(event_type, self.ctx.tenant_id, {**data, "version": self.version}, source=self.ctx.source)
 
-    def _upsert(self, urn: str, kind: str, name: str, description: str | None, **fields: Any) -> CloudEvent:
+    def _upsert(self, urn: str, kind: str, name: str, description: str | None, **fields: Any) -> CloudEvent:  # noqa: ANN401
         data = {"urn": urn, "kind": kind, "name": name, "description": _clip(description, _MAX_DESCRIPTION), **fields}
         return self._event(UPSERTED, data)
 

@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 Offset = Mapping[str, Any]
 
 
-def fingerprint(*parts: Any) -> str:
+def fingerprint(*parts: Any) -> str:  # noqa: ANN401
     """SHA-256 (hex) of JSON-encodable parts; a change to any part changes the result."""
     text = json.dumps(parts, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()

@@ -99,7 +99,7 @@ class Runtime:
         assert self.admission is not None  # noqa: S101 - built in __post_init__
         return self.admission.admit(tenant, content_length, self.event_budget)
 
-    async def parse(self, tenant: str, size: int, fn: Callable[..., T], *args: Any) -> T:
+    async def parse(self, tenant: str, size: int, fn: Callable[..., T], *args: Any) -> T:  # noqa: ANN401
         """``fn(*args)``, the parsing and mapping of ``tenant``'s body of ``size`` bytes, off the event loop: in the
         worker's pool of processes for a large body (:mod:`.offload`), else on a thread."""
         assert self.offload is not None  # noqa: S101 - built in __post_init__

@@ -113,7 +113,7 @@ class TaskFailed(RuntimeError):
 class ErrorPolicy:
     """Applies one connector's tolerance. Holds only immutable context; counting happens after Kafka confirmed."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913
         self,
         tolerance: Tolerance,
         *,

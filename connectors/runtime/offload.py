@@ -126,7 +126,7 @@ class Offload:
             for future in [executor.submit(_warm) for _ in range(self._workers)]:
                 future.result()
 
-    async def run(self, tenant: str, size: int, fn: Callable[..., T], *args: Any) -> T:
+    async def run(self, tenant: str, size: int, fn: Callable[..., T], *args: Any) -> T:  # noqa: ANN401
         """``fn(*args)`` for ``tenant``'s body of ``size`` bytes: in the pool, or on a thread for a small body."""
         if not self.offloads(size):
             return await run_in_threadpool(fn, *args)

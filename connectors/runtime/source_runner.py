@@ -172,7 +172,7 @@ class SourceRunner:
     ``summary`` holds what the run did so far, also after it raised.
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913
         self,
         connector: SourceConnector[Any],
         *,
@@ -378,7 +378,7 @@ def _failure(exc: BaseException) -> str:
 def _task(
     cls: type[SourceConnector[Any]],
     record: ConnectorRecord,
-    secrets: Any,
+    secrets: Any,  # noqa: ANN401
     task_id: int,
     config: dict[str, Any],
     access: SourceAccess,
@@ -406,7 +406,7 @@ def _run_isolated(
         offsets.close()
 
 
-def _run_task(
+def _run_task(  # noqa: PLR0913
     runtime: Runtime,
     record: ConnectorRecord,
     task: SourceConnector[Any],

@@ -173,7 +173,7 @@ def parsed_key(request: InboundRequest) -> str:
     return "p:" + hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _handle(runtime: Runtime, delivery: _Delivery, request: InboundRequest, path: str) -> JSONResponse:
+def _handle(runtime: Runtime, delivery: _Delivery, request: InboundRequest, path: str) -> JSONResponse:  # noqa: PLR0915
     record = delivery.record
     if record.state is not ConnectorState.RUNNING:
         raise _unavailable(runtime, f"connector is {record.state.value}", "connector-not-running")

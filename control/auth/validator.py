@@ -46,7 +46,7 @@ class VerifiedToken:
     claims: dict[str, Any]
 
 
-def _b64json(segment: str) -> Any:
+def _b64json(segment: str) -> Any:  # noqa: ANN401
     padded = segment + "=" * (-len(segment) % 4)
     return json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
 

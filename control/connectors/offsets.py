@@ -99,7 +99,7 @@ def scrub(partition: str, offset: Mapping[str, Any], matches: Callable[[str], bo
 
     changed = False
 
-    def walk(value: Any) -> Any:
+    def walk(value: Any) -> Any:  # noqa: ANN401
         nonlocal changed
         if isinstance(value, str):
             if matches(value):

@@ -335,7 +335,7 @@ class ControlStore:
 
     # -- configuration and state ------------------------------------------------------------------------------------
 
-    def put_connector(
+    def put_connector(  # noqa: PLR0913
         self,
         tenant: str,
         name: str,
@@ -476,7 +476,7 @@ class ControlStore:
                 self._tasks.delete_one({"_id": task_doc_id(tenant, name, task_id)})
         return self.get_tasks(tenant, name)
 
-    def set_task_state(
+    def set_task_state(  # noqa: PLR0913
         self,
         tenant: str,
         name: str,

@@ -140,7 +140,7 @@ class SubscriptionStore:
         keys = self._keys()
         return {k: keys.seal(v, secret_binding(tenant, name, k)) for k, v in values.items()}
 
-    def create(
+    def create(  # noqa: PLR0913
         self,
         tenant: str,
         name: str,

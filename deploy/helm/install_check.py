@@ -137,7 +137,7 @@ def dry_run(api: Api, namespace: str, manifest: Path) -> None:
     say(f"{namespace}: the server accepts all {len(objects)} rendered objects (strict fields, dry run)")
 
 
-def differences(sent: Any, stored: Any, where: str) -> Iterator[str]:
+def differences(sent: Any, stored: Any, where: str) -> Iterator[str]:  # noqa: ANN401
     """Where the stored object lacks or changed what was sent (the server may add defaults; it drops empty values)."""
     if isinstance(sent, dict) and isinstance(stored, dict):
         for key, value in sent.items():

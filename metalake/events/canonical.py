@@ -20,7 +20,7 @@ from metalake.urn import InvalidUrn, canonical_urn
 _URN_PATTERN = "^urn:metalake:"
 
 
-def _is_urn(schema: Any) -> bool:
+def _is_urn(schema: Any) -> bool:  # noqa: ANN401
     return isinstance(schema, dict) and str(schema.get("pattern", "")).startswith(_URN_PATTERN)
 
 
@@ -37,7 +37,7 @@ def urn_fields(event_type: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(single), tuple(lists)
 
 
-def _canonical(value: Any, field: str) -> Any:
+def _canonical(value: Any, field: str) -> Any:  # noqa: ANN401
     if not isinstance(value, str):
         return value  # the schema validation refuses it; nothing to canonicalise
     try:

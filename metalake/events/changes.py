@@ -34,7 +34,7 @@ class InvalidChange(InvalidEvent):
     ``field`` name what is wrong, never a value."""
 
 
-def _jsonable(value: Any) -> Any:
+def _jsonable(value: Any) -> Any:  # noqa: ANN401
     if isinstance(value, datetime | date):
         return value.isoformat()
     if isinstance(value, Mapping):

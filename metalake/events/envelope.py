@@ -100,7 +100,7 @@ class CloudEvent(BaseModel):
         return json.dumps(self.data, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def new_event(
+def new_event(  # noqa: PLR0913
     event_type: str,
     tenant_id: str,
     data: Mapping[str, Any],

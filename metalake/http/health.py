@@ -285,7 +285,7 @@ def _handler(server: HealthServer) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(answer.body)
 
-        def log_message(self, format: str, *args: Any) -> None:
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: ANN401
             # A probe every few seconds: not worth a line each at INFO.
             log.debug("health.request", extra={"request": format % args})
 

@@ -30,7 +30,7 @@ def _reject_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def loads(body: bytes | str, *, constants: bool = False) -> Any:
+def loads(body: bytes | str, *, constants: bool = False) -> Any:  # noqa: ANN401
     """The JSON value of ``body`` (UTF-8/16/32 as ``json.loads`` detects it); raises :class:`NotJson`. ``NaN`` and
     ``Infinity`` are refused unless ``constants`` (a signature over a re-encoding must see what the sender parsed)."""
     try:

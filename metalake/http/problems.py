@@ -27,7 +27,7 @@ TYPE_PREFIX = "/problems/"
 class Problem(Exception):
     """An error answer. Raise it from a route; the handler installed by :func:`install_problem_handlers` renders it."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913
         self,
         status: int,
         slug: str,

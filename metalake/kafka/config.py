@@ -111,7 +111,7 @@ def describe(kafka: KafkaSettings) -> dict[str, Any]:
     return out
 
 
-def _secret(value: Any) -> str:
+def _secret(value: Any) -> str:  # noqa: ANN401
     # The settings' validator already refused a SASL protocol without its secret: None cannot reach here in practice.
     return "" if value is None else str(value.get_secret_value())
 
@@ -125,7 +125,7 @@ def _jaas(module: str, options: dict[str, str | None]) -> str:
     return " ".join(parts) + ";"
 
 
-def client_config(settings: Settings, **overrides: Any) -> dict[str, Any]:
+def client_config(settings: Settings, **overrides: Any) -> dict[str, Any]:  # noqa: ANN401
     config: dict[str, Any] = {
         "bootstrap.servers": settings.kafka_bootstrap,
         "client.id": settings.kafka.client_id,
@@ -142,7 +142,7 @@ def client_config(settings: Settings, **overrides: Any) -> dict[str, Any]:
     return config
 
 
-def producer_config(settings: Settings, **overrides: Any) -> dict[str, Any]:
+def producer_config(settings: Settings, **overrides: Any) -> dict[str, Any]:  # noqa: ANN401
     return client_config(
         settings,
         **{
@@ -156,7 +156,7 @@ def producer_config(settings: Settings, **overrides: Any) -> dict[str, Any]:
     )
 
 
-def consumer_config(settings: Settings, group_id: str, **overrides: Any) -> dict[str, Any]:
+def consumer_config(settings: Settings, group_id: str, **overrides: Any) -> dict[str, Any]:  # noqa: ANN401
     return client_config(
         settings,
         **{

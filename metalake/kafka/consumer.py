@@ -47,7 +47,7 @@ class Received(Protocol):
     small fakes)."""
 
     def key(self) -> bytes | None: ...
-    def headers(self) -> Any: ...  # list of (name, bytes) pairs; the stub's union also admits str and dict
+    def headers(self) -> Any: ...  # list of (name, bytes) pairs; the stub's union also admits str and dict  # noqa: ANN401
     def value(self) -> bytes | None: ...
     def partition(self) -> int | None: ...
     def offset(self) -> int | None: ...
@@ -73,7 +73,7 @@ class BatchConsumer:
         topics: Sequence[str],
         *,
         on_assignment: AssignmentListener | None = None,
-        **overrides: Any,
+        **overrides: Any,  # noqa: ANN401
     ) -> None:
         from metalake.kafka.config import consumer_config
 

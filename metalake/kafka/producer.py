@@ -58,7 +58,7 @@ class EventPublisher(Protocol):
 class EventProducer:
     """Publishes CloudEvents and blocks until each is durable (in the in-sync replicas) or raises."""
 
-    def __init__(self, settings: Settings, **overrides: Any) -> None:
+    def __init__(self, settings: Settings, **overrides: Any) -> None:  # noqa: ANN401
         from metalake.kafka.config import producer_config
 
         self._timeout_s = settings.kafka.delivery_timeout_ms / 1000 + 5

@@ -65,7 +65,7 @@ class Deadline:
             with self._lock:
                 self._peers.add(peer)
 
-    def on_connect(self, sock: socket.socket, address: Any) -> None:
+    def on_connect(self, sock: socket.socket, address: Any) -> None:  # noqa: ANN401
         if not isinstance(address, tuple) or len(address) < 2:
             return
         peer = _peer(address[0], address[1])

@@ -56,7 +56,7 @@ class PinnedHTTPSConnection(http.client.HTTPSConnection):
         self.sock = self._context.wrap_socket(raw, server_hostname=self.host)
 
 
-def pinned_connection(
+def pinned_connection(  # noqa: PLR0913
     scheme: str,
     host: str,
     port: int,

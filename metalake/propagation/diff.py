@@ -66,7 +66,7 @@ def _row(
     )
 
 
-def plan_origin(
+def plan_origin(  # noqa: PLR0913
     tenant: str,
     origin: AssignmentKey,
     assignment: Assignment | None,

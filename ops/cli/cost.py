@@ -27,7 +27,7 @@ HELP = (
 
 
 @app.command("cost", help=HELP)
-def cost(
+def cost(  # noqa: PLR0913
     tenants: Annotated[int, typer.Option(min=1, help="Tenants on the platform, pooled and dedicated together.")],
     events_per_day: Annotated[
         float, typer.Option(min=0, help="Events a day over all tenants (asset upserts, tags, lineage, incidents).")

@@ -92,13 +92,13 @@ class Api:
         token: str = resp.json()["access_token"]
         return token
 
-    def call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    def call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:  # noqa: ANN401
         try:
             return self.http.request(method, path, headers=self.headers, **kwargs)
         except httpx.HTTPError as exc:
             raise CliError(f"{method} {path}: {type(exc).__name__}: is the API up at {self.http.base_url}?") from None
 
-    def json(self, method: str, path: str, **kwargs: Any) -> Any:
+    def json(self, method: str, path: str, **kwargs: Any) -> Any:  # noqa: ANN401
         resp = self.call(method, path, **kwargs)
         if resp.status_code != 200:
             raise CliError(f"{method} {path} answered {resp.status_code}: {_detail(resp)}")
@@ -134,7 +134,7 @@ def _filters(
     return {"stage": stage, "connector": connector, "error_class": error_class, "since": since, "until": until}
 
 
-def _run(body: Any) -> None:
+def _run(body: Any) -> None:  # noqa: ANN401
     try:
         body()
     except CliError as exc:
@@ -143,7 +143,7 @@ def _run(body: Any) -> None:
 
 
 @app.command("list")
-def list_letters(
+def list_letters(  # noqa: PLR0913
     tenant: TenantOpt,
     api: ApiOpt = None,
     stage: StageOpt = None,
@@ -192,7 +192,7 @@ def show_letter(
 
 
 @app.command("replay")
-def replay_letters(
+def replay_letters(  # noqa: PLR0913
     tenant: TenantOpt,
     letter_ids: Annotated[
         list[str] | None, typer.Argument(help="Letters to replay; none: every letter the filters match.")

@@ -79,7 +79,7 @@ class ApiClient:
         self._token = body["access_token"]
         return body
 
-    def call(self, method: str, path: str, *, expect: tuple[int, ...] = (200,), **kwargs: Any) -> httpx.Response:
+    def call(self, method: str, path: str, *, expect: tuple[int, ...] = (200,), **kwargs: Any) -> httpx.Response:  # noqa: ANN401
         headers = {"Authorization": f"Bearer {self._token}"} if self._token else {}
         try:
             resp = self._http.request(method, path, headers=headers, **kwargs)
@@ -94,7 +94,7 @@ class ApiClient:
             )
         return resp
 
-    def json(self, method: str, path: str, *, expect: tuple[int, ...] = (200,), **kwargs: Any) -> Any:
+    def json(self, method: str, path: str, *, expect: tuple[int, ...] = (200,), **kwargs: Any) -> Any:  # noqa: ANN401
         return self.call(method, path, expect=expect, **kwargs).json()
 
 

@@ -32,7 +32,7 @@ def demo_catalog(tenant: str, version: int) -> Catalog:
     customers = asset_urn(*DB, "public", "customers")
     orders = asset_urn(*DB, "public", "orders")
 
-    def upsert(urn: str, kind: str, name: str, **extra: Any) -> CloudEvent:
+    def upsert(urn: str, kind: str, name: str, **extra: Any) -> CloudEvent:  # noqa: ANN401
         data = {"urn": urn, "version": version, "kind": kind, "name": name, **extra}
         return new_event("io.metalake.asset.upserted.v1", tenant, data, source=SOURCE)
 

@@ -396,7 +396,7 @@ def _rows(cur: Cursor, sql: str, params: list[Any]) -> list[list[Any]] | None:
     return rows or None
 
 
-def _show_webhooks(
+def _show_webhooks(  # noqa: PLR0913
     api: ApiClient,
     tenant: str,
     receiver: WebhookReceiver,

@@ -44,7 +44,7 @@ def verify(secret: str, headers: dict[str, str], body: bytes, now: float | None 
     return None if any(hmac.compare_digest(expected, s) for s in signatures) else "no signature matches"
 
 
-def _object(value: Any) -> dict[str, Any]:
+def _object(value: Any) -> dict[str, Any]:  # noqa: ANN401
     return value if isinstance(value, dict) else {}
 
 
@@ -116,7 +116,7 @@ class WebhookReceiver:
                 self.send_response(204 if self.path == "/hook" else 404)
                 self.end_headers()
 
-            def log_message(self, format: str, *args: Any) -> None:
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: ANN401
                 """Quiet: the demo prints its own summary."""
 
         return Handler

@@ -155,7 +155,7 @@ def kept_rows(tenant_column: Column, dropped: frozenset[str]) -> Column:
 
 
 class LakeWriter:
-    def __init__(
+    def __init__(  # noqa: PLR0913
         self,
         settings: Settings,
         app_id: str,

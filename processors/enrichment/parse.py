@@ -50,7 +50,7 @@ def _headers_json(headers: list[tuple[str, bytes | None]]) -> str:
     return json.dumps({k: (v.decode("utf-8", "replace") if v is not None else None) for k, v in headers})
 
 
-def _dead_letter(
+def _dead_letter(  # noqa: PLR0913
     tenant: str | None,
     reason: str,
     field: str | None,
@@ -86,7 +86,7 @@ def _dead_letter(
     )
 
 
-def parse_record(
+def parse_record(  # noqa: PLR0913
     key: bytes | None,
     value: bytes | None,
     headers: Sequence[Any] | None,

@@ -75,7 +75,7 @@ class _Written:
 
 
 class ProjectionWriter:
-    def __init__(
+    def __init__(  # noqa: PLR0913
         self,
         settings: Settings,
         name: str,
@@ -206,7 +206,11 @@ class ProjectionWriter:
             self._publish(events, lambda e: topics.get(e.id, CHANGES_TOPIC))
 
     def _health(
-        self, tenant: str, database: Any, by_table: Mapping[str, list[dict[str, Any]]], now: datetime
+        self,
+        tenant: str,
+        database: Any,  # noqa: ANN401
+        by_table: Mapping[str, list[dict[str, Any]]],
+        now: datetime,
     ) -> list[dict[str, Any]]:
         """The health of this batch's incidents' assets, and of this batch's assets that have incidents, from the
         incident documents MongoDB holds now (this batch's included); set on the asset documents, returned."""

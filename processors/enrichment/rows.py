@@ -173,7 +173,7 @@ def folded_columns(column_types: Mapping[str, str]) -> tuple[tuple[str, str], ..
     )
 
 
-def _map_value(value: Any) -> Any:
+def _map_value(value: Any) -> Any:  # noqa: ANN401
     # Arrow's map type takes (key, value) pairs.
     return list(value.items()) if isinstance(value, Mapping) else value
 

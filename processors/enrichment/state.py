@@ -175,6 +175,6 @@ def fold(spec: StateSpec, rows: Iterable[ParsedRow], now: datetime) -> list[dict
     return out
 
 
-def overrides_human(held_source: Any, incoming_source: Any) -> bool:
+def overrides_human(held_source: Any, incoming_source: Any) -> bool:  # noqa: ANN401
     """Whether an incoming row would overwrite a person's decision with an automatic one."""
     return bool(held_source == "human" and incoming_source == "auto")

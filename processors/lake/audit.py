@@ -27,7 +27,7 @@ def ensure_audit_table(settings: Settings, names: TenantNames) -> None:
         log.warning("lake.audit_register_failed", extra={"error": type(exc).__name__})
 
 
-def record(
+def record(  # noqa: PLR0913
     settings: Settings,
     names: TenantNames,
     actor: str,

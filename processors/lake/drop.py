@@ -77,7 +77,7 @@ class DropReport:
     removed_objects: int = 0
 
 
-def drop_shared_rows(
+def drop_shared_rows(  # noqa: PLR0913
     spark: SparkSession,
     names: TenantNames,
     report: DropReport,
@@ -145,7 +145,7 @@ def needs_spark(names: TenantNames, storage: StorageOptions = None) -> bool:
     return has_pooled_rows(names, storage)
 
 
-def drop(
+def drop(  # noqa: PLR0913
     spark: SparkSession | None,
     names: TenantNames,
     grace_s: float = UNTRACKED_GRACE_S,

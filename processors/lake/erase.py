@@ -188,7 +188,7 @@ def _erase_place(
     return True
 
 
-def erase_delta(
+def erase_delta(  # noqa: PLR0913
     spark: SparkSession,
     names: TenantNames,
     target: EraseTarget,
@@ -246,7 +246,7 @@ def announce(
     report.propagation_notified = True
 
 
-def erase(
+def erase(  # noqa: PLR0913
     spark: SparkSession,
     mongo: MongoClient[dict[str, Any]],
     settings: Settings,

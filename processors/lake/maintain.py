@@ -245,7 +245,7 @@ def maintain_delta_rs(target: Target, retention_hours: int, storage: dict[str, s
     return report
 
 
-def maintain(
+def maintain(  # noqa: PLR0913
     spark: SparkSession,
     tenants: list[TenantNames],
     retention_hours: int = DEFAULT_RETENTION_HOURS,

@@ -106,7 +106,7 @@ def _pairs(rows: dict[str, dict[str, Any]]) -> dict[str, Held]:
     return {i: (r["version"], r["event_id"]) for i, r in rows.items()}
 
 
-def reconcile_spec(
+def reconcile_spec(  # noqa: PLR0913
     spark: SparkSession,
     collection: Collection[dict[str, Any]],
     names: TenantNames,

@@ -114,7 +114,7 @@ def _is(expr: str, values: tuple[str, ...], include_children: bool, prefix: str)
 _URN_PATTERN = "^urn:metalake:"
 
 
-def _is_urn(schema: Any) -> bool:
+def _is_urn(schema: Any) -> bool:  # noqa: ANN401
     return isinstance(schema, dict) and str(schema.get("pattern", "")).startswith(_URN_PATTERN)
 
 

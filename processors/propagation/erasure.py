@@ -18,7 +18,7 @@ SOURCE = "/processors/lake/erase"
 
 
 class _Record(Protocol):
-    def headers(self) -> Any: ...
+    def headers(self) -> Any: ...  # noqa: ANN401
 
 
 def erased_event(tenant: str, erasure_id: str, urn_sha256: str, include_children: bool) -> CloudEvent:

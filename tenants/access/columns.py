@@ -18,7 +18,7 @@ from tenants.naming import names_for
 TAG_COLLECTIONS = (CLASSIFICATIONS_COLLECTION, PROPAGATED_COLLECTION)
 
 
-def masked_columns(
+def masked_columns(  # noqa: PLR0913
     docs: Iterable[Mapping[str, Any]],
     *,
     schema: str,
@@ -45,7 +45,7 @@ def masked_columns(
     return out
 
 
-def load_masked_columns(
+def load_masked_columns(  # noqa: PLR0913
     db: Database[dict[str, Any]],
     *,
     schema: str,

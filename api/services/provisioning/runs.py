@@ -65,7 +65,7 @@ def build_provisioner(ctx: ApiContext) -> Provisioner:
     return Provisioner(TenantRegistry(ctx.mongo[CONTROL_DATABASE]), context)
 
 
-def _tenant_run(
+def _tenant_run(  # noqa: PLR0913
     ctx: ApiContext,
     principal: Principal,
     tenant: str,

@@ -69,7 +69,7 @@ def headline(change: Change) -> str:
     return f"{kind} on {asset}"
 
 
-def mapping_get(value: Any, *path: str) -> Any:
+def mapping_get(value: Any, *path: str) -> Any:  # noqa: ANN401
     for name in path:
         if not isinstance(value, Mapping):
             return None

@@ -77,7 +77,7 @@ class Destination(ABC):
     @abstractmethod
     def deliver(self, change: Change, subscription: Subscription, ledger: LedgerScope) -> DeliveryResult: ...
 
-    def config(self, subscription: Subscription) -> Any:
+    def config(self, subscription: Subscription) -> Any:  # noqa: ANN401
         return self.spec.config_model.model_validate(subscription.config)
 
 

@@ -67,7 +67,7 @@ class Breaker:
 
 
 class Dispatcher:
-    def __init__(
+    def __init__(  # noqa: PLR0913
         self,
         subscriptions: SubscriptionCache,
         destinations: Mapping[str, Destination],

@@ -98,7 +98,7 @@ class Outbound:
 
     # -- outcome handling ---------------------------------------------------------------------------------------------
 
-    def _dead(
+    def _dead(  # noqa: PLR0913
         self,
         msg: Message,
         change: Change | None,

@@ -36,7 +36,7 @@ def post(
     return request("POST", url, body, headers, guard=guard, timeout_s=timeout_s, tls=tls)
 
 
-def request(
+def request(  # noqa: PLR0913
     method: str,
     url: str,
     body: bytes | None,

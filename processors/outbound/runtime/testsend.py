@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 
 
 class SubscriptionTester:
-    def __init__(
+    def __init__(  # noqa: PLR0913
         self,
         store: SubscriptionStore,
         destinations: Mapping[str, Destination],

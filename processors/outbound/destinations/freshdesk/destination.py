@@ -63,7 +63,7 @@ class _Api:
         self.base = base.rstrip("/")
         self._auth = "Basic " + base64.b64encode(f"{api_key}:X".encode()).decode()
 
-    def call(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> Any:
+    def call(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> Any:  # noqa: ANN401
         headers = {"Authorization": self._auth, "Accept": "application/json", "User-Agent": "metalake-outbound/1"}
         data = None
         if body is not None:

@@ -82,7 +82,7 @@ class _GuardedJIRA(JIRA):
     the constructor would have (version and deployment type, which the SDK uses to choose endpoints).
     """
 
-    def __init__(self, *, guard: AddressGuard, **kwargs: Any) -> None:
+    def __init__(self, *, guard: AddressGuard, **kwargs: Any) -> None:  # noqa: ANN401
         super().__init__(get_server_info=False, validate=False, **kwargs)
         guard_session(self._session, guard)
         info = self.server_info()
@@ -100,7 +100,7 @@ class JiraDestination(Destination):
     spec: ClassVar[type[DestinationSpec]] = JiraSpec
     order: ClassVar[int] = 10
 
-    def __init__(self, env: Any) -> None:
+    def __init__(self, env: Any) -> None:  # noqa: ANN401
         super().__init__(env)
         # Constructing a client costs a serverInfo round trip: keep one per (server, user, token digest).
         self._clients: dict[tuple[str, str, str], _GuardedJIRA] = {}

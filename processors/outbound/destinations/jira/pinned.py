@@ -42,7 +42,7 @@ def _open(conn: HTTPConnection, guard: AddressGuard, *, require_tls: bool = Fals
 
 
 class _GuardedHTTPConnection(HTTPConnection):
-    def __init__(self, *args: Any, guard: AddressGuard, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, guard: AddressGuard, **kwargs: Any) -> None:  # noqa: ANN401
         super().__init__(*args, **kwargs)
         self._guard = guard
 
@@ -52,7 +52,7 @@ class _GuardedHTTPConnection(HTTPConnection):
 
 
 class _GuardedHTTPSConnection(HTTPSConnection):
-    def __init__(self, *args: Any, guard: AddressGuard, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, guard: AddressGuard, **kwargs: Any) -> None:  # noqa: ANN401
         super().__init__(*args, **kwargs)
         self._guard = guard
 
@@ -69,7 +69,7 @@ class _GuardedHTTPSPool(HTTPSConnectionPool):
 
 
 class _GuardedPoolManager(PoolManager):
-    def __init__(self, guard: AddressGuard, **kwargs: Any) -> None:
+    def __init__(self, guard: AddressGuard, **kwargs: Any) -> None:  # noqa: ANN401
         super().__init__(**kwargs)
         self._guard = guard
         self.pool_classes_by_scheme = {"http": _GuardedHTTPPool, "https": _GuardedHTTPSPool}
@@ -85,11 +85,11 @@ class _GuardedPoolManager(PoolManager):
 
 
 class GuardedAdapter(HTTPAdapter):
-    def __init__(self, guard: AddressGuard, **kwargs: Any) -> None:
+    def __init__(self, guard: AddressGuard, **kwargs: Any) -> None:  # noqa: ANN401
         self._guard = guard  # before super().__init__, which builds the pool manager
         super().__init__(**kwargs)
 
-    def init_poolmanager(self, connections: int, maxsize: int, block: bool = False, **pool_kwargs: Any) -> None:
+    def init_poolmanager(self, connections: int, maxsize: int, block: bool = False, **pool_kwargs: Any) -> None:  # noqa: ANN401
         self._pool_connections, self._pool_maxsize, self._pool_block = connections, maxsize, block
         self.poolmanager = _GuardedPoolManager(
             self._guard, num_pools=connections, maxsize=maxsize, block=block, **pool_kwargs

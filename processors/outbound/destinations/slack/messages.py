@@ -108,7 +108,7 @@ def _field(title: str, value: str) -> dict[str, str]:
     return {"type": "mrkdwn", "text": cut(f"*{title}*\n{mrkdwn(value)}", FIELD_TEXT_MAX)}
 
 
-def slack_incident_message(
+def slack_incident_message(  # noqa: PLR0913
     change: Change,
     incident: Incident,
     dedup_key: str,

@@ -46,7 +46,7 @@ def md(value: object) -> str:
     return _LINE_START.sub(r"\1\2\\\3", _INLINE.sub(r"\\\1", str(value)))
 
 
-def _text(text: str, **style: Any) -> dict[str, Any]:
+def _text(text: str, **style: Any) -> dict[str, Any]:  # noqa: ANN401
     return {"type": "TextBlock", "text": cut(text, TEXT_MAX), "wrap": True, **style}
 
 
