@@ -25,7 +25,8 @@ from api.context import ApiContext
 from api.problems import Problem, problem_doc
 from api.services.shares import SHARES_COLLECTION
 from control.auth.clients import CLIENTS_COLLECTION
-from control.connectors.store import CONNECTORS, SECRETS
+from control.connectors.secrets import SECRETS
+from control.connectors.store import CONNECTORS
 from control.subscriptions.store import SUBSCRIPTIONS
 from metalake.settings import Settings
 from tenants.naming import CONTROL_DATABASE

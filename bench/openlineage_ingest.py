@@ -181,7 +181,7 @@ def main() -> None:
     from metalake.settings import load_settings
 
     tenant = f"bench-ol-{secrets.token_hex(3)}"
-    _info, key = ControlStore.connect(load_settings()).create_write_key(tenant)
+    _info, key = ControlStore.connect(load_settings()).write_keys.create(tenant)
     per_request = len(ingest_events(tenant, 0))
     port = _free_port()
     server = subprocess.Popen(

@@ -107,7 +107,7 @@ def _serve_real(port: int, tenant: str) -> None:
     settings = load_settings()
     store = ControlStore.connect(settings)
     store.put_connector(tenant, "mc", "montecarlo", {"default_platform": "snowflake", "default_instance": "bench"})
-    store.add_webhook_secret(tenant, "mc", SecretStr(SECRET))
+    store.secrets.add_webhook(tenant, "mc", SecretStr(SECRET))
     uvicorn.run(create_app(settings), host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 

@@ -61,8 +61,9 @@ from control.connectors.plugin import (
     WebhookConnector,
 )
 from control.connectors.reasons import safe_reason
+from control.connectors.records import ConnectorRecord, ConnectorState
 from control.connectors.registry import Plugin
-from control.connectors.store import ConnectorRecord, ConnectorState, ControlStore
+from control.connectors.store import ControlStore
 from control.dead_letters import StoredLetter
 from control.subscriptions.store import SubscriptionStore
 from metalake.events import CloudEvent
@@ -256,7 +257,7 @@ def _webhook_events(
     if plugin is None or plugin.cls is None or not issubclass(plugin.cls, WebhookConnector):
         raise Refused(f"connector type {record.type!r} is not installed here", "plugin", "PluginUnavailable")
     try:
-        _, secrets = store.secrets_of(record.tenant, record.name)
+        _, secrets = store.secrets.of(record.tenant, record.name)
     except SealingError:
         raise Refused("the connector's secrets cannot be opened", "connector", "SecretsUnavailable") from None
     values: dict[str, Any] = {**record.config, **secrets}

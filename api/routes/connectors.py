@@ -54,10 +54,11 @@ from api.workpool import OFFSETS
 from control.auth.principal import Scope
 from control.connectors import registry
 from control.connectors.reasons import shown_error
+from control.connectors.records import ConnectorRecord, ConnectorState, SecretInfo, TaskRecord
 from control.connectors.registry import Plugin
 from control.connectors.schedule import Schedule, ScheduleDoc, ScheduleStore
 from control.connectors.status import task_state
-from control.connectors.store import ConnectorRecord, ConnectorState, ControlStore, SecretInfo, TaskRecord
+from control.connectors.store import ControlStore
 from control.connectors.validation import MASK
 from tenants.naming import CONTROL_DATABASE
 
@@ -105,7 +106,7 @@ def _view(store: ControlStore, plugins: dict[str, Plugin], record: ConnectorReco
         tasks_max=record.tasks_max,
         schedule=record.schedule.model_dump() if record.schedule is not None else None,
         state=record.state.value,
-        webhook_secrets=_secret_infos(store.webhook_secret_info(record.tenant, record.name)),
+        webhook_secrets=_secret_infos(store.secrets.webhook_info(record.tenant, record.name)),
     )
 
 
@@ -376,7 +377,7 @@ def list_tasks(tc: TenantReader, name: ConnectorName, store: ConnectorStoreDep) 
     """Each task of a source connector's last split with its configuration (Connect's ``GET .../tasks``)."""
     record = connectors.get(store, tc.tenant, name)
     return TasksView(
-        tasks=[TaskConfigView(id=t.id, config=dict(t.config)) for t in store.get_tasks(record.tenant, record.name)]
+        tasks=[TaskConfigView(id=t.id, config=dict(t.config)) for t in store.tasks.of(record.tenant, record.name)]
     )
 
 
@@ -449,7 +450,7 @@ async def reset_offsets(
 def list_secrets(tc: TenantReader, name: ConnectorName, store: ConnectorStoreDep) -> SecretsView:
     """Ids and ages of the active signing secrets, newest first. Values are never returned."""
     record = connectors.get(store, tc.tenant, name)
-    return SecretsView(active=_secret_infos(store.webhook_secret_info(record.tenant, record.name)))
+    return SecretsView(active=_secret_infos(store.secrets.webhook_info(record.tenant, record.name)))
 
 
 @router.post(

@@ -46,7 +46,7 @@ def create_write_key(
     is optional: ``{"pii": true}`` grants the key what ``pii:read`` grants a token on tags."""
     pii = body is not None and body.pii
     with quotas.claim(ctx, tc.tenant, quotas.WRITE_KEYS):
-        info, key = store.create_write_key(tc.tenant, pii=pii)
+        info, key = store.write_keys.create(tc.tenant, pii=pii)
     counts = {"pii": 1} if pii else None
     audit.record(ctx, tc.tenant, tc.principal, "write_key.create", info.key_id, audit.DONE, counts=counts)
     return WriteKeyCreated(
@@ -58,14 +58,16 @@ def create_write_key(
 def list_write_keys(tc: TenantReader, store: ConnectorStoreDep) -> WriteKeysView:
     """The tenant's active write keys by id and creation time. Keys themselves are never returned."""
     return WriteKeysView(
-        items=[WriteKeyInfo(key_id=k.key_id, created_at=k.created_at, pii=k.pii) for k in store.write_keys(tc.tenant)]
+        items=[
+            WriteKeyInfo(key_id=k.key_id, created_at=k.created_at, pii=k.pii) for k in store.write_keys.of(tc.tenant)
+        ]
     )
 
 
 @router.delete(PREFIX + "/{key_id}", status_code=204, summary="Revoke an ingest write key", responses=_ERRORS)
 def revoke_write_key(tc: TenantAdmin, key_id: KeyId, store: ConnectorStoreDep, ctx: ContextDep) -> Response:
     """Revoke the key: the next request that presents it is refused (401)."""
-    if not store.revoke_write_key(tc.tenant, key_id):
+    if not store.write_keys.revoke(tc.tenant, key_id):
         raise Problem(404, "not-found", "no such write key", field="key_id")
     audit.record(ctx, tc.tenant, tc.principal, "write_key.revoke", key_id, audit.DONE)
     return Response(status_code=204)

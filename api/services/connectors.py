@@ -18,8 +18,9 @@ from api.problems import Problem
 from control.connectors.offsets import Offset, OffsetStore, OffsetsUnavailable
 from control.connectors.plugin import SourceConnector, WebhookConnector
 from control.connectors.reasons import safe_reason
+from control.connectors.records import ConnectorRecord, ConnectorState, SecretInfo, TaskRecord
 from control.connectors.registry import ConnectorClass, Plugin
-from control.connectors.store import ConnectorRecord, ConnectorState, ControlStore, SecretInfo, TaskRecord
+from control.connectors.store import ControlStore
 from control.connectors.validation import ConnectorFields, InvalidConfig, put_validated
 from metalake.kafka import EventProducer, PublishError
 from metalake.settings import Settings
@@ -122,7 +123,7 @@ def shown_tasks(store: ControlStore, plugins: dict[str, Plugin], record: Connect
     """The tasks the status shows. A source connector's are those of its last split (none before its first crawl);
     a webhook connector has one task, the worker's handler of its deliveries, whose state is the connector's."""
     if kind_of(plugins, record) == "source":
-        return store.get_tasks(record.tenant, record.name)
+        return store.tasks.of(record.tenant, record.name)
     trace = record.error if record.state is ConnectorState.FAILED else None
     handler = TaskRecord(
         tenant=record.tenant,
@@ -152,9 +153,9 @@ def transition(
         raise Problem(409, "connector-failed", "state: the connector FAILED; activate restarts it", field="state")
     if action == "activate" and include_tasks:
         record = get(store, tenant, name)
-        for each in store.get_tasks(record.tenant, record.name):
+        for each in store.tasks.of(record.tenant, record.name):
             if not only_failed or each.state is ConnectorState.FAILED:
-                store.set_task_state(record.tenant, record.name, each.id, ConnectorState.RUNNING)
+                store.tasks.set_state(record.tenant, record.name, each.id, ConnectorState.RUNNING)
     state = ConnectorState.RUNNING if action in ("resume", "activate") else ConnectorState.PAUSED
     if not store.set_state(tenant, name, state):
         raise Problem(404, "not-found", "no such connector", field="name")
@@ -162,7 +163,7 @@ def transition(
 
 
 def task(store: ControlStore, record: ConnectorRecord, task_id: int) -> TaskRecord:
-    for candidate in store.get_tasks(record.tenant, record.name):
+    for candidate in store.tasks.of(record.tenant, record.name):
         if candidate.id == task_id:
             return candidate
     raise Problem(404, "not-found", "no such task", field="task_id")
@@ -170,7 +171,7 @@ def task(store: ControlStore, record: ConnectorRecord, task_id: int) -> TaskReco
 
 def restart_task(store: ControlStore, record: ConnectorRecord, task_id: int) -> TaskRecord:
     """Clear a task's failure (the next crawl runs it again) and return it; the connector's state is left as is."""
-    store.set_task_state(record.tenant, record.name, task(store, record, task_id).id, ConnectorState.RUNNING)
+    store.tasks.set_state(record.tenant, record.name, task(store, record, task_id).id, ConnectorState.RUNNING)
     return task(store, record, task_id)
 
 
@@ -219,7 +220,7 @@ def rotate_secret(
     _webhook_only(plugins, record)
     generated = secret is None
     value = secret or SecretStr(secrets.token_urlsafe(42))
-    active = store.add_webhook_secret(record.tenant, record.name, value, timedelta(seconds=overlap_s))
+    active = store.secrets.add_webhook(record.tenant, record.name, value, timedelta(seconds=overlap_s))
     return active, value.get_secret_value() if generated else None
 
 
@@ -229,7 +230,7 @@ def revoke_secret(
     """Retire one signing secret now: the active secrets left (404 naming ``secret_id`` if there is no such
     active secret; 409 for a connector that has none)."""
     _webhook_only(plugins, record)
-    active = store.revoke_webhook_secret(record.tenant, record.name, secret_id)
+    active = store.secrets.revoke_webhook(record.tenant, record.name, secret_id)
     if active is None:
         raise Problem(404, "not-found", "no such signing secret", field="secret_id")
     return active

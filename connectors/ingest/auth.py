@@ -32,7 +32,7 @@ from control.auth.pii import may_weaken
 from control.auth.principal import Principal, Scope
 from control.auth.problems import auth_unavailable, forbidden, tenant_refused, unauthorized
 from control.auth.validator import InvalidToken
-from control.connectors.store import parse_write_key
+from control.connectors.write_keys import parse_write_key
 from metalake.http.problems import Problem
 
 WRITE_KEY_HEADER = "x-metalake-write-key"
@@ -107,7 +107,7 @@ async def ingest_caller(request: Request, runtime: RuntimeDep) -> IngestCaller:
     if kind == "token":
         principal = await run_in_threadpool(token_principal, runtime.gate, value.get_secret_value())
         return IngestCaller(str(principal.tenant), principal.subject, may_weaken(principal))
-    grant = await run_in_threadpool(runtime.store.check_write_key, value)
+    grant = await run_in_threadpool(runtime.store.write_keys.check, value)
     if grant is None:
         raise _unauthorized("the write key is not valid")
     await run_in_threadpool(refuse_unusable_tenant, runtime.gate, grant.tenant)

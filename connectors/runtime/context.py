@@ -27,8 +27,9 @@ from control.connectors.plugin import (
     SourceConnector,
     WebhookConnector,
 )
+from control.connectors.records import ConnectorRecord
 from control.connectors.registry import ConnectorClass, Plugin
-from control.connectors.store import ConnectorRecord, ControlStore
+from control.connectors.store import ControlStore
 from metalake.http.ratelimit import RateLimiter
 from metalake.lease import LeaseStore
 from metalake.settings import Settings

@@ -18,7 +18,7 @@ from typing import Protocol
 from opentelemetry import metrics
 
 from control.connectors.reasons import safe_reason
-from control.connectors.store import Tolerance
+from control.connectors.records import Tolerance
 from metalake.kafka import RawRecord
 from metalake.kafka.dlq import DeadLetter, dead_letter_record, read_dead_letter
 from metalake.telemetry.metrics import EVENTS

@@ -25,8 +25,8 @@ from connectors.runtime.tasks import worker_id
 from control.connectors.offsets import OffsetsUnavailable
 from control.connectors.plugin import SourceConnector
 from control.connectors.reasons import public_failure
+from control.connectors.records import ConnectorRecord
 from control.connectors.schedule import ScheduleStore, next_run
-from control.connectors.store import ConnectorRecord
 from metalake.kafka import PublishError
 
 log = logging.getLogger(__name__)

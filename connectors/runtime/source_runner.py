@@ -30,7 +30,7 @@ from control.auth.gate import tenant_usable
 from control.connectors.offsets import OffsetStore, OffsetsUnavailable
 from control.connectors.plugin import SourceAccess, SourceConnector, SourceRecord, partition_key
 from control.connectors.reasons import public_failure, shown_error
-from control.connectors.store import ConnectorRecord, ConnectorState, TaskRecord
+from control.connectors.records import ConnectorRecord, ConnectorState, TaskRecord
 from metalake.events import CloudEvent
 from metalake.kafka import PublishError
 from metalake.lease import LeaseHeld
@@ -328,7 +328,7 @@ def _crawl(
     started = time.monotonic()
     with bind_tenant(tenant):
         try:
-            secrets = runtime.store.config_secrets(tenant, name)
+            secrets = runtime.store.secrets.config(tenant, name)
         except SealingError as exc:
             # Not crawled without its secrets: the message names the field and the fix, never a value.
             runtime.store.set_state(tenant, name, ConnectorState.FAILED, str(exc))
@@ -350,7 +350,7 @@ def _crawl(
                 log.warning("connect.split_failed", extra={"connector": name}, exc_info=True)
                 runtime.store.set_state(tenant, name, ConnectorState.FAILED, _failure(exc))
             raise
-        assigned = runtime.store.assign_tasks(tenant, name, configs)
+        assigned = runtime.store.tasks.assign(tenant, name, configs)
         log.info(
             "connect.tasks_assigned",
             extra={"connector": name, "tasks": len(configs), "partitions": len(stored), "unowned": unowned},
@@ -423,7 +423,7 @@ def _run_task(  # noqa: PLR0913
         return CrawlSummary(tenant, name, task_id, outcome=SKIPPED, error=f"task is FAILED: {reason}")
     me = worker_id()
     with bind_tenant(tenant):  # per thread: a new thread does not inherit the caller's context
-        runtime.store.set_task_state(tenant, name, task_id, ConnectorState.RUNNING, worker_id=me)
+        runtime.store.tasks.set_state(tenant, name, task_id, ConnectorState.RUNNING, worker_id=me)
         runner = SourceRunner(
             task,
             chain=runtime.chain(record),
@@ -449,9 +449,9 @@ def _run_task(  # noqa: PLR0913
                 extra={"connector": name, "task": task_id, "error": summary.error},
                 exc_info=True,
             )
-            runtime.store.set_task_state(
+            runtime.store.tasks.set_state(
                 tenant, name, task_id, ConnectorState.FAILED, trace=summary.error, last_run=summary.as_dict()
             )
             return summary
-        runtime.store.set_task_state(tenant, name, task_id, ConnectorState.RUNNING, last_run=summary.as_dict())
+        runtime.store.tasks.set_state(tenant, name, task_id, ConnectorState.RUNNING, last_run=summary.as_dict())
     return summary

@@ -46,7 +46,7 @@ from control.auth.gate import tenant_usable
 from control.auth.problems import tenant_refused
 from control.connectors.plugin import AuthenticationFailed, InboundRequest, InvalidPayload, WebhookConnector
 from control.connectors.reasons import safe_reason
-from control.connectors.store import ConnectorRecord, ConnectorState
+from control.connectors.records import ConnectorRecord, ConnectorState
 from metalake.http.json_body import NotJson
 from metalake.http.problems import Problem
 from metalake.kafka import PublishError
@@ -115,7 +115,7 @@ class _Delivery:
 def _load_delivery(runtime: Runtime, slug: str, tenant_id: str, name: str | None) -> _Delivery:
     record, cls = _resolve(runtime, slug, tenant_id, name)
     try:
-        webhook_secrets, config_secrets = runtime.store.secrets_of(record.tenant, record.name)
+        webhook_secrets, config_secrets = runtime.store.secrets.of(record.tenant, record.name)
     except SealingError as exc:
         # The worker's key configuration is at fault, not the sender: a 503 it retries, the reason in the log only.
         log.error("connect.secrets_unusable", extra={"connector": record.name, "reason": str(exc)})

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from control.connectors.store import ConnectorRecord, ConnectorState, TaskRecord
+from control.connectors.records import ConnectorRecord, ConnectorState, TaskRecord
 
 
 def task_state(record: ConnectorRecord, task: TaskRecord) -> ConnectorState:

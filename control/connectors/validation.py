@@ -9,9 +9,10 @@ from typing import Any
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from control.connectors.plugin import SourceConnector
+from control.connectors.records import ConnectorRecord, Tolerance
 from control.connectors.registry import ConnectorClass
 from control.connectors.schedule import Schedule
-from control.connectors.store import ConnectorRecord, ControlStore, Tolerance
+from control.connectors.store import ControlStore
 from control.connectors.transforms import TransformSpec
 
 MASK = "**********"
@@ -110,7 +111,7 @@ def put_validated(
     current = store.get_connector(tenant, name)
     # Another type is another endpoint altogether: nothing stored for the old one carries over.
     same_type = current is not None and current.type == spec.type
-    stored = store.config_secrets(tenant, name) if same_type else {}
+    stored = store.secrets.config(tenant, name) if same_type else {}
     previous = current.config if current is not None and same_type else None
     plain, secret_values = validate_config(cls, spec.config, stored, spec.tasks_max, previous)
     return store.put_connector(

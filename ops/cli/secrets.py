@@ -51,7 +51,11 @@ def reseal(
     client = mongo_client(settings)
     try:
         database = client[CONTROL_DATABASE]
-        count = ControlStore(database, sealer).reseal(tenant).merge(SubscriptionStore(database, sealer).reseal(tenant))
+        count = (
+            ControlStore(database, sealer)
+            .secrets.reseal(tenant)
+            .merge(SubscriptionStore(database, sealer).reseal(tenant))
+        )
     finally:
         client.close()
     _audit(settings, sealer.kek_id, count)

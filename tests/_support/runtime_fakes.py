@@ -22,7 +22,7 @@ from control.auth.clients import ClientCache, ClientRecord, Role
 from control.auth.gate import TokenGate
 from control.auth.jwks import JwksCache
 from control.auth.validator import AccessTokenValidator
-from control.connectors.store import ConnectorRecord, ConnectorState, SecretInfo, WriteKeyGrant
+from control.connectors.records import ConnectorRecord, ConnectorState, SecretInfo, WriteKeyGrant
 from metalake.events.envelope import decode_record
 from metalake.kafka import Delivery, PublishError, RawRecord
 from metalake.sealing import SealingError
@@ -82,20 +82,55 @@ def fake_gate(clients: FakeClients, tenants: FakeTenants) -> TokenGate:
     )
 
 
+class FakeSecrets:
+    """``ControlStore.secrets``: each connector's webhook signing secrets (``signing``), no configuration secrets."""
+
+    def __init__(self) -> None:
+        self.signing: dict[str, list[SecretStr]] = {}
+        # Connectors whose stored secrets do not open with the process's key (sealed elsewhere, moved, plain text).
+        self.unsealable: set[str] = set()
+
+    def of(self, tenant: str, name: str) -> tuple[list[SecretStr], dict[str, SecretStr]]:
+        if f"{tenant}/{name}" in self.unsealable:
+            raise SealingError(f"connector_secrets/{tenant}/{name} field webhook_secrets.x is not sealed")
+        return list(self.signing.get(f"{tenant}/{name}", [])), {}
+
+    def config(self, tenant: str, name: str) -> dict[str, SecretStr]:
+        return {}
+
+    def webhook_info(self, tenant: str, name: str) -> list[SecretInfo]:
+        return []
+
+
+class FakeWriteKeys:
+    """``ControlStore.write_keys``: WRITE_KEY and PII_WRITE_KEY, both of acme's, the second with the PII grant."""
+
+    def __init__(self) -> None:
+        self.tenants: dict[str, str] = {
+            hashlib.sha256(key.encode()).hexdigest(): "acme" for key in (WRITE_KEY, PII_WRITE_KEY)
+        }
+        self.pii = {hashlib.sha256(PII_WRITE_KEY.encode()).hexdigest()}
+
+    def tenant_of(self, key: SecretStr) -> str | None:
+        return self.tenants.get(hashlib.sha256(key.get_secret_value().encode()).hexdigest())
+
+    def check(self, key: SecretStr) -> WriteKeyGrant | None:
+        digest = hashlib.sha256(key.get_secret_value().encode()).hexdigest()
+        tenant = self.tenants.get(digest)
+        if tenant is None:
+            return None
+        return WriteKeyGrant(tenant, key.get_secret_value().split("_")[1], digest in self.pii)
+
+
 class FakeStore:
     def __init__(self) -> None:
         self.records: dict[str, ConnectorRecord] = {}
-        self.secrets: dict[str, list[SecretStr]] = {}
-        # Connectors whose stored secrets do not open with the process's key (sealed elsewhere, moved, plain text).
-        self.unsealable: set[str] = set()
-        self.write_keys: dict[str, str] = {
-            hashlib.sha256(key.encode()).hexdigest(): "acme" for key in (WRITE_KEY, PII_WRITE_KEY)
-        }
-        self.pii_keys = {hashlib.sha256(PII_WRITE_KEY.encode()).hexdigest()}
+        self.secrets = FakeSecrets()
+        self.write_keys = FakeWriteKeys()
 
     def add(self, record: ConnectorRecord, *webhook_secrets: str) -> None:
         self.records[record.id] = record
-        self.secrets[record.id] = [SecretStr(s) for s in webhook_secrets]
+        self.secrets.signing[record.id] = [SecretStr(s) for s in webhook_secrets]
 
     def get_connector(self, tenant: str, name: str) -> ConnectorRecord | None:
         return self.records.get(f"{tenant}/{name}")
@@ -105,17 +140,6 @@ class FakeStore:
 
     def list_connectors(self, tenant: str | None = None) -> list[ConnectorRecord]:
         return [r for r in self.records.values() if tenant is None or r.tenant == tenant]
-
-    def secrets_of(self, tenant: str, name: str) -> tuple[list[SecretStr], dict[str, SecretStr]]:
-        if f"{tenant}/{name}" in self.unsealable:
-            raise SealingError(f"connector_secrets/{tenant}/{name} field webhook_secrets.x is not sealed")
-        return list(self.secrets.get(f"{tenant}/{name}", [])), {}
-
-    def config_secrets(self, tenant: str, name: str) -> dict[str, SecretStr]:
-        return {}
-
-    def webhook_secret_info(self, tenant: str, name: str) -> list[SecretInfo]:
-        return []
 
     def set_state(self, tenant: str, name: str, state: ConnectorState, error: str | None = None) -> bool:
         record = self.records[f"{tenant}/{name}"]
@@ -130,16 +154,6 @@ class FakeStore:
             error if state is ConnectorState.FAILED else None,
         )
         return True
-
-    def tenant_for_write_key(self, key: SecretStr) -> str | None:
-        return self.write_keys.get(hashlib.sha256(key.get_secret_value().encode()).hexdigest())
-
-    def check_write_key(self, key: SecretStr) -> WriteKeyGrant | None:
-        digest = hashlib.sha256(key.get_secret_value().encode()).hexdigest()
-        tenant = self.write_keys.get(digest)
-        if tenant is None:
-            return None
-        return WriteKeyGrant(tenant, key.get_secret_value().split("_")[1], digest in self.pii_keys)
 
 
 class FakeAudit:

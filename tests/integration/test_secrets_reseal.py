@@ -77,7 +77,7 @@ def test_reseal_seals_plain_secrets_and_rewraps_a_previous_keys(settings: Settin
     connectors, subscriptions = ControlStore(control, current), SubscriptionStore(control, current)
     # Plain values and unknown keys are refused, never used.
     with pytest.raises(SealingError):
-        connectors.config_secrets(tenant, "pg")
+        connectors.secrets.config(tenant, "pg")
     with pytest.raises(SealingError):
         subscriptions.stored_secrets(tenant, "jira")
 
@@ -89,8 +89,8 @@ def test_reseal_seals_plain_secrets_and_rewraps_a_previous_keys(settings: Settin
     for collection in ("connector_secrets", "subscription_secrets"):
         for doc in control[collection].find({"tenant": tenant}):
             assert "legacy-" not in str(doc) and "rotated-jira" not in str(doc)
-    assert connectors.config_secrets(tenant, "pg")["password"].get_secret_value() == "legacy-pg-password"
-    assert [s.get_secret_value() for s in connectors.webhook_secrets(tenant, "mc")] == ["legacy-mc-secret"]
+    assert connectors.secrets.config(tenant, "pg")["password"].get_secret_value() == "legacy-pg-password"
+    assert [s.get_secret_value() for s in connectors.secrets.webhook(tenant, "mc")] == ["legacy-mc-secret"]
     assert subscriptions.stored_secrets(tenant, "alerts") == {"token": "legacy-slack-token"}
     assert subscriptions.stored_secrets(tenant, "jira") == {"api_token": "rotated-jira-token"}
     (jira,) = control["subscription_secrets"].find({"_id": f"{tenant}/jira"})

@@ -125,7 +125,7 @@ def test_one_ingested_event_has_one_trace_from_the_request_to_its_outbound_deliv
         subscribe(
             store, tenant, "hook", "webhook", {"url": f"{hook.url}/in"}, {"key_id": "k1", "secret": WEBHOOK_SECRET}
         )
-        _, key = ControlStore.connect(settings).create_write_key(tenant)
+        _, key = ControlStore.connect(settings).write_keys.create(tenant)
         connect = settings.connect
         response = httpx.post(
             f"http://{connect.host}:{connect.port}/v1/events",

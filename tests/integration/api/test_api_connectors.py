@@ -25,7 +25,8 @@ from api.app import create_app
 from api.services.audit import tenant_audit_path
 from connectors.runtime.worker import create_app as create_worker
 from control.audit import AuditQuery, read
-from control.connectors.store import ConnectorState, ControlStore
+from control.connectors.records import ConnectorState
+from control.connectors.store import ControlStore
 from metalake.sealing import is_sealed
 from metalake.settings import Settings
 from ops.stack import StackManager
@@ -148,7 +149,7 @@ def test_source_connector_secret_fields_are_write_only(api: TestClient, tenant: 
         problem(api.put(f"{route}/pg", json=body, headers=admin), 422, "config/password")
     database = MongoClient(api.app.state.ctx.settings.mongo_uri)[CONTROL_DATABASE]  # type: ignore[attr-defined]
     store = ControlStore(database)
-    assert store.config_secrets(tenant, "pg")["password"].get_secret_value() == password
+    assert store.secrets.config(tenant, "pg")["password"].get_secret_value() == password
     # At rest the password is sealed, bound to this tenant, connector and field.
     raw = database["connector_secrets"].find_one({"_id": f"{tenant}/pg"})
     assert raw is not None and password not in str(raw) and is_sealed(raw["config"]["password"])
@@ -342,11 +343,11 @@ def test_source_connector_status_shows_each_task(api: TestClient, settings: Sett
     assert api.post(route, json=body, headers=admin).json()["tasks_max"] == 3
     # What a crawl writes when it splits the work (connectors.runtime: one document per task).
     store = ControlStore(MongoClient(settings.mongo_uri)[CONTROL_DATABASE])
-    store.assign_tasks(tenant, "pg", [{"schemas": ["a"]}, {"schemas": ["b"]}, {"schemas": ["c"]}])
-    store.set_task_state(tenant, "pg", 0, ConnectorState.RUNNING, worker_id="host:1", last_run={"records": 7})
+    store.tasks.assign(tenant, "pg", [{"schemas": ["a"]}, {"schemas": ["b"]}, {"schemas": ["c"]}])
+    store.tasks.set_state(tenant, "pg", 0, ConnectorState.RUNNING, worker_id="host:1", last_run={"records": 7})
     # A trace as older versions stored it (frames after the first line): served without the frames.
     stored = 'OperationalError: timeout\n  File "/srv/connectors/postgres/catalog.py", line 9, in _connect'
-    store.set_task_state(tenant, "pg", 2, ConnectorState.FAILED, trace=stored, worker_id="host:1")
+    store.tasks.set_state(tenant, "pg", 2, ConnectorState.FAILED, trace=stored, worker_id="host:1")
 
     def tasks() -> list[tuple[int, str, str | None]]:
         status = api.get(f"{route}/pg/status", headers=admin).json()

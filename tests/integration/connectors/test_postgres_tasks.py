@@ -182,4 +182,4 @@ def test_tasks_split_emit_once_delete_by_owner_and_resplit_quietly(
     status = api.post(f"{route}/pause", headers=admin).json()
     assert [t["state"] for t in status["tasks"]] == ["PAUSED", "PAUSED"]
     assert api.delete(route, headers=admin).status_code == 204
-    assert pg_runtime.store.get_tasks(tenant, "pg") == []
+    assert pg_runtime.store.tasks.of(tenant, "pg") == []

@@ -14,7 +14,7 @@ from connectors.runtime.context import Runtime
 from connectors.runtime.source_runner import CrawlRefused, crawl
 from control.audit import AuditQuery, read
 from control.connectors.reasons import INTERNAL
-from control.connectors.store import ConnectorState
+from control.connectors.records import ConnectorState
 from metalake.settings import Settings
 from tenants.naming import PRIORITY_TOPIC
 

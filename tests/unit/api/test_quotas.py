@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 from datetime import UTC, datetime
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -17,7 +18,7 @@ from pydantic import SecretStr
 from api import quotas
 from api.context import ApiContext
 from api.deps import TenantReader, connector_store
-from control.connectors.store import WriteKeyInfo
+from control.connectors.records import WriteKeyInfo
 from metalake.settings import ApiSettings, Settings, TenantQuotas
 
 
@@ -62,11 +63,11 @@ class _Mongo:
         return _Database()
 
 
-class _KeyStore:
+class _WriteKeys:
     def __init__(self, mongo: _Mongo) -> None:
         self.docs = mongo.collections.setdefault("connector_secrets", [])
 
-    def create_write_key(self, tenant: str, *, pii: bool = False) -> tuple[WriteKeyInfo, SecretStr]:
+    def create(self, tenant: str, *, pii: bool = False) -> tuple[WriteKeyInfo, SecretStr]:
         info = WriteKeyInfo(key_id=secrets.token_hex(8), created_at=datetime.now(UTC), pii=pii)
         self.docs.append({"tenant": tenant, "key_id": info.key_id})
         return info, SecretStr(f"mlk_{info.key_id}_x")
@@ -93,7 +94,8 @@ def test_a_tenant_at_its_cap_of_write_keys_gets_409_naming_the_kind_and_the_cap(
     app, _ = build_app(settings)
     mongo = _Mongo()
     app.state.ctx = ApiContext(settings=settings, mongo=mongo)  # type: ignore[arg-type]
-    store = _KeyStore(mongo)
+    keys = _WriteKeys(mongo)
+    store = SimpleNamespace(write_keys=keys)
     app.dependency_overrides[connector_store] = lambda: store
 
     async def scenario(client: httpx.AsyncClient) -> None:
@@ -104,10 +106,10 @@ def test_a_tenant_at_its_cap_of_write_keys_gets_409_naming_the_kind_and_the_cap(
         problem = refused.json()
         assert problem["type"] == "/problems/quota-exceeded"
         assert problem["kind"] == "write_keys" and problem["cap"] == 2 and "2 write keys" in problem["detail"]
-        assert len(store.docs) == 2  # nothing was written
+        assert len(keys.docs) == 2  # nothing was written
         # Another tenant has its own cap; a revoked key no longer counts.
         assert (await client.post("/v1/tenants/globex/write-keys", headers=bearer("globex"))).status_code == 201
-        store.docs[0]["revoked"] = True
+        keys.docs[0]["revoked"] = True
         assert (await client.post(url, headers=bearer("acme"))).status_code == 201
 
     _run(app, scenario)

@@ -16,7 +16,7 @@ from connectors.ingest.validation import to_event
 from connectors.runtime.errors import ErrorPolicy
 from connectors.runtime.pipeline import prepare
 from connectors.runtime.transforms import Chain
-from control.connectors.store import Tolerance
+from control.connectors.records import Tolerance
 from metalake.events import CloudEvent, decode_record, new_event
 from metalake.events.canonical import canonical_data, urn_fields
 from metalake.urn import InvalidUrn, canonical_urn

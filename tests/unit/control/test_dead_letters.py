@@ -15,8 +15,8 @@ from pymongo.errors import DuplicateKeyError
 from runtime_fakes import FakeStore
 
 from connectors.montecarlo import MonteCarloConnector
+from control.connectors.records import ConnectorRecord, ConnectorState
 from control.connectors.registry import Plugin
-from control.connectors.store import ConnectorRecord, ConnectorState
 from control.connectors.transforms import RenameSpec
 from control.dead_letter_replay import RETRY_TOPIC, Refused, ReplayLog, outbound_record, remap, stream_record
 from control.dead_letter_view import REDACTED, payload_view, shown_headers
@@ -304,7 +304,7 @@ def test_an_outbound_letter_without_a_live_subscription_is_refused() -> None:
 def test_secrets_of_the_connector_are_not_needed_to_read_a_letter() -> None:
     # The replay uses the connector's config secrets, never its signing secrets (the letter is not verified again).
     store, plugins = _mc_world({UNMAPPED: {"platform": "bigquery", "instance": "analytics"}})
-    store.secrets["acme/mc"] = [SecretStr("rotated-since")]
+    store.secrets.signing["acme/mc"] = [SecretStr("rotated-since")]
     assert remap(_mc_letter(), cast(Any, store), plugins).routed
 
 

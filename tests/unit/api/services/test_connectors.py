@@ -11,8 +11,9 @@ from runtime_plugins import ListSource, SignedWebhook
 
 from api.problems import Problem
 from api.services import connectors
+from control.connectors.records import ConnectorRecord, ConnectorState, TaskRecord
 from control.connectors.registry import Plugin
-from control.connectors.store import ConnectorRecord, ConnectorState, ControlStore, TaskRecord
+from control.connectors.store import ControlStore
 from control.connectors.validation import ConnectorFields
 
 PLUGINS: dict[str, Plugin] = {
@@ -22,25 +23,32 @@ PLUGINS: dict[str, Plugin] = {
 }
 
 
+class FakeTasks:
+    """``ControlStore.tasks``: task documents by connector id."""
+
+    def __init__(self) -> None:
+        self.by_connector: dict[str, list[TaskRecord]] = {}
+
+    def of(self, tenant: str, name: str) -> list[TaskRecord]:
+        return list(self.by_connector.get(f"{tenant}/{name}", []))
+
+    def set_state(self, tenant: str, name: str, task: int, state: ConnectorState) -> None:
+        key = f"{tenant}/{name}"
+        self.by_connector[key] = [
+            TaskRecord(t.tenant, t.name, t.id, t.config, state) if t.id == task else t for t in self.by_connector[key]
+        ]
+
+
 class TaskStore(FakeStore):
     """FakeStore with ControlStore's task documents."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.tasks: dict[str, list[TaskRecord]] = {}
+        self.tasks = FakeTasks()
 
     def set_state(self, tenant: str, name: str, state: ConnectorState, error: str | None = None) -> bool:
         # As ControlStore: False for no such connector.
         return f"{tenant}/{name}" in self.records and super().set_state(tenant, name, state, error)
-
-    def get_tasks(self, tenant: str, name: str) -> list[TaskRecord]:
-        return list(self.tasks.get(f"{tenant}/{name}", []))
-
-    def set_task_state(self, tenant: str, name: str, task: int, state: ConnectorState) -> None:
-        key = f"{tenant}/{name}"
-        self.tasks[key] = [
-            TaskRecord(t.tenant, t.name, t.id, t.config, state) if t.id == task else t for t in self.tasks[key]
-        ]
 
 
 def _store(*records: ConnectorRecord) -> TaskStore:
@@ -80,13 +88,13 @@ def test_a_source_connector_shows_the_tasks_of_its_last_split() -> None:
     record = ConnectorRecord("acme", "s", "list", {})
     store = _store(record)
     assert connectors.shown_tasks(_control(store), PLUGINS, record) == []
-    store.tasks["acme/s"] = [TaskRecord("acme", "s", 0, {"units": ["a"]}), TaskRecord("acme", "s", 1, {})]
+    store.tasks.by_connector["acme/s"] = [TaskRecord("acme", "s", 0, {"units": ["a"]}), TaskRecord("acme", "s", 1, {})]
     assert [t.id for t in connectors.shown_tasks(_control(store), PLUGINS, record)] == [0, 1]
 
 
 def test_a_failed_connector_is_not_resumed_but_activated_with_its_failed_tasks() -> None:
     store = _store(ConnectorRecord("acme", "s", "list", {}, state=ConnectorState.FAILED, error="boom"))
-    store.tasks["acme/s"] = [
+    store.tasks.by_connector["acme/s"] = [
         TaskRecord("acme", "s", 0, {}, ConnectorState.FAILED),
         TaskRecord("acme", "s", 1, {}, ConnectorState.PAUSED),
     ]
@@ -95,7 +103,7 @@ def test_a_failed_connector_is_not_resumed_but_activated_with_its_failed_tasks()
     assert (refused.value.status, refused.value.field) == (409, "state")
     record = connectors.transition(_control(store), "acme", "s", "activate", include_tasks=True, only_failed=True)
     assert (record.state, record.error) == (ConnectorState.RUNNING, None)
-    assert [t.state for t in store.get_tasks("acme", "s")] == [ConnectorState.RUNNING, ConnectorState.PAUSED]
+    assert [t.state for t in store.tasks.of("acme", "s")] == [ConnectorState.RUNNING, ConnectorState.PAUSED]
 
 
 def test_a_missing_connector_or_task_is_404() -> None:

@@ -20,8 +20,8 @@ from api.routes.deadletters import dead_letters
 from api.schemas.deadletters import DeadLetterPage, DeadLetterView
 from api.services.deadletters import DeadLetters, Filters, Listed
 from connectors.montecarlo import MonteCarloConnector
+from control.connectors.records import ConnectorRecord
 from control.connectors.registry import Plugin
-from control.connectors.store import ConnectorRecord
 from control.dead_letter_replay import Refused, ReplayLog
 from control.dead_letter_scope import LetterScopes
 from control.dead_letters import Medium, Scan, StoredLetter

@@ -19,7 +19,7 @@ from connectors.montecarlo import BodyNotJson, MonteCarloConnector
 from connectors.montecarlo.signature import signed_message, verify_signature
 from connectors.runtime.webhooks import parsed_key
 from control.connectors.plugin import AuthenticationFailed, InboundRequest, InvalidPayload, parse_json
-from control.connectors.store import WebhookSecretDoc, rotated_webhook_secrets, usable_webhook_secrets
+from control.connectors.secrets import WebhookSecretDoc, rotated_webhook_secrets, usable_webhook_secrets
 
 SECRET = b"mc-secret-aW4gcm90YXRpb24gMQ-0123456789abcdef"
 NEW_SECRET = b"mc-secret-bmV3IHNlY3JldCAy-fedcba9876543210"

@@ -15,7 +15,7 @@ from connectors.runtime.source_runner import SourceRunner
 from connectors.runtime.transforms import Chain, TransformError
 from control.connectors.plugin import ConnectorContext, SourceConnector, SourceRecord
 from control.connectors.reasons import safe_reason
-from control.connectors.store import Tolerance
+from control.connectors.records import Tolerance
 from control.connectors.transforms import TRANSFORM_SPECS
 from metalake.events import new_event
 from metalake.urn import asset_urn

@@ -12,7 +12,7 @@ from runtime_plugins import sign
 from scrape import sample
 
 from connectors.runtime.errors import _default_counter
-from control.connectors.store import ConnectorRecord
+from control.connectors.records import ConnectorRecord
 from metalake.telemetry.exposition import install_meter_provider, render
 
 SECRET = "s3cret-s3cret-s3cret"

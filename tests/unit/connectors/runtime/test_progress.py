@@ -14,7 +14,7 @@ from connectors.runtime.progress import ProgressLines
 from connectors.runtime.source_runner import CrawlSummary, SourceRunner
 from connectors.runtime.transforms import Chain
 from control.connectors.plugin import ConnectorContext
-from control.connectors.store import Tolerance
+from control.connectors.records import Tolerance
 
 
 class CountingSource(ListSource):

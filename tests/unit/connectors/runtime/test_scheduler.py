@@ -17,8 +17,8 @@ from connectors.runtime import scheduler as module
 from connectors.runtime.context import Runtime, plugins_from
 from connectors.runtime.scheduler import CrawlScheduler
 from connectors.runtime.source_runner import CrawlRefused, CrawlReport, CrawlSummary
+from control.connectors.records import ConnectorRecord
 from control.connectors.schedule import Schedule, next_run
-from control.connectors.store import ConnectorRecord
 from control.connectors.validation import ConnectorFields, InvalidConfig, check_schedule
 from metalake.settings import Settings
 

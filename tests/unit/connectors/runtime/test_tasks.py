@@ -18,7 +18,7 @@ from connectors.runtime.tasks import owned_offsets
 from connectors.runtime.transforms import Chain
 from control.connectors.plugin import FORGET, KEEP, ConnectorConfig, ConnectorContext, SourceConnector, SourceRecord
 from control.connectors.reasons import INTERNAL, SourceFailure, shown_error
-from control.connectors.store import ConnectorRecord, ConnectorState, TaskRecord, Tolerance
+from control.connectors.records import ConnectorRecord, ConnectorState, TaskRecord, Tolerance
 from metalake.events import new_event
 from metalake.settings import Settings
 from metalake.urn import asset_urn
@@ -104,30 +104,37 @@ def test_keep_writes_nothing_forget_writes_a_tombstone() -> None:
 # -- a crawl of several tasks, over fakes ---------------------------------------------------------------------------
 
 
+class FakeTasks:
+    """``ControlStore.tasks`` of one connector (same rules: a changed config restarts the task)."""
+
+    def __init__(self) -> None:
+        self.by_id: dict[int, TaskRecord] = {}
+
+    def of(self, tenant: str, name: str) -> list[TaskRecord]:
+        return [self.by_id[i] for i in sorted(self.by_id)]
+
+    def assign(self, tenant: str, name: str, configs: list[dict[str, Any]]) -> list[TaskRecord]:
+        for i, config in enumerate(configs):
+            if i not in self.by_id or dict(self.by_id[i].config) != config:
+                self.by_id[i] = TaskRecord(tenant, name, i, config)
+        for i in [i for i in self.by_id if i >= len(configs)]:
+            del self.by_id[i]
+        return self.of(tenant, name)
+
+    def set_state(self, tenant: str, name: str, task: int, state: ConnectorState, **kw: Any) -> bool:
+        before = self.by_id[task]
+        trace = kw.get("trace") if state is ConnectorState.FAILED else None
+        worker, last_run = kw.get("worker_id") or before.worker_id, kw.get("last_run") or before.last_run
+        self.by_id[task] = replace(before, state=state, trace=trace, worker_id=worker, last_run=last_run)
+        return True
+
+
 class TaskStore(FakeStore):
-    """FakeStore plus the task documents of ControlStore (same rules: a changed config restarts the task)."""
+    """FakeStore plus the task documents of ControlStore."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.tasks: dict[int, TaskRecord] = {}
-
-    def get_tasks(self, tenant: str, name: str) -> list[TaskRecord]:
-        return [self.tasks[i] for i in sorted(self.tasks)]
-
-    def assign_tasks(self, tenant: str, name: str, configs: list[dict[str, Any]]) -> list[TaskRecord]:
-        for i, config in enumerate(configs):
-            if i not in self.tasks or dict(self.tasks[i].config) != config:
-                self.tasks[i] = TaskRecord(tenant, name, i, config)
-        for i in [i for i in self.tasks if i >= len(configs)]:
-            del self.tasks[i]
-        return self.get_tasks(tenant, name)
-
-    def set_task_state(self, tenant: str, name: str, task: int, state: ConnectorState, **kw: Any) -> bool:
-        before = self.tasks[task]
-        trace = kw.get("trace") if state is ConnectorState.FAILED else None
-        worker, last_run = kw.get("worker_id") or before.worker_id, kw.get("last_run") or before.last_run
-        self.tasks[task] = replace(before, state=state, trace=trace, worker_id=worker, last_run=last_run)
-        return True
+        self.tasks = FakeTasks()
 
 
 class FailingLetters(Letters):
@@ -169,8 +176,8 @@ def test_a_failing_task_leaves_the_others_running_and_is_skipped_until_restarted
     assert len(publishers) == 3  # one producer per task
     assert sorted(r.event.data["name"] for p in publishers for r in p.routed) == ["apple", "cherry", "date"]
     assert store.records["acme/c1"].state is ConnectorState.RUNNING
-    assert store.tasks[1].state is ConnectorState.FAILED and store.tasks[1].trace == str(INTERNAL)
-    assert store.tasks[0].worker_id and store.tasks[0].state is ConnectorState.RUNNING
+    assert store.tasks.by_id[1].state is ConnectorState.FAILED and store.tasks.by_id[1].trace == str(INTERNAL)
+    assert store.tasks.by_id[0].worker_id and store.tasks.by_id[0].state is ConnectorState.RUNNING
     assert set(offsets.stored[("acme", "c1")]) == {"table=apple", "table=cherry", "table=date"}
 
     printed = report.as_dict()  # what `metalake connect crawl` prints
@@ -186,20 +193,20 @@ def test_a_failing_task_leaves_the_others_running_and_is_skipped_until_restarted
     assert [t.outcome for t in again.tasks] == ["done", "skipped", "done"] and again.failed
     assert again.tasks[1].records == 0 and again.records == 3  # Letters re-emits every owned table each time
 
-    store.set_task_state("acme", "c1", 1, ConnectorState.RUNNING)  # what POST .../tasks/1/restart does
+    store.tasks.set_state("acme", "c1", 1, ConnectorState.RUNNING)  # what POST .../tasks/1/restart does
     assert [t.outcome for t in crawl(runtime, "acme", "c1").tasks] == ["done", "failed", "done"]
 
 
 def test_a_changed_split_restarts_a_failed_task_an_unchanged_one_does_not() -> None:
     runtime, store, _, _ = _world(["apple", "berry", "cherry", "date"], 3)
     crawl(runtime, "acme", "c1")  # tasks: "ad", "b" (fails), "c"
-    assert store.tasks[1].state is ConnectorState.FAILED
+    assert store.tasks.by_id[1].state is ConnectorState.FAILED
     store.records["acme/c1"] = replace(store.records["acme/c1"], tasks_max=4)  # "a", "b", "c", "d": task 1 unchanged
     assert [t.outcome for t in crawl(runtime, "acme", "c1").tasks] == ["done", "skipped", "done", "done"]
     store.records["acme/c1"] = replace(store.records["acme/c1"], tasks_max=2)  # "ac", "bd": task 1 changed
     report = crawl(runtime, "acme", "c1")
     assert [(t.task, t.outcome) for t in report.tasks] == [(0, "done"), (1, "failed")]  # it ran again
-    assert sorted(store.tasks) == [0, 1] and store.tasks[1].config == {"letters": "bd"}
+    assert sorted(store.tasks.by_id) == [0, 1] and store.tasks.by_id[1].config == {"letters": "bd"}
 
 
 class LeakyLetters(Letters):
@@ -220,8 +227,8 @@ def test_a_failed_task_stores_an_error_class_and_our_words_the_log_has_the_rest(
     runtime, store, _, _ = _world(["apple"], 1, LeakyLetters)
     with caplog.at_level(logging.WARNING, logger="connectors.runtime.source_runner"):
         report = crawl(runtime, "acme", "c1")
-    stored = str(store.tasks[0].trace)
-    served = [stored, str(store.tasks[0].last_run), str(report.as_dict())]
+    stored = str(store.tasks.by_id[0].trace)
+    served = [stored, str(store.tasks.by_id[0].last_run), str(report.as_dict())]
     for text in served:  # what tenant:read callers see (the trace and last_run) and the crawl's report
         assert "10.0.0.7" not in text and "-ERR" not in text and "Traceback" not in text and "File " not in text
     assert stored == str(INTERNAL) == "internal-error: the task failed unexpectedly; the operator log has the details"
@@ -232,7 +239,7 @@ def test_a_failed_task_stores_an_error_class_and_our_words_the_log_has_the_rest(
 def test_a_source_failure_is_stored_as_its_class_and_message() -> None:
     runtime, store, _, _ = _world(["apple"], 1, ClassedLetters)
     crawl(runtime, "acme", "c1")
-    assert store.tasks[0].trace == "unreachable: cannot connect to the server"
+    assert store.tasks.by_id[0].trace == "unreachable: cannot connect to the server"
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from runtime_fakes import World
 from runtime_plugins import sign
 
 from connectors.runtime.webhooks import plugin_name
-from control.connectors.store import ConnectorRecord, ConnectorState, Tolerance
+from control.connectors.records import ConnectorRecord, ConnectorState, Tolerance
 from metalake.http.problems import MEDIA_TYPE
 from metalake.kafka.dlq import DeadLetter, read_dead_letter
 
@@ -205,7 +205,7 @@ def test_paused_connector_answers_503_with_retry_after(client: TestClient, world
 
 
 def test_secrets_that_do_not_open_are_a_503_the_sender_retries_never_a_pass(client: TestClient, world: World) -> None:
-    world.store.unsealable.add("acme/hook")
+    world.store.secrets.unsealable.add("acme/hook")
     problem = _problem(_post(client, _body()), 503)
     assert problem["type"] == "/problems/secrets-unavailable" and "webhook_secrets" not in json.dumps(problem)
     assert world.publisher.routed == []

@@ -7,8 +7,8 @@ from pydantic import SecretStr
 
 from connectors.montecarlo.connector import MonteCarloConnector
 from connectors.postgres.connector import PostgresCatalogConnector
+from control.connectors.records import ConnectorRecord, ConnectorState, TaskRecord
 from control.connectors.status import task_state
-from control.connectors.store import ConnectorRecord, ConnectorState, TaskRecord
 from control.connectors.validation import MASK, InvalidConfig, validate_config
 
 PG = {"host": "db", "user": "crawler", "instance": "shop"}
