@@ -28,9 +28,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
@@ -39,8 +39,8 @@ from pymongo.errors import PyMongoError
 
 from connectors.runtime.bodies import read_limited
 from connectors.runtime.context import PluginUnavailable, Runtime, RuntimeDep, instantiate
-from connectors.runtime.errors import TaskFailed
-from connectors.runtime.pipeline import prepare
+from connectors.runtime.errors import ErrorPolicy, TaskFailed
+from connectors.runtime.pipeline import Prepared, prepare
 from connectors.runtime.tracing import answer_traceparent, intake_span
 from control.auth.gate import tenant_usable
 from control.auth.problems import tenant_refused
@@ -173,7 +173,39 @@ def parsed_key(request: InboundRequest) -> str:
     return "p:" + hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _handle(runtime: Runtime, delivery: _Delivery, request: InboundRequest, path: str) -> JSONResponse:  # noqa: PLR0915
+@dataclass(frozen=True)
+class _Outcome:
+    """What became of a delivery that was taken (every refusal raises its ``Problem`` instead): ``status`` names its
+    answer's code in ``_ANSWER_CODES``; ``event_ids``, the events published, are remembered with its dedup key."""
+
+    status: Literal["duplicate", "accepted", "dead_lettered", "dead_letter_dropped"]
+    body: dict[str, Any] = field(default_factory=dict)
+    event_ids: list[str] = field(default_factory=list)
+
+
+_ANSWER_CODES = {"duplicate": 200, "accepted": 202, "dead_lettered": 202, "dead_letter_dropped": 202}
+
+
+def _handle(runtime: Runtime, delivery: _Delivery, request: InboundRequest, path: str) -> JSONResponse:
+    """One delivery through the intake's steps, in the order the module's docstring numbers them."""
+    record = delivery.record
+    connector = _connector(runtime, delivery)
+    _authenticate(connector, request, delivery)
+    _refuse_unusable_tenant(runtime, record.tenant)
+    _require_json(request)
+    key = _dedup_key(connector, request)
+    if runtime.deliveries.seen(record.tenant, record.name, key):
+        log.info("connect.webhook_duplicate", extra={"plugin": record.type, "connector": record.name})
+        outcome = _Outcome("duplicate")
+    else:
+        outcome = _take(runtime, connector, record, request, f"webhook:{path}")
+        runtime.deliveries.record(record.tenant, record.name, key, outcome.status, outcome.event_ids)
+    return JSONResponse({"status": outcome.status, **outcome.body}, status_code=_ANSWER_CODES[outcome.status])
+
+
+def _connector(runtime: Runtime, delivery: _Delivery) -> WebhookConnector[Any]:
+    """The delivery's connector, if it runs: 503 when it is paused or failed, or its configuration no longer loads
+    (the connector is marked FAILED)."""
     record = delivery.record
     if record.state is not ConnectorState.RUNNING:
         raise _unavailable(runtime, f"connector is {record.state.value}", "connector-not-running")
@@ -183,10 +215,15 @@ def _handle(runtime: Runtime, delivery: _Delivery, request: InboundRequest, path
         _fail(runtime, record, f"plugin-unavailable: {exc}")
         raise _unavailable(runtime, "connector configuration is invalid", "connector-failed") from exc
     assert isinstance(connector, WebhookConnector)  # noqa: S101 - _resolve admits webhook types only
+    return connector
+
+
+def _authenticate(connector: WebhookConnector[Any], request: InboundRequest, delivery: _Delivery) -> None:
+    """The plugin's signature check against the active secrets: 401, or 400 for a body it cannot read at all."""
     try:
         connector.verify(request, delivery.webhook_secrets)
     except AuthenticationFailed as exc:
-        log.info("connect.webhook_rejected", extra={"plugin": record.type, "connector": record.name})
+        log.info("connect.webhook_rejected", extra={"plugin": delivery.record.type, "connector": delivery.record.name})
         raise Problem(401, "invalid-signature", str(exc) or "signature check failed", field="signature") from None
     except InvalidPayload as exc:
         # A verifier may find the body unusable before it can check a signature (e.g. Monte Carlo's BodyNotJson):
@@ -196,40 +233,26 @@ def _handle(runtime: Runtime, delivery: _Delivery, request: InboundRequest, path
         # A verifier that must parse the body to compute the signature (Monte Carlo signs a re-encoding of the JSON)
         # cannot vouch for a body it cannot parse: that is an authentication failure, not a server error.
         raise Problem(401, "invalid-signature", "the signature could not be checked", field="signature") from None
-    _refuse_unusable_tenant(runtime, record.tenant)
-    parsed = request.parsed  # parsed once: the verifier, the dedup key and the mapping read the same value
+
+
+def _require_json(request: InboundRequest) -> None:
+    # Parsed once: the verifier, the dedup key and the mapping read the same value.
+    parsed = request.parsed
     if parsed.error is not None:
         raise Problem(400, "malformed-json", f"the body is {NotJson(parsed.error, parsed.position)}", field="body")
-    key = _dedup_key(connector, request)
-    if runtime.deliveries.seen(record.tenant, record.name, key):
-        log.info("connect.webhook_duplicate", extra={"plugin": record.type, "connector": record.name})
-        return JSONResponse({"status": "duplicate"}, status_code=200)
+
+
+def _take(
+    runtime: Runtime, connector: WebhookConnector[Any], record: ConnectorRecord, request: InboundRequest, origin: str
+) -> _Outcome:
+    """Map, transform and publish an authenticated delivery; under ``errors.tolerance=none`` a record that fails
+    marks the connector FAILED and the answer is 503."""
     policy = runtime.policy(record)
-    origin = f"webhook:{path}"
     try:
         try:
             events = connector.to_events(request)
         except InvalidPayload as exc:
-            letter = policy.dead_letter(
-                exc,
-                stage="mapping",
-                value=request.body,
-                original_headers=[
-                    (name, request.headers[name].encode()) for name in ("content-type",) if name in request.headers
-                ],
-                origin=origin,
-            )
-            letters = policy.admit([letter])
-            _publish(runtime, [], letters)
-            policy.count(letters)
-            # Over the cap the delivery is remembered too, so its resends are answered "duplicate" at no cost.
-            outcome = "dead_lettered" if letters else "dead_letter_dropped"
-            runtime.deliveries.record(record.tenant, record.name, key, outcome, [])
-            log.info(
-                "connect.webhook_dead_lettered",
-                extra={"plugin": record.type, "connector": record.name, "field": exc.field, "outcome": outcome},
-            )
-            return JSONResponse({"status": outcome, "field": exc.field}, status_code=202)
+            return _dead_letter(runtime, policy, record, request, origin, exc)
         prepared = prepare(((e, origin) for e in events), runtime.chain(record), policy)
     except TaskFailed as exc:
         _fail(runtime, record, f"record-failed: {exc}")
@@ -237,12 +260,39 @@ def _handle(runtime: Runtime, delivery: _Delivery, request: InboundRequest, path
         raise _unavailable(
             runtime, "the connector failed on this delivery (errors.tolerance=none)", "connector-failed"
         ) from None
+    return _accept(runtime, policy, record, prepared)
+
+
+def _dead_letter(
+    runtime: Runtime,
+    policy: ErrorPolicy,
+    record: ConnectorRecord,
+    request: InboundRequest,
+    origin: str,
+    exc: InvalidPayload,
+) -> _Outcome:
+    """The raw body of an authenticated but unmappable delivery to the DLQ topic, unless the connector is over its
+    dead-letter cap (then dropped, counted). Either way the delivery is remembered, so its resends cost nothing."""
+    headers = [(name, request.headers[name].encode()) for name in ("content-type",) if name in request.headers]
+    letter = policy.dead_letter(exc, stage="mapping", value=request.body, original_headers=headers, origin=origin)
+    letters = policy.admit([letter])
+    _publish(runtime, [], letters)
+    policy.count(letters)
+    status: Literal["dead_lettered", "dead_letter_dropped"] = "dead_lettered" if letters else "dead_letter_dropped"
+    log.info(
+        "connect.webhook_dead_lettered",
+        extra={"plugin": record.type, "connector": record.name, "field": exc.field, "outcome": status},
+    )
+    return _Outcome(status, {"field": exc.field})
+
+
+def _accept(runtime: Runtime, policy: ErrorPolicy, record: ConnectorRecord, prepared: Prepared) -> _Outcome:
+    """Publish the delivery's events and the dead letters of its records that failed a transform."""
     dead = policy.admit(prepared.dead)
     deliveries = _publish(runtime, list(prepared.routed), dead)
     EVENTS.add(len(deliveries), {"source": "webhook", "outcome": "accepted", "reason": "none"})
     policy.count(dead)
     event_ids = [r.event.id for r in prepared.routed]
-    runtime.deliveries.record(record.tenant, record.name, key, "accepted", event_ids)
     log.info(
         "connect.webhook_accepted",
         extra={
@@ -253,15 +303,8 @@ def _handle(runtime: Runtime, delivery: _Delivery, request: InboundRequest, path
             "dropped": prepared.dropped,
         },
     )
-    return JSONResponse(
-        {
-            "status": "accepted",
-            "events": event_ids,
-            "dead_lettered": len(dead),
-            "dropped": prepared.dropped,
-        },
-        status_code=202,
-    )
+    body = {"events": event_ids, "dead_lettered": len(dead), "dropped": prepared.dropped}
+    return _Outcome("accepted", body, event_ids)
 
 
 def _publish(runtime: Runtime, routed: list[Any], dead: list[Any]) -> list[Any]:
