@@ -8,9 +8,9 @@ a table is withdrawn when its first column is past ``--columns``). Written strai
 dropped at the end.
 
 Measured, each a median of ``--repeat`` runs:
-- build: ``control.snowflake_masking.build_script`` on the columns in memory (the pure renderer);
-- read: ``control.snowflake_inventory.load_inventory`` (the projection queries);
-- total: ``control.snowflake_policies.snowflake_script``, what the API route and the CLI run (read + build);
+- build: ``control.snowflake.masking.build_script`` on the columns in memory (the pure renderer);
+- read: ``control.snowflake.inventory.load_inventory`` (the projection queries);
+- total: ``control.snowflake.policies.snowflake_script``, what the API route and the CLI run (read + build);
 plus the script's size and statement count. Prints one JSON document.
 
     .stack/venv/bin/python bench/snowflake_policies_bench.py --columns 5000
@@ -70,9 +70,9 @@ def main() -> None:
 
     from pymongo import MongoClient
 
-    from control.snowflake_inventory import load_inventory
-    from control.snowflake_masking import build_script
-    from control.snowflake_policies import options_from, snowflake_script
+    from control.snowflake.inventory import load_inventory
+    from control.snowflake.masking import build_script
+    from control.snowflake.policies import options_from, snowflake_script
     from metalake.projection import ASSETS_COLLECTION, CLASSIFICATIONS_COLLECTION, PROPAGATED_COLLECTION
     from metalake.settings import load_settings
     from metalake.urn import asset_urn

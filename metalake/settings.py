@@ -88,7 +88,7 @@ KafkaSaslMechanism = Literal["SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "P
 class KafkaPrincipalSettings(BaseModel):
     """The Kafka principal each process kind authenticates as (SCRAM: its ``kafka.sasl_username``; OAUTHBEARER: its
     ``kafka.oauth_client_id``, the token's ``sub``), named without the ``User:`` type. ``metalake kafka acls`` grants
-    each what its process reads and writes (``control/kafka_acls.py``); every instance of a kind shares it."""
+    each what its process reads and writes (``ops/cli/kafka_acls.py``); every instance of a kind shares it."""
 
     api: str = "metalake-api"
     connect: str = "metalake-connect"
@@ -175,7 +175,7 @@ class MongoSettings(BaseModel):
 
 
 class TrinoResourceGroupSettings(BaseModel):
-    """Trino's resource groups for tenants' queries (the local stack renders them: tenants/resource_groups.py): each
+    """Trino's resource groups for tenants' queries (the local stack renders them: ops/stack/resource_groups.py): each
     tenant (all its users together) runs at most ``tenant_max_running`` queries and queues ``tenant_max_queued`` more
     (then Trino refuses: QUERY_QUEUE_FULL); all tenants together ``tenants_*``. ``query_max_execution_s`` is Trino's
     ``query.max-execution-time``: no tenant query runs longer (tenants' users may not raise it; the service users

@@ -49,6 +49,8 @@ from api.schemas.connectors import (
 )
 from api.security import TenantContext
 from api.services import audit, connectors
+from api.services.connector_status import task_state
+from api.services.connector_validation import MASK
 from api.services.events import PublisherDep
 from api.workpool import OFFSETS
 from control.auth.principal import Scope
@@ -57,9 +59,7 @@ from control.connectors.reasons import shown_error
 from control.connectors.records import ConnectorRecord, ConnectorState, SecretInfo, TaskRecord
 from control.connectors.registry import Plugin
 from control.connectors.schedule import Schedule, ScheduleDoc, ScheduleStore
-from control.connectors.status import task_state
 from control.connectors.store import ControlStore
-from control.connectors.validation import MASK
 from tenants.naming import CONTROL_DATABASE
 
 ConnectorName = Annotated[str, Path(pattern=NAME_PATTERN, description="The connector's name within the tenant.")]

@@ -4,7 +4,7 @@ and replay a letter once its cause is fixed. See docs/dead-letters.md.
 Every route needs ``tenant:admin``: a letter's payload is the tenant's data as a sender sent it (redacted, but more
 than ``tenant:read`` shows elsewhere), and a replay publishes into the tenant's pipeline. Another tenant's letter
 answers 404, like a missing one, and so does a letter of an earlier registration of the tenant id or one naming an
-asset the tenant erased (``control.dead_letter_scope``). Each replay request is audited (``dead_letter.replay``:
+asset the tenant erased (``api.services.dead_letters.scope``). Each replay request is audited (``dead_letter.replay``:
 the letter id as target, the outcome as result: ``done``, ``refused`` or ``duplicate``), including the refused and
 the repeated ones.
 """
@@ -23,13 +23,13 @@ from api.problems import Problem
 from api.schemas.deadletters import DeadLetterPage, DeadLetterView, ReplayResult
 from api.security import TenantContext
 from api.services import audit
-from api.services.deadletters import DeadLetters, Filters, Stage
+from api.services.dead_letters.letters import DeadLetterTopics
+from api.services.dead_letters.replay import Refused, ReplayLog
+from api.services.dead_letters.scope import LetterScopes
+from api.services.dead_letters.service import DeadLetters, Filters, Stage
 from api.services.events import PublisherDep, TenantPublisher
 from api.workpool import DEAD_LETTERS
 from control.connectors import registry
-from control.dead_letter_replay import Refused, ReplayLog
-from control.dead_letter_scope import LetterScopes
-from control.dead_letters import DeadLetterTopics
 from control.subscriptions.store import SubscriptionStore
 from metalake.sealing import sealer_for
 from tenants.naming import CONTROL_DATABASE

@@ -17,10 +17,10 @@ from api.context import ContextDep
 from api.deps import TenantReader
 from api.problems import Problem
 from api.workpool import SNOWFLAKE
-from control.snowflake_inventory import TooManyColumns
-from control.snowflake_masking import SeveralAccounts
-from control.snowflake_policies import options_from, snowflake_script
-from control.snowflake_sql import UnsafeName
+from control.snowflake.inventory import TooManyColumns
+from control.snowflake.masking import SeveralAccounts
+from control.snowflake.policies import options_from, snowflake_script
+from control.snowflake.sql import UnsafeName
 
 SQL_MEDIA_TYPE = "application/sql"
 # A role or account name: what Snowflake can hold, without control characters (they could end a SQL comment).

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from pydantic.config import JsonDict
 
-from control.connectors.validation import ConnectorFields
+from api.services.connector_validation import ConnectorFields
 
 NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 

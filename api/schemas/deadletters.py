@@ -8,10 +8,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from api.schemas.common import Page
-from api.services.deadletters import Listed, Replayed
-from control.dead_letter_replay import Replay
-from control.dead_letter_view import key_text, payload_view, shown_headers
-from control.dead_letters import StoredLetter
+from api.services.dead_letters.letters import StoredLetter
+from api.services.dead_letters.replay import Replay
+from api.services.dead_letters.service import Listed, Replayed
+from api.services.dead_letters.view import key_text, payload_view, shown_headers
 
 
 class ReplayView(BaseModel):

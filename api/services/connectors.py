@@ -15,13 +15,13 @@ from typing import Literal
 from pydantic import SecretStr
 
 from api.problems import Problem
+from api.services.connector_validation import ConnectorFields, InvalidConfig, put_validated
 from control.connectors.offsets import Offset, OffsetStore, OffsetsUnavailable
 from control.connectors.plugin import SourceConnector, WebhookConnector
 from control.connectors.reasons import safe_reason
 from control.connectors.records import ConnectorRecord, ConnectorState, SecretInfo, TaskRecord
 from control.connectors.registry import ConnectorClass, Plugin
 from control.connectors.store import ControlStore
-from control.connectors.validation import ConnectorFields, InvalidConfig, put_validated
 from metalake.kafka import EventProducer, PublishError
 from metalake.settings import Settings
 

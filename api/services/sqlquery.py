@@ -26,7 +26,7 @@ import trino
 from trino.exceptions import TrinoExternalError, TrinoQueryError, TrinoUserError
 
 from api.problems import Problem
-from metalake.csvcells import text_cell
+from api.services.csvcells import text_cell
 from metalake.settings import Settings
 from metalake.telemetry.metrics import TRINO_QUERY
 from metalake.trino_connect import connect
@@ -230,7 +230,7 @@ def _csv_cell(value: Any) -> Any:  # noqa: ANN401
 
 def csv_stream(columns: Sequence[Column], rows: Iterator[list[Any]]) -> Iterator[bytes]:
     """RFC 4180 CSV with a header row; NULL is the empty field, nested values are JSON; a text cell a spreadsheet
-    would run as a formula gets a leading ``'`` (:func:`metalake.csvcells.text_cell`), column names included."""
+    would run as a formula gets a leading ``'`` (:func:`api.services.csvcells.text_cell`), column names included."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\r\n")
     writer.writerow([text_cell(c.name) for c in columns])

@@ -16,10 +16,10 @@ from typing import Any
 from pydantic import SecretStr
 
 from connectors.dbt.config import DbtConfig, s3_location
+from connectors.dbt.s3_objects import S3ObjectError, get_object
 from control.connectors.plugin import SourceAccess
 from control.connectors.reasons import SourceFailure
 from metalake.s3 import S3Client
-from metalake.s3_objects import S3ObjectError, get_object
 
 log = logging.getLogger(__name__)
 

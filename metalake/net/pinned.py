@@ -3,7 +3,7 @@
 name (SNI and hostname check use the URL's host; the TCP connection goes to the checked address).
 
 Shared by the outbound destinations (``processors.outbound.runtime.pinned_http``) and the source connectors that
-fetch from a tenant's endpoint (``metalake.s3_objects``)."""
+fetch from a tenant's endpoint (``connectors.dbt.s3_objects``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``metalake kafka``: what the Kafka cluster must grant metalake's processes (``control.kafka_acls``)."""
+"""``metalake kafka``: what the Kafka cluster must grant metalake's processes (``ops.cli.kafka_acls``)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from typing import Annotated
 import typer
 from confluent_kafka import KafkaException
 
-from control.kafka_acls import PROCESSES, Process, apply, kafka_acls_commands, render, required_acls
 from metalake.console import fail
 from metalake.kafka.config import describe
 from metalake.settings import load_settings
+from ops.cli.kafka_acls import PROCESSES, Process, apply, kafka_acls_commands, render, required_acls
 
 app = typer.Typer(help="The Kafka cluster's side of metalake: the ACLs of its processes.", no_args_is_help=True)
 

@@ -12,10 +12,10 @@ from typing import Annotated, Literal
 import typer
 from pymongo.errors import PyMongoError
 
-from control.snowflake_inventory import TooManyColumns
-from control.snowflake_masking import SeveralAccounts
-from control.snowflake_policies import options_from, snowflake_script
-from control.snowflake_sql import UnsafeName
+from control.snowflake.inventory import TooManyColumns
+from control.snowflake.masking import SeveralAccounts
+from control.snowflake.policies import options_from, snowflake_script
+from control.snowflake.sql import UnsafeName
 from metalake.console import REFUSED, fail
 from metalake.mongo import mongo_client
 from metalake.settings import get_settings

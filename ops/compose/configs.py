@@ -11,6 +11,7 @@ from metalake.settings import Settings
 from ops.compose import layout
 from ops.compose.layout import Ports
 from ops.stack.lake_storage import METASTORE_DIR, trino_file_system
+from ops.stack.resource_groups import build_resource_groups, resource_groups_properties
 from ops.stack.services.kafka import _LOG4J2
 from ops.stack.services.trino import (
     JWT_USER_MAPPING,
@@ -22,7 +23,6 @@ from ops.stack.services.trino import (
 )
 from ops.stack.tls import server_cert
 from tenants.access.rules import build_rules, write_rules
-from tenants.resource_groups import build_resource_groups, resource_groups_properties
 from tenants.trino_schemas import schema_namer
 
 # Server certificates name every address a client may use on one host (host networking).

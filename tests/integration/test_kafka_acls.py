@@ -35,10 +35,10 @@ from itest import wait_for
 from pydantic import SecretStr
 from pymongo import MongoClient
 
-from control.kafka_acls import PROCESSES, Acl, Process, required_acls
 from metalake.kafka import ensure_topics
 from metalake.kafka.config import client_config, consumer_config, producer_config
 from metalake.settings import Settings
+from ops.cli.kafka_acls import PROCESSES, Acl, Process, required_acls
 from ops.stack import StackManager
 from ops.stack.services.kafka import sasl_ssl_client_settings
 from tenants.naming import (
@@ -482,8 +482,8 @@ def test_the_offsets_store_and_the_dead_letter_listing_run_as_their_principals(
     """metalake's own readers, which assign partitions under throwaway or fixed groups: the connector worker stores
     and loads offsets, the lake worker's erase forgets a tenant's, the API lists dead letters; the access processor
     reads no offsets."""
+    from api.services.dead_letters.letters import DeadLetterTopics
     from control.connectors.offsets import OffsetStore, OffsetsUnavailable
-    from control.dead_letters import DeadLetterTopics
 
     connect = OffsetStore(_as(base, broker, base.kafka.principals.connect))
     connect.store(tenant, "pg", {"public.t": {"lsn": 7}})

@@ -342,7 +342,7 @@ def test_metadata_tables_of_a_masked_table_are_denied_to_the_tenants_users(
 def test_a_tenants_queries_run_in_its_own_resource_group(
     settings: Settings, stack: StackManager, tenant: str, trino_cursor: Any, mongo: MongoClient[dict[str, Any]]
 ) -> None:
-    """Both of a tenant's users run in ``tenants.<id>`` (tenants/resource_groups.py: hard concurrency and queue
+    """Both of a tenant's users run in ``tenants.<id>`` (ops/stack/resource_groups.py: hard concurrency and queue
     limits per tenant), the service users in ``platform``. Needs Trino started with the stack's resource groups."""
     names = names_for(tenant, settings.lake_root)
     make_data_table(settings, trino_cursor, names, "people")

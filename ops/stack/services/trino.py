@@ -21,11 +21,11 @@ from metalake.settings import SettingMissing, Settings
 from metalake.tenancy import TENANT_ID_PATTERN
 from ops.stack.health import trino_probe
 from ops.stack.lake_storage import trino_file_system, trino_file_system_env
+from ops.stack.resource_groups import build_resource_groups, resource_groups_properties
 from ops.stack.services.base import Service, ServiceError, StackContext
 from ops.stack.services.seaweedfs import stack_s3
 from ops.stack.tls import server_cert
 from tenants.access.rules import build_rules, write_rules
-from tenants.resource_groups import build_resource_groups, resource_groups_properties
 from tenants.trino_schemas import schema_namer
 
 TRINO_VERSION = "476"
@@ -261,7 +261,7 @@ class Trino(Service):
             )
 
     def _prepare_resource_groups(self, ctx: StackContext, etc: Path) -> None:
-        """One resource group per tenant (tenants/resource_groups.py). Trino reads ``etc/resource-groups.properties``
+        """One resource group per tenant (ops/stack/resource_groups.py). Trino reads ``etc/resource-groups.properties``
         relative to its working directory (the run folder, :meth:`cwd`), once at start: a change needs a restart."""
         groups = etc / "resource-groups.json"
         groups.write_text(json.dumps(build_resource_groups(ctx.settings.trino.resource_groups), indent=1) + "\n")

@@ -24,8 +24,8 @@ from tokens import auth_headers
 from typer.testing import CliRunner
 from worker_helpers import tenant_admin
 
-from control.snowflake_blocks import BASE_TYPES
-from control.snowflake_inventory import TooManyColumns, load_inventory
+from control.snowflake.blocks import BASE_TYPES
+from control.snowflake.inventory import TooManyColumns, load_inventory
 from metalake.settings import Settings
 from metalake.urn import asset_urn
 from ops.cli.masking import app as masking_cli
@@ -38,7 +38,7 @@ ACCOUNT = "xy12345.eu-central-1"
 TABLE = asset_urn("snowflake", ACCOUNT, "SHOP", "PUBLIC", "CUSTOMERS")
 EMAIL = TABLE + "/EMAIL"
 NAME = asset_urn("snowflake", ACCOUNT, "SHOP", "PUBLIC", "CUSTOMERS", 'Full "Name"')
-# Each column's statement is a block that checks Snowflake first (control/snowflake_blocks.py); these are its ALTERs.
+# Each column's statement is a block that checks Snowflake first (control/snowflake/blocks.py); these are its ALTERs.
 SET_EMAIL = (
     """EXECUTE IMMEDIATE 'ALTER TABLE IF EXISTS "SHOP"."PUBLIC"."CUSTOMERS" MODIFY COLUMN "EMAIL" """
     """SET MASKING POLICY '"""

@@ -19,7 +19,7 @@ from fastapi import FastAPI
 from api.deps import TenantReader
 from api.problems import Problem
 from api.routes.deadletters import dead_letters
-from api.services.deadletters import Listed
+from api.services.dead_letters.service import Listed
 from api.workpool import WorkPool
 from metalake.settings import ApiSettings, Settings
 

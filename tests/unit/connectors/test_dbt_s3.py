@@ -1,5 +1,5 @@
-"""The dbt connector reading its artifacts from S3-compatible storage (metalake.s3_objects): the key pair as secret
-fields, SigV4 (checked by a verifier written from the spec and proven on AWS's published GET Object example), the
+"""The dbt connector reading its artifacts from S3-compatible storage (``connectors.dbt.s3_objects``): the key pair as
+secret fields, SigV4 (checked by a verifier written from the spec and proven on AWS's published GET Object example), the
 SSRF guard, the size limits while streaming, and errors that name the field at fault, never a credential. The server
 is a stand-in on loopback that checks every request's signature; the real one (SeaweedFS) is in
 tests/integration/connectors/test_dbt_s3.py."""
@@ -23,14 +23,14 @@ from urllib.parse import unquote
 import pytest
 from pydantic import SecretStr
 
+from api.services.connector_validation import InvalidConfig, validate_config
 from connectors.dbt import DbtConfig, DbtConnector
 from connectors.dbt.artifacts import ArtifactError
 from connectors.dbt.connector import _unchanged_reads
+from connectors.dbt.s3_objects import S3ObjectError, get_object
 from control.connectors.plugin import ConnectorContext, SourceAccess, partition_key
-from control.connectors.validation import InvalidConfig, validate_config
 from metalake.net.ssrf import AddressGuard
 from metalake.s3 import S3Client
-from metalake.s3_objects import S3ObjectError, get_object
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "fixtures" / "dbt_project" / "artifacts"
 KEY_ID, SECRET = "AKIDDBTEXAMPLE", "dbt-secret-key-never-shown"

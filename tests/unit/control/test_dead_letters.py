@@ -14,13 +14,19 @@ from pydantic import SecretStr
 from pymongo.errors import DuplicateKeyError
 from runtime_fakes import FakeStore
 
+from api.services.dead_letters.letters import (
+    StoredLetter,
+    StreamDeadLetters,
+    letter_id,
+    parse_letter_id,
+    parse_stream_letter_id,
+)
+from api.services.dead_letters.replay import RETRY_TOPIC, Refused, ReplayLog, outbound_record, remap, stream_record
+from api.services.dead_letters.view import REDACTED, payload_view, shown_headers
 from connectors.montecarlo import MonteCarloConnector
 from control.connectors.records import ConnectorRecord, ConnectorState
 from control.connectors.registry import Plugin
 from control.connectors.transforms import RenameSpec
-from control.dead_letter_replay import RETRY_TOPIC, Refused, ReplayLog, outbound_record, remap, stream_record
-from control.dead_letter_view import REDACTED, payload_view, shown_headers
-from control.dead_letters import StoredLetter, StreamDeadLetters, letter_id, parse_letter_id, parse_stream_letter_id
 from control.subscriptions.store import Subscription
 from metalake.events import new_event
 from metalake.events.changes import decode_change

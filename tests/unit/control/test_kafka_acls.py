@@ -14,10 +14,10 @@ from confluent_kafka.admin import AclOperation, AclPermissionType, ResourcePatte
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
-import control.kafka_acls as kafka_acls
-from control.kafka_acls import PROCESSES, Acl, kafka_acls_commands, render, render_markdown, required_acls
+import ops.cli.kafka_acls as kafka_acls
 from metalake.settings import KafkaPrincipalSettings, KafkaSettings, Settings
 from ops.cli import kafka as kafka_cli
+from ops.cli.kafka_acls import PROCESSES, Acl, kafka_acls_commands, render, render_markdown, required_acls
 from tenants.naming import CHANGES_TOPIC, DEDICATED_TOPIC_PREFIX, PRIORITY_TOPIC, names_for
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "production.md"
@@ -121,7 +121,7 @@ def test_the_production_doc_shows_the_derived_table() -> None:
     end = text.index("<!-- kafka-acls:end -->")
     shown = [line.strip() for line in text[start:end].strip().splitlines()]  # indented under its list item
     assert shown == render_markdown(required_acls(Settings())).splitlines(), (
-        "regenerate with: python -c 'from control.kafka_acls import *; from metalake.settings import Settings; "
+        "regenerate with: python -c 'from ops.cli.kafka_acls import *; from metalake.settings import Settings; "
         "print(render_markdown(required_acls(Settings())))'"
     )
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from metalake.csvcells import text_cell
+from api.services.csvcells import text_cell
 
 
 @pytest.mark.parametrize(

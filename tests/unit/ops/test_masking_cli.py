@@ -10,8 +10,8 @@ import pytest
 from pymongo.errors import ServerSelectionTimeoutError
 from typer.testing import CliRunner
 
-from control.snowflake_inventory import TooManyColumns
-from control.snowflake_masking import Options, Script, SeveralAccounts, SnowflakeColumn, build_script
+from control.snowflake.inventory import TooManyColumns
+from control.snowflake.masking import Options, Script, SeveralAccounts, SnowflakeColumn, build_script
 from metalake.settings import Settings
 from ops.cli import masking
 

@@ -11,10 +11,10 @@ from runtime_plugins import ListSource, SignedWebhook
 
 from api.problems import Problem
 from api.services import connectors
+from api.services.connector_validation import ConnectorFields
 from control.connectors.records import ConnectorRecord, ConnectorState, TaskRecord
 from control.connectors.registry import Plugin
 from control.connectors.store import ControlStore
-from control.connectors.validation import ConnectorFields
 
 PLUGINS: dict[str, Plugin] = {
     "hook": Plugin("hook", SignedWebhook),

@@ -18,13 +18,13 @@ from runtime_fakes import FakeStore
 from api.problems import Problem
 from api.routes.deadletters import dead_letters
 from api.schemas.deadletters import DeadLetterPage, DeadLetterView
-from api.services.deadletters import DeadLetters, Filters, Listed
+from api.services.dead_letters.letters import Medium, Scan, StoredLetter
+from api.services.dead_letters.replay import Refused, ReplayLog
+from api.services.dead_letters.scope import LetterScopes
+from api.services.dead_letters.service import DeadLetters, Filters, Listed
 from connectors.montecarlo import MonteCarloConnector
 from control.connectors.records import ConnectorRecord
 from control.connectors.registry import Plugin
-from control.dead_letter_replay import Refused, ReplayLog
-from control.dead_letter_scope import LetterScopes
-from control.dead_letters import Medium, Scan, StoredLetter
 from control.erased import urn_hasher
 from metalake.kafka import PublishError, RawRecord
 from metalake.kafka.dlq import DeadLetter

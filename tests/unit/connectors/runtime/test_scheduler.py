@@ -11,6 +11,7 @@ from typing import Any, cast
 import pytest
 from pydantic import ValidationError
 
+from api.services.connector_validation import ConnectorFields, InvalidConfig, check_schedule
 from connectors.montecarlo import MonteCarloConnector
 from connectors.postgres import PostgresCatalogConnector
 from connectors.runtime import scheduler as module
@@ -19,7 +20,6 @@ from connectors.runtime.scheduler import CrawlScheduler
 from connectors.runtime.source_runner import CrawlRefused, CrawlReport, CrawlSummary
 from control.connectors.records import ConnectorRecord
 from control.connectors.schedule import Schedule, next_run
-from control.connectors.validation import ConnectorFields, InvalidConfig, check_schedule
 from metalake.settings import Settings
 
 T0 = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)

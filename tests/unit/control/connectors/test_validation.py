@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from pydantic import SecretStr
 
+from api.services.connector_status import task_state
+from api.services.connector_validation import MASK, InvalidConfig, validate_config
 from connectors.montecarlo.connector import MonteCarloConnector
 from connectors.postgres.connector import PostgresCatalogConnector
 from control.connectors.records import ConnectorRecord, ConnectorState, TaskRecord
-from control.connectors.status import task_state
-from control.connectors.validation import MASK, InvalidConfig, validate_config
 
 PG = {"host": "db", "user": "crawler", "instance": "shop"}
 

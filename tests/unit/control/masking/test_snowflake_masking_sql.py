@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from snowsql import shape, statements
 
-from control.snowflake_sql import PolicyType, UnsafeName, ident, literal, policy_type, qualified
+from control.snowflake.sql import PolicyType, UnsafeName, ident, literal, policy_type, qualified
 
 
 @pytest.mark.parametrize(

@@ -13,10 +13,10 @@ from pydantic import SecretStr
 
 from metalake.settings import Settings, StackSettings, TrinoResourceGroupSettings, TrinoSettings
 from ops.stack.paths import with_stack_paths
+from ops.stack.resource_groups import build_resource_groups
 from ops.stack.services.base import StackContext
 from ops.stack.services.trino import Trino
 from tenants.naming import trino_user
-from tenants.resource_groups import build_resource_groups
 
 
 def _properties(path: Path) -> dict[str, str]:

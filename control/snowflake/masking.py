@@ -9,8 +9,8 @@ gets ``UNSET MASKING POLICY``. Each statement is safe to run again: ``CREATE ...
 BODY`` (so a changed role list reaches policies made earlier), ``ALTER TABLE IF EXISTS`` (``ALTER VIEW`` for a view;
 a table dropped since is skipped). Columns whose type metalake does not know are listed in a comment, not guessed.
 
-Beside it: ``control.snowflake_sql`` (quoting, column types to signatures), ``control.snowflake_inventory`` (the
-tenant's tagged columns from MongoDB), ``control.snowflake_policies`` (both together, for ``GET
+Beside it: ``control.snowflake.sql`` (quoting, column types to signatures), ``control.snowflake.inventory`` (the
+tenant's tagged columns from MongoDB), ``control.snowflake.policies`` (both together, for ``GET
 /v1/tenants/{tenant}/masking/snowflake`` and ``metalake masking snowflake-policies``). See docs/snowflake.md.
 """
 
@@ -20,8 +20,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from control.snowflake_blocks import BASE_TYPES, Target, set_block, unset_block
-from control.snowflake_sql import (
+from control.snowflake.blocks import BASE_TYPES, Target, set_block, unset_block
+from control.snowflake.sql import (
     CONTROL,
     PolicyType,
     UnsafeName,

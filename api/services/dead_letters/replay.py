@@ -53,6 +53,7 @@ from pymongo.collection import Collection
 from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
+from api.services.dead_letters.letters import StoredLetter
 from control.connectors.chain import RECORD_ERRORS, Chain, Routed, check
 from control.connectors.plugin import (
     ConnectorContext,
@@ -64,7 +65,6 @@ from control.connectors.reasons import safe_reason
 from control.connectors.records import ConnectorRecord, ConnectorState
 from control.connectors.registry import Plugin
 from control.connectors.store import ControlStore
-from control.dead_letters import StoredLetter
 from control.subscriptions.store import SubscriptionStore
 from metalake.events import CloudEvent
 from metalake.events.changes import InvalidChange, decode_change

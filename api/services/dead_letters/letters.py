@@ -8,9 +8,9 @@ read filters on it, so a letter of another tenant is "not found", never shown. A
 its newest records back, at most ``dead_letters.scan_max_records`` per topic (split over the partitions) and within
 ``dead_letters.read_timeout_s``; older letters are left out and the listing says so (``truncated``).
 
-What a person sees of a letter is :mod:`control.dead_letter_view`'s decision; replays are
-:mod:`control.dead_letter_replay`'s. They are in the control layer because the admin API lists and replays (it holds
-the tenant check, the audit and the publisher) while the stages that refused the records are other deployables. See
+What a person sees of a letter is :mod:`api.services.dead_letters.view`'s decision; replays are
+:mod:`api.services.dead_letters.replay`'s. They are the admin API's because it alone lists and replays (it holds the
+tenant check, the audit and the publisher); the stages that refused the records are other deployables. See
 docs/dead-letters.md.
 """
 

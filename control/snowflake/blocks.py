@@ -14,7 +14,7 @@ anonymous block (``EXECUTE IMMEDIATE $$ ... $$``) that
   error (a table dropped since) into such a line instead of stopping the script.
 
 A block's text must not hold ``$$`` (it would end the block): a column whose names would put one there is refused
-(:class:`control.snowflake_sql.UnsafeName`), and the script lists it as not masked.
+(:class:`control.snowflake.sql.UnsafeName`), and the script lists it as not masked.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from control.snowflake_sql import CONTROL, PolicyType, UnsafeName, policy_type, qualified
+from control.snowflake.sql import CONTROL, PolicyType, UnsafeName, policy_type, qualified
 
 # The policies every home gets, whatever the catalog says: each a type with one signature in Snowflake.
 _BASE_NAMES = ("VARCHAR", "BINARY", "NUMBER", "FLOAT", "BOOLEAN", "DATE", "TIME", "TIMESTAMP_NTZ", "TIMESTAMP_LTZ")

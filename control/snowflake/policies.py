@@ -9,8 +9,8 @@ from typing import Any
 
 from pymongo import MongoClient
 
-from control.snowflake_inventory import load_inventory
-from control.snowflake_masking import MaskStyle, Options, Scope, Script, build_script
+from control.snowflake.inventory import load_inventory
+from control.snowflake.masking import MaskStyle, Options, Scope, Script, build_script
 from metalake.settings import Settings
 from tenants.naming import names_for
 

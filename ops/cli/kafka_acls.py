@@ -33,8 +33,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from api.services.dead_letters.letters import READER_GROUP as DEAD_LETTERS_GROUP
 from control.connectors.offsets import READER_GROUP_PREFIX as OFFSETS_READER_PREFIX
-from control.dead_letters import READER_GROUP as DEAD_LETTERS_GROUP
 from metalake.kafka.config import client_config
 from metalake.settings import Settings
 from tenants.naming import (

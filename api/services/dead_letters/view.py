@@ -78,7 +78,7 @@ def _redact(value: Any, depth: int = 0) -> Any:  # noqa: ANN401
 
 
 def payload_view(value: bytes | None, max_bytes: int) -> PayloadView:
-    """What :mod:`control.dead_letter_view` shows of a record's value (see the module docstring)."""
+    """What :mod:`api.services.dead_letters.view` shows of a record's value (see the module docstring)."""
     if value is None:
         return PayloadView(False, 0, None, note="the record has no value")
     digest = hashlib.sha256(value).hexdigest()

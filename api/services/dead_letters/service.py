@@ -1,10 +1,10 @@
 """A tenant's dead letters for the admin API: listing with filters and pages, inspection, and replay.
 
-Reads go to the DLQ topics (:class:`control.dead_letters.DeadLetterTopics`), filtered on the tenant: another
-tenant's letter answers 404 like a missing one. A replay claims the letter in the replay log, runs it through the
-stage that refused it with the current configuration (:mod:`control.dead_letter_replay`), publishes what that
-gives (confirmed by Kafka) and records the outcome; the route audits every request. What is shown of a letter is
-:mod:`control.dead_letter_view`'s decision.
+Reads go to the DLQ topics (:class:`api.services.dead_letters.letters.DeadLetterTopics`), filtered on the tenant:
+another tenant's letter answers 404 like a missing one. A replay claims the letter in the replay log, runs it
+through the stage that refused it with the current configuration (:mod:`api.services.dead_letters.replay`), publishes
+what that gives (confirmed by Kafka) and records the outcome; the route audits every request. What is shown of a
+letter is :mod:`api.services.dead_letters.view`'s decision.
 """
 
 from __future__ import annotations
@@ -16,12 +16,7 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from api.problems import Problem
-from api.services.events import RETRY_AFTER_S, TenantPublisher
-from control.connectors.registry import Plugin
-from control.connectors.store import ControlStore
-from control.dead_letter_replay import Refused, Replay, ReplayLog, outbound_record, remap, stream_record
-from control.dead_letter_scope import LetterScope, everything
-from control.dead_letters import (
+from api.services.dead_letters.letters import (
     MEDIA,
     DeadLettersUnavailable,
     DeadLetterTopics,
@@ -33,6 +28,11 @@ from control.dead_letters import (
     parse_letter_id,
     parse_stream_letter_id,
 )
+from api.services.dead_letters.replay import Refused, Replay, ReplayLog, outbound_record, remap, stream_record
+from api.services.dead_letters.scope import LetterScope, everything
+from api.services.events import RETRY_AFTER_S, TenantPublisher
+from control.connectors.registry import Plugin
+from control.connectors.store import ControlStore
 from control.subscriptions.store import SubscriptionStore
 from metalake.kafka import PublishError, RawRecord
 from metalake.settings import Settings

@@ -20,7 +20,7 @@ from urllib.parse import quote
 
 from pymongo.database import Database
 
-from control.snowflake_masking import SnowflakeColumn
+from control.snowflake.masking import SnowflakeColumn
 from metalake.projection import ASSETS_COLLECTION, CLASSIFICATIONS_COLLECTION, PROPAGATED_COLLECTION
 from metalake.urn import AssetUrn, InvalidUrn
 from tenants.access.rules import is_masked_tag

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 
 from pymongo.database import Database
 
-from control.dead_letters import StoredLetter
+from api.services.dead_letters.letters import StoredLetter
 from control.erased import PLAIN, ErasedFilter, ErasedSet, ErasedUrns, urn_hasher
 from metalake.kafka import RawRecord
 from metalake.mongo import Doc
