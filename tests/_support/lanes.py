@@ -71,6 +71,10 @@ def use_lane(root: Path) -> None:
     os.environ["METALAKE_STACK__DIR"] = str(lane)
     # The checkout's env file names the first lane's addresses; the lane's own is written by its stack's first `up`.
     os.environ["METALAKE_ENV_FILE"] = str(lane / "stack.env")
+    # The lake, the checkpoints and the stack's other paths too: the worker inherits the xdist controller's
+    # environment, in which tests/conftest.py already named the first lane's (two stream jobs on one checkpoint
+    # folder, each reading its own Kafka, failed on each other's offsets).
+    os.environ.update(stack_paths(lane))
     os.environ.update({name: str(port) for name, port in SECOND_LANE_PORTS.items()})
 
 

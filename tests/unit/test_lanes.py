@@ -9,6 +9,7 @@ import lanes
 import pytest
 
 from metalake.settings import StackPorts
+from ops.stack.paths import stack_paths
 
 
 @pytest.fixture
@@ -47,6 +48,20 @@ def test_the_second_lane_has_its_folder_the_shared_cache_and_every_stack_port_mo
     assert set(StackPorts.model_fields) <= moved, "a stack port the second lane would share with the first"
     defaults = set(StackPorts().model_dump().values())
     assert not defaults & {int(port) for port in ports.values()}
+
+
+def test_the_second_lane_has_its_own_lake_and_checkpoints_whatever_it_inherits(
+    bare: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The xdist controller's tests/conftest.py named the first lane's paths before the worker started.
+    for variable, value in stack_paths(bare).items():
+        monkeypatch.setenv(variable, value)
+    monkeypatch.setenv(lanes.WORKER, "gw1")
+    lanes.use_lane(bare.parent)
+    lane = bare / "lanes" / "gw1"
+    assert os.environ["METALAKE_LAKE__ROOT"] == str(lane / "data" / "lake")
+    assert os.environ["METALAKE_LAKE__CHECKPOINT_ROOT"] == str(lane / "data" / "checkpoints")
+    assert all(os.environ[variable] == value for variable, value in stack_paths(lane).items())
 
 
 def test_the_unit_tests_on_the_second_lane_see_the_first_lanes_stack(
