@@ -14,8 +14,12 @@ from ops.stack.paths import stack_paths
 
 @pytest.fixture
 def bare(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    for name in (lanes.WORKER, "METALAKE_STACK__DIR", "METALAKE_ENV_FILE"):
-        monkeypatch.delenv(name, raising=False)
+    # Every variable use_lane writes goes through monkeypatch first, so the test session's are restored after it (a
+    # second lane's ports and paths left behind pointed the rest of a worker's session at the other lane's stack).
+    touched = [lanes.WORKER, "METALAKE_STACK__DIR", "METALAKE_ENV_FILE", *lanes.SECOND_LANE_PORTS]
+    for name in [*touched, *stack_paths(tmp_path)]:
+        monkeypatch.setenv(name, "")  # recorded, so undone even if unset before (delenv records only what it finds)
+        monkeypatch.delenv(name)
     # use_lane writes the process's environment: monkeypatch restores what it set.
     monkeypatch.setenv("METALAKE_STACK__DIR", str(tmp_path / ".stack"))
     monkeypatch.setenv("METALAKE_ENV_FILE", "untouched")
