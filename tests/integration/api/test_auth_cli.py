@@ -142,6 +142,10 @@ def test_bootstrap_serve_token_rotate(settings: Settings, mongo: Mongo, env: dic
 
 
 def test_list_rotate_revoke_platform_admins(settings: Settings, mongo: Mongo, env: dict[str, str], tenant: str) -> None:
+    # Another active platform admin, so the one revoked below is not the last (that takes --force): on a stack of its
+    # own (make test's second lane) no earlier test has left one.
+    other = _run(["create-admin", "--name", "cli-admins-other"], env)
+    assert other.returncode == 0, other.stderr
     created = _run(["create-admin", "--name", "cli-admins"], env)
     assert created.returncode == 0, created.stderr
     admin = json.loads(created.stdout)
