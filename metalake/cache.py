@@ -59,7 +59,7 @@ class TtlCache(Generic[K, V]):
         with self._lock:
             entry = self._entries.get(key)
             generation = self._generation
-        if entry is not None and now - entry.loaded_at < self._ttl_s:
+        if entry is not None and self._is_fresh(entry, now):
             return entry.value
         try:
             value = load()
@@ -78,7 +78,7 @@ class TtlCache(Generic[K, V]):
         with self._lock:
             generation = self._generation
             entries = {key: self._entries.get(key) for key in keys}
-        out = {key: e.value for key, e in entries.items() if e is not None and now - e.loaded_at < self._ttl_s}
+        out = {key: e.value for key, e in entries.items() if e is not None and self._is_fresh(e, now)}
         missing = [key for key in entries if key not in out]
         if missing:
             loaded = dict(load(missing))
@@ -91,7 +91,10 @@ class TtlCache(Generic[K, V]):
         now = self._clock()
         with self._lock:
             entry = self._entries.get(key)
-        return entry is not None and now - entry.loaded_at < self._ttl_s
+        return entry is not None and self._is_fresh(entry, now)
+
+    def _is_fresh(self, entry: _Entry[V], now: float) -> bool:
+        return now - entry.loaded_at < self._ttl_s
 
     def _store(self, values: Mapping[K, V], loaded_at: float, generation: int) -> None:
         with self._lock:
