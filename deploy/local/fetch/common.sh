@@ -97,7 +97,28 @@ go_build_begin() {
   fi
   ready "$DEST/.ready" "$VERSION" && { echo "$1: cached"; exit 0; }
   echo $$ > "$DEST/.pid"
+  go_caches
+}
+
+# go_caches: points the go command at the stack's module and build caches for the rest of the script. Why they do not
+# outlive the builds: over the stack's Go programs they grow to about 11 GB (half modules' sources, half compiled
+# packages) for about 0.6 GB of binaries, and left in place they filled the disk of a CI run. Builds running side by
+# side share them (a shared lock); the build that ends with none other running (it gets the lock alone) deletes them.
+go_caches() {
   export GOMODCACHE="$CACHE_DIR/gomod" GOCACHE="$CACHE_DIR/gobuild" GOFLAGS=-modcacherw
+  need flock "install util-linux"
+  exec 8>"$CACHE_DIR/go-caches.lock"
+  flock -s 8
+  trap go_caches_trim EXIT
+}
+
+# go_caches_trim: the EXIT trap of go_caches (also after a failed build: a retry downloads again).
+go_caches_trim() {
+  if flock -n -x 8; then
+    rm -rf "$GOMODCACHE" "$GOCACHE"
+    echo "go caches removed (no other Go build running)"
+  fi
+  flock -u 8
 }
 
 # raise_priority PID: PID and its descendants back to niceness 0 (the compilers a build starts later inherit its

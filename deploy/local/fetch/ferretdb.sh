@@ -9,7 +9,7 @@ need go "install Go 1.24 or newer"
 mkdir -p "$DEST"
 fetch_lock "$DEST"
 ready "$DEST/.ready" "$VERSION" && { echo "ferretdb: cached"; exit 0; }
-export GOMODCACHE="$CACHE_DIR/gomod" GOCACHE="$CACHE_DIR/gobuild" GOFLAGS=-modcacherw
+go_caches
 echo "ferretdb: building with $(go version | cut -d' ' -f3) (first build takes about a minute)"
 every 5 "ferretdb: building" go -C "$SRC" build -trimpath -o "$DEST/ferretdb-run" .
 echo "$VERSION" > "$DEST/.ready"

@@ -4,16 +4,8 @@
 # background at low priority by deploy/local/prebuild.sh; the checks run it too, and wait on its lock.
 source "$(dirname "$0")/common.sh"
 PIN=v3.22.0
-need go "install Go 1.26 or newer"
-VERSION="$PIN-$(go env GOVERSION)"
-DEST="$CACHE_DIR/helm"
-ready "$DEST/.ready" "$VERSION" && { echo "helm: cached"; exit 0; }
-mkdir -p "$DEST"
-need flock "install util-linux"
-exec 9>"$DEST/.lock"
-flock 9
-ready "$DEST/.ready" "$VERSION" && { echo "helm: cached"; exit 0; }
-export GOMODCACHE="$CACHE_DIR/gomod" GOCACHE="$CACHE_DIR/gobuild" GOFLAGS=-modcacherw GOBIN="$DEST/bin"
+go_build_begin helm "$PIN"
+export GOBIN="$DEST/bin"
 echo "helm: building helm.sh/helm/v3/cmd/helm@$PIN with $(go env GOVERSION)"
 started=$(date +%s)
 go install -trimpath -ldflags "-s -w" "helm.sh/helm/v3/cmd/helm@$PIN"

@@ -12,17 +12,9 @@
 source "$(dirname "$0")/common.sh"
 MODULE=k8s.io/kubernetes
 PIN=v1.33.13  # infra/terraform/modules/eks's kubernetes_version, and the offline checks' schemas
-need go "install Go 1.26 or newer"
-VERSION="$PIN-$(go env GOVERSION)"
-DEST="$CACHE_DIR/kube"
-ready "$DEST/.ready" "$VERSION" && { echo "kube: cached"; exit 0; }
-mkdir -p "$DEST"
-need flock "install util-linux"
-exec 9>"$DEST/.lock"
-flock 9
-ready "$DEST/.ready" "$VERSION" && { echo "kube: cached"; exit 0; }
+go_build_begin kube "$PIN"
 # GOWORK=off: the module's go.work names the staging folders too.
-export GOMODCACHE="$CACHE_DIR/gomod" GOCACHE="$CACHE_DIR/gobuild" GOFLAGS="-modcacherw -mod=mod" GOWORK=off
+export GOFLAGS="$GOFLAGS -mod=mod" GOWORK=off
 echo "kube: building kube-apiserver $PIN and its etcd with $(go env GOVERSION)"
 started=$(date +%s)
 SRC=$(go mod download -json "$MODULE@$PIN" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')

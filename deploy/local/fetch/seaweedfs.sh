@@ -2,21 +2,11 @@
 # Builds SeaweedFS's `weed` (master, volume, filer and S3 gateway in one binary) from the Go module proxy, for a lake
 # on S3 in the local stack. Its go.mod has a replace directive, so `go install module@version` refuses it: the module
 # is downloaded into the stack's module cache and built there as the main module. First build: a few minutes on two
-# cores (the module cache takes about 2 GB); cached afterwards.
+# cores (the module cache takes about 2 GB while it builds); cached afterwards.
 source "$(dirname "$0")/common.sh"
 MODULE=github.com/seaweedfs/seaweedfs
 PIN=v0.0.0-20261109003541-7506e5f91cd6
-need go "install Go 1.26 or newer"
-VERSION="$PIN-$(go env GOVERSION)"
-DEST="$CACHE_DIR/seaweedfs"
-ready "$DEST/.ready" "$VERSION" && { echo "seaweedfs: cached"; exit 0; }
-mkdir -p "$DEST"
-# One build at a time (deploy/local/prebuild.sh may have started one in the background): wait for it, then look again.
-need flock "install util-linux"
-exec 9>"$DEST/.lock"
-flock 9
-ready "$DEST/.ready" "$VERSION" && { echo "seaweedfs: cached"; exit 0; }
-export GOMODCACHE="$CACHE_DIR/gomod" GOCACHE="$CACHE_DIR/gobuild" GOFLAGS=-modcacherw
+go_build_begin seaweedfs "$PIN"
 echo "seaweedfs: building $MODULE@$PIN with $(go env GOVERSION) (first build takes several minutes)"
 SRC=$(go mod download -json "$MODULE@$PIN" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
 [ -n "$SRC" ] && [ -f "$SRC/go.mod" ] || die "seaweedfs: $MODULE@$PIN could not be downloaded"

@@ -7,16 +7,7 @@
 source "$(dirname "$0")/common.sh"
 MODULE=github.com/opentofu/opentofu
 PIN=v1.12.6
-need go "install Go 1.26.6 or newer"
-VERSION="$PIN-$(go env GOVERSION)"
-DEST="$CACHE_DIR/tofu"
-ready "$DEST/.ready" "$VERSION" && { echo "tofu: cached"; exit 0; }
-mkdir -p "$DEST"
-need flock "install util-linux"
-exec 9>"$DEST/.lock"
-flock 9
-ready "$DEST/.ready" "$VERSION" && { echo "tofu: cached"; exit 0; }
-export GOMODCACHE="$CACHE_DIR/gomod" GOCACHE="$CACHE_DIR/gobuild" GOFLAGS=-modcacherw
+go_build_begin tofu "$PIN"
 echo "tofu: building $MODULE@$PIN with $(go env GOVERSION)"
 SRC=$(go mod download -json "$MODULE@$PIN" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
 [ -n "$SRC" ] && [ -f "$SRC/go.mod" ] || die "tofu: $MODULE@$PIN could not be downloaded"
