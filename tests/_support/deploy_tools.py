@@ -1,7 +1,8 @@
-"""The tools of the deployment artifacts' offline checks (tests/integration/deploy): helm, built from the Go module
-proxy, and a venv with checkov and kubernetes-validate, both under the stack's cache. deploy/local/prebuild.sh starts
-their builds in the background on a fresh clone; here the fetch scripts run again, which waits on their locks and
-returns at once once cached. A failed build fails the test with the script's output: nothing skips."""
+"""The tools of the deployment artifacts' offline checks (tests/integration/deploy): helm and hclfmt, built from the
+Go module proxy, and a venv with checkov and kubernetes-validate, all under the stack's cache.
+deploy/local/prebuild.sh starts their builds in the background on a fresh clone; here the fetch scripts run again,
+which waits on their locks and returns at once once cached. A failed build fails the test with the script's output:
+nothing skips."""
 
 from __future__ import annotations
 
@@ -67,9 +68,9 @@ def load_yaml(text: str) -> list[Any]:
     return documents
 
 
-def tofu() -> Path:
-    _fetch("tofu.sh")
-    return stack_dir() / "cache" / "tofu" / "tofu"
+def hclfmt() -> Path:
+    _fetch("hclfmt.sh")
+    return stack_dir() / "cache" / "hclfmt" / "bin" / "hclfmt"
 
 
 # The rendered chart's objects, as the chart's tests read them.

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Builds HashiCorp's `hclfmt` (the HCL formatter, hclwrite.Format: the one `tofu fmt` and `terraform fmt` apply) from
+# the Go module proxy, for the Terraform's offline formatting check (tests/integration/test_terraform_fmt.py). About
+# 25 CPU-seconds from empty Go caches, where OpenTofu itself took 7 CPU-minutes for the same check (docs/deploy.md
+# says what tofu fmt rewrites besides). Started in the background by deploy/local/prebuild.sh after helm; the check
+# runs it too, and waits on its lock.
+source "$(dirname "$0")/common.sh"
+PIN=v2.25.0
+go_build_begin hclfmt "$PIN"
+export GOBIN="$DEST/bin"
+echo "hclfmt: building github.com/hashicorp/hcl/v2/cmd/hclfmt@$PIN with $(go env GOVERSION)"
+started=$(date +%s)
+go install -trimpath -ldflags "-s -w" "github.com/hashicorp/hcl/v2/cmd/hclfmt@$PIN"
+echo "$VERSION" > "$DEST/.ready"
+echo "hclfmt: built $DEST/bin/hclfmt in $(( $(date +%s) - started ))s"
