@@ -100,6 +100,18 @@ go_build_begin() {
   go_caches
 }
 
+# go_install NAME PIN PACKAGE: builds PACKAGE@PIN with `go install` into $CACHE_DIR/NAME/bin, for modules without
+# replace directives (the others, which `go install` refuses, are built inside their downloaded module: seaweedfs.sh).
+go_install() {
+  go_build_begin "$1" "$2"
+  echo "$1: building $3@$2 with $(go env GOVERSION)"
+  local started
+  started=$(date +%s)
+  GOBIN="$DEST/bin" go install -trimpath -ldflags "-s -w" "$3@$2"
+  echo "$VERSION" > "$DEST/.ready"
+  echo "$1: built $DEST/bin/$(basename "$3") in $(( $(date +%s) - started ))s"
+}
+
 # go_caches: points the go command at the stack's module and build caches for the rest of the script. Why they do not
 # outlive the builds: over the stack's Go programs they grow to about 11 GB (half modules' sources, half compiled
 # packages) for about 0.6 GB of binaries, and left in place they filled the disk of a CI run. Builds running side by

@@ -5,11 +5,4 @@
 # says what tofu fmt rewrites besides). Started in the background by deploy/local/prebuild.sh after helm; the check
 # runs it too, and waits on its lock.
 source "$(dirname "$0")/common.sh"
-PIN=v2.25.0
-go_build_begin hclfmt "$PIN"
-export GOBIN="$DEST/bin"
-echo "hclfmt: building github.com/hashicorp/hcl/v2/cmd/hclfmt@$PIN with $(go env GOVERSION)"
-started=$(date +%s)
-go install -trimpath -ldflags "-s -w" "github.com/hashicorp/hcl/v2/cmd/hclfmt@$PIN"
-echo "$VERSION" > "$DEST/.ready"
-echo "hclfmt: built $DEST/bin/hclfmt in $(( $(date +%s) - started ))s"
+go_install hclfmt v2.25.0 github.com/hashicorp/hcl/v2/cmd/hclfmt
