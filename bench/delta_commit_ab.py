@@ -116,7 +116,7 @@ def kafka_batch(
 
 def prepare(spark: SparkSession, settings: Settings, root: Path, variant: str) -> LakeWriter:
     layout = Layout(root / variant)
-    ensure_tables(spark, layout.tables())
+    ensure_tables(layout.tables(), None)
     for table, properties in VARIANTS[variant].items():
         pairs = ", ".join(f"'{k}' = '{v}'" for k, v in properties.items())
         spark.sql(f"ALTER TABLE delta.`{layout.path(table)}` SET TBLPROPERTIES ({pairs})")

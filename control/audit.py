@@ -16,14 +16,13 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, Protocol
 
 from arro3.core import Array, DataType, Field, Schema, Table
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
 from pymongo.database import Database
 
-from metalake.lake_uri import LakeRoot, delta_rs_uri
+from metalake.lake_uri import LakeRoot, delta_rs_table_uri, delta_rs_uri
 from tenants.naming import names_for
 from tenants.registry import TenantRegistry
 
@@ -85,13 +84,6 @@ _CONFIGURATION = {"delta.enableDeletionVectors": "false"}
 StorageOptions = Mapping[str, str] | None
 
 
-def _uri(path: LakeRoot) -> str:
-    if isinstance(path, Path):
-        # delta-rs creates the folders of a local table's files, not the table's own folder.
-        path.mkdir(parents=True, exist_ok=True)
-    return delta_rs_uri(path)
-
-
 def _options(storage: StorageOptions) -> dict[str, str] | None:
     return dict(storage) if storage else None
 
@@ -102,7 +94,11 @@ def append(path: LakeRoot, rows: Sequence[AuditRow], storage: StorageOptions = N
         if not all(isinstance(v, int) and not isinstance(v, bool) for v in row.counts.values()):
             raise TypeError("audit counts must be integers")
     write_deltalake(
-        _uri(path), _table(rows), mode="append", configuration=_CONFIGURATION, storage_options=_options(storage)
+        delta_rs_table_uri(path),
+        _table(rows),
+        mode="append",
+        configuration=_CONFIGURATION,
+        storage_options=_options(storage),
     )
 
 
@@ -110,7 +106,7 @@ def ensure_table(path: LakeRoot, storage: StorageOptions = None) -> bool:
     """Create the empty table (this schema, no partitions) unless it exists, so Trino can register it before the
     first row; True if it was created. Two creators racing: the loser's commit of version 0 fails, and the table
     exists, which is all either wanted."""
-    uri, options = _uri(path), _options(storage)
+    uri, options = delta_rs_table_uri(path), _options(storage)
     if DeltaTable.is_deltatable(uri, storage_options=options):
         return False
     try:

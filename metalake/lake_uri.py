@@ -112,6 +112,14 @@ def delta_rs_uri(path: LakeRoot) -> str:
     return path.uri("s3") if isinstance(path, S3Path) else str(path)
 
 
+def delta_rs_table_uri(path: LakeRoot) -> str:
+    """:func:`delta_rs_uri` of a table delta-rs may create: a local table's folder is made first (delta-rs creates
+    the folders of a table's files, not the table's own)."""
+    if isinstance(path, Path):
+        path.mkdir(parents=True, exist_ok=True)
+    return delta_rs_uri(path)
+
+
 def local_path(path: LakeRoot, what: str) -> Path:
     """``path`` if the lake is on a local file system; else a clear refusal naming ``what`` needs one."""
     if isinstance(path, S3Path):

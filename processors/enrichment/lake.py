@@ -29,6 +29,7 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from metalake.s3 import lake_storage_options
 from metalake.settings import Settings
 from metalake.telemetry.metrics import BATCH_STEP
 from processors.enrichment import freshness
@@ -187,7 +188,7 @@ class LakeWriter:
         """Create the tables (and add columns a newer job has) before the query starts; return the columns added."""
         added: dict[str, list[str]] = {}
         with self._leases.holding([path for _, path in self._layout.tables()]):  # creating a table commits
-            retry_conflicts(lambda: added.update(ensure_tables(spark, self._layout.tables())), "*")
+            added.update(ensure_tables(self._layout.tables(), lake_storage_options(self._settings)))
         incidents = spark.read.format("delta").load(self._layout.path(INCIDENTS.table))
         self._incident_urns = {
             (r["tenant_id"], r["urn"]) for r in incidents.select(*self._tenant_or_literal(), "urn").distinct().collect()

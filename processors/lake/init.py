@@ -2,7 +2,7 @@
 before its first event. Idempotent: tables that exist are left as they are. A dedicated tenant gets its own tables;
 a pooled tenant's data goes to the shared tables (created here if missing, as the streaming job does at start) and
 its schema gets views over them. The admin API runs it when it provisions a dedicated tenant (the API never loads
-Spark).
+Spark, and neither does this command: the tables are delta-rs commits, ``processors.enrichment.tables``).
 
     python -m processors.lake init --tenant T [--dedicated]
 """
@@ -11,14 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from metalake.s3 import lake_storage_options
 from metalake.settings import Settings
 from metalake.tenancy import InvalidTenantId
-from processors.enrichment.commits import retry_conflicts
 from processors.enrichment.tables import Layout, ensure_tables
 from processors.lake.audit import ensure_audit_table
 from processors.lake.errors import LakeUsageError
 from processors.lake.runner import progress
-from processors.lake.sparkio import lake_session
 from tenants.lake_catalog import register_pooled_tables, register_tables, register_tenant
 from tenants.naming import names_for
 
@@ -29,15 +28,10 @@ def init_report(settings: Settings, tenant: str, dedicated: bool) -> dict[str, A
         names = names_for(tenant, settings.lake_root, dedicated=dedicated)
     except InvalidTenantId as exc:
         raise LakeUsageError(str(exc)) from None
-    spark = lake_session(settings, "metalake-lake-init")
-    try:
-        layout = Layout(settings.lake_root, names if names.dedicated else None)
-        progress(f"creating the Delta tables of {names.tenant_id} under {layout.path('events').rsplit('/', 2)[0]}")
-        added: dict[str, list[str]] = {}
-        retry_conflicts(lambda: added.update(ensure_tables(spark, layout.tables())), "*")
-        ensure_audit_table(settings, names)
-    finally:
-        spark.stop()
+    layout = Layout(settings.lake_root, names if names.dedicated else None)
+    progress(f"creating the Delta tables of {names.tenant_id} under {layout.path('events').rsplit('/', 2)[0]}")
+    added = ensure_tables(layout.tables(), lake_storage_options(settings))
+    ensure_audit_table(settings, names)
     # Unlike the streaming job (which retries next batch), a failure here must fail provisioning: Trino has to
     # see the tables as soon as the tenant is active.
     if not names.dedicated:
