@@ -48,8 +48,9 @@ from pyspark.sql.types import (
 )
 
 from metalake.events import new_event
-from metalake.settings import Settings, load_settings
+from metalake.settings import load_settings
 from metalake.urn import asset_urn
+from ops.settings import Settings
 from ops.stack.paths import use_checkout_stack
 from processors.enrichment.lake import LakeWriter
 from processors.enrichment.session import build_spark

@@ -52,8 +52,9 @@ from control.connectors.plugin import ConnectorContext, SourceAccess  # noqa: E4
 from metalake.events import spec_for  # noqa: E402
 from metalake.kafka import EventProducer  # noqa: E402
 from metalake.net.ssrf import AddressGuard  # noqa: E402
-from metalake.settings import Settings, load_settings  # noqa: E402
+from metalake.settings import load_settings  # noqa: E402
 from metalake.urn import asset_urn  # noqa: E402
+from ops.settings import Settings  # noqa: E402
 from ops.stack.paths import use_checkout_stack  # noqa: E402
 from tenants.naming import names_for  # noqa: E402
 

@@ -30,7 +30,7 @@ from control.subscriptions.filters import Filters
 from control.subscriptions.store import SubscriptionStore
 from metalake.kafka import ensure_topics
 from metalake.kafka.config import client_config, consumer_config
-from metalake.settings import Settings
+from ops.settings import Settings
 from processors.outbound.destinations.webhook.signing import InvalidSignature, verify
 from tenants.naming import CHANGES_TOPIC, dlq_topic, retry_topic
 

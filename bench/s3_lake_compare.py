@@ -34,8 +34,9 @@ from metalake.kafka import EventProducer
 from metalake.kafka.admin import ensure_topics
 from metalake.lake_uri import LakeRoot, S3Path
 from metalake.s3 import S3Client
-from metalake.settings import Settings, load_settings
+from metalake.settings import load_settings
 from metalake.urn import asset_urn
+from ops.settings import Settings
 from ops.stack.paths import use_checkout_stack
 from tenants.naming import TenantNames, names_for
 from tenants.trino_schemas import trino_schema

@@ -54,8 +54,9 @@ from soak.run import Run, check_stack, say, soak  # noqa: E402
 from soak.supervisor import Supervisor  # noqa: E402
 from tenant_isolation_setup import admin_session  # noqa: E402
 
-from metalake.settings import Settings, load_settings  # noqa: E402
+from metalake.settings import load_settings  # noqa: E402
 from metalake.trino_connect import connect as trino_connect  # noqa: E402
+from ops.settings import Settings  # noqa: E402
 from ops.stack import StackManager  # noqa: E402
 from ops.stack.paths import use_checkout_stack  # noqa: E402
 

@@ -70,9 +70,10 @@ from trino.exceptions import TrinoQueryError
 from metalake.events import CloudEvent, new_event
 from metalake.kafka import EventProducer
 from metalake.kafka.admin import ensure_topics
-from metalake.settings import Settings, load_settings
+from metalake.settings import load_settings
 from metalake.trino_connect import connect as trino_connect
 from metalake.urn import asset_urn
+from ops.settings import Settings
 from ops.stack.paths import use_checkout_stack
 from tenants.lake_catalog import register_tables
 from tenants.naming import names_for, pooled_table_path

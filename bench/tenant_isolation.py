@@ -85,7 +85,8 @@ from tenant_isolation_setup import (  # noqa: E402
 )
 from trickle_receiver import TrickleReceiver, TrickleStats  # noqa: E402
 
-from metalake.settings import Settings, load_settings  # noqa: E402
+from metalake.settings import load_settings  # noqa: E402
+from ops.settings import Settings  # noqa: E402
 from ops.stack.paths import use_checkout_stack  # noqa: E402
 
 NOISY_ADDRESS = "127.0.0.2"

@@ -40,9 +40,10 @@ from deltalake import write_deltalake
 from pymongo import MongoClient
 
 from control.auth.clients import ClientStore, Role
-from metalake.settings import Settings, load_settings
+from metalake.settings import load_settings
 from metalake.trino_admin import admin_cursor
 from metalake.trino_connect import connect
+from ops.settings import Settings
 from ops.stack import StackManager
 from ops.stack.paths import find_project_root, use_checkout_stack
 from tenants.access.sync import AccessSync

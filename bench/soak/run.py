@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from metalake.settings import Settings
+from ops.settings import Settings
 from ops.stack import StackManager
 from soak import crawl, prom, tenants
 from soak.faults import Faults

@@ -21,10 +21,10 @@ from typing import Any, NamedTuple
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from control.connectors.settings import ConnectorControlSettings
 from metalake.kafka import EventProducer, RawRecord, ensure_topics
 from metalake.kafka.admin import ensure_topic_config
 from metalake.kafka.config import consumer_config
-from metalake.settings import Settings
 from metalake.urn import AssetUrn, InvalidUrn, canonical_urn
 from tenants.naming import CONNECT_OFFSETS_TOPIC
 
@@ -41,7 +41,7 @@ def offset_key(tenant: str, connector: str, partition: str) -> bytes:
     return json.dumps([tenant, connector, partition], separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def topic_config(settings: Settings) -> dict[str, str]:
+def topic_config(settings: ConnectorControlSettings) -> dict[str, str]:
     """The offsets topic's configuration: compacted, and superseded records removed within a bounded time."""
     connect = settings.connect
     return {
@@ -159,7 +159,12 @@ def _parse_key(raw: bytes | None) -> OffsetKey | None:
 class OffsetStore:
     """Reads and writes one topic of offsets for every tenant's connectors."""
 
-    def __init__(self, settings: Settings, producer: EventProducer | None = None, topic: str = CONNECT_OFFSETS_TOPIC):
+    def __init__(
+        self,
+        settings: ConnectorControlSettings,
+        producer: EventProducer | None = None,
+        topic: str = CONNECT_OFFSETS_TOPIC,
+    ):
         self._settings = settings
         self._topic = topic
         self._producer = producer

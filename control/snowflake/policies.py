@@ -11,14 +11,14 @@ from pymongo import MongoClient
 
 from control.snowflake.inventory import load_inventory
 from control.snowflake.masking import MaskStyle, Options, Scope, Script, build_script
-from metalake.settings import Settings
+from control.snowflake.settings import MaskingSettings
 from tenants.naming import names_for
 
 log = logging.getLogger(__name__)
 
 
 def options_from(
-    settings: Settings,
+    settings: MaskingSettings,
     *,
     roles: Sequence[str] | None = None,
     mask_style: MaskStyle | None = None,
@@ -37,7 +37,7 @@ def options_from(
 
 
 def snowflake_script(
-    settings: Settings,
+    settings: MaskingSettings,
     client: MongoClient[dict[str, Any]],
     tenant: str,
     options: Options,

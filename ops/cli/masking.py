@@ -18,7 +18,7 @@ from control.snowflake.policies import options_from, snowflake_script
 from control.snowflake.sql import UnsafeName
 from metalake.console import REFUSED, fail
 from metalake.mongo import mongo_client
-from metalake.settings import get_settings
+from ops.settings import get_settings
 from tenants.naming import validate_tenant_id
 
 app = typer.Typer(

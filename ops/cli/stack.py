@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from metalake.console import fail
-from metalake.settings import get_settings
+from ops.settings import get_settings
 from ops.stack import StackError, StackManager, top
 from ops.stack.paths import find_project_root
 from ops.stack.services.prometheus import Prometheus

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from api.services.provisioning.launcher import JobLauncher, JobStatus
-from metalake.settings import Settings
+from ops.settings import Settings
 from tenants.naming import validate_tenant_id
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from pydantic import SecretStr
 
 from metalake.java import JavaNotFound
-from metalake.settings import Settings
+from ops.settings import Settings
 from ops.stack import process
 from ops.stack.fetching import Fetches
 from ops.stack.health import port_free

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from metalake.settings import Settings
+from ops.settings import Settings
 
 
 def find_project_root(start: Path | None = None) -> Path:

@@ -11,19 +11,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from metalake.settings import Settings
 from metalake.tenancy import InvalidTenantId
 from processors.enrichment.commits import retry_conflicts
 from processors.enrichment.tables import Layout, ensure_tables
 from processors.lake.audit import ensure_audit_table
 from processors.lake.errors import LakeUsageError
 from processors.lake.runner import progress
+from processors.lake.settings import LakeWorkerSettings
 from processors.lake.sparkio import lake_session
 from tenants.lake_catalog import register_pooled_tables, register_tables, register_tenant
 from tenants.naming import names_for
 
 
-def init_report(settings: Settings, tenant: str, dedicated: bool) -> dict[str, Any]:
+def init_report(settings: LakeWorkerSettings, tenant: str, dedicated: bool) -> dict[str, Any]:
     """The report of ``python -m processors.lake init`` (``processors.lake.main``): progress on stderr."""
     try:
         names = names_for(tenant, settings.lake_root, dedicated=dedicated)

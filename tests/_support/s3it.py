@@ -7,7 +7,7 @@ import secrets
 
 from metalake.lake_uri import S3Path
 from metalake.s3 import S3Client, S3Error
-from metalake.settings import Settings
+from ops.settings import Settings
 from ops.stack import StackManager
 
 BUCKET = "metalake-it"

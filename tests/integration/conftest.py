@@ -18,8 +18,9 @@ import pytest
 import spark_jvm
 from pymongo import MongoClient
 
-from metalake.settings import Settings, get_settings, load_settings
+from metalake.settings import load_settings
 from metalake.trino_connect import connect
+from ops.settings import Settings, get_settings
 from ops.stack import StackManager
 from ops.stack.paths import find_project_root
 

@@ -12,7 +12,7 @@ import pytest
 from pymongo import MongoClient
 from pymongo.database import Database
 
-from metalake.settings import Settings
+from ops.settings import Settings
 from ops.stack import StackManager
 from ops.stack.services.ferretdb import DATABASE
 from processors.enrichment.projection import guarded_upsert

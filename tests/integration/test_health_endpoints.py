@@ -20,7 +20,7 @@ from itest import wait_for
 from outbound_runtime import start_groups_at_end
 from pipeline_procs import PropagationProcess
 
-from metalake.settings import Settings
+from ops.settings import Settings
 from ops.stack import StackManager
 from tenants.naming import CHANGES_TOPIC
 

@@ -10,8 +10,8 @@ from confluent_kafka import Message
 
 from metalake.events import new_event
 from metalake.kafka import BatchConsumer, EventProducer, PublishError, ensure_topics
-from metalake.settings import Settings
 from metalake.urn import asset_urn
+from ops.settings import Settings
 from ops.stack import StackManager
 
 pytestmark = pytest.mark.integration

@@ -24,8 +24,9 @@ from metalake.http.health import kafka_check, run_checks
 from metalake.kafka import EventProducer, ensure_topics
 from metalake.kafka.connection import check_connection
 from metalake.kafka.security import KafkaAuthenticationFailed, KafkaTlsFailed
-from metalake.settings import KafkaSettings, Settings
+from metalake.settings import KafkaSettings
 from metalake.urn import asset_urn
+from ops.settings import Settings
 from ops.stack import StackManager
 from ops.stack.health import port_open
 from ops.stack.services.kafka import sasl_ssl_client_settings

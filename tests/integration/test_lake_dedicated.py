@@ -19,8 +19,8 @@ from scrape import sample, scrape, series
 from streamjob import Job, publish_confirmed
 
 from metalake.kafka import EventProducer, ensure_topics
-from metalake.settings import Settings
 from metalake.urn import asset_urn
+from ops.settings import Settings
 from ops.stack import StackManager
 from processors.lake.discover import connect
 from processors.lake.erase import erase

@@ -36,8 +36,8 @@ from connectors.postgres import PostgresCatalogConfig, PostgresCatalogConnector
 from control.connectors.plugin import ConnectorContext, SourceAccess
 from metalake.events import new_event
 from metalake.net.ssrf import AddressGuard
-from metalake.settings import Settings
 from metalake.urn import asset_urn
+from ops.settings import Settings
 from ops.stack import StackManager
 from tenants.naming import names_for
 

@@ -37,7 +37,7 @@ from control.subscriptions.filters import Filters
 from control.subscriptions.store import SubscriptionStore
 from metalake.events import CloudEvent, new_event
 from metalake.kafka import EventProducer
-from metalake.settings import Settings
+from ops.settings import Settings
 from ops.stack import StackManager
 from tenants.naming import CONTROL_DATABASE, TenantNames, trino_user
 

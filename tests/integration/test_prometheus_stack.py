@@ -20,7 +20,9 @@ from pathlib import Path
 import pytest
 from prometheus_api import fetched, query, rule_groups, target_health, wait_targets_up
 
-from metalake.settings import ApiSettings, ConnectSettings, Settings, StackPorts, StackSettings
+from control.auth.settings import ApiSettings
+from control.connectors.settings import ConnectSettings
+from ops.settings import Settings, StackPorts, StackSettings
 from ops.stack import StackManager
 from ops.stack.health import port_free
 from ops.stack.paths import find_project_root, with_stack_paths

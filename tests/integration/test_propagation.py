@@ -24,7 +24,7 @@ from trinoschema import schema_of
 
 from metalake.events import CloudEvent, new_event
 from metalake.kafka import EventProducer
-from metalake.settings import Settings
+from ops.settings import Settings
 from ops.stack import StackManager
 from tenants.naming import CHANGES_TOPIC, TenantNames
 

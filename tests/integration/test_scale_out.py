@@ -38,7 +38,7 @@ from control.subscriptions.store import SubscriptionStore
 from metalake.events import CloudEvent
 from metalake.events.changes import StateChange
 from metalake.kafka import EventProducer
-from metalake.settings import Settings
+from ops.settings import Settings
 from ops.stack import StackManager
 from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE, TenantNames
 

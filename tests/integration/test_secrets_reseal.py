@@ -19,7 +19,7 @@ from pymongo import MongoClient
 from control.connectors.store import ControlStore
 from control.subscriptions.store import SubscriptionStore, secret_binding
 from metalake.sealing import Sealer, SealingError, is_sealed, require, sealer_for
-from metalake.settings import Settings
+from ops.settings import Settings
 from ops.stack import StackManager
 from tenants.naming import CONTROL_DATABASE
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pymongo import MongoClient
 
-from metalake.settings import Settings
+from ops.settings import Settings
 from ops.stack import StackManager
 from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE

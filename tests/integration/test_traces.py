@@ -29,8 +29,8 @@ from webhook_server import WebhookServer
 
 from control.connectors.store import ControlStore
 from control.subscriptions.store import SubscriptionStore
-from metalake.settings import Settings
 from metalake.urn import asset_urn
+from ops.settings import Settings
 from ops.stack import StackManager
 from ops.stack.services.jaeger import query_url
 from tenants.naming import CONTROL_DATABASE

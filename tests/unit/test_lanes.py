@@ -8,7 +8,7 @@ from pathlib import Path
 import lanes
 import pytest
 
-from metalake.settings import StackPorts
+from ops.settings import StackPorts
 from ops.stack.paths import stack_paths
 
 

@@ -9,7 +9,7 @@ import pytest
 from pymongo import MongoClient
 
 from metalake.mongo import mongo_client
-from metalake.settings import Settings
+from ops.settings import Settings
 from ops.stack import StackManager
 
 

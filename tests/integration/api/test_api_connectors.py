@@ -28,7 +28,7 @@ from control.audit import AuditQuery, read
 from control.connectors.records import ConnectorState
 from control.connectors.store import ControlStore
 from metalake.sealing import is_sealed
-from metalake.settings import Settings
+from ops.settings import Settings
 from ops.stack import StackManager
 from tenants.naming import CONTROL_DATABASE
 

@@ -27,8 +27,8 @@ from api.auth.deps import current_principal
 from control.auth.principal import Principal
 from metalake.events import CloudEvent, decode_record
 from metalake.kafka import EventProducer, ensure_topics
-from metalake.settings import Settings
 from metalake.urn import asset_urn
+from ops.settings import Settings
 from ops.stack import StackManager
 from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE, TenantNames, names_for

@@ -23,8 +23,8 @@ from api.app import create_app
 from control.auth.clients import Role
 from metalake.events import CloudEvent, new_event, spec_for
 from metalake.kafka import EventProducer
-from metalake.settings import Settings
 from metalake.urn import asset_urn
+from ops.settings import Settings
 from ops.stack import StackManager
 from tenants.access.rules import REDACTED
 from tenants.access.sync import AccessSync

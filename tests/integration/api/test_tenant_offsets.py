@@ -21,7 +21,7 @@ from control.auth.principal import Principal
 from control.connectors.offsets import OffsetStore
 from control.connectors.store import ControlStore
 from metalake.kafka.config import client_config, consumer_config
-from metalake.settings import Settings
+from ops.settings import Settings
 from ops.stack.launcher import LocalProcessLauncher
 from tenants.model import Tier
 from tenants.naming import CONNECT_OFFSETS_TOPIC, CONTROL_DATABASE

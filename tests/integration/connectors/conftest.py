@@ -12,7 +12,7 @@ from runtime_plugins import PLUGINS
 from worker_helpers import admin_api, worker_settings
 
 from connectors.runtime.worker import build_runtime, create_app
-from metalake.settings import Settings
+from ops.settings import Settings
 from ops.stack import StackManager
 
 

@@ -27,8 +27,8 @@ from worker_helpers import tenant_admin, worker_settings
 
 from connectors.runtime.worker import create_app
 from metalake import projection
-from metalake.settings import Settings
 from metalake.urn import asset_urn
+from ops.settings import Settings
 from ops.stack import StackManager
 from tenants.naming import names_for
 

@@ -16,7 +16,7 @@ from tokens import auth_headers
 from worker_helpers import configure_hook, connectors_route, post_signed, worker_settings
 
 from connectors.runtime.worker import create_app
-from metalake.settings import Settings
+from ops.settings import Settings
 from ops.stack import StackManager
 from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE, PRIORITY_TOPIC, dlq_topic

@@ -26,8 +26,8 @@ from worker_helpers import admin_api, connectors_route, tenant_admin, worker_set
 from connectors.postgres import PostgresCatalogConnector
 from connectors.runtime.worker import create_app
 from control.connectors.schedule import ScheduleDoc, ScheduleStore
-from metalake.settings import Settings
 from metalake.urn import asset_urn
+from ops.settings import Settings
 from ops.stack import StackManager
 from tenants.naming import CONTROL_DATABASE, PRIORITY_TOPIC
 

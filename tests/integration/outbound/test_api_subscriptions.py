@@ -20,9 +20,10 @@ from tokens import auth_headers
 from webhook_server import WebhookServer
 
 from api.app import create_app
+from control.auth.settings import ApiSettings
 from control.subscriptions.store import SubscriptionStore
 from metalake.sealing import is_sealed
-from metalake.settings import ApiSettings, Settings
+from ops.settings import Settings
 from ops.stack import StackManager
 from processors.outbound.destinations.webhook.signing import verify
 from tenants.naming import CONTROL_DATABASE

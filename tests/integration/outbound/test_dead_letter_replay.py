@@ -25,7 +25,7 @@ from api.app import create_app
 from control.subscriptions.store import SubscriptionStore
 from metalake.events import CloudEvent
 from metalake.kafka import EventProducer
-from metalake.settings import Settings
+from ops.settings import Settings
 from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE
 
 pytestmark = pytest.mark.integration

@@ -30,7 +30,7 @@ from webhook_server import WebhookServer
 
 from control.subscriptions.store import SubscriptionStore
 from metalake.net.ssrf import AddressGuard
-from metalake.settings import Settings
+from ops.settings import Settings
 from processors.outbound.destinations.jira.destination import dedup_label
 from processors.outbound.runtime.destination import DestinationEnv, load_destinations
 from processors.outbound.runtime.dispatch import Dispatcher

@@ -40,7 +40,7 @@ from control.subscriptions.store import SubscriptionStore
 from metalake.events import CloudEvent
 from metalake.kafka import EventProducer
 from metalake.net.ssrf import AddressGuard
-from metalake.settings import Settings
+from ops.settings import Settings
 from processors.outbound.destinations.jira.destination import JiraDestination, incident_label
 from processors.outbound.destinations.slack.destination import SlackDestination
 from processors.outbound.destinations.webhook.destination import WebhookDestination

@@ -28,7 +28,7 @@ from control.subscriptions.store import SubscriptionStore
 from control.subscriptions.testsend import DELIVERIES
 from metalake.expiry import EXPIRY_INDEX
 from metalake.net.ssrf import AddressGuard
-from metalake.settings import Settings
+from ops.settings import Settings
 from processors.outbound.runtime.destination import DestinationEnv, load_destinations
 from processors.outbound.runtime.dispatch import Dispatcher
 from processors.outbound.runtime.ledger import Ledger

@@ -36,7 +36,7 @@ from webhook_server import WebhookServer
 from control.subscriptions.store import SubscriptionStore
 from metalake.events import CloudEvent
 from metalake.kafka import EventProducer, RawRecord
-from metalake.settings import Settings
+from ops.settings import Settings
 from processors.outbound.runtime.ledger import Ledger
 from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE
 

@@ -35,7 +35,7 @@ from control.subscriptions.store import SubscriptionStore
 from metalake.events import CloudEvent
 from metalake.kafka import EventProducer
 from metalake.net.ssrf import AddressGuard
-from metalake.settings import Settings
+from ops.settings import Settings
 from processors.outbound.destinations.freshdesk.destination import FreshdeskDestination, dedup_tag
 from processors.outbound.destinations.teams.destination import TeamsDestination
 from processors.outbound.destinations.teams.messages import md

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from metalake.secret_files import SecretFileError, secret_variables
-from metalake.settings import Settings, load_settings
+from metalake.settings import load_settings
+from ops.settings import Settings
 
 
 @pytest.fixture(autouse=True)

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from metalake.settings import Settings, load_settings
+from metalake.settings import load_settings
+from ops.settings import Settings
 
 
 @pytest.fixture(autouse=True)
@@ -129,7 +130,8 @@ def test_nothing_is_discovered_without_the_stack_dir(monkeypatch: pytest.MonkeyP
 
 
 def test_fault_points_are_off_by_default_and_set_only_through_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    from metalake.settings import FaultSettings, Settings
+    from ops.settings import Settings
+    from processors.settings import FaultSettings
 
     assert Settings().faults == FaultSettings()
     assert not Settings().faults.lake_only and Settings().faults.kill_after_delta is None

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from metalake.settings import HealthPorts, HealthSettings, Settings, StackSettings
+from metalake.settings import HealthPorts, HealthSettings
 from ops.observability import dashboard
 from ops.observability.contract import METRICS, metric_of, metrics_named
+from ops.settings import Settings, StackSettings
 from ops.stack.paths import with_stack_paths
 from ops.stack.scrape_targets import HEALTH_PROCESS, JOBS, health_env, targets
 from ops.stack.services import SERVICES

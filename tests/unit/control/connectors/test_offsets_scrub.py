@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from control.connectors.offsets import scrub, topic_config, urn_matcher
-from metalake.settings import Settings
+from ops.settings import Settings
 
 TABLE = "urn:metalake:postgres:prod/shop/public/jane%20doe%27s%20orders"
 ODD_TABLE = "urn:metalake:postgres:prod/shop/public/jane doe's orders"

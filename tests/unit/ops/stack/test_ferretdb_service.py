@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from metalake.settings import Settings, StackPorts, StackSettings
+from ops.settings import Settings, StackPorts, StackSettings
 from ops.stack.paths import with_stack_paths
 from ops.stack.services.base import StackContext
 from ops.stack.services.ferretdb import DATABASE, FerretDB, postgresql_url, psql_argv

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from metalake.settings import Settings, StackSettings
 from metalake.telemetry.setup import signal_url
+from ops.settings import Settings, StackSettings
 from ops.stack import StackManager
 from ops.stack.paths import with_stack_paths
 from ops.stack.services.base import StackContext

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from metalake.settings import Settings, StackPorts, StackSettings
+from ops.settings import Settings, StackPorts, StackSettings
 from ops.stack import StackError, StackManager
 from ops.stack.manager import with_dependents, with_requirements
 from ops.stack.paths import with_stack_paths

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from metalake.settings import Settings, StackSettings, load_settings
+from metalake.settings import load_settings
+from ops.settings import Settings, StackSettings
 from ops.stack.paths import find_project_root, use_checkout_stack, with_stack_paths
 
 

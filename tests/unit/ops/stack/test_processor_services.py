@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from metalake.settings import ApiSettings, Settings, StackSettings, load_settings
+from control.auth.settings import ApiSettings
+from metalake.settings import load_settings
+from ops.settings import Settings, StackSettings
 from ops.stack import StackError, StackManager
 from ops.stack.manager import GENERATED_SECRETS, _generated_secrets
 from ops.stack.paths import with_stack_paths

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
+from metalake.lake_settings import LakeS3Settings
 from metalake.lake_uri import S3Path
-from metalake.settings import LakeS3Settings, Settings, StackSettings
+from ops.settings import Settings, StackSettings
 from ops.stack import StackManager
 from ops.stack.lake_storage import ACCESS_KEY_VAR, SECRET_KEY_VAR, trino_file_system, trino_file_system_env
 from ops.stack.manager import GENERATED_SECRETS

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from metalake.settings import Settings, StackSettings
+from ops.settings import Settings, StackSettings
 from ops.stack.paths import with_stack_paths
 from ops.stack.services.base import ServiceError, StackContext
 from ops.stack.services.spark import SECRET_VARIABLE, SparkMaster, SparkWorker, master_url

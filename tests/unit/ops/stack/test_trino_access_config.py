@@ -7,7 +7,8 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
-from metalake.settings import Settings, StackSettings, TrinoSettings
+from metalake.trino_settings import TrinoSettings
+from ops.settings import Settings, StackSettings
 from ops.stack.paths import with_stack_paths
 from ops.stack.services.base import StackContext
 from ops.stack.services.trino import Trino

@@ -13,7 +13,10 @@ import pytest
 from cryptography import x509
 from pydantic import SecretStr
 
-from metalake.settings import ApiSettings, SettingMissing, Settings, StackSettings, TrinoJwtSettings, TrinoSettings
+from control.auth.settings import ApiSettings
+from metalake.settings import SettingMissing
+from metalake.trino_settings import TrinoJwtSettings, TrinoSettings
+from ops.settings import Settings, StackSettings
 from ops.stack import StackManager
 from ops.stack.manager import TRINO_PASSWORDS
 from ops.stack.paths import with_stack_paths
