@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown variants: {', '.join(unknown)}")
 
-    settings = load_settings()
+    settings = load_settings(Settings)
     run = secrets.token_hex(3)
     root = settings.local_stack_dir / "bench" / f"delta-ab-{run}"
     spark = build_spark(settings, f"delta-ab-{run}")

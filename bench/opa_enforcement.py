@@ -211,7 +211,7 @@ def main() -> None:
     parser.add_argument("--trino-port", type=int, default=18490)
     parser.add_argument("--api-port", type=int, default=18491)
     args = parser.parse_args()
-    settings = load_settings()
+    settings = load_settings(Settings)
     report: dict[str, Any] = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": " ".join(sys.argv),

@@ -18,6 +18,7 @@ from typing import Any
 from control.subscriptions.store import Subscription, SubscriptionStore
 from metalake.settings import load_settings
 from metalake.telemetry import configure_telemetry
+from ops.settings import Settings
 from ops.stack.paths import use_checkout_stack
 from processors.outbound.main import run
 
@@ -36,7 +37,7 @@ def main() -> None:
     parser.add_argument("--tenant", required=True)
     parser.add_argument("--subscriptions-db", required=True, help="the MongoDB database holding the subscription")
     args = parser.parse_args()
-    settings = load_settings()
+    settings = load_settings(Settings)
     configure_telemetry(settings.telemetry, "outbound")
     run(settings, lambda mongo: TenantScopedStore(mongo[args.subscriptions_db], args.tenant))
 

@@ -376,7 +376,7 @@ def main() -> None:
     parser.add_argument("--log-dir", default=".stack/logs/bench")
     args = parser.parse_args()
 
-    settings = load_settings()
+    settings = load_settings(Settings)
     started = time.perf_counter()
     table_edges, column_edges = build_graph(args.tables, args.columns, args.layers, args.upstreams, args.seed)
     pairs = table_edges + column_edges

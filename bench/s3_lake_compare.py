@@ -140,7 +140,7 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=None, help="the jobs' logs (default: .stack/bench/s3-<time>)")
     args = parser.parse_args()
     use_checkout_stack()
-    settings = load_settings()
+    settings = load_settings(Settings)
     S3Client.from_settings(settings.lake.s3).create_bucket(args.bucket)
     workdir = args.workdir or settings.local_stack_dir / "bench" / f"s3-{int(time.time())}"
     workdir.mkdir(parents=True, exist_ok=True)

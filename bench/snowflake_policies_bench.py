@@ -76,9 +76,10 @@ def main() -> None:
     from metalake.projection import ASSETS_COLLECTION, CLASSIFICATIONS_COLLECTION, PROPAGATED_COLLECTION
     from metalake.settings import load_settings
     from metalake.urn import asset_urn
+    from ops.settings import Settings
     from tenants.naming import names_for
 
-    settings = load_settings()
+    settings = load_settings(Settings)
     tenant = f"bench-sf-{secrets.token_hex(4)}"
     client: MongoClient[dict[str, Any]] = MongoClient(settings.mongo_uri, tz_aware=True)
     db = client[names_for(tenant, settings.lake_root).mongo_database]

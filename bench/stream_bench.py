@@ -935,7 +935,7 @@ def main() -> None:
     # Stopped with SIGTERM: unwind, so the finally below stops the consumer processes too.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))
     check_stack_job(args.allow_running_job)
-    settings = load_settings()
+    settings = load_settings(Settings)
     run = args.reuse or secrets.token_hex(3)
     workdir = Path(".stack/bench") / f"stream-{run}"
     workdir.mkdir(parents=True, exist_ok=True)

@@ -402,7 +402,7 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     use_checkout_stack()
-    settings = load_settings()
+    settings = load_settings(Settings)
     targets = loopback_targets(settings.api.host, settings.api.port, settings.connect.host, settings.connect.port)
     started = datetime.now(UTC)
     creds = credentials(settings, targets, args)

@@ -103,8 +103,9 @@ def _serve_real(port: int, tenant: str) -> None:
     from connectors.runtime.worker import create_app
     from control.connectors.store import ControlStore
     from metalake.settings import load_settings
+    from ops.settings import Settings
 
-    settings = load_settings()
+    settings = load_settings(Settings)
     store = ControlStore.connect(settings)
     store.put_connector(tenant, "mc", "montecarlo", {"default_platform": "snowflake", "default_instance": "bench"})
     store.secrets.add_webhook(tenant, "mc", SecretStr(SECRET))

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ops.settings import Settings
-from ops.stack import StackManager
+from ops.stack.manager import StackManager
 from soak import crawl, prom, tenants
 from soak.faults import Faults
 from soak.load import Load

@@ -28,7 +28,7 @@ from pymongo.errors import DuplicateKeyError
 
 from control.subscriptions.filters import Filters
 from metalake.mongo import Doc, typed_collection
-from metalake.sealing import Binding, ResealCount, SealedValue, Sealer, SealingError, require, sealer_for
+from metalake.sealing import Binding, ResealCount, SealedValue, Sealer, SealingError, require
 from tenants.naming import validate_tenant_id
 
 SUBSCRIPTIONS = "subscriptions"

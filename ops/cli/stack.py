@@ -9,7 +9,8 @@ import typer
 
 from metalake.console import fail
 from ops.settings import get_settings
-from ops.stack import StackError, StackManager, top
+from ops.stack import top
+from ops.stack.manager import StackError, StackManager
 from ops.stack.paths import find_project_root
 from ops.stack.services.prometheus import Prometheus
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ops.settings import Settings
+if TYPE_CHECKING:
+    from ops.settings import Settings
 
 
 def find_project_root(start: Path | None = None) -> Path:

@@ -115,7 +115,7 @@ def outbound() -> None:
 def run_command() -> None:
     """Run the outbound runtime in the foreground (SIGTERM/Ctrl-C stop it after the current batch).
 
-    OutboundProcessSettings: METALAKE_OUTBOUND__* (consumer groups, retries and backoff, timeouts, SSRF allowlist).
+    Settings: METALAKE_OUTBOUND__* (consumer groups, retries and backoff, timeouts, SSRF allowlist).
     """
     settings = load_settings(OutboundProcessSettings)
     configure_telemetry(settings.telemetry, "outbound")

@@ -136,7 +136,7 @@ def run_command(
 ) -> None:
     """Consume metalake.changes and publish propagated/unpropagated tags (SIGTERM/Ctrl-C stop it after the batch).
 
-    PropagationProcessSettings: METALAKE_PROPAGATION__* (consumer group, batch size, guardrails). Logs are JSON on stderr.
+    Settings: METALAKE_PROPAGATION__* (consumer group, batch size, guardrails). Logs are JSON on stderr.
     """
     settings = load_settings(PropagationProcessSettings)
     configure_telemetry(settings.telemetry, "propagation")

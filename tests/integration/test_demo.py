@@ -20,7 +20,7 @@ from prometheus_api import query, wait_targets_up
 from pymongo import MongoClient
 
 from ops.settings import Settings
-from ops.stack import StackManager
+from ops.stack.manager import StackManager
 from ops.stack.paths import find_project_root
 from ops.stack.scrape_targets import HEALTH_PROCESS, JOBS
 from ops.stack.services.prometheus import Prometheus

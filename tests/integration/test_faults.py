@@ -23,7 +23,7 @@ from metalake.events import new_event
 from metalake.kafka import EventProducer, ensure_topics
 from metalake.urn import asset_urn
 from ops.settings import Settings
-from ops.stack import StackManager
+from ops.stack.manager import StackManager
 from tenants.naming import TenantNames, names_for
 
 pytestmark = pytest.mark.integration

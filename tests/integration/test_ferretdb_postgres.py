@@ -13,7 +13,7 @@ from pymongo import MongoClient
 from pymongo.database import Database
 
 from ops.settings import Settings
-from ops.stack import StackManager
+from ops.stack.manager import StackManager
 from ops.stack.services.ferretdb import DATABASE
 from processors.enrichment.projection import guarded_upsert
 from tests._support.pgit import connect

@@ -21,7 +21,7 @@ from outbound_runtime import start_groups_at_end
 from pipeline_procs import PropagationProcess
 
 from ops.settings import Settings
-from ops.stack import StackManager
+from ops.stack.manager import StackManager
 from tenants.naming import CHANGES_TOPIC
 
 pytestmark = pytest.mark.integration

@@ -12,7 +12,7 @@ from metalake.events import new_event
 from metalake.kafka import BatchConsumer, EventProducer, PublishError, ensure_topics
 from metalake.urn import asset_urn
 from ops.settings import Settings
-from ops.stack import StackManager
+from ops.stack.manager import StackManager
 
 pytestmark = pytest.mark.integration
 

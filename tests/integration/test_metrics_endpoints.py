@@ -22,7 +22,7 @@ from pipeline_procs import PropagationProcess
 from scrape import sample, series, status_of, try_scrape
 
 from ops.settings import Settings
-from ops.stack import StackManager
+from ops.stack.manager import StackManager
 from tenants.naming import CHANGES_TOPIC
 
 pytestmark = pytest.mark.integration

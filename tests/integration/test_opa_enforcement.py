@@ -38,7 +38,7 @@ from metalake.events import new_event
 from metalake.net.ssrf import AddressGuard
 from metalake.urn import asset_urn
 from ops.settings import Settings
-from ops.stack import StackManager
+from ops.stack.manager import StackManager
 from tenants.naming import names_for
 
 pytestmark = pytest.mark.integration

@@ -38,7 +38,7 @@ from control.subscriptions.store import SubscriptionStore
 from metalake.events import CloudEvent, new_event
 from metalake.kafka import EventProducer
 from ops.settings import Settings
-from ops.stack import StackManager
+from ops.stack.manager import StackManager
 from tenants.naming import CONTROL_DATABASE, TenantNames, trino_user
 
 pytestmark = pytest.mark.integration

@@ -25,7 +25,7 @@ from trinoschema import schema_of
 from metalake.events import CloudEvent, new_event
 from metalake.kafka import EventProducer
 from ops.settings import Settings
-from ops.stack import StackManager
+from ops.stack.manager import StackManager
 from tenants.naming import CHANGES_TOPIC, TenantNames
 
 pytestmark = pytest.mark.integration

@@ -25,7 +25,7 @@ from metalake.lake_uri import delta_rs_uri
 from metalake.s3 import lake_storage_options
 from metalake.urn import asset_urn
 from ops.settings import Settings
-from ops.stack import StackManager
+from ops.stack.manager import StackManager
 from tenants.lake_catalog import register_tables
 from tenants.naming import TenantNames, names_for
 

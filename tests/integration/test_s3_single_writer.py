@@ -35,7 +35,7 @@ from metalake.lease import LEASES
 from metalake.s3 import lake_storage_options
 from metalake.urn import asset_urn
 from ops.settings import Settings
-from ops.stack import StackManager
+from ops.stack.manager import StackManager
 from processors.enrichment.single_writer import KEY_PREFIX
 from processors.lake.maintain import Target, maintain_delta_rs
 from tenants.naming import CONTROL_DATABASE, TenantNames, names_for

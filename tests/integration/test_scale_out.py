@@ -39,7 +39,7 @@ from metalake.events import CloudEvent
 from metalake.events.changes import StateChange
 from metalake.kafka import EventProducer
 from ops.settings import Settings
-from ops.stack import StackManager
+from ops.stack.manager import StackManager
 from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE, TenantNames
 
 pytestmark = pytest.mark.integration

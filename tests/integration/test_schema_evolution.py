@@ -26,7 +26,7 @@ from metalake.events import CloudEvent, new_event
 from metalake.kafka import EventProducer, ensure_topics
 from metalake.urn import asset_urn
 from ops.settings import Settings
-from ops.stack import StackManager
+from ops.stack.manager import StackManager
 from processors.enrichment.tables import typed
 from tenants.lake_catalog import register_tables
 from tenants.naming import TenantNames, names_for

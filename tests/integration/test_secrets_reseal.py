@@ -20,7 +20,7 @@ from control.connectors.store import ControlStore
 from control.subscriptions.store import SubscriptionStore, secret_binding
 from metalake.sealing import Sealer, SealingError, is_sealed, require, sealer_for
 from ops.settings import Settings
-from ops.stack import StackManager
+from ops.stack.manager import StackManager
 from tenants.naming import CONTROL_DATABASE
 
 pytestmark = pytest.mark.integration

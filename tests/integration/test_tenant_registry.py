@@ -9,7 +9,7 @@ import pytest
 from pymongo import MongoClient
 
 from ops.settings import Settings
-from ops.stack import StackManager
+from ops.stack.manager import StackManager
 from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE
 from tenants.registry import TenantDirectory, TenantExists, TenantRegistry, TenantState

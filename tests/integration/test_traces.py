@@ -31,7 +31,7 @@ from control.connectors.store import ControlStore
 from control.subscriptions.store import SubscriptionStore
 from metalake.urn import asset_urn
 from ops.settings import Settings
-from ops.stack import StackManager
+from ops.stack.manager import StackManager
 from ops.stack.services.jaeger import query_url
 from tenants.naming import CONTROL_DATABASE
 

@@ -31,7 +31,7 @@ from metalake.events import new_event
 from metalake.kafka import EventProducer, ensure_topics
 from metalake.urn import asset_urn
 from ops.settings import Settings
-from ops.stack import StackManager
+from ops.stack.manager import StackManager
 from tenants.access.sync import AccessSync
 from tenants.lake_catalog import register_tenant
 from tenants.model import Tier

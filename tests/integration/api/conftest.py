@@ -10,7 +10,7 @@ from pymongo import MongoClient
 
 from metalake.mongo import mongo_client
 from ops.settings import Settings
-from ops.stack import StackManager
+from ops.stack.manager import StackManager
 
 
 @pytest.fixture

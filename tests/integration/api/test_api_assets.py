@@ -21,7 +21,7 @@ from api.services.catalog import ensure_indexes
 from control.auth.principal import Principal
 from metalake.projection import escape_keys
 from ops.settings import Settings
-from ops.stack import StackManager
+from ops.stack.manager import StackManager
 from processors.enrichment.state import ASSETS, CLASSIFICATIONS, INCIDENTS, LINEAGE
 from tenants.naming import names_for
 

@@ -29,7 +29,7 @@ from control.connectors.records import ConnectorState
 from control.connectors.store import ControlStore
 from metalake.sealing import is_sealed
 from ops.settings import Settings
-from ops.stack import StackManager
+from ops.stack.manager import StackManager
 from tenants.naming import CONTROL_DATABASE
 
 pytestmark = pytest.mark.integration

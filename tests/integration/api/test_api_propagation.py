@@ -22,7 +22,7 @@ from metalake.propagation.graph import Limits
 from metalake.propagation.store import TooLarge, load_reachable, load_tenant
 from metalake.propagation.tenant import TenantPropagation
 from ops.settings import Settings
-from ops.stack import StackManager
+from ops.stack.manager import StackManager
 from processors.enrichment.state import ASSETS, CLASSIFICATIONS, LINEAGE
 from tenants.naming import names_for
 

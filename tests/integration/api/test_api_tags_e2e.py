@@ -25,7 +25,7 @@ from metalake.events import CloudEvent, new_event, spec_for
 from metalake.kafka import EventProducer
 from metalake.urn import asset_urn
 from ops.settings import Settings
-from ops.stack import StackManager
+from ops.stack.manager import StackManager
 from tenants.access.rules import REDACTED
 from tenants.access.sync import AccessSync
 from tenants.naming import PRIORITY_TOPIC, names_for

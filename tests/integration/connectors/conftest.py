@@ -13,7 +13,7 @@ from worker_helpers import admin_api, worker_settings
 
 from connectors.runtime.worker import build_runtime, create_app
 from ops.settings import Settings
-from ops.stack import StackManager
+from ops.stack.manager import StackManager
 
 
 @pytest.fixture(scope="module")

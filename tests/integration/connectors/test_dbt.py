@@ -27,7 +27,7 @@ from connectors.runtime.worker import build_runtime
 from control.connectors.plugin import ConnectorContext, SourceAccess
 from metalake.net.ssrf import AddressGuard
 from ops.settings import Settings
-from ops.stack import StackManager
+from ops.stack.manager import StackManager
 from tenants.naming import names_for
 
 pytestmark = pytest.mark.integration

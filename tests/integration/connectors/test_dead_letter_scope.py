@@ -23,7 +23,7 @@ from control.erased import ErasedUrns, urn_hasher
 from metalake.kafka import EventProducer, RawRecord
 from metalake.kafka.dlq import DeadLetter, dead_letter_record
 from ops.settings import Settings
-from ops.stack import StackManager
+from ops.stack.manager import StackManager
 from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE, dlq_topic
 from tenants.registry import TenantRegistry, TenantState

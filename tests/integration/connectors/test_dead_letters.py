@@ -32,7 +32,7 @@ from metalake.kafka import EventProducer, RawRecord
 from metalake.s3 import lake_storage_options
 from ops.cli import dlq as dlq_cli
 from ops.settings import Settings
-from ops.stack import StackManager
+from ops.stack.manager import StackManager
 from tenants.naming import CONTROL_DATABASE, PRIORITY_TOPIC, names_for
 
 pytestmark = pytest.mark.integration

@@ -29,7 +29,7 @@ from connectors.runtime.worker import create_app
 from metalake import projection
 from metalake.urn import asset_urn
 from ops.settings import Settings
-from ops.stack import StackManager
+from ops.stack.manager import StackManager
 from tenants.naming import names_for
 
 pytestmark = pytest.mark.integration

@@ -24,7 +24,7 @@ from metalake.events import decode_record, spec_for
 from metalake.net.ssrf import AddressGuard
 from metalake.urn import asset_urn
 from ops.settings import Settings
-from ops.stack import StackManager
+from ops.stack.manager import StackManager
 
 pytestmark = pytest.mark.integration
 

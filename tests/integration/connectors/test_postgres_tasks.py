@@ -25,7 +25,7 @@ from connectors.runtime.source_runner import CrawlRefused, crawl
 from connectors.runtime.worker import build_runtime
 from metalake.urn import asset_urn
 from ops.settings import Settings
-from ops.stack import StackManager
+from ops.stack.manager import StackManager
 from tenants.naming import BULK_TOPIC, PRIORITY_TOPIC
 
 pytestmark = pytest.mark.integration

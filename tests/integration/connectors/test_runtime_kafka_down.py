@@ -15,7 +15,7 @@ from worker_helpers import admin_api, configure_hook, post_signed, worker_settin
 
 from connectors.runtime.worker import create_app
 from ops.settings import Settings
-from ops.stack import StackManager
+from ops.stack.manager import StackManager
 from tenants.naming import PRIORITY_TOPIC
 
 pytestmark = pytest.mark.integration

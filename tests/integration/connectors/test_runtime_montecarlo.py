@@ -19,7 +19,7 @@ from worker_helpers import admin_api, connectors_route, create_connector, tenant
 
 from connectors.runtime.worker import create_app
 from ops.settings import Settings
-from ops.stack import StackManager
+from ops.stack.manager import StackManager
 from tenants.naming import names_for
 from tenants.trino_schemas import trino_schema
 

@@ -28,7 +28,7 @@ from connectors.runtime.worker import create_app
 from control.connectors.schedule import ScheduleDoc, ScheduleStore
 from metalake.urn import asset_urn
 from ops.settings import Settings
-from ops.stack import StackManager
+from ops.stack.manager import StackManager
 from tenants.naming import CONTROL_DATABASE, PRIORITY_TOPIC
 
 pytestmark = pytest.mark.integration

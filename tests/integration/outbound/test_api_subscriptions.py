@@ -24,7 +24,7 @@ from control.auth.settings import ApiSettings
 from control.subscriptions.store import SubscriptionStore
 from metalake.sealing import is_sealed
 from ops.settings import Settings
-from ops.stack import StackManager
+from ops.stack.manager import StackManager
 from processors.outbound.destinations.webhook.signing import verify
 from tenants.naming import CONTROL_DATABASE
 

@@ -10,7 +10,7 @@ import pytest
 
 from metalake.telemetry.setup import signal_url
 from ops.settings import Settings, StackSettings
-from ops.stack import StackManager
+from ops.stack.manager import StackManager
 from ops.stack.paths import with_stack_paths
 from ops.stack.services.base import StackContext
 from ops.stack.services.jaeger import Jaeger, config

@@ -13,8 +13,7 @@ import pytest
 from control.auth.settings import ApiSettings
 from metalake.settings import load_settings
 from ops.settings import Settings, StackSettings
-from ops.stack import StackError, StackManager
-from ops.stack.manager import GENERATED_SECRETS, _generated_secrets
+from ops.stack.manager import GENERATED_SECRETS, StackError, StackManager, _generated_secrets
 from ops.stack.paths import with_stack_paths
 from ops.stack.services import SERVICES
 from ops.stack.services.base import StackContext
@@ -77,7 +76,7 @@ def test_the_generated_key_is_kept_across_ups_owner_only_and_never_echoed(
     assert not any(key_line.partition("=")[2] in line for line in lines)
     # The settings read it from the file (what the API process does).
     monkeypatch.setenv("METALAKE_ENV_FILE", str(env_file))
-    secret = load_settings().api.key_encryption_key
+    secret = load_settings(Settings).api.key_encryption_key
     assert secret is not None and secret.get_secret_value() == key_line.partition("=")[2]
 
 

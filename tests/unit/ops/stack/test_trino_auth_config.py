@@ -17,8 +17,7 @@ from control.auth.settings import ApiSettings
 from metalake.settings import SettingMissing
 from metalake.trino_settings import TrinoJwtSettings, TrinoSettings
 from ops.settings import Settings, StackSettings
-from ops.stack import StackManager
-from ops.stack.manager import TRINO_PASSWORDS
+from ops.stack.manager import TRINO_PASSWORDS, StackManager
 from ops.stack.paths import with_stack_paths
 from ops.stack.services.base import ServiceError, StackContext
 from ops.stack.services.trino import Trino, jwt_properties, pbkdf2_hash
@@ -206,7 +205,7 @@ def test_the_stack_generates_trino_secrets_once_and_every_client_reads_them(
     monkeypatch.setenv("METALAKE_ENV_FILE", str(env_file))
     from metalake.settings import load_settings
 
-    loaded = load_settings().trino
+    loaded = load_settings(Settings).trino
     assert loaded.ca_file == tmp_path / ".stack" / "tls" / "ca.pem"
     assert {u: p.get_secret_value() for u, p in loaded.passwords.items()} == {
         u: p.get_secret_value() for u, p in settings.trino.passwords.items()
