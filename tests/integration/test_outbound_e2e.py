@@ -40,6 +40,7 @@ from metalake.kafka import EventProducer
 from ops.settings import Settings
 from ops.stack.manager import StackManager
 from tenants.naming import CONTROL_DATABASE, TenantNames, trino_user
+from tests._support.sealing import stack_sealer
 
 pytestmark = pytest.mark.integration
 
@@ -108,7 +109,7 @@ def test_a_pii_tag_event_reaches_mongodb_trino_slack_jira_webhooks_and_masks(
             }
             source, downstream = f"{table['customers']}/email", f"{table['report']}/email"
 
-            store = SubscriptionStore(mongo[CONTROL_DATABASE])
+            store = SubscriptionStore(mongo[CONTROL_DATABASE], stack_sealer())
             slack_sub(store, tenant, slack.base_url)
             jira_sub(store, tenant, jira.url)
             # Downstream tools want the propagated tags themselves (docs/outbound.md: without filters a webhook

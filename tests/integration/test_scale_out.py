@@ -41,6 +41,7 @@ from metalake.kafka import EventProducer
 from ops.settings import Settings
 from ops.stack.manager import StackManager
 from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE, TenantNames
+from tests._support.sealing import stack_sealer
 
 pytestmark = pytest.mark.integration
 
@@ -330,7 +331,7 @@ def test_outbound_instances_share_deliveries_and_a_rebalance_sends_each_change_o
     start_groups_at_end(settings, {group: MAIN_TOPICS, retry_group: RETRY})
     env = {**OUTBOUND_FAST, "METALAKE_OUTBOUND__GROUP_ID": group, "METALAKE_OUTBOUND__RETRY_GROUP_ID": retry_group}
     hook = WebhookServer(WEBHOOK_SECRET).start()
-    store = SubscriptionStore(mongo[CONTROL_DATABASE])
+    store = SubscriptionStore(mongo[CONTROL_DATABASE], stack_sealer())
     try:
         for t in tenants:
             webhook_sub(store, t, hook.url)

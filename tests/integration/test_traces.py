@@ -34,6 +34,7 @@ from ops.settings import Settings
 from ops.stack.manager import StackManager
 from ops.stack.services.jaeger import query_url
 from tenants.naming import CONTROL_DATABASE
+from tests._support.sealing import stack_sealer
 
 pytestmark = pytest.mark.integration
 
@@ -121,7 +122,7 @@ def test_one_ingested_event_has_one_trace_from_the_request_to_its_outbound_deliv
     hook = WebhookServer(WEBHOOK_SECRET)
     hook.start()
     try:
-        store = SubscriptionStore(mongo[CONTROL_DATABASE])
+        store = SubscriptionStore(mongo[CONTROL_DATABASE], stack_sealer())
         subscribe(
             store, tenant, "hook", "webhook", {"url": f"{hook.url}/in"}, {"key_id": "k1", "secret": WEBHOOK_SECRET}
         )

@@ -26,6 +26,7 @@ from ops.stack.launcher import LocalProcessLauncher
 from tenants.model import Tier
 from tenants.naming import CONNECT_OFFSETS_TOPIC, CONTROL_DATABASE
 from tenants.registry import TenantRegistry, TenantState
+from tests._support.sealing import stack_sealer
 
 pytestmark = pytest.mark.integration
 
@@ -68,7 +69,7 @@ def test_deprovisioning_tombstones_every_offset_of_the_tenant_only(
 ) -> None:
     other = f"{tenant}-b"
     store = OffsetStore(settings)
-    connectors = ControlStore(control[CONTROL_DATABASE])
+    connectors = ControlStore(control[CONTROL_DATABASE], stack_sealer())
     registry = TenantRegistry(control[CONTROL_DATABASE])
     try:
         store.store(tenant, "pg", {"shop.public.a": {"lsn": 1}, "shop.public.b": {"lsn": 2}})
@@ -124,7 +125,7 @@ def test_an_erased_urn_leaves_the_offsets_api_and_the_topics_latest_values(
     orders = f"urn:metalake:postgres:{tenant}/shop/public/orders"
     other = f"{tenant}-b"
     store = OffsetStore(settings)
-    connectors = ControlStore(control[CONTROL_DATABASE])
+    connectors = ControlStore(control[CONTROL_DATABASE], stack_sealer())
     app = create_app(settings, mongo=control)
     reader = Principal(subject="it-reader", tenant=tenant, scopes=frozenset({"tenant:read"}))
     app.dependency_overrides[current_principal] = lambda: reader

@@ -27,6 +27,7 @@ from ops.settings import Settings
 from ops.stack.manager import StackManager
 from processors.outbound.destinations.webhook.signing import verify
 from tenants.naming import CONTROL_DATABASE
+from tests._support.sealing import stack_sealer
 
 pytestmark = pytest.mark.integration
 
@@ -167,7 +168,7 @@ def test_webhook_key_rotation_signs_with_both_keys(api: TestClient, outbound: Ru
 
         # Writing the current key again ends the overlap: one signature.
         api.patch(f"{base}/hook", json={"secrets": {"key_id": "k2", "secret": NEW_SECRET}}, headers=admin)
-        store = SubscriptionStore(api.app.state.ctx.mongo[CONTROL_DATABASE])  # type: ignore[attr-defined]
+        store = SubscriptionStore(api.app.state.ctx.mongo[CONTROL_DATABASE], stack_sealer())  # type: ignore[attr-defined]
         assert sorted(store.stored_secrets(tenant, "hook")) == ["key_id", "secret"]
         raw = api.app.state.ctx.mongo[CONTROL_DATABASE]["subscription_secrets"].find_one({"_id": f"{tenant}/hook"})  # type: ignore[attr-defined]
         assert raw is not None and NEW_SECRET not in str(raw) and WEBHOOK_SECRET not in str(raw)

@@ -27,6 +27,7 @@ from metalake.events import CloudEvent
 from metalake.kafka import EventProducer
 from ops.settings import Settings
 from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE
+from tests._support.sealing import stack_sealer
 
 pytestmark = pytest.mark.integration
 
@@ -64,7 +65,7 @@ def test_an_outbound_letter_is_delivered_once_after_its_subscription_is_fixed(
 ) -> None:
     hook = WebhookServer(WEBHOOK_SECRET).start()
     try:
-        store = SubscriptionStore(mongo[CONTROL_DATABASE])
+        store = SubscriptionStore(mongo[CONTROL_DATABASE], stack_sealer())
         webhook_sub(store, tenant, "https://169.254.169.254/latest/meta-data", name="ops")
         dlq_mark = mark(settings, DLQ)
         change = classification_event(tenant, EMAIL, "PII")

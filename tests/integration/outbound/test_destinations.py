@@ -38,6 +38,7 @@ from processors.outbound.runtime.ledger import Ledger
 from processors.outbound.runtime.retry import RetryPolicy
 from processors.outbound.runtime.subscriptions import SubscriptionCache
 from tenants.naming import CONTROL_DATABASE
+from tests._support.sealing import stack_sealer
 
 pytestmark = pytest.mark.integration
 
@@ -58,7 +59,7 @@ def _dispatcher(settings: Settings, mongo: MongoClient[dict[str, Any]], **outbou
     s = outbound_settings(settings, **outbound)
     control = mongo[CONTROL_DATABASE]
     destinations = load_destinations(DestinationEnv(s, AddressGuard.from_settings(s.outbound.ssrf_allow)))
-    cache = SubscriptionCache(SubscriptionStore(control), 0)
+    cache = SubscriptionCache(SubscriptionStore(control, stack_sealer()), 0)
     return Dispatcher(cache, destinations, Ledger(control), RetryPolicy.from_settings(s.outbound))
 
 
@@ -70,7 +71,7 @@ def test_thread_issue_and_signed_webhook(
     settings: Settings, mongo: MongoClient[dict[str, Any]], tenant: str, servers: Any
 ) -> None:
     slack, jira, hook = servers
-    store = SubscriptionStore(mongo[CONTROL_DATABASE])
+    store = SubscriptionStore(mongo[CONTROL_DATABASE], stack_sealer())
     slack_sub(store, tenant, slack.base_url, tags=("PII",))
     jira_sub(store, tenant, jira.url)
     webhook_sub(store, tenant, f"{hook.url}/hooks/metalake")
@@ -141,7 +142,7 @@ def test_jira_dedups_by_label_search_before_creating(
     settings: Settings, mongo: MongoClient[dict[str, Any]], tenant: str, servers: Any
 ) -> None:
     _, jira, _ = servers
-    store = SubscriptionStore(mongo[CONTROL_DATABASE])
+    store = SubscriptionStore(mongo[CONTROL_DATABASE], stack_sealer())
     jira_sub(store, tenant, jira.url, name="jira-a")
     dispatcher = _dispatcher(settings, mongo)
     first = as_change(classification_event(tenant, EMAIL, "PII"))
@@ -162,7 +163,7 @@ def test_slack_429_retry_after_is_honoured(
     settings: Settings, mongo: MongoClient[dict[str, Any]], tenant: str, servers: Any
 ) -> None:
     slack, _, _ = servers
-    store = SubscriptionStore(mongo[CONTROL_DATABASE])
+    store = SubscriptionStore(mongo[CONTROL_DATABASE], stack_sealer())
     sub = slack_sub(store, tenant, slack.base_url)
     slack.fail_next("/api/chat.postMessage", Reply(429, {"ok": False, "error": "ratelimited"}, {"Retry-After": "1"}))
     dispatcher = _dispatcher(settings, mongo)
@@ -179,7 +180,7 @@ def test_slack_500_hands_over_to_the_retry_topic(
     settings: Settings, mongo: MongoClient[dict[str, Any]], tenant: str, servers: Any
 ) -> None:
     slack, _, _ = servers
-    store = SubscriptionStore(mongo[CONTROL_DATABASE])
+    store = SubscriptionStore(mongo[CONTROL_DATABASE], stack_sealer())
     slack_sub(store, tenant, slack.base_url)
     dispatcher = _dispatcher(settings, mongo, short_attempts=2)
     failure = Reply(500, {"ok": False, "error": "internal_error"})

@@ -36,6 +36,7 @@ from processors.outbound.runtime.retention import LedgerJanitor
 from processors.outbound.runtime.retry import RetryPolicy
 from processors.outbound.runtime.subscriptions import SubscriptionCache
 from tenants.naming import CONTROL_DATABASE
+from tests._support.sealing import stack_sealer
 
 pytestmark = pytest.mark.integration
 
@@ -148,7 +149,7 @@ def test_anchors_expire_once_the_removal_was_delivered_and_are_kept_when_the_tag
 ) -> None:
     slack, jira = servers
     control = mongo[CONTROL_DATABASE]
-    store = SubscriptionStore(control)
+    store = SubscriptionStore(control, stack_sealer())
     slack_sub(store, tenant, slack.base_url, tags=("PII",))
     jira_sub(store, tenant, jira.url)
     s = outbound_settings(settings)
