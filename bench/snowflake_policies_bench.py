@@ -107,7 +107,7 @@ def main() -> None:
         db[CLASSIFICATIONS_COLLECTION].insert_many(tags)
         if propagated:
             db[PROPAGATED_COLLECTION].insert_many(propagated)
-        options = options_from(settings, roles=["PII_READER"])
+        options = options_from(settings.snowflake, roles=["PII_READER"])
         patterns = tuple(settings.access.pii_tags)
         limit = settings.snowflake.max_columns
         read_s, inventory = _median_s(lambda: load_inventory(db, patterns=patterns, max_columns=limit), args.repeat)

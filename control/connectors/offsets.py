@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from control.connectors.settings import ConnectorControlSettings
+from control.connectors.settings import ConnectorControlSettings, ConnectSettings
 from metalake.kafka import EventProducer, RawRecord, ensure_topics
 from metalake.kafka.admin import ensure_topic_config
 from metalake.kafka.config import consumer_config
@@ -41,9 +41,8 @@ def offset_key(tenant: str, connector: str, partition: str) -> bytes:
     return json.dumps([tenant, connector, partition], separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def topic_config(settings: ConnectorControlSettings) -> dict[str, str]:
+def topic_config(connect: ConnectSettings) -> dict[str, str]:
     """The offsets topic's configuration: compacted, and superseded records removed within a bounded time."""
-    connect = settings.connect
     return {
         "cleanup.policy": "compact",
         "segment.ms": str(connect.offsets_segment_ms),
@@ -177,7 +176,7 @@ class OffsetStore:
     def ensure_topic(self) -> None:
         """Create the compacted offsets topic if it does not exist (one partition: offsets are few and small), and
         give an existing one the configuration of :func:`topic_config`."""
-        config = topic_config(self._settings)
+        config = topic_config(self._settings.connect)
         if not ensure_topics(self._settings, [self._topic], partitions=1, config=config):
             ensure_topic_config(self._settings, self._topic, config)
 

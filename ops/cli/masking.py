@@ -72,7 +72,7 @@ def snowflake_policies(
     except ValueError as exc:
         raise fail(f"--tenant: {exc}", REFUSED) from None
     settings = get_settings()
-    options = options_from(settings, roles=role, mask_style=mask, scope=scope)
+    options = options_from(settings.snowflake, roles=role, mask_style=mask, scope=scope)
     client = mongo_client(settings)
     try:
         script = snowflake_script(settings, client, tenant, options, account=account)

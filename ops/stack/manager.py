@@ -282,7 +282,7 @@ def create_platform_topics(settings: Settings) -> list[str]:
     created = ensure_topics(settings, topics)
     # The offsets topic's compaction bounds how long a record an erase superseded stays: set on a topic created
     # before they were declared too.
-    offsets_config = topic_config(settings)
+    offsets_config = topic_config(settings.connect)
     offsets = ensure_topics(settings, [CONNECT_OFFSETS_TOPIC], partitions=1, config=offsets_config)
     if not offsets:
         ensure_topic_config(settings, CONNECT_OFFSETS_TOPIC, offsets_config)

@@ -48,7 +48,7 @@ def test_a_urn_anywhere_else_tombstones_the_record() -> None:
 
 
 def test_the_topic_bounds_how_long_a_superseded_record_stays() -> None:
-    config = topic_config(Settings())
+    config = topic_config(Settings().connect)
     assert config == {
         "cleanup.policy": "compact",
         "segment.ms": "3600000",
