@@ -92,6 +92,8 @@ class Settings(
     """All sections, and the local stack's (``stack``)."""
 
     stack: StackSettings = StackSettings()
+    # A section two roots declare differently (the kernel's key alone and the API's whole section; the dry run's
+    # guardrails and the processor's) is the wider one here.
     api: ApiSettings = ApiSettings()
     propagation: PropagationSettings = PropagationSettings()
 
