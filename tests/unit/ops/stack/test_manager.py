@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from ops.settings import Settings, StackPorts, StackSettings
+from ops.settings import Settings
 from ops.stack.manager import StackError, StackManager, with_dependents, with_requirements
 from ops.stack.paths import with_stack_paths
 from ops.stack.process import alive, spawn
 from ops.stack.services.base import ServiceError, StackContext
+from ops.stack.settings import StackPorts, StackSettings
 
 
 @pytest.fixture

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from metalake.settings import load_settings
-from ops.settings import Settings, StackSettings
+from ops.settings import Settings
 from ops.stack.paths import find_project_root, use_checkout_stack, with_stack_paths
+from ops.stack.settings import StackSettings
 
 
 def _checkout(tmp_path: Path) -> Path:

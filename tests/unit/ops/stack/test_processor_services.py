@@ -12,13 +12,14 @@ import pytest
 
 from control.auth.settings import ApiSettings
 from metalake.settings import load_settings
-from ops.settings import Settings, StackSettings
+from ops.settings import Settings
 from ops.stack.manager import GENERATED_SECRETS, StackError, StackManager, _generated_secrets
 from ops.stack.paths import with_stack_paths
 from ops.stack.services import SERVICES
 from ops.stack.services.base import StackContext
 from ops.stack.services.connect import ConnectWorker
 from ops.stack.services.processors import LOCAL_SSRF_ALLOW, Outbound, Propagation, local_env
+from ops.stack.settings import StackSettings
 
 NEW = ["api", "propagation", "outbound", "access", "connect"]
 # Trino authenticates JWTs with the API's JWKS, which it reads when it starts: the API comes first, in every selection.

@@ -16,11 +16,12 @@ from pydantic import SecretStr
 from control.auth.settings import ApiSettings
 from metalake.settings import SettingMissing
 from metalake.trino_settings import TrinoJwtSettings, TrinoSettings
-from ops.settings import Settings, StackSettings
+from ops.settings import Settings
 from ops.stack.manager import TRINO_PASSWORDS, StackManager
 from ops.stack.paths import with_stack_paths
 from ops.stack.services.base import ServiceError, StackContext
 from ops.stack.services.trino import Trino, jwt_properties, pbkdf2_hash
+from ops.stack.settings import StackSettings
 from tenants.access.rules import TENANT_USERS, build_rules
 from tenants.naming import trino_user
 from tenants.trino_schemas import UNKEYED
