@@ -22,7 +22,7 @@ import trino
 from requests.adapters import HTTPAdapter
 from trino.auth import Authentication, BasicAuthentication, JWTAuthentication
 
-from metalake.settings import KernelSettings, SettingMissing
+from metalake.settings import KernelSettings, SettingMissing, required
 
 
 class _VerifiedWith(HTTPAdapter):
@@ -72,7 +72,8 @@ def connect_args(
     password (the session user is then the token's unless ``session_user`` is given).
     """
     t = settings.trino
-    args: dict[str, Any] = {"host": t.host, "port": t.port, "http_scheme": t.http_scheme, "catalog": t.catalog}
+    host, port = required(t.host, "trino.host"), required(t.port, "trino.port")
+    args: dict[str, Any] = {"host": host, "port": port, "http_scheme": t.http_scheme, "catalog": t.catalog}
     principal = user or t.user
     if not t.https:
         args["user"] = session_user or principal

@@ -32,7 +32,7 @@ from pydantic import SecretStr
 
 from metalake.lake_uri import S3Path
 from metalake.s3 import S3Client
-from metalake.settings import KernelSettings
+from metalake.settings import KernelSettings, required
 from metalake.telemetry import exposition
 from metalake.telemetry.metrics import readiness
 
@@ -161,7 +161,9 @@ def kafka_check(settings: KernelSettings, timeout_s: float) -> Check:
 def trino_check(settings: KernelSettings, timeout_s: float) -> Check:
     """Trino's ``/v1/info`` (it needs no credentials): up and no longer starting; over HTTPS, Trino's certificate is
     verified as every Trino client verifies it (``trino.ca_file``, else the system's trust store)."""
-    url = f"{settings.trino.base_url}/v1/info"
+    t = settings.trino
+    # An unset address is named now (only the operator tooling's settings default to the stack's), not probed later.
+    url = f"{t.http_scheme}://{required(t.host, 'trino.host')}:{required(t.port, 'trino.port')}/v1/info"
     ca = settings.trino.ca_file
     context = ssl.create_default_context(cafile=str(ca) if ca else None) if settings.trino.https else None
 

@@ -13,6 +13,7 @@ from api.settings import AdminApiSettings
 from connectors.settings import WorkerSettings
 from metalake.sealing import sealer_for
 from metalake.settings import KernelSettings, SettingMissing, load_settings
+from metalake.trino_connect import connect_args
 from ops.settings import Settings
 from processors.access.settings import AccessProcessSettings
 from processors.enrichment.settings import StreamSettings
@@ -168,6 +169,10 @@ def test_an_address_unset_is_named_with_its_variable() -> None:
     settings = KernelSettings()
     with pytest.raises(SettingMissing, match="METALAKE_KAFKA__BOOTSTRAP_SERVERS"):
         _ = settings.kafka_bootstrap
+    with pytest.raises(SettingMissing, match="METALAKE_MONGO__URI"):
+        _ = settings.mongo_uri
+    with pytest.raises(SettingMissing, match="METALAKE_TRINO__HOST"):
+        connect_args(settings)
 
 
 def _roots(root: type[KernelSettings]) -> set[type[KernelSettings]]:
