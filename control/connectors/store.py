@@ -30,10 +30,9 @@ from control.connectors.secrets import ConnectorSecrets
 from control.connectors.tasks import ConnectorTasks
 from control.connectors.transforms import TRANSFORM_SPECS, TransformSpec
 from control.connectors.write_keys import WriteKeys
-from metalake.mongo import Doc, mongo_client, typed_collection
-from metalake.sealing import Sealer, require, sealer_for
-from metalake.settings import KernelSettings
-from tenants.naming import CONTROL_DATABASE, validate_tenant_id
+from metalake.mongo import Doc, typed_collection
+from metalake.sealing import Sealer, require
+from tenants.naming import validate_tenant_id
 
 CONNECTORS = "connectors"
 
@@ -92,11 +91,6 @@ class ControlStore:
         self.tasks = ConnectorTasks(database)
         self.secrets = ConnectorSecrets(database, self._keys)
         self.write_keys = WriteKeys(database)
-
-    @classmethod
-    def connect(cls, settings: KernelSettings) -> ControlStore:
-        client = mongo_client(settings)
-        return cls(client[CONTROL_DATABASE], sealer_for(settings))
 
     def _keys(self) -> Sealer:
         return require(self._sealer)

@@ -28,6 +28,7 @@ from outbound_helpers import JIRA_EMAIL, JIRA_TOKEN, SLACK_TOKEN, WEBHOOK_SECRET
 from outbound_runtime import MAIN_TOPICS, RETRY, RuntimeProcess, start_groups_at_end
 from pipeline_procs import PropagationProcess, access_runner, dedicated_tenant
 from pymongo import MongoClient
+from sealing import stack_sealer
 from slack_server import SlackServer
 from streamjob import Job, publish_confirmed
 from trinoschema import schema_of
@@ -40,7 +41,6 @@ from metalake.kafka import EventProducer
 from ops.settings import Settings
 from ops.stack.manager import StackManager
 from tenants.naming import CONTROL_DATABASE, TenantNames, trino_user
-from tests._support.sealing import stack_sealer
 
 pytestmark = pytest.mark.integration
 

@@ -31,6 +31,7 @@ from outbound_helpers import WEBHOOK_SECRET, classification_event, webhook_sub
 from outbound_runtime import MAIN_TOPICS, RETRY, start_groups_at_end
 from pipeline_procs import dedicated_tenant
 from pymongo import MongoClient
+from sealing import stack_sealer
 from trinoschema import schema_of
 from webhook_server import WebhookServer
 
@@ -41,7 +42,6 @@ from metalake.kafka import EventProducer
 from ops.settings import Settings
 from ops.stack.manager import StackManager
 from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE, TenantNames
-from tests._support.sealing import stack_sealer
 
 pytestmark = pytest.mark.integration
 

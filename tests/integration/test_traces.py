@@ -25,6 +25,7 @@ from itest import wait_for
 from outbound_helpers import WEBHOOK_SECRET, subscribe
 from outbound_runtime import MAIN_TOPICS, RETRY, RuntimeProcess, start_groups_at_end
 from pymongo import MongoClient
+from sealing import stack_sealer
 from webhook_server import WebhookServer
 
 from control.connectors.store import ControlStore
@@ -34,7 +35,6 @@ from ops.settings import Settings
 from ops.stack.manager import StackManager
 from ops.stack.services.jaeger import query_url
 from tenants.naming import CONTROL_DATABASE
-from tests._support.sealing import stack_sealer
 
 pytestmark = pytest.mark.integration
 
@@ -126,7 +126,7 @@ def test_one_ingested_event_has_one_trace_from_the_request_to_its_outbound_deliv
         subscribe(
             store, tenant, "hook", "webhook", {"url": f"{hook.url}/in"}, {"key_id": "k1", "secret": WEBHOOK_SECRET}
         )
-        _, key = ControlStore.connect(settings).write_keys.create(tenant)
+        _, key = ControlStore(mongo[CONTROL_DATABASE], stack_sealer()).write_keys.create(tenant)
         connect = settings.connect
         response = httpx.post(
             f"http://{connect.host}:{connect.port}/v1/events",

@@ -18,6 +18,7 @@ import pytest
 from fastapi.testclient import TestClient
 from itest import wait_for
 from pymongo import MongoClient
+from sealing import stack_sealer
 from tokens import auth_headers
 from worker_helpers import worker_settings
 
@@ -31,7 +32,6 @@ from metalake.sealing import is_sealed
 from ops.settings import Settings
 from ops.stack.manager import StackManager
 from tenants.naming import CONTROL_DATABASE
-from tests._support.sealing import stack_sealer
 
 pytestmark = pytest.mark.integration
 

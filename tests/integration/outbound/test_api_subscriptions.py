@@ -15,6 +15,7 @@ from httpx import Response
 from outbound_helpers import SLACK_TOKEN, WEBHOOK_SECRET, outbound_settings
 from outbound_runtime import MAIN_TOPICS, RETRY, RuntimeProcess, start_groups_at_end
 from pymongo import MongoClient
+from sealing import stack_sealer
 from slack_server import SlackServer
 from tokens import auth_headers
 from webhook_server import WebhookServer
@@ -27,7 +28,6 @@ from ops.settings import Settings
 from ops.stack.manager import StackManager
 from processors.outbound.destinations.webhook.signing import verify
 from tenants.naming import CONTROL_DATABASE
-from tests._support.sealing import stack_sealer
 
 pytestmark = pytest.mark.integration
 

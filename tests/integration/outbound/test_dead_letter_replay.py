@@ -18,6 +18,7 @@ from kafka_tail import mark, read_since
 from outbound_helpers import WEBHOOK_SECRET, classification_event, webhook_sub
 from outbound_runtime import DLQ, MAIN_TOPICS, RETRY, RuntimeProcess, start_groups_at_end
 from pymongo import MongoClient
+from sealing import stack_sealer
 from tokens import api_settings, auth_headers
 from webhook_server import WebhookServer
 
@@ -27,7 +28,6 @@ from metalake.events import CloudEvent
 from metalake.kafka import EventProducer
 from ops.settings import Settings
 from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE
-from tests._support.sealing import stack_sealer
 
 pytestmark = pytest.mark.integration
 

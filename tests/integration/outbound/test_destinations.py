@@ -25,6 +25,7 @@ from outbound_helpers import (
     webhook_sub,
 )
 from pymongo import MongoClient
+from sealing import stack_sealer
 from slack_server import SlackServer
 from webhook_server import WebhookServer
 
@@ -38,7 +39,6 @@ from processors.outbound.runtime.ledger import Ledger
 from processors.outbound.runtime.retry import RetryPolicy
 from processors.outbound.runtime.subscriptions import SubscriptionCache
 from tenants.naming import CONTROL_DATABASE
-from tests._support.sealing import stack_sealer
 
 pytestmark = pytest.mark.integration
 

@@ -31,6 +31,7 @@ from outbound_helpers import (
 from outbound_runtime import MAIN_TOPICS, RETRY, RuntimeProcess, start_groups_at_end
 from pymongo import MongoClient
 from pymongo.database import Database
+from sealing import stack_sealer
 from slack_server import SlackServer
 from tokens import auth_headers
 from webhook_server import WebhookServer
@@ -51,7 +52,6 @@ from processors.outbound.runtime.ledger import Ledger
 from processors.outbound.runtime.retry import RetryPolicy
 from processors.outbound.runtime.subscriptions import SubscriptionCache
 from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE, names_for
-from tests._support.sealing import stack_sealer
 
 pytestmark = pytest.mark.integration
 

@@ -22,6 +22,7 @@ from outbound_helpers import (
     slack_sub,
 )
 from pymongo import MongoClient
+from sealing import stack_sealer
 from slack_server import SlackServer
 
 from control.subscriptions.store import SubscriptionStore
@@ -36,7 +37,6 @@ from processors.outbound.runtime.retention import LedgerJanitor
 from processors.outbound.runtime.retry import RetryPolicy
 from processors.outbound.runtime.subscriptions import SubscriptionCache
 from tenants.naming import CONTROL_DATABASE
-from tests._support.sealing import stack_sealer
 
 pytestmark = pytest.mark.integration
 

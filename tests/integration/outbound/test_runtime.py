@@ -29,6 +29,7 @@ from outbound_helpers import (
 )
 from outbound_runtime import DLQ, MAIN_TOPICS, RETRY, RuntimeProcess, caught_up, commit_offsets, start_groups_at_end
 from pymongo import MongoClient
+from sealing import stack_sealer
 from slack_server import SlackServer
 from trickle_server import TrickleServer
 from webhook_server import WebhookServer
@@ -39,7 +40,6 @@ from metalake.kafka import EventProducer, RawRecord
 from ops.settings import Settings
 from processors.outbound.runtime.ledger import Ledger
 from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE
-from tests._support.sealing import stack_sealer
 
 pytestmark = pytest.mark.integration
 

@@ -28,6 +28,7 @@ from outbound_helpers import (
 )
 from outbound_runtime import MAIN_TOPICS, RETRY, RuntimeProcess, caught_up, commit_offsets, start_groups_at_end
 from pymongo import MongoClient
+from sealing import stack_sealer
 from teams_server import TeamsServer
 
 from control.subscriptions.destinations import GROUP
@@ -46,7 +47,6 @@ from processors.outbound.runtime.ledger import Ledger
 from processors.outbound.runtime.retry import RetryPolicy
 from processors.outbound.runtime.subscriptions import SubscriptionCache
 from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE, names_for
-from tests._support.sealing import stack_sealer
 
 pytestmark = pytest.mark.integration
 
