@@ -22,11 +22,11 @@ from api.routes.health import ready
 from api.services.auditbatch import AuditBatcher
 from api.services.events import close_publisher
 from api.services.provisioning import resume
+from api.settings import AdminApiSettings
 from metalake.http.bodies import BodyLimit
 from metalake.http.metrics import install_metrics
 from metalake.mongo import mongo_client
 from metalake.s3 import lake_storage_options
-from metalake.settings import Settings, load_settings
 from metalake.telemetry.metrics import PROVISIONING_QUEUE_DEPTH, readiness
 from tenants.naming import CONTROL_DATABASE
 from tenants.registry import TenantRegistry
@@ -73,7 +73,7 @@ def publish_signing_key(auth: AuthRuntime) -> None:
         log.warning("api.signing_key_unavailable", extra={"error": type(exc).__name__})
 
 
-def audit_batcher(settings: Settings) -> AuditBatcher | None:
+def audit_batcher(settings: AdminApiSettings) -> AuditBatcher | None:
     api = settings.api
     if api.audit_flush_s <= 0:
         return None  # every row committed before its response
@@ -85,8 +85,7 @@ def audit_batcher(settings: Settings) -> AuditBatcher | None:
     )
 
 
-def create_app(settings: Settings | None = None, *, mongo: MongoClient[dict[str, Any]] | None = None) -> FastAPI:
-    settings = settings or load_settings()
+def create_app(settings: AdminApiSettings, *, mongo: MongoClient[dict[str, Any]] | None = None) -> FastAPI:
     client = mongo or mongo_client(settings)
 
     @asynccontextmanager

@@ -12,16 +12,16 @@ from pymongo import MongoClient
 
 from api.services.auditbatch import AuditBatcher
 from api.services.trinopool import TrinoPool
+from api.settings import AdminApiSettings
 from api.workpool import WorkPool, WorkPools
 from control.auth.protective import ProtectiveTags
 from metalake.http.ratelimit import RateLimiter
-from metalake.settings import Settings
 from tenants.naming import CONTROL_DATABASE
 
 
 @dataclass(frozen=True)
 class ApiContext:
-    settings: Settings
+    settings: AdminApiSettings
     mongo: MongoClient[dict[str, Any]]
     # The app's audit rows, committed in batches (api/services/auditbatch.py); None (the CLI): each row at once.
     audit_batcher: AuditBatcher | None = None

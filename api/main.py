@@ -14,11 +14,12 @@ from pymongo import MongoClient
 from api.auth.keys import KeysUnavailable, SigningKeyStore
 from api.context import ApiContext
 from api.services import audit, platform_clients
+from api.settings import AdminApiSettings
 from control.auth.clients import ClientConflict, ClientRecord, ClientStore, Role
 from control.auth.principal import Principal, Scope
 from metalake.console import fail
 from metalake.mongo import mongo_client
-from metalake.settings import Settings, load_settings
+from metalake.settings import load_settings
 from tenants.naming import CONTROL_DATABASE
 
 app = typer.Typer(
@@ -33,7 +34,7 @@ app = typer.Typer(
 CLI_PRINCIPAL = Principal(subject="cli", tenant=None, scopes=frozenset({Scope.PLATFORM_ADMIN.value}))
 
 
-def _mongo(settings: Settings) -> MongoClient[dict[str, Any]]:
+def _mongo(settings: AdminApiSettings) -> MongoClient[dict[str, Any]]:
     return mongo_client(settings)
 
 
@@ -54,7 +55,7 @@ def serve(
     from metalake.telemetry.exposition import install_meter_provider
     from metalake.telemetry.setup import install_tracer_provider
 
-    settings = load_settings()
+    settings = load_settings(AdminApiSettings)
     if host is not None:
         settings.api.host = host
     if port is not None:
@@ -77,7 +78,7 @@ def create_admin(
     name: Annotated[str, typer.Option(help="What the client is for.")] = "platform-admin",
 ) -> None:
     """Create a platform-admin API client and print its id and secret once (JSON on stdout)."""
-    settings = load_settings()
+    settings = load_settings(AdminApiSettings)
     with _mongo(settings) as mongo:
         record, secret = ClientStore(mongo[CONTROL_DATABASE]).create(None, Role.PLATFORM_ADMIN, name)
         audit.record_platform(ApiContext(settings, mongo), CLI_PRINCIPAL, "client.create", record.client_id, audit.DONE)
@@ -101,7 +102,7 @@ def _admin_json(record: ClientRecord) -> dict[str, Any]:
 @app.command("list-admins")
 def list_admins() -> None:
     """List the platform-admin API clients, active and revoked (JSON on stdout; secrets are never shown)."""
-    settings = load_settings()
+    settings = load_settings(AdminApiSettings)
     with _mongo(settings) as mongo:
         store = ClientStore(mongo[CONTROL_DATABASE])
         items: list[dict[str, Any]] = []
@@ -125,7 +126,7 @@ def rotate_admin(
     ] = None,
 ) -> None:
     """Give a platform admin a new secret and print it once (JSON on stdout); audited in the platform audit."""
-    settings = load_settings()
+    settings = load_settings(AdminApiSettings)
     overlap = settings.api.secret_overlap_s if overlap_seconds is None else overlap_seconds
     with _mongo(settings) as mongo:
         store = ClientStore(mongo[CONTROL_DATABASE])
@@ -151,7 +152,7 @@ def revoke_admin(
 ) -> None:
     """Revoke a platform admin: its secrets stop working at once, its tokens within settings.api.client_cache_ttl_s
     (the API's client cache). Refuses the last active platform admin unless --force; audited."""
-    settings = load_settings()
+    settings = load_settings(AdminApiSettings)
     with _mongo(settings) as mongo:
         store = ClientStore(mongo[CONTROL_DATABASE])
         try:
@@ -168,7 +169,7 @@ def revoke_admin(
 @app.command("rotate-keys")
 def rotate_keys() -> None:
     """Make a new signing key active; the previous one stays in the JWKS until its tokens have expired."""
-    settings = load_settings()
+    settings = load_settings(AdminApiSettings)
     with _mongo(settings) as mongo:
         store = SigningKeyStore(mongo[CONTROL_DATABASE], settings.api)
         try:

@@ -24,11 +24,11 @@ from typing import Any
 from api.context import ApiContext
 from api.problems import Problem, problem_doc
 from api.services.shares import SHARES_COLLECTION
+from api.settings import AdminApiSettings
 from control.auth.clients import CLIENTS_COLLECTION
 from control.connectors.secrets import SECRETS
 from control.connectors.store import CONNECTORS
 from control.subscriptions.store import SUBSCRIPTIONS
-from metalake.settings import Settings
 from tenants.naming import CONTROL_DATABASE
 
 CLIENTS = "clients"
@@ -43,7 +43,7 @@ ENGINES = "engines"
 class Kind:
     collection: str
     live: Callable[[str], dict[str, Any]]  # the query of a tenant's objects that count
-    cap: Callable[[Settings], int]
+    cap: Callable[[AdminApiSettings], int]
 
 
 KINDS: dict[str, Kind] = {

@@ -204,9 +204,10 @@ def _setup(tree: Path) -> tuple[str, str, str]:
     from control.auth.clients import ClientStore, Role
     from metalake.mongo import mongo_client
     from metalake.settings import load_settings
+    from ops.settings import Settings
     from tenants.naming import CONTROL_DATABASE
 
-    settings = load_settings()
+    settings = load_settings(Settings)
     mongo = mongo_client(settings)
     store = ClientStore(mongo[CONTROL_DATABASE])
     admin, admin_secret = store.create(None, Role("platform-admin"), "bench auth_flood")

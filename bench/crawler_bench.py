@@ -34,6 +34,7 @@ from connectors.postgres.catalog import COLUMNS_SQL
 from control.connectors.plugin import ConnectorContext, SourceAccess, partition_key
 from metalake.net.ssrf import AddressGuard
 from metalake.settings import load_settings
+from ops.settings import Settings
 from ops.stack.paths import use_checkout_stack
 
 DATABASE = "bench_catalog"
@@ -65,7 +66,7 @@ def _schemas(tables: int) -> list[str]:
 
 
 def _conninfo(dbname: str) -> dict[str, Any]:
-    settings = load_settings()
+    settings = load_settings(Settings)
     return {"host": "127.0.0.1", "port": settings.stack.ports.postgres, "user": "metalake", "dbname": dbname}
 
 

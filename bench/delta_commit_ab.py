@@ -48,8 +48,9 @@ from pyspark.sql.types import (
 )
 
 from metalake.events import new_event
-from metalake.settings import Settings, load_settings
+from metalake.settings import load_settings
 from metalake.urn import asset_urn
+from ops.settings import Settings
 from ops.stack.paths import use_checkout_stack
 from processors.enrichment.lake import LakeWriter
 from processors.enrichment.session import build_spark
@@ -138,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown variants: {', '.join(unknown)}")
 
-    settings = load_settings()
+    settings = load_settings(Settings)
     run = secrets.token_hex(3)
     root = settings.local_stack_dir / "bench" / f"delta-ab-{run}"
     spark = build_spark(settings, f"delta-ab-{run}")

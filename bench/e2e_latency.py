@@ -28,6 +28,7 @@ from metalake.kafka.config import consumer_config
 from metalake.settings import load_settings
 from metalake.trino_connect import connect as trino_connect
 from metalake.urn import asset_urn
+from ops.settings import Settings
 from ops.stack.paths import use_checkout_stack
 from tenants.naming import names_for
 from tenants.trino_schemas import trino_schema
@@ -44,7 +45,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for each event")
     args = parser.parse_args()
 
-    settings = load_settings()
+    settings = load_settings(Settings)
     tenant = f"bench-{secrets.token_hex(3)}"
     names = names_for(tenant, settings.lake_root)
     mongo: MongoClient[dict[str, Any]] = MongoClient(settings.mongo_uri)

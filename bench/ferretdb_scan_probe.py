@@ -33,6 +33,7 @@ from pymongo.database import Database
 
 from metalake.mongo import Doc
 from metalake.settings import load_settings
+from ops.settings import Settings
 from ops.stack.paths import use_checkout_stack
 from processors.enrichment.projection import _insert_new, _upsert_one, apply_upserts, guarded_upsert
 
@@ -134,7 +135,7 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3, help="apply_upserts batches per measure (median)")
     parser.add_argument("--large-batch", type=int, default=500, help="new documents of one large apply_upserts")
     args = parser.parse_args()
-    mongo: MongoClient[Doc] = MongoClient(load_settings().mongo_uri, tz_aware=True)
+    mongo: MongoClient[Doc] = MongoClient(load_settings(Settings).mongo_uri, tz_aware=True)
     db = mongo[args.database]
     scratch = db["bench_scan_probe"]
     scratch.drop()

@@ -52,8 +52,9 @@ from control.connectors.plugin import ConnectorContext, SourceAccess  # noqa: E4
 from metalake.events import spec_for  # noqa: E402
 from metalake.kafka import EventProducer  # noqa: E402
 from metalake.net.ssrf import AddressGuard  # noqa: E402
-from metalake.settings import Settings, load_settings  # noqa: E402
+from metalake.settings import load_settings  # noqa: E402
 from metalake.urn import asset_urn  # noqa: E402
+from ops.settings import Settings  # noqa: E402
 from ops.stack.paths import use_checkout_stack  # noqa: E402
 from tenants.naming import names_for  # noqa: E402
 
@@ -210,7 +211,7 @@ def main() -> None:
     parser.add_argument("--trino-port", type=int, default=18490)
     parser.add_argument("--api-port", type=int, default=18491)
     args = parser.parse_args()
-    settings = load_settings()
+    settings = load_settings(Settings)
     report: dict[str, Any] = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": " ".join(sys.argv),

@@ -48,12 +48,13 @@ def _child(args: argparse.Namespace) -> None:
 
     from api.app import create_app
     from metalake.settings import load_settings
+    from ops.settings import Settings
 
     if args.force_in:
         from metalake import urn_keys
 
         urn_keys.in_served_by_index = lambda database: True
-    settings = api_settings(load_settings())
+    settings = api_settings(load_settings(Settings))
     settings.enforcement.cache_ttl_s = 0.0
     settings.enforcement.max_tables_per_request = TABLES
     mongo: MongoClient[dict[str, Any]] = MongoClient(settings.mongo_uri, tz_aware=True)
@@ -168,11 +169,12 @@ def main() -> None:
 
     from api.services.enforcement import CatalogSource, EngineStore
     from metalake.settings import load_settings
+    from ops.settings import Settings
     from ops.stack.paths import use_checkout_stack
     from tenants.naming import CONTROL_DATABASE, names_for
 
     use_checkout_stack()  # the stack of METALAKE_STACK__DIR, else this checkout's; the children inherit it
-    settings = load_settings()
+    settings = load_settings(Settings)
     tenant = f"bench-{secrets.token_hex(4)}"
     database = names_for(tenant, settings.lake_root).mongo_database
     mongo: MongoClient[dict[str, Any]] = MongoClient(settings.mongo_uri, tz_aware=True)

@@ -123,8 +123,9 @@ def _serve(port: int) -> None:
 
     from connectors.runtime.worker import create_app
     from metalake.settings import load_settings
+    from ops.settings import Settings
 
-    uvicorn.run(create_app(load_settings()), host="127.0.0.1", port=port, log_level="warning", access_log=False)
+    uvicorn.run(create_app(load_settings(Settings)), host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 
 async def _load(url: str, bodies: list[bytes], key: str, concurrency: int) -> dict[str, Any]:
@@ -178,10 +179,15 @@ def main() -> None:
         return
 
     from control.connectors.store import ControlStore
+    from metalake.mongo import mongo_client
+    from metalake.sealing import sealer_for
     from metalake.settings import load_settings
+    from ops.settings import Settings
+    from tenants.naming import CONTROL_DATABASE
 
+    settings = load_settings(Settings)
     tenant = f"bench-ol-{secrets.token_hex(3)}"
-    _info, key = ControlStore.connect(load_settings()).write_keys.create(tenant)
+    _info, key = ControlStore(mongo_client(settings)[CONTROL_DATABASE], sealer_for(settings)).write_keys.create(tenant)
     per_request = len(ingest_events(tenant, 0))
     port = _free_port()
     server = subprocess.Popen(

@@ -16,15 +16,17 @@ import argparse
 from typing import Any
 
 from control.subscriptions.store import Subscription, SubscriptionStore
+from metalake.sealing import Sealer
 from metalake.settings import load_settings
 from metalake.telemetry import configure_telemetry
+from ops.settings import Settings
 from ops.stack.paths import use_checkout_stack
 from processors.outbound.main import run
 
 
 class TenantScopedStore(SubscriptionStore):
-    def __init__(self, database: Any, tenant: str) -> None:
-        super().__init__(database)
+    def __init__(self, database: Any, tenant: str, sealer: Sealer | None) -> None:
+        super().__init__(database, sealer)
         self.tenant = tenant
 
     def active(self, tenant: str) -> list[Subscription]:
@@ -36,9 +38,9 @@ def main() -> None:
     parser.add_argument("--tenant", required=True)
     parser.add_argument("--subscriptions-db", required=True, help="the MongoDB database holding the subscription")
     args = parser.parse_args()
-    settings = load_settings()
+    settings = load_settings(Settings)
     configure_telemetry(settings.telemetry, "outbound")
-    run(settings, lambda mongo: TenantScopedStore(mongo[args.subscriptions_db], args.tenant))
+    run(settings, lambda mongo, sealer: TenantScopedStore(mongo[args.subscriptions_db], args.tenant, sealer))
 
 
 if __name__ == "__main__":

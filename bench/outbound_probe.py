@@ -30,7 +30,9 @@ from control.subscriptions.filters import Filters
 from control.subscriptions.store import SubscriptionStore
 from metalake.kafka import ensure_topics
 from metalake.kafka.config import client_config, consumer_config
-from metalake.settings import Settings
+from metalake.sealing import sealer_for
+from metalake.settings import load_settings
+from ops.settings import Settings
 from processors.outbound.destinations.webhook.signing import InvalidSignature, verify
 from tenants.naming import CHANGES_TOPIC, dlq_topic, retry_topic
 
@@ -107,14 +109,14 @@ class Receiver:
 
 def subscribe(mongo: MongoClient[dict[str, Any]], database: str, tenant: str, url: str, secret: str) -> None:
     """In ``database`` (the bench tenant's own), not the control plane: see bench/outbound_child.py."""
-    store = SubscriptionStore(mongo[database])
+    store = SubscriptionStore(mongo[database], sealer_for(load_settings(Settings)))
     filters = Filters(event_types=COUNTED)
     if store.create(tenant, HOOK, "webhook", {"url": url}, filters, {"key_id": "bench", "secret": secret}) is None:
         raise RuntimeError(f"subscription {tenant}/{HOOK} exists already")
 
 
 def unsubscribe(mongo: MongoClient[dict[str, Any]], database: str, tenant: str) -> None:
-    SubscriptionStore(mongo[database]).delete(tenant, HOOK)
+    SubscriptionStore(mongo[database], sealer_for(load_settings(Settings))).delete(tenant, HOOK)
 
 
 def _start_at_end(settings: Settings, group: str, topic: str) -> None:

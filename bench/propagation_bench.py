@@ -67,8 +67,9 @@ from metalake.kafka.config import consumer_config
 from metalake.propagation.graph import Edge, Limits, LineageGraph, closure
 from metalake.propagation.model import Assignment
 from metalake.propagation.tenant import TenantPropagation
-from metalake.settings import Settings, load_settings
+from metalake.settings import load_settings
 from metalake.trino_connect import connect as trino_connect
+from ops.settings import Settings
 from ops.stack.paths import use_checkout_stack
 from tenants.model import Tier
 from tenants.naming import CHANGES_TOPIC, TenantNames
@@ -375,7 +376,7 @@ def main() -> None:
     parser.add_argument("--log-dir", default=".stack/logs/bench")
     args = parser.parse_args()
 
-    settings = load_settings()
+    settings = load_settings(Settings)
     started = time.perf_counter()
     table_edges, column_edges = build_graph(args.tables, args.columns, args.layers, args.upstreams, args.seed)
     pairs = table_edges + column_edges

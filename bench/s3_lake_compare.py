@@ -34,8 +34,9 @@ from metalake.kafka import EventProducer
 from metalake.kafka.admin import ensure_topics
 from metalake.lake_uri import LakeRoot, S3Path
 from metalake.s3 import S3Client
-from metalake.settings import Settings, load_settings
+from metalake.settings import load_settings
 from metalake.urn import asset_urn
+from ops.settings import Settings
 from ops.stack.paths import use_checkout_stack
 from tenants.naming import TenantNames, names_for
 from tenants.trino_schemas import trino_schema
@@ -139,7 +140,7 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=None, help="the jobs' logs (default: .stack/bench/s3-<time>)")
     args = parser.parse_args()
     use_checkout_stack()
-    settings = load_settings()
+    settings = load_settings(Settings)
     S3Client.from_settings(settings.lake.s3).create_bucket(args.bucket)
     workdir = args.workdir or settings.local_stack_dir / "bench" / f"s3-{int(time.time())}"
     workdir.mkdir(parents=True, exist_ok=True)

@@ -76,9 +76,10 @@ def main() -> None:
     from metalake.projection import ASSETS_COLLECTION, CLASSIFICATIONS_COLLECTION, PROPAGATED_COLLECTION
     from metalake.settings import load_settings
     from metalake.urn import asset_urn
+    from ops.settings import Settings
     from tenants.naming import names_for
 
-    settings = load_settings()
+    settings = load_settings(Settings)
     tenant = f"bench-sf-{secrets.token_hex(4)}"
     client: MongoClient[dict[str, Any]] = MongoClient(settings.mongo_uri, tz_aware=True)
     db = client[names_for(tenant, settings.lake_root).mongo_database]
@@ -106,7 +107,7 @@ def main() -> None:
         db[CLASSIFICATIONS_COLLECTION].insert_many(tags)
         if propagated:
             db[PROPAGATED_COLLECTION].insert_many(propagated)
-        options = options_from(settings, roles=["PII_READER"])
+        options = options_from(settings.snowflake, roles=["PII_READER"])
         patterns = tuple(settings.access.pii_tags)
         limit = settings.snowflake.max_columns
         read_s, inventory = _median_s(lambda: load_inventory(db, patterns=patterns, max_columns=limit), args.repeat)

@@ -54,9 +54,10 @@ from soak.run import Run, check_stack, say, soak  # noqa: E402
 from soak.supervisor import Supervisor  # noqa: E402
 from tenant_isolation_setup import admin_session  # noqa: E402
 
-from metalake.settings import Settings, load_settings  # noqa: E402
+from metalake.settings import load_settings  # noqa: E402
 from metalake.trino_connect import connect as trino_connect  # noqa: E402
-from ops.stack import StackManager  # noqa: E402
+from ops.settings import Settings  # noqa: E402
+from ops.stack.manager import StackManager  # noqa: E402
 from ops.stack.paths import use_checkout_stack  # noqa: E402
 
 
@@ -108,7 +109,7 @@ def fleet_of(settings: Settings, args: argparse.Namespace, receiver: Receiver) -
 
 def prepare(args: argparse.Namespace) -> Run:
     root = use_checkout_stack()
-    settings = load_settings()
+    settings = load_settings(Settings)
     stack = StackManager(settings, root, echo=lambda line: say(f"stack: {line}"))
     check_stack(stack)
     receiver = Receiver(args.receiver_port, "")
@@ -163,7 +164,7 @@ def stop_on_signal(signum: int, frame: object) -> None:
 def recheck(args: argparse.Namespace) -> None:
     """Wait (up to --drain-timeout) until Delta holds every event of the last run that Kafka holds, then compare."""
     use_checkout_stack()
-    settings = load_settings()
+    settings = load_settings(Settings)
     fleet, last = tenants.Fleet.load(settings), json.loads(args.out.with_suffix(".json").read_text())
     assert fleet is not None, "no tenants of a last run in the stack's folder"
     ids = [t.id for t in fleet.tenants[: int(last["args"]["tenants"])]]

@@ -33,7 +33,7 @@ from deltalake import CommitProperties, Transaction, write_deltalake
 from pymongo import MongoClient
 
 from metalake.kafka.config import consumer_config
-from metalake.settings import get_settings
+from ops.settings import get_settings
 from ops.stack.paths import use_checkout_stack
 from processors.enrichment.parse import ParsedRow, parse_record
 from processors.enrichment.projection import apply_upserts, spec_upsert

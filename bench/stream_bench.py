@@ -70,9 +70,10 @@ from trino.exceptions import TrinoQueryError
 from metalake.events import CloudEvent, new_event
 from metalake.kafka import EventProducer
 from metalake.kafka.admin import ensure_topics
-from metalake.settings import Settings, load_settings
+from metalake.settings import load_settings
 from metalake.trino_connect import connect as trino_connect
 from metalake.urn import asset_urn
+from ops.settings import Settings
 from ops.stack.paths import use_checkout_stack
 from tenants.lake_catalog import register_tables
 from tenants.naming import names_for, pooled_table_path
@@ -934,7 +935,7 @@ def main() -> None:
     # Stopped with SIGTERM: unwind, so the finally below stops the consumer processes too.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))
     check_stack_job(args.allow_running_job)
-    settings = load_settings()
+    settings = load_settings(Settings)
     run = args.reuse or secrets.token_hex(3)
     workdir = Path(".stack/bench") / f"stream-{run}"
     workdir.mkdir(parents=True, exist_ok=True)

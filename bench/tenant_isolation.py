@@ -85,7 +85,8 @@ from tenant_isolation_setup import (  # noqa: E402
 )
 from trickle_receiver import TrickleReceiver, TrickleStats  # noqa: E402
 
-from metalake.settings import Settings, load_settings  # noqa: E402
+from metalake.settings import load_settings  # noqa: E402
+from ops.settings import Settings  # noqa: E402
 from ops.stack.paths import use_checkout_stack  # noqa: E402
 
 NOISY_ADDRESS = "127.0.0.2"
@@ -401,7 +402,7 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     use_checkout_stack()
-    settings = load_settings()
+    settings = load_settings(Settings)
     targets = loopback_targets(settings.api.host, settings.api.port, settings.connect.host, settings.connect.port)
     started = datetime.now(UTC)
     creds = credentials(settings, targets, args)

@@ -19,10 +19,10 @@ from typing import Any
 import httpx
 
 from metalake.kafka import EventProducer
-from metalake.settings import Settings
 from metalake.urn import asset_urn
 from ops.demo.api_client import ApiClient, ApiError, admin_file, load_or_create_admin
 from ops.demo.catalog import invalid_record
+from ops.settings import Settings
 from tenants.naming import names_for
 
 STATE_FILE = "bench-tenant-isolation.json"

@@ -40,10 +40,11 @@ from deltalake import write_deltalake
 from pymongo import MongoClient
 
 from control.auth.clients import ClientStore, Role
-from metalake.settings import Settings, load_settings
+from metalake.settings import load_settings
 from metalake.trino_admin import admin_cursor
 from metalake.trino_connect import connect
-from ops.stack import StackManager
+from ops.settings import Settings
+from ops.stack.manager import StackManager
 from ops.stack.paths import find_project_root, use_checkout_stack
 from tenants.access.sync import AccessSync
 from tenants.naming import CONTROL_DATABASE, names_for, trino_user
@@ -157,7 +158,7 @@ def main() -> None:
     args = parser.parse_args()
 
     use_checkout_stack()
-    settings = load_settings()
+    settings = load_settings(Settings)
     if not settings.trino.https:
         raise SystemExit("trino.https is off: the bench compares the stack's HTTPS Trino with a plain one")
     mongo: MongoClient[dict[str, Any]] = MongoClient(settings.mongo_uri)

@@ -102,10 +102,14 @@ def _serve_real(port: int, tenant: str) -> None:
 
     from connectors.runtime.worker import create_app
     from control.connectors.store import ControlStore
+    from metalake.mongo import mongo_client
+    from metalake.sealing import sealer_for
     from metalake.settings import load_settings
+    from ops.settings import Settings
+    from tenants.naming import CONTROL_DATABASE
 
-    settings = load_settings()
-    store = ControlStore.connect(settings)
+    settings = load_settings(Settings)
+    store = ControlStore(mongo_client(settings)[CONTROL_DATABASE], sealer_for(settings))
     store.put_connector(tenant, "mc", "montecarlo", {"default_platform": "snowflake", "default_instance": "bench"})
     store.secrets.add_webhook(tenant, "mc", SecretStr(SECRET))
     uvicorn.run(create_app(settings), host="127.0.0.1", port=port, log_level="warning", access_log=False)

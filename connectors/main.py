@@ -7,8 +7,9 @@ from typing import Annotated
 
 import typer
 
+from connectors.settings import WorkerSettings
 from metalake.console import fail
-from metalake.settings import get_settings
+from metalake.settings import load_settings
 
 app = typer.Typer(
     help="The connector worker: Monte Carlo webhooks, the ingest API and OpenLineage (run); source connectors: "
@@ -28,7 +29,7 @@ def connect_run(
     from connectors.runtime.worker import create_app
     from metalake.telemetry import configure_telemetry
 
-    settings = get_settings()
+    settings = load_settings(WorkerSettings)
     configure_telemetry(settings.telemetry, "connect")
     application = create_app(settings)
     uvicorn.run(
@@ -65,7 +66,7 @@ def connect_crawl(
     from metalake.kafka import PublishError
     from metalake.telemetry import configure_telemetry
 
-    settings = get_settings()
+    settings = load_settings(WorkerSettings)
     configure_telemetry(settings.telemetry, "connect")
     runtime = build_runtime(settings)
     try:

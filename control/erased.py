@@ -39,7 +39,7 @@ from pymongo.database import Database
 from control.erasures import ERASURES_COLLECTION
 from metalake.mongo import Doc
 from metalake.sealing import Kek
-from metalake.settings import Settings
+from metalake.settings import KernelSettings
 from metalake.urn import InvalidUrn, canonical_urn
 
 ERASED_URNS = "erased_urns"
@@ -78,7 +78,7 @@ class UrnHasher:
 PLAIN = UrnHasher()
 
 
-def urn_hasher(settings: Settings) -> UrnHasher:
+def urn_hasher(settings: KernelSettings) -> UrnHasher:
     """The process's hasher: the current KEK (as ``metalake.sealing.sealer_for`` picks it) first, then the others."""
     current = settings.secrets.key_encryption_key or settings.api.key_encryption_key
     others = [*settings.secrets.previous_key_encryption_keys, settings.api.key_encryption_key]

@@ -13,7 +13,7 @@ from pymongo.collection import Collection
 from pymongo.database import Database
 from pymongo.errors import ConnectionFailure
 
-from metalake.settings import Settings
+from metalake.settings import KernelSettings
 
 # A MongoDB document whose fields nobody fixes: a query filter, an update, a projection, a client's open database.
 # Each collection's stored shape is a TypedDict declared next to the store that owns it (see ``typed_collection``).
@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 _MAX_BACKOFF_S = 10.0
 
 
-def mongo_client(settings: Settings, *, socket_timeout_ms: int | None = None) -> MongoClient[Doc]:
+def mongo_client(settings: KernelSettings, *, socket_timeout_ms: int | None = None) -> MongoClient[Doc]:
     """A client for ``settings.mongo_uri``; pymongo connects lazily, so this does no I/O.
 
     ``socket_timeout_ms`` bounds each operation's wait for the server's answer (pymongo's default: none). Only a

@@ -21,7 +21,8 @@ from datetime import UTC, datetime
 from pydantic import SecretStr
 
 from metalake.aws_credentials import AwsCredentials, CredentialsError, DefaultCredentialChain, default_chain
-from metalake.settings import LakeS3Settings, Settings
+from metalake.lake_settings import LakeS3Settings
+from metalake.settings import KernelSettings
 
 _EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 _NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
@@ -326,12 +327,12 @@ def delta_rs_storage_options(s3: LakeS3Settings) -> dict[str, str]:
     return options
 
 
-def lake_storage_options(settings: Settings) -> dict[str, str] | None:
+def lake_storage_options(settings: KernelSettings) -> dict[str, str] | None:
     """delta-rs' ``storage_options`` for the lake of ``settings``: None for a local folder."""
     return delta_rs_storage_options(settings.lake.s3) if settings.lake_on_s3 else None
 
 
-def lake_s3_client(settings: Settings) -> S3Client | None:
+def lake_s3_client(settings: KernelSettings) -> S3Client | None:
     """The lake store's client for metalake's own calls (``lake.s3.request_timeout_s``); None for a local lake."""
     if not settings.lake_on_s3:
         return None

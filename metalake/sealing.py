@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from pydantic import SecretStr
 
-from metalake.settings import Settings
+from metalake.settings import KernelSettings
 
 MIN_KEK_LENGTH = 16
 _NONCE = 12
@@ -214,7 +214,7 @@ class ResealCount:
         )
 
 
-def sealer_for(settings: Settings) -> Sealer | None:
+def sealer_for(settings: KernelSettings) -> Sealer | None:
     """The process's sealer: ``secrets.key_encryption_key``, else ``api.key_encryption_key`` (a separate key is
     derived from it), with the previous KEKs; ``None`` when neither is set."""
     current = settings.secrets.key_encryption_key or settings.api.key_encryption_key

@@ -10,12 +10,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from metalake.settings import Settings
+from metalake.settings import KernelSettings
 from metalake.trino_connect import connect
 
 
 @contextmanager
-def admin_cursor(settings: Settings, *, timeout_s: float = 60.0) -> Iterator[Any]:
+def admin_cursor(settings: KernelSettings, *, timeout_s: float = 60.0) -> Iterator[Any]:
     """A cursor on ``settings.trino.catalog`` as the platform user; the connection is closed after the block."""
     conn = connect(settings, request_timeout=timeout_s, source="metalake")
     try:

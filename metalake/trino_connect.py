@@ -22,7 +22,7 @@ import trino
 from requests.adapters import HTTPAdapter
 from trino.auth import Authentication, BasicAuthentication, JWTAuthentication
 
-from metalake.settings import SettingMissing, Settings
+from metalake.settings import KernelSettings, SettingMissing, required
 
 
 class _VerifiedWith(HTTPAdapter):
@@ -39,7 +39,7 @@ class _VerifiedWith(HTTPAdapter):
         return super().send(request, **kwargs)
 
 
-def http_session(settings: Settings) -> requests.Session:
+def http_session(settings: KernelSettings) -> requests.Session:
     """A session that verifies Trino's certificate against ``trino.ca_file`` (else the system's trust store)."""
     ca = settings.trino.ca_file
     session = requests.Session()
@@ -47,7 +47,7 @@ def http_session(settings: Settings) -> requests.Session:
     return session
 
 
-def _password(settings: Settings, user: str) -> str:
+def _password(settings: KernelSettings, user: str) -> str:
     secret = settings.trino.passwords.get(user)
     if secret is None:
         # Names the user and the variable, never a value.
@@ -59,7 +59,7 @@ def _password(settings: Settings, user: str) -> str:
 
 
 def connect_args(
-    settings: Settings,
+    settings: KernelSettings,
     *,
     user: str | None = None,
     session_user: str | None = None,
@@ -72,7 +72,8 @@ def connect_args(
     password (the session user is then the token's unless ``session_user`` is given).
     """
     t = settings.trino
-    args: dict[str, Any] = {"host": t.host, "port": t.port, "http_scheme": t.http_scheme, "catalog": t.catalog}
+    host, port = required(t.host, "trino.host"), required(t.port, "trino.port")
+    args: dict[str, Any] = {"host": host, "port": port, "http_scheme": t.http_scheme, "catalog": t.catalog}
     principal = user or t.user
     if not t.https:
         args["user"] = session_user or principal
@@ -91,7 +92,7 @@ def connect_args(
 
 
 def connect(
-    settings: Settings,
+    settings: KernelSettings,
     *,
     user: str | None = None,
     session_user: str | None = None,

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from metalake.lake_uri import LakeRoot, S3Path
-from metalake.settings import Settings
+from metalake.settings import KernelSettings
 from metalake.trino_admin import admin_cursor
 from tenants.naming import POOLED_TABLES, TENANT_COLUMNS, TRINO_POOLED_SCHEMA, TenantNames, pooled_table_path
 from tenants.trino_schemas import trino_schema
@@ -30,7 +30,7 @@ def _literal(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def _location(settings: Settings, path: LakeRoot) -> str:
+def _location(settings: KernelSettings, path: LakeRoot) -> str:
     """Where Trino finds ``path``: its ``s3://`` URI on an S3 lake (the catalog's native S3 file system), else a
     ``local://`` URI relative to the catalog's local.location (the lake root)."""
     if isinstance(path, S3Path):
@@ -44,7 +44,7 @@ def _known_tables(cur: Any, catalog: str, schema: str) -> set[str]:  # noqa: ANN
     return {row[0] for row in cur.fetchall()}
 
 
-def _register(cur: Any, settings: Settings, schema: str, tables: Iterable[tuple[str, LakeRoot]]) -> list[str]:  # noqa: ANN401
+def _register(cur: Any, settings: KernelSettings, schema: str, tables: Iterable[tuple[str, LakeRoot]]) -> list[str]:  # noqa: ANN401
     catalog = settings.trino.catalog
     known = _known_tables(cur, catalog, schema)
     registered = []
@@ -60,7 +60,7 @@ def _register(cur: Any, settings: Settings, schema: str, tables: Iterable[tuple[
     return registered
 
 
-def _create_schema(cur: Any, settings: Settings, names: TenantNames) -> None:  # noqa: ANN401
+def _create_schema(cur: Any, settings: KernelSettings, names: TenantNames) -> None:  # noqa: ANN401
     """The tenant's schema; a dedicated tenant's located at its lake folder. A pooled tenant's schema holds views
     (and the ``audit`` table, registered by location), so it needs no folder of its own."""
     where = f" WITH (location = {_literal(_location(settings, names.lake_dir))})" if names.dedicated else ""
@@ -69,7 +69,7 @@ def _create_schema(cur: Any, settings: Settings, names: TenantNames) -> None:  #
     cur.fetchall()
 
 
-def register_pooled_tables(settings: Settings, tables: Sequence[str] = POOLED_TABLES) -> list[str]:
+def register_pooled_tables(settings: KernelSettings, tables: Sequence[str] = POOLED_TABLES) -> list[str]:
     """Register the shared tables (which must exist in the lake) in the ``_pooled`` schema; return those new."""
     catalog = settings.trino.catalog
     with admin_cursor(settings) as cur:
@@ -80,7 +80,7 @@ def register_pooled_tables(settings: Settings, tables: Sequence[str] = POOLED_TA
         )
 
 
-def pooled_columns(settings: Settings) -> dict[str, list[str]]:
+def pooled_columns(settings: KernelSettings) -> dict[str, list[str]]:
     """The columns of each registered shared table, in table order, without the tenant columns."""
     catalog = settings.trino.catalog
     with admin_cursor(settings) as cur:
@@ -141,7 +141,7 @@ def edited_assets_sql(catalog: str, schema: str, names: TenantNames) -> str:
     return f'CREATE OR REPLACE VIEW {qualified}."{EDITED_ASSETS_VIEW}" SECURITY INVOKER AS {query}'
 
 
-def _create_edited_assets_view(cur: Any, settings: Settings, names: TenantNames, known: set[str]) -> list[str]:  # noqa: ANN401
+def _create_edited_assets_view(cur: Any, settings: KernelSettings, names: TenantNames, known: set[str]) -> list[str]:  # noqa: ANN401
     if EDITED_ASSETS_VIEW in known:
         return []
     cur.execute(edited_assets_sql(settings.trino.catalog, trino_schema(settings, names.tenant_id), names))
@@ -150,7 +150,7 @@ def _create_edited_assets_view(cur: Any, settings: Settings, names: TenantNames,
 
 
 def register_tenant(
-    settings: Settings,
+    settings: KernelSettings,
     names: TenantNames,
     tables: Sequence[str] = POOLED_TABLES,
     columns: dict[str, list[str]] | None = None,
@@ -186,7 +186,7 @@ def register_tenant(
         return created
 
 
-def register_tables(settings: Settings, names: TenantNames, tables: Sequence[str]) -> list[str]:
+def register_tables(settings: KernelSettings, names: TenantNames, tables: Sequence[str]) -> list[str]:
     """Register tables of the tenant's own folder (a dedicated tenant's data, any tenant's ``audit``) in its schema;
     return those new."""
     with admin_cursor(settings) as cur:
@@ -204,7 +204,7 @@ def _objects(cur: Any, catalog: str, schema: str) -> dict[str, str]:  # noqa: AN
     return {str(name): str(kind) for name, kind in cur.fetchall()}
 
 
-def drop_schema(settings: Settings, schema: str) -> None:
+def drop_schema(settings: KernelSettings, schema: str) -> None:
     """Drop a schema, views and tables first; unregistering a table leaves its data alone. Nothing if it is gone."""
     catalog = settings.trino.catalog
     with admin_cursor(settings) as cur:
@@ -230,7 +230,7 @@ def drop_schema(settings: Settings, schema: str) -> None:
 _OWN_VIEWS = frozenset({*POOLED_TABLES, EDITED_ASSETS_VIEW})
 
 
-def move_schema(settings: Settings, names: TenantNames, old: str) -> list[str]:
+def move_schema(settings: KernelSettings, names: TenantNames, old: str) -> list[str]:
     """Move what the tenant's schema ``old`` holds into its current schema (``trino_schema``): tables are renamed
     into it (their data and registration unchanged), metalake's views re-created there. ``old`` is dropped once
     empty; returns what stays in it (a view metalake did not create, a table the new schema already has by that

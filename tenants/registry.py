@@ -27,7 +27,7 @@ from pymongo.errors import DuplicateKeyError
 from metalake.cache import TtlCache
 from metalake.lake_uri import LakeRoot, lake_root_of
 from metalake.mongo import Doc, mongo_client, typed_collection
-from metalake.settings import Settings
+from metalake.settings import KernelSettings
 from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE, TenantNames, names_for, validate_tenant_id
 
@@ -133,7 +133,7 @@ class TenantRegistry:
         self._deleted: Collection[Doc] = database[DELETED_TENANTS_COLLECTION]
 
     @classmethod
-    def connect(cls, settings: Settings) -> TenantRegistry:
+    def connect(cls, settings: KernelSettings) -> TenantRegistry:
         client = mongo_client(settings)
         return cls(client[CONTROL_DATABASE])
 
@@ -288,7 +288,7 @@ class TenantDirectory:
         self._cache: TtlCache[str, TenantRecord | None] = TtlCache(ttl_s, keep_stale_on_error=True, clock=clock)
 
     @classmethod
-    def connect(cls, settings: Settings, *, ttl_s: float = 5.0) -> TenantDirectory:
+    def connect(cls, settings: KernelSettings, *, ttl_s: float = 5.0) -> TenantDirectory:
         return cls(TenantRegistry.connect(settings), settings.lake_root, ttl_s=ttl_s)
 
     def record(self, tenant_id: str) -> TenantRecord | None:

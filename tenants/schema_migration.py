@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import trino
 
-from metalake.settings import Settings
+from metalake.settings import KernelSettings
 from tenants.access import catalog
 from tenants.lake_catalog import move_schema
 from tenants.naming import names_for
@@ -38,7 +38,7 @@ class SchemaMove:
     error: str | None = None
 
 
-def earlier_namers(settings: Settings) -> list[SchemaNamer]:
+def earlier_namers(settings: KernelSettings) -> list[SchemaNamer]:
     """The namings a schema may still carry: under each other configured key, then the id alone."""
     current = schema_namer(settings)
     keys = [settings.secrets.key_encryption_key, settings.api.key_encryption_key]
@@ -57,7 +57,7 @@ def _earlier_tenant(earlier: list[SchemaNamer], schema: str, registered: Collect
     return None
 
 
-def plan(settings: Settings, schemas: Iterable[str], registered: Collection[str] = ()) -> list[SchemaMove]:
+def plan(settings: KernelSettings, schemas: Iterable[str], registered: Collection[str] = ()) -> list[SchemaMove]:
     """The moves ``schemas`` (Trino's listing) call for; ``registered``: the registered tenant ids. Pure but for the
     key derivation."""
     current, earlier = schema_namer(settings), earlier_namers(settings)
@@ -69,7 +69,7 @@ def plan(settings: Settings, schemas: Iterable[str], registered: Collection[str]
     return moves
 
 
-def migrate_schemas(settings: Settings, registry: TenantRegistry) -> list[SchemaMove]:
+def migrate_schemas(settings: KernelSettings, registry: TenantRegistry) -> list[SchemaMove]:
     """Move every schema :func:`plan` finds; a registered tenant's tier from the registry, an unregistered one's
     (tests, the demo) from what its schema holds. Returns the moves, with what stayed behind; a schema whose move
     fails is logged, returned with its error and left for the next run."""

@@ -27,7 +27,7 @@ from functools import lru_cache
 from pydantic import SecretStr
 
 from metalake.sealing import Kek
-from metalake.settings import Settings
+from metalake.settings import KernelSettings
 from metalake.tenancy import validate_tenant_id
 from tenants.naming import TRINO_POOLED_SCHEMA
 
@@ -96,7 +96,7 @@ class SchemaNamer:
 UNKEYED = SchemaNamer()
 
 
-def schema_namer(settings: Settings) -> SchemaNamer:
+def schema_namer(settings: KernelSettings) -> SchemaNamer:
     """The process's namer: its key from ``secrets.schema_key``, else the current key-encryption key."""
     material = settings.secrets.schema_key or settings.secrets.key_encryption_key or settings.api.key_encryption_key
     return UNKEYED if material is None else namer_for(material)
@@ -112,6 +112,6 @@ def _namer(material: str) -> SchemaNamer:
     return SchemaNamer(Kek.of(SecretStr(material), "secrets.schema_key").derived(SCHEMA_NAME_INFO))
 
 
-def trino_schema(settings: Settings, tenant_id: str) -> str:
+def trino_schema(settings: KernelSettings, tenant_id: str) -> str:
     """The tenant's Trino schema in this deployment (:meth:`SchemaNamer.schema` under the configured key)."""
     return schema_namer(settings).schema(tenant_id)

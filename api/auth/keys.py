@@ -26,9 +26,9 @@ from pymongo.collection import Collection
 from pymongo.database import Database
 
 from control.auth.jwks import SigningKeyDoc, published_jwks, signing_keys
+from control.auth.settings import ApiSettings
 from metalake.mongo import Doc
 from metalake.sealing import KeyEncryption, SealingError
-from metalake.settings import ApiSettings
 
 SigningKey = RSAKey | ECKey
 

@@ -9,18 +9,18 @@ from pymongo import MongoClient
 
 from api.auth.keys import SigningKeyStore
 from api.auth.server import TokenServer
+from api.settings import AdminApiSettings
 from control.auth.clients import ClientCache, ClientStore
 from control.auth.gate import TokenGate, build_gate, tenant_usable
 from control.auth.jwks import JwksCache, verification_source
 from metalake.http.ratelimit import RateLimiter
-from metalake.settings import Settings
 from tenants.naming import CONTROL_DATABASE
 from tenants.registry import TenantDirectory, TenantRegistry
 
 
 @dataclass(frozen=True)
 class AuthRuntime:
-    settings: Settings
+    settings: AdminApiSettings
     keys: SigningKeyStore
     clients: ClientStore
     client_cache: ClientCache
@@ -44,7 +44,7 @@ class AuthRuntime:
         return tenant_usable(self.tenants, tenant)
 
 
-def build_auth(settings: Settings, mongo: MongoClient[dict[str, Any]]) -> AuthRuntime:
+def build_auth(settings: AdminApiSettings, mongo: MongoClient[dict[str, Any]]) -> AuthRuntime:
     api = settings.api
     control = mongo[CONTROL_DATABASE]
     keys = SigningKeyStore(control, api)

@@ -27,7 +27,7 @@ from joserfc.jwk import KeySet
 from api.auth.keys import SigningKey, SigningKeyStore
 from control.auth.clients import ClientRecord, ClientStore
 from control.auth.principal import Scope
-from metalake.settings import ApiSettings
+from control.auth.settings import ApiSettings
 from tenants.naming import trino_user
 
 log = logging.getLogger(__name__)

@@ -66,7 +66,7 @@ async def snowflake_policies(
     for name in roles:
         if len(name) > 255 or not name or any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
             raise Problem(422, "invalid-role", "a role is 1 to 255 characters without control characters", field="role")
-    options = options_from(ctx.settings, roles=roles, mask_style=mask, scope=scope)
+    options = options_from(ctx.settings.snowflake, roles=roles, mask_style=mask, scope=scope)
     try:
         # Reads every tagged column: on the scripts' own pool, within the tenant's share (429/503 at once beyond).
         build = partial(snowflake_script, ctx.settings, ctx.mongo, tc.tenant, options, account=account)

@@ -42,7 +42,7 @@ async def dry_run(tc: TenantReader, ctx: ContextDep, body: DryRunRequest) -> Dry
     propagation processor would (edge directions, blocked tags, deleted assets, guardrails). Changes nothing. An
     asset without lineage reaches nothing: the answer is then an empty list, not 404."""
     names = names_for(tc.tenant, ctx.settings.lake_root)
-    limits = limits_from(ctx.settings, body.max_depth)
+    limits = limits_from(ctx.settings.propagation, body.max_depth)
     try:
         # On the dry runs' own pool, within the tenant's share of it (429/503 at once beyond).
         result = await ctx.pools.run(

@@ -23,13 +23,13 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from api.context import ApiContext
+from api.settings import AdminApiSettings
 from control import audit as control_audit
 from control.audit import ACTION_PATTERN, AuditRow
 from control.auth.principal import Principal
 from control.erased import urn_hasher
 from metalake.lake_uri import LakeRoot
 from metalake.s3 import lake_storage_options
-from metalake.settings import Settings
 from tenants.naming import CONTROL_DATABASE, platform_audit_dir
 
 log = logging.getLogger(__name__)
@@ -46,7 +46,7 @@ def target_hash(target: str) -> str:
     return control_audit.target_hash(target)
 
 
-def target_hashes(settings: Settings, target: str) -> tuple[str, ...]:
+def target_hashes(settings: AdminApiSettings, target: str) -> tuple[str, ...]:
     """Every hash a row about ``target`` may hold: the sha256 of most rows, and the keyed hash (under each configured
     key) the rows about an erased URN hold (``control.erased``)."""
     return tuple(sorted(urn_hasher(settings).candidates(target)))

@@ -16,6 +16,7 @@ from pydantic import SecretStr
 
 from api.problems import Problem
 from api.services.connector_validation import ConnectorFields, InvalidConfig, put_validated
+from api.settings import AdminApiSettings
 from control.connectors.offsets import Offset, OffsetStore, OffsetsUnavailable
 from control.connectors.plugin import SourceConnector, WebhookConnector
 from control.connectors.reasons import safe_reason
@@ -23,7 +24,6 @@ from control.connectors.records import ConnectorRecord, ConnectorState, SecretIn
 from control.connectors.registry import ConnectorClass, Plugin
 from control.connectors.store import ControlStore
 from metalake.kafka import EventProducer, PublishError
-from metalake.settings import Settings
 
 RETRY_AFTER_S = 5
 
@@ -179,7 +179,7 @@ def _unavailable(exc: Exception) -> Problem:
     return Problem(503, "unavailable", safe_reason(exc), headers={"Retry-After": str(RETRY_AFTER_S)})
 
 
-def offsets(settings: Settings, record: ConnectorRecord) -> dict[str, Offset]:
+def offsets(settings: AdminApiSettings, record: ConnectorRecord) -> dict[str, Offset]:
     """The stored offset of each source partition, read from the compacted offsets topic to its end (503 if it is
     not reached in time)."""
     try:
@@ -188,7 +188,7 @@ def offsets(settings: Settings, record: ConnectorRecord) -> dict[str, Offset]:
         raise _unavailable(exc) from None
 
 
-def reset_offsets(settings: Settings, producer: EventProducer, record: ConnectorRecord) -> list[str]:
+def reset_offsets(settings: AdminApiSettings, producer: EventProducer, record: ConnectorRecord) -> list[str]:
     """Forget every stored offset with tombstones, so the next crawl starts over; the partitions forgotten. Only a
     PAUSED connector's (409), so no crawl writes offsets meanwhile; 503 when Kafka did not confirm."""
     if record.state is not ConnectorState.PAUSED:

@@ -16,9 +16,9 @@ from fastapi import Depends, FastAPI, Request
 
 from api.context import ApiContext, api_context
 from api.problems import Problem
+from api.settings import AdminApiSettings
 from metalake.events import CloudEvent, spec_for
 from metalake.kafka import Delivery, EventProducer, PublishError
-from metalake.settings import Settings
 from tenants.naming import CONTROL_DATABASE
 from tenants.registry import TenantDirectory, TenantRegistry
 
@@ -50,7 +50,7 @@ class TenantPublisher:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: AdminApiSettings,
         directory: TenantDirectory,
         producer: EventProducer | None = None,
         clock: VersionClock | None = None,

@@ -27,7 +27,7 @@ from trino.exceptions import TrinoExternalError, TrinoQueryError, TrinoUserError
 
 from api.problems import Problem
 from api.services.csvcells import text_cell
-from metalake.settings import Settings
+from api.settings import AdminApiSettings
 from metalake.telemetry.metrics import TRINO_QUERY
 from metalake.trino_connect import connect
 from tenants.naming import trino_user
@@ -163,7 +163,9 @@ def problem_for(exc: Exception) -> Problem:
     return Problem(503, "trino-unavailable", "Trino is unreachable; retry shortly")
 
 
-def start(settings: Settings, tenant: str, sql: str, *, pii: bool, limits: Limits, admin: bool = False) -> RunningQuery:
+def start(
+    settings: AdminApiSettings, tenant: str, sql: str, *, pii: bool, limits: Limits, admin: bool = False
+) -> RunningQuery:
     """Run ``sql`` as the tenant (its PII user if ``pii``, its admin user, which also reads ``audit`` and ``_dlq``,
     if ``admin``: share links never ask for it) up to the first row; raise :class:`Problem` on errors."""
     deadline = time.monotonic() + limits.timeout_s

@@ -12,7 +12,7 @@ from confluent_kafka import Consumer, TopicPartition
 from control.subscriptions.filters import Filters
 from metalake.events.changes import decode_change
 from metalake.kafka.config import consumer_config
-from metalake.settings import Settings
+from ops.settings import Settings
 from soak.tenants import EVENT_TYPES
 from tenants.naming import CHANGES_TOPIC
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import psycopg
 
-from metalake.settings import Settings
 from ops.demo.api_client import ApiClient
+from ops.settings import Settings
 
 DATABASE = "soak_crawl"
 CONNECTOR = "soak-pg"

@@ -15,9 +15,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ops.stack import StackManager
 from ops.stack import process as proc
-from ops.stack.manager import StackError
+from ops.stack.manager import StackError, StackManager
 from soak.receiver import Receiver
 
 KINDS = ("kill-stream", "kill-propagation", "kill-outbound", "restart-kafka", "restart-ferretdb", "receiver-down")

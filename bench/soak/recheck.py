@@ -17,7 +17,7 @@ from typing import Any
 from confluent_kafka import Consumer, TopicPartition
 
 from metalake.kafka.config import consumer_config
-from metalake.settings import Settings
+from ops.settings import Settings
 from soak.catalog import SOURCE
 from tenants.naming import event_topics
 

@@ -10,8 +10,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ops.stack import StackManager
 from ops.stack import process as proc
+from ops.stack.manager import StackManager
 from ops.stack.services import SERVICES
 
 INTERVAL_S = 10.0

@@ -8,9 +8,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ops.stack import StackManager
 from ops.stack import process as proc
-from ops.stack.manager import StackError
+from ops.stack.manager import StackError, StackManager
 from soak.faults import Faults
 
 CHECK_S = 10.0

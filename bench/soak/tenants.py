@@ -14,9 +14,9 @@ from typing import Any
 
 from tenant_isolation_setup import create_tenant  # bench/ is on sys.path: bench/soak.py runs as a script
 
-from metalake.settings import Settings
 from ops.demo import montecarlo
 from ops.demo.api_client import ApiClient
+from ops.settings import Settings
 
 STATE_FILE = "bench-soak.json"
 SUBSCRIPTION = "soak-hook"

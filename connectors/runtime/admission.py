@@ -24,9 +24,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from control.connectors.settings import ConnectSettings
 from metalake.http.problems import Problem
 from metalake.http.ratelimit import RateLimiter, rate_limited
-from metalake.settings import ConnectSettings
 
 log = logging.getLogger(__name__)
 

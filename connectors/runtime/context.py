@@ -17,6 +17,7 @@ from connectors.runtime.lookups import LookupCache
 from connectors.runtime.offload import Offload
 from connectors.runtime.publisher import Publisher
 from connectors.runtime.transforms import Chain
+from connectors.settings import WorkerSettings
 from control.audit import AuditLog
 from control.auth.gate import TokenGate
 from control.connectors.offsets import OffsetStore
@@ -32,7 +33,6 @@ from control.connectors.registry import ConnectorClass, Plugin
 from control.connectors.store import ControlStore
 from metalake.http.ratelimit import RateLimiter
 from metalake.lease import LeaseStore
-from metalake.settings import Settings
 
 T = TypeVar("T")
 
@@ -45,7 +45,7 @@ class PluginUnavailable(LookupError):
 class Runtime:
     """The worker's long-lived collaborators. Immutable; each member is thread-safe."""
 
-    settings: Settings
+    settings: WorkerSettings
     store: ControlStore
     deliveries: DeliveryLog
     publisher: Publisher

@@ -30,8 +30,8 @@ from typing import Any, TypeVar
 
 from fastapi.concurrency import run_in_threadpool
 
+from control.connectors.settings import ConnectSettings
 from metalake.http.problems import Problem
-from metalake.settings import ConnectSettings
 
 log = logging.getLogger(__name__)
 

@@ -9,11 +9,11 @@ from typing import NamedTuple
 from pymongo.errors import PyMongoError
 
 from connectors.runtime.transforms import Routed
+from connectors.settings import WorkerSettings
 from metalake.events import CloudEvent, spec_for
 from metalake.events.envelope import Headers
 from metalake.events.registry import TopicClass
 from metalake.kafka import Delivery, EventProducer, PublishError, RawRecord
-from metalake.settings import Settings
 from tenants.registry import TenantDirectory
 
 
@@ -41,7 +41,7 @@ class Publisher:
     """
 
     def __init__(
-        self, settings: Settings, producer: EventProducer | None = None, directory: TenantDirectory | None = None
+        self, settings: WorkerSettings, producer: EventProducer | None = None, directory: TenantDirectory | None = None
     ) -> None:
         self._settings = settings
         self._directory = directory or TenantDirectory.connect(settings)

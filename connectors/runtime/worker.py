@@ -30,6 +30,7 @@ from connectors.runtime.lookups import LookupCache
 from connectors.runtime.publisher import Publisher
 from connectors.runtime.scheduler import CrawlScheduler
 from connectors.runtime.webhooks import router as webhook_router
+from connectors.settings import WorkerSettings
 from control.audit import TenantAuditLog
 from control.auth.gate import build_gate
 from control.auth.protective import ProtectiveTags
@@ -47,7 +48,6 @@ from metalake.lease import LeaseStore
 from metalake.mongo import mongo_client
 from metalake.s3 import lake_storage_options
 from metalake.sealing import sealer_for
-from metalake.settings import Settings
 from metalake.telemetry.metrics import readiness
 from tenants.access.columns import PropagatedPaths
 from tenants.naming import CONTROL_DATABASE
@@ -63,7 +63,7 @@ INTAKE_ROUTES = {
 
 
 def build_runtime(
-    settings: Settings,
+    settings: WorkerSettings,
     *,
     plugins: Mapping[str, ConnectorClass] | None = None,
     dlq_counter: Counter | None = None,
@@ -94,7 +94,7 @@ def build_runtime(
 
 
 def create_app(
-    settings: Settings,
+    settings: WorkerSettings,
     *,
     runtime: Runtime | None = None,
     plugins: Mapping[str, ConnectorClass] | None = None,

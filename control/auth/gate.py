@@ -13,9 +13,9 @@ from pymongo.database import Database
 
 from control.auth.clients import ClientCache, ClientStore
 from control.auth.jwks import JwksCache, verification_source
+from control.auth.settings import AuthSettings
 from control.auth.validator import RFC9068, AccessTokenValidator, InvalidToken, VerifiedToken
 from metalake.mongo import Doc
-from metalake.settings import Settings
 from tenants.registry import TenantDirectory, TenantRegistry, TenantState
 
 # A tenant in one of these states gets no tokens, and the tokens it has are refused.
@@ -55,7 +55,7 @@ class TokenGate:
 
 
 def build_gate(
-    settings: Settings,
+    settings: AuthSettings,
     control: Database[Doc],
     *,
     keys: JwksCache | None = None,

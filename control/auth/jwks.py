@@ -26,8 +26,8 @@ from pymongo import DESCENDING
 from pymongo.collection import Collection
 from pymongo.database import Database
 
+from control.auth.settings import ApiSettings
 from metalake.mongo import Doc, typed_collection
-from metalake.settings import ApiSettings
 
 JwksSource = Callable[[], Mapping[str, Any]]
 VerificationKey = RSAKey | ECKey

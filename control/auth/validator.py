@@ -26,7 +26,7 @@ from joserfc.jwt import JWTClaimsRegistry
 
 from control.auth.jwks import JwksCache
 from control.auth.principal import Principal
-from metalake.settings import IssuerProfile
+from control.auth.settings import IssuerProfile
 
 ALLOWED_ALGORITHMS: dict[str, type[RSAKey] | type[ECKey]] = {
     "RS256": RSAKey,

@@ -21,10 +21,10 @@ from typing import Any, NamedTuple
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from control.connectors.settings import ConnectorControlSettings, ConnectSettings
 from metalake.kafka import EventProducer, RawRecord, ensure_topics
 from metalake.kafka.admin import ensure_topic_config
 from metalake.kafka.config import consumer_config
-from metalake.settings import Settings
 from metalake.urn import AssetUrn, InvalidUrn, canonical_urn
 from tenants.naming import CONNECT_OFFSETS_TOPIC
 
@@ -41,9 +41,8 @@ def offset_key(tenant: str, connector: str, partition: str) -> bytes:
     return json.dumps([tenant, connector, partition], separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def topic_config(settings: Settings) -> dict[str, str]:
+def topic_config(connect: ConnectSettings) -> dict[str, str]:
     """The offsets topic's configuration: compacted, and superseded records removed within a bounded time."""
-    connect = settings.connect
     return {
         "cleanup.policy": "compact",
         "segment.ms": str(connect.offsets_segment_ms),
@@ -159,7 +158,12 @@ def _parse_key(raw: bytes | None) -> OffsetKey | None:
 class OffsetStore:
     """Reads and writes one topic of offsets for every tenant's connectors."""
 
-    def __init__(self, settings: Settings, producer: EventProducer | None = None, topic: str = CONNECT_OFFSETS_TOPIC):
+    def __init__(
+        self,
+        settings: ConnectorControlSettings,
+        producer: EventProducer | None = None,
+        topic: str = CONNECT_OFFSETS_TOPIC,
+    ):
         self._settings = settings
         self._topic = topic
         self._producer = producer
@@ -172,7 +176,7 @@ class OffsetStore:
     def ensure_topic(self) -> None:
         """Create the compacted offsets topic if it does not exist (one partition: offsets are few and small), and
         give an existing one the configuration of :func:`topic_config`."""
-        config = topic_config(self._settings)
+        config = topic_config(self._settings.connect)
         if not ensure_topics(self._settings, [self._topic], partitions=1, config=config):
             ensure_topic_config(self._settings, self._topic, config)
 

@@ -20,10 +20,10 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
+from control.connectors.settings import ConnectSettings
 from metalake.events import CloudEvent
 from metalake.http.json_body import NotJson, loads
 from metalake.net.ssrf import AddressGuard
-from metalake.settings import ConnectSettings
 
 
 class ConnectorConfig(BaseModel):

@@ -30,10 +30,9 @@ from control.connectors.secrets import ConnectorSecrets
 from control.connectors.tasks import ConnectorTasks
 from control.connectors.transforms import TRANSFORM_SPECS, TransformSpec
 from control.connectors.write_keys import WriteKeys
-from metalake.mongo import Doc, mongo_client, typed_collection
-from metalake.sealing import Sealer, require, sealer_for
-from metalake.settings import Settings, load_settings
-from tenants.naming import CONTROL_DATABASE, validate_tenant_id
+from metalake.mongo import Doc, typed_collection
+from metalake.sealing import Sealer, require
+from tenants.naming import validate_tenant_id
 
 CONNECTORS = "connectors"
 
@@ -82,8 +81,9 @@ class ControlStore:
     secrets and the tenants' write keys. Thread-safe (pymongo clients are)."""
 
     def __init__(self, database: Database[Doc], sealer: Sealer | None = None) -> None:
-        """``sealer``: the keys secrets are sealed with; by default the process's (``sealer_for(load_settings())``),
-        resolved at the first secret written or read, so a process that never touches one needs no key."""
+        """``sealer``: the keys secrets are sealed with (the process's, ``metalake.sealing.sealer_for``, built by its
+        entry point); ``None``: no key, and only a secret written or read fails, so a process that touches none needs
+        no key."""
         self._sealer = sealer
         self._connectors: Collection[ConnectorDoc] = typed_collection(database, CONNECTORS, ConnectorDoc)
         self._schedules: Collection[Doc] = database[SCHEDULES]
@@ -92,15 +92,8 @@ class ControlStore:
         self.secrets = ConnectorSecrets(database, self._keys)
         self.write_keys = WriteKeys(database)
 
-    @classmethod
-    def connect(cls, settings: Settings) -> ControlStore:
-        client = mongo_client(settings)
-        return cls(client[CONTROL_DATABASE], sealer_for(settings))
-
     def _keys(self) -> Sealer:
-        if self._sealer is None:
-            self._sealer = require(sealer_for(load_settings()))
-        return self._sealer
+        return require(self._sealer)
 
     def put_connector(  # noqa: PLR0913
         self,

@@ -11,21 +11,20 @@ from pymongo import MongoClient
 
 from control.snowflake.inventory import load_inventory
 from control.snowflake.masking import MaskStyle, Options, Scope, Script, build_script
-from metalake.settings import Settings
+from control.snowflake.settings import MaskingSettings, SnowflakeMaskingSettings
 from tenants.naming import names_for
 
 log = logging.getLogger(__name__)
 
 
 def options_from(
-    settings: Settings,
+    conf: SnowflakeMaskingSettings,
     *,
     roles: Sequence[str] | None = None,
     mask_style: MaskStyle | None = None,
     scope: Scope | None = None,
 ) -> Options:
     """The configured options (``snowflake.*``), each overridden by the caller's value when given."""
-    conf = settings.snowflake
     return Options(
         roles=tuple(roles) if roles else tuple(conf.pii_roles),
         mask_style=mask_style or conf.mask_style,
@@ -37,7 +36,7 @@ def options_from(
 
 
 def snowflake_script(
-    settings: Settings,
+    settings: MaskingSettings,
     client: MongoClient[dict[str, Any]],
     tenant: str,
     options: Options,

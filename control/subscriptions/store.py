@@ -28,8 +28,7 @@ from pymongo.errors import DuplicateKeyError
 
 from control.subscriptions.filters import Filters
 from metalake.mongo import Doc, typed_collection
-from metalake.sealing import Binding, ResealCount, SealedValue, Sealer, SealingError, require, sealer_for
-from metalake.settings import load_settings
+from metalake.sealing import Binding, ResealCount, SealedValue, Sealer, SealingError, require
 from tenants.naming import validate_tenant_id
 
 SUBSCRIPTIONS = "subscriptions"
@@ -121,8 +120,8 @@ def _record(doc: SubscriptionDoc, secrets: Mapping[str, str] | None = None) -> S
 
 
 class SubscriptionStore:
-    """``sealer``: the keys secrets are sealed with; by default the process's (``sealer_for(load_settings())``),
-    resolved at the first secret written or read, so a process that never touches one needs no key."""
+    """``sealer``: the keys secrets are sealed with (the process's, ``metalake.sealing.sealer_for``, built by its entry
+    point); ``None``: no key, and only a secret written or read fails, so a process that touches none needs no key."""
 
     def __init__(self, database: Database[Doc], sealer: Sealer | None = None) -> None:
         self._subs: Collection[SubscriptionDoc] = typed_collection(database, SUBSCRIPTIONS, SubscriptionDoc)
@@ -132,9 +131,7 @@ class SubscriptionStore:
         self._sealer = sealer
 
     def _keys(self) -> Sealer:
-        if self._sealer is None:
-            self._sealer = require(sealer_for(load_settings()))
-        return self._sealer
+        return require(self._sealer)
 
     def _sealed(self, tenant: str, name: str, values: Mapping[str, str]) -> dict[str, SealedValue | str]:
         keys = self._keys()

@@ -32,7 +32,7 @@ from pydantic import SecretStr
 
 from metalake.lake_uri import S3Path
 from metalake.s3 import S3Client
-from metalake.settings import Settings
+from metalake.settings import KernelSettings, required
 from metalake.telemetry import exposition
 from metalake.telemetry.metrics import readiness
 
@@ -125,7 +125,7 @@ class _Once(Generic[_C]):
             return self._client
 
 
-def mongo_check(settings: Settings, timeout_s: float) -> Check:
+def mongo_check(settings: KernelSettings, timeout_s: float) -> Check:
     """A ``ping`` on a client of its own (the process's client may be busy or mid-failover)."""
     from pymongo import MongoClient
 
@@ -145,7 +145,7 @@ def mongo_check(settings: Settings, timeout_s: float) -> Check:
     return check
 
 
-def kafka_check(settings: Settings, timeout_s: float) -> Check:
+def kafka_check(settings: KernelSettings, timeout_s: float) -> Check:
     """A metadata request with the processes' own client configuration (so its security settings too): a refused
     password or untrusted certificate is down as ``KafkaAuthenticationFailed`` / ``KafkaTlsFailed``."""
     from metalake.kafka.connection import ConnectionCheck
@@ -158,10 +158,12 @@ def kafka_check(settings: Settings, timeout_s: float) -> Check:
     return check
 
 
-def trino_check(settings: Settings, timeout_s: float) -> Check:
+def trino_check(settings: KernelSettings, timeout_s: float) -> Check:
     """Trino's ``/v1/info`` (it needs no credentials): up and no longer starting; over HTTPS, Trino's certificate is
     verified as every Trino client verifies it (``trino.ca_file``, else the system's trust store)."""
-    url = f"{settings.trino.base_url}/v1/info"
+    t = settings.trino
+    # An unset address is named now (only the operator tooling's settings default to the stack's), not probed later.
+    url = f"{t.http_scheme}://{required(t.host, 'trino.host')}:{required(t.port, 'trino.port')}/v1/info"
     ca = settings.trino.ca_file
     context = ssl.create_default_context(cafile=str(ca) if ca else None) if settings.trino.https else None
 
@@ -185,7 +187,7 @@ def directory_check(path: Callable[[], Path]) -> Check:
     return check
 
 
-def lake_check(settings: Settings, timeout_s: float) -> Check:
+def lake_check(settings: KernelSettings, timeout_s: float) -> Check:
     """The lake's folder exists, or its S3 bucket answers to the lake's credentials (a signed HEAD request)."""
 
     def check() -> None:
@@ -293,7 +295,7 @@ def _handler(server: HealthServer) -> type[BaseHTTPRequestHandler]:
 
 
 def serve_health(
-    settings: Settings,
+    settings: KernelSettings,
     process: Process,
     checks: Mapping[str, Check],
     liveness: Liveness | None = None,
@@ -320,7 +322,7 @@ def serve_health(
     return server
 
 
-def standard_checks(settings: Settings, *names: Literal["mongo", "kafka", "trino", "lake"]) -> dict[str, Check]:
+def standard_checks(settings: KernelSettings, *names: Literal["mongo", "kafka", "trino", "lake"]) -> dict[str, Check]:
     """The checks named, built from ``settings`` (each with ``health.check_timeout_s``)."""
     timeout = settings.health.check_timeout_s
     # The clients give up a little before the deadline, so a down dependency is named by its own error class

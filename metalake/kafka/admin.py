@@ -8,11 +8,11 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
 from metalake.kafka.config import client_config
-from metalake.settings import Settings
+from metalake.settings import KernelSettings
 
 
 def ensure_topics(
-    settings: Settings,
+    settings: KernelSettings,
     topics: Sequence[str],
     *,
     partitions: int | None = None,
@@ -49,7 +49,9 @@ def ensure_topics(
     return created
 
 
-def ensure_topic_config(settings: Settings, topic: str, config: Mapping[str, str], *, timeout_s: float = 30.0) -> None:
+def ensure_topic_config(
+    settings: KernelSettings, topic: str, config: Mapping[str, str], *, timeout_s: float = 30.0
+) -> None:
     """Set ``config`` on an existing topic (incrementally: other settings stay), so a topic created before a setting
     was declared gets it too. Raises :class:`KafkaException` if the broker refuses."""
     admin = AdminClient(client_config(settings))

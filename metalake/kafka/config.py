@@ -11,7 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from metalake.kafka.security import error_callback
-from metalake.settings import KafkaSettings, Settings
+
+# The Java client's login callback for OAUTHBEARER through an OIDC token endpoint (client credentials grant).
+from metalake.settings import KafkaSettings, KernelSettings
 
 # The Java client's login callback for OAUTHBEARER through an OIDC token endpoint (client credentials grant).
 JAVA_OAUTH_CALLBACK = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
@@ -125,7 +127,7 @@ def _jaas(module: str, options: dict[str, str | None]) -> str:
     return " ".join(parts) + ";"
 
 
-def client_config(settings: Settings, **overrides: Any) -> dict[str, Any]:  # noqa: ANN401
+def client_config(settings: KernelSettings, **overrides: Any) -> dict[str, Any]:  # noqa: ANN401
     config: dict[str, Any] = {
         "bootstrap.servers": settings.kafka_bootstrap,
         "client.id": settings.kafka.client_id,
@@ -142,7 +144,7 @@ def client_config(settings: Settings, **overrides: Any) -> dict[str, Any]:  # no
     return config
 
 
-def producer_config(settings: Settings, **overrides: Any) -> dict[str, Any]:  # noqa: ANN401
+def producer_config(settings: KernelSettings, **overrides: Any) -> dict[str, Any]:  # noqa: ANN401
     return client_config(
         settings,
         **{
@@ -156,7 +158,7 @@ def producer_config(settings: Settings, **overrides: Any) -> dict[str, Any]:  # 
     )
 
 
-def consumer_config(settings: Settings, group_id: str, **overrides: Any) -> dict[str, Any]:  # noqa: ANN401
+def consumer_config(settings: KernelSettings, group_id: str, **overrides: Any) -> dict[str, Any]:  # noqa: ANN401
     return client_config(
         settings,
         **{
@@ -169,7 +171,7 @@ def consumer_config(settings: Settings, group_id: str, **overrides: Any) -> dict
     )
 
 
-def spark_kafka_options(settings: Settings) -> dict[str, str]:
+def spark_kafka_options(settings: KernelSettings) -> dict[str, str]:
     """The Spark Kafka source's (and sink's) ``kafka.``-prefixed options: the brokers and the security keys."""
     options = {"bootstrap.servers": settings.kafka_bootstrap, **java_security_options(settings.kafka)}
     return {f"kafka.{key}": value for key, value in options.items()}

@@ -10,7 +10,7 @@ from confluent_kafka.admin import AdminClient
 
 from metalake.kafka.config import client_config
 from metalake.kafka.security import security_error
-from metalake.settings import Settings
+from metalake.settings import KernelSettings
 
 # librdkafka's local error code (confluent-kafka exposes it with a leading underscore).
 _TRANSPORT = KafkaError._TRANSPORT  # noqa: SLF001
@@ -21,7 +21,7 @@ class ConnectionCheck:
     kept (a readiness probe runs every few seconds). A call returns if a broker answers, raises
     :class:`KafkaSecurityError` (naming the setting) if the broker refused this client, else the client's error."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: KernelSettings) -> None:
         self._settings = settings
         self._errors: list[KafkaError] = []
         self._lock = threading.Lock()
@@ -50,6 +50,6 @@ class ConnectionCheck:
         raise failure
 
 
-def check_connection(settings: Settings, timeout_s: float = 10.0) -> None:
+def check_connection(settings: KernelSettings, timeout_s: float = 10.0) -> None:
     """:class:`ConnectionCheck` once (a command's start, a test)."""
     ConnectionCheck(settings)(timeout_s)

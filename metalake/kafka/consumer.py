@@ -10,7 +10,7 @@ from typing import Any, Protocol
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from metalake.http.health import LOOP
-from metalake.settings import Settings
+from metalake.settings import KernelSettings
 from metalake.telemetry.metrics import CONSUMER_LAG
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,7 @@ class BatchConsumer:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: KernelSettings,
         group_id: str,
         topics: Sequence[str],
         *,

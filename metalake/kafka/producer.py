@@ -12,7 +12,7 @@ from confluent_kafka import KafkaError, Message, Producer
 from opentelemetry import trace
 
 from metalake.events.envelope import CloudEvent, Headers
-from metalake.settings import Settings
+from metalake.settings import KernelSettings
 from metalake.telemetry.propagation import inject_traceparent
 
 log = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ class EventPublisher(Protocol):
 class EventProducer:
     """Publishes CloudEvents and blocks until each is durable (in the in-sync replicas) or raises."""
 
-    def __init__(self, settings: Settings, **overrides: Any) -> None:  # noqa: ANN401
+    def __init__(self, settings: KernelSettings, **overrides: Any) -> None:  # noqa: ANN401
         from metalake.kafka.config import producer_config
 
         self._timeout_s = settings.kafka.delivery_timeout_ms / 1000 + 5

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from metalake.propagation.graph import Limits
-from metalake.settings import Settings
+from metalake.propagation.settings import PropagationLimits
 
 
-def limits_from(settings: Settings, max_depth: int | None = None) -> Limits:
+def limits_from(p: PropagationLimits, max_depth: int | None = None) -> Limits:
     """The configured limits; ``max_depth`` (a dry-run's own) replaces the configured depth."""
-    p = settings.propagation
     return Limits(
         max_depth=max_depth or p.max_depth,
         max_fanout=p.max_fanout,

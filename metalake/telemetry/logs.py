@@ -13,7 +13,7 @@ from typing import Any
 
 from opentelemetry import trace
 
-from metalake.settings import TelemetrySettings
+from metalake.telemetry.settings import TelemetrySettings
 
 _tenant: ContextVar[str | None] = ContextVar("metalake_tenant", default=None)
 

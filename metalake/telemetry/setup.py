@@ -9,9 +9,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 
 from metalake import __version__
-from metalake.settings import TelemetrySettings
 from metalake.telemetry.exposition import install_meter_provider
 from metalake.telemetry.logs import configure_logging
+from metalake.telemetry.settings import TelemetrySettings
 
 
 class TelemetryConfigError(RuntimeError):

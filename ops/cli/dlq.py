@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import httpx
 import typer
 
-from metalake.settings import Settings
+from ops.settings import Settings
 
 app = typer.Typer(
     name="dlq",

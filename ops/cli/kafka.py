@@ -15,6 +15,7 @@ from metalake.console import fail
 from metalake.kafka.config import describe
 from metalake.settings import load_settings
 from ops.cli.kafka_acls import PROCESSES, Process, apply, kafka_acls_commands, render, required_acls
+from ops.settings import Settings
 
 app = typer.Typer(help="The Kafka cluster's side of metalake: the ACLs of its processes.", no_args_is_help=True)
 
@@ -52,7 +53,7 @@ def acls(
     Dedicated tenants' topics are granted by prefix: a new tenant needs no new ACL. The platform's topics must exist
     (the cluster's administrator creates them at install). Run it again after changing a principal or a group id.
     """
-    settings = load_settings()
+    settings = load_settings(Settings)
     unknown = sorted(set(process or ()) - set(PROCESSES))
     if unknown:
         raise fail(f"--process: unknown {', '.join(unknown)}; known: {', '.join(PROCESSES)}", code=2)

@@ -36,7 +36,7 @@ from confluent_kafka.admin import (
 from api.services.dead_letters.letters import READER_GROUP as DEAD_LETTERS_GROUP
 from control.connectors.offsets import READER_GROUP_PREFIX as OFFSETS_READER_PREFIX
 from metalake.kafka.config import client_config
-from metalake.settings import Settings
+from ops.settings import Settings
 from tenants.naming import (
     BULK_TOPIC,
     CHANGES_TOPIC,

@@ -18,7 +18,7 @@ from control.snowflake.policies import options_from, snowflake_script
 from control.snowflake.sql import UnsafeName
 from metalake.console import REFUSED, fail
 from metalake.mongo import mongo_client
-from metalake.settings import get_settings
+from ops.settings import get_settings
 from tenants.naming import validate_tenant_id
 
 app = typer.Typer(
@@ -72,7 +72,7 @@ def snowflake_policies(
     except ValueError as exc:
         raise fail(f"--tenant: {exc}", REFUSED) from None
     settings = get_settings()
-    options = options_from(settings, roles=role, mask_style=mask, scope=scope)
+    options = options_from(settings.snowflake, roles=role, mask_style=mask, scope=scope)
     client = mongo_client(settings)
     try:
         script = snowflake_script(settings, client, tenant, options, account=account)

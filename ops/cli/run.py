@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from metalake.console import fail
-from metalake.settings import get_settings
+from ops.settings import get_settings
 
 # One Typer app per command: a single-command app becomes that command, so the root can load each on demand.
 demo_app = typer.Typer()

@@ -16,7 +16,8 @@ from metalake.console import fail
 from metalake.mongo import mongo_client
 from metalake.s3 import lake_storage_options
 from metalake.sealing import ResealCount, SealingError, require, sealer_for
-from metalake.settings import Settings, load_settings
+from metalake.settings import load_settings
+from ops.settings import Settings
 from tenants.naming import CONTROL_DATABASE, platform_audit_dir
 
 app = typer.Typer(
@@ -43,7 +44,7 @@ def reseal(
     a value) and exits 1 if a value did not open or a document changed meanwhile. Run it after changing the key,
     then remove the previous key from the settings.
     """
-    settings = load_settings()
+    settings = load_settings(Settings)
     try:
         sealer = require(sealer_for(settings))
     except SealingError as exc:

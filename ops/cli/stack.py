@@ -8,8 +8,9 @@ from typing import Annotated
 import typer
 
 from metalake.console import fail
-from metalake.settings import get_settings
-from ops.stack import StackError, StackManager, top
+from ops.settings import get_settings
+from ops.stack import top
+from ops.stack.manager import StackError, StackManager
 from ops.stack.paths import find_project_root
 from ops.stack.services.prometheus import Prometheus
 

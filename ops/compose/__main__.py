@@ -12,8 +12,8 @@ from pathlib import Path
 
 from metalake.lake_uri import S3Path
 from metalake.s3 import S3Client
-from metalake.settings import Settings
 from ops.compose import configs, layout
+from ops.settings import Settings
 from ops.stack.services.trino import service_users
 
 

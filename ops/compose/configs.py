@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from metalake.settings import Settings
 from ops.compose import layout
 from ops.compose.layout import Ports
+from ops.settings import Settings
 from ops.stack.lake_storage import METASTORE_DIR, trino_file_system
 from ops.stack.resource_groups import build_resource_groups, resource_groups_properties
 from ops.stack.services.kafka import _LOG4J2

@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from metalake.settings import Settings
+from ops.settings import Settings
 
 
 class ApiError(RuntimeError):

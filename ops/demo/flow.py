@@ -26,12 +26,12 @@ from trino.dbapi import Cursor
 
 from metalake.events import spec_for
 from metalake.kafka import EventProducer, PublishError
-from metalake.settings import Settings
 from metalake.trino_admin import admin_cursor
 from ops.demo import montecarlo
 from ops.demo.api_client import ApiClient, ApiError, admin_file, load_or_create_admin
 from ops.demo.catalog import Catalog, demo_catalog, invalid_record
 from ops.demo.receiver import Delivery, WebhookReceiver
+from ops.settings import Settings
 from tenants.naming import TRINO_POOLED_SCHEMA, TenantNames, names_for
 from tenants.trino_schemas import trino_schema
 

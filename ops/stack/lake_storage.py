@@ -5,8 +5,9 @@ Trino's process gets (Trino substitutes ``${ENV:...}`` when it loads the catalog
 
 from __future__ import annotations
 
+from metalake.lake_settings import LakeS3Settings
 from metalake.lake_uri import S3Path
-from metalake.settings import LakeS3Settings, Settings
+from ops.settings import Settings
 
 METASTORE_DIR = "_trino_metastore"
 ACCESS_KEY_VAR = "METALAKE_TRINO_S3_ACCESS_KEY"

@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 
 from api.services.provisioning.launcher import JobLauncher, JobStatus
-from metalake.settings import Settings
+from api.settings import AdminApiSettings
+from ops.stack.paths import exported_stack_dir
 from tenants.naming import validate_tenant_id
 
 
@@ -32,15 +33,17 @@ def _start_ticks(pid: int) -> int | None:
 class LocalProcessLauncher(JobLauncher):
     """The query as a local child process; state in files, so any API process (or a restarted one) can manage it."""
 
-    def __init__(self, settings: Settings, *, stop_timeout_s: float = 60.0) -> None:
-        self._settings = settings
+    def __init__(self, settings: AdminApiSettings, *, stop_timeout_s: float = 60.0) -> None:
+        # The API's settings have no stack section (a deployment has no local stack): the folder is the one the
+        # tooling that started the API exported to it.
+        self._stack_dir = exported_stack_dir()
         self._stop_timeout_s = stop_timeout_s
 
     def run_dir(self, tenant: str) -> Path:
-        return self._settings.local_stack_dir / "run" / "tenant-jobs" / validate_tenant_id(tenant)
+        return self._stack_dir / "run" / "tenant-jobs" / validate_tenant_id(tenant)
 
     def log_file(self, tenant: str) -> Path:
-        return self._settings.local_stack_dir / "logs" / f"stream-{validate_tenant_id(tenant)}.log"
+        return self._stack_dir / "logs" / f"stream-{validate_tenant_id(tenant)}.log"
 
     def _pid(self, tenant: str) -> int | None:
         try:

@@ -14,7 +14,7 @@ from pathlib import Path
 from pydantic import SecretStr
 
 from metalake.java import JavaNotFound
-from metalake.settings import Settings
+from ops.settings import Settings
 from ops.stack import process
 from ops.stack.fetching import Fetches
 from ops.stack.health import port_free
@@ -282,7 +282,7 @@ def create_platform_topics(settings: Settings) -> list[str]:
     created = ensure_topics(settings, topics)
     # The offsets topic's compaction bounds how long a record an erase superseded stays: set on a topic created
     # before they were declared too.
-    offsets_config = topic_config(settings)
+    offsets_config = topic_config(settings.connect)
     offsets = ensure_topics(settings, [CONNECT_OFFSETS_TOPIC], partitions=1, config=offsets_config)
     if not offsets:
         ensure_topic_config(settings, CONNECT_OFFSETS_TOPIC, offsets_config)

@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from metalake.settings import Settings
+from metalake.settings import required
+
+if TYPE_CHECKING:
+    from ops.settings import Settings
 
 
 def find_project_root(start: Path | None = None) -> Path:
@@ -67,6 +71,12 @@ def use_checkout_stack(start: Path | None = None) -> Path:
     for variable, value in stack_paths(stack_dir).items():
         os.environ.setdefault(variable, in_file.get(variable, value))
     return root
+
+
+def exported_stack_dir() -> Path:
+    """The stack's folder the tooling exported to this process (``use_checkout_stack``): for tooling code that runs
+    inside a deployable, whose settings have no stack section (the local launcher in the admin API)."""
+    return Path(required(os.environ.get("METALAKE_STACK__DIR"), "stack.dir"))
 
 
 def _variables_of(env_file: Path) -> dict[str, str]:

@@ -15,8 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from metalake.settings import TrinoResourceGroupSettings
 from metalake.tenancy import TENANT_ID_PATTERN
+from metalake.trino_settings import TrinoResourceGroupSettings
 
 TENANTS_GROUP = "tenants"
 PLATFORM_GROUP = "platform"

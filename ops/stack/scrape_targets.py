@@ -10,7 +10,7 @@ stops the process. The admin API and the connector worker serve ``/metrics`` on 
 
 from __future__ import annotations
 
-from metalake.settings import Settings
+from ops.settings import Settings
 
 #: The stack's services whose ``/metrics`` is on their health server -> the health setting's process name.
 HEALTH_PROCESS = {

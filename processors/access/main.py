@@ -11,9 +11,10 @@ import typer
 
 from metalake.http.health import serve_health, standard_checks
 from metalake.mongo import mongo_client
-from metalake.settings import get_settings
+from metalake.settings import load_settings
 from metalake.telemetry import configure_telemetry
 from processors.access.processor import run
+from processors.access.settings import AccessProcessSettings
 from tenants.access.sync import AccessSync
 
 # A one-off sync reads every tenant's tags: allow it longer per operation than the processor's steady state.
@@ -31,7 +32,7 @@ app = typer.Typer(
 def run_command() -> None:
     """Regenerate the rules as classifications and propagated tags change (consumes metalake.changes; SIGTERM or
     Ctrl-C stop it after the batch)."""
-    settings = get_settings()
+    settings = load_settings(AccessProcessSettings)
     configure_telemetry(settings.telemetry, "access")
     serve_health(settings, "access", standard_checks(settings, "mongo", "kafka", "trino"))
     # SIGTERM (what supervisors send) stops it after the batch, like Ctrl-C: the consumer then leaves its group at
@@ -47,7 +48,7 @@ def sync_command(
     tenant: Annotated[list[str] | None, typer.Option(help="Only refresh these tenants' masks (default: all).")] = None,
 ) -> None:
     """Refresh the tenants' masked columns from MongoDB and Trino once and rewrite the rules file."""
-    settings = get_settings()
+    settings = load_settings(AccessProcessSettings)
     client = mongo_client(settings, socket_timeout_ms=_SYNC_SOCKET_TIMEOUT_MS)
     try:
         done = AccessSync(settings, client).sync(tenant or None)
@@ -62,7 +63,7 @@ def migrate_schemas_command() -> None:
     previous key), then rewrite the rules file. Idempotent; the access processor also does it at start. Prints one
     JSON line per schema; exits 1 if something stayed in an old schema (``left``) or a move failed (``error``: run
     it again)."""
-    settings = get_settings()
+    settings = load_settings(AccessProcessSettings)
     client = mongo_client(settings, socket_timeout_ms=_SYNC_SOCKET_TIMEOUT_MS)
     try:
         sync = AccessSync(settings, client)

@@ -20,8 +20,8 @@ from pymongo.errors import PyMongoError
 from metalake.events.changes import STATE_CHANGED, InvalidChange, change_type, decode_change
 from metalake.kafka import BatchConsumer, Received
 from metalake.mongo import mongo_client
-from metalake.settings import Settings
 from metalake.telemetry.propagation import batch_span
+from processors.access.settings import AccessProcessSettings
 from tenants.access.sync import AccessSync
 from tenants.naming import CHANGES_TOPIC
 
@@ -52,7 +52,7 @@ def tenants_to_refresh(records: Iterable[Received]) -> set[str]:
 class AccessRunner:
     """The consume loop. ``stop`` ends it after the current batch."""
 
-    def __init__(self, settings: Settings, sync: AccessSync, consumer: BatchConsumer) -> None:
+    def __init__(self, settings: AccessProcessSettings, sync: AccessSync, consumer: BatchConsumer) -> None:
         self._settings = settings
         self._sync = sync
         self._consumer = consumer
@@ -108,7 +108,7 @@ class AccessRunner:
 
 
 def run(
-    settings: Settings,
+    settings: AccessProcessSettings,
     *,
     group_id: str | None = None,
     stop: threading.Event | None = None,

@@ -17,8 +17,8 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from metalake.kafka.config import client_config
-from metalake.settings import Settings
 from processors.enrichment.freshness import query_label
+from processors.enrichment.settings import StreamSettings
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ def lag_readings(
 class EndOffsets:
     """The latest offsets of partitions, in one ListOffsets request; the admin client is made at the first scrape."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: StreamSettings) -> None:
         self._settings = settings
         self._admin: AdminClient | None = None
         self._lock = threading.Lock()

@@ -30,7 +30,6 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from metalake.s3 import lake_storage_options
-from metalake.settings import Settings
 from metalake.telemetry.metrics import BATCH_STEP
 from processors.enrichment import freshness
 from processors.enrichment.admission import TenantAdmission, count_dropped
@@ -43,6 +42,7 @@ from processors.enrichment.rows import (
     folded_columns,
     parse_batches,
 )
+from processors.enrichment.settings import StreamSettings
 from processors.enrichment.single_writer import NO_FENCE, NoWriterLeases, WriterLeases, s3_table
 from processors.enrichment.state import ASSETS, INCIDENTS, META, STATE_SPECS, StateSpec
 from processors.enrichment.tables import DLQ, EVENTS, SQL_TYPES, Layout, ensure_tables, spark_schema
@@ -158,7 +158,7 @@ def kept_rows(tenant_column: Column, dropped: frozenset[str]) -> Column:
 class LakeWriter:
     def __init__(  # noqa: PLR0913
         self,
-        settings: Settings,
+        settings: StreamSettings,
         app_id: str,
         layout: Layout,
         *,

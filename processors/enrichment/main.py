@@ -25,7 +25,7 @@ from metalake.kafka import EventProducer
 from metalake.kafka.config import describe, spark_kafka_options
 from metalake.kafka.security import java_failure_setting
 from metalake.mongo import mongo_client
-from metalake.settings import FaultSettings, Settings, get_settings
+from metalake.settings import load_settings
 from metalake.telemetry import configure_telemetry
 from metalake.telemetry.metrics import CONSUMER_LAG
 from processors.enrichment.admission import TenantAdmission
@@ -35,8 +35,10 @@ from processors.enrichment.lake import AfterLakeHook, LakeWriter
 from processors.enrichment.projector import AfterMongoHook, ProjectionWriter
 from processors.enrichment.registrar import TrinoRegistrar
 from processors.enrichment.session import build_spark
+from processors.enrichment.settings import StreamSettings
 from processors.enrichment.single_writer import WriterLeases
 from processors.enrichment.tables import Layout
+from processors.settings import FaultSettings
 from tenants.naming import CONTROL_DATABASE, TopicClass, event_topics, names_for
 
 TOPIC_CLASSES: tuple[TopicClass, ...] = ("priority", "bulk")
@@ -98,7 +100,7 @@ class QueryPlan:
     pool: str
 
 
-def _plan(settings: Settings, args: JobOptions) -> list[QueryPlan]:
+def _plan(settings: StreamSettings, args: JobOptions) -> list[QueryPlan]:
     """The lake query over both topics (one commit per table and batch), and one projection query per topic class,
     so a backlog of columns on the bulk topic never delays the priority topic in MongoDB.
 
@@ -145,7 +147,7 @@ def _plan(settings: Settings, args: JobOptions) -> list[QueryPlan]:
 
 
 def _start(
-    spark: SparkSession, settings: Settings, plan: QueryPlan, writer: Callable[..., None], available_now: bool
+    spark: SparkSession, settings: StreamSettings, plan: QueryPlan, writer: Callable[..., None], available_now: bool
 ) -> StreamingQuery:
     # A thread-local property the query's thread inherits: its jobs go to its own pool of the FAIR scheduler.
     spark.sparkContext.setLocalProperty("spark.scheduler.pool", plan.pool)
@@ -253,7 +255,7 @@ def _liveness(supervisor: _Supervisor) -> Callable[[], str | None]:
     return liveness
 
 
-def _observe(settings: Settings, args: JobOptions, supervisor: _Supervisor) -> Callable[[], None]:
+def _observe(settings: StreamSettings, args: JobOptions, supervisor: _Supervisor) -> Callable[[], None]:
     """The queries' consumer lag (read at scrape time) and the health server; returns what stops both."""
     end_offsets = EndOffsets(settings)
     unwatch_lag = CONSUMER_LAG.watch(
@@ -281,7 +283,7 @@ def _observe(settings: Settings, args: JobOptions, supervisor: _Supervisor) -> C
     return stop
 
 
-def run(settings: Settings, args: JobOptions) -> None:
+def run(settings: StreamSettings, args: JobOptions) -> None:
     plans = _plan(settings, args)
     spark = build_spark(settings, plans[0].name.rsplit("-", 1)[0])
     mongo = mongo_client(settings)
@@ -397,7 +399,7 @@ def stream(
         )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
-    settings = get_settings()
+    settings = load_settings(StreamSettings)
     configure_telemetry(settings.telemetry, "stream")
     run(settings, options)
 

@@ -34,7 +34,6 @@ from pyspark.sql import DataFrame
 from metalake.events import CloudEvent
 from metalake.kafka import EventProducer
 from metalake.mongo import while_unreachable
-from metalake.settings import Settings
 from metalake.telemetry import bind_tenant
 from metalake.telemetry.metrics import BATCH_STEP
 from processors.enrichment import freshness
@@ -52,6 +51,7 @@ from processors.enrichment.health import (
 )
 from processors.enrichment.parse import ParsedRow, parse_rows
 from processors.enrichment.projection import apply_updates, apply_upserts, spec_upsert
+from processors.enrichment.settings import StreamSettings
 from processors.enrichment.state import ASSETS, INCIDENTS, STATE_SPECS, fold
 from processors.enrichment.tracing import EventSpans, SpanBudget
 from tenants.naming import CHANGES_TOPIC, names_for
@@ -77,7 +77,7 @@ class _Written:
 class ProjectionWriter:
     def __init__(  # noqa: PLR0913
         self,
-        settings: Settings,
+        settings: StreamSettings,
         name: str,
         mongo: MongoClient[dict[str, Any]],
         changes: EventProducer,

@@ -13,7 +13,7 @@ import logging
 import queue
 import threading
 
-from metalake.settings import Settings
+from processors.enrichment.settings import StreamSettings
 from tenants.lake_catalog import pooled_columns, register_pooled_tables, register_tenant
 from tenants.naming import POOLED_TABLES, TenantNames, names_for
 
@@ -25,7 +25,7 @@ _STOP = ""
 class TrinoRegistrar:
     """``saw(tenants)`` queues tenants not registered by this process yet; a daemon thread registers them."""
 
-    def __init__(self, settings: Settings, dedicated: TenantNames | None = None) -> None:
+    def __init__(self, settings: StreamSettings, dedicated: TenantNames | None = None) -> None:
         self._settings = settings
         self._dedicated = dedicated
         self._done: set[str] = set()

@@ -11,7 +11,8 @@ from pyspark.sql import SparkSession
 
 from metalake.java import find_java
 from metalake.kafka.config import java_system_properties
-from metalake.settings import LakeS3Settings, Settings
+from metalake.lake_settings import LakeS3Settings
+from processors.enrichment.settings import StreamSettings
 from processors.enrichment.shipping import code_archive
 
 
@@ -29,7 +30,7 @@ def _jars(jars_dir: Path) -> list[str]:
     return jars
 
 
-def _s3a_jars(settings: Settings) -> list[str]:
+def _s3a_jars(settings: StreamSettings) -> list[str]:
     """Spark's s3a jars, for a lake on S3 only (the AWS SDK bundle is ~690 MB: a local lake starts without it)."""
     if not settings.lake_on_s3:
         return []
@@ -75,7 +76,7 @@ def s3a_secrets(s3: LakeS3Settings) -> dict[str, str]:
     }
 
 
-def cluster_conf(settings: Settings, scratch: Path) -> dict[str, str]:
+def cluster_conf(settings: StreamSettings, scratch: Path) -> dict[str, str]:
     """What a cluster needs beyond a local master: executor sizes, fixed ports, the executors' Python, metalake's
     code shipped as a zip, and the user's own ``spark.conf`` (which wins). The RPC secret is not here: see
     :func:`secret_properties`."""
@@ -105,7 +106,7 @@ def cluster_conf(settings: Settings, scratch: Path) -> dict[str, str]:
 PROPERTIES_FILE_VARIABLE = "METALAKE_SPARK_PROPERTIES_FILE"
 
 
-def secret_properties(settings: Settings, scratch: Path) -> None:
+def secret_properties(settings: StreamSettings, scratch: Path) -> None:
     """Hand the cluster's RPC secret and the lake's S3 keys to the JVM in a properties file only this user can read:
     PySpark passes the builder's settings to ``spark-submit`` as ``--conf`` arguments, which every user of the host
     sees in ``ps``."""
@@ -139,7 +140,7 @@ def secret_properties(settings: Settings, scratch: Path) -> None:
     os.environ[PROPERTIES_FILE_VARIABLE] = str(path)
 
 
-def driver_java_options(settings: Settings, scratch: Path, kafka_jvm: list[str]) -> str:
+def driver_java_options(settings: StreamSettings, scratch: Path, kafka_jvm: list[str]) -> str:
     """The driver's JVM options: Derby's home in the scratch folder, the Kafka client's system properties, then the
     operator's own (``spark.driver_java_options``), last so that they win where the JVM takes the last one."""
     return " ".join(
@@ -147,7 +148,7 @@ def driver_java_options(settings: Settings, scratch: Path, kafka_jvm: list[str])
     )
 
 
-def build_spark(settings: Settings, app_name: str) -> SparkSession:
+def build_spark(settings: StreamSettings, app_name: str) -> SparkSession:
     if "JAVA_HOME" not in os.environ:
         # Spark 4.2 runs on Java 17 or 21; a newer default JDK on the machine would fail in odd places.
         os.environ["JAVA_HOME"] = str(find_java(17, 21, env_var="METALAKE_SPARK_JAVA_HOME").parent.parent)

@@ -34,9 +34,9 @@ from typing import Any
 from pymongo.database import Database
 from pymongo.errors import PyMongoError
 
+from metalake.lake_settings import LakeWriterLeaseSettings
 from metalake.lake_uri import S3_SCHEMES, LakeRoot, S3Path
 from metalake.lease import Lease, LeaseHeld, LeaseStore, new_owner
-from metalake.settings import LakeWriterLeaseSettings
 
 log = logging.getLogger(__name__)
 

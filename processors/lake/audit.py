@@ -11,14 +11,14 @@ from datetime import UTC, datetime
 
 from control import audit
 from metalake.s3 import lake_storage_options
-from metalake.settings import Settings
+from processors.lake.settings import LakeWorkerSettings
 from tenants.lake_catalog import register_tables
 from tenants.naming import TenantNames
 
 log = logging.getLogger(__name__)
 
 
-def ensure_audit_table(settings: Settings, names: TenantNames) -> None:
+def ensure_audit_table(settings: LakeWorkerSettings, names: TenantNames) -> None:
     """Create the table if missing and register it in Trino (best effort: Trino down must not block an erase)."""
     audit.ensure_table(names.table("audit").path, lake_storage_options(settings))
     try:
@@ -28,7 +28,7 @@ def ensure_audit_table(settings: Settings, names: TenantNames) -> None:
 
 
 def record(  # noqa: PLR0913
-    settings: Settings,
+    settings: LakeWorkerSettings,
     names: TenantNames,
     actor: str,
     action: str,

@@ -26,9 +26,9 @@ from control.audit import StorageOptions
 from metalake.lake_uri import LakeRoot, S3Path, delta_rs_uri
 from metalake.mongo import mongo_client
 from metalake.s3 import lake_s3_client, lake_storage_options
-from metalake.settings import Settings
 from metalake.tenancy import InvalidTenantId
 from processors.lake.errors import LakeUsageError
+from processors.lake.settings import LakeWorkerSettings
 from tenants.naming import (
     CONTROL_DATABASE,
     POOLED_TABLES,
@@ -230,7 +230,7 @@ class Directory:
 
 
 @contextmanager
-def connect(settings: Settings) -> Iterator[Directory]:
+def connect(settings: LakeWorkerSettings) -> Iterator[Directory]:
     """The directory of the configured lake, reading the registry and database names from MongoDB."""
     client = mongo_client(settings)
     try:

@@ -34,7 +34,6 @@ from control.audit import StorageOptions
 from metalake.lake_uri import S3Path
 from metalake.mongo import mongo_client
 from metalake.s3 import lake_s3_client, lake_storage_options
-from metalake.settings import Settings
 from processors.enrichment.single_writer import NoWriterLeases, WriterLeases
 from processors.enrichment.tables import TABLES
 from processors.lake.discover import connect, has_pooled_rows, is_table, shared_place
@@ -47,6 +46,7 @@ from processors.lake.purge import (
     relative,
 )
 from processors.lake.runner import progress
+from processors.lake.settings import LakeWorkerSettings
 from processors.lake.sparkio import is_delta, lake_session
 from tenants.naming import CONTROL_DATABASE, POOLED_TABLES, LakeTable, TenantNames, pooled_table_path
 
@@ -168,7 +168,7 @@ def drop(  # noqa: PLR0913
     return report
 
 
-def drop_report(settings: Settings, tenant: str, spark: SparkSession | None = None) -> dict[str, Any]:
+def drop_report(settings: LakeWorkerSettings, tenant: str, spark: SparkSession | None = None) -> dict[str, Any]:
     """The report of ``python -m processors.lake drop`` (``processors.lake.main``): progress on stderr. With
     ``spark``, that session is used when Spark is needed (and left running) instead of one of its own."""
     with connect(settings) as directory:

@@ -50,7 +50,6 @@ from control.connectors.offsets import OffsetStore
 from control.erased import ErasedUrns, urn_hasher
 from metalake.kafka import EventProducer, EventPublisher, PublishError
 from metalake.mongo import mongo_client
-from metalake.settings import Settings
 from processors.enrichment.single_writer import NoWriterLeases, WriterLeases
 from processors.lake import audit
 from processors.lake.discover import connect, places
@@ -76,6 +75,7 @@ from processors.lake.scope import (
     raw_pattern,
     with_spellings,
 )
+from processors.lake.settings import LakeWorkerSettings
 from processors.lake.sparkio import is_delta, lake_session
 from processors.propagation.erasure import erased_event
 from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE, LakeTable, TenantNames
@@ -249,7 +249,7 @@ def announce(
 def erase(  # noqa: PLR0913
     spark: SparkSession,
     mongo: MongoClient[dict[str, Any]],
-    settings: Settings,
+    settings: LakeWorkerSettings,
     names: TenantNames,
     target: EraseTarget,
     actor: str,
@@ -307,7 +307,7 @@ def erase(  # noqa: PLR0913
 
 
 def erase_report(
-    settings: Settings, tenant: str, urn: str, actor: str, include_children: bool, erasure_id: str | None
+    settings: LakeWorkerSettings, tenant: str, urn: str, actor: str, include_children: bool, erasure_id: str | None
 ) -> dict[str, Any]:
     """The report of ``python -m processors.lake erase`` (``processors.lake.main``): progress on stderr."""
     erasure_id = _uuid(erasure_id) if erasure_id is not None else None

@@ -12,17 +12,17 @@ from __future__ import annotations
 from typing import Any
 
 from metalake.s3 import lake_storage_options
-from metalake.settings import Settings
 from metalake.tenancy import InvalidTenantId
 from processors.enrichment.tables import Layout, ensure_tables
 from processors.lake.audit import ensure_audit_table
 from processors.lake.errors import LakeUsageError
 from processors.lake.runner import progress
+from processors.lake.settings import LakeWorkerSettings
 from tenants.lake_catalog import register_pooled_tables, register_tables, register_tenant
 from tenants.naming import names_for
 
 
-def init_report(settings: Settings, tenant: str, dedicated: bool) -> dict[str, Any]:
+def init_report(settings: LakeWorkerSettings, tenant: str, dedicated: bool) -> dict[str, Any]:
     """The report of ``python -m processors.lake init`` (``processors.lake.main``): progress on stderr."""
     try:
         names = names_for(tenant, settings.lake_root, dedicated=dedicated)

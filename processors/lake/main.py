@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from metalake.console import fail
-from metalake.settings import get_settings
+from metalake.settings import load_settings
 from processors.lake import discover, window
 from processors.lake.drop import drop_report
 from processors.lake.erase import erase_report
@@ -26,6 +26,7 @@ from processors.lake.prune import prune_report
 from processors.lake.reconcile import reconcile_report
 from processors.lake.runner import run
 from processors.lake.scope import erase_target
+from processors.lake.settings import LakeWorkerSettings
 from processors.lake.worker import worker_report
 
 app = typer.Typer(
@@ -36,8 +37,9 @@ app = typer.Typer(
 )
 
 
-def _report(command: str, body: Callable[[], Mapping[str, Any]]) -> None:
-    raise typer.Exit(code=run(command, body))
+def _report(command: str, body: Callable[[LakeWorkerSettings], Mapping[str, Any]]) -> None:
+    settings = load_settings(LakeWorkerSettings)
+    raise typer.Exit(code=run(command, settings.telemetry, lambda: body(settings)))
 
 
 def _confirm(question: str, what: str) -> None:
@@ -65,7 +67,7 @@ def maintain(
 
     Safe while the streaming job runs: commit conflicts are retried. Reports files and bytes before/after per table.
     """
-    _report("maintain", lambda: maintain_report(get_settings(), tenant, retention_hours))
+    _report("maintain", lambda settings: maintain_report(settings, tenant, retention_hours))
 
 
 @app.command("erase")
@@ -95,7 +97,7 @@ def erase(
     Records the erase in the tenant's audit table with the URN's keyed hash (HMAC under a key derived from the KEK),
     never the URN. Cannot be undone.
     """
-    settings = get_settings()
+    settings = load_settings(LakeWorkerSettings)
     if urn == "-":
         urn = sys.stdin.readline().strip()
     if not yes:
@@ -107,7 +109,7 @@ def erase(
             raise fail(str(exc), EXIT_USAGE) from None
         what = f"{urn} and everything under it" if include_children else urn
         _confirm(f"Erase {what} from tenant {tenant}, permanently?", "erase")
-    _report("erase", lambda: erase_report(settings, tenant, urn, actor, include_children, erasure_id))
+    _report("erase", lambda _: erase_report(settings, tenant, urn, actor, include_children, erasure_id))
 
 
 @app.command("worker")
@@ -119,7 +121,7 @@ def worker(
     """Run the GDPR erasures the admin API queued, until SIGTERM: at most erasure.concurrency at a time, each as
     ``erase`` in a child process group killed after erasure.timeout_s (the erasure then fails). A crashed worker's
     erasures are claimed again once their leases expire. Starts no JVM itself."""
-    _report("worker", lambda: worker_report(get_settings(), ready_file))
+    _report("worker", lambda settings: worker_report(settings, ready_file))
 
 
 @app.command("reconcile")
@@ -132,7 +134,7 @@ def reconcile(
 ) -> None:
     """Compare the MongoDB projection with the Delta state tables, report missing/extra/stale documents and repair
     them from Delta (guarded upserts, safe while the job runs). 0 differences is the healthy result."""
-    _report("reconcile", lambda: reconcile_report(get_settings(), tenant, dry_run, window_days))
+    _report("reconcile", lambda settings: reconcile_report(settings, tenant, dry_run, window_days))
 
 
 @app.command("prune")
@@ -143,7 +145,7 @@ def prune(
     ] = window.DEFAULT_DAYS,
 ) -> None:
     """Delete resolved incidents older than the recent window from MongoDB (Delta keeps the full history)."""
-    _report("prune", lambda: prune_report(get_settings(), tenant, older_than_days))
+    _report("prune", lambda settings: prune_report(settings, tenant, older_than_days))
 
 
 @app.command("init")
@@ -156,7 +158,7 @@ def init(
     """Create the tenant's Delta tables (its own if dedicated, else the shared ones if missing; audit included) and
     register them in Trino; idempotent. The admin API runs it when it provisions a dedicated tenant, so the tenant is
     queryable before its first event."""
-    _report("init", lambda: init_report(get_settings(), tenant, dedicated))
+    _report("init", lambda settings: init_report(settings, tenant, dedicated))
 
 
 @app.command("drop")
@@ -170,7 +172,7 @@ def drop(
     """
     if not yes:
         _confirm(f"Delete every Delta row of tenant {tenant}, permanently?", "drop")
-    _report("drop", lambda: drop_report(get_settings(), tenant))
+    _report("drop", lambda settings: drop_report(settings, tenant))
 
 
 def main() -> None:

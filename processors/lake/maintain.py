@@ -37,13 +37,13 @@ from pyspark.sql import SparkSession
 from metalake.lake_uri import LakeRoot, S3Path, delta_rs_uri, local_path, spark_uri
 from metalake.mongo import mongo_client
 from metalake.s3 import lake_storage_options
-from metalake.settings import Settings
 from processors.enrichment.commits import retry_conflicts
 from processors.enrichment.single_writer import Fence, NoWriterLeases, WriterLeases
 from processors.enrichment.tables import TABLES
 from processors.lake.discover import connect
 from processors.lake.errors import LakeUsageError
 from processors.lake.runner import progress
+from processors.lake.settings import LakeWorkerSettings
 from processors.lake.sparkio import data_files, is_delta, lake_session, table_stats
 from tenants.naming import (
     CONTROL_DATABASE,
@@ -274,7 +274,7 @@ def maintain(  # noqa: PLR0913
     return reports
 
 
-def maintain_report(settings: Settings, tenant: str | None, retention_hours: int) -> dict[str, Any]:
+def maintain_report(settings: LakeWorkerSettings, tenant: str | None, retention_hours: int) -> dict[str, Any]:
     """The report of ``python -m processors.lake maintain`` (``processors.lake.main``): progress on stderr."""
     check_retention(retention_hours)  # before Spark starts: a refusal should be instant
     with connect(settings) as directory:

@@ -17,12 +17,12 @@ from typing import Any
 from pymongo import MongoClient
 
 from metalake.mongo import mongo_client
-from metalake.settings import Settings
 from processors.enrichment.state import INCIDENTS
 from processors.lake import window
 from processors.lake.discover import connect
 from processors.lake.errors import LakeUsageError
 from processors.lake.runner import progress
+from processors.lake.settings import LakeWorkerSettings
 from tenants.naming import TenantNames
 
 log = logging.getLogger("processors.lake.prune")  # not __main__ under python -m
@@ -46,7 +46,7 @@ def prune(
     return deleted
 
 
-def prune_report(settings: Settings, tenant: str | None, older_than_days: int) -> dict[str, Any]:
+def prune_report(settings: LakeWorkerSettings, tenant: str | None, older_than_days: int) -> dict[str, Any]:
     """The report of ``python -m processors.lake prune`` (``processors.lake.main``): progress on stderr."""
     if older_than_days < 0:
         raise LakeUsageError("--older-than-days must be 0 or more")

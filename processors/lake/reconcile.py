@@ -40,7 +40,6 @@ from pymongo.collection import Collection
 from pyspark.sql import SparkSession
 
 from metalake.mongo import mongo_client
-from metalake.settings import Settings
 from processors.enrichment.health import HEALTH, HEALTH_COLUMNS, HEALTH_FIELDS, mongo_health_update
 from processors.enrichment.projection import apply_updates, apply_upserts, spec_upsert
 from processors.enrichment.state import ASSETS, INCIDENTS, STATE_SPECS, StateSpec
@@ -48,6 +47,7 @@ from processors.lake import window
 from processors.lake.diff import Difference, Held, compare, compare_health
 from processors.lake.discover import connect
 from processors.lake.runner import progress
+from processors.lake.settings import LakeWorkerSettings
 from processors.lake.sparkio import is_delta, lake_session, read_rows
 from tenants.naming import TenantNames
 
@@ -206,7 +206,7 @@ def reconcile(
 
 
 def reconcile_report(
-    settings: Settings, tenant: str, dry_run: bool, window_days: int, spark: SparkSession | None = None
+    settings: LakeWorkerSettings, tenant: str, dry_run: bool, window_days: int, spark: SparkSession | None = None
 ) -> dict[str, Any]:
     """The report of ``python -m processors.lake reconcile`` (``processors.lake.main``): progress on stderr. With
     ``spark``, that session is used (and left running) instead of one of its own."""

@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from metalake.settings import get_settings
 from metalake.telemetry import configure_telemetry
+from metalake.telemetry.settings import TelemetrySettings
 from processors.lake.errors import EXIT_USAGE, LakeUsageError
 
 
@@ -37,9 +37,9 @@ def _stdout_to_stderr() -> Iterator[None]:
         os.close(saved)
 
 
-def run(command: str, body: Callable[[], Mapping[str, Any]]) -> int:
+def run(command: str, telemetry: TelemetrySettings, body: Callable[[], Mapping[str, Any]]) -> int:
     """Run ``body`` (which builds its report) with telemetry configured; return the process exit code."""
-    configure_telemetry(get_settings().telemetry, f"lake-{command}")
+    configure_telemetry(telemetry, f"lake-{command}")
     try:
         with _stdout_to_stderr():
             report = body()

@@ -14,8 +14,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import TimestampType
 
 from metalake.lake_uri import LakeRoot, spark_uri
-from metalake.settings import Settings
 from processors.enrichment.session import build_spark
+from processors.lake.settings import LakeWorkerSettings
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # VACUUM lists files with this many tasks; Spark's default (10 000) turns a small table's vacuum into ~40 s of empty
@@ -23,7 +23,7 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 LISTING_PARALLELISM = "8"
 
 
-def lake_session(settings: Settings, app_name: str) -> SparkSession:
+def lake_session(settings: LakeWorkerSettings, app_name: str) -> SparkSession:
     """The job session (``build_spark``: jars, Delta, Trino-compatible table defaults) tuned for maintenance."""
     spark = build_spark(settings, app_name)
     spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.parallelism", LISTING_PARALLELISM)

@@ -51,8 +51,8 @@ from metalake.http.health import LOOP, serve_health, standard_checks
 from metalake.lease import LeaseHeld, LeaseStore
 from metalake.mongo import Doc
 from metalake.s3 import lake_storage_options
-from metalake.settings import Settings
 from metalake.telemetry.metrics import ERASURE_OLDEST, ERASURE_QUEUE_DEPTH
+from processors.lake.settings import LakeWorkerSettings
 from tenants.registry import TenantRegistry
 
 log = logging.getLogger("processors.lake.worker")
@@ -166,7 +166,7 @@ def counts(report: Mapping[str, Any]) -> dict[str, int]:
 
 @dataclass
 class ErasureWorker:
-    settings: Settings
+    settings: LakeWorkerSettings
     control: Database[Doc]
     runner: EraseRunner = run_in_group
     # Where the ``erasure.finish`` audit row goes (the tenant's Delta audit table); tests replace it.
@@ -351,7 +351,7 @@ def watch_queue(store: ErasureStore, clock: Callable[[], datetime] = lambda: dat
     return unwatch
 
 
-def worker_report(settings: Settings, ready_file: Path | None = None) -> dict[str, Any]:
+def worker_report(settings: LakeWorkerSettings, ready_file: Path | None = None) -> dict[str, Any]:
     """``metalake lake worker``: run until SIGTERM or SIGINT; the report says how many erasures it finished."""
     from metalake.mongo import mongo_client
     from tenants.naming import CONTROL_DATABASE

@@ -22,7 +22,8 @@ from metalake.http.health import serve_health, standard_checks
 from metalake.kafka import EventProducer, ensure_topics
 from metalake.mongo import mongo_client
 from metalake.net.ssrf import AddressGuard
-from metalake.settings import Settings, get_settings
+from metalake.sealing import Sealer, sealer_for
+from metalake.settings import load_settings
 from metalake.telemetry import configure_telemetry
 from processors.outbound.runtime.catalog import Catalog
 from processors.outbound.runtime.destination import DestinationEnv, load_destinations
@@ -32,19 +33,20 @@ from processors.outbound.runtime.loops import DLQ_TOPIC, RETRY_TOPIC, Loops, Out
 from processors.outbound.runtime.retry import RetryPolicy
 from processors.outbound.runtime.subscriptions import SubscriptionCache
 from processors.outbound.runtime.testsend import SubscriptionTester
+from processors.outbound.settings import OutboundProcessSettings
 from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE, OUTBOUND_TESTS_TOPIC
 
 Mongo = MongoClient[dict[str, Any]]
 # Where subscriptions are read: the control plane, or (the bench) a store scoped to one tenant.
-StoreFactory = Callable[[Mongo], SubscriptionStore]
+StoreFactory = Callable[[Mongo, Sealer | None], SubscriptionStore]
 
 
-def control_plane_store(mongo: Mongo) -> SubscriptionStore:
-    return SubscriptionStore(mongo[CONTROL_DATABASE])
+def control_plane_store(mongo: Mongo, sealer: Sealer | None) -> SubscriptionStore:
+    return SubscriptionStore(mongo[CONTROL_DATABASE], sealer)
 
 
 def build(
-    settings: Settings, mongo: Mongo, store: StoreFactory = control_plane_store
+    settings: OutboundProcessSettings, mongo: Mongo, store: StoreFactory = control_plane_store
 ) -> tuple[Outbound, EventProducer]:
     control = mongo[CONTROL_DATABASE]
     guard = AddressGuard.from_settings(settings.outbound.ssrf_allow)
@@ -56,7 +58,7 @@ def build(
         max_assets=outbound.impact_max_assets,
     )
     destinations = load_destinations(DestinationEnv(settings, guard, catalog))
-    subscriptions = store(mongo)
+    subscriptions = store(mongo, sealer_for(settings))
     cache = SubscriptionCache(subscriptions, settings.outbound.subscriptions_ttl_s)
     retention = timedelta(seconds=settings.outbound.ledger_retention_s)
     ledger = Ledger(control, retention, settings.mongo.outage_wait_s)
@@ -79,7 +81,7 @@ def build(
     return Outbound(settings, dispatcher, producer, tester), producer
 
 
-def run(settings: Settings, store: StoreFactory = control_plane_store) -> None:
+def run(settings: OutboundProcessSettings, store: StoreFactory = control_plane_store) -> None:
     ensure_topics(settings, [CHANGES_TOPIC, OUTBOUND_TESTS_TOPIC, RETRY_TOPIC, DLQ_TOPIC])
     mongo = mongo_client(settings)
     outbound, producer = build(settings, mongo, store)
@@ -115,7 +117,7 @@ def run_command() -> None:
 
     Settings: METALAKE_OUTBOUND__* (consumer groups, retries and backoff, timeouts, SSRF allowlist).
     """
-    settings = get_settings()
+    settings = load_settings(OutboundProcessSettings)
     configure_telemetry(settings.telemetry, "outbound")
     serve_health(settings, "outbound", standard_checks(settings, "mongo", "kafka"))
     run(settings)

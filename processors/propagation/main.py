@@ -28,10 +28,11 @@ from metalake.propagation import dry_run_tenant
 from metalake.propagation.config import limits_from
 from metalake.propagation.dry_run import InvalidDryRun, check_request
 from metalake.propagation.store import TooLarge, load_tenant
-from metalake.settings import Settings, get_settings
+from metalake.settings import load_settings
 from metalake.telemetry import configure_telemetry
 from metalake.tenancy import InvalidTenantId
 from processors.propagation.processor import AfterPublishHook, PropagationProcessor
+from processors.propagation.settings import PropagationProcessSettings
 from tenants.naming import CHANGES_TOPIC, names_for, validate_tenant_id
 from tenants.registry import TenantDirectory
 
@@ -53,7 +54,7 @@ def _fault_hook(marker: Path | None) -> AfterPublishHook | None:
 
 
 def run(
-    settings: Settings,
+    settings: PropagationProcessSettings,
     tenants: list[str] | None = None,
     group: str | None = None,
     ready_file: Path | None = None,
@@ -62,7 +63,7 @@ def run(
     mongo = mongo_client(settings)
     directory = TenantDirectory.connect(settings)
     producer = EventProducer(settings)
-    limits = limits_from(settings)
+    limits = limits_from(settings.propagation)
     processor = PropagationProcessor(
         lambda tenant: load_tenant(mongo[names_for(tenant, settings.lake_root).mongo_database], tenant, limits),
         producer,
@@ -137,7 +138,7 @@ def run_command(
 
     Settings: METALAKE_PROPAGATION__* (consumer group, batch size, guardrails). Logs are JSON on stderr.
     """
-    settings = get_settings()
+    settings = load_settings(PropagationProcessSettings)
     configure_telemetry(settings.telemetry, "propagation")
     serve_health(settings, "propagation", standard_checks(settings, "mongo", "kafka"))
     run(settings, tenant, group, ready_file, progress_s)
@@ -151,7 +152,7 @@ def dry_run_command(
     max_depth: Annotated[int | None, typer.Option(help="Hops from the asset (default: the configured limit).")] = None,
 ) -> None:
     """Print (JSON) what the tag would reach from the asset, with path and depth, without changing anything."""
-    settings = get_settings()
+    settings = load_settings(PropagationProcessSettings)
     try:
         names = names_for(tenant, settings.lake_root)
         check_request(urn, tag)
@@ -164,7 +165,7 @@ def dry_run_command(
             tenant,
             urn,
             tag,
-            limits_from(settings, max_depth),
+            limits_from(settings.propagation, max_depth),
             max_edges=settings.propagation.dry_run_max_edges,
         )
     except TooLarge as exc:

@@ -2,24 +2,24 @@
 
 from __future__ import annotations
 
-from metalake.settings import Settings
+from metalake.settings import KernelSettings
 from metalake.trino_admin import admin_cursor
 
 
-def schemas(settings: Settings) -> list[str]:
+def schemas(settings: KernelSettings) -> list[str]:
     with admin_cursor(settings, timeout_s=30) as cur:
         cur.execute("SELECT schema_name FROM information_schema.schemata")
         return [str(row[0]) for row in cur.fetchall()]
 
 
-def tables(settings: Settings, schema: str) -> dict[str, str]:
+def tables(settings: KernelSettings, schema: str) -> dict[str, str]:
     """``{table: "BASE TABLE" | "VIEW"}`` of ``schema`` (empty if it does not exist)."""
     with admin_cursor(settings, timeout_s=30) as cur:
         cur.execute("SELECT table_name, table_type FROM information_schema.tables WHERE table_schema = ?", [schema])
         return {str(name): str(kind) for name, kind in cur.fetchall()}
 
 
-def column_types(settings: Settings, schema: str) -> dict[str, dict[str, str]]:
+def column_types(settings: KernelSettings, schema: str) -> dict[str, dict[str, str]]:
     """``{table: {column: type}}`` of the tables registered in ``schema`` (empty if it does not exist)."""
     with admin_cursor(settings, timeout_s=30) as cur:
         cur.execute(

@@ -16,7 +16,6 @@ from pymongo import MongoClient
 from pymongo.errors import PyMongoError
 
 from metalake.mongo import typed_collection
-from metalake.settings import Settings
 from tenants.access import catalog
 from tenants.access.columns import load_masked_columns
 from tenants.access.rules import (
@@ -27,6 +26,7 @@ from tenants.access.rules import (
     mirrored_schemas,
     write_rules,
 )
+from tenants.access.settings import AccessRulesSettings
 from tenants.naming import CONTROL_DATABASE, names_for
 from tenants.registry import TenantRegistry, TenantState
 from tenants.schema_migration import SchemaMove, earlier_namers, migrate_schemas
@@ -94,7 +94,7 @@ def _stamps(docs: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
 class AccessSync:
     """Refreshes tenants' masks from MongoDB and Trino, and rewrites the rules file. One per process."""
 
-    def __init__(self, settings: Settings, mongo: MongoClient[dict[str, Any]]) -> None:
+    def __init__(self, settings: AccessRulesSettings, mongo: MongoClient[dict[str, Any]]) -> None:
         self._settings = settings
         self._mongo = mongo
         self._control = mongo[CONTROL_DATABASE]

@@ -10,8 +10,8 @@ from arro3.core import Array, DataType, Field, Schema, Table
 from deltalake import write_deltalake
 from trinoschema import schema_of
 
-from metalake.settings import Settings
 from metalake.trino_connect import connect
+from ops.settings import Settings
 from tenants.naming import TenantNames
 
 EMAILS = ["ada@example.org", "bob@example.org"]

@@ -16,7 +16,7 @@ from fastapi import FastAPI
 from api.app import create_app
 from control.auth.principal import Principal, Scope
 from control.auth.validator import InvalidToken, VerifiedToken
-from metalake.settings import Settings
+from ops.settings import Settings
 
 ADMIN_SCOPES = frozenset({Scope.TENANT_ADMIN.value, Scope.TENANT_READ.value, Scope.SQL_READ.value})
 

@@ -20,7 +20,7 @@ import uvicorn
 from itest import wait_for
 
 from metalake.java import find_java
-from metalake.settings import Settings
+from ops.settings import Settings
 
 _JVM = [
     "-server",

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, TopicPartition
 
 from metalake.kafka.config import consumer_config
-from metalake.settings import Settings
+from ops.settings import Settings
 
 
 @dataclass(frozen=True)

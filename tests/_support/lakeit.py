@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 
 from metalake.events import CloudEvent, new_event, spec_for
 from metalake.kafka import EventProducer
-from metalake.settings import Settings
+from ops.settings import Settings
 from tenants.naming import names_for
 
 SOURCE = "/tests/lake"

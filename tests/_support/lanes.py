@@ -22,7 +22,7 @@ from ops.stack.paths import stack_paths
 
 WORKER = "PYTEST_XDIST_WORKER"
 
-# The second lane's ports: the stack's (metalake.settings.StackPorts, SeaweedFSPorts), the processes' it starts and
+# The second lane's ports: the stack's (ops.stack.settings.StackPorts, SeaweedFSPorts), the processes' it starts and
 # the OPA suite's. Below the ephemeral range (32768+) and clear of the suites' own blocks (18480, 21100, 28100).
 SECOND_LANE_PORTS: dict[str, int] = {
     "METALAKE_STACK__PORTS__KAFKA": 23092,

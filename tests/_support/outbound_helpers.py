@@ -7,10 +7,11 @@ import uuid
 from typing import Any
 
 from control.subscriptions.filters import Filters
+from control.subscriptions.settings import OutboundSettings
 from control.subscriptions.store import Subscription, SubscriptionStore
 from metalake.events import CloudEvent, new_event
 from metalake.events.changes import PROPAGATION_COMPLETED, Change, StateChange, changes_key
-from metalake.settings import OutboundSettings, Settings
+from ops.settings import Settings
 
 SLACK_TOKEN = "xoxb-test-token"
 JIRA_EMAIL, JIRA_TOKEN = "bot@example.com", "jira-token"

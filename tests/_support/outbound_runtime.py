@@ -17,7 +17,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from metalake.kafka import ensure_topics
 from metalake.kafka.config import consumer_config
-from metalake.settings import Settings
+from ops.settings import Settings
 from tenants.naming import CHANGES_TOPIC, OUTBOUND_TESTS_TOPIC, dlq_topic, retry_topic
 
 RETRY = retry_topic("outbound")

@@ -9,7 +9,7 @@ from typing import Any
 
 import psycopg
 
-from metalake.settings import Settings
+from ops.settings import Settings
 
 
 def connect(settings: Settings, dbname: str) -> psycopg.Connection[Any]:

@@ -18,7 +18,7 @@ from outbound_runtime import start_groups_at_end
 from pymongo import MongoClient
 
 from metalake.kafka import ensure_topics
-from metalake.settings import Settings
+from ops.settings import Settings
 from processors.access.processor import run as run_access
 from tenants.model import Tier
 from tenants.naming import CHANGES_TOPIC, TenantNames

@@ -26,7 +26,7 @@ from control.connectors.records import ConnectorRecord, ConnectorState, SecretIn
 from metalake.events.envelope import decode_record
 from metalake.kafka import Delivery, PublishError, RawRecord
 from metalake.sealing import SealingError
-from metalake.settings import Settings
+from ops.settings import Settings
 from tenants.model import Tier
 from tenants.registry import TenantDirectory, TenantRecord, TenantState
 

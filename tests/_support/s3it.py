@@ -7,8 +7,8 @@ import secrets
 
 from metalake.lake_uri import S3Path
 from metalake.s3 import S3Client, S3Error
-from metalake.settings import Settings
-from ops.stack import StackManager
+from ops.settings import Settings
+from ops.stack.manager import StackManager
 
 BUCKET = "metalake-it"
 

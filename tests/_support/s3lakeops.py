@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-from metalake.settings import get_settings
+from ops.settings import get_settings
 from processors.lake.drop import drop_report
 from processors.lake.reconcile import reconcile_report
 from processors.lake.sparkio import lake_session

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from metalake.mongo import mongo_client
-from metalake.settings import get_settings
+from ops.settings import get_settings
 from processors.enrichment.single_writer import WriterLeases
 from processors.lake.sparkio import lake_session
 from tenants.naming import CONTROL_DATABASE

@@ -33,8 +33,9 @@ C1_ONLY = "-XX:TieredStopAtLevel=1"
 _PROBE = """
 import sys
 from metalake.settings import load_settings
+from ops.settings import Settings
 from processors.enrichment.session import build_spark
-spark = build_spark(load_settings(), "cds-archive")
+spark = build_spark(load_settings(Settings), "cds-archive")
 spark.range(100).selectExpr("id", "id * 2 AS x").write.format("delta").save(sys.argv[1])
 spark.read.format("delta").load(sys.argv[1]).count()
 spark.stop()

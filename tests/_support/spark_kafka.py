@@ -28,7 +28,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from metalake.kafka.config import JAVA_OAUTH_ALLOWED_URLS, spark_kafka_options
-from metalake.settings import Settings, get_settings
+from ops.settings import Settings, get_settings
 from processors.enrichment.session import build_spark
 
 

@@ -23,8 +23,8 @@ from trinoschema import schema_of
 
 from metalake.events import CloudEvent, new_event, spec_for
 from metalake.kafka import EventProducer, PublishError
-from metalake.settings import Settings
 from metalake.urn import asset_urn
+from ops.settings import Settings
 from tenants.naming import TenantNames
 
 # The jobs tests start live seconds, on 2 cores: C2's compiler threads cost them more than its faster code gives back

@@ -22,7 +22,7 @@ from pydantic import SecretStr
 
 from api.context import ApiContext
 from control.auth.clients import ClientRecord, ClientStore, Role
-from metalake.settings import Settings
+from ops.settings import Settings
 from tenants.naming import CONTROL_DATABASE
 
 TEST_KEY_ENCRYPTION_KEY = "metalake-tests-key-encryption-key-v1"

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from metalake.settings import load_settings
+from ops.settings import Settings
 from tenants.naming import TenantNames
 from tenants.trino_schemas import trino_schema
 
@@ -13,4 +14,4 @@ def schema_of(tenant: TenantNames | str) -> str:
 
     Read afresh (not ``get_settings``, cached for the process): on a fresh clone the unit tests that run first in
     the same session read settings before the stack's first start writes its key to stack.env."""
-    return trino_schema(load_settings(), tenant if isinstance(tenant, str) else tenant.tenant_id)
+    return trino_schema(load_settings(Settings), tenant if isinstance(tenant, str) else tenant.tenant_id)

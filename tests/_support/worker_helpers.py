@@ -18,7 +18,7 @@ from api.routes.connectors import connector_plugins
 from connectors.runtime.context import plugins_from
 from control.connectors import registry
 from control.connectors.registry import ConnectorClass
-from metalake.settings import Settings
+from ops.settings import Settings
 
 
 def worker_settings(settings: Settings, **connect: Any) -> Settings:

@@ -18,9 +18,10 @@ import pytest
 import spark_jvm
 from pymongo import MongoClient
 
-from metalake.settings import Settings, get_settings, load_settings
+from metalake.settings import load_settings
 from metalake.trino_connect import connect
-from ops.stack import StackManager
+from ops.settings import Settings, get_settings
+from ops.stack.manager import StackManager
 from ops.stack.paths import find_project_root
 
 # Every app these tests start (in process or as `metalake api`) shares one control plane with the other tests. The
@@ -36,7 +37,7 @@ os.environ.setdefault("METALAKE_API__AUDIT_FLUSH_S", "0")
 def _manager() -> StackManager:
     # Straight to the real stderr: a cold start fetches and builds for minutes, and pytest would hold the lines back.
     return StackManager(
-        load_settings(),
+        load_settings(Settings),
         find_project_root(),
         echo=lambda line: print(f"[stack] {line}", file=sys.__stderr__, flush=True),
     )
@@ -114,7 +115,7 @@ def stack(request: pytest.FixtureRequest) -> Iterator[StackManager]:
 @pytest.fixture(scope="session")
 def spark_archive(stack: StackManager) -> Path:
     """The Spark drivers' class-data archive, built in the background from the stack's jars if it is not cached."""
-    settings = load_settings()
+    settings = load_settings(Settings)
     archive = spark_jvm.archive_path(settings.local_stack_dir / "cache")
     spark_jvm.start_archive_build(archive, settings.local_stack_dir / "data" / "spark")
     return archive
@@ -134,7 +135,7 @@ def _spark_driver_options(request: pytest.FixtureRequest) -> None:
 def settings(stack: StackManager) -> Settings:
     # Loaded once the stack is up: its first start writes stack.env (generated secrets such as the key-encryption
     # key), and the tests must seal and open with the key the stack's processes read, also on a fresh machine.
-    return load_settings()
+    return load_settings(Settings)
 
 
 @pytest.fixture

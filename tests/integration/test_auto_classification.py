@@ -11,8 +11,8 @@ from trinoschema import schema_of
 
 from metalake.events import CloudEvent, new_event, spec_for
 from metalake.kafka import EventProducer
-from metalake.settings import Settings
 from metalake.urn import asset_urn
+from ops.settings import Settings
 from tenants.naming import names_for
 
 pytestmark = pytest.mark.integration

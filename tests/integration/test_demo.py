@@ -19,8 +19,8 @@ from outbound_runtime import MAIN_TOPICS, RETRY, start_groups_at_end
 from prometheus_api import query, wait_targets_up
 from pymongo import MongoClient
 
-from metalake.settings import Settings
-from ops.stack import StackManager
+from ops.settings import Settings
+from ops.stack.manager import StackManager
 from ops.stack.paths import find_project_root
 from ops.stack.scrape_targets import HEALTH_PROCESS, JOBS
 from ops.stack.services.prometheus import Prometheus

@@ -34,9 +34,10 @@ from control.erasures import (
     announcement_id,
     erasure_key,
 )
+from control.settings import ErasureSettings
 from metalake.lease import LEASES
 from metalake.mongo import mongo_client
-from metalake.settings import ErasureSettings, Settings
+from ops.settings import Settings
 from processors.lake.worker import ORPHANED, REFUSED, TIMED_OUT, Ending, ErasureWorker, Outcome
 
 pytestmark = pytest.mark.integration

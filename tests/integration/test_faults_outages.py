@@ -22,9 +22,9 @@ from trinoschema import schema_of
 
 from metalake.events import CloudEvent, new_event
 from metalake.kafka import EventProducer, ensure_topics
-from metalake.settings import Settings
 from metalake.urn import asset_urn
-from ops.stack import StackManager
+from ops.settings import Settings
+from ops.stack.manager import StackManager
 from tenants.naming import TenantNames, names_for
 
 pytestmark = pytest.mark.integration

@@ -12,8 +12,8 @@ import pytest
 from pymongo import MongoClient
 from pymongo.database import Database
 
-from metalake.settings import Settings
-from ops.stack import StackManager
+from ops.settings import Settings
+from ops.stack.manager import StackManager
 from ops.stack.services.ferretdb import DATABASE
 from processors.enrichment.projection import guarded_upsert
 from tests._support.pgit import connect

@@ -20,8 +20,8 @@ from itest import wait_for
 from outbound_runtime import start_groups_at_end
 from pipeline_procs import PropagationProcess
 
-from metalake.settings import Settings
-from ops.stack import StackManager
+from ops.settings import Settings
+from ops.stack.manager import StackManager
 from tenants.naming import CHANGES_TOPIC
 
 pytestmark = pytest.mark.integration

@@ -37,9 +37,9 @@ from pymongo import MongoClient
 
 from metalake.kafka import ensure_topics
 from metalake.kafka.config import client_config, consumer_config, producer_config
-from metalake.settings import Settings
 from ops.cli.kafka_acls import PROCESSES, Acl, Process, required_acls
-from ops.stack import StackManager
+from ops.settings import Settings
+from ops.stack.manager import StackManager
 from ops.stack.services.kafka import sasl_ssl_client_settings
 from tenants.naming import (
     BULK_TOPIC,

@@ -10,9 +10,9 @@ from confluent_kafka import Message
 
 from metalake.events import new_event
 from metalake.kafka import BatchConsumer, EventProducer, PublishError, ensure_topics
-from metalake.settings import Settings
 from metalake.urn import asset_urn
-from ops.stack import StackManager
+from ops.settings import Settings
+from ops.stack.manager import StackManager
 
 pytestmark = pytest.mark.integration
 

@@ -50,8 +50,8 @@ from metalake.kafka.config import (
 )
 from metalake.kafka.connection import check_connection
 from metalake.kafka.security import KafkaAuthenticationFailed
-from metalake.settings import Settings
-from ops.stack import StackManager
+from ops.settings import Settings
+from ops.stack.manager import StackManager
 from ops.stack.services.kafka import certificate
 from tenants.naming import CONTROL_DATABASE
 

@@ -24,10 +24,11 @@ from metalake.http.health import kafka_check, run_checks
 from metalake.kafka import EventProducer, ensure_topics
 from metalake.kafka.connection import check_connection
 from metalake.kafka.security import KafkaAuthenticationFailed, KafkaTlsFailed
-from metalake.settings import KafkaSettings, Settings
+from metalake.settings import KafkaSettings
 from metalake.urn import asset_urn
-from ops.stack import StackManager
+from ops.settings import Settings
 from ops.stack.health import port_open
+from ops.stack.manager import StackManager
 from ops.stack.services.kafka import sasl_ssl_client_settings
 from ops.stack.tls import local_ca
 from tenants.naming import TenantNames, names_for

@@ -19,9 +19,9 @@ from scrape import sample, scrape, series
 from streamjob import Job, publish_confirmed
 
 from metalake.kafka import EventProducer, ensure_topics
-from metalake.settings import Settings
 from metalake.urn import asset_urn
-from ops.stack import StackManager
+from ops.settings import Settings
+from ops.stack.manager import StackManager
 from processors.lake.discover import connect
 from processors.lake.erase import erase
 from processors.lake.maintain import maintain

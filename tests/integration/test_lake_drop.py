@@ -14,8 +14,8 @@ from pymongo import MongoClient
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from metalake.settings import Settings
 from metalake.urn import asset_urn
+from ops.settings import Settings
 from processors.lake.erase import erase
 from processors.lake.scope import erase_target
 from tenants.naming import POOLED_TABLES, TenantNames, names_for, tenant_bucket

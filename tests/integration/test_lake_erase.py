@@ -28,8 +28,8 @@ from trinoschema import schema_of
 from control.connectors.offsets import OffsetStore
 from control.erased import ERASED_URNS
 from metalake.kafka import EventProducer, RawRecord
-from metalake.settings import Settings
 from metalake.urn import asset_urn
+from ops.settings import Settings
 from processors.enrichment.tables import TABLES
 from processors.lake.erase import erase
 from processors.lake.scope import erase_target

@@ -13,8 +13,8 @@ from pymongo import MongoClient
 from pyspark.sql import SparkSession
 from trinoschema import schema_of
 
-from metalake.settings import Settings
 from metalake.urn import asset_urn
+from ops.settings import Settings
 from processors.lake.maintain import maintain
 from tenants.naming import POOLED_TABLES, names_for, tenant_bucket
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from pymongo import MongoClient
 
-from metalake.settings import Settings
+from ops.settings import Settings
 from processors.lake.prune import prune
 from tenants.naming import TenantNames, names_for
 

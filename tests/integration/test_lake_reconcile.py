@@ -14,8 +14,8 @@ from lakeit import event, lake_spark, publish, upsert
 from pymongo import MongoClient
 from pyspark.sql import SparkSession
 
-from metalake.settings import Settings
 from metalake.urn import asset_urn
+from ops.settings import Settings
 from processors.lake.reconcile import HEALTH_HELD, SpecResult, reconcile
 from tenants.naming import names_for
 

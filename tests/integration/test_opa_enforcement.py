@@ -36,9 +36,9 @@ from connectors.postgres import PostgresCatalogConfig, PostgresCatalogConnector
 from control.connectors.plugin import ConnectorContext, SourceAccess
 from metalake.events import new_event
 from metalake.net.ssrf import AddressGuard
-from metalake.settings import Settings
 from metalake.urn import asset_urn
-from ops.stack import StackManager
+from ops.settings import Settings
+from ops.stack.manager import StackManager
 from tenants.naming import names_for
 
 pytestmark = pytest.mark.integration

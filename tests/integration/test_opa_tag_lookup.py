@@ -19,8 +19,8 @@ from tokens import api_settings
 from api.app import create_app
 from api.services.enforcement import CatalogSource, EngineStore
 from metalake import urn_keys
-from metalake.settings import Settings
-from ops.stack import StackManager
+from ops.settings import Settings
+from ops.stack.manager import StackManager
 from processors.enrichment.projection import apply_upserts, spec_upsert
 from processors.enrichment.state import CLASSIFICATIONS
 from tenants.naming import CONTROL_DATABASE, names_for

@@ -28,6 +28,7 @@ from outbound_helpers import JIRA_EMAIL, JIRA_TOKEN, SLACK_TOKEN, WEBHOOK_SECRET
 from outbound_runtime import MAIN_TOPICS, RETRY, RuntimeProcess, start_groups_at_end
 from pipeline_procs import PropagationProcess, access_runner, dedicated_tenant
 from pymongo import MongoClient
+from sealing import stack_sealer
 from slack_server import SlackServer
 from streamjob import Job, publish_confirmed
 from trinoschema import schema_of
@@ -37,8 +38,8 @@ from control.subscriptions.filters import Filters
 from control.subscriptions.store import SubscriptionStore
 from metalake.events import CloudEvent, new_event
 from metalake.kafka import EventProducer
-from metalake.settings import Settings
-from ops.stack import StackManager
+from ops.settings import Settings
+from ops.stack.manager import StackManager
 from tenants.naming import CONTROL_DATABASE, TenantNames, trino_user
 
 pytestmark = pytest.mark.integration
@@ -108,7 +109,7 @@ def test_a_pii_tag_event_reaches_mongodb_trino_slack_jira_webhooks_and_masks(
             }
             source, downstream = f"{table['customers']}/email", f"{table['report']}/email"
 
-            store = SubscriptionStore(mongo[CONTROL_DATABASE])
+            store = SubscriptionStore(mongo[CONTROL_DATABASE], stack_sealer())
             slack_sub(store, tenant, slack.base_url)
             jira_sub(store, tenant, jira.url)
             # Downstream tools want the propagated tags themselves (docs/outbound.md: without filters a webhook

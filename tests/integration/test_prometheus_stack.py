@@ -20,13 +20,16 @@ from pathlib import Path
 import pytest
 from prometheus_api import fetched, query, rule_groups, target_health, wait_targets_up
 
-from metalake.settings import ApiSettings, ConnectSettings, Settings, StackPorts, StackSettings
-from ops.stack import StackManager
+from control.auth.settings import ApiSettings
+from control.connectors.settings import ConnectSettings
+from ops.settings import Settings
 from ops.stack.health import port_free
+from ops.stack.manager import StackManager
 from ops.stack.paths import find_project_root, with_stack_paths
 from ops.stack.scrape_targets import JOBS
 from ops.stack.services.base import StackContext
 from ops.stack.services.prometheus import TOKEN_VARIABLE, Prometheus
+from ops.stack.settings import StackPorts, StackSettings
 
 ROOT = find_project_root(Path(__file__).resolve().parent)
 EXPOSITION = b"# TYPE metalake_ready gauge\nmetalake_ready 1\n"

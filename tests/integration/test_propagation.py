@@ -24,8 +24,8 @@ from trinoschema import schema_of
 
 from metalake.events import CloudEvent, new_event
 from metalake.kafka import EventProducer
-from metalake.settings import Settings
-from ops.stack import StackManager
+from ops.settings import Settings
+from ops.stack.manager import StackManager
 from tenants.naming import CHANGES_TOPIC, TenantNames
 
 pytestmark = pytest.mark.integration

@@ -23,9 +23,9 @@ from metalake.events import CloudEvent, new_event
 from metalake.kafka import EventProducer, ensure_topics
 from metalake.lake_uri import delta_rs_uri
 from metalake.s3 import lake_storage_options
-from metalake.settings import Settings
 from metalake.urn import asset_urn
-from ops.stack import StackManager
+from ops.settings import Settings
+from ops.stack.manager import StackManager
 from tenants.lake_catalog import register_tables
 from tenants.naming import TenantNames, names_for
 

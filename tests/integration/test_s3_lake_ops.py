@@ -33,9 +33,9 @@ from control.audit import append, audit_row, ensure_table
 from metalake.lake_uri import S3Path, delta_rs_uri
 from metalake.lease import LEASES
 from metalake.s3 import S3Client, lake_s3_client, lake_storage_options
-from metalake.settings import Settings
 from metalake.urn import asset_urn
-from ops.stack import StackManager
+from ops.settings import Settings
+from ops.stack.manager import StackManager
 from processors.enrichment.single_writer import KEY_PREFIX
 from processors.enrichment.tables import POOLED_SPECS
 from processors.lake.discover import connect, lake_tenants

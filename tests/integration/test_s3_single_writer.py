@@ -33,9 +33,9 @@ from metalake.kafka import EventProducer, ensure_topics
 from metalake.lake_uri import S3Path, delta_rs_uri
 from metalake.lease import LEASES
 from metalake.s3 import lake_storage_options
-from metalake.settings import Settings
 from metalake.urn import asset_urn
-from ops.stack import StackManager
+from ops.settings import Settings
+from ops.stack.manager import StackManager
 from processors.enrichment.single_writer import KEY_PREFIX
 from processors.lake.maintain import Target, maintain_delta_rs
 from tenants.naming import CONTROL_DATABASE, TenantNames, names_for

@@ -31,6 +31,7 @@ from outbound_helpers import WEBHOOK_SECRET, classification_event, webhook_sub
 from outbound_runtime import MAIN_TOPICS, RETRY, start_groups_at_end
 from pipeline_procs import dedicated_tenant
 from pymongo import MongoClient
+from sealing import stack_sealer
 from trinoschema import schema_of
 from webhook_server import WebhookServer
 
@@ -38,8 +39,8 @@ from control.subscriptions.store import SubscriptionStore
 from metalake.events import CloudEvent
 from metalake.events.changes import StateChange
 from metalake.kafka import EventProducer
-from metalake.settings import Settings
-from ops.stack import StackManager
+from ops.settings import Settings
+from ops.stack.manager import StackManager
 from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE, TenantNames
 
 pytestmark = pytest.mark.integration
@@ -330,7 +331,7 @@ def test_outbound_instances_share_deliveries_and_a_rebalance_sends_each_change_o
     start_groups_at_end(settings, {group: MAIN_TOPICS, retry_group: RETRY})
     env = {**OUTBOUND_FAST, "METALAKE_OUTBOUND__GROUP_ID": group, "METALAKE_OUTBOUND__RETRY_GROUP_ID": retry_group}
     hook = WebhookServer(WEBHOOK_SECRET).start()
-    store = SubscriptionStore(mongo[CONTROL_DATABASE])
+    store = SubscriptionStore(mongo[CONTROL_DATABASE], stack_sealer())
     try:
         for t in tenants:
             webhook_sub(store, t, hook.url)

@@ -19,8 +19,8 @@ from pymongo import MongoClient
 from control.connectors.store import ControlStore
 from control.subscriptions.store import SubscriptionStore, secret_binding
 from metalake.sealing import Sealer, SealingError, is_sealed, require, sealer_for
-from metalake.settings import Settings
-from ops.stack import StackManager
+from ops.settings import Settings
+from ops.stack.manager import StackManager
 from tenants.naming import CONTROL_DATABASE
 
 pytestmark = pytest.mark.integration

@@ -14,8 +14,8 @@ from pymongo import MongoClient
 from streamjob import kill_after_delta_commit_then_restart
 
 from metalake.kafka import ensure_topics
-from metalake.settings import Settings
-from ops.stack import StackManager
+from ops.settings import Settings
+from ops.stack.manager import StackManager
 from ops.stack.services.base import StackContext
 from ops.stack.services.spark import SparkWorker, master_status, master_url
 from tenants.naming import names_for

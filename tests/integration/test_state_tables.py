@@ -10,8 +10,8 @@ from pymongo import MongoClient
 
 from metalake.events import CloudEvent, new_event, spec_for
 from metalake.kafka import EventProducer
-from metalake.settings import Settings
 from metalake.urn import asset_urn
+from ops.settings import Settings
 from tenants.naming import names_for
 from tenants.trino_schemas import trino_schema
 

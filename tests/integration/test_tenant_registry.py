@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from pymongo import MongoClient
 
-from metalake.settings import Settings
-from ops.stack import StackManager
+from ops.settings import Settings
+from ops.stack.manager import StackManager
 from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE
 from tenants.registry import TenantDirectory, TenantExists, TenantRegistry, TenantState

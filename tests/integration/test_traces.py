@@ -25,13 +25,14 @@ from itest import wait_for
 from outbound_helpers import WEBHOOK_SECRET, subscribe
 from outbound_runtime import MAIN_TOPICS, RETRY, RuntimeProcess, start_groups_at_end
 from pymongo import MongoClient
+from sealing import stack_sealer
 from webhook_server import WebhookServer
 
 from control.connectors.store import ControlStore
 from control.subscriptions.store import SubscriptionStore
-from metalake.settings import Settings
 from metalake.urn import asset_urn
-from ops.stack import StackManager
+from ops.settings import Settings
+from ops.stack.manager import StackManager
 from ops.stack.services.jaeger import query_url
 from tenants.naming import CONTROL_DATABASE
 
@@ -121,11 +122,11 @@ def test_one_ingested_event_has_one_trace_from_the_request_to_its_outbound_deliv
     hook = WebhookServer(WEBHOOK_SECRET)
     hook.start()
     try:
-        store = SubscriptionStore(mongo[CONTROL_DATABASE])
+        store = SubscriptionStore(mongo[CONTROL_DATABASE], stack_sealer())
         subscribe(
             store, tenant, "hook", "webhook", {"url": f"{hook.url}/in"}, {"key_id": "k1", "secret": WEBHOOK_SECRET}
         )
-        _, key = ControlStore.connect(settings).write_keys.create(tenant)
+        _, key = ControlStore(mongo[CONTROL_DATABASE], stack_sealer()).write_keys.create(tenant)
         connect = settings.connect
         response = httpx.post(
             f"http://{connect.host}:{connect.port}/v1/events",

@@ -29,9 +29,9 @@ from pymongo import MongoClient
 from api.auth.keys import SigningKeyStore
 from control.auth.clients import ClientStore, Role
 from metalake.java import find_java
-from metalake.settings import Settings
 from metalake.trino_connect import connect, http_session
-from ops.stack import StackManager
+from ops.settings import Settings
+from ops.stack.manager import StackManager
 from ops.stack.services.trino import cli_jar
 from tenants.access.sync import AccessSync
 from tenants.model import Tier

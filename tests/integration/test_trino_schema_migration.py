@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from accessit import EMAILS, make_data_table
 
-from metalake.settings import Settings
 from metalake.trino_admin import admin_cursor
+from ops.settings import Settings
 from tenants.access import catalog
 from tenants.lake_catalog import drop_schema, move_schema, pooled_columns, view_sql
 from tenants.naming import names_for

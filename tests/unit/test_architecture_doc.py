@@ -72,7 +72,7 @@ NUMBERS = {"two": 2, "three": 3, "four": 4}
 
 def test_the_decisions_count_the_jobs_queries() -> None:
     # "Three streaming queries per job": what the job plans with default settings (docs/streaming.md says it too).
-    from metalake.settings import Settings
+    from ops.settings import Settings
     from processors.enrichment.main import JobOptions, _plan
 
     planned = len(_plan(Settings(), JobOptions()))

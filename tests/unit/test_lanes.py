@@ -8,8 +8,8 @@ from pathlib import Path
 import lanes
 import pytest
 
-from metalake.settings import StackPorts
 from ops.stack.paths import stack_paths
+from ops.stack.settings import StackPorts
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from metalake.settings import Settings
+from ops.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOYABLES = ("metalake", "tenants", "control", "api", "connectors", "processors")

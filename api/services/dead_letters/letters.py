@@ -27,11 +27,11 @@ from typing import Literal
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 from deltalake import DeltaTable, QueryBuilder
 
+from api.settings import AdminApiSettings
 from metalake.kafka.config import consumer_config
 from metalake.kafka.dlq import CONTEXT_HEADERS, DeadLetter, read_dead_letter
 from metalake.lake_uri import delta_rs_uri
 from metalake.s3 import lake_storage_options
-from metalake.settings import Settings
 from tenants.naming import TenantNames, TopicClass, dlq_topic
 
 Medium = Literal["connectors", "outbound", "stream"]
@@ -136,7 +136,7 @@ def _stored(medium: TopicMedium, msg: Message, tenant: str) -> StoredLetter | No
 class DeadLetterTopics:
     """Reads the DLQ topics with a short-lived consumer per call (listings are rare: a person asks)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: AdminApiSettings) -> None:
         self._settings = settings
         self._limits = settings.dead_letters
 
@@ -294,7 +294,7 @@ class StreamDeadLetters:
     ``dead_letters.scan_max_records`` per read. Only rows of the tenant's own event topics are letters here: those
     are the records a replay can send back to the job."""
 
-    def __init__(self, settings: Settings, names: TenantNames) -> None:
+    def __init__(self, settings: AdminApiSettings, names: TenantNames) -> None:
         self._settings, self._names = settings, names
 
     def _query(self, where: str, limit: int) -> list[StoredLetter]:

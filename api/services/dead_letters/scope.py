@@ -20,10 +20,10 @@ from datetime import UTC, datetime
 from pymongo.database import Database
 
 from api.services.dead_letters.letters import StoredLetter
+from api.settings import AdminApiSettings
 from control.erased import PLAIN, ErasedFilter, ErasedSet, ErasedUrns, urn_hasher
 from metalake.kafka import RawRecord
 from metalake.mongo import Doc
-from metalake.settings import Settings
 from tenants.registry import TenantLookup, TenantRegistry
 
 
@@ -52,7 +52,9 @@ def everything(_tenant: str) -> LetterScope:
 class LetterScopes:
     """Builds a tenant's :class:`LetterScope` from the registry and its erased set (two reads of the control plane)."""
 
-    def __init__(self, database: Database[Doc], settings: Settings, registry: TenantLookup | None = None) -> None:
+    def __init__(
+        self, database: Database[Doc], settings: AdminApiSettings, registry: TenantLookup | None = None
+    ) -> None:
         self._registry = registry if registry is not None else TenantRegistry(database)
         self._erased = ErasedUrns(database)
         self._hasher = urn_hasher(settings)

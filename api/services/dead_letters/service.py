@@ -31,11 +31,11 @@ from api.services.dead_letters.letters import (
 from api.services.dead_letters.replay import Refused, Replay, ReplayLog, outbound_record, remap, stream_record
 from api.services.dead_letters.scope import LetterScope, everything
 from api.services.events import RETRY_AFTER_S, TenantPublisher
+from api.settings import AdminApiSettings
 from control.connectors.registry import Plugin
 from control.connectors.store import ControlStore
 from control.subscriptions.store import SubscriptionStore
 from metalake.kafka import PublishError, RawRecord
-from metalake.settings import Settings
 from metalake.telemetry import inject_traceparent
 from tenants.naming import TenantNames
 
@@ -108,7 +108,7 @@ class Replayed:
 class DeadLetters:
     def __init__(  # noqa: PLR0913
         self,
-        settings: Settings,
+        settings: AdminApiSettings,
         topics: DeadLetterTopics,
         replays: ReplayLog,
         connectors: ControlStore,

@@ -12,8 +12,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Literal
 
+from api.settings import AdminApiSettings
 from metalake.plugins import PluginRegistry
-from metalake.settings import Settings
 
 JobState = Literal["running", "starting", "stopped"]
 
@@ -29,7 +29,7 @@ class JobLauncher(ABC):
     """Starts, stops and reports the streaming query of one dedicated tenant. Every method is idempotent."""
 
     @abstractmethod
-    def __init__(self, settings: Settings) -> None: ...
+    def __init__(self, settings: AdminApiSettings) -> None: ...
 
     @abstractmethod
     def ensure_running(self, tenant: str) -> JobStatus: ...
@@ -45,6 +45,6 @@ GROUP = "metalake.launchers"
 LAUNCHERS: PluginRegistry[type[JobLauncher]] = PluginRegistry(GROUP, (JobLauncher,))
 
 
-def launcher_for(settings: Settings) -> JobLauncher:
+def launcher_for(settings: AdminApiSettings) -> JobLauncher:
     """The launcher ``api.job_launcher`` names; :class:`metalake.plugins.UnknownPlugin` if none is registered so."""
     return LAUNCHERS.get(settings.api.job_launcher)(settings)

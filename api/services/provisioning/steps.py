@@ -28,6 +28,7 @@ from pymongo import MongoClient
 
 from api.services.catalog import INDEXES
 from api.services.provisioning.launcher import JobLauncher
+from api.settings import AdminApiSettings
 from control import audit as auditlog
 from control.connectors.offsets import OffsetStore, OffsetsUnavailable
 from metalake import urn_keys
@@ -37,7 +38,6 @@ from metalake.kafka.config import client_config
 from metalake.lake_uri import S3Path
 from metalake.mongo import Doc
 from metalake.s3 import lake_s3_client, lake_storage_options
-from metalake.settings import Settings
 from metalake.trino_admin import admin_cursor
 from tenants.access.sync import AccessSync
 from tenants.lake_catalog import drop_schema, register_tables, register_tenant
@@ -69,7 +69,7 @@ def run_subprocess(argv: Sequence[str], timeout_s: float = 600.0) -> tuple[int, 
 
 @dataclass(frozen=True)
 class StepContext:
-    settings: Settings
+    settings: AdminApiSettings
     mongo: MongoClient[Doc]
     launcher: JobLauncher
     run: Runner = run_subprocess

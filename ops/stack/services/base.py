@@ -8,7 +8,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 
-from metalake.settings import Settings
+from ops.settings import Settings
 
 
 class ServiceError(RuntimeError):

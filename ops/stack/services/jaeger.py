@@ -19,7 +19,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from metalake.settings import Settings
+from ops.settings import Settings
 from ops.stack.services.base import Service, StackContext
 
 MAX_TRACES = 100_000

@@ -14,9 +14,9 @@ import os
 
 from pydantic import SecretStr
 
+from metalake.lake_settings import LakeS3Settings
 from metalake.lake_uri import S3Path
 from metalake.s3 import S3Client, S3Error
-from metalake.settings import LakeS3Settings
 from ops.stack.services.base import Service, ServiceError, StackContext
 
 ACCESS_KEY_VAR = "METALAKE_LAKE__S3__ACCESS_KEY_ID"

@@ -17,8 +17,9 @@ import secrets
 from pathlib import Path
 
 from metalake.java import find_java
-from metalake.settings import SettingMissing, Settings
+from metalake.settings import SettingMissing
 from metalake.tenancy import TENANT_ID_PATTERN
+from ops.settings import Settings
 from ops.stack.health import trino_probe
 from ops.stack.lake_storage import trino_file_system, trino_file_system_env
 from ops.stack.resource_groups import build_resource_groups, resource_groups_properties

@@ -21,7 +21,7 @@ from control.subscriptions.destinations import GROUP, DestinationSpec, destinati
 from metalake.events.changes import Change
 from metalake.net.ssrf import AddressGuard
 from metalake.plugins import PluginRegistry
-from metalake.settings import Settings
+from processors.outbound.settings import OutboundProcessSettings
 
 if TYPE_CHECKING:
     from control.subscriptions.store import Subscription
@@ -55,7 +55,7 @@ class DestinationEnv:
     """What a destination gets from the runtime: settings, the SSRF guard for URLs tenants configure, and reads of
     the tenant's catalog (an incident's owners and downstream impact; ``None`` where a caller has no MongoDB)."""
 
-    settings: Settings
+    settings: OutboundProcessSettings
     guard: AddressGuard
     catalog: Catalog | None = None
 

@@ -37,7 +37,6 @@ from metalake.events.envelope import InvalidEvent
 from metalake.kafka import BatchConsumer, EventProducer, RawRecord
 from metalake.kafka.config import consumer_config
 from metalake.kafka.dlq import DeadLetter, dead_letter_record
-from metalake.settings import Settings
 from metalake.telemetry.metrics import DELIVERIES
 from processors.outbound.runtime.dispatch import Dispatcher, Outcome
 from processors.outbound.runtime.erasure import Candidates, forget_erased
@@ -45,6 +44,7 @@ from processors.outbound.runtime.retention import LedgerJanitor
 from processors.outbound.runtime.retry import RetryInfo, RetryPolicy, read_retry_info, retry_headers
 from processors.outbound.runtime.testsend import SubscriptionTester
 from processors.outbound.runtime.tracing import traced_delivery
+from processors.outbound.settings import OutboundProcessSettings
 from tenants.naming import CHANGES_TOPIC, OUTBOUND_TESTS_TOPIC, dlq_topic, retry_topic
 
 log = logging.getLogger(__name__)
@@ -79,7 +79,7 @@ class Followups:
 class Outbound:
     def __init__(
         self,
-        settings: Settings,
+        settings: OutboundProcessSettings,
         dispatcher: Dispatcher,
         producer: EventProducer,
         tester: SubscriptionTester,
@@ -248,7 +248,9 @@ class Outbound:
 class RetryConsumer:
     """Consumes the retry topic honouring due times: pause + seek back until a record is due."""
 
-    def __init__(self, settings: Settings, outbound: Outbound, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, settings: OutboundProcessSettings, outbound: Outbound, clock: Callable[[], float] = time.time
+    ) -> None:
         self._consumer = Consumer(
             consumer_config(
                 settings,
@@ -310,7 +312,7 @@ class Loops:
     holds only the retry loop, never the batches of every tenant's new changes. An error in either stops both and is
     raised here."""
 
-    def __init__(self, settings: Settings, outbound: Outbound) -> None:
+    def __init__(self, settings: OutboundProcessSettings, outbound: Outbound) -> None:
         self.settings, self.outbound = settings, outbound
         session: dict[str, Any] = {"session.timeout.ms": settings.outbound.session_timeout_ms}
         self.main = BatchConsumer(

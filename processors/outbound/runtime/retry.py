@@ -11,8 +11,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from control.subscriptions.settings import OutboundSettings
 from metalake.events.envelope import Headers
-from metalake.settings import OutboundSettings
 
 SUBSCRIPTION_HEADER = "outbound.subscription"
 ATTEMPT_HEADER = "outbound.attempt"

@@ -9,8 +9,8 @@ import pytest
 from pymongo import MongoClient
 
 from metalake.mongo import mongo_client
-from metalake.settings import Settings
-from ops.stack import StackManager
+from ops.settings import Settings
+from ops.stack.manager import StackManager
 
 
 @pytest.fixture

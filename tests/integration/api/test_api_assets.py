@@ -20,8 +20,8 @@ from api.auth.deps import current_principal
 from api.services.catalog import ensure_indexes
 from control.auth.principal import Principal
 from metalake.projection import escape_keys
-from metalake.settings import Settings
-from ops.stack import StackManager
+from ops.settings import Settings
+from ops.stack.manager import StackManager
 from processors.enrichment.state import ASSETS, CLASSIFICATIONS, INCIDENTS, LINEAGE
 from tenants.naming import names_for
 

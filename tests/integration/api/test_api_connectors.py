@@ -18,6 +18,7 @@ import pytest
 from fastapi.testclient import TestClient
 from itest import wait_for
 from pymongo import MongoClient
+from sealing import stack_sealer
 from tokens import auth_headers
 from worker_helpers import worker_settings
 
@@ -28,8 +29,8 @@ from control.audit import AuditQuery, read
 from control.connectors.records import ConnectorState
 from control.connectors.store import ControlStore
 from metalake.sealing import is_sealed
-from metalake.settings import Settings
-from ops.stack import StackManager
+from ops.settings import Settings
+from ops.stack.manager import StackManager
 from tenants.naming import CONTROL_DATABASE
 
 pytestmark = pytest.mark.integration
@@ -148,7 +149,7 @@ def test_source_connector_secret_fields_are_write_only(api: TestClient, tenant: 
         body = {"type": "postgres", "config": {**kept, **moved}, "tasks_max": 2}
         problem(api.put(f"{route}/pg", json=body, headers=admin), 422, "config/password")
     database = MongoClient(api.app.state.ctx.settings.mongo_uri)[CONTROL_DATABASE]  # type: ignore[attr-defined]
-    store = ControlStore(database)
+    store = ControlStore(database, stack_sealer())
     assert store.secrets.config(tenant, "pg")["password"].get_secret_value() == password
     # At rest the password is sealed, bound to this tenant, connector and field.
     raw = database["connector_secrets"].find_one({"_id": f"{tenant}/pg"})
@@ -238,7 +239,7 @@ def test_webhook_connector_lifecycle_with_secret_rotation(
     eventually(worker, tenant, newest, 503)
 
     # A FAILED connector is not resumed, it is activated (its error cleared).
-    store = ControlStore(MongoClient(settings.mongo_uri)[CONTROL_DATABASE])
+    store = ControlStore(MongoClient(settings.mongo_uri)[CONTROL_DATABASE], stack_sealer())
     store.set_state(tenant, "monte-carlo", ConnectorState.FAILED, "task failed: mapping error")
     failed = api.get(f"{route}/monte-carlo/status", headers=reader).json()["connector"]
     assert (failed["state"], failed["error"]) == ("FAILED", "task failed: mapping error")
@@ -342,7 +343,7 @@ def test_source_connector_status_shows_each_task(api: TestClient, settings: Sett
     body = {"name": "pg", "type": "postgres", "config": config, "tasks.max": 3}
     assert api.post(route, json=body, headers=admin).json()["tasks_max"] == 3
     # What a crawl writes when it splits the work (connectors.runtime: one document per task).
-    store = ControlStore(MongoClient(settings.mongo_uri)[CONTROL_DATABASE])
+    store = ControlStore(MongoClient(settings.mongo_uri)[CONTROL_DATABASE], stack_sealer())
     store.tasks.assign(tenant, "pg", [{"schemas": ["a"]}, {"schemas": ["b"]}, {"schemas": ["c"]}])
     store.tasks.set_state(tenant, "pg", 0, ConnectorState.RUNNING, worker_id="host:1", last_run={"records": 7})
     # A trace as older versions stored it (frames after the first line): served without the frames.

@@ -27,9 +27,9 @@ from api.auth.deps import current_principal
 from control.auth.principal import Principal
 from metalake.events import CloudEvent, decode_record
 from metalake.kafka import EventProducer, ensure_topics
-from metalake.settings import Settings
 from metalake.urn import asset_urn
-from ops.stack import StackManager
+from ops.settings import Settings
+from ops.stack.manager import StackManager
 from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE, TenantNames, names_for
 from tenants.registry import TenantRegistry, TenantState

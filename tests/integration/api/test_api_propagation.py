@@ -21,8 +21,8 @@ from metalake.propagation.dry_run import dry_run
 from metalake.propagation.graph import Limits
 from metalake.propagation.store import TooLarge, load_reachable, load_tenant
 from metalake.propagation.tenant import TenantPropagation
-from metalake.settings import Settings
-from ops.stack import StackManager
+from ops.settings import Settings
+from ops.stack.manager import StackManager
 from processors.enrichment.state import ASSETS, CLASSIFICATIONS, LINEAGE
 from tenants.naming import names_for
 

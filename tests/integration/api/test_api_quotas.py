@@ -10,7 +10,8 @@ from pymongo import MongoClient
 from tokens import api_settings, auth_headers
 
 from api.app import create_app
-from metalake.settings import Settings, TenantQuotas
+from control.auth.settings import TenantQuotas
+from ops.settings import Settings
 
 
 def test_write_keys_and_clients_stop_at_the_tenants_cap(

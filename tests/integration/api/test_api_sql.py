@@ -27,8 +27,8 @@ from trinoschema import schema_of
 from api.app import create_app
 from api.services.audit import target_hash, tenant_audit_path
 from control.audit import AuditQuery, read
-from metalake.settings import Settings
-from ops.stack import StackManager
+from ops.settings import Settings
+from ops.stack.manager import StackManager
 from tenants.access.sync import AccessSync
 from tenants.lake_catalog import register_tenant
 from tenants.naming import ADMIN_ONLY_TABLES, POOLED_TABLES, TRINO_POOLED_SCHEMA, names_for, trino_user

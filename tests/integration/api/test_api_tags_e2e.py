@@ -23,9 +23,9 @@ from api.app import create_app
 from control.auth.clients import Role
 from metalake.events import CloudEvent, new_event, spec_for
 from metalake.kafka import EventProducer
-from metalake.settings import Settings
 from metalake.urn import asset_urn
-from ops.stack import StackManager
+from ops.settings import Settings
+from ops.stack.manager import StackManager
 from tenants.access.rules import REDACTED
 from tenants.access.sync import AccessSync
 from tenants.naming import PRIORITY_TOPIC, names_for

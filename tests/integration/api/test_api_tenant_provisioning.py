@@ -21,7 +21,7 @@ from api.routes.tenants import provisioner
 from api.services.provisioning.provisioner import Provisioner
 from api.services.provisioning.steps import STEPS, LakeStep, MongoStep, Step, StepContext, run_subprocess
 from control.auth.principal import Principal
-from metalake.settings import Settings
+from ops.settings import Settings
 from ops.stack.launcher import LocalProcessLauncher
 from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE, TenantNames, names_for

@@ -27,8 +27,8 @@ from connectors.runtime.transforms import Routed
 from control.connectors.offsets import OffsetStore
 from control.erased import urn_hasher
 from metalake.kafka.config import client_config
-from metalake.settings import Settings
 from metalake.urn import asset_urn
+from ops.settings import Settings
 from ops.stack.launcher import LocalProcessLauncher
 from tenants.naming import CONTROL_DATABASE, POOLED_TABLES, TRINO_POOLED_SCHEMA, TenantNames, names_for
 from tenants.registry import DELETED_TENANTS_COLLECTION, TenantDirectory, TenantRegistry

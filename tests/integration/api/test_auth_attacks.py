@@ -26,7 +26,7 @@ from tokens import api_settings, auth_headers, create_api_client, request_token
 
 from api.app import create_app
 from api.auth.keys import KeyEncryption
-from metalake.settings import Settings
+from ops.settings import Settings
 from tenants.naming import CONTROL_DATABASE
 
 pytestmark = pytest.mark.integration

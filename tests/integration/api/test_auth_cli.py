@@ -26,7 +26,7 @@ from api.auth.keys import KeyEncryption
 from api.services import audit
 from control.audit import AuditQuery, read
 from control.auth.clients import ClientStore, Role
-from metalake.settings import Settings
+from ops.settings import Settings
 from tenants.naming import CONTROL_DATABASE, platform_audit_dir
 
 pytestmark = pytest.mark.integration

@@ -19,7 +19,8 @@ from pymongo import MongoClient
 from tokens import api_settings, auth_headers
 
 from api.app import create_app
-from metalake.settings import IssuerProfile, Settings
+from control.auth.settings import IssuerProfile
+from ops.settings import Settings
 
 pytestmark = pytest.mark.integration
 

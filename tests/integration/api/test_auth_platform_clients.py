@@ -19,7 +19,7 @@ from api.services import audit, platform_clients
 from control.audit import AuditQuery, read
 from control.auth.clients import ClientStore, Role
 from control.auth.principal import Principal, Scope
-from metalake.settings import Settings
+from ops.settings import Settings
 from tenants.naming import platform_audit_dir
 
 pytestmark = pytest.mark.integration

@@ -21,7 +21,7 @@ from tokens import api_settings, auth_headers, create_api_client, request_token
 
 from api.app import create_app
 from control.auth.clients import Role
-from metalake.settings import Settings
+from ops.settings import Settings
 from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE
 from tenants.registry import TenantRegistry, TenantState

@@ -30,7 +30,8 @@ from tokens import api_settings, auth_headers
 
 from api.app import create_app
 from metalake.settings import load_settings
-from ops.stack import StackManager
+from ops.settings import Settings
+from ops.stack.manager import StackManager
 
 pytestmark = pytest.mark.integration
 
@@ -42,7 +43,7 @@ CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
 # client is passed in: schemathesis runs the app's lifespan around every call, and an app-owned client would be
 # closed after the first.
 SETTINGS = api_settings(
-    load_settings(),
+    load_settings(Settings),
     rate_limit_per_s=1000.0,
     tenant_rate_limit_per_s=1000.0,
     tenant_rate_limit_burst=10_000,
@@ -65,7 +66,7 @@ schema = (
 def api(stack: StackManager) -> Iterator[tuple[str, dict[str, str], dict[str, str]]]:
     # SETTINGS were loaded at collection, before the stack's first start wrote stack.env on a fresh machine: take
     # what the routes read from that file per request (Trino's CA and service passwords) into the object the app holds.
-    SETTINGS.trino = load_settings().trino
+    SETTINGS.trino = load_settings(Settings).trino
     tenant = f"it-{secrets.token_hex(4)}"
     with TestClient(APP) as client:
         yield tenant, auth_headers(client, tenant=tenant, role="admin"), auth_headers(client, platform_admin=True)

@@ -21,7 +21,8 @@ from api.routes.erasures import erasure_queue
 from control.auth.principal import Principal
 from control.erased import urn_hasher
 from control.erasures import PENDING_ERASURES, ErasureQueue, ErasureState, QueueLimits
-from metalake.settings import ErasureSettings, Settings
+from control.settings import ErasureSettings
+from ops.settings import Settings
 from tenants.naming import names_for
 
 pytestmark = pytest.mark.integration

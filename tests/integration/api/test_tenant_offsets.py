@@ -12,6 +12,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 from fastapi.testclient import TestClient
 from pymongo import MongoClient
+from sealing import stack_sealer
 
 from api.app import create_app
 from api.auth.deps import current_principal
@@ -21,7 +22,7 @@ from control.auth.principal import Principal
 from control.connectors.offsets import OffsetStore
 from control.connectors.store import ControlStore
 from metalake.kafka.config import client_config, consumer_config
-from metalake.settings import Settings
+from ops.settings import Settings
 from ops.stack.launcher import LocalProcessLauncher
 from tenants.model import Tier
 from tenants.naming import CONNECT_OFFSETS_TOPIC, CONTROL_DATABASE
@@ -68,7 +69,7 @@ def test_deprovisioning_tombstones_every_offset_of_the_tenant_only(
 ) -> None:
     other = f"{tenant}-b"
     store = OffsetStore(settings)
-    connectors = ControlStore(control[CONTROL_DATABASE])
+    connectors = ControlStore(control[CONTROL_DATABASE], stack_sealer())
     registry = TenantRegistry(control[CONTROL_DATABASE])
     try:
         store.store(tenant, "pg", {"shop.public.a": {"lsn": 1}, "shop.public.b": {"lsn": 2}})
@@ -124,7 +125,7 @@ def test_an_erased_urn_leaves_the_offsets_api_and_the_topics_latest_values(
     orders = f"urn:metalake:postgres:{tenant}/shop/public/orders"
     other = f"{tenant}-b"
     store = OffsetStore(settings)
-    connectors = ControlStore(control[CONTROL_DATABASE])
+    connectors = ControlStore(control[CONTROL_DATABASE], stack_sealer())
     app = create_app(settings, mongo=control)
     reader = Principal(subject="it-reader", tenant=tenant, scopes=frozenset({"tenant:read"}))
     app.dependency_overrides[current_principal] = lambda: reader

@@ -28,7 +28,7 @@ from api.services.provisioning.runs import (
 )
 from api.services.provisioning.steps import StepContext, StepWaiting
 from metalake.lease import LEASES, LeaseStore
-from metalake.settings import Settings
+from ops.settings import Settings
 from ops.stack.launcher import LocalProcessLauncher
 from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE, TenantNames, names_for

@@ -12,8 +12,8 @@ from runtime_plugins import PLUGINS
 from worker_helpers import admin_api, worker_settings
 
 from connectors.runtime.worker import build_runtime, create_app
-from metalake.settings import Settings
-from ops.stack import StackManager
+from ops.settings import Settings
+from ops.stack.manager import StackManager
 
 
 @pytest.fixture(scope="module")

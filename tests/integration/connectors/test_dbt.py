@@ -26,8 +26,8 @@ from connectors.runtime.source_runner import crawl
 from connectors.runtime.worker import build_runtime
 from control.connectors.plugin import ConnectorContext, SourceAccess
 from metalake.net.ssrf import AddressGuard
-from metalake.settings import Settings
-from ops.stack import StackManager
+from ops.settings import Settings
+from ops.stack.manager import StackManager
 from tenants.naming import names_for
 
 pytestmark = pytest.mark.integration

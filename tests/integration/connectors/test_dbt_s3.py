@@ -29,8 +29,8 @@ from connectors.runtime.context import Runtime
 from connectors.runtime.source_runner import crawl
 from connectors.runtime.worker import build_runtime
 from metalake.s3 import S3Client, S3Error
-from metalake.settings import Settings
-from ops.stack import StackManager
+from ops.settings import Settings
+from ops.stack.manager import StackManager
 from ops.stack.services.seaweedfs import stack_client
 from tenants.naming import CONTROL_DATABASE, names_for
 

@@ -22,8 +22,8 @@ from api.app import create_app as create_api
 from control.erased import ErasedUrns, urn_hasher
 from metalake.kafka import EventProducer, RawRecord
 from metalake.kafka.dlq import DeadLetter, dead_letter_record
-from metalake.settings import Settings
-from ops.stack import StackManager
+from ops.settings import Settings
+from ops.stack.manager import StackManager
 from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE, dlq_topic
 from tenants.registry import TenantRegistry, TenantState

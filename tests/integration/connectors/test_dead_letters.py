@@ -30,9 +30,9 @@ from control.audit import AuditQuery, read, target_hash, tenant_audit_path
 from metalake.events import new_event
 from metalake.kafka import EventProducer, RawRecord
 from metalake.s3 import lake_storage_options
-from metalake.settings import Settings
 from ops.cli import dlq as dlq_cli
-from ops.stack import StackManager
+from ops.settings import Settings
+from ops.stack.manager import StackManager
 from tenants.naming import CONTROL_DATABASE, PRIORITY_TOPIC, names_for
 
 pytestmark = pytest.mark.integration

@@ -27,9 +27,9 @@ from worker_helpers import tenant_admin, worker_settings
 
 from connectors.runtime.worker import create_app
 from metalake import projection
-from metalake.settings import Settings
 from metalake.urn import asset_urn
-from ops.stack import StackManager
+from ops.settings import Settings
+from ops.stack.manager import StackManager
 from tenants.naming import names_for
 
 pytestmark = pytest.mark.integration

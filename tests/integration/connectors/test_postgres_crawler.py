@@ -22,9 +22,9 @@ from control.connectors.plugin import FORGET, ConnectorContext, SourceAccess, So
 from control.connectors.reasons import public_failure
 from metalake.events import decode_record, spec_for
 from metalake.net.ssrf import AddressGuard
-from metalake.settings import Settings
 from metalake.urn import asset_urn
-from ops.stack import StackManager
+from ops.settings import Settings
+from ops.stack.manager import StackManager
 
 pytestmark = pytest.mark.integration
 

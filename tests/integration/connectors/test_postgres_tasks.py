@@ -23,9 +23,9 @@ from connectors.postgres import PostgresCatalogConnector
 from connectors.runtime.context import Runtime
 from connectors.runtime.source_runner import CrawlRefused, crawl
 from connectors.runtime.worker import build_runtime
-from metalake.settings import Settings
 from metalake.urn import asset_urn
-from ops.stack import StackManager
+from ops.settings import Settings
+from ops.stack.manager import StackManager
 from tenants.naming import BULK_TOPIC, PRIORITY_TOPIC
 
 pytestmark = pytest.mark.integration

@@ -17,8 +17,8 @@ from worker_helpers import tenant_admin
 
 from api.services.audit import tenant_audit_path
 from control.audit import AuditQuery, read
-from metalake.settings import Settings
 from metalake.urn import asset_urn
+from ops.settings import Settings
 from tenants.model import Tier
 from tenants.naming import BULK_TOPIC, CONTROL_DATABASE, PRIORITY_TOPIC, names_for
 from tenants.registry import TenantRegistry, TenantState

@@ -14,8 +14,8 @@ from runtime_plugins import PLUGINS
 from worker_helpers import admin_api, configure_hook, post_signed, worker_settings
 
 from connectors.runtime.worker import create_app
-from metalake.settings import Settings
-from ops.stack import StackManager
+from ops.settings import Settings
+from ops.stack.manager import StackManager
 from tenants.naming import PRIORITY_TOPIC
 
 pytestmark = pytest.mark.integration

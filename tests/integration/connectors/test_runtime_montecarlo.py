@@ -18,8 +18,8 @@ from pymongo import MongoClient
 from worker_helpers import admin_api, connectors_route, create_connector, tenant_admin, worker_settings
 
 from connectors.runtime.worker import create_app
-from metalake.settings import Settings
-from ops.stack import StackManager
+from ops.settings import Settings
+from ops.stack.manager import StackManager
 from tenants.naming import names_for
 from tenants.trino_schemas import trino_schema
 

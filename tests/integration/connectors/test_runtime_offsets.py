@@ -15,7 +15,7 @@ from connectors.runtime.source_runner import CrawlRefused, crawl
 from control.audit import AuditQuery, read
 from control.connectors.reasons import INTERNAL
 from control.connectors.records import ConnectorState
-from metalake.settings import Settings
+from ops.settings import Settings
 from tenants.naming import PRIORITY_TOPIC
 
 pytestmark = pytest.mark.integration

@@ -16,8 +16,8 @@ from tokens import auth_headers
 from worker_helpers import configure_hook, connectors_route, post_signed, worker_settings
 
 from connectors.runtime.worker import create_app
-from metalake.settings import Settings
-from ops.stack import StackManager
+from ops.settings import Settings
+from ops.stack.manager import StackManager
 from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE, PRIORITY_TOPIC, dlq_topic
 from tenants.registry import TenantRegistry, TenantState

@@ -26,9 +26,9 @@ from worker_helpers import admin_api, connectors_route, tenant_admin, worker_set
 from connectors.postgres import PostgresCatalogConnector
 from connectors.runtime.worker import create_app
 from control.connectors.schedule import ScheduleDoc, ScheduleStore
-from metalake.settings import Settings
 from metalake.urn import asset_urn
-from ops.stack import StackManager
+from ops.settings import Settings
+from ops.stack.manager import StackManager
 from tenants.naming import CONTROL_DATABASE, PRIORITY_TOPIC
 
 pytestmark = pytest.mark.integration

@@ -26,9 +26,9 @@ from worker_helpers import tenant_admin
 
 from control.snowflake.blocks import BASE_TYPES
 from control.snowflake.inventory import TooManyColumns, load_inventory
-from metalake.settings import Settings
 from metalake.urn import asset_urn
 from ops.cli.masking import app as masking_cli
+from ops.settings import Settings
 from processors.enrichment.state import ASSETS, CLASSIFICATIONS, PROPAGATED
 from tenants.naming import names_for
 

@@ -15,7 +15,7 @@ import pytest
 from deploy_tools import CHART, ROOT, checks_venv, containers, env_of, helm, load_yaml, of_kind, run
 from pydantic import BaseModel, SecretStr
 
-from metalake.settings import Settings
+from ops.settings import Settings
 
 EXAMPLES = {"pooled": CHART / "examples" / "pooled.yaml", "dedicated": CHART / "examples" / "dedicated-tenant.yaml"}
 KUBERNETES = "1.33.0"  # infra/terraform/modules/eks's kubernetes_version

@@ -15,15 +15,17 @@ from httpx import Response
 from outbound_helpers import SLACK_TOKEN, WEBHOOK_SECRET, outbound_settings
 from outbound_runtime import MAIN_TOPICS, RETRY, RuntimeProcess, start_groups_at_end
 from pymongo import MongoClient
+from sealing import stack_sealer
 from slack_server import SlackServer
 from tokens import auth_headers
 from webhook_server import WebhookServer
 
 from api.app import create_app
+from control.auth.settings import ApiSettings
 from control.subscriptions.store import SubscriptionStore
 from metalake.sealing import is_sealed
-from metalake.settings import ApiSettings, Settings
-from ops.stack import StackManager
+from ops.settings import Settings
+from ops.stack.manager import StackManager
 from processors.outbound.destinations.webhook.signing import verify
 from tenants.naming import CONTROL_DATABASE
 
@@ -166,7 +168,7 @@ def test_webhook_key_rotation_signs_with_both_keys(api: TestClient, outbound: Ru
 
         # Writing the current key again ends the overlap: one signature.
         api.patch(f"{base}/hook", json={"secrets": {"key_id": "k2", "secret": NEW_SECRET}}, headers=admin)
-        store = SubscriptionStore(api.app.state.ctx.mongo[CONTROL_DATABASE])  # type: ignore[attr-defined]
+        store = SubscriptionStore(api.app.state.ctx.mongo[CONTROL_DATABASE], stack_sealer())  # type: ignore[attr-defined]
         assert sorted(store.stored_secrets(tenant, "hook")) == ["key_id", "secret"]
         raw = api.app.state.ctx.mongo[CONTROL_DATABASE]["subscription_secrets"].find_one({"_id": f"{tenant}/hook"})  # type: ignore[attr-defined]
         assert raw is not None and NEW_SECRET not in str(raw) and WEBHOOK_SECRET not in str(raw)

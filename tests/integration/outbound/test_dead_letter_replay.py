@@ -18,6 +18,7 @@ from kafka_tail import mark, read_since
 from outbound_helpers import WEBHOOK_SECRET, classification_event, webhook_sub
 from outbound_runtime import DLQ, MAIN_TOPICS, RETRY, RuntimeProcess, start_groups_at_end
 from pymongo import MongoClient
+from sealing import stack_sealer
 from tokens import api_settings, auth_headers
 from webhook_server import WebhookServer
 
@@ -25,7 +26,7 @@ from api.app import create_app
 from control.subscriptions.store import SubscriptionStore
 from metalake.events import CloudEvent
 from metalake.kafka import EventProducer
-from metalake.settings import Settings
+from ops.settings import Settings
 from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE
 
 pytestmark = pytest.mark.integration
@@ -64,7 +65,7 @@ def test_an_outbound_letter_is_delivered_once_after_its_subscription_is_fixed(
 ) -> None:
     hook = WebhookServer(WEBHOOK_SECRET).start()
     try:
-        store = SubscriptionStore(mongo[CONTROL_DATABASE])
+        store = SubscriptionStore(mongo[CONTROL_DATABASE], stack_sealer())
         webhook_sub(store, tenant, "https://169.254.169.254/latest/meta-data", name="ops")
         dlq_mark = mark(settings, DLQ)
         change = classification_event(tenant, EMAIL, "PII")

@@ -25,12 +25,13 @@ from outbound_helpers import (
     webhook_sub,
 )
 from pymongo import MongoClient
+from sealing import stack_sealer
 from slack_server import SlackServer
 from webhook_server import WebhookServer
 
 from control.subscriptions.store import SubscriptionStore
 from metalake.net.ssrf import AddressGuard
-from metalake.settings import Settings
+from ops.settings import Settings
 from processors.outbound.destinations.jira.destination import dedup_label
 from processors.outbound.runtime.destination import DestinationEnv, load_destinations
 from processors.outbound.runtime.dispatch import Dispatcher
@@ -58,7 +59,7 @@ def _dispatcher(settings: Settings, mongo: MongoClient[dict[str, Any]], **outbou
     s = outbound_settings(settings, **outbound)
     control = mongo[CONTROL_DATABASE]
     destinations = load_destinations(DestinationEnv(s, AddressGuard.from_settings(s.outbound.ssrf_allow)))
-    cache = SubscriptionCache(SubscriptionStore(control), 0)
+    cache = SubscriptionCache(SubscriptionStore(control, stack_sealer()), 0)
     return Dispatcher(cache, destinations, Ledger(control), RetryPolicy.from_settings(s.outbound))
 
 
@@ -70,7 +71,7 @@ def test_thread_issue_and_signed_webhook(
     settings: Settings, mongo: MongoClient[dict[str, Any]], tenant: str, servers: Any
 ) -> None:
     slack, jira, hook = servers
-    store = SubscriptionStore(mongo[CONTROL_DATABASE])
+    store = SubscriptionStore(mongo[CONTROL_DATABASE], stack_sealer())
     slack_sub(store, tenant, slack.base_url, tags=("PII",))
     jira_sub(store, tenant, jira.url)
     webhook_sub(store, tenant, f"{hook.url}/hooks/metalake")
@@ -141,7 +142,7 @@ def test_jira_dedups_by_label_search_before_creating(
     settings: Settings, mongo: MongoClient[dict[str, Any]], tenant: str, servers: Any
 ) -> None:
     _, jira, _ = servers
-    store = SubscriptionStore(mongo[CONTROL_DATABASE])
+    store = SubscriptionStore(mongo[CONTROL_DATABASE], stack_sealer())
     jira_sub(store, tenant, jira.url, name="jira-a")
     dispatcher = _dispatcher(settings, mongo)
     first = as_change(classification_event(tenant, EMAIL, "PII"))
@@ -162,7 +163,7 @@ def test_slack_429_retry_after_is_honoured(
     settings: Settings, mongo: MongoClient[dict[str, Any]], tenant: str, servers: Any
 ) -> None:
     slack, _, _ = servers
-    store = SubscriptionStore(mongo[CONTROL_DATABASE])
+    store = SubscriptionStore(mongo[CONTROL_DATABASE], stack_sealer())
     sub = slack_sub(store, tenant, slack.base_url)
     slack.fail_next("/api/chat.postMessage", Reply(429, {"ok": False, "error": "ratelimited"}, {"Retry-After": "1"}))
     dispatcher = _dispatcher(settings, mongo)
@@ -179,7 +180,7 @@ def test_slack_500_hands_over_to_the_retry_topic(
     settings: Settings, mongo: MongoClient[dict[str, Any]], tenant: str, servers: Any
 ) -> None:
     slack, _, _ = servers
-    store = SubscriptionStore(mongo[CONTROL_DATABASE])
+    store = SubscriptionStore(mongo[CONTROL_DATABASE], stack_sealer())
     slack_sub(store, tenant, slack.base_url)
     dispatcher = _dispatcher(settings, mongo, short_attempts=2)
     failure = Reply(500, {"ok": False, "error": "internal_error"})

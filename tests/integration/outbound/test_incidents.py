@@ -31,6 +31,7 @@ from outbound_helpers import (
 from outbound_runtime import MAIN_TOPICS, RETRY, RuntimeProcess, start_groups_at_end
 from pymongo import MongoClient
 from pymongo.database import Database
+from sealing import stack_sealer
 from slack_server import SlackServer
 from tokens import auth_headers
 from webhook_server import WebhookServer
@@ -40,7 +41,7 @@ from control.subscriptions.store import SubscriptionStore
 from metalake.events import CloudEvent
 from metalake.kafka import EventProducer
 from metalake.net.ssrf import AddressGuard
-from metalake.settings import Settings
+from ops.settings import Settings
 from processors.outbound.destinations.jira.destination import JiraDestination, incident_label
 from processors.outbound.destinations.slack.destination import SlackDestination
 from processors.outbound.destinations.webhook.destination import WebhookDestination
@@ -79,7 +80,7 @@ def _dispatcher(
     env = DestinationEnv(s, AddressGuard.from_settings(s.outbound.ssrf_allow), reader)
     control = mongo[CONTROL_DATABASE]
     return Dispatcher(
-        SubscriptionCache(SubscriptionStore(control), 0),
+        SubscriptionCache(SubscriptionStore(control, stack_sealer()), 0),
         {name: cls(env) for name, cls in make.items()},
         Ledger(control),
         RetryPolicy.from_settings(s.outbound),
@@ -103,7 +104,7 @@ def slack() -> Iterator[SlackServer]:
 def test_slack_one_thread_per_incident_on_pii_assets(
     settings: Settings, mongo: MongoClient[dict[str, Any]], tenant: str, catalog_db: Any, slack: SlackServer
 ) -> None:
-    slack_sub(SubscriptionStore(mongo[CONTROL_DATABASE]), tenant, slack.base_url, asset_tags=("PII",))
+    slack_sub(SubscriptionStore(mongo[CONTROL_DATABASE], stack_sealer()), tenant, slack.base_url, asset_tags=("PII",))
     dispatcher = _dispatcher(settings, mongo, {"slack": SlackDestination})
     events = [
         incident_event(tenant, ORDERS, "inc-42", s, version=n)
@@ -139,7 +140,7 @@ def test_jira_one_issue_per_incident_linked_into_the_slack_thread(
     jira = JiraServer(JIRA_EMAIL, JIRA_TOKEN)
     jira.start()
     try:
-        store = SubscriptionStore(mongo[CONTROL_DATABASE])
+        store = SubscriptionStore(mongo[CONTROL_DATABASE], stack_sealer())
         jira_sub(store, tenant, jira.url)
         slack_sub(store, tenant, slack.base_url)
         make: dict[str, type[Destination]] = {"jira": JiraDestination, "slack": SlackDestination}
@@ -201,7 +202,7 @@ def test_a_signed_webhook_of_an_incident_carries_its_impact(
     hook = WebhookServer(WEBHOOK_SECRET)
     hook.start()
     try:
-        webhook_sub(SubscriptionStore(mongo[CONTROL_DATABASE]), tenant, f"{hook.url}/hooks/metalake")
+        webhook_sub(SubscriptionStore(mongo[CONTROL_DATABASE], stack_sealer()), tenant, f"{hook.url}/hooks/metalake")
         dispatcher = _dispatcher(settings, mongo, {"webhook": WebhookDestination})
         event = incident_event(tenant, ORDERS, "inc-5", "opened")
         assert _deliver_all(dispatcher, event) == ["hook:delivered"]
@@ -267,7 +268,7 @@ def test_the_runtime_process_delivers_an_incident_lifecycle_everywhere(
     jira, hook = JiraServer(JIRA_EMAIL, JIRA_TOKEN), WebhookServer(WEBHOOK_SECRET)
     jira.start()
     hook.start()
-    store = SubscriptionStore(mongo[CONTROL_DATABASE])
+    store = SubscriptionStore(mongo[CONTROL_DATABASE], stack_sealer())
     jira_sub(store, tenant, jira.url)
     slack_sub(store, tenant, slack.base_url, event_types=("incidents.*",), asset_tags=("PII",))
     webhook_sub(store, tenant, f"{hook.url}/hooks/metalake")

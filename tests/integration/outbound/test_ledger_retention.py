@@ -22,13 +22,14 @@ from outbound_helpers import (
     slack_sub,
 )
 from pymongo import MongoClient
+from sealing import stack_sealer
 from slack_server import SlackServer
 
 from control.subscriptions.store import SubscriptionStore
 from control.subscriptions.testsend import DELIVERIES
 from metalake.expiry import EXPIRY_INDEX
 from metalake.net.ssrf import AddressGuard
-from metalake.settings import Settings
+from ops.settings import Settings
 from processors.outbound.runtime.destination import DestinationEnv, load_destinations
 from processors.outbound.runtime.dispatch import Dispatcher
 from processors.outbound.runtime.ledger import Ledger
@@ -148,7 +149,7 @@ def test_anchors_expire_once_the_removal_was_delivered_and_are_kept_when_the_tag
 ) -> None:
     slack, jira = servers
     control = mongo[CONTROL_DATABASE]
-    store = SubscriptionStore(control)
+    store = SubscriptionStore(control, stack_sealer())
     slack_sub(store, tenant, slack.base_url, tags=("PII",))
     jira_sub(store, tenant, jira.url)
     s = outbound_settings(settings)

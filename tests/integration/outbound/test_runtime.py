@@ -29,6 +29,7 @@ from outbound_helpers import (
 )
 from outbound_runtime import DLQ, MAIN_TOPICS, RETRY, RuntimeProcess, caught_up, commit_offsets, start_groups_at_end
 from pymongo import MongoClient
+from sealing import stack_sealer
 from slack_server import SlackServer
 from trickle_server import TrickleServer
 from webhook_server import WebhookServer
@@ -36,7 +37,7 @@ from webhook_server import WebhookServer
 from control.subscriptions.store import SubscriptionStore
 from metalake.events import CloudEvent
 from metalake.kafka import EventProducer, RawRecord
-from metalake.settings import Settings
+from ops.settings import Settings
 from processors.outbound.runtime.ledger import Ledger
 from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE
 
@@ -104,7 +105,7 @@ def test_changes_reach_one_thread_one_issue_and_signed_webhooks(
         WebhookServer(WEBHOOK_SECRET).start(),
     )
     try:
-        store = SubscriptionStore(mongo[CONTROL_DATABASE])
+        store = SubscriptionStore(mongo[CONTROL_DATABASE], stack_sealer())
         slack_sub(store, tenant, slack.base_url)
         jira_sub(store, tenant, jira.url)
         webhook_sub(store, tenant, f"{hook.url}/in")
@@ -176,7 +177,7 @@ def test_failures_retry_later_and_never_block_another_tenant(
     jira.stop()  # really down: nothing listens on the port
     down_since = time.monotonic()
     try:
-        store = SubscriptionStore(mongo[CONTROL_DATABASE])
+        store = SubscriptionStore(mongo[CONTROL_DATABASE], stack_sealer())
         jira_sub(store, tenant_a, f"http://127.0.0.1:{jira_port}")
         slack_sub(store, tenant_b, slack.base_url)
         failure = Reply(500, {"ok": False, "error": "internal_error"})
@@ -215,7 +216,7 @@ def test_a_trickling_receiver_is_cut_at_the_deadline_and_holds_no_other_tenant(
     # One byte a second: every read ends within http_timeout_s (3 s), only the deadline ends the delivery.
     trickle, hook = TrickleServer(interval=1.0, give_up_s=60).start(), WebhookServer(WEBHOOK_SECRET).start()
     try:
-        store = SubscriptionStore(mongo[CONTROL_DATABASE])
+        store = SubscriptionStore(mongo[CONTROL_DATABASE], stack_sealer())
         webhook_sub(store, tenant_a, f"{trickle.url}/in")
         webhook_sub(store, tenant_b, f"{hook.url}/in")
         retry_mark = mark(settings, RETRY)
@@ -250,7 +251,7 @@ def test_kill_9_after_posting_before_committing_sends_nothing_twice(
 ) -> None:
     slack, jira = SlackServer(SLACK_TOKEN).start(), JiraServer(JIRA_EMAIL, JIRA_TOKEN).start()
     try:
-        store = SubscriptionStore(mongo[CONTROL_DATABASE])
+        store = SubscriptionStore(mongo[CONTROL_DATABASE], stack_sealer())
         jira_sub(store, tenant, jira.url)
         slack_sub(store, tenant, slack.base_url)
 
@@ -307,7 +308,7 @@ def test_permanent_failures_and_exhausted_retries_go_to_the_dlq_with_context(
 ) -> None:
     slack = SlackServer(SLACK_TOKEN).start()
     try:
-        store = SubscriptionStore(mongo[CONTROL_DATABASE])
+        store = SubscriptionStore(mongo[CONTROL_DATABASE], stack_sealer())
         webhook_sub(store, tenant, "https://169.254.169.254/latest/meta-data", name="metadata-hook")
         slack_sub(store, tenant, slack.base_url)
         failure = Reply(500, {"ok": False, "error": "internal_error"})

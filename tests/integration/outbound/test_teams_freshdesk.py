@@ -28,6 +28,7 @@ from outbound_helpers import (
 )
 from outbound_runtime import MAIN_TOPICS, RETRY, RuntimeProcess, caught_up, commit_offsets, start_groups_at_end
 from pymongo import MongoClient
+from sealing import stack_sealer
 from teams_server import TeamsServer
 
 from control.subscriptions.destinations import GROUP
@@ -35,7 +36,7 @@ from control.subscriptions.store import SubscriptionStore
 from metalake.events import CloudEvent
 from metalake.kafka import EventProducer
 from metalake.net.ssrf import AddressGuard
-from metalake.settings import Settings
+from ops.settings import Settings
 from processors.outbound.destinations.freshdesk.destination import FreshdeskDestination, dedup_tag
 from processors.outbound.destinations.teams.destination import TeamsDestination
 from processors.outbound.destinations.teams.messages import md
@@ -71,7 +72,7 @@ def _dispatcher(settings: Settings, mongo: MongoClient[dict[str, Any]]) -> Dispa
     # Built directly: the shared venv's installed entry points may predate these two destinations.
     destinations: dict[str, Destination] = {"teams": TeamsDestination(env), "freshdesk": FreshdeskDestination(env)}
     control = mongo[CONTROL_DATABASE]
-    cache = SubscriptionCache(SubscriptionStore(control), 0)
+    cache = SubscriptionCache(SubscriptionStore(control, stack_sealer()), 0)
     return Dispatcher(cache, destinations, Ledger(control), RetryPolicy.from_settings(s.outbound))
 
 
@@ -84,7 +85,7 @@ def test_cards_and_tickets_for_a_tag_and_an_incident_once_each(
     settings: Settings, mongo: MongoClient[dict[str, Any]], tenant: str, servers: Any
 ) -> None:
     teams, freshdesk = servers
-    store = SubscriptionStore(mongo[CONTROL_DATABASE])
+    store = SubscriptionStore(mongo[CONTROL_DATABASE], stack_sealer())
     teams_sub(store, tenant, teams.webhook_url)
     freshdesk_sub(store, tenant, freshdesk.url)
     dispatcher = _dispatcher(settings, mongo)
@@ -128,7 +129,7 @@ def test_a_tag_freshdesk_does_not_handle_reaches_teams_only(
     settings: Settings, mongo: MongoClient[dict[str, Any]], tenant: str, servers: Any
 ) -> None:
     teams, freshdesk = servers
-    store = SubscriptionStore(mongo[CONTROL_DATABASE])
+    store = SubscriptionStore(mongo[CONTROL_DATABASE], stack_sealer())
     teams_sub(store, tenant, teams.webhook_url, tags=("internal",))
     freshdesk_sub(store, tenant, freshdesk.url)
     dispatcher = _dispatcher(settings, mongo)
@@ -158,7 +159,7 @@ def test_the_runtime_process_posts_cards_and_files_tickets_once(
     settings: Settings, mongo: MongoClient[dict[str, Any]], tenant: str, servers: Any, tmp_path: Path
 ) -> None:
     teams, freshdesk = servers
-    store = SubscriptionStore(mongo[CONTROL_DATABASE])
+    store = SubscriptionStore(mongo[CONTROL_DATABASE], stack_sealer())
     teams_sub(store, tenant, teams.webhook_url)
     freshdesk_sub(store, tenant, freshdesk.url)
     run = secrets.token_hex(4)
@@ -259,13 +260,13 @@ def test_incidents_on_pii_tagged_assets_only(
         }
     )
     try:
-        store = SubscriptionStore(mongo[CONTROL_DATABASE])
+        store = SubscriptionStore(mongo[CONTROL_DATABASE], stack_sealer())
         teams_sub(store, tenant, teams.webhook_url, asset_tags=("PII",))
         s = outbound_settings(settings)
         env = DestinationEnv(s, AddressGuard.from_settings(s.outbound.ssrf_allow))
         control = mongo[CONTROL_DATABASE]
         dispatcher = Dispatcher(
-            SubscriptionCache(SubscriptionStore(control), 0),
+            SubscriptionCache(SubscriptionStore(control, stack_sealer()), 0),
             {"teams": TeamsDestination(env)},
             Ledger(control),
             RetryPolicy.from_settings(s.outbound),
@@ -314,14 +315,14 @@ def test_an_incident_names_owners_and_downstream_impact(
         assert narrow == Impact(("ana@example.com",), (mart, report), truncated=True)
         assert reader.impact(tenant, gone) == Impact((), (), truncated=False)
 
-        store = SubscriptionStore(mongo[CONTROL_DATABASE])
+        store = SubscriptionStore(mongo[CONTROL_DATABASE], stack_sealer())
         teams_sub(store, tenant, teams.webhook_url)
         freshdesk_sub(store, tenant, freshdesk.url)
         s = outbound_settings(settings)
         env = DestinationEnv(s, AddressGuard.from_settings(s.outbound.ssrf_allow), reader)
         control = mongo[CONTROL_DATABASE]
         dispatcher = Dispatcher(
-            SubscriptionCache(SubscriptionStore(control), 0),
+            SubscriptionCache(SubscriptionStore(control, stack_sealer()), 0),
             {"teams": TeamsDestination(env), "freshdesk": FreshdeskDestination(env)},
             Ledger(control),
             RetryPolicy.from_settings(s.outbound),

@@ -9,7 +9,8 @@ from pydantic import SecretStr
 from pymongo.errors import ServerSelectionTimeoutError
 
 from api.app import publish_signing_key
-from metalake.settings import ApiSettings, Settings
+from control.auth.settings import ApiSettings
+from ops.settings import Settings
 
 
 def _auth(**api: object) -> MagicMock:

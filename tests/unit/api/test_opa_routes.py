@@ -11,8 +11,9 @@ from mongo_list import FakeDatabase
 
 from api.routes.engines import router
 from api.services.enforcement import CatalogSource, EngineStore
+from control.auth.settings import EnforcementSettings
 from metalake import urn_keys
-from metalake.settings import EnforcementSettings, Settings
+from ops.settings import Settings
 from tenants.naming import CONTROL_DATABASE, names_for
 
 SOURCE = CatalogSource("warehouse", "postgres", "shop-prod", "shop")

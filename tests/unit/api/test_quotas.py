@@ -18,8 +18,9 @@ from pydantic import SecretStr
 from api import quotas
 from api.context import ApiContext
 from api.deps import TenantReader, connector_store
+from control.auth.settings import ApiSettings, TenantQuotas
 from control.connectors.records import WriteKeyInfo
-from metalake.settings import ApiSettings, Settings, TenantQuotas
+from ops.settings import Settings
 
 
 def _matches(doc: dict[str, Any], query: dict[str, Any]) -> bool:

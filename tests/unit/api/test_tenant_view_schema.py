@@ -9,7 +9,7 @@ from typing import Any
 from api.routes.tenants import _view
 from api.services.provisioning.provisioner import Provisioner
 from api.services.provisioning.steps import StepContext
-from metalake.settings import Settings
+from ops.settings import Settings
 from tenants.model import Tier
 from tenants.registry import TenantRecord, TenantState
 from tenants.trino_schemas import trino_schema

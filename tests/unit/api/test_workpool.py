@@ -21,7 +21,8 @@ from api.problems import Problem
 from api.routes.deadletters import dead_letters
 from api.services.dead_letters.service import Listed
 from api.workpool import WorkPool
-from metalake.settings import ApiSettings, Settings
+from control.auth.settings import ApiSettings
+from ops.settings import Settings
 
 
 async def _until(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:

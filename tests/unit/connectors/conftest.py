@@ -23,7 +23,7 @@ from runtime_plugins import PLUGINS
 
 from connectors.runtime.context import Runtime, plugins_from
 from connectors.runtime.worker import create_app
-from metalake.settings import Settings
+from ops.settings import Settings
 
 
 @pytest.fixture

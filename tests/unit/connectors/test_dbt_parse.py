@@ -16,7 +16,7 @@ from connectors.dbt import DbtConfig, DbtConnector
 from connectors.dbt.artifacts import MAX_DEPTH, ArtifactError, parse
 from connectors.dbt.parse_child import RELATION_TYPES
 from control.connectors.plugin import ConnectorContext, SourceAccess
-from metalake.settings import ConnectSettings
+from control.connectors.settings import ConnectSettings
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "fixtures" / "dbt_project" / "artifacts"
 MANIFEST = json.loads((ARTIFACTS / "manifest.json").read_text())

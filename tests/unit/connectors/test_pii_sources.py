@@ -14,7 +14,7 @@ from connectors.montecarlo import incidents
 from connectors.postgres import emit
 from control.auth.pii import weakening
 from control.connectors.plugin import ConnectorContext
-from metalake.settings import AccessSettings
+from tenants.access.settings import AccessSettings
 
 PATTERNS = AccessSettings().pii_tags
 CONNECTORS = Path(emit.__file__).resolve().parents[1]

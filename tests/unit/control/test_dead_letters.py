@@ -32,8 +32,8 @@ from metalake.events import new_event
 from metalake.events.changes import decode_change
 from metalake.events.envelope import decode_record
 from metalake.kafka.dlq import DeadLetter, dead_letter_record
-from metalake.settings import Settings
 from metalake.urn import asset_urn
+from ops.settings import Settings
 from processors.outbound.runtime.retry import read_retry_info
 from tenants.naming import names_for, tenant_bucket
 

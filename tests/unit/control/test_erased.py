@@ -9,7 +9,7 @@ from pydantic import SecretStr
 
 from control.audit import AuditQuery
 from control.erased import PLAIN, ErasedFilter, ErasedSet, urn_hasher, urns_in
-from metalake.settings import Settings
+from ops.settings import Settings
 from processors.lake.scope import erase_target
 
 URN = "urn:metalake:postgres:prod/shop/public/customers"

@@ -15,9 +15,10 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 import ops.cli.kafka_acls as kafka_acls
-from metalake.settings import KafkaPrincipalSettings, KafkaSettings, Settings
+from metalake.settings import KafkaPrincipalSettings, KafkaSettings
 from ops.cli import kafka as kafka_cli
 from ops.cli.kafka_acls import PROCESSES, Acl, kafka_acls_commands, render, render_markdown, required_acls
+from ops.settings import Settings
 from tenants.naming import CHANGES_TOPIC, DEDICATED_TOPIC_PREFIX, PRIORITY_TOPIC, names_for
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "production.md"

@@ -16,8 +16,8 @@ import pytest
 from pydantic import SecretStr
 
 from metalake.aws_credentials import CredentialsError, DefaultCredentialChain, parse_sts_credentials
+from metalake.lake_settings import LakeS3Settings
 from metalake.s3 import S3Client, S3Error
-from metalake.settings import LakeS3Settings
 
 EXPIRY = "2030-01-01T00:00:00Z"
 STS_ANSWER = f"""<AssumeRoleWithWebIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/">

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
+from metalake.lake_settings import LakeS3Settings
 from metalake.lake_uri import NotOnLocalDisk, S3Path, delta_rs_uri, lake_root_of, local_path, spark_uri
 from metalake.s3 import delta_rs_storage_options, lake_storage_options
-from metalake.settings import LakeS3Settings, Settings
+from ops.settings import Settings
 from processors.enrichment.tables import Layout
 from tenants.naming import names_for, platform_audit_dir, pooled_table_path
 

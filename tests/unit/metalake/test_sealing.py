@@ -10,7 +10,7 @@ import pytest
 from pydantic import SecretStr
 
 from metalake.sealing import Binding, ResealCount, Sealer, SealingError, is_sealed, sealer_for
-from metalake.settings import Settings
+from ops.settings import Settings
 
 OLD = SecretStr("the-previous-key-encryption-key")
 NEW = SecretStr("the-current-key-encryption-key")

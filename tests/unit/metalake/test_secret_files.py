@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from metalake.secret_files import SecretFileError, secret_variables
-from metalake.settings import Settings, load_settings
+from metalake.settings import load_settings
+from ops.settings import Settings
 
 
 @pytest.fixture(autouse=True)
@@ -28,7 +29,7 @@ def _secret(tmp_path: Path, name: str, text: str) -> str:
 def test_a_secret_setting_is_read_from_its_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("METALAKE_KAFKA__SASL_PASSWORD_FILE", _secret(tmp_path, "kafka", "s3cret\n"))
     monkeypatch.setenv("METALAKE_API__KEY_ENCRYPTION_KEY_FILE", _secret(tmp_path, "kek", "k" * 43))
-    settings = load_settings()
+    settings = load_settings(Settings)
     assert settings.kafka.sasl_password is not None
     # One trailing line break dropped (echo and editors add it), nothing else.
     assert settings.kafka.sasl_password.get_secret_value() == "s3cret"
@@ -54,7 +55,7 @@ def test_the_file_wins_over_the_env_file(monkeypatch: pytest.MonkeyPatch, tmp_pa
     env_file.write_text("METALAKE_TRINO__SHARED_SECRET=from-env-file\n")
     monkeypatch.setenv("METALAKE_ENV_FILE", str(env_file))
     monkeypatch.setenv("METALAKE_TRINO__SHARED_SECRET_FILE", _secret(tmp_path, "shared", "from-file"))
-    secret = load_settings().trino.shared_secret
+    secret = load_settings(Settings).trino.shared_secret
     assert secret is not None and secret.get_secret_value() == "from-file"
 
 

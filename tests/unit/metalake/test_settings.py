@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from metalake.settings import Settings, load_settings
+from metalake.settings import load_settings
+from ops.settings import Settings
 
 
 @pytest.fixture(autouse=True)
@@ -92,14 +93,14 @@ def test_invalid_literal_is_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_load_settings_without_env_file() -> None:
-    assert load_settings().kafka_bootstrap == "127.0.0.1:9092"
+    assert load_settings(Settings).kafka_bootstrap == "127.0.0.1:9092"
 
 
 def test_load_settings_reads_the_stack_env_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     env_file = tmp_path / "stack.env"
     env_file.write_text("METALAKE_STACK__PORTS__KAFKA=19092\nMETALAKE_STACK__PORTS__TRINO=18080\n")
     monkeypatch.setenv("METALAKE_ENV_FILE", str(env_file))
-    settings = load_settings()
+    settings = load_settings(Settings)
     assert settings.kafka_bootstrap == "127.0.0.1:19092"
     assert settings.trino.port == 18080
 
@@ -109,7 +110,7 @@ def test_real_environment_wins_over_the_env_file(monkeypatch: pytest.MonkeyPatch
     env_file.write_text("METALAKE_STACK__PORTS__KAFKA=19092\n")
     monkeypatch.setenv("METALAKE_ENV_FILE", str(env_file))
     monkeypatch.setenv("METALAKE_STACK__PORTS__KAFKA", "29092")
-    assert load_settings().kafka_bootstrap == "127.0.0.1:29092"
+    assert load_settings(Settings).kafka_bootstrap == "127.0.0.1:29092"
 
 
 def test_nothing_is_discovered_without_the_stack_dir(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -129,7 +130,8 @@ def test_nothing_is_discovered_without_the_stack_dir(monkeypatch: pytest.MonkeyP
 
 
 def test_fault_points_are_off_by_default_and_set_only_through_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    from metalake.settings import FaultSettings, Settings
+    from ops.settings import Settings
+    from processors.settings import FaultSettings
 
     assert Settings().faults == FaultSettings()
     assert not Settings().faults.lake_only and Settings().faults.kill_after_delta is None

@@ -10,8 +10,10 @@ import pytest
 from pydantic import SecretStr
 from trino.auth import BasicAuthentication, JWTAuthentication
 
-from metalake.settings import SettingMissing, Settings, TrinoSettings
+from metalake.settings import SettingMissing
 from metalake.trino_connect import _VerifiedWith, connect_args, http_session
+from metalake.trino_settings import TrinoSettings
+from ops.settings import Settings
 
 
 def _settings(**trino: Any) -> Settings:

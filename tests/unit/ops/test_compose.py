@@ -120,7 +120,7 @@ def test_generate_again_keeps_secrets_and_the_cluster_id(state: Path) -> None:
 
 
 def test_the_host_env_reaches_the_secrets_through_files(state: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from metalake.settings import Settings
+    from ops.settings import Settings
 
     for line in (state / "host.env").read_text().splitlines():
         key, _, value = line.partition("=")

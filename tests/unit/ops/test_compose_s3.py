@@ -104,7 +104,7 @@ def test_a_deployment_without_the_switch_has_no_s3_secrets(tmp_path: Path, clean
 
 
 def test_the_host_tool_reads_the_s3_keys_through_files(state: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from metalake.settings import Settings
+    from ops.settings import Settings
 
     for key, value in _env(state / "host.env").items():
         monkeypatch.setenv(key, value)

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from control.snowflake.inventory import TooManyColumns
 from control.snowflake.masking import Options, Script, SeveralAccounts, SnowflakeColumn, build_script
-from metalake.settings import Settings
 from ops.cli import masking
+from ops.settings import Settings
 
 COLUMN = SnowflakeColumn("xy12345", "SHOP", "PUBLIC", "CUSTOMERS", "EMAIL", "VARCHAR", "urn:...")
 

@@ -11,14 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from metalake.settings import HealthPorts, HealthSettings, Settings, StackSettings
+from metalake.settings import HealthPorts, HealthSettings
 from ops.observability import dashboard
 from ops.observability.contract import METRICS, metric_of, metrics_named
+from ops.settings import Settings
 from ops.stack.paths import with_stack_paths
 from ops.stack.scrape_targets import HEALTH_PROCESS, JOBS, health_env, targets
 from ops.stack.services import SERVICES
 from ops.stack.services.base import StackContext
 from ops.stack.services.prometheus import TOKEN_VARIABLE, Prometheus, scrape_config
+from ops.stack.settings import StackSettings
 
 ROOT = Path(__file__).resolve().parents[3]
 RULES = ROOT / "deploy" / "prometheus" / "rules" / "metalake.yml"

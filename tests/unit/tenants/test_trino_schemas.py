@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import trino
 
-from metalake.settings import Settings
+from ops.settings import Settings
 from tenants import schema_migration
 from tenants.access.columns import masked_columns
 from tenants.access.rules import TenantAccess, TrinoColumn, build_rules

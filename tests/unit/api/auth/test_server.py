@@ -11,7 +11,7 @@ from starlette.datastructures import Headers
 
 from api.auth.server import OAuthClient, _TokenGenerator, claimed_client_ids
 from control.auth.clients import ROLE_SCOPES, ClientRecord, Role, SecretInfo, hash_secret
-from metalake.settings import ApiSettings
+from control.auth.settings import ApiSettings
 
 
 def _client(role: Role = Role.READ_WRITE) -> OAuthClient:

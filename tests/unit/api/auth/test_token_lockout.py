@@ -13,7 +13,8 @@ from typing import Any
 import httpx
 from api_app import build_app
 
-from metalake.settings import ApiSettings, Settings
+from control.auth.settings import ApiSettings
+from ops.settings import Settings
 
 _TOKEN = {"token_type": "Bearer", "access_token": "t", "expires_in": 900, "scope": "tenant:read"}
 

@@ -17,7 +17,7 @@ from fastapi import BackgroundTasks
 from api.context import ApiContext
 from api.routes import tenants as route
 from control.auth.principal import Principal, Scope
-from metalake.settings import Settings
+from ops.settings import Settings
 from tenants.access import catalog
 from tenants.access.sync import AccessSync
 from tenants.model import Tier

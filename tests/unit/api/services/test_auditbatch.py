@@ -17,7 +17,8 @@ from api.services import audit
 from api.services.auditbatch import AuditBatcher
 from control.audit import AuditRow, audit_row
 from control.auth.principal import Principal
-from metalake.settings import ApiSettings, Settings
+from control.auth.settings import ApiSettings
+from ops.settings import Settings
 
 
 class _Commits:

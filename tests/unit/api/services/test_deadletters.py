@@ -28,7 +28,7 @@ from control.connectors.registry import Plugin
 from control.erased import urn_hasher
 from metalake.kafka import PublishError, RawRecord
 from metalake.kafka.dlq import DeadLetter
-from metalake.settings import Settings
+from ops.settings import Settings
 from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE, TenantNames, names_for
 from tenants.registry import TenantRecord, TenantState

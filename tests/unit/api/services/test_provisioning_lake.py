@@ -15,7 +15,7 @@ from api.services.provisioning import provisioner as provisioner_mod
 from api.services.provisioning import steps
 from api.services.provisioning.provisioner import waiting
 from api.services.provisioning.steps import LakeStep, StepContext, StepFailed, StepWaiting
-from metalake.settings import Settings
+from ops.settings import Settings
 from tenants.model import Tier
 from tenants.registry import TenantRecord, TenantState
 

@@ -12,7 +12,7 @@ from api.services.enforcement import CatalogSource, ColumnRef, Engine, TableTags
 from api.services.provisioning.resume import Resumer
 from api.services.tag_lookup import Lookups, batch_masks, load_tags, tags_for
 from metalake import urn_keys
-from metalake.settings import Settings
+from ops.settings import Settings
 from tenants.naming import CONTROL_DATABASE, names_for
 
 PATTERNS = ["PII", "PII.*"]

@@ -12,7 +12,7 @@ from typing import Any, cast
 from connectors.montecarlo import MonteCarloConnector
 from connectors.runtime.dedup import COLLECTION, DeliveryLog
 from control.connectors.plugin import InboundRequest
-from metalake.settings import ConnectSettings
+from control.connectors.settings import ConnectSettings
 
 Request = Callable[..., InboundRequest]
 Body = Callable[[str], bytes]

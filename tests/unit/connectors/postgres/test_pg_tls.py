@@ -21,8 +21,8 @@ import pytest
 from connectors.postgres.catalog import CatalogError, list_databases
 from connectors.postgres.config import PostgresCatalogConfig
 from control.connectors.plugin import SourceAccess
+from control.connectors.settings import ConnectSettings
 from metalake.net.ssrf import AddressGuard
-from metalake.settings import ConnectSettings
 from ops.stack.tls import server_cert
 
 SECRET = "the-stored-password"

@@ -13,7 +13,7 @@ from runtime_fakes import World
 
 from connectors.runtime.dedup import COLLECTION, DeliveryLog, expired_query
 from connectors.runtime.worker import create_app
-from metalake.settings import ConnectSettings
+from control.connectors.settings import ConnectSettings
 
 NOW = datetime(2026, 11, 26, 12, 0, 0, 123456, tzinfo=UTC)
 WEEK = timedelta(days=7)

@@ -14,7 +14,7 @@ from connectors.runtime.publisher import Publisher
 from connectors.runtime.transforms import Routed
 from metalake.events import new_event
 from metalake.kafka import Delivery, PublishError, RawRecord
-from metalake.settings import Settings
+from ops.settings import Settings
 from tenants.model import Tier
 from tenants.naming import BULK_TOPIC
 from tenants.registry import TenantDirectory, TenantRecord, TenantState

@@ -20,7 +20,7 @@ from connectors.runtime.scheduler import CrawlScheduler
 from connectors.runtime.source_runner import CrawlRefused, CrawlReport, CrawlSummary
 from control.connectors.records import ConnectorRecord
 from control.connectors.schedule import Schedule, next_run
-from metalake.settings import Settings
+from ops.settings import Settings
 
 T0 = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
 

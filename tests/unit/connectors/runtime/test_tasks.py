@@ -20,8 +20,8 @@ from control.connectors.plugin import FORGET, KEEP, ConnectorConfig, ConnectorCo
 from control.connectors.reasons import INTERNAL, SourceFailure, shown_error
 from control.connectors.records import ConnectorRecord, ConnectorState, TaskRecord, Tolerance
 from metalake.events import new_event
-from metalake.settings import Settings
 from metalake.urn import asset_urn
+from ops.settings import Settings
 
 
 class LettersConfig(ConnectorConfig):

@@ -12,8 +12,9 @@ from runtime_fakes import FakeClients, FakeTenants, access_token, fake_gate
 from control.auth.clients import ClientCache
 from control.auth.gate import TenantRefused, build_gate
 from control.auth.validator import InvalidToken
+from metalake.lake_settings import LakeSettings
 from metalake.mongo import Doc
-from metalake.settings import LakeSettings, Settings
+from ops.settings import Settings
 
 
 def test_a_valid_token_of_an_active_client_and_tenant_is_admitted() -> None:

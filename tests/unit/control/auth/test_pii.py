@@ -20,7 +20,7 @@ from control.auth.pii import (
     withdraws,
 )
 from control.auth.principal import Principal, Scope
-from metalake.settings import AccessSettings
+from tenants.access.settings import AccessSettings
 
 PATTERNS = AccessSettings().pii_tags  # the defaults: PII, PII.*, GDPR, GDPR.*
 URN = "urn:metalake:trino:metalake/lake/acme/customers/email"

@@ -14,8 +14,8 @@ from jwt_forge import AUDIENCE, ISSUER, claims, hs256_with_public_key, sign, uns
 from pydantic import ValidationError
 
 from control.auth.jwks import JwksCache, KeySourceUnavailable
+from control.auth.settings import ApiSettings, IssuerProfile
 from control.auth.validator import AccessTokenValidator, InvalidToken
-from metalake.settings import ApiSettings, IssuerProfile
 
 
 class Source:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from control.connectors.offsets import scrub, topic_config, urn_matcher
-from metalake.settings import Settings
+from ops.settings import Settings
 
 TABLE = "urn:metalake:postgres:prod/shop/public/jane%20doe%27s%20orders"
 ODD_TABLE = "urn:metalake:postgres:prod/shop/public/jane doe's orders"
@@ -48,7 +48,7 @@ def test_a_urn_anywhere_else_tombstones_the_record() -> None:
 
 
 def test_the_topic_bounds_how_long_a_superseded_record_stays() -> None:
-    config = topic_config(Settings())
+    config = topic_config(Settings().connect)
     assert config == {
         "cleanup.policy": "compact",
         "segment.ms": "3600000",

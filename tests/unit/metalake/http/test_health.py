@@ -26,7 +26,7 @@ from metalake.http.health import (
     standard_checks,
 )
 from metalake.kafka import BatchConsumer
-from metalake.settings import Settings
+from ops.settings import Settings
 
 
 def _closed_port() -> int:

@@ -11,7 +11,8 @@ from confluent_kafka.admin import NewTopic
 
 from metalake.kafka import admin as admin_module
 from metalake.kafka.admin import ensure_topics
-from metalake.settings import KafkaSettings, Settings
+from metalake.settings import KafkaSettings
+from ops.settings import Settings
 
 
 class _Admin:

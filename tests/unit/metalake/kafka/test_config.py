@@ -21,7 +21,8 @@ from metalake.kafka.config import (
     security_config,
     spark_kafka_options,
 )
-from metalake.settings import KafkaSettings, Settings
+from metalake.settings import KafkaSettings
+from ops.settings import Settings
 
 PASSWORD = 's3cr3t-"quoted"-\\back'
 CLIENT_SECRET = "oidc-client-secret-value"

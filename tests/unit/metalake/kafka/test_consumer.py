@@ -12,8 +12,8 @@ from scrape import sample
 
 from metalake.kafka import consumer as consumer_module
 from metalake.kafka.consumer import BatchConsumer
-from metalake.settings import Settings
 from metalake.telemetry.exposition import install_meter_provider, render
+from ops.settings import Settings
 
 Callback = Callable[[Any, list[TopicPartition]], None]
 

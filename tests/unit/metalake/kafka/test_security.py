@@ -18,7 +18,8 @@ from metalake.kafka.security import (
     java_failure_setting,
     security_error,
 )
-from metalake.settings import KafkaSettings, Settings
+from metalake.settings import KafkaSettings
+from ops.settings import Settings
 
 PASSWORD = "never-in-a-message-0123"
 AUTH = KafkaError(

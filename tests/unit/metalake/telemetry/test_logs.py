@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from opentelemetry.trace import Tracer
 
-from metalake.settings import TelemetrySettings
 from metalake.telemetry.logs import JsonFormatter, bind_tenant, configure_logging
+from metalake.telemetry.settings import TelemetrySettings
 
 BASE_KEYS = {"ts", "level", "component", "logger", "event"}
 

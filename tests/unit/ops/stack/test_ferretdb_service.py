@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from metalake.settings import Settings, StackPorts, StackSettings
+from ops.settings import Settings
 from ops.stack.paths import with_stack_paths
 from ops.stack.services.base import StackContext
 from ops.stack.services.ferretdb import DATABASE, FerretDB, postgresql_url, psql_argv
 from ops.stack.services.postgres import SUPERUSER
+from ops.stack.settings import StackPorts, StackSettings
 
 REPO = Path(__file__).resolve().parents[4]
 SQL = REPO / "deploy" / "local" / "ferretdb"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from metalake.settings import Settings
+from ops.settings import Settings
 from ops.stack.fetching import Fetches
 from ops.stack.services.base import Service, ServiceError, StackContext
 

@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from metalake.settings import Settings, StackSettings
 from metalake.telemetry.setup import signal_url
-from ops.stack import StackManager
+from ops.settings import Settings
+from ops.stack.manager import StackManager
 from ops.stack.paths import with_stack_paths
 from ops.stack.services.base import StackContext
 from ops.stack.services.jaeger import Jaeger, config
+from ops.stack.settings import StackSettings
 
 
 def _manager(tmp_path: Path, tracing: bool = True) -> StackManager:

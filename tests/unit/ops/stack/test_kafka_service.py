@@ -7,9 +7,10 @@ from pathlib import Path
 
 from cryptography import x509
 
-from metalake.settings import Settings, StackPorts, StackSettings
+from ops.settings import Settings
 from ops.stack.services.base import StackContext
 from ops.stack.services.kafka import Kafka, sasl_ssl_client_settings, scram_password
+from ops.stack.settings import StackPorts, StackSettings
 
 
 def _ctx(tmp_path: Path) -> StackContext:

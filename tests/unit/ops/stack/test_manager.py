@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from metalake.settings import Settings, StackPorts, StackSettings
-from ops.stack import StackError, StackManager
-from ops.stack.manager import with_dependents, with_requirements
+from ops.settings import Settings
+from ops.stack.manager import StackError, StackManager, with_dependents, with_requirements
 from ops.stack.paths import with_stack_paths
 from ops.stack.process import alive, spawn
 from ops.stack.services.base import ServiceError, StackContext
+from ops.stack.settings import StackPorts, StackSettings
 
 
 @pytest.fixture

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from metalake.settings import Settings, StackSettings, load_settings
+from metalake.settings import load_settings
+from ops.settings import Settings
 from ops.stack.paths import find_project_root, use_checkout_stack, with_stack_paths
+from ops.stack.settings import StackSettings
 
 
 def _checkout(tmp_path: Path) -> Path:
@@ -46,7 +48,7 @@ def test_the_checkout_stack_reaches_settings_through_the_environment(tmp_path: P
     (root / ".stack" / "stack.env").write_text("METALAKE_STACK__PORTS__KAFKA=19092\n")
     assert use_checkout_stack(root) == root.resolve()
     assert os.environ["METALAKE_STACK__DIR"] == str(root.resolve() / ".stack")
-    settings = load_settings()
+    settings = load_settings(Settings)
     assert settings.kafka_bootstrap == "127.0.0.1:19092"
     stack = root.resolve() / ".stack"
     assert settings.lake_root == stack / "data" / "lake"
@@ -62,7 +64,7 @@ def test_a_path_the_env_file_sets_wins_over_the_stack_folder(tmp_path: Path) -> 
     (root / ".stack").mkdir()
     (root / ".stack" / "stack.env").write_text(f"METALAKE_LAKE__ROOT={tmp_path / 'lake-elsewhere'}\n")
     use_checkout_stack(root)
-    settings = load_settings()
+    settings = load_settings(Settings)
     assert settings.lake_root == tmp_path / "lake-elsewhere"
     assert settings.checkpoint_root == root.resolve() / ".stack" / "data" / "checkpoints"
 

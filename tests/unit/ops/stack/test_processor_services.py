@@ -10,14 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from metalake.settings import ApiSettings, Settings, StackSettings, load_settings
-from ops.stack import StackError, StackManager
-from ops.stack.manager import GENERATED_SECRETS, _generated_secrets
+from control.auth.settings import ApiSettings
+from metalake.settings import load_settings
+from ops.settings import Settings
+from ops.stack.manager import GENERATED_SECRETS, StackError, StackManager, _generated_secrets
 from ops.stack.paths import with_stack_paths
 from ops.stack.services import SERVICES
 from ops.stack.services.base import StackContext
 from ops.stack.services.connect import ConnectWorker
 from ops.stack.services.processors import LOCAL_SSRF_ALLOW, Outbound, Propagation, local_env
+from ops.stack.settings import StackSettings
 
 NEW = ["api", "propagation", "outbound", "access", "connect"]
 # Trino authenticates JWTs with the API's JWKS, which it reads when it starts: the API comes first, in every selection.
@@ -75,7 +77,7 @@ def test_the_generated_key_is_kept_across_ups_owner_only_and_never_echoed(
     assert not any(key_line.partition("=")[2] in line for line in lines)
     # The settings read it from the file (what the API process does).
     monkeypatch.setenv("METALAKE_ENV_FILE", str(env_file))
-    secret = load_settings().api.key_encryption_key
+    secret = load_settings(Settings).api.key_encryption_key
     assert secret is not None and secret.get_secret_value() == key_line.partition("=")[2]
 
 

@@ -11,15 +11,16 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
+from metalake.lake_settings import LakeS3Settings
 from metalake.lake_uri import S3Path
-from metalake.settings import LakeS3Settings, Settings, StackSettings
-from ops.stack import StackManager
+from ops.settings import Settings
 from ops.stack.lake_storage import ACCESS_KEY_VAR, SECRET_KEY_VAR, trino_file_system, trino_file_system_env
-from ops.stack.manager import GENERATED_SECRETS
+from ops.stack.manager import GENERATED_SECRETS, StackManager
 from ops.stack.paths import stack_paths, with_stack_paths
 from ops.stack.services.base import StackContext
 from ops.stack.services.seaweedfs import SeaweedFS
 from ops.stack.services.trino import Trino, service_users
+from ops.stack.settings import StackSettings
 from processors.enrichment.session import SparkSetupError, _s3a_jars, s3a_conf, secret_properties
 
 

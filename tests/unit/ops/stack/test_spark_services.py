@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from metalake.settings import Settings, StackSettings
+from ops.settings import Settings
 from ops.stack.paths import with_stack_paths
 from ops.stack.services.base import ServiceError, StackContext
 from ops.stack.services.spark import SECRET_VARIABLE, SparkMaster, SparkWorker, master_url
+from ops.stack.settings import StackSettings
 
 
 @pytest.fixture

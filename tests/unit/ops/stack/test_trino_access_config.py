@@ -7,10 +7,12 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
-from metalake.settings import Settings, StackSettings, TrinoSettings
+from metalake.trino_settings import TrinoSettings
+from ops.settings import Settings
 from ops.stack.paths import with_stack_paths
 from ops.stack.services.base import StackContext
 from ops.stack.services.trino import Trino
+from ops.stack.settings import StackSettings
 
 # The secrets the stack generates into stack.env (HTTPS with authentication needs them).
 SECRETS = TrinoSettings(

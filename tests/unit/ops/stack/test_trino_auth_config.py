@@ -13,12 +13,15 @@ import pytest
 from cryptography import x509
 from pydantic import SecretStr
 
-from metalake.settings import ApiSettings, SettingMissing, Settings, StackSettings, TrinoJwtSettings, TrinoSettings
-from ops.stack import StackManager
-from ops.stack.manager import TRINO_PASSWORDS
+from control.auth.settings import ApiSettings
+from metalake.settings import SettingMissing
+from metalake.trino_settings import TrinoJwtSettings, TrinoSettings
+from ops.settings import Settings
+from ops.stack.manager import TRINO_PASSWORDS, StackManager
 from ops.stack.paths import with_stack_paths
 from ops.stack.services.base import ServiceError, StackContext
 from ops.stack.services.trino import Trino, jwt_properties, pbkdf2_hash
+from ops.stack.settings import StackSettings
 from tenants.access.rules import TENANT_USERS, build_rules
 from tenants.naming import trino_user
 from tenants.trino_schemas import UNKEYED
@@ -203,7 +206,7 @@ def test_the_stack_generates_trino_secrets_once_and_every_client_reads_them(
     monkeypatch.setenv("METALAKE_ENV_FILE", str(env_file))
     from metalake.settings import load_settings
 
-    loaded = load_settings().trino
+    loaded = load_settings(Settings).trino
     assert loaded.ca_file == tmp_path / ".stack" / "tls" / "ca.pem"
     assert {u: p.get_secret_value() for u, p in loaded.passwords.items()} == {
         u: p.get_secret_value() for u, p in settings.trino.passwords.items()

@@ -11,11 +11,13 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from metalake.settings import Settings, StackSettings, TrinoResourceGroupSettings, TrinoSettings
+from metalake.trino_settings import TrinoResourceGroupSettings, TrinoSettings
+from ops.settings import Settings
 from ops.stack.paths import with_stack_paths
 from ops.stack.resource_groups import build_resource_groups
 from ops.stack.services.base import StackContext
 from ops.stack.services.trino import Trino
+from ops.stack.settings import StackSettings
 from tenants.naming import trino_user
 
 

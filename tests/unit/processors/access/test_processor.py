@@ -8,7 +8,7 @@ import pytest
 from kafka_record import Record
 
 from metalake.events.changes import StateChange
-from metalake.settings import Settings
+from ops.settings import Settings
 from processors.access import processor as runner_module
 from processors.access.processor import AccessRunner, tenants_to_refresh
 from tenants.access.columns import masked_columns

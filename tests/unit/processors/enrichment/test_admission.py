@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame
 
 from metalake.events import new_event
 from metalake.kafka import EventProducer
-from metalake.settings import Settings
+from ops.settings import Settings
 from processors.enrichment import admission
 from processors.enrichment.admission import TenantAdmission
 from processors.enrichment.health import IncidentIndex

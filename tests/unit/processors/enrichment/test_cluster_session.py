@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from metalake.settings import Settings, SparkSettings
+from ops.settings import Settings
 from processors.enrichment import session
+from processors.enrichment.settings import SparkSettings
 from processors.enrichment.shipping import code_archive
 
 

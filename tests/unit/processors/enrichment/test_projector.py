@@ -14,7 +14,7 @@ from pymongo import MongoClient
 
 from metalake.events import CloudEvent, new_event
 from metalake.kafka import EventProducer
-from metalake.settings import Settings
+from ops.settings import Settings
 from processors.enrichment.commits import StepTimer
 from processors.enrichment.health import IncidentIndex
 from processors.enrichment.parse import ParsedRow

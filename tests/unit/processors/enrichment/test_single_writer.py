@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from metalake.lake_settings import LakeWriterLeaseSettings
 from metalake.lake_uri import S3Path
 from metalake.lease import Lease, LeaseDoc, LeaseStore
-from metalake.settings import LakeWriterLeaseSettings
 from processors.enrichment.single_writer import (
     NO_FENCE,
     NoWriterLeases,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from metalake.settings import Settings
+from ops.settings import Settings
 from processors.enrichment.main import JobOptions, _plan, app
 
 

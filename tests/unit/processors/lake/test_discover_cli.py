@@ -162,7 +162,7 @@ def lake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A lake with one tenant folder, and no MongoDB: the directory reads a registry that knows nobody."""
     from contextlib import contextmanager
 
-    from metalake.settings import Settings, get_settings
+    from ops.settings import Settings, get_settings
 
     @contextmanager
     def offline(settings: Settings) -> Iterator[Directory]:

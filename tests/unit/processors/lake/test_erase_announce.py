@@ -10,7 +10,8 @@ import pytest
 
 from metalake.events import CloudEvent
 from metalake.kafka import EventProducer, PublishError
-from metalake.settings import KafkaSettings, Settings
+from metalake.settings import KafkaSettings
+from ops.settings import Settings
 from processors.lake.erase import RESTART_PROCESSOR, EraseReport, announce, erase
 from processors.lake.errors import LakeUsageError
 from processors.lake.scope import erase_target

@@ -11,9 +11,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from metalake.lake_settings import LakeWriterLeaseSettings
 from metalake.lake_uri import S3Path
 from metalake.lease import Lease, LeaseDoc, LeaseStore
-from metalake.settings import LakeWriterLeaseSettings
 from processors.enrichment.single_writer import KEY_PREFIX, WriterLeases
 from processors.lake import discover
 from processors.lake.discover import Directory, has_folder, lake_tenants

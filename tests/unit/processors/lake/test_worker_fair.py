@@ -12,8 +12,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 from control.erasures import ErasureRecord, ErasureState
+from control.settings import ErasureSettings
 from metalake.lease import LeaseHeld
-from metalake.settings import ErasureSettings, Settings
+from ops.settings import Settings
 from processors.lake.worker import Ending, ErasureWorker, Outcome, fair_order
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)

@@ -16,7 +16,7 @@ def test_python_examples_run() -> None:
 
 
 def test_the_settings_named_in_the_doc_exist() -> None:
-    from metalake.settings import PropagationSettings
+    from processors.propagation.settings import PropagationSettings
 
     named = set(re.findall(r"`(max_depth|max_fanout|max_reached|time_budget_s)` \| ([0-9.]+) \|", DOC.read_text()))
     defaults = PropagationSettings()

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from metalake.settings import Settings
+from ops.settings import Settings
 from tenants.access.sync import AccessSync
 
 

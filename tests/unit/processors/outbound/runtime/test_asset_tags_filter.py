@@ -9,8 +9,8 @@ from collections.abc import Collection
 from outbound_helpers import as_change, incident_event
 
 from control.subscriptions.filters import Filters
+from control.subscriptions.settings import OutboundSettings
 from control.subscriptions.store import Subscription
-from metalake.settings import OutboundSettings
 from processors.outbound.destinations.freshdesk.destination import FreshdeskDestination
 from processors.outbound.destinations.teams.destination import TeamsDestination
 from processors.outbound.runtime.destination import Destination

@@ -12,8 +12,8 @@ from control.subscriptions.store import Subscription
 from metalake.events import new_event
 from metalake.events.changes import PROPAGATION_COMPLETED
 from metalake.kafka import Delivery, RawRecord
-from metalake.settings import Settings
 from metalake.telemetry.exposition import install_meter_provider, render
+from ops.settings import Settings
 from processors.outbound.runtime.destination import PermanentDelivery
 from processors.outbound.runtime.dispatch import Dispatcher
 from processors.outbound.runtime.loops import DLQ_TOPIC, RETRY_TOPIC, Outbound

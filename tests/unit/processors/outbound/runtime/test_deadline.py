@@ -19,7 +19,7 @@ from control.subscriptions.store import Subscription
 from metalake.events.changes import Change, decode_change
 from metalake.kafka import Delivery, RawRecord
 from metalake.net.ssrf import AddressGuard
-from metalake.settings import Settings
+from ops.settings import Settings
 from processors.outbound.destinations.freshdesk.destination import FreshdeskDestination
 from processors.outbound.destinations.jira.destination import JiraDestination
 from processors.outbound.destinations.slack.destination import SlackDestination

@@ -15,7 +15,7 @@ from control.subscriptions.filters import Filters
 from control.subscriptions.store import Subscription
 from metalake.events.changes import Change
 from metalake.net.ssrf import AddressGuard
-from metalake.settings import Settings
+from ops.settings import Settings
 from processors.outbound.destinations.webhook.destination import WebhookDestination, body_of
 from processors.outbound.runtime.destination import DestinationEnv
 from processors.outbound.runtime.dispatch import Dispatcher

@@ -10,7 +10,7 @@ from typing import Any
 from control.subscriptions.store import Subscription
 from metalake.events.changes import StateChange
 from metalake.kafka import Delivery, RawRecord
-from metalake.settings import Settings
+from ops.settings import Settings
 from processors.outbound.runtime.destination import DeliveryResult
 from processors.outbound.runtime.dispatch import Dispatcher
 from processors.outbound.runtime.loops import Outbound

@@ -11,8 +11,8 @@ import pytest
 from pydantic import ValidationError
 from pymongo.errors import AutoReconnect
 
+from control.subscriptions.settings import OutboundSettings
 from metalake.expiry import expires_at
-from metalake.settings import OutboundSettings
 from processors.outbound.runtime.ledger import LedgerScope, expired_query
 from processors.outbound.runtime.retention import LedgerJanitor
 

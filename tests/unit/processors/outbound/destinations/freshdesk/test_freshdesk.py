@@ -18,10 +18,11 @@ from pydantic import SecretStr, ValidationError
 from api.problems import Problem
 from api.services import subscriptions
 from control.subscriptions.filters import Filters
+from control.subscriptions.settings import OutboundSettings
 from control.subscriptions.store import Subscription, SubscriptionStore
 from metalake.events.changes import STATE_CHANGED, Change
 from metalake.net.ssrf import AddressGuard
-from metalake.settings import OutboundSettings, Settings
+from ops.settings import Settings
 from processors.outbound.destinations.common import incident_of
 from processors.outbound.destinations.freshdesk.destination import FreshdeskDestination, dedup_tag
 from processors.outbound.destinations.freshdesk.messages import incident_description, note, tag_description, tag_subject

@@ -14,10 +14,11 @@ from memory_ledger import MemoryLedger
 from outbound_helpers import JIRA_EMAIL, JIRA_TOKEN, as_change, classification_event, incident_event
 from pydantic import SecretStr
 
+from control.subscriptions.settings import OutboundSettings
 from control.subscriptions.store import Subscription
 from metalake.events.changes import Change
 from metalake.net.ssrf import AddressGuard
-from metalake.settings import OutboundSettings, Settings
+from ops.settings import Settings
 from processors.outbound.destinations.common import incident_of
 from processors.outbound.destinations.jira.destination import JiraDestination, dedup_label, incident_label
 from processors.outbound.destinations.jira.messages import (

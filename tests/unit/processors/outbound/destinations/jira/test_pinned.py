@@ -15,9 +15,10 @@ from outbound_helpers import JIRA_EMAIL, JIRA_TOKEN, as_change, classification_e
 from pydantic import SecretStr
 from scripted_dns import ScriptedResolver
 
+from control.subscriptions.settings import OutboundSettings
 from control.subscriptions.store import Subscription
 from metalake.net.ssrf import AddressGuard, RefusedAddress
-from metalake.settings import OutboundSettings, Settings
+from ops.settings import Settings
 from processors.outbound.destinations.jira.destination import JiraDestination
 from processors.outbound.destinations.jira.pinned import GuardedAdapter, guard_session
 from processors.outbound.runtime.destination import DestinationEnv, PermanentDelivery

@@ -16,10 +16,11 @@ from pydantic import SecretStr
 from slack_server import SlackServer
 
 from control.subscriptions.filters import Filters
+from control.subscriptions.settings import OutboundSettings
 from control.subscriptions.store import Subscription
 from metalake.events.changes import STATE_CHANGED, Change
 from metalake.net.ssrf import AddressGuard
-from metalake.settings import OutboundSettings, Settings
+from ops.settings import Settings
 from processors.outbound.destinations.common import incident_anchor, incident_of
 from processors.outbound.destinations.slack.destination import THREAD, SlackDestination
 from processors.outbound.destinations.slack.messages import slack_incident_message

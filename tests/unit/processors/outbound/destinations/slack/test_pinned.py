@@ -26,9 +26,10 @@ from scripted_dns import ScriptedResolver
 from selfsigned import self_signed
 from slack_server import SlackServer
 
+from control.subscriptions.settings import OutboundSettings
 from control.subscriptions.store import Subscription
 from metalake.net.ssrf import AddressGuard, RefusedAddress
-from metalake.settings import OutboundSettings, Settings
+from ops.settings import Settings
 from processors.outbound.destinations.slack.destination import SlackDestination
 from processors.outbound.destinations.slack.pinned import (
     PinnedTLSContext,

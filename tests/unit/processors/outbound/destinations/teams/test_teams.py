@@ -18,10 +18,11 @@ from teams_server import TeamsServer
 from api.problems import Problem
 from api.services.subscriptions import merged_secrets
 from control.subscriptions.filters import Filters
+from control.subscriptions.settings import OutboundSettings
 from control.subscriptions.store import Subscription
 from metalake.events.changes import STATE_CHANGED, Change
 from metalake.net.ssrf import AddressGuard
-from metalake.settings import OutboundSettings, Settings
+from ops.settings import Settings
 from processors.outbound.destinations.teams.destination import TeamsDestination, classify
 from processors.outbound.destinations.teams.messages import CARD_CONTENT_TYPE, teams_card, teams_message
 from processors.outbound.destinations.teams.spec import TeamsSpec

@@ -9,7 +9,7 @@ from pydantic import SecretStr
 
 from control.subscriptions.store import Subscription
 from metalake.net.ssrf import AddressGuard
-from metalake.settings import Settings
+from ops.settings import Settings
 from processors.outbound.destinations.webhook.destination import WebhookDestination
 from processors.outbound.runtime.destination import DestinationEnv, PermanentDelivery
 
