@@ -122,7 +122,7 @@ def test_the_production_doc_shows_the_derived_table() -> None:
     end = text.index("<!-- kafka-acls:end -->")
     shown = [line.strip() for line in text[start:end].strip().splitlines()]  # indented under its list item
     assert shown == render_markdown(required_acls(Settings())).splitlines(), (
-        "regenerate with: python -c 'from ops.cli.kafka_acls import *; from metalake.settings import Settings; "
+        "regenerate with: python -c 'from ops.cli.kafka_acls import *; from ops.settings import Settings; "
         "print(render_markdown(required_acls(Settings())))'"
     )
 
