@@ -129,8 +129,8 @@ class InboundRequest:
     """One HTTP delivery as the runtime read it: header names lower-cased, the body bytes exactly as received.
 
     :attr:`parsed` is the body parsed as JSON, once per request on first use: the signature check, the runtime's JSON
-    check, the dedup key and the mapping all read this one value (do not mutate it). A signature over the raw bytes
-    uses :attr:`body`.
+    check, the default dedup key and the plugin's ``read`` all take this one value (do not mutate it). A signature
+    over the raw bytes uses :attr:`body`.
     """
 
     headers: Mapping[str, str]
@@ -194,7 +194,8 @@ class WebhookConnector(ABC, Generic[C, P]):
 
     def dedup_key(self, payload: P, request: InboundRequest) -> str:
         """What makes two deliveries one: a redelivery under a key already handled is not published again. Called
-        once per delivery ``read`` accepted, before ``to_events``; must not raise. Default: the parsed content
+        once per delivery ``read`` accepted, before ``to_events``; must not raise (what ``read`` accepted has a key:
+        the runtime catches nothing here). Default: the parsed content
         (:func:`parsed_key`), so variants of one body that the signature does not tell apart (spacing, escapes) are
         one delivery. Override to say more, e.g. which fields identify an incident's update."""
         return parsed_key(request)
