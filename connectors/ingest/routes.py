@@ -26,7 +26,7 @@ from pymongo.errors import PyMongoError
 from connectors.ingest.auth import IngestCaller, IngestCallerDep
 from connectors.ingest.parsing import BodyError, split_body
 from connectors.ingest.validation import Rejected, Result, item_id, to_event
-from connectors.runtime.accept import publish_confirmed
+from connectors.runtime.accept import Batch, publish_confirmed
 from connectors.runtime.admission import Ticket
 from connectors.runtime.bodies import read_limited
 from connectors.runtime.context import Runtime, RuntimeDep
@@ -97,11 +97,8 @@ def pii_changes(
             propagated = runtime.propagated(tenant, urns, patterns)
         except PyMongoError:
             log.warning("ingest.lineage_unavailable", extra={"events": len(urns)})
-            raise Problem(
-                503,
-                "unavailable",
-                "the tenant's lineage cannot be read to check the deletions; none was accepted, send again later",
-                headers={"Retry-After": str(runtime.settings.connect.retry_after_s)},
+            raise runtime.unavailable(
+                "the tenant's lineage cannot be read to check the deletions; none was accepted, send again later"
             ) from None
     out = []
     for index, event in indexed:
@@ -122,11 +119,8 @@ def _protective(runtime: Runtime, tenant: str) -> list[str]:
         return list(runtime.protective(tenant))
     except PyMongoError:
         log.warning("ingest.engines_unavailable")
-        raise Problem(
-            503,
-            "unavailable",
-            "the tenant's protective tags cannot be read; nothing was accepted, send again later",
-            headers={"Retry-After": str(runtime.settings.connect.retry_after_s)},
+        raise runtime.unavailable(
+            "the tenant's protective tags cannot be read; nothing was accepted, send again later"
         ) from None
 
 
@@ -154,7 +148,7 @@ def _audit(runtime: Runtime, caller: IngestCaller, changes: list[PiiChange], res
 
 
 def _publish(runtime: Runtime, tenant: str, events: list[CloudEvent], ticket: Ticket) -> None:
-    publish_confirmed(runtime, tenant, events, source="ingest", ticket=ticket)
+    publish_confirmed(runtime, Batch.of(tenant, events), source="ingest", ticket=ticket)
     with bind_tenant(tenant):
         log.info("ingest.accepted", extra={"events": len(events)})
 

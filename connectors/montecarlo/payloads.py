@@ -17,6 +17,7 @@ envelope puts incident data, and an explicit ``null`` there is meaningful (``dec
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -129,3 +130,18 @@ def parse_envelope(raw: dict[str, Any]) -> Envelope:
         first = exc.errors(include_url=False, include_input=False)[0]
         field = "/".join(str(part) for part in first["loc"]) or "(root)"
         raise InvalidPayload(f"{field}: {first['msg']}", field) from None
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A delivery as the connector reads it, once per request: the body as a JSON object (``raw``: the dedup key
+    hashes its ``event_list`` as received) and that object validated (``envelope``)."""
+
+    raw: dict[str, Any]
+    envelope: Envelope
+
+
+def read_delivery(body: ParsedBody) -> Delivery:
+    """The parsed body as a :class:`Delivery`, or :class:`InvalidPayload` naming the location at fault."""
+    raw = json_object(body)
+    return Delivery(raw, parse_envelope(raw))

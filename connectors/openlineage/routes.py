@@ -29,7 +29,7 @@ from connectors.ingest.auth import IngestCallerDep
 from connectors.ingest.parsing import JSON_TYPES, media_type
 from connectors.openlineage.bounds import InvalidLineage, TooManyEvents, text_budget
 from connectors.openlineage.mapping import body_digest, map_event
-from connectors.runtime.accept import publish_encoded_confirmed
+from connectors.runtime.accept import Batch, publish_confirmed
 from connectors.runtime.admission import Ticket
 from connectors.runtime.bodies import read_limited
 from connectors.runtime.context import Runtime, RuntimeDep
@@ -121,7 +121,7 @@ def decode(
 
 
 def _publish(runtime: Runtime, tenant: str, decoded: Decoded, ticket: Ticket) -> None:
-    publish_encoded_confirmed(runtime, tenant, decoded.encoded, source="openlineage", ticket=ticket)
+    publish_confirmed(runtime, Batch(tenant, encoded=decoded.encoded), source="openlineage", ticket=ticket)
     with bind_tenant(tenant):
         summary = decoded.summary
         log.info(

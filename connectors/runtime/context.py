@@ -31,6 +31,7 @@ from control.connectors.plugin import (
 from control.connectors.records import ConnectorRecord
 from control.connectors.registry import ConnectorClass, Plugin
 from control.connectors.store import ControlStore
+from metalake.http.problems import Problem
 from metalake.http.ratelimit import RateLimiter
 from metalake.lease import LeaseStore
 
@@ -106,6 +107,11 @@ class Runtime:
         assert self.offload is not None  # noqa: S101 - built in __post_init__
         return await self.offload.run(tenant, size, fn, *args)
 
+    def unavailable(self, detail: str, slug: str = "unavailable") -> Problem:
+        """The 503 of a request that may succeed when sent again, after ``connect.retry_after_s`` (Kafka or the
+        control plane did not answer, the connector is not running): nothing of it was accepted."""
+        return Problem(503, slug, detail, headers={"Retry-After": str(self.settings.connect.retry_after_s)})
+
     @property
     def access(self) -> SourceAccess:
         """What this worker's source connectors may connect to (settings ``connect.ssrf_allow`` and
@@ -159,7 +165,7 @@ def instantiate(
     task_id: int | None = None,
     task_config: Mapping[str, Any] | None = None,
     access: SourceAccess | None = None,
-) -> WebhookConnector[Any] | SourceConnector[Any]:
+) -> WebhookConnector[Any, Any] | SourceConnector[Any]:
     """The connector (``task_id=None``) or one of its tasks, with its typed config; else :class:`PluginUnavailable`."""
     try:
         config = build_config(cls, record, secrets)

@@ -13,30 +13,33 @@ each answered as RFC 9457 problem+json:
 6. the tenant suspended or being deleted -> 403 ``tenant-suspended`` (after the signature: an anonymous caller
    learns nothing of the tenant's state), as the ingest API answers its write keys and tokens;
 7. body not JSON -> 400;
-8. redelivery of a delivery already handled (same dedup key) -> 200 ``{"status": "duplicate"}``, nothing published;
-9. verified but unmappable -> raw bytes to the DLQ topic, 202 ``{"status": "dead_lettered"}``
-   (under ``errors.tolerance=none`` the connector is marked FAILED instead and the answer is 503); once the
-   connector reached ``connect.dead_letter_cap`` in the window, 202 ``{"status": "dead_letter_dropped"}``, counted
-   and logged, nothing published. Such a delivery is remembered by its *parsed* content (:func:`parsed_key`), so
-   variants of one body that the signature does not tell apart (spacing, escapes) are one delivery;
-10. events published and confirmed by Kafka -> 202 ``{"status": "accepted"}``; Kafka unavailable -> 503 with
-   Retry-After, and the delivery is not recorded as seen, so the resend publishes it exactly once.
+8. the plugin reads the body into its payload, once (``read``), and keys it (``dedup_key``; a body ``read`` refuses
+   is keyed by its *parsed* content, :func:`~control.connectors.plugin.parsed_key`, so variants of one body that the
+   signature does not tell apart, spacing or escapes, are one delivery); a delivery already handled under that key
+   -> 200 ``{"status": "duplicate"}``, nothing published;
+9. verified but unreadable or unmappable (``InvalidPayload`` from ``read`` or ``to_events``) -> raw bytes to the DLQ
+   topic, 202 ``{"status": "dead_lettered"}`` (under ``errors.tolerance=none`` the connector is marked FAILED
+   instead and the answer is 503); once the connector reached ``connect.dead_letter_cap`` in the window, 202
+   ``{"status": "dead_letter_dropped"}``, counted and logged, nothing published;
+10. events transformed, published and confirmed by Kafka (:func:`~connectors.runtime.accept.publish_confirmed`,
+   the path of every HTTP source) -> 202 ``{"status": "accepted"}``; Kafka unavailable -> 503 with Retry-After, and
+   the delivery is not recorded as seen, so the resend publishes it exactly once.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal
 
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from pymongo.errors import PyMongoError
 
+from connectors.runtime.accept import Batch, publish_confirmed
 from connectors.runtime.bodies import read_limited
 from connectors.runtime.context import PluginUnavailable, Runtime, RuntimeDep, instantiate
 from connectors.runtime.errors import ErrorPolicy, TaskFailed
@@ -44,27 +47,24 @@ from connectors.runtime.pipeline import Prepared, prepare
 from connectors.runtime.tracing import answer_traceparent, intake_span
 from control.auth.gate import tenant_usable
 from control.auth.problems import tenant_refused
-from control.connectors.plugin import AuthenticationFailed, InboundRequest, InvalidPayload, WebhookConnector
-from control.connectors.reasons import safe_reason
+from control.connectors.plugin import (
+    AuthenticationFailed,
+    InboundRequest,
+    InvalidPayload,
+    WebhookConnector,
+    parsed_key,
+)
 from control.connectors.records import ConnectorRecord, ConnectorState
+from metalake.events import CloudEvent
 from metalake.http.json_body import NotJson
 from metalake.http.problems import Problem
-from metalake.kafka import PublishError
 from metalake.sealing import SealingError
 from metalake.telemetry import bind_tenant
-from metalake.telemetry.metrics import EVENTS
 from metalake.tenancy import InvalidTenantId, validate_tenant_id
 
 log = logging.getLogger(__name__)
 
 router = APIRouter(tags=["webhooks"])
-
-
-@runtime_checkable
-class HasDedupKey(Protocol):
-    """A webhook plugin that knows when two deliveries mean the same thing (e.g. same incident, same content)."""
-
-    def dedup_key(self, request: InboundRequest) -> str: ...
 
 
 def plugin_name(slug: str) -> str:
@@ -74,10 +74,6 @@ def plugin_name(slug: str) -> str:
 
 def _not_found(detail: str, field: str) -> Problem:
     return Problem(404, "not-found", detail, field=field)
-
-
-def _unavailable(runtime: Runtime, detail: str, slug: str = "unavailable") -> Problem:
-    return Problem(503, slug, detail, headers={"Retry-After": str(runtime.settings.connect.retry_after_s)})
 
 
 def _resolve(runtime: Runtime, slug: str, tenant_id: str, name: str | None) -> tuple[ConnectorRecord, Any]:
@@ -119,7 +115,7 @@ def _load_delivery(runtime: Runtime, slug: str, tenant_id: str, name: str | None
     except SealingError as exc:
         # The worker's key configuration is at fault, not the sender: a 503 it retries, the reason in the log only.
         log.error("connect.secrets_unusable", extra={"connector": record.name, "reason": str(exc)})
-        raise _unavailable(runtime, "the connector's secrets cannot be opened", "secrets-unavailable") from None
+        raise runtime.unavailable("the connector's secrets cannot be opened", "secrets-unavailable") from None
     return _Delivery(record, cls, [s.get_secret_value().encode() for s in webhook_secrets], config_secrets)
 
 
@@ -143,34 +139,29 @@ def _refuse_unusable_tenant(runtime: Runtime, tenant: str) -> None:
     try:
         usable = tenant_usable(runtime.gate.tenants, tenant)
     except PyMongoError:
-        raise _unavailable(runtime, "the tenant's state cannot be read now") from None
+        raise runtime.unavailable("the tenant's state cannot be read now") from None
     if not usable:
         log.info("connect.webhook_tenant_refused", extra={"tenant": tenant})
         raise tenant_refused("the tenant is suspended or being deleted")
 
 
-def _dedup_key(connector: WebhookConnector[Any], request: InboundRequest) -> str:
-    if isinstance(connector, HasDedupKey):
-        try:
-            return f"k:{connector.dedup_key(request)}"
-        except (InvalidPayload, ValueError, KeyError, TypeError):
-            pass  # an unmappable body still deduplicates: by its parsed content
-    return parsed_key(request)
+@dataclass(frozen=True)
+class _Read:
+    """A delivery as its plugin read it: the ``payload``, or the ``fault`` ``read`` raised; remembered by ``key``."""
+
+    key: str
+    payload: Any = None
+    fault: InvalidPayload | None = None
 
 
-def parsed_key(request: InboundRequest) -> str:
-    """The dedup key of a body by its parsed content (a canonical JSON form), not its bytes.
-
-    A signature may not cover the bytes (Monte Carlo signs ``urlencode(json.loads(body))``): one captured delivery
-    re-spaced, re-indented or with its keys' escapes rewritten still verifies. Keyed by bytes, each variant was a new
-    delivery and a new dead letter; keyed by what it parses to, they are one.
-    """
+def _read(connector: WebhookConnector[Any, Any], request: InboundRequest) -> _Read:
+    """The plugin's one ``read`` of the delivery and its dedup key; a body it cannot read is keyed by its content."""
     try:
-        canonical = json.dumps(request.parsed.value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    except (ValueError, RecursionError):  # not JSON (checked before: unreachable), or too deep to re-encode
-        return "b:" + hashlib.sha256(request.body).hexdigest()
-    # surrogatepass: a JSON "\ud800" escape parses to a lone surrogate; it must hash, not crash.
-    return "p:" + hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
+        payload = connector.read(request)
+    except InvalidPayload as exc:
+        return _Read(parsed_key(request), fault=exc)
+    # "k:" keeps a plugin's key apart from the content key of a body it could not read (and is how keys were stored).
+    return _Read(f"k:{connector.dedup_key(payload, request)}", payload)
 
 
 @dataclass(frozen=True)
@@ -193,32 +184,32 @@ def _handle(runtime: Runtime, delivery: _Delivery, request: InboundRequest, path
     _authenticate(connector, request, delivery)
     _refuse_unusable_tenant(runtime, record.tenant)
     _require_json(request)
-    key = _dedup_key(connector, request)
-    if runtime.deliveries.seen(record.tenant, record.name, key):
+    read = _read(connector, request)
+    if runtime.deliveries.seen(record.tenant, record.name, read.key):
         log.info("connect.webhook_duplicate", extra={"plugin": record.type, "connector": record.name})
         outcome = _Outcome("duplicate")
     else:
-        outcome = _take(runtime, connector, record, request, f"webhook:{path}")
-        runtime.deliveries.record(record.tenant, record.name, key, outcome.status, outcome.event_ids)
+        outcome = _take(runtime, connector, record, read, request, f"webhook:{path}")
+        runtime.deliveries.record(record.tenant, record.name, read.key, outcome.status, outcome.event_ids)
     return JSONResponse({"status": outcome.status, **outcome.body}, status_code=_ANSWER_CODES[outcome.status])
 
 
-def _connector(runtime: Runtime, delivery: _Delivery) -> WebhookConnector[Any]:
+def _connector(runtime: Runtime, delivery: _Delivery) -> WebhookConnector[Any, Any]:
     """The delivery's connector, if it runs: 503 when it is paused or failed, or its configuration no longer loads
     (the connector is marked FAILED)."""
     record = delivery.record
     if record.state is not ConnectorState.RUNNING:
-        raise _unavailable(runtime, f"connector is {record.state.value}", "connector-not-running")
+        raise runtime.unavailable(f"connector is {record.state.value}", "connector-not-running")
     try:
         connector = instantiate(delivery.cls, record, delivery.config_secrets)
     except PluginUnavailable as exc:
         _fail(runtime, record, f"plugin-unavailable: {exc}")
-        raise _unavailable(runtime, "connector configuration is invalid", "connector-failed") from exc
+        raise runtime.unavailable("connector configuration is invalid", "connector-failed") from exc
     assert isinstance(connector, WebhookConnector)  # noqa: S101 - _resolve admits webhook types only
     return connector
 
 
-def _authenticate(connector: WebhookConnector[Any], request: InboundRequest, delivery: _Delivery) -> None:
+def _authenticate(connector: WebhookConnector[Any, Any], request: InboundRequest, delivery: _Delivery) -> None:
     """The plugin's signature check against the active secrets: 401, or 400 for a body it cannot read at all."""
     try:
         connector.verify(request, delivery.webhook_secrets)
@@ -236,31 +227,47 @@ def _authenticate(connector: WebhookConnector[Any], request: InboundRequest, del
 
 
 def _require_json(request: InboundRequest) -> None:
-    # Parsed once: the verifier, the dedup key and the mapping read the same value.
+    # Parsed once: the verifier and the plugin's read take the same value.
     parsed = request.parsed
     if parsed.error is not None:
         raise Problem(400, "malformed-json", f"the body is {NotJson(parsed.error, parsed.position)}", field="body")
 
 
 def _take(
-    runtime: Runtime, connector: WebhookConnector[Any], record: ConnectorRecord, request: InboundRequest, origin: str
+    runtime: Runtime,
+    connector: WebhookConnector[Any, Any],
+    record: ConnectorRecord,
+    read: _Read,
+    request: InboundRequest,
+    origin: str,
 ) -> _Outcome:
     """Map, transform and publish an authenticated delivery; under ``errors.tolerance=none`` a record that fails
     marks the connector FAILED and the answer is 503."""
     policy = runtime.policy(record)
     try:
-        try:
-            events = connector.to_events(request)
-        except InvalidPayload as exc:
-            return _dead_letter(runtime, policy, record, request, origin, exc)
+        events = _map(connector, read, request)
+        if isinstance(events, InvalidPayload):
+            return _dead_letter(runtime, policy, record, request, origin, events)
         prepared = prepare(((e, origin) for e in events), runtime.chain(record), policy)
     except TaskFailed as exc:
         _fail(runtime, record, f"record-failed: {exc}")
         log.warning("connect.task_failed", extra={"plugin": record.type, "connector": record.name, "stage": exc.stage})
-        raise _unavailable(
-            runtime, "the connector failed on this delivery (errors.tolerance=none)", "connector-failed"
+        raise runtime.unavailable(
+            "the connector failed on this delivery (errors.tolerance=none)", "connector-failed"
         ) from None
     return _accept(runtime, policy, record, prepared)
+
+
+def _map(
+    connector: WebhookConnector[Any, Any], read: _Read, request: InboundRequest
+) -> Sequence[CloudEvent] | InvalidPayload:
+    """The delivery's events, or why it cannot be mapped: its ``read`` refused it, or ``to_events`` did."""
+    if read.fault is not None:
+        return read.fault
+    try:
+        return connector.to_events(read.payload, request)
+    except InvalidPayload as exc:
+        return exc
 
 
 def _dead_letter(
@@ -276,7 +283,7 @@ def _dead_letter(
     headers = [(name, request.headers[name].encode()) for name in ("content-type",) if name in request.headers]
     letter = policy.dead_letter(exc, stage="mapping", value=request.body, original_headers=headers, origin=origin)
     letters = policy.admit([letter])
-    _publish(runtime, [], letters)
+    publish_confirmed(runtime, Batch(record.tenant, dead=letters), source="webhook")
     policy.count(letters)
     status: Literal["dead_lettered", "dead_letter_dropped"] = "dead_lettered" if letters else "dead_letter_dropped"
     log.info(
@@ -289,8 +296,7 @@ def _dead_letter(
 def _accept(runtime: Runtime, policy: ErrorPolicy, record: ConnectorRecord, prepared: Prepared) -> _Outcome:
     """Publish the delivery's events and the dead letters of its records that failed a transform."""
     dead = policy.admit(prepared.dead)
-    deliveries = _publish(runtime, list(prepared.routed), dead)
-    EVENTS.add(len(deliveries), {"source": "webhook", "outcome": "accepted", "reason": "none"})
+    publish_confirmed(runtime, Batch(record.tenant, prepared.routed, dead=dead), source="webhook")
     policy.count(dead)
     event_ids = [r.event.id for r in prepared.routed]
     log.info(
@@ -298,23 +304,13 @@ def _accept(runtime: Runtime, policy: ErrorPolicy, record: ConnectorRecord, prep
         extra={
             "plugin": record.type,
             "connector": record.name,
-            "events": len(deliveries),
+            "events": len(prepared.routed),
             "dead_lettered": len(dead),
             "dropped": prepared.dropped,
         },
     )
     body = {"events": event_ids, "dead_lettered": len(dead), "dropped": prepared.dropped}
     return _Outcome("accepted", body, event_ids)
-
-
-def _publish(runtime: Runtime, routed: list[Any], dead: list[Any]) -> list[Any]:
-    try:
-        deliveries = runtime.publisher.publish(routed)
-        runtime.publisher.publish_dead_letters(dead)
-    except PublishError as exc:
-        log.warning("connect.publish_failed", extra={"retriable": exc.retriable, "error": safe_reason(exc)})
-        raise _unavailable(runtime, "Kafka did not confirm the events; nothing was accepted, send again later") from exc
-    return deliveries
 
 
 def _process(

@@ -10,6 +10,8 @@ themselves live in ``connectors/<name>/`` and are loaded by entry point (:mod:`c
 
 from __future__ import annotations
 
+import hashlib
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +39,8 @@ class ConnectorConfig(BaseModel):
 
 
 C = TypeVar("C", bound=ConnectorConfig)
+# What a webhook plugin's ``read`` makes of a delivery: its typed payload.
+P = TypeVar("P")
 
 
 @dataclass(frozen=True)
@@ -125,8 +129,8 @@ class InboundRequest:
     """One HTTP delivery as the runtime read it: header names lower-cased, the body bytes exactly as received.
 
     :attr:`parsed` is the body parsed as JSON, once per request on first use: the signature check, the runtime's JSON
-    check, the dedup key and the mapping all read this one value (do not mutate it). A signature over the raw bytes
-    uses :attr:`body`.
+    check, the default dedup key and the plugin's ``read`` all take this one value (do not mutate it). A signature
+    over the raw bytes uses :attr:`body`.
     """
 
     headers: Mapping[str, str]
@@ -139,12 +143,35 @@ class InboundRequest:
         return parse_json(self.body)
 
 
-class WebhookConnector(ABC, Generic[C]):
+def parsed_key(request: InboundRequest) -> str:
+    """The dedup key of a body by its parsed content (a canonical JSON form), not its bytes.
+
+    A signature may not cover the bytes (Monte Carlo signs ``urlencode(json.loads(body))``): one captured delivery
+    re-spaced, re-indented or with its keys' escapes rewritten still verifies. Keyed by bytes, each variant was a new
+    delivery and a new dead letter; keyed by what it parses to, they are one.
+    """
+    try:
+        canonical = json.dumps(request.parsed.value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except (ValueError, RecursionError):  # not JSON (the runtime refuses it before), or too deep to re-encode
+        return "b:" + hashlib.sha256(request.body).hexdigest()
+    # surrogatepass: a JSON "\ud800" escape parses to a lone surrogate; it must hash, not crash.
+    return "p:" + hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class WebhookConnector(ABC, Generic[C, P]):
     """A push source: turns one verified HTTP delivery into events. Pure: no I/O, so a test is fixture in, events out.
 
-    The runtime calls ``verify`` first, then refuses a body that is not JSON (400), then calls ``to_events``; it
-    answers 2xx only after Kafka confirmed every returned event. Read the body as ``request.parsed`` (parsed once per
-    request), not by parsing ``request.body`` again.
+    ``P`` is the plugin's payload: what :meth:`read` makes of a delivery, read once per request. For each delivery
+    the runtime calls, in order: ``verify``; then, once the body is JSON (else 400), ``read``; ``dedup_key`` of what
+    it read (a delivery already handled under that key is answered 200 ``duplicate``, nothing published); then
+    ``to_events`` of what it read. It answers 2xx only after Kafka confirmed every returned event. The body is parsed
+    as JSON once per request (``request.parsed``); read that, not ``request.body`` again.
+
+    What raising means: :class:`AuthenticationFailed` from ``verify`` is 401; :class:`InvalidPayload` from ``verify``
+    is 400 (nothing authenticated the body, so it is not dead-lettered); :class:`InvalidPayload` from ``read`` or
+    ``to_events`` sends the raw body to the dead-letter topic (202 ``dead_lettered``; under ``errors.tolerance=none``
+    the connector is marked FAILED and the answer is 503). The runtime owns the order of the steps, remembering
+    deliveries by their dedup key, the dead letters, and publishing.
     """
 
     config_model: ClassVar[type[ConnectorConfig]]
@@ -159,8 +186,25 @@ class WebhookConnector(ABC, Generic[C]):
         active during a rotation). Compare in constant time."""
 
     @abstractmethod
-    def to_events(self, request: InboundRequest) -> Sequence[CloudEvent]:
-        """The events this delivery means; raise :class:`InvalidPayload` if it cannot be mapped."""
+    def read(self, request: InboundRequest) -> P:
+        """The delivery as the plugin's payload, from ``request.parsed`` (JSON: the runtime checked it). Called once
+        per delivery, after ``verify``; ``dedup_key`` and ``to_events`` get what it returns. Raise
+        :class:`InvalidPayload` naming the field at fault for a body that is not a delivery of this plugin: it is
+        dead-lettered, and remembered by its parsed content (:func:`parsed_key`), so its resends cost nothing."""
+
+    def dedup_key(self, payload: P, request: InboundRequest) -> str:
+        """What makes two deliveries one: a redelivery under a key already handled is not published again. Called
+        once per delivery ``read`` accepted, before ``to_events``; must not raise (what ``read`` accepted has a key:
+        the runtime catches nothing here). Default: the parsed content
+        (:func:`parsed_key`), so variants of one body that the signature does not tell apart (spacing, escapes) are
+        one delivery. Override to say more, e.g. which fields identify an incident's update."""
+        return parsed_key(request)
+
+    @abstractmethod
+    def to_events(self, payload: P, request: InboundRequest) -> Sequence[CloudEvent]:
+        """The events of a delivery ``read`` accepted (``payload``; ``request`` for what it does not hold, e.g.
+        ``received_at``). Called once per delivery not seen before; raise :class:`InvalidPayload` if it cannot be
+        mapped."""
 
 
 class OffsetAction(Enum):

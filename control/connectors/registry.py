@@ -15,7 +15,7 @@ from metalake import plugins as kernel
 
 GROUP = "metalake.connectors"
 
-ConnectorClass = type[WebhookConnector[Any]] | type[SourceConnector[Any]]
+ConnectorClass = type[WebhookConnector[Any, Any]] | type[SourceConnector[Any]]
 Plugin = kernel.Plugin[ConnectorClass]
 
 REGISTRY: kernel.PluginRegistry[ConnectorClass] = kernel.PluginRegistry(GROUP, (WebhookConnector, SourceConnector))

@@ -37,7 +37,10 @@ class WebhookConfig(ConnectorConfig):
     instance: str = "wh"
 
 
-class SignedWebhook(WebhookConnector[WebhookConfig]):
+class SignedWebhook(WebhookConnector[WebhookConfig, Any]):
+    """Reads the parsed body as it is; keys a delivery by its ``delivery`` field, or, without one, by the default
+    (its parsed content)."""
+
     config_model = WebhookConfig
 
     def verify(self, request: InboundRequest, secrets: Sequence[bytes]) -> None:
@@ -49,11 +52,15 @@ class SignedWebhook(WebhookConnector[WebhookConfig]):
         ):
             raise AuthenticationFailed("signature does not match")
 
-    def dedup_key(self, request: InboundRequest) -> str:
-        return str(request.parsed.value["delivery"])
+    def read(self, request: InboundRequest) -> Any:
+        return request.parsed.value
 
-    def to_events(self, request: InboundRequest) -> Sequence[CloudEvent]:
-        payload = request.parsed.value
+    def dedup_key(self, payload: Any, request: InboundRequest) -> str:
+        if isinstance(payload, dict) and "delivery" in payload:
+            return str(payload["delivery"])
+        return super().dedup_key(payload, request)
+
+    def to_events(self, payload: Any, request: InboundRequest) -> Sequence[CloudEvent]:
         tables = payload.get("tables") if isinstance(payload, dict) else None
         if not isinstance(tables, list):
             raise InvalidPayload("tables must be a list", "tables")

@@ -13,10 +13,10 @@ the connectors' deterministic ids (Monte Carlo incidents) and which the outbound
 
 **A connector worker's letter** goes through the connector's *current* configuration (:func:`remap`):
 
-- ``stage=mapping`` from a webhook (``origin=webhook:<path>``): the kept body goes to the plugin's ``to_events``
-  with the connector's current config and secrets (e.g. a Monte Carlo warehouse map fixed since), as received at
-  the letter's time (the incident's version stays the original delivery's). The signature is not checked again:
-  it was checked before the letter was written, and only the worker writes the DLQ topic.
+- ``stage=mapping`` from a webhook (``origin=webhook:<path>``): the kept body goes to the plugin's ``read`` and
+  ``to_events`` with the connector's current config and secrets (e.g. a Monte Carlo warehouse map fixed since), as
+  received at the letter's time (the incident's version stays the original delivery's). The signature is not checked
+  again: it was checked before the letter was written, and only the worker writes the DLQ topic.
 - ``stage=transform``: the kept event is decoded again.
 
 Then, as for a live record, the connector's current transforms and the event check run. The outcome is
@@ -271,7 +271,7 @@ def _webhook_events(
     if request.parsed.error is not None:
         raise Refused("the kept body is not JSON", "body", "MalformedBody")
     try:
-        return list(connector.to_events(request))
+        return list(connector.to_events(connector.read(request), request))
     except InvalidPayload as exc:
         raise Refused(safe_reason(exc), exc.field, type(exc).__name__) from None
 

@@ -40,7 +40,8 @@ def test_the_incident_lands_on_the_demo_catalogs_table_through_the_warehouse_map
     doc = json.loads(incident.body)
     assert montecarlo.WAREHOUSE in doc["payload"]["event_list"][0]["mcon"]
     request = InboundRequest(headers={}, body=incident.body, received_at=datetime(2026, 11, 26, tzinfo=UTC))
-    (event,) = _connector().to_events(request)
+    connector = _connector()
+    (event,) = connector.to_events(connector.read(request), request)
     catalog = demo_catalog("demo-1", 1)
     assert event.type == "com.montecarlodata.incident.opened.v1"
     assert event.data["urn"] == catalog.customers and event.data["mcon"] is not None
@@ -49,7 +50,7 @@ def test_the_incident_lands_on_the_demo_catalogs_table_through_the_warehouse_map
     bare = MonteCarloConfig.model_validate({**montecarlo.connector_config(), "warehouses": {}})
     unmapped = MonteCarloConnector(bare, ConnectorContext(tenant_id="demo-1", connector_name="mc"))
     with pytest.raises(InvalidPayload, match="warehouse"):
-        list(unmapped.to_events(request))
+        list(unmapped.to_events(unmapped.read(request), request))
 
 
 def test_each_incident_is_new_unless_its_id_is_given() -> None:

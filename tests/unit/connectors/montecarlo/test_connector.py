@@ -28,7 +28,11 @@ def _body(fixture_body: Body, name: str = "open_anomaly", **payload_changes: Any
 
 
 def _events(connector: MonteCarloConnector, request: InboundRequest) -> list[CloudEvent]:
-    return list(connector.to_events(request))
+    return list(connector.to_events(connector.read(request), request))
+
+
+def _key(connector: MonteCarloConnector, request: InboundRequest) -> str:
+    return connector.dedup_key(connector.read(request), request)
 
 
 # --- status -----------------------------------------------------------------------------------------------------------
@@ -112,7 +116,7 @@ def test_reformatted_redelivery_has_the_same_dedup_key(
     parsed["payload"]["event_list"] = [dict(reversed(item.items())) for item in parsed["payload"]["event_list"]]
     compact = json.dumps(parsed, separators=(",", ":")).encode()
     assert compact != body
-    assert connector.dedup_key(request_for(compact)) == connector.dedup_key(request_for(body))
+    assert _key(connector, request_for(compact)) == _key(connector, request_for(body))
     assert [e.id for e in _events(connector, request_for(compact))] == [
         e.id for e in _events(connector, request_for(body))
     ]
@@ -132,18 +136,18 @@ def test_a_change_of_content_changes_the_key_and_ids(
     changes: dict[str, Any], connector: MonteCarloConnector, request_for: Request, fixture_body: Body
 ) -> None:
     base, changed = request_for(fixture_body("open_anomaly")), request_for(_body(fixture_body, **changes))
-    assert connector.dedup_key(changed) != connector.dedup_key(base)
+    assert _key(connector, changed) != _key(connector, base)
     assert _events(connector, changed)[0].id != _events(connector, base)[0].id
 
 
 def test_a_change_of_account_or_type_changes_the_key(
     connector: MonteCarloConnector, request_for: Request, fixture_body: Body
 ) -> None:
-    base = connector.dedup_key(request_for(fixture_body("open_anomaly")))
+    base = _key(connector, request_for(fixture_body("open_anomaly")))
     for key, value in (("account", {"id": "another"}), ("type", "open_custom_rule_anomaly_incident")):
         body = json.loads(fixture_body("open_anomaly"))
         body[key] = value
-        assert connector.dedup_key(request_for(json.dumps(body).encode())) != base
+        assert _key(connector, request_for(json.dumps(body).encode())) != base
 
 
 def test_top_level_and_payload_fields_give_the_same_key(
@@ -152,35 +156,36 @@ def test_top_level_and_payload_fields_give_the_same_key(
     inside = _body(fixture_body, alert_feedback="fixed")
     top = json.loads(fixture_body("open_anomaly"))
     top["alert_feedback"] = "fixed"
-    assert connector.dedup_key(request_for(json.dumps(top).encode())) == connector.dedup_key(request_for(inside))
+    assert _key(connector, request_for(json.dumps(top).encode())) == _key(connector, request_for(inside))
 
 
-def test_verify_dedup_key_and_events_parse_the_body_once(
+def test_verify_read_dedup_key_and_events_parse_and_validate_the_body_once(
     connector: MonteCarloConnector, request_for: Request, fixture_body: Body, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from connectors.montecarlo import connector as module
+    from connectors.montecarlo import payloads
     from connectors.montecarlo.signature import sign, signed_message
     from control.connectors import plugin as base
 
     loads, envelopes = [], []
-    real_loads, real_envelope = json.loads, module.parse_envelope
+    real_loads, real_envelope = json.loads, payloads.parse_envelope
     monkeypatch.setattr(json, "loads", lambda body: loads.append(body) or real_loads(body))
-    monkeypatch.setattr(module, "parse_envelope", lambda raw: envelopes.append(raw) or real_envelope(raw))
+    monkeypatch.setattr(payloads, "parse_envelope", lambda raw: envelopes.append(raw) or real_envelope(raw))
     body = fixture_body("open_anomaly")
     message = signed_message(base.ParsedBody(real_loads(body)))
     assert message is not None
     request = request_for(body, {"x-mcd-signature": sign(SECRET, message)})
     connector.verify(request, [SECRET])
-    key = connector.dedup_key(request)
-    events = _events(connector, request)
+    delivery = connector.read(request)
+    key = connector.dedup_key(delivery, request)
+    events = list(connector.to_events(delivery, request))
     assert loads == [body] and len(envelopes) == 1
     assert events[0].id == _events(connector, request_for(body))[0].id  # a new request is read afresh
-    assert connector.dedup_key(request_for(body)) == key and len(loads) == 3
+    assert _key(connector, request_for(body)) == key and len(loads) == 3 and len(envelopes) == 3
 
 
-def test_dedup_key_of_an_unparseable_body(connector: MonteCarloConnector, request_for: Request) -> None:
+def test_read_of_an_unparseable_body(connector: MonteCarloConnector, request_for: Request) -> None:
     with pytest.raises(InvalidPayload) as info:
-        connector.dedup_key(request_for(b"{"))
+        connector.read(request_for(b"{"))
     assert info.value.field == "(body)"
 
 
@@ -199,7 +204,7 @@ def test_events_carry_no_secret_and_decode(
     signature = sign(SECRET, message)
     request = request_for(body, {"x-mcd-signature": signature})
     connector.verify(request, [SECRET])
-    for event in connector.to_events(request):
+    for event in _events(connector, request):
         wire = event.value() + b"".join(value for _, value in event.headers())
         assert SECRET not in wire
         assert signature.encode() not in wire
@@ -232,7 +237,7 @@ def test_a_field_too_long_for_the_schema_is_an_invalid_payload(
     connector: MonteCarloConnector, request_for: Request, fixture_body: Body
 ) -> None:
     with pytest.raises(InvalidPayload) as info:
-        connector.to_events(request_for(_body(fixture_body, owner="a" * 400 + "@example.com")))
+        _events(connector, request_for(_body(fixture_body, owner="a" * 400 + "@example.com")))
     assert info.value.field == "data/owner"
     assert "aaaa" not in str(info.value)  # reasons never quote payload values
 
@@ -256,7 +261,7 @@ def test_a_value_of_the_wrong_shape_names_its_location(
     changes: dict[str, Any], field: str, connector: MonteCarloConnector, request_for: Request, fixture_body: Body
 ) -> None:
     with pytest.raises(InvalidPayload) as info:
-        connector.to_events(request_for(_body(fixture_body, **changes)))
+        _events(connector, request_for(_body(fixture_body, **changes)))
     assert info.value.field == field
     assert "ana@example.com" not in str(info.value)
 
@@ -320,4 +325,4 @@ def test_config_without_warehouses(request_for: Request, fixture_body: Body) -> 
     [event] = _events(connector, request_for(fixture_body("open_anomaly")))
     assert event.subject == "urn:metalake:redshift:main/zeus/ares/artemis"
     with pytest.raises(InvalidPayload):  # the MCON names a warehouse this config does not map
-        connector.to_events(request_for(fixture_body("mcon")))
+        _events(connector, request_for(fixture_body("mcon")))

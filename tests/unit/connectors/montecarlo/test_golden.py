@@ -26,7 +26,7 @@ NAMES = sorted(path.stem for path in FIXTURES.glob("*.json"))
 
 def _outcome(connector: MonteCarloConnector, request: InboundRequest) -> dict[str, Any]:
     try:
-        events = connector.to_events(request)
+        events = connector.to_events(connector.read(request), request)
     except InvalidPayload as exc:
         return {"error": {"class": type(exc).__name__, "field": exc.field, "message": str(exc)}}
     for event in events:  # every event must also be a valid Kafka record, as the enrichment job will read it

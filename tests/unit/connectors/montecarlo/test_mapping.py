@@ -53,7 +53,8 @@ def test_split_mcon(value: str, parts: tuple[str, str] | None) -> None:
 
 def _subjects(connector: MonteCarloConnector, request_for: Callable[..., InboundRequest], **payload: Any) -> list[str]:
     body: dict[str, Any] = {"type": "open_anomaly_incident", "payload": {"incident_id": "i-1", **payload}}
-    return [str(e.subject) for e in connector.to_events(request_for(json.dumps(body).encode()))]
+    request = request_for(json.dumps(body).encode())
+    return [str(e.subject) for e in connector.to_events(connector.read(request), request)]
 
 
 def test_mcon_beats_full_table_id_beats_group_and_table_name(

@@ -78,8 +78,10 @@ def test_a_captured_opened_delivery_resent_after_weeks_is_still_a_duplicate(
 ) -> None:
     collection = _Collection()
     log = _worker_log(collection)
-    opened = connector.dedup_key(request_for(fixture_body("open_anomaly")))
-    resolved = connector.dedup_key(request_for(fixture_body("feedback_fixed")))
+    opened, resolved = (
+        connector.dedup_key(connector.read(request), request)
+        for request in (request_for(fixture_body("open_anomaly")), request_for(fixture_body("feedback_fixed")))
+    )
     assert opened != resolved
     for key in (opened, resolved):
         assert log.record("acme", "montecarlo", f"k:{key}", "accepted", ["e1", "e2"])

@@ -17,8 +17,7 @@ import pytest
 
 from connectors.montecarlo import BodyNotJson, MonteCarloConnector
 from connectors.montecarlo.signature import signed_message, verify_signature
-from connectors.runtime.webhooks import parsed_key
-from control.connectors.plugin import AuthenticationFailed, InboundRequest, InvalidPayload, parse_json
+from control.connectors.plugin import AuthenticationFailed, InboundRequest, InvalidPayload, parse_json, parsed_key
 from control.connectors.secrets import WebhookSecretDoc, rotated_webhook_secrets, usable_webhook_secrets
 
 SECRET = b"mc-secret-aW4gcm90YXRpb24gMQ-0123456789abcdef"
@@ -168,14 +167,14 @@ def test_missing_header_wins_over_a_non_json_body() -> None:
     _fails(b"<xml/>", None, [SECRET])
 
 
-def test_signed_non_json_body_passes_verify_and_is_refused_by_to_events(
+def test_signed_non_json_body_passes_verify_and_is_refused_by_read(
     connector: MonteCarloConnector, request_for: Callable[..., InboundRequest]
 ) -> None:
     body = b"not json at all"
     request = request_for(body, {"x-mcd-signature": _raw_hmac(SECRET, body)})
     connector.verify(request, [SECRET])
     with pytest.raises(InvalidPayload) as info:
-        connector.to_events(request)
+        connector.read(request)
     assert not isinstance(info.value, BodyNotJson)  # authenticated: it goes to the DLQ
     assert info.value.field == "(body)"
 
@@ -258,8 +257,9 @@ def test_rotating_again_neither_extends_an_overlap_nor_revives_an_expired_secret
 
 # --- what the signature does not authenticate (issue 12, item 14) ---------------------------------------------------
 # Monte Carlo signs urlencode(json.loads(body)): one captured delivery verifies in every variant with the same signed
-# message. The runtime keys a delivery by its parsed content (connectors.runtime.webhooks.parsed_key), so spelling
-# variants are one delivery; type variants parse differently and are bounded by connect.dead_letter_cap.
+# message. The runtime keys a delivery the plugin cannot read by its parsed content (control.connectors.plugin's
+# parsed_key, also the default dedup key), so spelling variants are one delivery; type variants parse differently and
+# are bounded by connect.dead_letter_cap.
 
 CAPTURED = b'{"account":{"id":"a1"},"action":"incident","owner":null,"muted":true,"rows":1.0,"note":"ok"}'
 SPELLING_VARIANTS = {

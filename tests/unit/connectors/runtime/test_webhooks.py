@@ -8,9 +8,10 @@ import logging
 import pytest
 from fastapi.testclient import TestClient
 from runtime_fakes import World
-from runtime_plugins import sign
+from runtime_plugins import SignedWebhook, sign
 
 from connectors.runtime.webhooks import plugin_name
+from control.connectors.plugin import InvalidPayload
 from control.connectors.records import ConnectorRecord, ConnectorState, Tolerance
 from metalake.http.problems import MEDIA_TYPE
 from metalake.kafka.dlq import DeadLetter, read_dead_letter
@@ -141,6 +142,73 @@ def test_the_body_is_parsed_once_on_the_whole_path(
     body = _body("d-once")
     assert _post(client, body).status_code == 202  # verify, the JSON check, the dedup key, the mapping
     assert calls == [body]
+
+
+# -- the plugin contract: read once, the dedup key of what it read (issue 24, item 2) ---------------------------------
+
+
+def test_read_is_called_once_per_delivery_and_its_payload_reaches_dedup_key_and_to_events(
+    client: TestClient, world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reads: list[object] = []
+    seen_by: dict[str, list[object]] = {"dedup_key": [], "to_events": []}
+    real_read, real_key, real_map = SignedWebhook.read, SignedWebhook.dedup_key, SignedWebhook.to_events
+
+    def read(self: SignedWebhook, request: object) -> object:
+        reads.append(real_read(self, request))  # type: ignore[arg-type]
+        return reads[-1]
+
+    def dedup_key(self: SignedWebhook, payload: object, request: object) -> str:
+        seen_by["dedup_key"].append(payload)
+        return real_key(self, payload, request)  # type: ignore[arg-type]
+
+    def to_events(self: SignedWebhook, payload: object, request: object) -> object:
+        seen_by["to_events"].append(payload)
+        return real_map(self, payload, request)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(SignedWebhook, "read", read)
+    monkeypatch.setattr(SignedWebhook, "dedup_key", dedup_key)
+    monkeypatch.setattr(SignedWebhook, "to_events", to_events)
+    assert _post(client, _body("d-read")).status_code == 202
+    assert len(reads) == 1
+    assert seen_by["dedup_key"][0] is reads[0] and seen_by["to_events"][0] is reads[0]
+    assert _post(client, _body("d-read")).json() == {"status": "duplicate"}
+    assert len(reads) == 2 and len(seen_by["to_events"]) == 1  # a duplicate is read and keyed, never mapped
+
+
+def test_the_plugins_dedup_key_is_used_when_it_overrides_the_default(client: TestClient, world: World) -> None:
+    # SignedWebhook keys by "delivery": another content under a handled delivery id is that delivery again.
+    assert _post(client, _body("d-same", [{"name": "orders"}])).status_code == 202
+    again = _post(client, _body("d-same", [{"name": "items"}, {"name": "lines"}]))
+    assert (again.status_code, again.json()) == (200, {"status": "duplicate"})
+    assert [r.event.data["name"] for r in world.publisher.routed] == ["orders"]
+
+
+def test_the_default_dedup_key_is_the_parsed_content(client: TestClient, world: World) -> None:
+    # No "delivery" field: SignedWebhook falls back to the base class's key, which is the content, not the bytes.
+    value = {"tables": [{"name": "orders"}], "note": "caf\u00e9"}
+    first = _post(client, json.dumps(value).encode())
+    respaced = _post(client, json.dumps(value, indent=2, ensure_ascii=False).encode())
+    other = _post(client, json.dumps({**value, "note": "tea"}).encode())
+    assert [first.status_code, respaced.status_code, other.status_code] == [202, 200, 202]
+    assert respaced.json() == {"status": "duplicate"}
+    assert len(world.publisher.routed) == 2
+
+
+def test_a_body_read_refuses_is_dead_lettered_and_keyed_by_its_content(
+    client: TestClient, world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def read(self: SignedWebhook, request: object) -> object:
+        raise InvalidPayload("not a delivery of this plugin", "kind")
+
+    monkeypatch.setattr(SignedWebhook, "read", read)
+    value = {"delivery": "d-unread", "tables": [{"name": "orders"}]}
+    response = _post(client, json.dumps(value).encode())
+    assert (response.status_code, response.json()) == (202, {"status": "dead_lettered", "field": "kind"})
+    assert _post(client, json.dumps(value, indent=1).encode()).json() == {"status": "duplicate"}
+    [letter] = world.publisher.dead
+    assert read_dead_letter(letter.headers).reason == "not a delivery of this plugin"
+    assert world.publisher.routed == []
 
 
 def test_unmappable_goes_to_the_dlq_with_202(client: TestClient, world: World) -> None:
