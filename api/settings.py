@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from catalog.propagation.settings import PropagationLimits
 from control.auth.settings import AuthSettings, EnforcementSettings
 from control.connectors.settings import ConnectorControlSettings
 from control.settings import ErasureSettings
 from control.snowflake.settings import MaskingSettings
 from control.subscriptions.settings import OutboundSettings
-from metalake.propagation.settings import PropagationLimits
 
 
 class SqlSettings(BaseModel):

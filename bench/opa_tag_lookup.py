@@ -51,7 +51,7 @@ def _child(args: argparse.Namespace) -> None:
     from ops.settings import Settings
 
     if args.force_in:
-        from metalake import urn_keys
+        from catalog import urn_keys
 
         urn_keys.in_served_by_index = lambda database: True
     settings = api_settings(load_settings(Settings))
@@ -88,7 +88,7 @@ def _child(args: argparse.Namespace) -> None:
 
 
 def _seed(mongo: Any, database: str, filler: int) -> None:
-    from metalake import urn_keys
+    from catalog import urn_keys
     from metalake.urn import asset_urn
 
     def doc(urn: str, tag: str, origin: str | None) -> dict[str, Any]:

@@ -8,7 +8,7 @@ propagates along the column edges.
 
 Measured, each a median of ``--repeat`` runs:
 - floor: breadth-first search over ``dict[str, list[str]]`` adjacency (no directions, blocks or paths kept);
-- closure: ``metalake.propagation.graph.closure`` (directions, blocked tags, paths, guardrails);
+- closure: ``catalog.propagation.graph.closure`` (directions, blocked tags, paths, guardrails);
 - plan: the processor's recompute of one origin (closure + diff against what is held + rows with versions and ids);
 - pipeline (unless ``--no-pipeline``): the real pipeline for a fresh dedicated tenant (its own streaming job of this
   checkout and its own ``metalake propagation run``): classification event published to the tenant's priority topic
@@ -61,12 +61,12 @@ from confluent_kafka import Consumer, TopicPartition
 from outbound_probe import COUNTED, Receiver, new_secret, outbound_runtime, subscribe, terminate, unsubscribe
 from pymongo import MongoClient
 
+from catalog.propagation.graph import Edge, Limits, LineageGraph, closure
+from catalog.propagation.model import Assignment
+from catalog.propagation.tenant import TenantPropagation
 from metalake.events import CloudEvent, new_event
 from metalake.kafka import EventProducer, ensure_topics
 from metalake.kafka.config import consumer_config
-from metalake.propagation.graph import Edge, Limits, LineageGraph, closure
-from metalake.propagation.model import Assignment
-from metalake.propagation.tenant import TenantPropagation
 from metalake.settings import load_settings
 from metalake.trino_connect import connect as trino_connect
 from ops.settings import Settings

@@ -70,10 +70,10 @@ def main() -> None:
 
     from pymongo import MongoClient
 
+    from catalog.projection import ASSETS_COLLECTION, CLASSIFICATIONS_COLLECTION, PROPAGATED_COLLECTION
     from control.snowflake.inventory import load_inventory
     from control.snowflake.masking import build_script
     from control.snowflake.policies import options_from, snowflake_script
-    from metalake.projection import ASSETS_COLLECTION, CLASSIFICATIONS_COLLECTION, PROPAGATED_COLLECTION
     from metalake.settings import load_settings
     from metalake.urn import asset_urn
     from ops.settings import Settings

@@ -117,7 +117,7 @@ _PROPERTY_NAME_AT = len("properties.") + 1
 def edited_assets_sql(catalog: str, schema: str, names: TenantNames) -> str:
     """The tenant's view of its assets as readers show them: a live edit of the description or the owners replaces
     the source's value, edited properties are laid over the source's map (``map_concat`` keeps the last map's value of
-    a key), and ``edited`` lists the aspects a person set. The same rule as ``metalake.projection.apply_edits``."""
+    a key), and ``edited`` lists the aspects a person set. The same rule as ``catalog.projection.apply_edits``."""
     qualified = f'{catalog}."{schema}"'
     assets = f'{qualified}."{names.trino_table("assets")}"'
     edits = f'{qualified}."{names.trino_table("asset_edits")}"'

@@ -48,12 +48,7 @@ from api.services import audit
 from api.services.catalog import Catalog, TooBroad
 from api.services.events import PublisherDep, TenantPublisher
 from api.services.lineage import DEFAULT_DEPTH, DEFAULT_NODES, MAX_DEPTH, MAX_NODES, Direction, traverse
-from control.auth.pii import may_weaken, weakening
-from control.auth.principal import Scope
-from control.auth.settings import ApiSettings
-from metalake.events import new_event
-from metalake.events.validation import InvalidData
-from metalake.projection import (
+from catalog.projection import (
     EDITED_DESCRIPTION,
     EDITED_OWNERS,
     EDITED_PROPERTY_PREFIX,
@@ -63,6 +58,11 @@ from metalake.projection import (
     EditedAsset,
     apply_edits,
 )
+from control.auth.pii import may_weaken, weakening
+from control.auth.principal import Scope
+from control.auth.settings import ApiSettings
+from metalake.events import new_event
+from metalake.events.validation import InvalidData
 from tenants.naming import names_for
 
 ADDED = "io.metalake.classification.added.v1"

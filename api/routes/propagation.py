@@ -1,6 +1,6 @@
 """What a tag would reach along lineage, without changing anything (the propagation dry-run).
 
-The walk is the propagation processor's own (``metalake.propagation.dry_run``: same graph, directions, blocked
+The walk is the propagation processor's own (``catalog.propagation.dry_run``: same graph, directions, blocked
 tags, deleted assets and guardrails), over the tenant's lineage and tags as MongoDB holds them now: only the part
 within the walk's reach is read, up to ``propagation.dry_run_max_edges`` edges (beyond: 422). Needs
 ``tenant:read`` (or ``tenant:admin``); it reads only, so nothing is audited.
@@ -18,9 +18,9 @@ from api.deps import TenantReader
 from api.problems import Problem
 from api.schemas.propagation import DryRunRequest, DryRunView, ReachedView
 from api.workpool import DRY_RUN
-from metalake.propagation import dry_run_tenant
-from metalake.propagation.config import limits_from
-from metalake.propagation.store import TooLarge
+from catalog.propagation import dry_run_tenant
+from catalog.propagation.config import limits_from
+from catalog.propagation.store import TooLarge
 from tenants.naming import names_for
 
 _ERRORS: dict[int | str, dict[str, Any]] = {

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.schemas.urns import Canonical
-from metalake.propagation.dry_run import TAG_PATTERN, URN_PATTERN
+from catalog.propagation.dry_run import TAG_PATTERN, URN_PATTERN
 
 MAX_DEPTH = 50
 MAX_LISTED = 10_000

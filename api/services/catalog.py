@@ -21,9 +21,8 @@ from typing import Any
 from pymongo import ASCENDING, IndexModel
 from pymongo.database import Database
 
-from metalake import projection, urn_keys
-from metalake.mongo import Doc
-from metalake.projection import (
+from catalog import projection, urn_keys
+from catalog.projection import (
     AssetDoc,
     AssetEditDoc,
     ClassificationDoc,
@@ -32,6 +31,7 @@ from metalake.projection import (
     PropagatedTagDoc,
     unescape_keys,
 )
+from metalake.mongo import Doc
 
 ASSETS = projection.ASSETS_COLLECTION
 CLASSIFICATIONS = projection.CLASSIFICATIONS_COLLECTION
@@ -43,7 +43,7 @@ ASSET_EDITS = projection.ASSET_EDITS_COLLECTION
 # Indexes the reads below are shaped for (provisioning creates them; create_index is idempotent).
 INDEXES: Mapping[str, Sequence[IndexModel]] = {
     ASSETS: (IndexModel([("name", ASCENDING), ("_id", ASCENDING)], name="name_id"),),
-    # urn_keys: the OPA decisions' exact lookups of a table's tags (metalake.urn_keys).
+    # urn_keys: the OPA decisions' exact lookups of a table's tags (catalog.urn_keys).
     CLASSIFICATIONS: (
         IndexModel([("tag", ASCENDING), ("urn", ASCENDING)], name="tag_urn"),
         IndexModel([(urn_keys.FIELD, ASCENDING)], name="urn_keys"),
@@ -118,7 +118,7 @@ class Catalog:
 
     def asset(self, urn: str) -> AssetDoc | None:
         """The asset document, tombstone included (the caller tells "deleted" from "never seen"), its property names
-        as the source sent them (the projection stores them escaped: :func:`metalake.projection.escape_keys`)."""
+        as the source sent them (the projection stores them escaped: :func:`catalog.projection.escape_keys`)."""
         doc = self._assets.find_one({"_id": urn})
         if doc is not None and doc.get("properties"):
             doc["properties"] = unescape_keys(doc["properties"])

@@ -28,10 +28,10 @@ from pydantic import SecretStr
 from pymongo.collection import Collection
 from pymongo.database import Database
 
+from catalog.projection import CLASSIFICATIONS_COLLECTION, PROPAGATED_COLLECTION
 from control.auth.protective import ENGINES_COLLECTION
 from metalake.cache import TtlCache
 from metalake.mongo import typed_collection
-from metalake.projection import CLASSIFICATIONS_COLLECTION, PROPAGATED_COLLECTION
 from metalake.urn import AssetUrn, InvalidUrn
 from tenants.access.rules import is_masked_tag, mask_expression
 from tenants.naming import validate_tenant_id

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from metalake.projection import LineageDoc
+from catalog.projection import LineageDoc
 
 Direction = Literal["upstream", "downstream"]
 MAX_DEPTH = 10

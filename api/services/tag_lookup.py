@@ -1,6 +1,6 @@
 """The tags of the tables an OPA decision asks about (docs/enforcement.md), for a whole batch at once.
 
-Exact and indexed: the tag documents carry ``urn_keys`` (``metalake.urn_keys``: the normalised URN of their asset
+Exact and indexed: the tag documents carry ``urn_keys`` (``catalog.urn_keys``: the normalised URN of their asset
 and its parent), so a table's tags are the documents whose ``urn_keys`` hold its normalised URN. On MongoDB a batch's
 tables are one query per tag collection (``$in``, served by the ``urn_keys`` index), however many tables and columns
 the batch names; FerretDB 1.x filters ``$in`` after reading the whole collection, so there each table is one equality
@@ -20,7 +20,7 @@ from typing import Any
 from pymongo.database import Database
 
 from api.services.enforcement import ColumnRef, Engine, TableTags, column_masks, load_table_tags
-from metalake import urn_keys
+from catalog import urn_keys
 from metalake.urn import AssetUrn, InvalidUrn
 
 

@@ -9,8 +9,8 @@ from collections.abc import Collection
 
 from confluent_kafka import Consumer, TopicPartition
 
+from catalog.changes import decode_change
 from control.subscriptions.filters import Filters
-from metalake.events.changes import decode_change
 from metalake.kafka.config import consumer_config
 from ops.settings import Settings
 from soak.tenants import EVENT_TYPES

@@ -64,7 +64,7 @@ def may_weaken(principal: Principal) -> bool:
 
 def blocks_masked(blocked: str, patterns: Iterable[str]) -> bool:
     """Whether an edge blocking ``blocked`` stops a masked tag: a blocked tag stops its sub-tags too
-    (``metalake.propagation.graph.Edge.blocks``), so ``GDPR`` stops ``GDPR.personal``. Conservative with wildcards: a
+    (``catalog.propagation.graph.Edge.blocks``), so ``GDPR`` stops ``GDPR.personal``. Conservative with wildcards: a
     pattern that could match some sub-tag of ``blocked`` counts."""
     below = blocked + "."
     for pattern in patterns:

@@ -20,8 +20,8 @@ from urllib.parse import quote
 
 from pymongo.database import Database
 
+from catalog.projection import ASSETS_COLLECTION, CLASSIFICATIONS_COLLECTION, PROPAGATED_COLLECTION
 from control.snowflake.masking import SnowflakeColumn
-from metalake.projection import ASSETS_COLLECTION, CLASSIFICATIONS_COLLECTION, PROPAGATED_COLLECTION
 from metalake.urn import AssetUrn, InvalidUrn
 from tenants.access.rules import is_masked_tag
 

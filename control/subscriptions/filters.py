@@ -8,7 +8,7 @@ from fnmatch import fnmatchcase
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from metalake.events.changes import Change
+from catalog.changes import Change
 
 _Pattern = Field(min_length=1, max_length=512)
 

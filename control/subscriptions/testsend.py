@@ -24,8 +24,8 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 from pymongo.collection import Collection
 from pymongo.database import Database
 
+from catalog.changes import Change, StateChange
 from control.subscriptions.store import NAME_PATTERN
-from metalake.events.changes import Change, StateChange
 from metalake.events.envelope import CloudEvent, InvalidEvent, decode_record, new_event
 from metalake.expiry import expires_at
 from metalake.mongo import Doc, typed_collection

@@ -49,7 +49,7 @@ _SPECS: tuple[EventTypeSpec, ...] = (
     EventTypeSpec("io.metalake.propagation.completed.v1", "A propagation run of one (origin, tag) is published"),
     # Published to metalake.changes by a GDPR erase (processors.lake.erase); carries the URN's sha256, not the URN.
     EventTypeSpec("io.metalake.asset.erased.v1", "A GDPR erase of one asset completed"),
-    # Published to metalake.changes by the streaming job, one per state row written (metalake.events.changes).
+    # Published to metalake.changes by the streaming job, one per state row written (catalog.changes).
     EventTypeSpec("io.metalake.state.changed.v1", "A row of a tenant's current state was written"),
     # Published to metalake.outbound.tests by the admin API, consumed by the outbound runtime (control.subscriptions).
     EventTypeSpec("io.metalake.subscription.test.requested.v1", "A test message to one outbound subscription"),

@@ -17,7 +17,7 @@ import trino
 from confluent_kafka import Message
 from pymongo.errors import PyMongoError
 
-from metalake.events.changes import STATE_CHANGED, InvalidChange, change_type, decode_change
+from catalog.changes import STATE_CHANGED, InvalidChange, change_type, decode_change
 from metalake.kafka import BatchConsumer, Received
 from metalake.mongo import mongo_client
 from metalake.telemetry.propagation import batch_span

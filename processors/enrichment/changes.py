@@ -10,8 +10,8 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from catalog.changes import StateChange
 from metalake.events import CloudEvent, new_event
-from metalake.events.changes import StateChange
 from processors.enrichment.classify import Rule, classify
 from processors.enrichment.state import StateSpec
 

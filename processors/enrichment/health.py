@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from metalake.projection import ASSETS_COLLECTION
+from catalog.projection import ASSETS_COLLECTION
 from processors.enrichment.state import StateSpec
 
 HEALTHY = "healthy"

@@ -11,8 +11,8 @@ from typing import Any
 from pymongo.collection import Collection
 from pymongo.errors import OperationFailure
 
-from metalake import urn_keys
-from metalake.projection import escape_keys
+from catalog import urn_keys
+from catalog.projection import escape_keys
 from processors.enrichment.health import INSERT_DEFAULTS
 from processors.enrichment.state import ASSETS, StateSpec
 

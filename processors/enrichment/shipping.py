@@ -1,9 +1,10 @@
 """metalake's own Python packages as one zip for a cluster's executors, as ``spark-submit --py-files`` ships code.
 
 The executors import the job's row functions (``processors.enrichment.rows``) and what they use (``metalake``,
-``tenants``, ``control``); on a local master they run in this interpreter, on a cluster in the workers' Python, which
-holds the dependencies (``metalake[spark]``) but must run the driver's version of metalake's own code, not whatever
-is installed there. The zip's name carries its contents' hash: a worker never runs a stale copy cached by name.
+``catalog``, ``tenants``, ``control``); on a local master they run in this interpreter, on a cluster in the workers'
+Python, which holds the dependencies (``metalake[spark]``) but must run the driver's version of metalake's own code,
+not whatever is installed there. The zip's name carries its contents' hash: a worker never runs a stale copy cached by
+name.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 
 # The import roots the executors' code comes from (every package of the distribution but the API, connectors and ops,
 # which run nowhere near Spark).
-PACKAGES = ("metalake", "tenants", "control", "processors")
+PACKAGES = ("metalake", "catalog", "tenants", "control", "processors")
 # zip's own epoch: fixed timestamps make the archive's bytes a function of the sources alone.
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 

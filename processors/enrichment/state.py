@@ -3,7 +3,7 @@
 One spec per kind of state (assets, classifications, lineage edges, incidents, propagated tags, asset edits) drives
 the same three steps: fold the batch's events into one row per key, MERGE the rows into the tenant's Delta table,
 upsert them into MongoDB. Pure Python here; Spark and MongoDB I/O live in ``lake`` and ``projection``. The MongoDB
-documents a spec makes are typed in ``metalake.projection`` for their readers (a unit test keeps the two in step).
+documents a spec makes are typed in ``catalog.projection`` for their readers (a unit test keeps the two in step).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from metalake import projection
+from catalog import projection
 from metalake.urn import AssetUrn, InvalidUrn
 from processors.enrichment.parse import ParsedRow
 
@@ -48,7 +48,7 @@ class StateSpec:
     # Rows whose ``source`` is "human" are never overwritten by a row whose source is "auto" (whatever the versions):
     # an automatic classifier must not undo a person's decision.
     protect_human: bool = False
-    # MongoDB only (not a Delta column): the documents also carry ``metalake.urn_keys.FIELD``, the normalised URN of
+    # MongoDB only (not a Delta column): the documents also carry ``catalog.urn_keys.FIELD``, the normalised URN of
     # their asset and its parent, which the OPA decisions look tags up by.
     urn_keys: bool = False
 
@@ -119,7 +119,7 @@ PROPAGATED = StateSpec(
 # A person's edits of an asset through the API, one row per (asset, aspect): "description", "owners" or
 # "properties.<name>". Kept apart from the asset's row, with versions of their own, so a source's later upsert
 # (whatever its version scheme) never overwrites an edit and an edit never makes the source's next upsert stale;
-# clearing an edit is its tombstone. Readers lay the live edits over the asset (metalake.projection.apply_edits).
+# clearing an edit is its tombstone. Readers lay the live edits over the asset (catalog.projection.apply_edits).
 ASSET_EDITS = StateSpec(
     table="asset_edits",
     collection=projection.ASSET_EDITS_COLLECTION,

@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 from typing import Any, Protocol
 
+from catalog.changes import changes_key
 from metalake.events import CloudEvent, new_event
-from metalake.events.changes import changes_key
 
 ERASED_TYPE = "io.metalake.asset.erased.v1"
 SOURCE = "/processors/lake/erase"

@@ -6,10 +6,10 @@ from __future__ import annotations
 import hashlib
 import uuid
 
+from catalog.changes import changes_key
+from catalog.propagation.diff import PROPAGATED_TYPE, UNPROPAGATED_TYPE, Plan
+from catalog.propagation.model import Propagated
 from metalake.events import CloudEvent, new_event
-from metalake.events.changes import changes_key
-from metalake.propagation.diff import PROPAGATED_TYPE, UNPROPAGATED_TYPE, Plan
-from metalake.propagation.model import Propagated
 
 COMPLETED_TYPE = "io.metalake.propagation.completed.v1"
 SOURCE = "/processors/propagation"

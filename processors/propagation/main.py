@@ -20,14 +20,14 @@ from typing import Annotated
 
 import typer
 
+from catalog.propagation import dry_run_tenant
+from catalog.propagation.config import limits_from
+from catalog.propagation.dry_run import InvalidDryRun, check_request
+from catalog.propagation.store import TooLarge, load_tenant
 from metalake.console import REFUSED, fail
 from metalake.http.health import serve_health, standard_checks
 from metalake.kafka import BatchConsumer, EventProducer
 from metalake.mongo import mongo_client
-from metalake.propagation import dry_run_tenant
-from metalake.propagation.config import limits_from
-from metalake.propagation.dry_run import InvalidDryRun, check_request
-from metalake.propagation.store import TooLarge, load_tenant
 from metalake.settings import load_settings
 from metalake.telemetry import configure_telemetry
 from metalake.tenancy import InvalidTenantId

@@ -23,11 +23,11 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
+from catalog.changes import STATE_CHANGED, InvalidChange, StateChange, change_type, decode_change
+from catalog.propagation.model import AssignmentKey
+from catalog.propagation.tenant import CLASSIFICATIONS, TenantPropagation
 from metalake.events import CloudEvent
-from metalake.events.changes import STATE_CHANGED, InvalidChange, StateChange, change_type, decode_change
 from metalake.kafka import EventPublisher, Received
-from metalake.propagation.model import AssignmentKey
-from metalake.propagation.tenant import CLASSIFICATIONS, TenantPropagation
 from metalake.telemetry.propagation import batch_span
 from processors.propagation.erasure import erased_tenant
 from processors.propagation.events import completed_event, tag_event

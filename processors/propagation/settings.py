@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from metalake.propagation.settings import PropagationLimits
+from catalog.propagation.settings import PropagationLimits
 from metalake.settings import KernelSettings
 from processors.settings import FaultSettings
 

@@ -9,8 +9,8 @@ from typing import Any
 from pymongo import MongoClient
 from pymongo.database import Database
 
+from catalog.projection import CLASSIFICATIONS_COLLECTION, PROPAGATED_COLLECTION
 from metalake.lake_uri import LakeRoot
-from metalake.projection import CLASSIFICATIONS_COLLECTION, PROPAGATED_COLLECTION
 from tenants.access.rules import MirroredSchema, TrinoColumn, column_for_urn, is_masked_tag
 from tenants.naming import names_for
 

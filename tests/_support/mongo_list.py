@@ -1,6 +1,6 @@
 """A few pymongo calls over lists (find with ``$ne``/``$regex``/``$in``/``$exists``/equality, insert, count,
 delete_one, update_one and the ``update`` command with ``$set``): enough for the engine store, the tag loaders of
-api/services/enforcement.py and api/services/tag_lookup.py, and the backfill of metalake/urn_keys.py. Every ``find``
+api/services/enforcement.py and api/services/tag_lookup.py, and the backfill of catalog/urn_keys.py. Every ``find``
 filter is kept in ``queries`` and every ``update`` command in ``commands``, for tests that count round trips."""
 
 from __future__ import annotations

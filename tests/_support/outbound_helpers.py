@@ -6,11 +6,11 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from catalog.changes import PROPAGATION_COMPLETED, Change, StateChange, changes_key
 from control.subscriptions.filters import Filters
 from control.subscriptions.settings import OutboundSettings
 from control.subscriptions.store import Subscription, SubscriptionStore
 from metalake.events import CloudEvent, new_event
-from metalake.events.changes import PROPAGATION_COMPLETED, Change, StateChange, changes_key
 from ops.settings import Settings
 
 SLACK_TOKEN = "xoxb-test-token"

@@ -18,7 +18,7 @@ from tokens import api_settings
 
 from api.app import create_app
 from api.services.enforcement import CatalogSource, EngineStore
-from metalake import urn_keys
+from catalog import urn_keys
 from ops.settings import Settings
 from ops.stack.manager import StackManager
 from processors.enrichment.projection import apply_upserts, spec_upsert

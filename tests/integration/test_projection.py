@@ -12,7 +12,7 @@ import pytest
 from pymongo import MongoClient
 from pymongo.collection import Collection
 
-from metalake.projection import unescape_keys
+from catalog.projection import unescape_keys
 from processors.enrichment.projection import _insert_new, apply_updates, apply_upserts, guarded_upsert, spec_upsert
 from processors.enrichment.state import ASSETS
 

@@ -35,9 +35,9 @@ from sealing import stack_sealer
 from trinoschema import schema_of
 from webhook_server import WebhookServer
 
+from catalog.changes import StateChange
 from control.subscriptions.store import SubscriptionStore
 from metalake.events import CloudEvent
-from metalake.events.changes import StateChange
 from metalake.kafka import EventProducer
 from ops.settings import Settings
 from ops.stack.manager import StackManager

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from ops.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
-DEPLOYABLES = ("metalake", "tenants", "control", "api", "connectors", "processors")
+DEPLOYABLES = ("metalake", "catalog", "tenants", "control", "api", "connectors", "processors")
 # The one place that may name the stack's folder: the operator tooling's own settings (``stack.dir``), and the
 # property through which the tooling reads it.
 ALLOWED = {("metalake/settings.py", "local_stack_dir")}

@@ -22,7 +22,7 @@ from urllib.parse import unquote, urlparse
 import pytest
 from packaging.specifiers import SpecifierSet
 
-PACKAGES = ("metalake", "tenants", "control", "connectors", "processors", "api", "ops")
+PACKAGES = ("metalake", "catalog", "tenants", "control", "connectors", "processors", "api", "ops")
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -1,6 +1,7 @@
-"""Shared layers hold only what is shared: a module of the kernel (``metalake``), ``tenants`` or the control plane
-(``control``) that one deployable alone imports (``api``, ``connectors``, ``processors`` or ``ops``, and no other
-shared module) belongs in that deployable. Tests, benchmarks and deployment scripts do not count as importers.
+"""Shared layers hold only what is shared: a module of the kernel (``metalake``), the metadata model (``catalog``),
+``tenants`` or the control plane (``control``) that one deployable alone imports (``api``, ``connectors``,
+``processors`` or ``ops``, and no other shared module) belongs in that deployable. Tests, benchmarks and deployment
+scripts do not count as importers.
 (That a package docstring names only modules that exist is tests/unit/test_package_docstrings.py.)"""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import functools
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SHARED = ("metalake", "tenants", "control")
+SHARED = ("metalake", "catalog", "tenants", "control")
 DEPLOYABLES = ("api", "connectors", "processors", "ops")
 
 

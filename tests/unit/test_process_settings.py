@@ -23,7 +23,7 @@ from processors.propagation.settings import PropagationProcessSettings
 
 _R = TypeVar("_R", bound=KernelSettings)
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("metalake", "tenants", "control", "connectors", "processors", "api", "ops")
+PACKAGES = ("metalake", "catalog", "tenants", "control", "connectors", "processors", "api", "ops")
 # The operator tooling's entry points: its commands, and the cached loader they share (ops.settings.get_settings).
 ENTRY_POINTS = (ROOT / "ops" / "cli", ROOT / "ops" / "settings.py")
 # Where the infrastructure is, as every deployment sets it (the kernel has no loopback defaults).

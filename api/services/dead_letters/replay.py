@@ -54,6 +54,7 @@ from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
 from api.services.dead_letters.letters import StoredLetter
+from catalog.changes import InvalidChange, decode_change
 from control.connectors.chain import RECORD_ERRORS, Chain, Routed, check
 from control.connectors.plugin import (
     ConnectorContext,
@@ -67,7 +68,6 @@ from control.connectors.registry import Plugin
 from control.connectors.store import ControlStore
 from control.subscriptions.store import SubscriptionStore
 from metalake.events import CloudEvent
-from metalake.events.changes import InvalidChange, decode_change
 from metalake.events.envelope import InvalidEvent, decode_record
 from metalake.kafka import RawRecord
 from metalake.mongo import typed_collection

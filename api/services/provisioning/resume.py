@@ -9,7 +9,7 @@ set) is not: it waits for ``POST .../provision`` or another ``DELETE``, like bef
 waiting on another component (``provisioner.waiting``: the shared tables the streaming job registers at start),
 retried every ``api.resume_grace_s`` (the failure stamps the tenant's ``updated_at``). The item then runs through
 ``api.services.provisioning.runs``, under the same lease as a run a request scheduled, so two never overlap. Each
-sweep also backfills the tag documents of tenants provisioned before ``urn_keys`` existed (``metalake.urn_keys``).
+sweep also backfills the tag documents of tenants provisioned before ``urn_keys`` existed (``catalog.urn_keys``).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from api.services.provisioning.runs import (
     provision_tenant,
     tenant_key,
 )
-from metalake import urn_keys
+from catalog import urn_keys
 from tenants.naming import CONTROL_DATABASE, names_for
 from tenants.registry import TenantRegistry, TenantState
 
@@ -70,7 +70,7 @@ class Resumer:
 
     def _projections(self) -> None:
         """Backfill the ``urn_keys`` of the tag documents of every active or suspended tenant still without them
-        (``metalake.urn_keys``: an upgrade from before the field). Idempotent; once done, one read per tenant."""
+        (``catalog.urn_keys``: an upgrade from before the field). Idempotent; once done, one read per tenant."""
         for record in TenantRegistry(self.ctx.mongo[CONTROL_DATABASE]).list():
             if record.state in (TenantState.ACTIVE, TenantState.SUSPENDED) and self.scope(record.id):
                 database = self.ctx.mongo[names_for(record.id, self.ctx.settings.lake_root).mongo_database]

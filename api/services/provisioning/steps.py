@@ -29,9 +29,9 @@ from pymongo import MongoClient
 from api.services.catalog import INDEXES
 from api.services.provisioning.launcher import JobLauncher
 from api.settings import AdminApiSettings
+from catalog import urn_keys
 from control import audit as auditlog
 from control.connectors.offsets import OffsetStore, OffsetsUnavailable
-from metalake import urn_keys
 from metalake.kafka import PublishError
 from metalake.kafka.admin import ensure_topics
 from metalake.kafka.config import client_config

@@ -4,7 +4,7 @@
 -- expression indexes, which cannot serve `@>`; a GIN index on the same expression can (FerretDB issue 4646). The
 -- application stays plain MongoDB: this event trigger gives every table FerretDB creates (one per collection, in one
 -- schema per MongoDB database, created on the first write) a GIN index on `_id`, on `urn` and on `urn_keys` (the
--- normalised URNs the OPA decisions look a table's tags up by, metalake/urn_keys.py).
+-- normalised URNs the OPA decisions look a table's tags up by, catalog/urn_keys.py).
 
 CREATE OR REPLACE FUNCTION public.metalake_index_ferretdb_table(tbl regclass) RETURNS void
 LANGUAGE plpgsql AS $fn$

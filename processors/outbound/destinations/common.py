@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from metalake.events.changes import Change
+from catalog.changes import Change
 
 
 def cut(text: str, limit: int) -> str:

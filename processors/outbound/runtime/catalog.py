@@ -13,8 +13,7 @@ from typing import Any
 from pymongo import MongoClient
 from pymongo.database import Database
 
-from metalake.lake_uri import LakeRoot
-from metalake.projection import (
+from catalog.projection import (
     EDITED_OWNERS,
     apply_edits,
     asset_edits,
@@ -23,6 +22,7 @@ from metalake.projection import (
     lineage,
     propagated_tags,
 )
+from metalake.lake_uri import LakeRoot
 from tenants.naming import names_for
 
 

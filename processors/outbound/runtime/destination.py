@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from catalog.changes import Change
 from control.subscriptions.destinations import GROUP, DestinationSpec, destination_specs
-from metalake.events.changes import Change
 from metalake.net.ssrf import AddressGuard
 from metalake.plugins import PluginRegistry
 from processors.outbound.settings import OutboundProcessSettings

@@ -12,8 +12,8 @@ from typing import Literal
 
 from pymongo.errors import PyMongoError
 
+from catalog.changes import Change
 from control.subscriptions.store import Subscription
-from metalake.events.changes import Change
 from metalake.net.deadline import Deadline, network_deadline
 from metalake.telemetry.metrics import DELIVERIES, DELIVERY
 from processors.outbound.runtime.destination import Destination, PermanentDelivery, RetryableDelivery

@@ -19,7 +19,7 @@ import hashlib
 import logging
 from collections.abc import Callable, Collection
 
-from metalake.events.changes import ASSET_ERASED, Change
+from catalog.changes import ASSET_ERASED, Change
 from processors.outbound.runtime.ledger import Ledger
 
 log = logging.getLogger(__name__)

@@ -30,9 +30,9 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
+from catalog.changes import Change, InvalidChange, decode_change
 from control.erased import urn_hasher
 from control.subscriptions.testsend import decode_subscription_test
-from metalake.events.changes import Change, InvalidChange, decode_change
 from metalake.events.envelope import InvalidEvent
 from metalake.kafka import BatchConsumer, EventProducer, RawRecord
 from metalake.kafka.config import consumer_config

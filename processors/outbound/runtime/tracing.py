@@ -9,8 +9,8 @@ from collections.abc import Callable, Sequence
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
+from catalog.changes import Change
 from control.subscriptions.store import Subscription
-from metalake.events.changes import Change
 from metalake.telemetry.propagation import extract_context
 from processors.outbound.runtime.dispatch import Outcome
 

@@ -18,8 +18,8 @@ from stateseed import seed
 from api.app import create_app
 from api.auth.deps import current_principal
 from api.services.catalog import ensure_indexes
+from catalog.projection import escape_keys
 from control.auth.principal import Principal
-from metalake.projection import escape_keys
 from ops.settings import Settings
 from ops.stack.manager import StackManager
 from processors.enrichment.state import ASSETS, CLASSIFICATIONS, INCIDENTS, LINEAGE

@@ -17,10 +17,10 @@ from stateseed import seed
 from tokens import auth_headers
 
 from api.app import create_app
-from metalake.propagation.dry_run import dry_run
-from metalake.propagation.graph import Limits
-from metalake.propagation.store import TooLarge, load_reachable, load_tenant
-from metalake.propagation.tenant import TenantPropagation
+from catalog.propagation.dry_run import dry_run
+from catalog.propagation.graph import Limits
+from catalog.propagation.store import TooLarge, load_reachable, load_tenant
+from catalog.propagation.tenant import TenantPropagation
 from ops.settings import Settings
 from ops.stack.manager import StackManager
 from processors.enrichment.state import ASSETS, CLASSIFICATIONS, LINEAGE

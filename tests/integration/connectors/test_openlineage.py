@@ -25,8 +25,8 @@ from pymongo import MongoClient
 from runtime_plugins import PLUGINS
 from worker_helpers import tenant_admin, worker_settings
 
+from catalog import projection
 from connectors.runtime.worker import create_app
-from metalake import projection
 from metalake.urn import asset_urn
 from ops.settings import Settings
 from ops.stack.manager import StackManager

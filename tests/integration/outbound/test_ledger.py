@@ -63,7 +63,7 @@ def test_anchors_are_per_subscription_and_shared_per_tenant(mongo: MongoClient[d
 def test_an_erase_forgets_the_anchors_naming_the_erased_urn(mongo: MongoClient[dict[str, Any]], tenant: str) -> None:
     import hashlib
 
-    from metalake.events.changes import Change
+    from catalog.changes import Change
     from processors.outbound.runtime.erasure import forget_erased
     from processors.propagation.erasure import erased_event
 

@@ -11,8 +11,8 @@ from mongo_list import FakeDatabase
 
 from api.routes.engines import router
 from api.services.enforcement import CatalogSource, EngineStore
+from catalog import urn_keys
 from control.auth.settings import EnforcementSettings
-from metalake import urn_keys
 from ops.settings import Settings
 from tenants.naming import CONTROL_DATABASE, names_for
 

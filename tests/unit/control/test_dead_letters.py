@@ -23,13 +23,13 @@ from api.services.dead_letters.letters import (
 )
 from api.services.dead_letters.replay import RETRY_TOPIC, Refused, ReplayLog, outbound_record, remap, stream_record
 from api.services.dead_letters.view import REDACTED, payload_view, shown_headers
+from catalog.changes import decode_change
 from connectors.montecarlo import MonteCarloConnector
 from control.connectors.records import ConnectorRecord, ConnectorState
 from control.connectors.registry import Plugin
 from control.connectors.transforms import RenameSpec
 from control.subscriptions.store import Subscription
 from metalake.events import new_event
-from metalake.events.changes import decode_change
 from metalake.events.envelope import decode_record
 from metalake.kafka.dlq import DeadLetter, dead_letter_record
 from metalake.urn import asset_urn

@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 from urllib.parse import quote
 
+from catalog.changes import Change
 from control.subscriptions.destinations import DestinationSpec
 from control.subscriptions.store import Subscription
-from metalake.events.changes import Change
 from metalake.net.ssrf import RefusedAddress
 from processors.outbound.destinations.common import INCIDENT_KIND, Incident, incident_of, worth_telling
 from processors.outbound.destinations.freshdesk.messages import (

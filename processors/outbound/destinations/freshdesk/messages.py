@@ -5,7 +5,7 @@ from __future__ import annotations
 from html import escape
 from typing import TYPE_CHECKING
 
-from metalake.events.changes import Change
+from catalog.changes import Change
 from processors.outbound.destinations.common import (
     Incident,
     applied_by,

@@ -22,9 +22,9 @@ import requests
 from jira import JIRA
 from jira.exceptions import JIRAError
 
+from catalog.changes import Change
 from control.subscriptions.destinations import DestinationSpec
 from control.subscriptions.store import Subscription
-from metalake.events.changes import Change
 from metalake.net.ssrf import AddressGuard, RefusedAddress
 from processors.outbound.destinations.common import (
     INCIDENT_KIND,

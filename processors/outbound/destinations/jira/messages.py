@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from metalake.events.changes import Change
+from catalog.changes import Change
 from processors.outbound.destinations.common import (
     Incident,
     applied_by,

@@ -18,9 +18,9 @@ from typing import Any, ClassVar
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 
+from catalog.changes import Change
 from control.subscriptions.destinations import DestinationSpec
 from control.subscriptions.store import Subscription
-from metalake.events.changes import Change
 from metalake.net.ssrf import RefusedAddress
 from processors.outbound.destinations.common import (
     INCIDENT_KIND,

@@ -14,9 +14,9 @@ import json
 from collections.abc import Mapping
 from typing import ClassVar
 
+from catalog.changes import Change
 from control.subscriptions.destinations import DestinationSpec
 from control.subscriptions.store import Subscription
-from metalake.events.changes import Change
 from metalake.net.ssrf import RefusedAddress
 from processors.outbound.destinations.common import INCIDENT_KIND, incident_of, worth_telling
 from processors.outbound.destinations.teams.messages import teams_message

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from metalake.events.changes import Change
+from catalog.changes import Change
 from processors.outbound.destinations.common import (
     Incident,
     applied_by,

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import ValidationError
 
+from catalog.changes import ASSET_ERASED, Change
 from control.subscriptions.destinations import DestinationSpec
 from control.subscriptions.store import Subscription
-from metalake.events.changes import ASSET_ERASED, Change
 from metalake.net.ssrf import RefusedAddress
 from processors.outbound.destinations.common import incident_of
 from processors.outbound.destinations.webhook.signing import SigningKey, sign

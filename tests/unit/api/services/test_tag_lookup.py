@@ -11,7 +11,7 @@ from mongo_list import FakeDatabase
 from api.services.enforcement import CatalogSource, ColumnRef, Engine, TableTags, TagCache
 from api.services.provisioning.resume import Resumer
 from api.services.tag_lookup import Lookups, batch_masks, load_tags, tags_for
-from metalake import urn_keys
+from catalog import urn_keys
 from ops.settings import Settings
 from tenants.naming import CONTROL_DATABASE, names_for
 

@@ -6,8 +6,7 @@ import json
 
 import pytest
 
-from control.subscriptions.filters import Filters
-from metalake.events.changes import (
+from catalog.changes import (
     PROPAGATION_COMPLETED,
     STATE_CHANGED,
     Change,
@@ -15,6 +14,7 @@ from metalake.events.changes import (
     StateChange,
     decode_change,
 )
+from control.subscriptions.filters import Filters
 
 URN = "urn:metalake:postgres:prod/shop/public/customers/email"
 

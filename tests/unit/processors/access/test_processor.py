@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from kafka_record import Record
 
-from metalake.events.changes import StateChange
+from catalog.changes import StateChange
 from ops.settings import Settings
 from processors.access import processor as runner_module
 from processors.access.processor import AccessRunner, tenants_to_refresh

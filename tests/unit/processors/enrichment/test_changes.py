@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from catalog.changes import STATE_CHANGED, decode_change
 from metalake.events import spec_for
-from metalake.events.changes import STATE_CHANGED, decode_change
 from processors.enrichment.changes import change_events
 from processors.enrichment.health import HEALTH
 from processors.enrichment.state import STATE_SPECS, StateSpec

@@ -1,5 +1,5 @@
 """A person's edits of an asset: their own state (``asset_edits``), versioned apart from the sources' upserts, and the
-merge rule that lays them over the source's values (``metalake.projection.apply_edits``)."""
+merge rule that lays them over the source's values (``catalog.projection.apply_edits``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 from parsedrows import valid_row
 
-from metalake.projection import apply_edits
+from catalog.projection import apply_edits
 from processors.enrichment.parse import ParsedRow
 from processors.enrichment.projection import spec_upsert
 from processors.enrichment.rows import SPEC_BY_TYPE

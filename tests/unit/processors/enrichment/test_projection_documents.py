@@ -1,11 +1,11 @@
-"""The projection's typed documents (metalake.projection, read by the API) name exactly the fields the streaming job
+"""The projection's typed documents (catalog.projection, read by the API) name exactly the fields the streaming job
 writes for each state spec (processors.enrichment.state): a field added to a spec must be added to its document."""
 
 from __future__ import annotations
 
 import pytest
 
-from metalake import projection
+from catalog import projection
 from processors.enrichment.health import HEALTH_COLUMNS, INSERT_DEFAULTS
 from processors.enrichment.projection import spec_upsert
 from processors.enrichment.state import (
@@ -58,7 +58,7 @@ def test_the_specs_write_the_collections_the_readers_name() -> None:
 
 @pytest.mark.parametrize("deleted", [False, True])
 def test_tag_documents_are_written_with_their_normalised_urn_keys(deleted: bool) -> None:
-    # The OPA decisions look a table's tags up by them (metalake.urn_keys), tombstones included: a key field.
+    # The OPA decisions look a table's tags up by them (catalog.urn_keys), tombstones included: a key field.
     urn = "urn:metalake:postgres:Shop/Shop/Public/People/Email"
     for spec in (CLASSIFICATIONS, PROPAGATED, ASSETS):
         row = {**dict.fromkeys(spec.columns), "urn": urn, "tag": "PII", "origin": "o", "version": 1, "event_id": "e"}

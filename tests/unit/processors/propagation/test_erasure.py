@@ -11,10 +11,10 @@ from typing import Any
 
 from kafka_record import Record
 
+from catalog.changes import StateChange
+from catalog.propagation.graph import Limits
+from catalog.propagation.tenant import TenantPropagation
 from metalake.events import CloudEvent, decode_record
-from metalake.events.changes import StateChange
-from metalake.propagation.graph import Limits
-from metalake.propagation.tenant import TenantPropagation
 from processors.propagation.erasure import ERASED_TYPE, erased_event, erased_tenant
 from processors.propagation.processor import PropagationProcessor
 

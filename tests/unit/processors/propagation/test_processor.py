@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from kafka_record import Record
 
+from catalog.changes import STATE_CHANGED, StateChange
+from catalog.propagation.graph import Limits
+from catalog.propagation.tenant import TenantPropagation
 from metalake.events import CloudEvent, decode_record
-from metalake.events.changes import STATE_CHANGED, StateChange
-from metalake.propagation.graph import Limits
-from metalake.propagation.tenant import TenantPropagation
 from processors.propagation.processor import PropagationProcessor, read_change
 from tenants.naming import CHANGES_TOPIC
 

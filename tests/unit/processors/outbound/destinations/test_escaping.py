@@ -11,7 +11,7 @@ from typing import Any
 
 from outbound_helpers import as_change, incident_event
 
-from metalake.events.changes import Change, StateChange
+from catalog.changes import Change, StateChange
 from processors.outbound.destinations.common import incident_of
 from processors.outbound.destinations.freshdesk.messages import incident_description, tag_description
 from processors.outbound.destinations.jira.messages import jira_description, jira_incident_description

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from metalake.events.changes import PROPAGATION_COMPLETED, STATE_CHANGED, Change
+from catalog.changes import PROPAGATION_COMPLETED, STATE_CHANGED, Change
 from processors.outbound.destinations.common import worth_telling
 from processors.outbound.destinations.jira.messages import jira_comment, jira_description, jira_summary
 from processors.outbound.destinations.slack.messages import slack_message

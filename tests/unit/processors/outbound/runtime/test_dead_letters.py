@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from scrape import sample
 
+from catalog.changes import PROPAGATION_COMPLETED
 from control.subscriptions.store import Subscription
 from metalake.events import new_event
-from metalake.events.changes import PROPAGATION_COMPLETED
 from metalake.kafka import Delivery, RawRecord
 from metalake.telemetry.exposition import install_meter_provider, render
 from ops.settings import Settings

@@ -15,8 +15,8 @@ from pydantic import SecretStr
 from trickle_server import TrickleServer
 from webhook_server import WebhookServer
 
+from catalog.changes import Change, decode_change
 from control.subscriptions.store import Subscription
-from metalake.events.changes import Change, decode_change
 from metalake.kafka import Delivery, RawRecord
 from metalake.net.ssrf import AddressGuard
 from ops.settings import Settings

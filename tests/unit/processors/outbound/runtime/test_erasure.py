@@ -11,9 +11,9 @@ from typing import Any
 from outbound_helpers import as_change, completed_event
 from pydantic import SecretStr
 
+from catalog.changes import Change
 from control.subscriptions.filters import Filters
 from control.subscriptions.store import Subscription
-from metalake.events.changes import Change
 from metalake.net.ssrf import AddressGuard
 from ops.settings import Settings
 from processors.outbound.destinations.webhook.destination import WebhookDestination, body_of

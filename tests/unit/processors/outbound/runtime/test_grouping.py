@@ -7,8 +7,8 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from catalog.changes import StateChange
 from control.subscriptions.store import Subscription
-from metalake.events.changes import StateChange
 from metalake.kafka import Delivery, RawRecord
 from ops.settings import Settings
 from processors.outbound.runtime.destination import DeliveryResult

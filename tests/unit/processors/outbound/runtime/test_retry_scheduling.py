@@ -9,10 +9,10 @@ from typing import Any, ClassVar
 
 import pytest
 
+from catalog.changes import STATE_CHANGED, Change
 from control.subscriptions.destinations import DestinationConfig, DestinationSecrets, DestinationSpec
 from control.subscriptions.settings import OutboundSettings
 from control.subscriptions.store import Subscription
-from metalake.events.changes import STATE_CHANGED, Change
 from processors.outbound.destinations.webhook.spec import WebhookSpec
 from processors.outbound.runtime.destination import DeliveryResult, Destination, PermanentDelivery, RetryableDelivery
 from processors.outbound.runtime.dispatch import Breaker, Dispatcher

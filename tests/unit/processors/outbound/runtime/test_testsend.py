@@ -6,10 +6,10 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
+from catalog.changes import Change
 from control.subscriptions.destinations import DestinationConfig, DestinationSecrets, DestinationSpec
 from control.subscriptions.store import Subscription
 from control.subscriptions.testsend import SubscriptionTest, TestOutcome
-from metalake.events.changes import Change
 from processors.outbound.runtime.destination import DeliveryResult, Destination, PermanentDelivery
 from processors.outbound.runtime.testsend import SubscriptionTester
 

@@ -7,8 +7,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 from span_capture import capture_spans
 
+from catalog.changes import Change
 from control.subscriptions.store import Subscription
-from metalake.events.changes import Change
 from processors.outbound.runtime import tracing
 from processors.outbound.runtime.dispatch import Outcome
 from processors.outbound.runtime.tracing import traced_delivery

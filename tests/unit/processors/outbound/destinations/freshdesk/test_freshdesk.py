@@ -17,10 +17,10 @@ from pydantic import SecretStr, ValidationError
 
 from api.problems import Problem
 from api.services import subscriptions
+from catalog.changes import STATE_CHANGED, Change
 from control.subscriptions.filters import Filters
 from control.subscriptions.settings import OutboundSettings
 from control.subscriptions.store import Subscription, SubscriptionStore
-from metalake.events.changes import STATE_CHANGED, Change
 from metalake.net.ssrf import AddressGuard
 from ops.settings import Settings
 from processors.outbound.destinations.common import incident_of

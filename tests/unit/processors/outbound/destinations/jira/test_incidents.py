@@ -14,9 +14,9 @@ from memory_ledger import MemoryLedger
 from outbound_helpers import JIRA_EMAIL, JIRA_TOKEN, as_change, classification_event, incident_event
 from pydantic import SecretStr
 
+from catalog.changes import Change
 from control.subscriptions.settings import OutboundSettings
 from control.subscriptions.store import Subscription
-from metalake.events.changes import Change
 from metalake.net.ssrf import AddressGuard
 from ops.settings import Settings
 from processors.outbound.destinations.common import incident_of

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from catalog.changes import STATE_CHANGED, Change
 from control.subscriptions.filters import Filters
 from control.subscriptions.store import Subscription
-from metalake.events.changes import STATE_CHANGED, Change
 from processors.outbound.destinations.slack.destination import SlackDestination
 
 URN = "urn:metalake:postgres:prod/shop/public/customers/email"

@@ -15,10 +15,10 @@ from outbound_helpers import SLACK_TOKEN, as_change, classification_event, incid
 from pydantic import SecretStr
 from slack_server import SlackServer
 
+from catalog.changes import STATE_CHANGED, Change
 from control.subscriptions.filters import Filters
 from control.subscriptions.settings import OutboundSettings
 from control.subscriptions.store import Subscription
-from metalake.events.changes import STATE_CHANGED, Change
 from metalake.net.ssrf import AddressGuard
 from ops.settings import Settings
 from processors.outbound.destinations.common import incident_anchor, incident_of

@@ -17,10 +17,10 @@ from teams_server import TeamsServer
 
 from api.problems import Problem
 from api.services.subscriptions import merged_secrets
+from catalog.changes import STATE_CHANGED, Change
 from control.subscriptions.filters import Filters
 from control.subscriptions.settings import OutboundSettings
 from control.subscriptions.store import Subscription
-from metalake.events.changes import STATE_CHANGED, Change
 from metalake.net.ssrf import AddressGuard
 from ops.settings import Settings
 from processors.outbound.destinations.teams.destination import TeamsDestination, classify

@@ -8,8 +8,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from catalog.changes import STATE_CHANGED, Change
 from control.subscriptions.destinations import DestinationSpec
-from metalake.events.changes import STATE_CHANGED, Change
 from processors.outbound.destinations.freshdesk.spec import FreshdeskSpec
 from processors.outbound.destinations.teams.messages import teams_message
 from processors.outbound.destinations.teams.spec import TeamsSpec

@@ -13,10 +13,9 @@ from collections.abc import Iterator, Sequence
 
 from pymongo.database import Database
 
-from metalake import projection
-from metalake.mongo import Doc
-from metalake.propagation.graph import Limits
-from metalake.propagation.tenant import (
+from catalog import projection
+from catalog.propagation.graph import Limits
+from catalog.propagation.tenant import (
     ASSETS,
     CLASSIFICATIONS,
     LINEAGE,
@@ -24,6 +23,7 @@ from metalake.propagation.tenant import (
     TenantPropagation,
     edge_from_row,
 )
+from metalake.mongo import Doc
 
 # URNs per ``$in`` of one query: a level of thousands of assets is read in a few queries, none of them huge.
 IN_CHUNK = 1000

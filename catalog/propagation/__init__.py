@@ -6,8 +6,8 @@ add and remove), ``store`` (loading a tenant from MongoDB), ``dry_run`` (what a 
 guardrails from settings). See docs/propagation.md.
 """
 
-from metalake.propagation.dry_run import DryRun, Reached, dry_run, dry_run_tenant
-from metalake.propagation.graph import Closure, Edge, Limits, LineageGraph, closure
+from catalog.propagation.dry_run import DryRun, Reached, dry_run, dry_run_tenant
+from catalog.propagation.graph import Closure, Edge, Limits, LineageGraph, closure
 
 __all__ = [
     "Closure",

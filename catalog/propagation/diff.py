@@ -11,8 +11,8 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from metalake.propagation.graph import Closure, Limits, LineageGraph, TruncationReason, closure
-from metalake.propagation.model import Assignment, AssignmentKey, Propagated, PropagatedKey
+from catalog.propagation.graph import Closure, Limits, LineageGraph, TruncationReason, closure
+from catalog.propagation.model import Assignment, AssignmentKey, Propagated, PropagatedKey
 
 PROPAGATED_TYPE = "io.metalake.classification.propagated.v1"
 UNPROPAGATED_TYPE = "io.metalake.classification.unpropagated.v1"

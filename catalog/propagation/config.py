@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from metalake.propagation.graph import Limits
-from metalake.propagation.settings import PropagationLimits
+from catalog.propagation.graph import Limits
+from catalog.propagation.settings import PropagationLimits
 
 
 def limits_from(p: PropagationLimits, max_depth: int | None = None) -> Limits:

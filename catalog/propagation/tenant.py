@@ -11,9 +11,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from metalake.propagation.diff import Plan, plan_origin
-from metalake.propagation.graph import DIRECTIONS, Direction, Edge, EdgeKey, Limits, LineageGraph
-from metalake.propagation.model import Assignment, AssignmentKey, Propagated, PropagatedKey, Stamp, stamp
+from catalog.propagation.diff import Plan, plan_origin
+from catalog.propagation.graph import DIRECTIONS, Direction, Edge, EdgeKey, Limits, LineageGraph
+from catalog.propagation.model import Assignment, AssignmentKey, Propagated, PropagatedKey, Stamp, stamp
 
 # Tables of metalake.changes this state follows (the table names of processors.enrichment.state).
 ASSETS, CLASSIFICATIONS, LINEAGE, PROPAGATED = "assets", "classifications", "lineage_edges", "propagated_tags"

@@ -22,7 +22,7 @@ from typing import Any
 
 from pymongo.database import Database
 
-from metalake.projection import CLASSIFICATIONS_COLLECTION, PROPAGATED_COLLECTION
+from catalog.projection import CLASSIFICATIONS_COLLECTION, PROPAGATED_COLLECTION
 from metalake.urn import AssetUrn, InvalidUrn
 
 log = logging.getLogger(__name__)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from metalake.projection import escape_keys, unescape_keys
+from catalog.projection import escape_keys, unescape_keys
 
 NAMES = ["spark.app.name", "$ref", "a$b", "100%", "%2E", "a.b%2Ec", "nul\x00here", "plain", "", "\uff0e"]
 

@@ -2,7 +2,7 @@
 
 The streaming job writes them (``processors.enrichment.projection``, shaped by the state specs of
 ``processors.enrichment.state``); the API's catalog, the propagation and the access rules read them. Declared here, in
-the kernel, because both sides import it (the deployables do not import one another).
+``catalog``, because both sides import it (the deployables do not import one another).
 
 What every document holds: ``_id``, the state key (``urn``; ``urn|tag``; ``upstream|urn``; ``incident_id|urn``;
 ``urn|tag|origin``; ``urn|aspect``), the key fields again as fields, and the meta fields (``deleted``, ``version``,
@@ -97,7 +97,7 @@ class ClassificationDoc(TypedDict):
     actor: NotRequired[str | None]
     remove_propagations_on_entity_delete: NotRequired[bool | None]
     restrict_propagation_through_lineage: NotRequired[bool | None]
-    # The normalised URN of the asset and of its parent (metalake.urn_keys); missing until the tenant's backfill.
+    # The normalised URN of the asset and of its parent (catalog.urn_keys); missing until the tenant's backfill.
     urn_keys: NotRequired[list[str]]
     deleted: bool
     version: int

@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from metalake.propagation.graph import Edge, Limits, LineageGraph, closure
+from catalog.propagation.graph import Edge, Limits, LineageGraph, closure
 
 
 def u(name: str) -> str:

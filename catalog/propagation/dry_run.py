@@ -14,9 +14,9 @@ from typing import Any
 
 from pymongo.database import Database
 
-from metalake.propagation.graph import Limits, TruncationReason, closure
-from metalake.propagation.store import load_reachable
-from metalake.propagation.tenant import TenantPropagation
+from catalog.propagation.graph import Limits, TruncationReason, closure
+from catalog.propagation.store import load_reachable
+from catalog.propagation.tenant import TenantPropagation
 from metalake.urn import InvalidUrn, canonical_urn
 
 # The event schemas' patterns: a dry-run asks about assets and tags that events could carry.
@@ -102,7 +102,7 @@ def dry_run_tenant(
     database: Database[dict[str, Any]], tenant: str, urn: str, tag: str, limits: Limits, *, max_edges: int
 ) -> DryRun:
     """Load what the walk can reach, then :func:`dry_run`; raises :class:`InvalidDryRun` first for an impossible
-    URN or tag, :class:`metalake.propagation.store.TooLarge` past ``max_edges`` lineage edges."""
+    URN or tag, :class:`catalog.propagation.store.TooLarge` past ``max_edges`` lineage edges."""
     canonical = check_request(urn, tag)
     state = load_reachable(database, tenant, canonical, tag, limits, max_edges=max_edges)
     return dry_run(state, canonical, tag, limits)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from metalake.propagation.diff import PROPAGATED_TYPE, UNPROPAGATED_TYPE, event_id
-from metalake.propagation.graph import Limits
-from metalake.propagation.tenant import TenantPropagation
+from catalog.propagation.diff import PROPAGATED_TYPE, UNPROPAGATED_TYPE, event_id
+from catalog.propagation.graph import Limits
+from catalog.propagation.tenant import TenantPropagation
 
 
 def u(name: str) -> str:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from metalake.propagation.dry_run import InvalidDryRun, check_request, dry_run
-from metalake.propagation.graph import Limits
-from metalake.propagation.tenant import TenantPropagation
+from catalog.propagation.dry_run import InvalidDryRun, check_request, dry_run
+from catalog.propagation.graph import Limits
+from catalog.propagation.tenant import TenantPropagation
 
 
 def u(name: str) -> str:

@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from metalake.events import CloudEvent, InvalidEvent, new_event, spec_for
-from metalake.events.changes import (
+from catalog.changes import (
     ASSET_ERASED,
     PROPAGATION_COMPLETED,
     STATE_CHANGED,
@@ -20,6 +19,7 @@ from metalake.events.changes import (
     change_type,
     decode_change,
 )
+from metalake.events import CloudEvent, InvalidEvent, new_event, spec_for
 from metalake.events.validation import InvalidData
 
 TIME = datetime(2024, 5, 1, 12, 0, 0, 123000, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""The normalised URNs the tag documents carry (metalake/urn_keys.py), and the backfill of documents written before
+"""The normalised URNs the tag documents carry (catalog/urn_keys.py), and the backfill of documents written before
 the field existed: once, in batches, idempotent, then the marker readers trust."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 from mongo_list import FakeDatabase
 
-from metalake import urn_keys
+from catalog import urn_keys
 from metalake.urn import asset_urn
 
 TABLE = asset_urn("postgres", "Shop-Prod", "Shop", "Public", "People")
