@@ -87,7 +87,8 @@ class ProbedLoad(Load):
             return
         now = time.monotonic()
         self.edits["accepted"] += 1
-        self.sampler.offer(probes.edit(tenant, now, urn, c["aspect"], int(c["version"])) for c in doc["changes"])
+        edits = ({"urn": urn, "aspect": c["aspect"], "version": int(c["version"])} for c in doc["changes"])
+        self.sampler.offer(probes.keyed(probes.EDITS, tenant, now, e, e["version"]) for e in edits)
 
 
 def acked(url: str, body: bytes, answer: dict[str, Any], at: float) -> list[Probe]:

@@ -47,29 +47,33 @@ class Probe:
     seen: dict[str, float] = field(default_factory=dict)
 
 
-def _versioned(key: dict[str, Any], version: int) -> dict[str, Any]:
-    return {**key, "version": {"$gte": version}}
+@dataclass(frozen=True)
+class State:
+    """A kind of current state: its MongoDB collection, its Trino view and the fields of its key (the document's
+    ``_id`` is their values joined by ``|``, catalog.projection)."""
+
+    kind: str
+    collection: str
+    view: str
+    key: tuple[str, ...]
 
 
-def asset(tenant: str, acked: float, data: dict[str, Any]) -> Probe:
-    urn, v = data["urn"], int(data["version"])
-    return Probe(
-        "assets",
-        tenant,
-        acked,
-        MongoLook("assets", _versioned({"_id": urn}, v)),
-        TrinoLook("assets", "t.urn = {} AND t.version >= {}", (urn, v)),
-    )
+ASSETS = State("assets", "assets", "assets", ("urn",))
+TAGS = State("classifications", "classifications", "classifications", ("urn", "tag"))
+EDGES = State("lineage", "lineage", "lineage_edges", ("upstream", "urn"))
+EDITS = State("edits", "asset_edits", "asset_edits", ("urn", "aspect"))
 
 
-def tag(tenant: str, acked: float, urn: str, tag_: str, version: int | None) -> Probe:
-    """A tag set on the asset itself: a person's (with its version) or the job's own PII tag (a new column: any)."""
-    where, params = "t.urn = {} AND t.tag = {}", (urn, tag_)
-    key: dict[str, Any] = {"_id": f"{urn}|{tag_}"}
+def keyed(state: State, tenant: str, acked: float, values: dict[str, Any], version: int | None) -> Probe:
+    """The row of ``state`` whose key is in ``values``, at ``version`` or newer (any version when None: the job's
+    own PII tag of a new column, whose version the bench does not know)."""
+    ids = tuple(str(values[k]) for k in state.key)
+    mongo: dict[str, Any] = {"_id": "|".join(ids)}
+    where, params = " AND ".join(f"t.{k} = {{}}" for k in state.key), ids
     if version is not None:
-        where, params, key = where + " AND t.version >= {}", (*params, version), _versioned(key, version)
-    mongo, trino = MongoLook("classifications", key), TrinoLook("classifications", where, params)
-    return Probe("classifications", tenant, acked, mongo, trino)
+        mongo["version"] = {"$gte": version}
+        where, params = where + " AND t.version >= {}", (*ids, version)
+    return Probe(state.kind, tenant, acked, MongoLook(state.collection, mongo), TrinoLook(state.view, where, params))
 
 
 def propagated(tenant: str, acked: float, urn: str) -> Probe:
@@ -80,27 +84,6 @@ def propagated(tenant: str, acked: float, urn: str) -> Probe:
         acked,
         MongoLook("propagated_tags", {"urn": urn, "tag": PII, "deleted": False}),
         TrinoLook("propagated_tags", "t.urn = {} AND t.tag = {} AND NOT t.deleted", (urn, PII)),
-    )
-
-
-def edge(tenant: str, acked: float, data: dict[str, Any]) -> Probe:
-    urn, up, v = data["urn"], data["upstream"], int(data["version"])
-    return Probe(
-        "lineage",
-        tenant,
-        acked,
-        MongoLook("lineage", _versioned({"_id": f"{up}|{urn}"}, v)),
-        TrinoLook("lineage_edges", "t.upstream = {} AND t.urn = {} AND t.version >= {}", (up, urn, v)),
-    )
-
-
-def edit(tenant: str, acked: float, urn: str, aspect: str, version: int) -> Probe:
-    return Probe(
-        "edits",
-        tenant,
-        acked,
-        MongoLook("asset_edits", _versioned({"_id": f"{urn}|{aspect}"}, version)),
-        TrinoLook("asset_edits", "t.urn = {} AND t.aspect = {} AND t.version >= {}", (urn, aspect, version)),
     )
 
 
@@ -131,11 +114,11 @@ def of_event(tenant: str, acked: float, event: dict[str, Any]) -> Iterator[Probe
     """The probes one accepted ingest event gives (none for a kind the benchmark does not time)."""
     data = event["data"]
     if event["type"] == UPSERT:
-        yield asset(tenant, acked, data)
+        yield keyed(ASSETS, tenant, acked, data, int(data["version"]))
         if data.get("kind") == "column" and data.get("name") in PII_COLUMNS and "description" not in data:
-            yield tag(tenant, acked, data["urn"], PII, None)  # a new column (updates carry a description)
+            yield keyed(TAGS, tenant, acked, {"urn": data["urn"], "tag": PII}, None)  # new (updates say more)
     elif event["type"] == TAGGED:
-        yield tag(tenant, acked, data["urn"], data["tag"], int(data["version"]))
+        yield keyed(TAGS, tenant, acked, data, int(data["version"]))
     elif event["type"] == EDGE:
-        yield edge(tenant, acked, data)
+        yield keyed(EDGES, tenant, acked, data, int(data["version"]))
         yield propagated(tenant, acked, data["urn"])

@@ -4,7 +4,6 @@ pollers' backoff and timeout, the percentiles, the grouping per kind and store a
 
 from __future__ import annotations
 
-import importlib
 import json
 import random
 import sys
@@ -17,13 +16,14 @@ import pytest
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))  # as when bench/platform_bench.py runs: its folder first
 
-catalog = importlib.import_module("soak.catalog")
-montecarlo = importlib.import_module("ops.demo.montecarlo")
-probes = importlib.import_module("freshness.probes")
-report = importlib.import_module("freshness.report")
-stores = importlib.import_module("freshness.stores")
-watch = importlib.import_module("freshness.watch")
-load = importlib.import_module("freshness.load")
+from freshness import load, probes, report, stores, watch  # noqa: E402
+from soak import catalog  # noqa: E402
+
+from ops.demo import montecarlo  # noqa: E402
+
+
+def _asset(tenant: str, urn: str, version: int, acked: float = 0.0) -> Any:
+    return probes.keyed(probes.ASSETS, tenant, acked, {"urn": urn}, version)
 
 
 def _drawn(n: int = 300) -> list[dict[str, Any]]:
@@ -42,7 +42,7 @@ def test_every_kind_of_the_soak_load_gives_its_probes() -> None:
 
 
 def test_an_asset_counts_when_its_version_or_a_newer_one_shows() -> None:
-    p = probes.asset("pb-abc123", 2.0, {"urn": "u", "version": 7})
+    p = _asset("pb-abc123", "u", 7)
     assert p.mongo == probes.MongoLook("assets", {"_id": "u", "version": {"$gte": 7}})
     assert p.trino.where.format("a", "b") == "t.urn = a AND t.version >= b" and p.trino.params == ("u", 7)
 
@@ -67,18 +67,18 @@ def test_acked_takes_the_accepted_events_of_a_batch_only() -> None:
 def test_the_sampler_keeps_one_in_every_n_of_a_kind_and_every_one_of_the_others() -> None:
     sunk: list[Any] = []
     sampler = load.Sampler({"assets": 10}, sunk.append)
-    sampler.offer(probes.asset("t", 0.0, {"urn": f"u{i}", "version": 1}) for i in range(25))
-    sampler.offer(probes.edge("t", 0.0, {"urn": f"u{i}", "upstream": "x", "version": 1}) for i in range(3))
+    sampler.offer(_asset("t", f"u{i}", 1) for i in range(25))
+    sampler.offer(probes.keyed(probes.EDGES, "t", 0.0, {"urn": f"u{i}", "upstream": "x"}, 1) for i in range(3))
     assert [p.kind for p in sunk] == ["assets"] * 3 + ["lineage"] * 3
     assert sampler.kept == sunk and sampler.seen == {"assets": 25, "lineage": 3}
 
 
 def test_one_query_for_all_due_probes_one_join_per_tenant_view_and_condition() -> None:
     due = [
-        probes.asset("a", 0.0, {"urn": "u1", "version": 1}),
+        _asset("a", "u1", 1),
         probes.incident("a", 0.0, montecarlo.incident(catalog.SCHEMA, "t1", "x", "i1").body)[1],
-        probes.asset("a", 0.0, {"urn": "u2", "version": 2}),
-        probes.asset("b", 0.0, {"urn": "u3", "version": 3}),
+        _asset("a", "u2", 2),
+        _asset("b", "u3", 3),
     ]
     sql, params = stores.union_sql(due, {"a": "sa", "b": "sb"})
     parts = sql.split(" UNION ALL ")
@@ -96,7 +96,7 @@ def _poller(found: set[str], timeout: float = 60.0) -> Any:
 
 def test_the_poller_times_what_it_finds_backs_off_on_the_rest_and_gives_up_after_the_timeout() -> None:
     now = time.monotonic()
-    seen, later, lost = (probes.asset(t, now - 1.0, {"urn": "u", "version": 1}) for t in ("s", "l", "x"))
+    seen, later, lost = (_asset(t, "u", 1, now - 1.0) for t in ("s", "l", "x"))
     lost.acked = now - 100.0
     poller = _poller({"s"})
     for p in (seen, later, lost):
@@ -116,7 +116,7 @@ def test_a_failed_lookup_is_counted_and_retried() -> None:
         raise RuntimeError("trino down")
 
     poller = watch.Poller("trino", broken, 60.0)
-    poller.add(probes.asset("t", time.monotonic() - 5.0, {"urn": "u", "version": 1}))
+    poller.add(_asset("t", "u", 1, time.monotonic() - 5.0))
     poller.round()
     assert len(poller.pending) == 1 and poller.figures()["errors"] == 1
     assert poller.figures()["first_error"] == "RuntimeError: trino down"
@@ -132,7 +132,7 @@ def test_nearest_rank_percentiles() -> None:
 
 def test_the_summary_per_kind_and_store_counts_the_never_visible() -> None:
     def probe(kind: str, **seen: float) -> Any:
-        p = probes.asset("t", 0.0, {"urn": "u", "version": 1})
+        p = _asset("t", "u", 1)
         p.kind, p.seen = kind, seen
         return p
 
