@@ -60,10 +60,12 @@ class Poller:
             return not self.pending
 
     def round(self) -> None:
-        """Look for the due probes; note the found; reschedule the rest, or give up on them after ``timeout``."""
+        """Look for the due probes (at most ``batch``); note the found; reschedule the rest; give up on a probe
+        ``timeout`` after its acknowledgement (it stays in the report, not visible)."""
         now = time.monotonic()
-        with self.lock:
-            due = [d for d in self.pending if d.at <= now][: self.batch]
+        with self.lock:  # the oldest due first (none starves); one past the timeout is not asked again
+            self.pending = [d for d in self.pending if now - d.probe.acked <= self.timeout]
+            due = sorted((d for d in self.pending if d.at <= now), key=lambda d: d.at)[: self.batch]
         if not due:
             return
         started = time.monotonic()
@@ -80,13 +82,12 @@ class Poller:
         _, _, growth, cap = BACKOFF[self.store]
         with self.lock:
             for d in due:
-                if id(d.probe) in found:
+                if id(d.probe) in found:  # the time it took, even when the answer came after the timeout
                     d.probe.seen[self.store] = done - d.probe.acked
-                elif done - d.probe.acked <= self.timeout:
+                    self.pending.remove(d)
+                else:
                     d.interval = min(d.interval * growth, cap)
                     d.at = done + d.interval
-                    continue
-                self.pending.remove(d)
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
