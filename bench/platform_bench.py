@@ -85,7 +85,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def fleet_of(settings: Settings, args: argparse.Namespace, receiver: Receiver) -> tenants.Fleet:
     """The soak's tenants (their webhook subscriptions to this run's receiver, so outbound has its work too)."""
     with admin_session(settings) as api:
-        return tenants.ready(api, settings, args.tenants, receiver.url, reuse=args.reuse)
+        fleet = tenants.Fleet.load(settings) if args.reuse else None
+        if fleet is None or len(fleet.tenants) < args.tenants:
+            say(f"creating {args.tenants} tenants (write key, Monte Carlo connector, webhook subscription each)")
+            fleet = tenants.provision(api, args.tenants, receiver.url)
+            fleet.save(settings)
+        fleet = tenants.Fleet(fleet.tenants[: args.tenants], fleet.webhook_secret)
+        tenants.repoint(api, fleet, receiver.url)
+    return fleet
 
 
 def pollers(settings: Settings, timeout: float) -> tuple[Poller, Poller]:

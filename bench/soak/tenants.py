@@ -95,19 +95,6 @@ def repoint(api: ApiClient, fleet: Fleet, url: str) -> None:
         list(pool.map(lambda t: point_subscription(api, t.id, url, fleet.webhook_secret), fleet.tenants))
 
 
-def ready(api: ApiClient, settings: Settings, count: int, url: str, *, reuse: bool) -> Fleet:
-    """``count`` tenants, the last run's when ``reuse`` and it had enough (else new ones, saved for the next run),
-    their subscriptions pointed at ``url``."""
-    fleet = Fleet.load(settings) if reuse else None
-    if fleet is None or len(fleet.tenants) < count:
-        print(f"creating {count} tenants (write key, Monte Carlo connector, webhook subscription each)", flush=True)
-        fleet = provision(api, count, url)
-        fleet.save(settings)
-    fleet = Fleet(fleet.tenants[:count], fleet.webhook_secret)
-    repoint(api, fleet, url)
-    return fleet
-
-
 def disable(api: ApiClient, fleet: Fleet) -> None:
     """At the end: the receiver stops with the bench, outbound must not retry against its closed port for ever."""
     for t in fleet.tenants:
