@@ -22,9 +22,9 @@ Trino from 1 s up to every 2 s), and Trino asked ONE query per round (at most on
 Times are taken when the answer came back: upper bounds, by at most one poll interval (or one Trino round: reported).
 An event not visible within --timeout is counted `not_visible`, never dropped.
 
-Needs the whole platform: `python -m ops stack up --with-processors` (or `make demo`). Takes --duration plus the
-tenants' provisioning (about 5 s each, four at a time; --reuse takes the last run's, the soak's included) plus the
-drain (up to --timeout). Prints a table and writes <out>.json and <out>.md:
+Needs the whole platform: `python -m ops stack up --with-processors` (or `make demo`). Takes --duration, plus the new
+tenants' provisioning (about 5 s each, four at a time), plus the drain (up to --timeout). Prints a table and writes
+<out>.json and <out>.md:
 
     .stack/venv/bin/python bench/platform_bench.py --tenants 5 --rate 20 --duration 120
     .stack/venv/bin/python bench/platform_bench.py                      # 50 tenants, 200 events/s, 5 minutes
@@ -38,6 +38,7 @@ import json
 import os
 import platform
 import shlex
+import signal
 import sys
 import threading
 import time
@@ -76,23 +77,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--duration", type=float, default=300.0, help="seconds of load (default 300)")
     add("--sample-every", type=int, default=20, help="time one asset upsert in this many (default 20)")
     add("--timeout", type=float, default=120.0, help="seconds after which a sample counts not visible (default 120)")
-    add("--reuse", action="store_true", help="the tenants of the last run (this bench's or the soak's)")
     add("--seed", type=int, default=20261130, help="the load's random seed")
     add("--out", type=Path, default=ROOT / "platform_bench", help="<out>.json and <out>.md (default ./platform_bench)")
     return parser.parse_args(argv)
 
 
 def fleet_of(settings: Settings, args: argparse.Namespace, receiver: Receiver) -> tenants.Fleet:
-    """The soak's tenants (their webhook subscriptions to this run's receiver, so outbound has its work too)."""
+    """New tenants each run (not the last run's: a table made again would find its propagated and PII tags of the
+    last run already there), their webhook subscriptions to this run's receiver, so outbound has its work too."""
+    say(f"creating {args.tenants} tenants (write key, Monte Carlo connector, webhook subscription each)")
     with admin_session(settings) as api:
-        fleet = tenants.Fleet.load(settings) if args.reuse else None
-        if fleet is None or len(fleet.tenants) < args.tenants:
-            say(f"creating {args.tenants} tenants (write key, Monte Carlo connector, webhook subscription each)")
-            fleet = tenants.provision(api, args.tenants, receiver.url)
-            fleet.save(settings)
-        fleet = tenants.Fleet(fleet.tenants[: args.tenants], fleet.webhook_secret)
-        tenants.repoint(api, fleet, receiver.url)
-    return fleet
+        return tenants.provision(api, args.tenants, receiver.url)
 
 
 def pollers(settings: Settings, timeout: float) -> tuple[Poller, Poller]:
@@ -155,8 +150,16 @@ def measure(args: argparse.Namespace, settings: Settings, fleet: tenants.Fleet, 
     }
 
 
+def interrupt(signum: int, frame: object) -> None:
+    """SIGTERM, and SIGINT (which a background job ignores otherwise), end the run through ``main``'s ``finally``:
+    the subscriptions are disabled (outbound would retry against the closed receiver for ever)."""
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def main() -> None:
     args = parse_args()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, interrupt)
     root = use_checkout_stack()
     settings = load_settings(Settings)
     stack = StackManager(settings, root, echo=lambda line: say(f"stack: {line}"))
