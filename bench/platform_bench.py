@@ -112,7 +112,7 @@ def drive(load: ProbedLoad, duration: float) -> None:
 def measure(args: argparse.Namespace, settings: Settings, fleet: tenants.Fleet, machine: Machine) -> dict[str, Any]:
     """The load for --duration with the pollers beside it, then the drain (until every sample is seen or timed out)."""
     stores = pollers(settings, args.timeout)
-    sampler = Sampler({"assets": args.sample_every}, lambda p: [s.add(p) for s in stores])
+    sampler = Sampler({"assets": args.sample_every}, [s.add for s in stores])
     load = ProbedLoad(settings, fleet, args.rate, args.seed, sampler)
     stop = threading.Event()
     threads = [threading.Thread(target=s.run, args=(stop,), daemon=True) for s in stores]

@@ -12,7 +12,7 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from soak.catalog import table_urn
@@ -29,10 +29,10 @@ EDIT_EVERY_S = 4.0
 
 
 class Sampler:
-    """Keeps one probe in ``every[kind]`` (1 when not named) and hands it to ``sink``; counts what it saw."""
+    """Keeps one probe in ``every[kind]`` (1 when not named) and hands it to each of ``sinks``; counts what it saw."""
 
-    def __init__(self, every: dict[str, int], sink: Callable[[Probe], None]) -> None:
-        self.every, self.sink = every, sink
+    def __init__(self, every: dict[str, int], sinks: Sequence[Callable[[Probe], None]]) -> None:
+        self.every, self.sinks = every, sinks
         self.seen: Counter[str] = Counter()
         self.kept: list[Probe] = []
         self._lock = threading.Lock()  # the load's loop and the edits' thread both offer
@@ -46,7 +46,8 @@ class Sampler:
                 if keep:
                     self.kept.append(probe)
             if keep:
-                self.sink(probe)
+                for sink in self.sinks:
+                    sink(probe)
 
 
 class ProbedLoad(Load):

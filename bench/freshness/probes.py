@@ -67,7 +67,7 @@ EDITS = State("edits", "asset_edits", "asset_edits", ("urn", "aspect"))
 def keyed(state: State, tenant: str, acked: float, values: dict[str, Any], version: int | None) -> Probe:
     """The row of ``state`` whose key is in ``values``, at ``version`` or newer (any version when None: the job's
     own PII tag of a new column, whose version the bench does not know)."""
-    ids = tuple(str(values[k]) for k in state.key)
+    ids: tuple[Any, ...] = tuple(str(values[k]) for k in state.key)
     mongo: dict[str, Any] = {"_id": "|".join(ids)}
     where, params = " AND ".join(f"t.{k} = {{}}" for k in state.key), ids
     if version is not None:

@@ -36,7 +36,8 @@ def union_sql(probes: list[Probe], schemas: dict[str, str]) -> tuple[str, list[A
     groups: dict[tuple[str, str, str], list[int]] = {}
     for i, p in enumerate(probes):
         groups.setdefault((p.tenant, p.trino.table, p.trino.where), []).append(i)
-    parts, params = [], []
+    parts: list[str] = []
+    params: list[Any] = []
     for (tenant, table, where), members in groups.items():
         width = len(probes[members[0]].trino.params)
         values = ", ".join("(" + ", ".join([str(i)] + ["?"] * width) + ")" for i in members)

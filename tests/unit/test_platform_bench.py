@@ -66,7 +66,7 @@ def test_acked_takes_the_accepted_events_of_a_batch_only() -> None:
 
 def test_the_sampler_keeps_one_in_every_n_of_a_kind_and_every_one_of_the_others() -> None:
     sunk: list[Any] = []
-    sampler = load.Sampler({"assets": 10}, sunk.append)
+    sampler = load.Sampler({"assets": 10}, [sunk.append])
     sampler.offer(_asset("t", f"u{i}", 1) for i in range(25))
     sampler.offer(probes.keyed(probes.EDGES, "t", 0.0, {"urn": f"u{i}", "upstream": "x"}, 1) for i in range(3))
     assert [p.kind for p in sunk] == ["assets"] * 3 + ["lineage"] * 3
