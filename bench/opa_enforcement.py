@@ -40,11 +40,8 @@ _ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(_ROOT), str(_ROOT / "tests" / "_support")]
 
 import httpx  # noqa: E402
-from customer_trino import ApiServer, CustomerTrino  # noqa: E402
 from fastapi.testclient import TestClient  # noqa: E402
-from pgit import scratch_database  # noqa: E402
 from pymongo import MongoClient  # noqa: E402
-from tokens import api_settings, auth_headers  # noqa: E402
 
 from api.app import create_app  # noqa: E402
 from connectors.postgres import PostgresCatalogConfig, PostgresCatalogConnector  # noqa: E402
@@ -57,6 +54,9 @@ from metalake.urn import asset_urn  # noqa: E402
 from ops.settings import Settings  # noqa: E402
 from ops.stack.paths import use_checkout_stack  # noqa: E402
 from tenants.naming import names_for  # noqa: E402
+from tests._support.customer_trino import ApiServer, CustomerTrino  # noqa: E402
+from tests._support.pgit import scratch_database  # noqa: E402
+from tests._support.tokens import api_settings, auth_headers  # noqa: E402
 
 INSTANCE = "bench-pg"
 POPULATE = """

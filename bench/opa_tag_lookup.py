@@ -44,11 +44,11 @@ def _child(args: argparse.Namespace) -> None:
     sys.path[:0] = [args.checkout, str(Path(args.checkout) / "tests" / "_support")]
     from fastapi.testclient import TestClient
     from pymongo import MongoClient
-    from tokens import api_settings
 
     from api.app import create_app
     from metalake.settings import load_settings
     from ops.settings import Settings
+    from tests._support.tokens import api_settings
 
     if args.force_in:
         from catalog import urn_keys
@@ -118,7 +118,7 @@ def _seed(mongo: Any, database: str, filler: int) -> None:
 def _gin(settings: Any, database: str) -> list[str]:
     """The GIN index on ``urn_keys`` of the tenant's two tag tables, named as indexes.sql names it."""
     sys.path.insert(0, str(_ROOT / "tests" / "_support"))
-    from pgit import connect
+    from tests._support.pgit import connect
 
     made = []
     with connect(settings, "ferretdb") as conn:

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lanes import use_lane
-
 from ops.stack.paths import use_checkout_stack
+from tests._support.lanes import use_lane
 
 use_lane(Path(__file__).resolve().parents[1])
 use_checkout_stack(Path(__file__).resolve().parent)

@@ -8,11 +8,11 @@ from typing import Any
 import trino
 from arro3.core import Array, DataType, Field, Schema, Table
 from deltalake import write_deltalake
-from trinoschema import schema_of
 
 from metalake.trino_connect import connect
 from ops.settings import Settings
 from tenants.naming import TenantNames
+from tests._support.trinoschema import schema_of
 
 EMAILS = ["ada@example.org", "bob@example.org"]
 PII_COLUMNS = ("email", "phone", "name", "street", "iban")

@@ -16,10 +16,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from private_broker import private_broker
-
 from ops.stack.services.base import StackContext
 from ops.stack.services.kafka import certificate
+from tests._support.private_broker import private_broker
 
 ADMIN = "admin"
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"

@@ -17,10 +17,10 @@ from typing import Any
 import httpx
 import trino
 import uvicorn
-from itest import wait_for
 
 from metalake.java import find_java
 from ops.settings import Settings
+from tests._support.itest import wait_for
 
 _JVM = [
     "-server",

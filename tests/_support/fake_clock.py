@@ -1,6 +1,6 @@
 """A clock for code that takes one (``clock: Callable[[], float]``, time.monotonic by default): tests move ``now``.
 
-from fake_clock import FakeClock
+from tests._support.fake_clock import FakeClock
 clock = FakeClock()
 cache = TtlCache(5.0, clock=clock)
 clock.now += 5.0

@@ -8,7 +8,7 @@ import base64
 import re
 from typing import Any
 
-from fake_http import FakeServer, Reply, Seen
+from tests._support.fake_http import FakeServer, Reply, Seen
 
 _TICKET = re.compile(r"^/api/v2/tickets/(\d+)(/notes|/conversations)?$")
 _QUERY = re.compile(r"^\"tag:'([A-Za-z0-9_.-]+)' AND \(status:2 OR status:3\)\"$")

@@ -7,7 +7,7 @@ import base64
 import re
 from typing import Any
 
-from fake_http import FakeServer, Reply, Seen
+from tests._support.fake_http import FakeServer, Reply, Seen
 
 _ISSUE = re.compile(r"^/rest/api/3/issue/([A-Z][A-Z0-9_]*-\d+)(/comment|/transitions)?$")
 _LABEL = re.compile(r'labels = "([^"]+)"')

@@ -13,8 +13,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from itest import wait_for
-from outbound_runtime import start_groups_at_end
 from pymongo import MongoClient
 
 from metalake.kafka import ensure_topics
@@ -23,6 +21,8 @@ from processors.access.processor import run as run_access
 from tenants.model import Tier
 from tenants.naming import CHANGES_TOPIC, TenantNames
 from tenants.registry import TenantDirectory, TenantRegistry, TenantState
+from tests._support.itest import wait_for
+from tests._support.outbound_runtime import start_groups_at_end
 
 
 @contextmanager

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any, cast
 
 from joserfc.jwk import RSAKey
-from jwt_forge import AUDIENCE, ISSUER, claims, sign
 from pydantic import SecretStr
 
 from connectors.runtime.context import Runtime
@@ -29,6 +28,7 @@ from metalake.sealing import SealingError
 from ops.settings import Settings
 from tenants.model import Tier
 from tenants.registry import TenantDirectory, TenantRecord, TenantState
+from tests._support.jwt_forge import AUDIENCE, ISSUER, claims, sign
 
 WRITE_KEY = "mlk_k1_supersecretvalue"
 # A write key created with the PII grant (control.auth.pii).

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import parse_qs
 
-from fake_http import FakeServer, Reply, Seen
+from tests._support.fake_http import FakeServer, Reply, Seen
 
 
 class SlackServer(FakeServer):

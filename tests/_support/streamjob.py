@@ -16,16 +16,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import spark_jvm
-from itest import trino_rows, wait_for
 from pymongo import MongoClient
-from trinoschema import schema_of
 
 from metalake.events import CloudEvent, new_event, spec_for
 from metalake.kafka import EventProducer, PublishError
 from metalake.urn import asset_urn
 from ops.settings import Settings
 from tenants.naming import TenantNames
+from tests._support import spark_jvm
+from tests._support.itest import trino_rows, wait_for
+from tests._support.trinoschema import schema_of
 
 # The jobs tests start live seconds, on 2 cores: C2's compiler threads cost them more than its faster code gives back
 # (CI: the five-kill chaos test 148 -> 120 s, asset health 77 -> 63 s). Not for the lake commands, whose OPTIMIZE and

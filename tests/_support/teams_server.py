@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fake_http import FakeServer, Reply, Seen
+from tests._support.fake_http import FakeServer, Reply, Seen
 
 PATH = "/workflows/4b1f2c/triggers/manual/paths/invoke"
 SIG = "s1gn4ture-of-the-trigger"

@@ -1,6 +1,6 @@
 """Real access tokens for API tests, minted by the real authorization server.
 
-    from tokens import auth_headers
+    from tests._support.tokens import auth_headers
     app = create_app(settings, mongo=mongo)
     with TestClient(app) as client:
         headers = auth_headers(client, tenant="it-1234", role="admin")       # tenant:admin ... of it-1234

@@ -5,9 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from fake_http import FakeServer, Reply, Seen
-
 from processors.outbound.destinations.webhook.signing import InvalidSignature, verify
+from tests._support.fake_http import FakeServer, Reply, Seen
 
 
 class WebhookServer(FakeServer):

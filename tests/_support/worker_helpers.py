@@ -10,8 +10,6 @@ from contextlib import contextmanager
 from typing import Any
 
 from fastapi.testclient import TestClient
-from runtime_plugins import PLUGINS, sign
-from tokens import auth_headers
 
 from api.app import create_app as create_api
 from api.routes.connectors import connector_plugins
@@ -19,6 +17,8 @@ from connectors.runtime.context import plugins_from
 from control.connectors import registry
 from control.connectors.registry import ConnectorClass
 from ops.settings import Settings
+from tests._support.runtime_plugins import PLUGINS, sign
+from tests._support.tokens import auth_headers
 
 
 def worker_settings(settings: Settings, **connect: Any) -> Settings:

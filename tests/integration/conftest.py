@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import spark_jvm
 from pymongo import MongoClient
 
 from metalake.settings import load_settings
@@ -23,6 +22,7 @@ from metalake.trino_connect import connect
 from ops.settings import Settings, get_settings
 from ops.stack.manager import StackManager
 from ops.stack.paths import find_project_root
+from tests._support import spark_jvm
 
 # Every app these tests start (in process or as `metalake api`) shares one control plane with the other tests. The
 # API's resumer would pick up another test's tenant left in `provisioning` on purpose and provision it meanwhile:

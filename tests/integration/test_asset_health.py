@@ -13,10 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from itest import trino_rows, wait_for
 from pymongo import MongoClient
-from streamjob import Job, next_batch_id, publish_confirmed, txn_versions
-from trinoschema import schema_of
 
 from metalake.events import CloudEvent, new_event
 from metalake.kafka import EventProducer, ensure_topics
@@ -24,6 +21,9 @@ from metalake.urn import asset_urn
 from ops.settings import Settings
 from ops.stack.manager import StackManager
 from tenants.naming import TenantNames, names_for
+from tests._support.itest import trino_rows, wait_for
+from tests._support.streamjob import Job, next_batch_id, publish_confirmed, txn_versions
+from tests._support.trinoschema import schema_of
 
 pytestmark = pytest.mark.integration
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from itest import trino_rows, wait_for
 from pymongo import MongoClient
-from trinoschema import schema_of
 
 from metalake.events import CloudEvent, new_event, spec_for
 from metalake.kafka import EventProducer
 from metalake.urn import asset_urn
 from ops.settings import Settings
 from tenants.naming import names_for
+from tests._support.itest import trino_rows, wait_for
+from tests._support.trinoschema import schema_of
 
 pytestmark = pytest.mark.integration
 

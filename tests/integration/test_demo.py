@@ -14,9 +14,6 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
-from itest import wait_for
-from outbound_runtime import MAIN_TOPICS, RETRY, start_groups_at_end
-from prometheus_api import query, wait_targets_up
 from pymongo import MongoClient
 
 from ops.settings import Settings
@@ -25,6 +22,9 @@ from ops.stack.paths import find_project_root
 from ops.stack.scrape_targets import HEALTH_PROCESS, JOBS
 from ops.stack.services.prometheus import Prometheus
 from tenants.naming import CHANGES_TOPIC, names_for
+from tests._support.itest import wait_for
+from tests._support.outbound_runtime import MAIN_TOPICS, RETRY, start_groups_at_end
+from tests._support.prometheus_api import query, wait_targets_up
 
 SERVICES = ["api", "propagation", "outbound", "access", "connect"]
 

@@ -18,7 +18,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from itest import wait_for
 from pymongo import MongoClient
 from pymongo.database import Database
 
@@ -39,6 +38,7 @@ from metalake.lease import LEASES
 from metalake.mongo import mongo_client
 from ops.settings import Settings
 from processors.lake.worker import ORPHANED, REFUSED, TIMED_OUT, Ending, ErasureWorker, Outcome
+from tests._support.itest import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -14,10 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from itest import trino_rows, wait_for
 from pymongo import MongoClient
-from streamjob import Job, kill_after_delta_commit_then_restart
-from trinoschema import schema_of
 
 from metalake.events import new_event
 from metalake.kafka import EventProducer, ensure_topics
@@ -25,6 +22,9 @@ from metalake.urn import asset_urn
 from ops.settings import Settings
 from ops.stack.manager import StackManager
 from tenants.naming import TenantNames, names_for
+from tests._support.itest import trino_rows, wait_for
+from tests._support.streamjob import Job, kill_after_delta_commit_then_restart
+from tests._support.trinoschema import schema_of
 
 pytestmark = pytest.mark.integration
 

@@ -15,10 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from itest import trino_rows, wait_for
 from pymongo import MongoClient
-from streamjob import Job, delta_event_counts, mongo_assets, newest_states, publish_confirmed, wait_for_events
-from trinoschema import schema_of
 
 from metalake.events import CloudEvent, new_event
 from metalake.kafka import EventProducer, ensure_topics
@@ -26,6 +23,16 @@ from metalake.urn import asset_urn
 from ops.settings import Settings
 from ops.stack.manager import StackManager
 from tenants.naming import TenantNames, names_for
+from tests._support.itest import trino_rows, wait_for
+from tests._support.streamjob import (
+    Job,
+    delta_event_counts,
+    mongo_assets,
+    newest_states,
+    publish_confirmed,
+    wait_for_events,
+)
+from tests._support.trinoschema import schema_of
 
 pytestmark = pytest.mark.integration
 

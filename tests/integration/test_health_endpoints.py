@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from itest import wait_for
-from outbound_runtime import start_groups_at_end
-from pipeline_procs import PropagationProcess
 
 from ops.settings import Settings
 from ops.stack.manager import StackManager
 from tenants.naming import CHANGES_TOPIC
+from tests._support.itest import wait_for
+from tests._support.outbound_runtime import start_groups_at_end
+from tests._support.pipeline_procs import PropagationProcess
 
 pytestmark = pytest.mark.integration
 

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from acl_broker import ADMIN, AclBroker, acl_broker
 from confluent_kafka import (
     OFFSET_BEGINNING,
     Consumer,
@@ -31,7 +30,6 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, NewTopic
-from itest import wait_for
 from pydantic import SecretStr
 from pymongo import MongoClient
 
@@ -52,6 +50,8 @@ from tenants.naming import (
     names_for,
     retry_topic,
 )
+from tests._support.acl_broker import ADMIN, AclBroker, acl_broker
+from tests._support.itest import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -358,14 +358,13 @@ def test_the_propagation_processor_runs_as_its_principal(
     """The real `metalake propagation run` as User:metalake-propagation: joins its group, reads a change the
     streaming job's principal published, publishes the propagated tag to the dedicated tenant's priority topic (a
     topic no ACL names) and its completed event to the changes, and commits."""
-    from pipeline_procs import PropagationProcess
-    from stateseed import seed
-
     from metalake.kafka import EventProducer
     from processors.enrichment.changes import change_events
     from processors.enrichment.state import CLASSIFICATIONS, LINEAGE
     from tenants.model import Tier
     from tenants.registry import TenantDirectory, TenantRegistry, TenantState
+    from tests._support.pipeline_procs import PropagationProcess
+    from tests._support.stateseed import seed
 
     registry = TenantRegistry.connect(base)
     registry.create(tenant, Tier.DEDICATED)
@@ -434,11 +433,10 @@ def test_the_streaming_job_runs_as_its_principal(
     """A dedicated tenant's streaming job as User:metalake-stream: its Spark source (the Java client: topic
     metadata and offsets through its admin client, fetches from assigned partitions: no group ACL) reads the
     tenant's topics, written by the connector worker's principal, and its librdkafka producer writes the changes."""
-    from lakeit import upsert
-    from streamjob import Job, publish_confirmed
-
     from metalake.kafka import EventProducer
     from metalake.urn import asset_urn
+    from tests._support.lakeit import upsert
+    from tests._support.streamjob import Job, publish_confirmed
 
     names = names_for(tenant, base.lake_root, dedicated=True)
     ensure_topics(_as(base, broker, base.kafka.principals.api), [names.priority_topic, names.bulk_topic])

@@ -31,8 +31,6 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 from joserfc import jwt
 from joserfc.jwk import RSAKey
-from jwt_forge import b64, claims
-from oauth_broker import OAuthBroker, oauth_broker
 from pydantic import SecretStr
 from pymongo import MongoClient
 
@@ -54,6 +52,8 @@ from ops.settings import Settings
 from ops.stack.manager import StackManager
 from ops.stack.services.kafka import certificate
 from tenants.naming import CONTROL_DATABASE
+from tests._support.jwt_forge import b64, claims
+from tests._support.oauth_broker import OAuthBroker, oauth_broker
 
 pytestmark = pytest.mark.integration
 
@@ -191,7 +191,7 @@ def test_the_spark_kafka_source_and_sink_authenticate_with_the_jobs_options(
     env = {
         **os.environ,
         # The worktree's code first (a child started with -m imports from its working directory and PYTHONPATH).
-        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests" / "_support"), os.environ.get("PYTHONPATH", "")]),
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
         "METALAKE_KAFKA__BOOTSTRAP_SERVERS": str(kafka.bootstrap_servers),
         "METALAKE_KAFKA__SECURITY_PROTOCOL": kafka.security_protocol,
         "METALAKE_KAFKA__SASL_MECHANISM": kafka.sasl_mechanism,
@@ -207,7 +207,7 @@ def test_the_spark_kafka_source_and_sink_authenticate_with_the_jobs_options(
         "METALAKE_IT_FORGED_SECRET": forged,
     }
     result = subprocess.run(
-        [sys.executable, "-m", "spark_kafka", *topics, str(tmp_path / "checkpoint")],
+        [sys.executable, "-m", "tests._support.spark_kafka", *topics, str(tmp_path / "checkpoint")],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -14,11 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from itest import wait_for
-from lakeit import upsert
 from pydantic import SecretStr
 from pymongo import MongoClient
-from streamjob import Job, publish_confirmed
 
 from metalake.http.health import kafka_check, run_checks
 from metalake.kafka import EventProducer, ensure_topics
@@ -32,6 +29,9 @@ from ops.stack.manager import StackManager
 from ops.stack.services.kafka import sasl_ssl_client_settings
 from ops.stack.tls import local_ca
 from tenants.naming import TenantNames, names_for
+from tests._support.itest import wait_for
+from tests._support.lakeit import upsert
+from tests._support.streamjob import Job, publish_confirmed
 
 pytestmark = pytest.mark.integration
 

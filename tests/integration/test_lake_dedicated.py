@@ -11,12 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from itest import wait_for
-from lakeit import drop_tenant, event, lake_spark, upsert
 from pymongo import MongoClient
 from pyspark.sql import SparkSession
-from scrape import sample, scrape, series
-from streamjob import Job, publish_confirmed
 
 from metalake.kafka import EventProducer, ensure_topics
 from metalake.urn import asset_urn
@@ -28,6 +24,10 @@ from processors.lake.maintain import maintain
 from processors.lake.reconcile import reconcile
 from processors.lake.scope import erase_target
 from tenants.naming import TenantNames, names_for
+from tests._support.itest import wait_for
+from tests._support.lakeit import drop_tenant, event, lake_spark, upsert
+from tests._support.scrape import sample, scrape, series
+from tests._support.streamjob import Job, publish_confirmed
 
 pytestmark = pytest.mark.integration
 __all__ = ["lake_spark"]

@@ -8,8 +8,6 @@ import secrets
 from typing import Any
 
 import pytest
-from itest import wait_for
-from lakeit import drop_tenant, event, lake_spark, publish, upsert
 from pymongo import MongoClient
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -19,6 +17,8 @@ from ops.settings import Settings
 from processors.lake.erase import erase
 from processors.lake.scope import erase_target
 from tenants.naming import POOLED_TABLES, TenantNames, names_for, tenant_bucket
+from tests._support.itest import wait_for
+from tests._support.lakeit import drop_tenant, event, lake_spark, publish, upsert
 
 pytestmark = pytest.mark.integration
 __all__ = ["lake_spark"]

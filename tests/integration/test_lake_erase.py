@@ -15,15 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from itest import trino_rows, wait_for
-from kafka_tail import Record, mark, of_tenant, read_since
-from lakeit import event, lake_spark, publish, upsert
-from outbound_runtime import caught_up, start_groups_at_end
-from pipeline_procs import PropagationProcess
 from pymongo import MongoClient
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from trinoschema import schema_of
 
 from control.connectors.offsets import OffsetStore
 from control.erased import ERASED_URNS
@@ -34,6 +28,12 @@ from processors.enrichment.tables import TABLES
 from processors.lake.erase import erase
 from processors.lake.scope import erase_target
 from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE, DELTA_TABLES, LakeTable, TenantNames, names_for
+from tests._support.itest import trino_rows, wait_for
+from tests._support.kafka_tail import Record, mark, of_tenant, read_since
+from tests._support.lakeit import event, lake_spark, publish, upsert
+from tests._support.outbound_runtime import caught_up, start_groups_at_end
+from tests._support.pipeline_procs import PropagationProcess
+from tests._support.trinoschema import schema_of
 
 pytestmark = pytest.mark.integration
 __all__ = ["lake_spark"]

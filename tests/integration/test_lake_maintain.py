@@ -7,16 +7,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from itest import trino_rows, wait_for
-from lakeit import lake_spark, publish, upsert
 from pymongo import MongoClient
 from pyspark.sql import SparkSession
-from trinoschema import schema_of
 
 from metalake.urn import asset_urn
 from ops.settings import Settings
 from processors.lake.maintain import maintain
 from tenants.naming import POOLED_TABLES, names_for, tenant_bucket
+from tests._support.itest import trino_rows, wait_for
+from tests._support.lakeit import lake_spark, publish, upsert
+from tests._support.trinoschema import schema_of
 
 pytestmark = pytest.mark.integration
 __all__ = ["lake_spark"]

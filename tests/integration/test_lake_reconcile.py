@@ -9,8 +9,6 @@ import sys
 from typing import Any
 
 import pytest
-from itest import wait_for
-from lakeit import event, lake_spark, publish, upsert
 from pymongo import MongoClient
 from pyspark.sql import SparkSession
 
@@ -18,6 +16,8 @@ from metalake.urn import asset_urn
 from ops.settings import Settings
 from processors.lake.reconcile import HEALTH_HELD, SpecResult, reconcile
 from tenants.naming import names_for
+from tests._support.itest import wait_for
+from tests._support.lakeit import event, lake_spark, publish, upsert
 
 pytestmark = pytest.mark.integration
 __all__ = ["lake_spark"]

@@ -16,14 +16,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from itest import wait_for
-from outbound_runtime import start_groups_at_end
-from pipeline_procs import PropagationProcess
-from scrape import sample, series, status_of, try_scrape
 
 from ops.settings import Settings
 from ops.stack.manager import StackManager
 from tenants.naming import CHANGES_TOPIC
+from tests._support.itest import wait_for
+from tests._support.outbound_runtime import start_groups_at_end
+from tests._support.pipeline_procs import PropagationProcess
+from tests._support.scrape import sample, series, status_of, try_scrape
 
 pytestmark = pytest.mark.integration
 

@@ -22,14 +22,8 @@ from typing import Any
 
 import httpx
 import pytest
-from customer_trino import ApiServer, CustomerTrino
 from fastapi.testclient import TestClient
-from itest import wait_for
-from lakeit import publish
-from pgit import scratch_database
-from pipeline_procs import PropagationProcess
 from pymongo import MongoClient
-from tokens import api_settings, auth_headers
 
 from api.app import create_app
 from connectors.postgres import PostgresCatalogConfig, PostgresCatalogConnector
@@ -40,6 +34,12 @@ from metalake.urn import asset_urn
 from ops.settings import Settings
 from ops.stack.manager import StackManager
 from tenants.naming import names_for
+from tests._support.customer_trino import ApiServer, CustomerTrino
+from tests._support.itest import wait_for
+from tests._support.lakeit import publish
+from tests._support.pgit import scratch_database
+from tests._support.pipeline_procs import PropagationProcess
+from tests._support.tokens import api_settings, auth_headers
 
 pytestmark = pytest.mark.integration
 

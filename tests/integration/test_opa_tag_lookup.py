@@ -14,7 +14,6 @@ import pytest
 from fastapi.testclient import TestClient
 from pymongo import MongoClient
 from pymongo.database import Database
-from tokens import api_settings
 
 from api.app import create_app
 from api.services.enforcement import CatalogSource, EngineStore
@@ -24,6 +23,7 @@ from ops.stack.manager import StackManager
 from processors.enrichment.projection import apply_upserts, spec_upsert
 from processors.enrichment.state import CLASSIFICATIONS
 from tenants.naming import CONTROL_DATABASE, names_for
+from tests._support.tokens import api_settings
 
 pytestmark = pytest.mark.integration
 

@@ -21,18 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from accessit import EMAILS, make_data_table, query_as
-from itest import trino_rows, wait_for
-from jira_server import JiraServer
-from outbound_helpers import JIRA_EMAIL, JIRA_TOKEN, SLACK_TOKEN, WEBHOOK_SECRET, jira_sub, slack_sub, subscribe
-from outbound_runtime import MAIN_TOPICS, RETRY, RuntimeProcess, start_groups_at_end
-from pipeline_procs import PropagationProcess, access_runner, dedicated_tenant
 from pymongo import MongoClient
-from sealing import stack_sealer
-from slack_server import SlackServer
-from streamjob import Job, publish_confirmed
-from trinoschema import schema_of
-from webhook_server import WebhookServer
 
 from control.subscriptions.filters import Filters
 from control.subscriptions.store import SubscriptionStore
@@ -41,6 +30,25 @@ from metalake.kafka import EventProducer
 from ops.settings import Settings
 from ops.stack.manager import StackManager
 from tenants.naming import CONTROL_DATABASE, TenantNames, trino_user
+from tests._support.accessit import EMAILS, make_data_table, query_as
+from tests._support.itest import trino_rows, wait_for
+from tests._support.jira_server import JiraServer
+from tests._support.outbound_helpers import (
+    JIRA_EMAIL,
+    JIRA_TOKEN,
+    SLACK_TOKEN,
+    WEBHOOK_SECRET,
+    jira_sub,
+    slack_sub,
+    subscribe,
+)
+from tests._support.outbound_runtime import MAIN_TOPICS, RETRY, RuntimeProcess, start_groups_at_end
+from tests._support.pipeline_procs import PropagationProcess, access_runner, dedicated_tenant
+from tests._support.sealing import stack_sealer
+from tests._support.slack_server import SlackServer
+from tests._support.streamjob import Job, publish_confirmed
+from tests._support.trinoschema import schema_of
+from tests._support.webhook_server import WebhookServer
 
 pytestmark = pytest.mark.integration
 

@@ -13,10 +13,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from prometheus_api import fetched
 
 from ops.observability.dashboard import expressions
 from ops.stack.paths import find_project_root
+from tests._support.prometheus_api import fetched
 
 ROOT = find_project_root(Path(__file__).resolve().parent)
 RULES_DIR = ROOT / "deploy" / "prometheus" / "rules"

@@ -18,7 +18,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from prometheus_api import fetched, query, rule_groups, target_health, wait_targets_up
 
 from control.auth.settings import ApiSettings
 from control.connectors.settings import ConnectSettings
@@ -30,6 +29,7 @@ from ops.stack.scrape_targets import JOBS
 from ops.stack.services.base import StackContext
 from ops.stack.services.prometheus import TOKEN_VARIABLE, Prometheus
 from ops.stack.settings import StackPorts, StackSettings
+from tests._support.prometheus_api import fetched, query, rule_groups, target_health, wait_targets_up
 
 ROOT = find_project_root(Path(__file__).resolve().parent)
 EXPOSITION = b"# TYPE metalake_ready gauge\nmetalake_ready 1\n"

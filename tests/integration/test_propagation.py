@@ -15,18 +15,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from itest import trino_rows, wait_for
-from kafka_tail import mark, read_since
-from pipeline_procs import PropagationProcess, dedicated_tenant
 from pymongo import MongoClient
-from streamjob import Job, publish_confirmed
-from trinoschema import schema_of
 
 from metalake.events import CloudEvent, new_event
 from metalake.kafka import EventProducer
 from ops.settings import Settings
 from ops.stack.manager import StackManager
 from tenants.naming import CHANGES_TOPIC, TenantNames
+from tests._support.itest import trino_rows, wait_for
+from tests._support.kafka_tail import mark, read_since
+from tests._support.pipeline_procs import PropagationProcess, dedicated_tenant
+from tests._support.streamjob import Job, publish_confirmed
+from tests._support.trinoschema import schema_of
 
 pytestmark = pytest.mark.integration
 

@@ -13,10 +13,6 @@ from typing import Any
 
 import pytest
 from deltalake import DeltaTable
-from itest import trino_rows, wait_for
-from s3it import s3_lake_settings
-from streamjob import Job, publish_confirmed, wait_for_events
-from trinoschema import schema_of
 
 from control.audit import AuditQuery, append, audit_row, ensure_table, read
 from metalake.events import CloudEvent, new_event
@@ -28,6 +24,10 @@ from ops.settings import Settings
 from ops.stack.manager import StackManager
 from tenants.lake_catalog import register_tables
 from tenants.naming import TenantNames, names_for
+from tests._support.itest import trino_rows, wait_for
+from tests._support.s3it import s3_lake_settings
+from tests._support.streamjob import Job, publish_confirmed, wait_for_events
+from tests._support.trinoschema import schema_of
 
 pytestmark = [pytest.mark.integration, pytest.mark.s3]
 

@@ -27,7 +27,6 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from pymongo import MongoClient
 from pyspark.sql.pandas.types import to_arrow_schema
-from s3it import BUCKET, s3_lake_settings
 
 from control.audit import append, audit_row, ensure_table
 from metalake.lake_uri import S3Path, delta_rs_uri
@@ -41,6 +40,7 @@ from processors.enrichment.tables import POOLED_SPECS
 from processors.lake.discover import connect, lake_tenants
 from processors.lake.prune import prune_report
 from tenants.naming import CONTROL_DATABASE, TenantNames, names_for, pooled_table_path, tenant_bucket
+from tests._support.s3it import BUCKET, s3_lake_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.s3]
 
@@ -61,7 +61,7 @@ def _client(s3_settings: Settings) -> S3Client:
 
 def _env(s3_settings: Settings) -> dict[str, str]:
     # The worktree's code first (a child started with -m imports from its working directory and PYTHONPATH).
-    path = os.pathsep.join([str(ROOT), str(ROOT / "tests" / "_support"), os.environ.get("PYTHONPATH", "")])
+    path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
     return {**os.environ, "PYTHONPATH": path, "METALAKE_LAKE__ROOT": str(s3_settings.lake_root)}
 
 
@@ -156,7 +156,7 @@ def test_a_pooled_tenant_on_s3_is_reconciled_then_dropped_beside_its_bucket_neig
     # bucket), then drop the tenant as deprovisioning does (Spark DELETEs under the leases, then its folder).
     out = tmp_path / "reports.json"
     done = subprocess.run(
-        [sys.executable, "-m", "s3lakeops", neighbour.tenant_id, doomed.tenant_id, str(out)],
+        [sys.executable, "-m", "tests._support.s3lakeops", neighbour.tenant_id, doomed.tenant_id, str(out)],
         cwd=ROOT,
         env=_env(s3_settings),
         capture_output=True,

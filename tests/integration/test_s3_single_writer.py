@@ -23,10 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
-from itest import wait_for
 from pymongo import MongoClient
-from s3it import s3_lake_settings
-from streamjob import Job, publish_confirmed
 
 from metalake.events import CloudEvent, new_event
 from metalake.kafka import EventProducer, ensure_topics
@@ -39,6 +36,9 @@ from ops.stack.manager import StackManager
 from processors.enrichment.single_writer import KEY_PREFIX
 from processors.lake.maintain import Target, maintain_delta_rs
 from tenants.naming import CONTROL_DATABASE, TenantNames, names_for
+from tests._support.itest import wait_for
+from tests._support.s3it import s3_lake_settings
+from tests._support.streamjob import Job, publish_confirmed
 
 pytestmark = [pytest.mark.integration, pytest.mark.s3]
 
@@ -52,7 +52,7 @@ def s3_settings(settings: Settings, stack: StackManager) -> Settings:
 
 def _env(s3_settings: Settings) -> dict[str, str]:
     # The worktree's code first (a child started with -m imports from its working directory and PYTHONPATH).
-    path = os.pathsep.join([str(ROOT), str(ROOT / "tests" / "_support"), os.environ.get("PYTHONPATH", "")])
+    path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
     return {**os.environ, "PYTHONPATH": path, "METALAKE_LAKE__ROOT": str(s3_settings.lake_root)}
 
 
@@ -80,7 +80,7 @@ def test_two_spark_drivers_racing_on_one_s3_table_lose_nothing_under_the_writer_
     writers, appends = 2, 6
     drivers = [
         subprocess.Popen(
-            [sys.executable, "-m", "s3race", str(table), f"w{w}", str(appends), str(tmp_path)],
+            [sys.executable, "-m", "tests._support.s3race", str(table), f"w{w}", str(appends), str(tmp_path)],
             cwd=ROOT,
             env=_env(s3_settings),
             stdout=(tmp_path / f"w{w}.log").open("wb"),

@@ -25,15 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from itest import wait_for
-from kafka_tail import Record, mark, read_since
-from outbound_helpers import WEBHOOK_SECRET, classification_event, webhook_sub
-from outbound_runtime import MAIN_TOPICS, RETRY, start_groups_at_end
-from pipeline_procs import dedicated_tenant
 from pymongo import MongoClient
-from sealing import stack_sealer
-from trinoschema import schema_of
-from webhook_server import WebhookServer
 
 from catalog.changes import StateChange
 from control.subscriptions.store import SubscriptionStore
@@ -42,6 +34,14 @@ from metalake.kafka import EventProducer
 from ops.settings import Settings
 from ops.stack.manager import StackManager
 from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE, TenantNames
+from tests._support.itest import wait_for
+from tests._support.kafka_tail import Record, mark, read_since
+from tests._support.outbound_helpers import WEBHOOK_SECRET, classification_event, webhook_sub
+from tests._support.outbound_runtime import MAIN_TOPICS, RETRY, start_groups_at_end
+from tests._support.pipeline_procs import dedicated_tenant
+from tests._support.sealing import stack_sealer
+from tests._support.trinoschema import schema_of
+from tests._support.webhook_server import WebhookServer
 
 pytestmark = pytest.mark.integration
 

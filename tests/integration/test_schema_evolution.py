@@ -15,12 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from itest import trino_rows, wait_for
-from lakeit import lake_spark
 from pymongo import MongoClient
 from pyspark.sql import SparkSession
-from streamjob import Job, publish_confirmed
-from trinoschema import schema_of
 
 from metalake.events import CloudEvent, new_event
 from metalake.kafka import EventProducer, ensure_topics
@@ -30,6 +26,10 @@ from ops.stack.manager import StackManager
 from processors.enrichment.tables import typed
 from tenants.lake_catalog import register_tables
 from tenants.naming import TenantNames, names_for
+from tests._support.itest import trino_rows, wait_for
+from tests._support.lakeit import lake_spark
+from tests._support.streamjob import Job, publish_confirmed
+from tests._support.trinoschema import schema_of
 
 pytestmark = pytest.mark.integration
 __all__ = ["lake_spark"]

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 from pymongo import MongoClient
-from streamjob import kill_after_delta_commit_then_restart
 
 from metalake.kafka import ensure_topics
 from ops.settings import Settings
@@ -19,6 +18,7 @@ from ops.stack.manager import StackManager
 from ops.stack.services.base import StackContext
 from ops.stack.services.spark import SparkWorker, master_status, master_url
 from tenants.naming import names_for
+from tests._support.streamjob import kill_after_delta_commit_then_restart
 
 pytestmark = pytest.mark.integration
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from itest import trino_rows, wait_for
 from pymongo import MongoClient
 
 from metalake.events import CloudEvent, new_event, spec_for
@@ -14,6 +13,7 @@ from metalake.urn import asset_urn
 from ops.settings import Settings
 from tenants.naming import names_for
 from tenants.trino_schemas import trino_schema
+from tests._support.itest import trino_rows, wait_for
 
 pytestmark = pytest.mark.integration
 

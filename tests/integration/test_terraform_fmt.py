@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from deploy_tools import TERRAFORM, hclfmt, run
-from terraform_style import legacy_forms
+from tests._support.deploy_tools import TERRAFORM, hclfmt, run
+from tests._support.terraform_style import legacy_forms
 
 
 def _files() -> list[Path]:

@@ -21,12 +21,7 @@ from typing import Any
 
 import httpx
 import pytest
-from itest import wait_for
-from outbound_helpers import WEBHOOK_SECRET, subscribe
-from outbound_runtime import MAIN_TOPICS, RETRY, RuntimeProcess, start_groups_at_end
 from pymongo import MongoClient
-from sealing import stack_sealer
-from webhook_server import WebhookServer
 
 from control.connectors.store import ControlStore
 from control.subscriptions.store import SubscriptionStore
@@ -35,6 +30,11 @@ from ops.settings import Settings
 from ops.stack.manager import StackManager
 from ops.stack.services.jaeger import query_url
 from tenants.naming import CONTROL_DATABASE
+from tests._support.itest import wait_for
+from tests._support.outbound_helpers import WEBHOOK_SECRET, subscribe
+from tests._support.outbound_runtime import MAIN_TOPICS, RETRY, RuntimeProcess, start_groups_at_end
+from tests._support.sealing import stack_sealer
+from tests._support.webhook_server import WebhookServer
 
 pytestmark = pytest.mark.integration
 

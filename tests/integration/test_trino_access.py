@@ -19,13 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from accessit import EMAILS, PII_COLUMNS, connect_as, drop_schema, make_data_table, query_as
-from itest import trino_rows, wait_for
-from lakeit import publish, upsert
-from pipeline_procs import access_runner
 from pymongo import MongoClient
-from streamjob import Job
-from trinoschema import schema_of
 
 from metalake.events import new_event
 from metalake.kafka import EventProducer, ensure_topics
@@ -37,6 +31,12 @@ from tenants.lake_catalog import register_tenant
 from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE, TRINO_POOLED_SCHEMA, TenantNames, names_for, trino_user
 from tenants.registry import TenantRegistry
+from tests._support.accessit import EMAILS, PII_COLUMNS, connect_as, drop_schema, make_data_table, query_as
+from tests._support.itest import trino_rows, wait_for
+from tests._support.lakeit import publish, upsert
+from tests._support.pipeline_procs import access_runner
+from tests._support.streamjob import Job
+from tests._support.trinoschema import schema_of
 
 pytestmark = pytest.mark.integration
 

@@ -20,8 +20,6 @@ from typing import Any
 import httpx
 import pytest
 import trino
-from accessit import EMAILS, drop_schema, make_data_table, query_as
-from itest import wait_for
 from joserfc import jwt
 from pydantic import SecretStr
 from pymongo import MongoClient
@@ -38,6 +36,8 @@ from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE, names_for, trino_user
 from tenants.registry import TenantRegistry, TenantState
 from tenants.trino_schemas import UNKEYED, trino_schema
+from tests._support.accessit import EMAILS, drop_schema, make_data_table, query_as
+from tests._support.itest import wait_for
 
 pytestmark = pytest.mark.integration
 

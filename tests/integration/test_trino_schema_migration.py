@@ -9,7 +9,6 @@ import shutil
 from typing import Any
 
 import pytest
-from accessit import EMAILS, make_data_table
 
 from metalake.trino_admin import admin_cursor
 from ops.settings import Settings
@@ -17,6 +16,7 @@ from tenants.access import catalog
 from tenants.lake_catalog import drop_schema, move_schema, pooled_columns, view_sql
 from tenants.naming import names_for
 from tenants.trino_schemas import UNKEYED, trino_schema
+from tests._support.accessit import EMAILS, make_data_table
 
 pytestmark = pytest.mark.integration
 

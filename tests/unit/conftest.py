@@ -5,7 +5,8 @@ ports, and the second lane's stack, started early in the background, writes its 
 from __future__ import annotations
 
 import pytest
-from lanes import first_lane_environment
+
+from tests._support.lanes import first_lane_environment
 
 
 @pytest.fixture(autouse=True)

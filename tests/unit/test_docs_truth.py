@@ -11,12 +11,12 @@ import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
-from api_app import build_app
 from fastapi.routing import iter_route_contexts
 
 from connectors.ingest import router as ingest_router
 from connectors.openlineage import router as openlineage_router
 from connectors.runtime.webhooks import router as webhook_router
+from tests._support.api_app import build_app
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))

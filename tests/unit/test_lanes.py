@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import lanes
 import pytest
 
 from ops.stack.paths import stack_paths
 from ops.stack.settings import StackPorts
+from tests._support import lanes
 
 
 @pytest.fixture

@@ -3,7 +3,8 @@
 from pathlib import Path
 
 import pytest
-from terraform_style import legacy_forms
+
+from tests._support.terraform_style import legacy_forms
 
 TERRAFORM = Path(__file__).resolve().parents[2] / "infra" / "terraform"
 

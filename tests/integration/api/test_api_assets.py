@@ -13,7 +13,6 @@ import pytest
 from fastapi.testclient import TestClient
 from pymongo import MongoClient
 from pymongo.database import Database
-from stateseed import seed
 
 from api.app import create_app
 from api.auth.deps import current_principal
@@ -24,6 +23,7 @@ from ops.settings import Settings
 from ops.stack.manager import StackManager
 from processors.enrichment.state import ASSETS, CLASSIFICATIONS, INCIDENTS, LINEAGE
 from tenants.naming import names_for
+from tests._support.stateseed import seed
 
 pytestmark = pytest.mark.integration
 

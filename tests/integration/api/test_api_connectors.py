@@ -16,11 +16,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from itest import wait_for
 from pymongo import MongoClient
-from sealing import stack_sealer
-from tokens import auth_headers
-from worker_helpers import worker_settings
 
 from api.app import create_app
 from api.services.audit import tenant_audit_path
@@ -32,6 +28,10 @@ from metalake.sealing import is_sealed
 from ops.settings import Settings
 from ops.stack.manager import StackManager
 from tenants.naming import CONTROL_DATABASE
+from tests._support.itest import wait_for
+from tests._support.sealing import stack_sealer
+from tests._support.tokens import auth_headers
+from tests._support.worker_helpers import worker_settings
 
 pytestmark = pytest.mark.integration
 

@@ -14,13 +14,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from itest import trino_rows, wait_for
-from kafka_tail import mark, read_since
-from lakeit import upsert
 from pymongo import MongoClient
-from streamjob import Job, publish_confirmed
-from tokens import api_settings, auth_headers
-from trinoschema import schema_of
 
 from api.app import create_app
 from api.auth.deps import current_principal
@@ -33,6 +27,12 @@ from ops.stack.manager import StackManager
 from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE, TenantNames, names_for
 from tenants.registry import TenantRegistry, TenantState
+from tests._support.itest import trino_rows, wait_for
+from tests._support.kafka_tail import mark, read_since
+from tests._support.lakeit import upsert
+from tests._support.streamjob import Job, publish_confirmed
+from tests._support.tokens import api_settings, auth_headers
+from tests._support.trinoschema import schema_of
 
 pytestmark = pytest.mark.integration
 

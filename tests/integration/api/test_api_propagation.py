@@ -13,8 +13,6 @@ import pytest
 from fastapi.testclient import TestClient
 from pymongo import MongoClient
 from pymongo.database import Database
-from stateseed import seed
-from tokens import auth_headers
 
 from api.app import create_app
 from catalog.propagation.dry_run import dry_run
@@ -25,6 +23,8 @@ from ops.settings import Settings
 from ops.stack.manager import StackManager
 from processors.enrichment.state import ASSETS, CLASSIFICATIONS, LINEAGE
 from tenants.naming import names_for
+from tests._support.stateseed import seed
+from tests._support.tokens import auth_headers
 
 pytestmark = pytest.mark.integration
 

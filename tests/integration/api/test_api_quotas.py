@@ -7,11 +7,11 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 from pymongo import MongoClient
-from tokens import api_settings, auth_headers
 
 from api.app import create_app
 from control.auth.settings import TenantQuotas
 from ops.settings import Settings
+from tests._support.tokens import api_settings, auth_headers
 
 
 def test_write_keys_and_clients_stop_at_the_tenants_cap(

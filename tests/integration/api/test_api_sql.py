@@ -17,12 +17,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from accessit import EMAILS, drop_schema, make_data_table, query_as
 from fastapi.testclient import TestClient
-from itest import wait_for
 from pymongo import MongoClient
-from tokens import api_settings, auth_headers, create_api_client, request_token
-from trinoschema import schema_of
 
 from api.app import create_app
 from api.services.audit import target_hash, tenant_audit_path
@@ -33,6 +29,10 @@ from tenants.access.sync import AccessSync
 from tenants.lake_catalog import register_tenant
 from tenants.naming import ADMIN_ONLY_TABLES, POOLED_TABLES, TRINO_POOLED_SCHEMA, names_for, trino_user
 from tenants.trino_schemas import trino_schema
+from tests._support.accessit import EMAILS, drop_schema, make_data_table, query_as
+from tests._support.itest import wait_for
+from tests._support.tokens import api_settings, auth_headers, create_api_client, request_token
+from tests._support.trinoschema import schema_of
 
 pytestmark = pytest.mark.integration
 

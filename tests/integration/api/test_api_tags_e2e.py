@@ -11,13 +11,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from accessit import EMAILS, drop_schema, make_data_table
 from fastapi.testclient import TestClient
-from itest import wait_for
-from kafka_tail import mark, of_tenant, read_since
 from pymongo import MongoClient
-from tokens import auth_headers, request_token
-from trinoschema import schema_of
 
 from api.app import create_app
 from control.auth.clients import Role
@@ -29,6 +24,11 @@ from ops.stack.manager import StackManager
 from tenants.access.rules import REDACTED
 from tenants.access.sync import AccessSync
 from tenants.naming import PRIORITY_TOPIC, names_for
+from tests._support.accessit import EMAILS, drop_schema, make_data_table
+from tests._support.itest import wait_for
+from tests._support.kafka_tail import mark, of_tenant, read_since
+from tests._support.tokens import auth_headers, request_token
+from tests._support.trinoschema import schema_of
 
 pytestmark = pytest.mark.integration
 

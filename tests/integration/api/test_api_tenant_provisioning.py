@@ -11,9 +11,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from itest import trino_rows
 from pymongo import MongoClient
-from trinoschema import schema_of
 
 from api.app import create_app
 from api.auth.deps import current_principal
@@ -26,6 +24,8 @@ from ops.stack.launcher import LocalProcessLauncher
 from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE, TenantNames, names_for
 from tenants.registry import TenantRecord, TenantRegistry, TenantState
+from tests._support.itest import trino_rows
+from tests._support.trinoschema import schema_of
 
 pytestmark = pytest.mark.integration
 

@@ -15,11 +15,7 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient
 from fastapi.testclient import TestClient
-from itest import trino_rows, wait_for
-from lakeit import publish, upsert
 from pymongo import MongoClient
-from tokens import auth_headers
-from trinoschema import schema_of
 
 from api.app import create_app
 from connectors.runtime.publisher import Publisher
@@ -32,6 +28,10 @@ from ops.settings import Settings
 from ops.stack.launcher import LocalProcessLauncher
 from tenants.naming import CONTROL_DATABASE, POOLED_TABLES, TRINO_POOLED_SCHEMA, TenantNames, names_for
 from tenants.registry import DELETED_TENANTS_COLLECTION, TenantDirectory, TenantRegistry
+from tests._support.itest import trino_rows, wait_for
+from tests._support.lakeit import publish, upsert
+from tests._support.tokens import auth_headers
+from tests._support.trinoschema import schema_of
 
 pytestmark = pytest.mark.integration
 

@@ -19,15 +19,15 @@ import pytest
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from fastapi.testclient import TestClient
 from joserfc.jwk import RSAKey
-from jwt_forge import claims, hs256_with_public_key, sign, unsigned
 from pydantic import SecretStr
 from pymongo import MongoClient
-from tokens import api_settings, auth_headers, create_api_client, request_token
 
 from api.app import create_app
 from api.auth.keys import KeyEncryption
 from ops.settings import Settings
 from tenants.naming import CONTROL_DATABASE
+from tests._support.jwt_forge import claims, hs256_with_public_key, sign, unsigned
+from tests._support.tokens import api_settings, auth_headers, create_api_client, request_token
 
 pytestmark = pytest.mark.integration
 

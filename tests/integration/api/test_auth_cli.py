@@ -16,10 +16,8 @@ from typing import Any
 import httpx
 import pytest
 from fastapi.testclient import TestClient
-from itest import wait_for
 from pydantic import SecretStr
 from pymongo import MongoClient
-from tokens import api_settings, request_token
 
 from api.app import create_app
 from api.auth.keys import KeyEncryption
@@ -28,6 +26,8 @@ from control.audit import AuditQuery, read
 from control.auth.clients import ClientStore, Role
 from ops.settings import Settings
 from tenants.naming import CONTROL_DATABASE, platform_audit_dir
+from tests._support.itest import wait_for
+from tests._support.tokens import api_settings, request_token
 
 pytestmark = pytest.mark.integration
 

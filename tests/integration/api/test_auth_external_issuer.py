@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from joserfc.jwk import RSAKey
-from jwt_forge import claims, sign
 from pymongo import MongoClient
-from tokens import api_settings, auth_headers
 
 from api.app import create_app
 from control.auth.settings import IssuerProfile
 from ops.settings import Settings
+from tests._support.jwt_forge import claims, sign
+from tests._support.tokens import api_settings, auth_headers
 
 pytestmark = pytest.mark.integration
 

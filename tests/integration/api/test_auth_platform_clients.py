@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from pymongo import MongoClient
-from tokens import api_settings, auth_headers, create_api_client, request_token
 
 from api.app import create_app
 from api.context import ApiContext
@@ -21,6 +20,7 @@ from control.auth.clients import ClientStore, Role
 from control.auth.principal import Principal, Scope
 from ops.settings import Settings
 from tenants.naming import platform_audit_dir
+from tests._support.tokens import api_settings, auth_headers, create_api_client, request_token
 
 pytestmark = pytest.mark.integration
 

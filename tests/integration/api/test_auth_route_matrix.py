@@ -17,7 +17,6 @@ import pytest
 from fastapi.routing import iter_route_contexts
 from fastapi.testclient import TestClient
 from pymongo import MongoClient
-from tokens import api_settings, auth_headers, create_api_client, request_token
 
 from api.app import create_app
 from control.auth.clients import Role
@@ -25,6 +24,7 @@ from ops.settings import Settings
 from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE
 from tenants.registry import TenantRegistry, TenantState
+from tests._support.tokens import api_settings, auth_headers, create_api_client, request_token
 
 pytestmark = pytest.mark.integration
 

@@ -26,12 +26,12 @@ from schemathesis.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
-from tokens import api_settings, auth_headers
 
 from api.app import create_app
 from metalake.settings import load_settings
 from ops.settings import Settings
 from ops.stack.manager import StackManager
+from tests._support.tokens import api_settings, auth_headers
 
 pytestmark = pytest.mark.integration
 

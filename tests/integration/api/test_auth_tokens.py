@@ -13,7 +13,6 @@ import pytest
 from fastapi.testclient import TestClient
 from joserfc.jwk import KeySet
 from pymongo import MongoClient
-from tokens import api_settings, auth_headers, create_api_client, request_token
 
 from api.app import create_app
 from control.auth.clients import ClientStore, Role
@@ -21,6 +20,7 @@ from ops.settings import Settings
 from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE
 from tenants.registry import TenantRegistry, TenantState
+from tests._support.tokens import api_settings, auth_headers, create_api_client, request_token
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,6 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 from fastapi.testclient import TestClient
 from pymongo import MongoClient
-from sealing import stack_sealer
 
 from api.app import create_app
 from api.auth.deps import current_principal
@@ -27,6 +26,7 @@ from ops.stack.launcher import LocalProcessLauncher
 from tenants.model import Tier
 from tenants.naming import CONNECT_OFFSETS_TOPIC, CONTROL_DATABASE
 from tenants.registry import TenantRegistry, TenantState
+from tests._support.sealing import stack_sealer
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from itest import wait_for
 from pymongo import MongoClient
 
 from api.app import create_app
@@ -33,6 +32,7 @@ from ops.stack.launcher import LocalProcessLauncher
 from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE, TenantNames, names_for
 from tenants.registry import TENANTS_COLLECTION, TenantRecord, TenantRegistry, TenantState
+from tests._support.itest import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from runtime_plugins import PLUGINS
-from worker_helpers import admin_api, worker_settings
 
 from connectors.runtime.worker import build_runtime, create_app
 from ops.settings import Settings
 from ops.stack.manager import StackManager
+from tests._support.runtime_plugins import PLUGINS
+from tests._support.worker_helpers import admin_api, worker_settings
 
 
 @pytest.fixture(scope="module")

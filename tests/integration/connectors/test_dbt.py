@@ -12,11 +12,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from itest import wait_for
-from pgit import scratch_database
 from pymongo import MongoClient
-from runtime_plugins import PLUGINS
-from worker_helpers import admin_api, create_connector, tenant_admin, worker_settings
 
 from connectors.dbt import DbtConnector
 from connectors.dbt.mapping import Project, assets
@@ -29,6 +25,10 @@ from metalake.net.ssrf import AddressGuard
 from ops.settings import Settings
 from ops.stack.manager import StackManager
 from tenants.naming import names_for
+from tests._support.itest import wait_for
+from tests._support.pgit import scratch_database
+from tests._support.runtime_plugins import PLUGINS
+from tests._support.worker_helpers import admin_api, create_connector, tenant_admin, worker_settings
 
 pytestmark = pytest.mark.integration
 

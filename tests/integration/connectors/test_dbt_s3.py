@@ -19,10 +19,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from itest import wait_for
 from pymongo import MongoClient
-from runtime_plugins import PLUGINS
-from worker_helpers import admin_api, connectors_route, create_connector, tenant_admin, worker_settings
 
 from connectors.dbt import DbtConnector
 from connectors.runtime.context import Runtime
@@ -33,6 +30,9 @@ from ops.settings import Settings
 from ops.stack.manager import StackManager
 from ops.stack.services.seaweedfs import stack_client
 from tenants.naming import CONTROL_DATABASE, names_for
+from tests._support.itest import wait_for
+from tests._support.runtime_plugins import PLUGINS
+from tests._support.worker_helpers import admin_api, connectors_route, create_connector, tenant_admin, worker_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.s3]
 

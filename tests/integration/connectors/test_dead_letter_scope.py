@@ -14,9 +14,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from itest import wait_for
 from pymongo import MongoClient
-from tokens import api_settings, auth_headers
 
 from api.app import create_app as create_api
 from control.erased import ErasedUrns, urn_hasher
@@ -27,6 +25,8 @@ from ops.stack.manager import StackManager
 from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE, dlq_topic
 from tenants.registry import TenantRegistry, TenantState
+from tests._support.itest import wait_for
+from tests._support.tokens import api_settings, auth_headers
 
 pytestmark = pytest.mark.integration
 

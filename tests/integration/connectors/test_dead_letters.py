@@ -17,12 +17,8 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from itest import wait_for
-from kafka_tail import mark, read_since
 from pymongo import MongoClient
-from tokens import api_settings, auth_headers
 from typer.testing import CliRunner
-from worker_helpers import admin_api, connectors_route, create_connector, tenant_admin, worker_settings
 
 from api.app import create_app as create_api
 from connectors.runtime.worker import create_app
@@ -34,6 +30,10 @@ from ops.cli import dlq as dlq_cli
 from ops.settings import Settings
 from ops.stack.manager import StackManager
 from tenants.naming import CONTROL_DATABASE, PRIORITY_TOPIC, names_for
+from tests._support.itest import wait_for
+from tests._support.kafka_tail import mark, read_since
+from tests._support.tokens import api_settings, auth_headers
+from tests._support.worker_helpers import admin_api, connectors_route, create_connector, tenant_admin, worker_settings
 
 pytestmark = pytest.mark.integration
 

@@ -15,15 +15,12 @@ import httpx
 import pytest
 import uvicorn
 from fastapi.testclient import TestClient
-from itest import wait_for
 from openlineage.client import OpenLineageClient
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
 from openlineage.client.facet_v2 import column_lineage_dataset, job_type_job, parent_run, schema_dataset
 from openlineage.client.transport.http import ApiKeyTokenProvider, HttpCompression, HttpConfig, HttpTransport
 from openlineage.client.uuid import generate_new_uuid
 from pymongo import MongoClient
-from runtime_plugins import PLUGINS
-from worker_helpers import tenant_admin, worker_settings
 
 from catalog import projection
 from connectors.runtime.worker import create_app
@@ -31,6 +28,9 @@ from metalake.urn import asset_urn
 from ops.settings import Settings
 from ops.stack.manager import StackManager
 from tenants.naming import names_for
+from tests._support.itest import wait_for
+from tests._support.runtime_plugins import PLUGINS
+from tests._support.worker_helpers import tenant_admin, worker_settings
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,6 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
-from pgit import connect, scratch_database
 
 from connectors.postgres import PostgresCatalogConfig, PostgresCatalogConnector
 from connectors.postgres.catalog import CatalogError, list_databases
@@ -25,6 +24,7 @@ from metalake.net.ssrf import AddressGuard
 from metalake.urn import asset_urn
 from ops.settings import Settings
 from ops.stack.manager import StackManager
+from tests._support.pgit import connect, scratch_database
 
 pytestmark = pytest.mark.integration
 

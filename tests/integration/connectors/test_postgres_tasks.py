@@ -14,10 +14,6 @@ from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
-from kafka_tail import Record, mark, of_tenant, read_since
-from pgit import connect, scratch_database
-from runtime_plugins import PLUGINS
-from worker_helpers import connectors_route, tenant_admin, worker_settings
 
 from connectors.postgres import PostgresCatalogConnector
 from connectors.runtime.context import Runtime
@@ -27,6 +23,10 @@ from metalake.urn import asset_urn
 from ops.settings import Settings
 from ops.stack.manager import StackManager
 from tenants.naming import BULK_TOPIC, PRIORITY_TOPIC
+from tests._support.kafka_tail import Record, mark, of_tenant, read_since
+from tests._support.pgit import connect, scratch_database
+from tests._support.runtime_plugins import PLUGINS
+from tests._support.worker_helpers import connectors_route, tenant_admin, worker_settings
 
 pytestmark = pytest.mark.integration
 

@@ -9,11 +9,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from itest import wait_for
-from kafka_tail import mark, of_tenant, read_since
 from pymongo import MongoClient
-from tokens import auth_headers
-from worker_helpers import tenant_admin
 
 from api.services.audit import tenant_audit_path
 from control.audit import AuditQuery, read
@@ -23,6 +19,10 @@ from tenants.model import Tier
 from tenants.naming import BULK_TOPIC, CONTROL_DATABASE, PRIORITY_TOPIC, names_for
 from tenants.registry import TenantRegistry, TenantState
 from tenants.trino_schemas import trino_schema
+from tests._support.itest import wait_for
+from tests._support.kafka_tail import mark, of_tenant, read_since
+from tests._support.tokens import auth_headers
+from tests._support.worker_helpers import tenant_admin
 
 pytestmark = pytest.mark.integration
 

@@ -9,14 +9,14 @@ import time
 
 import pytest
 from fastapi.testclient import TestClient
-from kafka_tail import mark, of_tenant, read_since
-from runtime_plugins import PLUGINS
-from worker_helpers import admin_api, configure_hook, post_signed, worker_settings
 
 from connectors.runtime.worker import create_app
 from ops.settings import Settings
 from ops.stack.manager import StackManager
 from tenants.naming import PRIORITY_TOPIC
+from tests._support.kafka_tail import mark, of_tenant, read_since
+from tests._support.runtime_plugins import PLUGINS
+from tests._support.worker_helpers import admin_api, configure_hook, post_signed, worker_settings
 
 pytestmark = pytest.mark.integration
 

@@ -13,15 +13,15 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from itest import trino_rows, wait_for
 from pymongo import MongoClient
-from worker_helpers import admin_api, connectors_route, create_connector, tenant_admin, worker_settings
 
 from connectors.runtime.worker import create_app
 from ops.settings import Settings
 from ops.stack.manager import StackManager
 from tenants.naming import names_for
 from tenants.trino_schemas import trino_schema
+from tests._support.itest import trino_rows, wait_for
+from tests._support.worker_helpers import admin_api, connectors_route, create_connector, tenant_admin, worker_settings
 
 pytestmark = pytest.mark.integration
 

@@ -6,8 +6,6 @@ import json
 
 import pytest
 from fastapi.testclient import TestClient
-from kafka_tail import mark, of_tenant, read_since
-from worker_helpers import connectors_route, create_connector, tenant_admin
 
 from api.services.audit import tenant_audit_path
 from connectors.runtime.context import Runtime
@@ -17,6 +15,8 @@ from control.connectors.reasons import INTERNAL
 from control.connectors.records import ConnectorState
 from ops.settings import Settings
 from tenants.naming import PRIORITY_TOPIC
+from tests._support.kafka_tail import mark, of_tenant, read_since
+from tests._support.worker_helpers import connectors_route, create_connector, tenant_admin
 
 pytestmark = pytest.mark.integration
 

@@ -9,11 +9,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from kafka_tail import mark, of_tenant, read_since
 from pymongo import MongoClient
-from runtime_plugins import PLUGINS, sign
-from tokens import auth_headers
-from worker_helpers import configure_hook, connectors_route, post_signed, worker_settings
 
 from connectors.runtime.worker import create_app
 from ops.settings import Settings
@@ -21,6 +17,10 @@ from ops.stack.manager import StackManager
 from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE, PRIORITY_TOPIC, dlq_topic
 from tenants.registry import TenantRegistry, TenantState
+from tests._support.kafka_tail import mark, of_tenant, read_since
+from tests._support.runtime_plugins import PLUGINS, sign
+from tests._support.tokens import auth_headers
+from tests._support.worker_helpers import configure_hook, connectors_route, post_signed, worker_settings
 
 pytestmark = pytest.mark.integration
 

@@ -17,11 +17,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from kafka_tail import mark, of_tenant, read_since
-from pgit import connect, scratch_database
 from pymongo import MongoClient
-from runtime_plugins import PLUGINS
-from worker_helpers import admin_api, connectors_route, tenant_admin, worker_settings
 
 from connectors.postgres import PostgresCatalogConnector
 from connectors.runtime.worker import create_app
@@ -30,6 +26,10 @@ from metalake.urn import asset_urn
 from ops.settings import Settings
 from ops.stack.manager import StackManager
 from tenants.naming import CONTROL_DATABASE, PRIORITY_TOPIC
+from tests._support.kafka_tail import mark, of_tenant, read_since
+from tests._support.pgit import connect, scratch_database
+from tests._support.runtime_plugins import PLUGINS
+from tests._support.worker_helpers import admin_api, connectors_route, tenant_admin, worker_settings
 
 pytestmark = pytest.mark.integration
 

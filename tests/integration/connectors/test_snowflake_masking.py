@@ -15,14 +15,9 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from itest import wait_for
 from pymongo import MongoClient
 from pymongo.database import Database
-from snowsql import statements
-from stateseed import seed
-from tokens import auth_headers
 from typer.testing import CliRunner
-from worker_helpers import tenant_admin
 
 from control.snowflake.blocks import BASE_TYPES
 from control.snowflake.inventory import TooManyColumns, load_inventory
@@ -31,6 +26,11 @@ from ops.cli.masking import app as masking_cli
 from ops.settings import Settings
 from processors.enrichment.state import ASSETS, CLASSIFICATIONS, PROPAGATED
 from tenants.naming import names_for
+from tests._support.itest import wait_for
+from tests._support.snowsql import statements
+from tests._support.stateseed import seed
+from tests._support.tokens import auth_headers
+from tests._support.worker_helpers import tenant_admin
 
 pytestmark = pytest.mark.integration
 

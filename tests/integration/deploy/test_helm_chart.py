@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from deploy_tools import CHART, ROOT, checks_venv, containers, env_of, helm, load_yaml, of_kind, run
 from pydantic import BaseModel, SecretStr
 
 from ops.settings import Settings
+from tests._support.deploy_tools import CHART, ROOT, checks_venv, containers, env_of, helm, load_yaml, of_kind, run
 
 EXAMPLES = {"pooled": CHART / "examples" / "pooled.yaml", "dedicated": CHART / "examples" / "dedicated-tenant.yaml"}
 KUBERNETES = "1.33.0"  # infra/terraform/modules/eks's kubernetes_version

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from deploy_tools import CHART, ROOT, checks_venv, containers, env_of, helm, load_yaml, of_kind, run
 
 from ops.stack.scrape_targets import JOBS
+from tests._support.deploy_tools import CHART, ROOT, checks_venv, containers, env_of, helm, load_yaml, of_kind, run
 
 RULES = ROOT / "deploy" / "prometheus" / "rules" / "metalake.yml"
 POOLED = CHART / "examples" / "pooled.yaml"

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from deploy_tools import CHART, TERRAFORM, checks_venv, load_yaml, run
+
+from tests._support.deploy_tools import CHART, TERRAFORM, checks_venv, load_yaml, run
 
 PARSE = """
 import json, sys, hcl2

@@ -12,13 +12,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from httpx import Response
-from outbound_helpers import SLACK_TOKEN, WEBHOOK_SECRET, outbound_settings
-from outbound_runtime import MAIN_TOPICS, RETRY, RuntimeProcess, start_groups_at_end
 from pymongo import MongoClient
-from sealing import stack_sealer
-from slack_server import SlackServer
-from tokens import auth_headers
-from webhook_server import WebhookServer
 
 from api.app import create_app
 from control.auth.settings import ApiSettings
@@ -28,6 +22,12 @@ from ops.settings import Settings
 from ops.stack.manager import StackManager
 from processors.outbound.destinations.webhook.signing import verify
 from tenants.naming import CONTROL_DATABASE
+from tests._support.outbound_helpers import SLACK_TOKEN, WEBHOOK_SECRET, outbound_settings
+from tests._support.outbound_runtime import MAIN_TOPICS, RETRY, RuntimeProcess, start_groups_at_end
+from tests._support.sealing import stack_sealer
+from tests._support.slack_server import SlackServer
+from tests._support.tokens import auth_headers
+from tests._support.webhook_server import WebhookServer
 
 pytestmark = pytest.mark.integration
 

@@ -13,14 +13,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from itest import wait_for
-from kafka_tail import mark, read_since
-from outbound_helpers import WEBHOOK_SECRET, classification_event, webhook_sub
-from outbound_runtime import DLQ, MAIN_TOPICS, RETRY, RuntimeProcess, start_groups_at_end
 from pymongo import MongoClient
-from sealing import stack_sealer
-from tokens import api_settings, auth_headers
-from webhook_server import WebhookServer
 
 from api.app import create_app
 from control.subscriptions.store import SubscriptionStore
@@ -28,6 +21,13 @@ from metalake.events import CloudEvent
 from metalake.kafka import EventProducer
 from ops.settings import Settings
 from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE
+from tests._support.itest import wait_for
+from tests._support.kafka_tail import mark, read_since
+from tests._support.outbound_helpers import WEBHOOK_SECRET, classification_event, webhook_sub
+from tests._support.outbound_runtime import DLQ, MAIN_TOPICS, RETRY, RuntimeProcess, start_groups_at_end
+from tests._support.sealing import stack_sealer
+from tests._support.tokens import api_settings, auth_headers
+from tests._support.webhook_server import WebhookServer
 
 pytestmark = pytest.mark.integration
 

@@ -9,9 +9,21 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fake_http import Reply
-from jira_server import JiraServer
-from outbound_helpers import (
+from pymongo import MongoClient
+
+from control.subscriptions.store import SubscriptionStore
+from metalake.net.ssrf import AddressGuard
+from ops.settings import Settings
+from processors.outbound.destinations.jira.destination import dedup_label
+from processors.outbound.runtime.destination import DestinationEnv, load_destinations
+from processors.outbound.runtime.dispatch import Dispatcher
+from processors.outbound.runtime.ledger import Ledger
+from processors.outbound.runtime.retry import RetryPolicy
+from processors.outbound.runtime.subscriptions import SubscriptionCache
+from tenants.naming import CONTROL_DATABASE
+from tests._support.fake_http import Reply
+from tests._support.jira_server import JiraServer
+from tests._support.outbound_helpers import (
     JIRA_EMAIL,
     JIRA_TOKEN,
     SLACK_TOKEN,
@@ -24,21 +36,9 @@ from outbound_helpers import (
     slack_sub,
     webhook_sub,
 )
-from pymongo import MongoClient
-from sealing import stack_sealer
-from slack_server import SlackServer
-from webhook_server import WebhookServer
-
-from control.subscriptions.store import SubscriptionStore
-from metalake.net.ssrf import AddressGuard
-from ops.settings import Settings
-from processors.outbound.destinations.jira.destination import dedup_label
-from processors.outbound.runtime.destination import DestinationEnv, load_destinations
-from processors.outbound.runtime.dispatch import Dispatcher
-from processors.outbound.runtime.ledger import Ledger
-from processors.outbound.runtime.retry import RetryPolicy
-from processors.outbound.runtime.subscriptions import SubscriptionCache
-from tenants.naming import CONTROL_DATABASE
+from tests._support.sealing import stack_sealer
+from tests._support.slack_server import SlackServer
+from tests._support.webhook_server import WebhookServer
 
 pytestmark = pytest.mark.integration
 

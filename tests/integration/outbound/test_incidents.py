@@ -13,28 +13,8 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from itest import wait_for
-from jira_server import JiraServer
-from outbound_helpers import (
-    JIRA_EMAIL,
-    JIRA_TOKEN,
-    SLACK_TOKEN,
-    WEBHOOK_SECRET,
-    as_change,
-    classification_event,
-    incident_event,
-    jira_sub,
-    outbound_settings,
-    slack_sub,
-    webhook_sub,
-)
-from outbound_runtime import MAIN_TOPICS, RETRY, RuntimeProcess, start_groups_at_end
 from pymongo import MongoClient
 from pymongo.database import Database
-from sealing import stack_sealer
-from slack_server import SlackServer
-from tokens import auth_headers
-from webhook_server import WebhookServer
 
 from api.app import create_app
 from control.subscriptions.store import SubscriptionStore
@@ -52,6 +32,26 @@ from processors.outbound.runtime.ledger import Ledger
 from processors.outbound.runtime.retry import RetryPolicy
 from processors.outbound.runtime.subscriptions import SubscriptionCache
 from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE, names_for
+from tests._support.itest import wait_for
+from tests._support.jira_server import JiraServer
+from tests._support.outbound_helpers import (
+    JIRA_EMAIL,
+    JIRA_TOKEN,
+    SLACK_TOKEN,
+    WEBHOOK_SECRET,
+    as_change,
+    classification_event,
+    incident_event,
+    jira_sub,
+    outbound_settings,
+    slack_sub,
+    webhook_sub,
+)
+from tests._support.outbound_runtime import MAIN_TOPICS, RETRY, RuntimeProcess, start_groups_at_end
+from tests._support.sealing import stack_sealer
+from tests._support.slack_server import SlackServer
+from tests._support.tokens import auth_headers
+from tests._support.webhook_server import WebhookServer
 
 pytestmark = pytest.mark.integration
 

@@ -10,20 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from jira_server import JiraServer
-from outbound_helpers import (
-    JIRA_EMAIL,
-    JIRA_TOKEN,
-    SLACK_TOKEN,
-    as_change,
-    classification_event,
-    jira_sub,
-    outbound_settings,
-    slack_sub,
-)
 from pymongo import MongoClient
-from sealing import stack_sealer
-from slack_server import SlackServer
 
 from control.subscriptions.store import SubscriptionStore
 from control.subscriptions.testsend import DELIVERIES
@@ -37,6 +24,19 @@ from processors.outbound.runtime.retention import LedgerJanitor
 from processors.outbound.runtime.retry import RetryPolicy
 from processors.outbound.runtime.subscriptions import SubscriptionCache
 from tenants.naming import CONTROL_DATABASE
+from tests._support.jira_server import JiraServer
+from tests._support.outbound_helpers import (
+    JIRA_EMAIL,
+    JIRA_TOKEN,
+    SLACK_TOKEN,
+    as_change,
+    classification_event,
+    jira_sub,
+    outbound_settings,
+    slack_sub,
+)
+from tests._support.sealing import stack_sealer
+from tests._support.slack_server import SlackServer
 
 pytestmark = pytest.mark.integration
 

@@ -12,11 +12,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_http import Reply
-from itest import wait_for
-from jira_server import JiraServer
-from kafka_tail import mark, read_since
-from outbound_helpers import (
+from pymongo import MongoClient
+
+from control.subscriptions.store import SubscriptionStore
+from metalake.events import CloudEvent
+from metalake.kafka import EventProducer, RawRecord
+from ops.settings import Settings
+from processors.outbound.runtime.ledger import Ledger
+from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE
+from tests._support.fake_http import Reply
+from tests._support.itest import wait_for
+from tests._support.jira_server import JiraServer
+from tests._support.kafka_tail import mark, read_since
+from tests._support.outbound_helpers import (
     JIRA_EMAIL,
     JIRA_TOKEN,
     SLACK_TOKEN,
@@ -27,19 +35,19 @@ from outbound_helpers import (
     slack_sub,
     webhook_sub,
 )
-from outbound_runtime import DLQ, MAIN_TOPICS, RETRY, RuntimeProcess, caught_up, commit_offsets, start_groups_at_end
-from pymongo import MongoClient
-from sealing import stack_sealer
-from slack_server import SlackServer
-from trickle_server import TrickleServer
-from webhook_server import WebhookServer
-
-from control.subscriptions.store import SubscriptionStore
-from metalake.events import CloudEvent
-from metalake.kafka import EventProducer, RawRecord
-from ops.settings import Settings
-from processors.outbound.runtime.ledger import Ledger
-from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE
+from tests._support.outbound_runtime import (
+    DLQ,
+    MAIN_TOPICS,
+    RETRY,
+    RuntimeProcess,
+    caught_up,
+    commit_offsets,
+    start_groups_at_end,
+)
+from tests._support.sealing import stack_sealer
+from tests._support.slack_server import SlackServer
+from tests._support.trickle_server import TrickleServer
+from tests._support.webhook_server import WebhookServer
 
 pytestmark = pytest.mark.integration
 

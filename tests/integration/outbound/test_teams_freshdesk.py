@@ -13,23 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from freshdesk_server import FreshdeskServer
-from itest import wait_for
-from kafka_tail import mark
-from outbound_helpers import (
-    FRESHDESK_KEY,
-    as_change,
-    classification_event,
-    completed_event,
-    freshdesk_sub,
-    incident_event,
-    outbound_settings,
-    teams_sub,
-)
-from outbound_runtime import MAIN_TOPICS, RETRY, RuntimeProcess, caught_up, commit_offsets, start_groups_at_end
 from pymongo import MongoClient
-from sealing import stack_sealer
-from teams_server import TeamsServer
 
 from control.subscriptions.destinations import GROUP
 from control.subscriptions.store import SubscriptionStore
@@ -47,6 +31,29 @@ from processors.outbound.runtime.ledger import Ledger
 from processors.outbound.runtime.retry import RetryPolicy
 from processors.outbound.runtime.subscriptions import SubscriptionCache
 from tenants.naming import CHANGES_TOPIC, CONTROL_DATABASE, names_for
+from tests._support.freshdesk_server import FreshdeskServer
+from tests._support.itest import wait_for
+from tests._support.kafka_tail import mark
+from tests._support.outbound_helpers import (
+    FRESHDESK_KEY,
+    as_change,
+    classification_event,
+    completed_event,
+    freshdesk_sub,
+    incident_event,
+    outbound_settings,
+    teams_sub,
+)
+from tests._support.outbound_runtime import (
+    MAIN_TOPICS,
+    RETRY,
+    RuntimeProcess,
+    caught_up,
+    commit_offsets,
+    start_groups_at_end,
+)
+from tests._support.sealing import stack_sealer
+from tests._support.teams_server import TeamsServer
 
 pytestmark = pytest.mark.integration
 

@@ -7,7 +7,6 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from mongo_list import FakeDatabase
 
 from api.routes.engines import router
 from api.services.enforcement import CatalogSource, EngineStore
@@ -15,6 +14,7 @@ from catalog import urn_keys
 from control.auth.settings import EnforcementSettings
 from ops.settings import Settings
 from tenants.naming import CONTROL_DATABASE, names_for
+from tests._support.mongo_list import FakeDatabase
 
 SOURCE = CatalogSource("warehouse", "postgres", "shop-prod", "shop")
 

@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from api_app import build_app
 
 from api.schemas.engines import OPA_ANSWERS
 from control.auth.principal import Scope
+from tests._support.api_app import build_app
 
 DOCS = Path(__file__).resolve().parents[3] / "docs"
 

@@ -11,7 +11,6 @@ from typing import Any
 
 import httpx
 import pytest
-from api_app import bearer, build_app
 from fastapi import FastAPI
 from pydantic import SecretStr
 
@@ -21,6 +20,7 @@ from api.deps import TenantReader, connector_store
 from control.auth.settings import ApiSettings, TenantQuotas
 from control.connectors.records import WriteKeyInfo
 from ops.settings import Settings
+from tests._support.api_app import bearer, build_app
 
 
 def _matches(doc: dict[str, Any], query: dict[str, Any]) -> bool:

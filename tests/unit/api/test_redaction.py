@@ -6,10 +6,10 @@ from __future__ import annotations
 import logging
 
 import pytest
-from api_app import build_app
 from fastapi.routing import iter_route_contexts
 
 from api.redaction import redact_path
+from tests._support.api_app import build_app
 
 _LINE = '%s - "%s %s HTTP/%s" %d'
 

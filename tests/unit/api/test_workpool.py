@@ -13,7 +13,6 @@ from typing import Any
 import anyio.to_thread
 import httpx
 import pytest
-from api_app import bearer, build_app
 from fastapi import FastAPI
 
 from api.deps import TenantReader
@@ -23,6 +22,7 @@ from api.services.dead_letters.service import Listed
 from api.workpool import WorkPool
 from control.auth.settings import ApiSettings
 from ops.settings import Settings
+from tests._support.api_app import bearer, build_app
 
 
 async def _until(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:

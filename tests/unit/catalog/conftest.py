@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import event_examples
 import pytest
+
+from tests._support import event_examples
 
 
 @pytest.fixture

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from mongo_list import FakeDatabase
-
 from catalog import urn_keys
 from metalake.urn import asset_urn
+from tests._support.mongo_list import FakeDatabase
 
 TABLE = asset_urn("postgres", "Shop-Prod", "Shop", "Public", "People")
 COLUMN = f"{TABLE}/E%C3%89mail"  # "EÉmail": a non-ASCII capital, percent-encoded as stored

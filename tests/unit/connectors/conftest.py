@@ -7,7 +7,11 @@ from typing import Any, cast
 
 import pytest
 from fastapi.testclient import TestClient
-from runtime_fakes import (
+
+from connectors.runtime.context import Runtime, plugins_from
+from connectors.runtime.worker import create_app
+from ops.settings import Settings
+from tests._support.runtime_fakes import (
     FakeAudit,
     FakeClients,
     FakeCounter,
@@ -19,11 +23,7 @@ from runtime_fakes import (
     World,
     fake_gate,
 )
-from runtime_plugins import PLUGINS
-
-from connectors.runtime.context import Runtime, plugins_from
-from connectors.runtime.worker import create_app
-from ops.settings import Settings
+from tests._support.runtime_plugins import PLUGINS
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from runtime_fakes import WRITE_KEY, World
 
 from connectors.ingest.validation import to_event
 from connectors.runtime.errors import ErrorPolicy
@@ -20,6 +19,7 @@ from control.connectors.records import Tolerance
 from metalake.events import CloudEvent, decode_record, new_event
 from metalake.events.canonical import canonical_data, urn_fields
 from metalake.urn import InvalidUrn, canonical_urn
+from tests._support.runtime_fakes import WRITE_KEY, World
 
 ODD = "urn:metalake:postgres:prod/shop/public/jane doe's orders"
 CANONICAL = "urn:metalake:postgres:prod/shop/public/jane%20doe%27s%20orders"

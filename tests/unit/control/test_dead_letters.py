@@ -9,10 +9,8 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from outbound_helpers import classification_event
 from pydantic import SecretStr
 from pymongo.errors import DuplicateKeyError
-from runtime_fakes import FakeStore
 
 from api.services.dead_letters.letters import (
     StoredLetter,
@@ -36,6 +34,8 @@ from metalake.urn import asset_urn
 from ops.settings import Settings
 from processors.outbound.runtime.retry import read_retry_info
 from tenants.naming import names_for, tenant_bucket
+from tests._support.outbound_helpers import classification_event
+from tests._support.runtime_fakes import FakeStore
 
 FIXTURES = Path(__file__).resolve().parents[1] / "connectors" / "montecarlo" / "fixtures"
 UNMAPPED = "0c0c0c0c-0000-4000-8000-000000000000"

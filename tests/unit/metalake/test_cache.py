@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from fake_clock import FakeClock
 
 from metalake.cache import TtlCache
+from tests._support.fake_clock import FakeClock
 
 
 class Loader:

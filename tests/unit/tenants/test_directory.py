@@ -6,11 +6,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from fake_clock import FakeClock
 
 from tenants.model import Tier
 from tenants.naming import BULK_TOPIC, PRIORITY_TOPIC
 from tenants.registry import TenantDirectory, TenantRecord, TenantState
+from tests._support.fake_clock import FakeClock
 
 ROOT = Path("/lake")
 

@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import httpx
-from api_app import build_app
 
 from control.auth.settings import ApiSettings
 from ops.settings import Settings
+from tests._support.api_app import build_app
 
 _TOKEN = {"token_type": "Bearer", "access_token": "t", "expires_in": 900, "scope": "tenant:read"}
 

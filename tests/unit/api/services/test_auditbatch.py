@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from api_app import build_app
 from fastapi.testclient import TestClient
 
 from api.services import audit
@@ -19,6 +18,7 @@ from control.audit import AuditRow, audit_row
 from control.auth.principal import Principal
 from control.auth.settings import ApiSettings
 from ops.settings import Settings
+from tests._support.api_app import build_app
 
 
 class _Commits:

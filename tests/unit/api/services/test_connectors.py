@@ -6,8 +6,6 @@ from __future__ import annotations
 from typing import Any, cast
 
 import pytest
-from runtime_fakes import FakeStore
-from runtime_plugins import ListSource, SignedWebhook
 
 from api.problems import Problem
 from api.services import connectors
@@ -15,6 +13,8 @@ from api.services.connector_validation import ConnectorFields
 from control.connectors.records import ConnectorRecord, ConnectorState, TaskRecord
 from control.connectors.registry import Plugin
 from control.connectors.store import ControlStore
+from tests._support.runtime_fakes import FakeStore
+from tests._support.runtime_plugins import ListSource, SignedWebhook
 
 PLUGINS: dict[str, Plugin] = {
     "hook": Plugin("hook", SignedWebhook),

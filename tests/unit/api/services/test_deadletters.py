@@ -13,7 +13,6 @@ from typing import Any, cast
 import pytest
 from pydantic import SecretStr
 from pymongo.errors import DuplicateKeyError
-from runtime_fakes import FakeStore
 
 from api.problems import Problem
 from api.routes.deadletters import dead_letters
@@ -32,6 +31,7 @@ from ops.settings import Settings
 from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE, TenantNames, names_for
 from tenants.registry import TenantRecord, TenantState
+from tests._support.runtime_fakes import FakeStore
 
 FIXTURES = Path(__file__).resolve().parents[2] / "connectors" / "montecarlo" / "fixtures"
 UNMAPPED = "0c0c0c0c-0000-4000-8000-000000000000"

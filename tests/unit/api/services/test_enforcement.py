@@ -7,7 +7,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from mongo_list import FakeDatabase
 
 from api.routes.engines import RedactEngineKeys
 from api.services.enforcement import (
@@ -24,6 +23,7 @@ from api.services.enforcement import (
     row_filters,
 )
 from api.services.trino_files import access_control_properties
+from tests._support.mongo_list import FakeDatabase
 
 PATTERNS = ["PII", "PII.*", "GDPR.*"]
 SOURCE = CatalogSource("warehouse", "postgres", "shop-prod", "shop")

@@ -6,14 +6,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from mongo_list import FakeDatabase
-
 from api.services.enforcement import CatalogSource, ColumnRef, Engine, TableTags, TagCache
 from api.services.provisioning.resume import Resumer
 from api.services.tag_lookup import Lookups, batch_masks, load_tags, tags_for
 from catalog import urn_keys
 from ops.settings import Settings
 from tenants.naming import CONTROL_DATABASE, names_for
+from tests._support.mongo_list import FakeDatabase
 
 PATTERNS = ["PII", "PII.*"]
 # The engine maps the catalog to the source in lower case, as Trino reports every name.

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from runtime_fakes import WRITE_KEY, World, access_token
 
 from connectors.ingest.auth import token_principal
 from metalake.http.problems import MEDIA_TYPE, Problem
 from metalake.urn import asset_urn
+from tests._support.runtime_fakes import WRITE_KEY, World, access_token
 
 URN = asset_urn("pg", "prod", "shop", "public", "orders")
 WRITES = "tenant:read events:write"

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from runtime_fakes import WRITE_KEY, World, access_token
 
 from connectors.ingest.parsing import BodyError, split_body
 from connectors.ingest.validation import Rejected, to_event
@@ -16,6 +15,7 @@ from connectors.runtime.worker import create_app
 from metalake.http.problems import MEDIA_TYPE
 from metalake.http.ratelimit import RateLimiter
 from metalake.urn import asset_urn
+from tests._support.runtime_fakes import WRITE_KEY, World, access_token
 
 URN = asset_urn("pg", "prod", "shop", "public", "orders")
 AUTH = {"Authorization": f"Bearer {WRITE_KEY}"}

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from pymongo.errors import PyMongoError
-from runtime_fakes import PII_WRITE_KEY, WRITE_KEY, World, access_token
 
 from control.audit import target_hash
 from metalake.http.problems import MEDIA_TYPE
 from metalake.urn import asset_urn
+from tests._support.runtime_fakes import PII_WRITE_KEY, WRITE_KEY, World, access_token
 
 URN = asset_urn("trino", "metalake", "lake", "acme", "customers", "email")
 UPSTREAM = asset_urn("trino", "metalake", "lake", "acme", "raw", "email")

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from runtime_fakes import PII_WRITE_KEY, WRITE_KEY, World, access_token
 
 from connectors.ingest.validation import Rejected, to_event
 from metalake.urn import asset_urn
+from tests._support.runtime_fakes import PII_WRITE_KEY, WRITE_KEY, World, access_token
 
 URN = asset_urn("snowflake", "xy12345", "SHOP", "PUBLIC", "CUSTOMERS", "EMAIL")
 ORIGIN = asset_urn("postgres", "prod", "crm", "public", "customers", "email")

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from runtime_fakes import WRITE_KEY, World
 
 from connectors.openlineage.bounds import MAX_NESTING, InvalidLineage, TooManyEvents, text_budget
 from connectors.openlineage.mapping import UPSERTED, body_digest, map_event
+from tests._support.runtime_fakes import WRITE_KEY, World
 
 PATH = "/api/v1/lineage"
 AUTH = {"Authorization": f"Bearer {WRITE_KEY}"}

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from runtime_fakes import WRITE_KEY, World, access_token
 
 from metalake.http.problems import MEDIA_TYPE
 from metalake.urn import asset_urn
+from tests._support.runtime_fakes import WRITE_KEY, World, access_token
 
 PATH = "/api/v1/lineage"
 AUTH = {"Authorization": f"Bearer {WRITE_KEY}"}

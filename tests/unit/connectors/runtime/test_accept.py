@@ -6,8 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from runtime_fakes import World
-from scrape import sample
 
 from connectors.runtime.accept import Batch, publish_confirmed
 from connectors.runtime.admission import Ticket
@@ -18,6 +16,8 @@ from metalake.http.ratelimit import RateLimiter
 from metalake.kafka import RawRecord
 from metalake.telemetry.exposition import install_meter_provider, render
 from metalake.urn import asset_urn
+from tests._support.runtime_fakes import World
+from tests._support.scrape import sample
 
 
 def _events(*names: str) -> list[Any]:

@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from runtime_fakes import WRITE_KEY, World, access_token
 
 import connectors.ingest.routes as ingest_routes
 import connectors.openlineage.routes as lineage_routes
 from connectors.runtime.worker import create_app
 from metalake.http.ratelimit import RateLimiter
 from metalake.urn import asset_urn
+from tests._support.runtime_fakes import WRITE_KEY, World, access_token
 
 LINEAGE = "/api/v1/lineage"
 AUTH = {"Authorization": f"Bearer {WRITE_KEY}"}  # tenant acme

@@ -9,11 +9,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 from fastapi.testclient import TestClient
-from runtime_fakes import World
 
 from connectors.runtime.dedup import COLLECTION, DeliveryLog, expired_query
 from connectors.runtime.worker import create_app
 from control.connectors.settings import ConnectSettings
+from tests._support.runtime_fakes import World
 
 NOW = datetime(2026, 11, 26, 12, 0, 0, 123456, tzinfo=UTC)
 WEEK = timedelta(days=7)

@@ -7,8 +7,6 @@ from typing import Any, cast
 
 import pytest
 from pydantic import BaseModel, ValidationError
-from runtime_fakes import FakeCounter, FakeOffsets, FakePublisher
-from runtime_plugins import ListSource, ListSourceConfig
 
 from connectors.runtime.errors import DeadLetterBudget, ErrorPolicy, TaskFailed
 from connectors.runtime.source_runner import SourceRunner
@@ -19,6 +17,8 @@ from control.connectors.records import Tolerance
 from control.connectors.transforms import TRANSFORM_SPECS
 from metalake.events import new_event
 from metalake.urn import asset_urn
+from tests._support.runtime_fakes import FakeCounter, FakeOffsets, FakePublisher
+from tests._support.runtime_plugins import ListSource, ListSourceConfig
 
 
 def _policy(tolerance: Tolerance, counter: FakeCounter | None = None) -> ErrorPolicy:

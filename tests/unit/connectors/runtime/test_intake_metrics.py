@@ -7,13 +7,13 @@ import json
 
 import pytest
 from fastapi.testclient import TestClient
-from runtime_fakes import World
-from runtime_plugins import sign
-from scrape import sample
 
 from connectors.runtime.errors import _default_counter
 from control.connectors.records import ConnectorRecord
 from metalake.telemetry.exposition import install_meter_provider, render
+from tests._support.runtime_fakes import World
+from tests._support.runtime_plugins import sign
+from tests._support.scrape import sample
 
 SECRET = "s3cret-s3cret-s3cret"
 URL = "/webhooks/test-hook/acme"

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from fake_clock import FakeClock
 
 from connectors.runtime.lookups import LookupCache
+from tests._support.fake_clock import FakeClock
 
 
 class Loader:

@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from runtime_fakes import WRITE_KEY, World
 
 from connectors.openlineage.routes import Decoded, decode
 from connectors.runtime.offload import Offload
 from connectors.runtime.worker import create_app
 from control.connectors.settings import ConnectSettings
 from metalake.http.problems import Problem
+from tests._support.runtime_fakes import WRITE_KEY, World
 
 DBT = json.loads((Path(__file__).parents[1] / "openlineage" / "payloads" / "dbt_complete.json").read_text())
 LIMITS = (1024 * 1024, 1000)

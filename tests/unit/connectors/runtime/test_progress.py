@@ -6,15 +6,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, cast
 
-from runtime_fakes import FakeCounter, FakeOffsets, FakePublisher
-from runtime_plugins import ListSource, ListSourceConfig
-
 from connectors.runtime.errors import ErrorPolicy
 from connectors.runtime.progress import ProgressLines
 from connectors.runtime.source_runner import CrawlSummary, SourceRunner
 from connectors.runtime.transforms import Chain
 from control.connectors.plugin import ConnectorContext
 from control.connectors.records import Tolerance
+from tests._support.runtime_fakes import FakeCounter, FakeOffsets, FakePublisher
+from tests._support.runtime_plugins import ListSource, ListSourceConfig
 
 
 class CountingSource(ListSource):

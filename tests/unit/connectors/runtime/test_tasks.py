@@ -9,7 +9,6 @@ from typing import Any, cast
 
 import pytest
 from pydantic import Field
-from runtime_fakes import FakeClients, FakeCounter, FakeOffsets, FakePublisher, FakeStore, FakeTenants, fake_gate
 
 from connectors.runtime.context import Runtime, plugins_from
 from connectors.runtime.errors import ErrorPolicy, TaskFailed
@@ -22,6 +21,15 @@ from control.connectors.records import ConnectorRecord, ConnectorState, TaskReco
 from metalake.events import new_event
 from metalake.urn import asset_urn
 from ops.settings import Settings
+from tests._support.runtime_fakes import (
+    FakeClients,
+    FakeCounter,
+    FakeOffsets,
+    FakePublisher,
+    FakeStore,
+    FakeTenants,
+    fake_gate,
+)
 
 
 class LettersConfig(ConnectorConfig):

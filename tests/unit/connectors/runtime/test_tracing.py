@@ -7,10 +7,10 @@ from fastapi.responses import JSONResponse
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
-from span_capture import capture_spans
 
 from connectors.runtime import tracing
 from connectors.runtime.tracing import answer_traceparent, intake_span
+from tests._support.span_capture import capture_spans
 
 CALLER = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 

@@ -7,14 +7,14 @@ import logging
 
 import pytest
 from fastapi.testclient import TestClient
-from runtime_fakes import World
-from runtime_plugins import SignedWebhook, sign
 
 from connectors.runtime.webhooks import plugin_name
 from control.connectors.plugin import InvalidPayload
 from control.connectors.records import ConnectorRecord, ConnectorState, Tolerance
 from metalake.http.problems import MEDIA_TYPE
 from metalake.kafka.dlq import DeadLetter, read_dead_letter
+from tests._support.runtime_fakes import World
+from tests._support.runtime_plugins import SignedWebhook, sign
 
 SECRET = "s3cret-s3cret-s3cret"
 OLD_SECRET = "old-old-old-old-old"

@@ -8,11 +8,11 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.testclient import TestClient
-from runtime_fakes import World
 
 from connectors.runtime.bodies import read_limited
 from connectors.runtime.worker import create_app
 from metalake.http.problems import MEDIA_TYPE, install_problem_handlers
+from tests._support.runtime_fakes import World
 
 
 def _limited_app() -> FastAPI:

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 from pymongo import MongoClient
-from runtime_fakes import FakeClients, FakeTenants, access_token, fake_gate
 
 from control.auth.clients import ClientCache
 from control.auth.gate import TenantRefused, build_gate
@@ -15,6 +14,7 @@ from control.auth.validator import InvalidToken
 from metalake.lake_settings import LakeSettings
 from metalake.mongo import Doc
 from ops.settings import Settings
+from tests._support.runtime_fakes import FakeClients, FakeTenants, access_token, fake_gate
 
 
 def test_a_valid_token_of_an_active_client_and_tenant_is_admitted() -> None:

@@ -8,10 +8,10 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from fake_clock import FakeClock
 from joserfc.jwk import RSAKey
 
 from control.auth.jwks import JwksCache, VerificationKey
+from tests._support.fake_clock import FakeClock
 
 _KEYS = {kid: RSAKey.generate_key(2048, parameters={"kid": kid, "alg": "RS256"}) for kid in ("a", "b")}
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from mongo_list import FakeDatabase
-
 from control.auth.pii import weakening
 from control.auth.protective import ProtectiveTags, literal, protective_patterns
+from tests._support.mongo_list import FakeDatabase
 
 REMOVED = "io.metalake.classification.removed.v1"
 

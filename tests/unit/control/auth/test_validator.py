@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives import serialization
-from fake_clock import FakeClock
 from joserfc.jwk import ECKey, RSAKey
-from jwt_forge import AUDIENCE, ISSUER, claims, hs256_with_public_key, sign, unsigned
 from pydantic import ValidationError
 
 from control.auth.jwks import JwksCache, KeySourceUnavailable
 from control.auth.settings import ApiSettings, IssuerProfile
 from control.auth.validator import AccessTokenValidator, InvalidToken
+from tests._support.fake_clock import FakeClock
+from tests._support.jwt_forge import AUDIENCE, ISSUER, claims, hs256_with_public_key, sign, unsigned
 
 
 class Source:

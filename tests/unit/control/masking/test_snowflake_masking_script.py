@@ -7,13 +7,13 @@ from __future__ import annotations
 import re
 
 import pytest
-from snowsql import block_tokens, blocks, body_expression, shape, statements
 from sqlglot import exp
 
 from control.snowflake.blocks import BASE_TYPES, type_predicate
 from control.snowflake.masking import Options, SeveralAccounts, SnowflakeColumn, build_script, policy_body
 from control.snowflake.sql import PolicyType, UnsafeName, policy_type
 from metalake.urn import asset_urn
+from tests._support.snowsql import block_tokens, blocks, body_expression, shape, statements
 
 ROLES = Options(roles=("PII_READER", "ANALYST_PII"))
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from snowsql import shape, statements
 
 from control.snowflake.sql import PolicyType, UnsafeName, ident, literal, policy_type, qualified
+from tests._support.snowsql import shape, statements
 
 
 @pytest.mark.parametrize(

@@ -1,10 +1,10 @@
 from __future__ import annotations
 
 import pytest
-from fake_clock import FakeClock
 
 from api.problems import Problem
 from metalake.http.ratelimit import RateLimiter
+from tests._support.fake_clock import FakeClock
 
 
 def test_burst_then_refill_per_key() -> None:

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
-from scrape import sample
 
 from metalake.kafka import consumer as consumer_module
 from metalake.kafka.consumer import BatchConsumer
 from metalake.telemetry.exposition import install_meter_provider, render
 from ops.settings import Settings
+from tests._support.scrape import sample
 
 Callback = Callable[[Any, list[TopicPartition]], None]
 

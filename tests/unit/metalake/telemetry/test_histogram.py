@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, generate_latest
-from scrape import sample
 
 from metalake.telemetry.histogram import BulkHistogram
+from tests._support.scrape import sample
 
 
 def test_counts_land_in_the_first_bucket_whose_bound_holds_them_cumulatively() -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from kafka_record import Record
 
 from catalog.changes import StateChange
 from ops.settings import Settings
@@ -14,6 +13,7 @@ from processors.access.processor import AccessRunner, tenants_to_refresh
 from tenants.access.columns import masked_columns
 from tenants.access.rules import MirroredSchema, TrinoColumn
 from tenants.access.sync import resolve
+from tests._support.kafka_record import Record
 
 PATTERNS = ["PII", "GDPR.*"]
 BASE = "urn:metalake:trino:metalake/lake/acme"

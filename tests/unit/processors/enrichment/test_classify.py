@@ -5,13 +5,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from parsedrows import valid_row
-
 from processors.enrichment.changes import auto_classifications
 from processors.enrichment.classify import DEFAULT_RULES, Match, classify
 from processors.enrichment.parse import ParsedRow
 from processors.enrichment.projection import spec_upsert
 from processors.enrichment.state import CLASSIFICATIONS, fold
+from tests._support.parsedrows import valid_row
 
 NOW = datetime(2026, 11, 22, tzinfo=UTC)
 COLUMN = "urn:metalake:postgres:prod/shop/public/customers/email"

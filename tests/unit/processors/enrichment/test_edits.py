@@ -6,13 +6,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from parsedrows import valid_row
-
 from catalog.projection import apply_edits
 from processors.enrichment.parse import ParsedRow
 from processors.enrichment.projection import spec_upsert
 from processors.enrichment.rows import SPEC_BY_TYPE
 from processors.enrichment.state import ASSET_EDITS, ASSETS, fold
+from tests._support.parsedrows import valid_row
 
 NOW = datetime(2026, 11, 26, tzinfo=UTC)
 T = datetime(2026, 11, 25, tzinfo=UTC)

@@ -7,11 +7,11 @@ import time
 from datetime import UTC, datetime
 
 import pytest
-from scrape import sample
 
 from metalake.telemetry.exposition import install_meter_provider, render
 from processors.enrichment import freshness
 from processors.enrichment.lake import BatchSummary
+from tests._support.scrape import sample
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -5,11 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from parsedrows import valid_row
-
 from processors.enrichment.parse import ParsedRow
 from processors.enrichment.projection import spec_upsert
 from processors.enrichment.state import ASSETS, CLASSIFICATIONS, INCIDENTS, LINEAGE, fold
+from tests._support.parsedrows import valid_row
 
 NOW = datetime(2026, 11, 22, tzinfo=UTC)
 T = datetime(2026, 11, 21, tzinfo=UTC)

@@ -9,12 +9,12 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
-from parsedrows import valid_row
-from span_capture import capture_spans
 
 from processors.enrichment import tracing
 from processors.enrichment.parse import ParsedRow
 from processors.enrichment.tracing import EventSpans, SpanBudget
+from tests._support.parsedrows import valid_row
+from tests._support.span_capture import capture_spans
 
 SAMPLED = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 UNSAMPLED = "00-5bf92f3577b34da6a3ce929d0e0e4736-10f067aa0ba902b7-00"

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from scrape import sample
-
 from metalake.telemetry.exposition import install_meter_provider, render
 from processors.lake.worker import watch_queue
+from tests._support.scrape import sample
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 

@@ -9,14 +9,13 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kafka_record import Record
-
 from catalog.changes import StateChange
 from catalog.propagation.graph import Limits
 from catalog.propagation.tenant import TenantPropagation
 from metalake.events import CloudEvent, decode_record
 from processors.propagation.erasure import ERASED_TYPE, erased_event, erased_tenant
 from processors.propagation.processor import PropagationProcessor
+from tests._support.kafka_record import Record
 
 A, B, C, D, X = (f"urn:metalake:pg:prod/db/s/{t}" for t in ("src", "mid", "out", "more", "alt"))
 PII = {"urn": A, "tag": "PII", "version": 1, "event_id": "t1", "deleted": False, "source": "human"}

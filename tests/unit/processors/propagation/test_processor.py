@@ -7,7 +7,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
-from kafka_record import Record
 
 from catalog.changes import STATE_CHANGED, StateChange
 from catalog.propagation.graph import Limits
@@ -15,6 +14,7 @@ from catalog.propagation.tenant import TenantPropagation
 from metalake.events import CloudEvent, decode_record
 from processors.propagation.processor import PropagationProcessor, read_change
 from tenants.naming import CHANGES_TOPIC
+from tests._support.kafka_record import Record
 
 A = "urn:metalake:pg:prod/db/s/src/email"
 B = "urn:metalake:pg:prod/db/s/mid/email"

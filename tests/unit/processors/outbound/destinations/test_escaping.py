@@ -9,14 +9,13 @@ import json
 import re
 from typing import Any
 
-from outbound_helpers import as_change, incident_event
-
 from catalog.changes import Change, StateChange
 from processors.outbound.destinations.common import incident_of
 from processors.outbound.destinations.freshdesk.messages import incident_description, tag_description
 from processors.outbound.destinations.jira.messages import jira_description, jira_incident_description
 from processors.outbound.destinations.slack.messages import jira_link_message, slack_incident_message, slack_message
 from processors.outbound.destinations.teams.messages import md, teams_card
+from tests._support.outbound_helpers import as_change, incident_event
 
 URN = "urn:metalake:postgres:prod/shop/public/customers/email"
 EVIL = "<!channel> <https://evil.example|click here> [click](https://evil.example) **urgent** _now_ <b>x</b> & more"

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from outbound_helpers import as_change, incident_event
-
 from control.subscriptions.filters import Filters
 from control.subscriptions.settings import OutboundSettings
 from control.subscriptions.store import Subscription
@@ -16,6 +14,7 @@ from processors.outbound.destinations.teams.destination import TeamsDestination
 from processors.outbound.runtime.destination import Destination
 from processors.outbound.runtime.dispatch import Dispatcher
 from processors.outbound.runtime.retry import RetryPolicy
+from tests._support.outbound_helpers import as_change, incident_event
 
 TAGGED = "urn:metalake:snowflake:acme-prod/analytics/public/customers"
 PLAIN = "urn:metalake:snowflake:acme-prod/analytics/public/orders"

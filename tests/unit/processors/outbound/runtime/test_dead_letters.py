@@ -6,7 +6,6 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
-from scrape import sample
 
 from catalog.changes import PROPAGATION_COMPLETED
 from control.subscriptions.store import Subscription
@@ -19,6 +18,7 @@ from processors.outbound.runtime.dispatch import Dispatcher
 from processors.outbound.runtime.loops import DLQ_TOPIC, RETRY_TOPIC, Outbound
 from processors.outbound.runtime.retry import RetryInfo, RetryPolicy, retry_headers
 from tenants.naming import CHANGES_TOPIC
+from tests._support.scrape import sample
 
 URN = "urn:metalake:postgres:prod/shop/public/orders"
 SUB = Subscription("acme", "hook", "scripted", {})

@@ -9,11 +9,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
-from memory_ledger import MemoryLedger
-from outbound_helpers import WEBHOOK_SECRET, classification_event, outbound_settings
 from pydantic import SecretStr
-from trickle_server import TrickleServer
-from webhook_server import WebhookServer
 
 from catalog.changes import Change, decode_change
 from control.subscriptions.store import Subscription
@@ -30,6 +26,10 @@ from processors.outbound.runtime.dispatch import Dispatcher
 from processors.outbound.runtime.loops import RETRY_TOPIC, Outbound
 from processors.outbound.runtime.retry import RetryPolicy
 from tenants.naming import CHANGES_TOPIC
+from tests._support.memory_ledger import MemoryLedger
+from tests._support.outbound_helpers import WEBHOOK_SECRET, classification_event, outbound_settings
+from tests._support.trickle_server import TrickleServer
+from tests._support.webhook_server import WebhookServer
 
 URN = "urn:metalake:postgres:prod/shop/public/customers/email"
 DEADLINE_S = 2.0

@@ -8,7 +8,6 @@ import hashlib
 import json
 from typing import Any
 
-from outbound_helpers import as_change, completed_event
 from pydantic import SecretStr
 
 from catalog.changes import Change
@@ -25,6 +24,7 @@ from processors.outbound.runtime.loops import Outbound
 from processors.outbound.runtime.retry import RetryPolicy
 from processors.propagation.erasure import erased_event
 from tenants.naming import CHANGES_TOPIC
+from tests._support.outbound_helpers import as_change, completed_event
 
 TABLE = "urn:metalake:postgres:prod/shop/public/customers"
 OTHER = "urn:metalake:postgres:prod/shop/public/orders"

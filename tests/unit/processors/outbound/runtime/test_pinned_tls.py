@@ -10,10 +10,10 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
-from selfsigned import self_signed
 
 from metalake.net.ssrf import AddressGuard, RefusedAddress
 from processors.outbound.runtime.pinned_http import post
+from tests._support.selfsigned import self_signed
 
 
 def _certificate(tmp: Path) -> tuple[Path, Path]:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
-from span_capture import capture_spans
 
 from catalog.changes import Change
 from control.subscriptions.store import Subscription
 from processors.outbound.runtime import tracing
 from processors.outbound.runtime.dispatch import Outcome
 from processors.outbound.runtime.tracing import traced_delivery
+from tests._support.span_capture import capture_spans
 
 UPSTREAM = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 CHANGE = Change(id="c1", type="io.metalake.propagation.completed.v1", tenant="acme", data={"origin": "urn:x"})

@@ -9,10 +9,6 @@ from collections.abc import Iterator
 from typing import Any, cast
 
 import pytest
-from fake_http import Reply
-from freshdesk_server import FreshdeskServer
-from memory_ledger import MemoryLedger
-from outbound_helpers import FRESHDESK_KEY, as_change, classification_event, completed_event, incident_event
 from pydantic import SecretStr, ValidationError
 
 from api.problems import Problem
@@ -31,6 +27,16 @@ from processors.outbound.destinations.teams.spec import TeamsSpec
 from processors.outbound.runtime.catalog import Impact
 from processors.outbound.runtime.destination import DestinationEnv, PermanentDelivery, RetryableDelivery
 from processors.outbound.runtime.ledger import LedgerScope
+from tests._support.fake_http import Reply
+from tests._support.freshdesk_server import FreshdeskServer
+from tests._support.memory_ledger import MemoryLedger
+from tests._support.outbound_helpers import (
+    FRESHDESK_KEY,
+    as_change,
+    classification_event,
+    completed_event,
+    incident_event,
+)
 
 URN = "urn:metalake:postgres:prod/shop/public/customers/email"
 DOWN = ["urn:metalake:postgres:prod/mart/public/c360/email_hash"]

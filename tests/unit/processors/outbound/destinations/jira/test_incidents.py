@@ -9,9 +9,6 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from jira_server import JiraServer
-from memory_ledger import MemoryLedger
-from outbound_helpers import JIRA_EMAIL, JIRA_TOKEN, as_change, classification_event, incident_event
 from pydantic import SecretStr
 
 from catalog.changes import Change
@@ -28,6 +25,9 @@ from processors.outbound.destinations.jira.messages import (
 )
 from processors.outbound.runtime.catalog import Impact
 from processors.outbound.runtime.destination import DestinationEnv
+from tests._support.jira_server import JiraServer
+from tests._support.memory_ledger import MemoryLedger
+from tests._support.outbound_helpers import JIRA_EMAIL, JIRA_TOKEN, as_change, classification_event, incident_event
 
 URN = "urn:metalake:snowflake:acme-prod/analytics/public/orders"
 DOWN = [f"urn:metalake:snowflake:acme-prod/mart/public/t{i}" for i in range(52)]

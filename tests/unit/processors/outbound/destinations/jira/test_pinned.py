@@ -9,11 +9,7 @@ from typing import Any, cast
 
 import pytest
 import requests
-from fake_http import FakeServer, Reply, Seen
-from jira_server import JiraServer
-from outbound_helpers import JIRA_EMAIL, JIRA_TOKEN, as_change, classification_event
 from pydantic import SecretStr
-from scripted_dns import ScriptedResolver
 
 from control.subscriptions.settings import OutboundSettings
 from control.subscriptions.store import Subscription
@@ -23,6 +19,10 @@ from processors.outbound.destinations.jira.destination import JiraDestination
 from processors.outbound.destinations.jira.pinned import GuardedAdapter, guard_session
 from processors.outbound.runtime.destination import DestinationEnv, PermanentDelivery
 from processors.outbound.runtime.ledger import LedgerScope
+from tests._support.fake_http import FakeServer, Reply, Seen
+from tests._support.jira_server import JiraServer
+from tests._support.outbound_helpers import JIRA_EMAIL, JIRA_TOKEN, as_change, classification_event
+from tests._support.scripted_dns import ScriptedResolver
 
 PUBLIC, INTERNAL = "93.184.216.34", "10.0.0.7"
 

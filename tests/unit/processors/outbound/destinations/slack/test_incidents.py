@@ -10,10 +10,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from memory_ledger import MemoryLedger
-from outbound_helpers import SLACK_TOKEN, as_change, classification_event, incident_event
 from pydantic import SecretStr
-from slack_server import SlackServer
 
 from catalog.changes import STATE_CHANGED, Change
 from control.subscriptions.filters import Filters
@@ -26,6 +23,9 @@ from processors.outbound.destinations.slack.destination import THREAD, SlackDest
 from processors.outbound.destinations.slack.messages import slack_incident_message
 from processors.outbound.runtime.catalog import Impact
 from processors.outbound.runtime.destination import DestinationEnv
+from tests._support.memory_ledger import MemoryLedger
+from tests._support.outbound_helpers import SLACK_TOKEN, as_change, classification_event, incident_event
+from tests._support.slack_server import SlackServer
 
 URN = "urn:metalake:snowflake:acme-prod/analytics/public/orders"
 DOWN = [f"urn:metalake:snowflake:acme-prod/mart/public/t{i}" for i in range(7)]

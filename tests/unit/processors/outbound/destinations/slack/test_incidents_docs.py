@@ -9,13 +9,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-from outbound_helpers import as_change, classification_event, incident_event
-
 from api.schemas.subscriptions import SubscriptionCreate
 from control.subscriptions.store import Subscription
 from processors.outbound.destinations.slack.destination import SlackDestination
 from processors.outbound.destinations.slack.spec import SlackSpec
 from processors.outbound.runtime.dispatch import Dispatcher
+from tests._support.outbound_helpers import as_change, classification_event, incident_event
 
 DOC = Path(__file__).resolve().parents[6] / "docs" / "outbound.md"
 TAGGED, UNTAGGED = "urn:metalake:snowflake:acme-prod/analytics/public/orders", "urn:metalake:snowflake:acme-prod/x/y"

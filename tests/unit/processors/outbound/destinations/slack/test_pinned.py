@@ -19,12 +19,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from fake_http import FakeServer, Reply, Seen
-from outbound_helpers import as_change, classification_event
 from pydantic import SecretStr
-from scripted_dns import ScriptedResolver
-from selfsigned import self_signed
-from slack_server import SlackServer
 
 from control.subscriptions.settings import OutboundSettings
 from control.subscriptions.store import Subscription
@@ -41,6 +36,11 @@ from processors.outbound.destinations.slack.pinned import (
 from processors.outbound.destinations.slack.spec import SlackConfig
 from processors.outbound.runtime.destination import DestinationEnv, PermanentDelivery
 from processors.outbound.runtime.ledger import LedgerScope
+from tests._support.fake_http import FakeServer, Reply, Seen
+from tests._support.outbound_helpers import as_change, classification_event
+from tests._support.scripted_dns import ScriptedResolver
+from tests._support.selfsigned import self_signed
+from tests._support.slack_server import SlackServer
 
 TOKEN = "xoxb-pinned-test"
 PUBLIC, INTERNAL = "93.184.216.34", "10.0.0.7"

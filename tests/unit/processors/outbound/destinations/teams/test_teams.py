@@ -9,11 +9,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from memory_ledger import MemoryLedger
-from outbound_helpers import as_change, classification_event, completed_event, incident_event
 from pydantic import SecretStr, ValidationError
-from scripted_dns import ScriptedResolver
-from teams_server import TeamsServer
 
 from api.problems import Problem
 from api.services.subscriptions import merged_secrets
@@ -29,6 +25,10 @@ from processors.outbound.destinations.teams.spec import TeamsSpec
 from processors.outbound.runtime.catalog import Impact
 from processors.outbound.runtime.destination import DestinationEnv, PermanentDelivery, RetryableDelivery
 from processors.outbound.runtime.pinned_http import HttpAnswer
+from tests._support.memory_ledger import MemoryLedger
+from tests._support.outbound_helpers import as_change, classification_event, completed_event, incident_event
+from tests._support.scripted_dns import ScriptedResolver
+from tests._support.teams_server import TeamsServer
 
 URN = "urn:metalake:postgres:prod/shop/public/customers/email"
 DOWN = [f"urn:metalake:postgres:prod/mart/public/t{i}/email" for i in range(12)]

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 
-from outbound_helpers import as_change, classification_event, incident_event
-
 from control.subscriptions.store import Subscription
 from processors.outbound.destinations.webhook.destination import body_of
 from processors.outbound.runtime.catalog import Impact
+from tests._support.outbound_helpers import as_change, classification_event, incident_event
 
 URN = "urn:metalake:snowflake:acme-prod/analytics/public/orders"
 DOWN = ("urn:metalake:snowflake:acme-prod/mart/public/a", "urn:metalake:snowflake:acme-prod/mart/public/b")

@@ -4,7 +4,6 @@ before the rule (the store does not validate) fails permanently with the rule in
 from __future__ import annotations
 
 import pytest
-from outbound_helpers import WEBHOOK_SECRET, as_change, classification_event
 from pydantic import SecretStr
 
 from control.subscriptions.store import Subscription
@@ -12,6 +11,7 @@ from metalake.net.ssrf import AddressGuard
 from ops.settings import Settings
 from processors.outbound.destinations.webhook.destination import WebhookDestination
 from processors.outbound.runtime.destination import DestinationEnv, PermanentDelivery
+from tests._support.outbound_helpers import WEBHOOK_SECRET, as_change, classification_event
 
 URN = "urn:metalake:postgres:prod/shop/public/customers/email"
 
