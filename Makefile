@@ -9,10 +9,10 @@ demo: prefetch bootstrap ## Install everything, start the stack, the streaming j
 	$(BIN)/metalake demo
 	@echo "The stack keeps running. Stop it with: $(BIN)/metalake stack down"
 
-# One lane, CI's. LANES=2: two pytest-xdist workers, each on a local stack of its own (tests/_support/lanes.py): 53
-# minutes instead of 58 from a fresh clone, but two of its runs each exposed a test that leaned on another's state or
-# environment, and which files share a lane changes from run to run (CONTRIBUTING.md).
-LANES ?= 0
+# Two lanes, CI's too: two pytest-xdist workers, each on a local stack of its own (tests/_support/lanes.py), so the
+# integration tests' waits (outages held on purpose, restarts, Spark drivers' starts) overlap. LANES=0: one lane, the
+# whole session in this process (CONTRIBUTING.md).
+LANES ?= 2
 
 test: prefetch bootstrap prebuild lint ## Install everything and run every test: unit, then integration on the real stack
 	$(BIN)/pytest -n $(LANES) --dist loadfile tests/unit tests/integration
