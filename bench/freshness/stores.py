@@ -1,6 +1,6 @@
 """How each store is asked whether the sampled events are visible: the tenant's MongoDB projection (the database the
 API and the processors read) by the document's key, and Trino through the tenant's own views, as a BI user would
-query them, all due lookups in one query."""
+query them, all due lookups in as few queries as Trino takes (one per ``MAX_JOINS`` tenant, view and condition)."""
 
 from __future__ import annotations
 
@@ -29,13 +29,32 @@ def mongo_look(mongo: MongoClient[dict[str, Any]], settings: Settings) -> Callab
     return look
 
 
+# Trino refuses a query of over 150 stages (QUERY_HAS_TOO_MANY_STAGES): 50 tenants' due probes in one UNION ALL made
+# 262. A join of values with a view is about three stages.
+MAX_JOINS = 40
+
+
+def _group(probe: Probe) -> tuple[str, str, str]:
+    return (probe.tenant, probe.trino.table, probe.trino.where)
+
+
+def batches(probes: list[Probe], max_joins: int = MAX_JOINS) -> list[list[Probe]]:
+    """The probes split so that each batch holds at most ``max_joins`` tenant, view and condition groups (one join
+    each in ``union_sql``); a group is never split."""
+    groups: dict[tuple[str, str, str], list[Probe]] = {}
+    for p in probes:
+        groups.setdefault(_group(p), []).append(p)
+    members = list(groups.values())
+    return [[p for g in members[k : k + max_joins] for p in g] for k in range(0, len(members), max_joins)]
+
+
 def union_sql(probes: list[Probe], schemas: dict[str, str]) -> tuple[str, list[Any]]:
     """One query for every probe: row ``i`` comes back when probe ``i`` is visible. The probes of one tenant, view and
     condition are one join of their values with the view (one scan of it, not one per probe). Schemas and table names
     come from the bench's constants and the tenants' validated ids; the values are parameters."""
     groups: dict[tuple[str, str, str], list[int]] = {}
     for i, p in enumerate(probes):
-        groups.setdefault((p.tenant, p.trino.table, p.trino.where), []).append(i)
+        groups.setdefault(_group(p), []).append(i)
     parts: list[str] = []
     params: list[Any] = []
     for (tenant, table, where), members in groups.items():
@@ -55,8 +74,11 @@ def trino_look(cursor: Any, settings: Settings) -> Callable[[list[Probe]], set[i
     def look(probes: list[Probe]) -> set[int]:
         for p in probes:
             schemas.setdefault(p.tenant, trino_schema(settings, p.tenant))
-        sql, params = union_sql(probes, schemas)
-        cursor.execute(sql, params)
-        return {id(probes[int(row[0])]) for row in cursor.fetchall()}
+        found: set[int] = set()
+        for batch in batches(probes):
+            sql, params = union_sql(batch, schemas)
+            cursor.execute(sql, params)
+            found |= {id(batch[int(row[0])]) for row in cursor.fetchall()}
+        return found
 
     return look

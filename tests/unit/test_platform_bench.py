@@ -90,6 +90,14 @@ def test_one_query_for_all_due_probes_one_join_per_tenant_view_and_condition() -
     assert params == ["u1", 1, "u2", 2, catalog.table_urn(1), "i1", "u3", 3]
 
 
+def test_trino_gets_at_most_max_joins_groups_a_query_and_no_group_is_split() -> None:
+    due = [_asset(f"t{n}", f"u{k}", 1) for n in range(7) for k in range(2)]
+    split = stores.batches(due, max_joins=3)
+    assert [len(b) for b in split] == [6, 6, 2]  # 3, 3 and 1 tenants, both probes of each together
+    assert [p for b in split for p in b] == due
+    assert all(len(stores.union_sql(b, {f"t{n}": "s" for n in range(7)})[0].split(" UNION ALL ")) <= 3 for b in split)
+
+
 def _poller(found: set[str], timeout: float = 60.0) -> Any:
     return watch.Poller("mongodb", lambda ps: {id(p) for p in ps if p.tenant in found}, timeout, batch=100)
 
