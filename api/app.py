@@ -6,6 +6,7 @@ import importlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import APIRouter, FastAPI
@@ -19,17 +20,17 @@ from api.context import ApiContext
 from api.openapi import install_openapi
 from api.problems import install_problem_handlers
 from api.routes.health import ready
+from api.services import resume
 from api.services.auditbatch import AuditBatcher
 from api.services.events import close_publisher
-from api.services.provisioning import resume
 from api.settings import AdminApiSettings
+from control.provisioning.queue import ProvisioningQueue
 from metalake.http.bodies import BodyLimit
 from metalake.http.metrics import install_metrics
 from metalake.mongo import mongo_client
 from metalake.s3 import lake_storage_options
-from metalake.telemetry.metrics import PROVISIONING_QUEUE_DEPTH, readiness
+from metalake.telemetry.metrics import PROVISIONING_OLDEST, PROVISIONING_QUEUE_DEPTH, readiness
 from tenants.naming import CONTROL_DATABASE
-from tenants.registry import TenantRegistry
 
 log = logging.getLogger(__name__)
 
@@ -91,12 +92,14 @@ def create_app(settings: AdminApiSettings, *, mongo: MongoClient[dict[str, Any]]
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         publish_signing_key(app.state.auth)
-        stop_resume = resume.start(app.state.ctx)  # work a crash left unfinished, in a thread
-        # metalake_ready (/readyz's checks) and the provisioning queue, read at each scrape.
-        registry = TenantRegistry(client[CONTROL_DATABASE])
+        stop_resume = resume.start(app.state.ctx)  # the urn_keys backfill, in a thread
+        # metalake_ready (/readyz's checks) and the provisioning queue the API fills (the lake worker drains it and
+        # reports it too, as the erasure queue), read at each scrape.
+        queue = ProvisioningQueue(client[CONTROL_DATABASE])
         unwatch = [
             readiness(lambda: ready(app.state.ctx)),
-            PROVISIONING_QUEUE_DEPTH.watch(lambda: [(float(registry.count_pending_work()), {})]),
+            PROVISIONING_QUEUE_DEPTH.watch(lambda: [(float(queue.depth()), {})]),
+            PROVISIONING_OLDEST.watch(lambda: [(queue.oldest(datetime.now(UTC)), {})]),
         ]
         yield
         for stop in unwatch:

@@ -3,7 +3,7 @@
 Trino lower-cases every name it reports, while a source may not (``.../public/People/Email``). The tag documents
 (``classifications``, ``propagated_tags``) therefore carry ``urn_keys``: the *normalised* URN of their asset and of
 its parent (every segment and the instance lower-cased, then spelled canonically), written by the streaming job's
-projection and indexed (``api.services.catalog.INDEXES``; on FerretDB a GIN index, deploy/local/ferretdb/indexes.sql).
+projection and indexed (``catalog.indexes.INDEXES``; on FerretDB a GIN index, deploy/local/ferretdb/indexes.sql).
 A table's tags, its own and its columns', are then the documents whose ``urn_keys`` hold the table's normalised URN:
 an equality (or, on a server whose index serves it, ``$in`` for several tables: :func:`in_served_by_index`), where
 the tags were found before by a case-insensitive regex that no index serves.

@@ -1,9 +1,11 @@
 """The tenants the platform knows: the control-plane collection ``tenants`` in MongoDB ``metalake_control``.
 
 One document per tenant, ``{_id: <tenant id>, tier, state, lake_root, display_name, settings, steps, error,
-created_at, updated_at}``. ``steps`` records which provisioning steps are done, so a provisioning interrupted by a
-crash resumes where it stopped. Every write is a single-document operation (FerretDB: no transactions); a state
-change is a compare-and-set on the current state, so two administrators cannot both move one tenant.
+created_at, updated_at, queued_at}``. ``steps`` records which provisioning steps are done, so a provisioning
+interrupted by a crash resumes where it stopped. ``queued_at`` is set while the tenant waits for the lake worker to
+(de)provision it (``control.provisioning.queue``): when the admin API queued the work, unset once it is done.
+Every write is a single-document operation (FerretDB: no transactions); a state change is a compare-and-set on the
+current state, so two administrators cannot both move one tenant.
 
 :class:`TenantDirectory` is the read side the hot paths use (the connector publisher, token checks): a small TTL
 cache in front of :class:`TenantRegistry`. A tenant nobody registered is pooled and active: events from tests and the
@@ -17,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Protocol, TypedDict
+from typing import Any, NotRequired, Protocol, TypedDict
 
 from pymongo import ASCENDING, ReturnDocument
 from pymongo.collection import Collection
@@ -76,6 +78,8 @@ class TenantRecord:
     settings: Mapping[str, Any] = field(default_factory=dict)
     steps: Mapping[str, datetime] = field(default_factory=dict)
     error: str | None = None
+    # When the admin API queued the tenant's (de)provisioning for the lake worker; None: nothing queued.
+    queued_at: datetime | None = None
 
     @property
     def dedicated(self) -> bool:
@@ -103,6 +107,7 @@ class TenantDoc(TypedDict):
     error: str | None
     created_at: datetime
     updated_at: datetime
+    queued_at: NotRequired[datetime | None]
 
 
 def _now() -> datetime:
@@ -122,6 +127,7 @@ def _record(doc: TenantDoc) -> TenantRecord:
         settings=dict(doc.get("settings") or {}),
         steps=dict(doc.get("steps") or {}),
         error=doc.get("error"),
+        queued_at=doc.get("queued_at"),
     )
 
 
@@ -146,7 +152,8 @@ class TenantRegistry:
         settings: Mapping[str, Any] | None = None,
         lake_root: LakeRoot | None = None,
     ) -> TenantRecord:
-        """Register a tenant in state ``provisioning``; raise :class:`TenantExists` if the id is taken."""
+        """Register a tenant in state ``provisioning``, queued for the lake worker; raise :class:`TenantExists` if the
+        id is taken."""
         validate_tenant_id(tenant_id)
         now = _now()
         doc: TenantDoc = {
@@ -160,6 +167,7 @@ class TenantRegistry:
             "error": None,
             "created_at": now,
             "updated_at": now,
+            "queued_at": now,
         }
         try:
             self._tenants.insert_one(doc)
@@ -213,11 +221,26 @@ class TenantRegistry:
         """Move a tenant to ``state`` if it is in one of ``expected`` (any state when ``None``).
 
         Returns the updated record, or ``None`` when the tenant is unknown or in another state (compare-and-set).
+        Moving to ``provisioning`` or ``deleting`` queues the work for the lake worker (``queued_at``).
         """
         query: Doc = {"_id": tenant_id}
         if expected is not None:
             query["state"] = {"$in": [TenantState(s).value for s in expected]}
-        return self._update_where(query, {"$set": {"state": state.value, "error": error, "updated_at": _now()}})
+        now = _now()
+        changes: Doc = {"state": state.value, "error": error, "updated_at": now}
+        if state in (TenantState.PROVISIONING, TenantState.DELETING):
+            changes["queued_at"] = now
+        return self._update_where(query, {"$set": changes})
+
+    def queue(self, tenant_id: str) -> TenantRecord | None:
+        """Queue the tenant's pending work for the lake worker again (``POST .../provision``): its error goes."""
+        now = _now()
+        return self._update(tenant_id, {"$set": {"error": None, "queued_at": now, "updated_at": now}})
+
+    def dequeue(self, tenant_id: str, queued_at: datetime | None) -> TenantRecord | None:
+        """The queued work is done: unset ``queued_at`` if it is still ``queued_at`` (a request that queued the
+        tenant again meanwhile keeps it queued)."""
+        return self._update_where({"_id": tenant_id, "queued_at": queued_at}, {"$set": {"queued_at": None}})
 
     def mark_step(self, tenant_id: str, step: str, *, done: bool) -> TenantRecord | None:
         """Record that a provisioning step is done (or undone, when deprovisioning)."""

@@ -1,9 +1,10 @@
 """Tenants: create (and provision), read, list, update, suspend, resume, delete (and deprovision). Platform admins.
 
-Provisioning takes about 2 s for a pooled tenant and tens of seconds for a dedicated one (its Delta tables are created
-by a Spark subprocess); deprovisioning deletes the tenant's rows with Spark, a minute or more. So create and delete
-answer 202 with the tenant as it is, and run the steps after the response; poll
-``GET /v1/tenants/{tenant}`` until ``state`` is ``active`` (or the tenant is gone). See docs/tenants.md.
+The API runs no provisioning step: create, ``POST .../provision`` and delete queue the work
+(``control.provisioning.queue``) and answer 202 with the tenant as it is; the lake worker runs the steps (a pooled
+tenant in seconds, a dedicated one's Delta tables with Spark in tens of seconds, a deletion a minute or more). Poll
+``GET /v1/tenants/{tenant}`` (the ``Location`` of the answer) until ``state`` is ``active`` (or the tenant is gone);
+``provisioning`` shows the steps done and pending, ``error`` a failed step. See docs/tenants.md.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, BackgroundTasks, Depends, Query, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
 from api.auth.deps import require_tenant
@@ -22,13 +23,13 @@ from api.problems import Problem, problem_doc
 from api.schemas.tenants import Provisioning, TenantCreate, TenantPage, TenantUpdate, TenantView
 from api.security import TenantContext
 from api.services import audit
-from api.services.provisioning.provisioner import Provisioner
-from api.services.provisioning.runs import build_provisioner, deprovision_tenant, provision_tenant
-from control.auth.principal import Principal, Scope
+from control.auth.principal import Scope
+from control.provisioning.provisioner import pending
 from metalake.tenancy import RESERVED_TENANT_IDS
 from tenants.access.sync import AccessSync
 from tenants.naming import CONTROL_DATABASE
 from tenants.registry import TenantExists, TenantRecord, TenantRegistry, TenantState
+from tenants.trino_schemas import trino_schema
 
 log = logging.getLogger(__name__)
 
@@ -49,15 +50,7 @@ def _registry(ctx: ApiContext) -> TenantRegistry:
     return TenantRegistry(ctx.mongo[CONTROL_DATABASE])
 
 
-def provisioner(ctx: ContextDep) -> Provisioner:
-    """A dependency (tests override it to inject failures): the provisioner with the local launcher."""
-    return build_provisioner(ctx)
-
-
-ProvisionerDep = Annotated[Provisioner, Depends(provisioner)]
-
-
-def _view(record: TenantRecord, prov: Provisioner) -> TenantView:
+def _view(ctx: ApiContext, record: TenantRecord) -> TenantView:
     return TenantView(
         id=record.id,
         tier=record.tier,
@@ -66,8 +59,8 @@ def _view(record: TenantRecord, prov: Provisioner) -> TenantView:
         settings=dict(record.settings),
         created_at=record.created_at,
         updated_at=record.updated_at,
-        provisioning=Provisioning(done=sorted(record.steps), pending=prov.pending(record)),
-        trino_schema=prov.trino_schema(record.id),
+        provisioning=Provisioning(done=sorted(record.steps), pending=pending(record)),
+        trino_schema=trino_schema(ctx.settings, record.id),
         error=record.error,
     )
 
@@ -97,19 +90,10 @@ def render_access(ctx: ApiContext, tenant: str) -> None:
         log.warning("access.render_failed", extra={"tenant": tenant, "error": type(exc).__name__})
 
 
-def _run_provision(ctx: ApiContext, prov: Provisioner, principal: Principal, tenant: str) -> None:
-    # Under the tenant's lease: a resumer (this or another replica) never runs it at the same time.
-    provision_tenant(ctx, prov, principal, tenant, ctx.settings.api.lease_wait_s)
-
-
-def _run_deprovision(ctx: ApiContext, prov: Provisioner, principal: Principal, tenant: str) -> None:
-    deprovision_tenant(ctx, prov, principal, tenant, ctx.settings.api.lease_wait_s)
-
-
 @router.post(
     "",
     status_code=202,
-    summary="Create a tenant; it is provisioned after the answer (poll until state is active)",
+    summary="Create a tenant; the lake worker provisions it after the answer (poll Location until state is active)",
     response_model=TenantView,
     responses={
         **ERRORS,
@@ -121,8 +105,6 @@ async def create_tenant(
     body: TenantCreate,
     principal: PlatformAdmin,
     ctx: ContextDep,
-    prov: ProvisionerDep,
-    background: BackgroundTasks,
     response: Response,
 ) -> TenantView:
     if body.id in RESERVED_TENANT_IDS:
@@ -135,17 +117,16 @@ async def create_tenant(
     except TenantExists:
         await run_in_threadpool(audit.record_platform, ctx, principal, "tenant.create", body.id, audit.REFUSED)
         raise Problem(409, "tenant-exists", "a tenant with this id exists", field="id") from None
+    # Created queued (queued_at): the lake worker picks it up within provisioning.poll_s.
     await run_in_threadpool(audit.record_platform, ctx, principal, "tenant.create", body.id, audit.ACCEPTED)
-    background.add_task(_run_provision, ctx, prov, principal, body.id)
     response.headers["Location"] = f"/v1/tenants/{body.id}"
-    return _view(record, prov)
+    return _view(ctx, record)
 
 
 @router.get("", summary="List tenants (id order)", response_model=TenantPage, responses=ERRORS)
 async def list_tenants(
     principal: PlatformAdmin,
     ctx: ContextDep,
-    prov: ProvisionerDep,
     limit: Limit = 50,
     cursor: CursorParam = None,
     state: Annotated[TenantState | None, Query(description="Only tenants in this state.")] = None,
@@ -157,7 +138,7 @@ async def list_tenants(
     page = records[:limit]
     more = len(records) > limit
     return TenantPage(
-        items=[_view(r, prov) for r in page if state is None or r.state is state],
+        items=[_view(ctx, r) for r in page if state is None or r.state is state],
         next_cursor=encode_cursor("tenants", [page[-1].id]) if more else None,
     )
 
@@ -168,8 +149,8 @@ async def list_tenants(
     response_model=TenantView,
     responses={**ERRORS, **NOT_FOUND},
 )
-async def get_tenant(tc: TenantReader, ctx: ContextDep, prov: ProvisionerDep) -> TenantView:
-    return _view(await run_in_threadpool(_get, ctx, tc.tenant), prov)
+async def get_tenant(tc: TenantReader, ctx: ContextDep) -> TenantView:
+    return _view(ctx, await run_in_threadpool(_get, ctx, tc.tenant))
 
 
 @router.patch(
@@ -183,9 +164,7 @@ async def get_tenant(tc: TenantReader, ctx: ContextDep, prov: ProvisionerDep) ->
         422: problem_doc("invalid body (the field is named)", "invalid-request", 422),
     },
 )
-async def update_tenant(
-    body: TenantUpdate, tc: TenantAdminOfPlatform, ctx: ContextDep, prov: ProvisionerDep
-) -> TenantView:
+async def update_tenant(body: TenantUpdate, tc: TenantAdminOfPlatform, ctx: ContextDep) -> TenantView:
     current = await run_in_threadpool(_get, ctx, tc.tenant)
     if body.tier is not None and body.tier is not current.tier:
         await run_in_threadpool(audit.record, ctx, tc.tenant, tc.principal, "tenant.update", tc.tenant, audit.REFUSED)
@@ -205,14 +184,13 @@ async def update_tenant(
         raise Problem(404, "tenant-not-found", "no such tenant", field="tenant")
     await run_in_threadpool(audit.record, ctx, tc.tenant, tc.principal, "tenant.update", tc.tenant, audit.DONE)
     await run_in_threadpool(audit.record_platform, ctx, tc.principal, "tenant.update", tc.tenant, audit.DONE)
-    return _view(record, prov)
+    return _view(ctx, record)
 
 
 async def _transition(
     request: Request,
     tc: TenantContext,
     ctx: ApiContext,
-    prov: Provisioner,
     action: Literal["suspend", "resume"],
 ) -> TenantView:
     target, expected = (
@@ -236,7 +214,7 @@ async def _transition(
     await run_in_threadpool(render_access, ctx, tc.tenant)
     await run_in_threadpool(audit.record, ctx, tc.tenant, tc.principal, name, tc.tenant, audit.DONE)
     await run_in_threadpool(audit.record_platform, ctx, tc.principal, name, tc.tenant, audit.DONE)
-    return _view(record, prov)
+    return _view(ctx, record)
 
 
 STATE_ERRORS: dict[int | str, dict[str, Any]] = {
@@ -252,10 +230,8 @@ STATE_ERRORS: dict[int | str, dict[str, Any]] = {
     response_model=TenantView,
     responses=STATE_ERRORS,
 )
-async def suspend_tenant(
-    request: Request, tc: TenantAdminOfPlatform, ctx: ContextDep, prov: ProvisionerDep
-) -> TenantView:
-    return await _transition(request, tc, ctx, prov, "suspend")
+async def suspend_tenant(request: Request, tc: TenantAdminOfPlatform, ctx: ContextDep) -> TenantView:
+    return await _transition(request, tc, ctx, "suspend")
 
 
 @router.post(
@@ -264,34 +240,33 @@ async def suspend_tenant(
     response_model=TenantView,
     responses=STATE_ERRORS,
 )
-async def resume_tenant(
-    request: Request, tc: TenantAdminOfPlatform, ctx: ContextDep, prov: ProvisionerDep
-) -> TenantView:
-    return await _transition(request, tc, ctx, prov, "resume")
+async def resume_tenant(request: Request, tc: TenantAdminOfPlatform, ctx: ContextDep) -> TenantView:
+    return await _transition(request, tc, ctx, "resume")
 
 
 @router.post(
     "/{tenant}/provision",
     status_code=202,
-    summary="Run the provisioning steps still pending (after a failure or a crash); idempotent",
+    summary="Queue the provisioning steps still pending again (after a failure); idempotent",
     response_model=TenantView,
     responses=STATE_ERRORS,
 )
-async def reprovision_tenant(
-    tc: TenantAdminOfPlatform, ctx: ContextDep, prov: ProvisionerDep, background: BackgroundTasks
-) -> TenantView:
+async def reprovision_tenant(tc: TenantAdminOfPlatform, ctx: ContextDep) -> TenantView:
     record = await run_in_threadpool(_get, ctx, tc.tenant)
     if record.state is TenantState.DELETING:
         raise Problem(409, "invalid-state", "state: the tenant is being deleted", field="state")
+    # Its error goes and it is queued again: the lake worker runs the steps not recorded yet.
+    queued = await run_in_threadpool(_registry(ctx).queue, tc.tenant)
+    if queued is None:
+        raise Problem(404, "tenant-not-found", "no such tenant", field="tenant")
     await run_in_threadpool(audit.record_platform, ctx, tc.principal, "tenant.reprovision", tc.tenant, audit.ACCEPTED)
-    background.add_task(_run_provision, ctx, prov, tc.principal, tc.tenant)
-    return _view(record, prov)
+    return _view(ctx, queued)
 
 
 @router.delete(
     "/{tenant}",
     status_code=202,
-    summary="Delete a tenant and erase all its data (confirm with ?confirm=<tenant id>); runs after the answer",
+    summary="Delete a tenant and erase all its data (confirm with ?confirm=<tenant id>); the lake worker runs it",
     response_model=TenantView,
     responses={
         **ERRORS,
@@ -303,8 +278,6 @@ async def delete_tenant(
     request: Request,
     tc: TenantAdminOfPlatform,
     ctx: ContextDep,
-    prov: ProvisionerDep,
-    background: BackgroundTasks,
     confirm: Annotated[
         str | None, Query(max_length=40, description="The tenant id again: deleting erases every piece of its data.")
     ] = None,
@@ -313,12 +286,14 @@ async def delete_tenant(
     if confirm != tc.tenant:
         raise Problem(422, "confirmation-required", "confirm: must equal the tenant id", field="confirm")
     registry = _registry(ctx)
+    # Queued for the lake worker (state deleting, queued_at): it waits for a provisioning run's lease, then undoes it.
     record = await run_in_threadpool(registry.set_state, tc.tenant, TenantState.DELETING)
     if record is None:
         raise Problem(404, "tenant-not-found", "no such tenant", field="tenant")
     _forget(request, tc.tenant)
     # Its Trino users go now, not when the deprovisioning reaches the access step (after the lake's rows).
     await run_in_threadpool(render_access, ctx, tc.tenant)
+    # Rows buffered for the tenant land before the worker drops its folder, never after (recreating it).
+    await run_in_threadpool(audit.flush, ctx)
     await run_in_threadpool(audit.record_platform, ctx, tc.principal, "tenant.delete", tc.tenant, audit.ACCEPTED)
-    background.add_task(_run_deprovision, ctx, prov, tc.principal, tc.tenant)
-    return _view(record, prov)
+    return _view(ctx, record)

@@ -14,14 +14,15 @@ regular expressions, ranges and ``$in`` after reading the collection (see docs/a
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pymongo import ASCENDING, IndexModel
+from pymongo import ASCENDING
 from pymongo.database import Database
 
-from catalog import projection, urn_keys
+from catalog import projection
+from catalog.indexes import INDEXES
 from catalog.projection import (
     AssetDoc,
     AssetEditDoc,
@@ -40,26 +41,7 @@ LINEAGE = projection.LINEAGE_COLLECTION
 INCIDENTS = projection.INCIDENTS_COLLECTION
 ASSET_EDITS = projection.ASSET_EDITS_COLLECTION
 
-# Indexes the reads below are shaped for (provisioning creates them; create_index is idempotent).
-INDEXES: Mapping[str, Sequence[IndexModel]] = {
-    ASSETS: (IndexModel([("name", ASCENDING), ("_id", ASCENDING)], name="name_id"),),
-    # urn_keys: the OPA decisions' exact lookups of a table's tags (catalog.urn_keys).
-    CLASSIFICATIONS: (
-        IndexModel([("tag", ASCENDING), ("urn", ASCENDING)], name="tag_urn"),
-        IndexModel([(urn_keys.FIELD, ASCENDING)], name="urn_keys"),
-    ),
-    PROPAGATED: (
-        IndexModel([("tag", ASCENDING), ("urn", ASCENDING)], name="tag_urn"),
-        IndexModel([(urn_keys.FIELD, ASCENDING)], name="urn_keys"),
-    ),
-    LINEAGE: (
-        IndexModel([("upstream", ASCENDING)], name="upstream"),
-        IndexModel([("urn", ASCENDING)], name="urn"),
-    ),
-    INCIDENTS: (IndexModel([("urn", ASCENDING), ("_id", ASCENDING)], name="urn_id"),),
-    ASSET_EDITS: (IndexModel([("urn", ASCENDING), ("_id", ASCENDING)], name="urn_id"),),
-}
-
+# Indexes the reads below are shaped for: catalog.indexes (provisioning creates them).
 LIVE: Doc = {"deleted": {"$ne": True}}
 # More URNs than this behind a tag filter: the caller must narrow the search (a name prefix) instead.
 MAX_TAG_CANDIDATES = 50_000

@@ -98,15 +98,10 @@ class ApiSettings(ApiKeySettings):
     token_secret_queue: int = Field(default=64, ge=0)
     # Every request body, read or not by its route, stops here (413); routes may take less (the token form: 8 KiB).
     max_body_bytes: int = Field(default=1024 * 1024, gt=0)
-    # Background work (tenant (de)provisioning, erasures) runs under a lease per item, resumed at startup and every
-    # resume_interval_s when its runner died (lease expired) or never started (older than resume_grace_s).
-    lease_ttl_s: float = Field(default=60.0, gt=0)
-    lease_wait_s: float = Field(default=300.0, ge=0)
+    # The API's own background sweep (the tag documents' urn_keys backfill, api.services.resume): at startup and every
+    # resume_interval_s. Tenant (de)provisioning and erasures are queued for the lake worker, which runs them.
     resume: bool = True
     resume_interval_s: float = Field(default=60.0, gt=0)
-    resume_grace_s: float = Field(default=120.0, ge=0)
-    # Which registered launcher (the ``metalake.launchers`` entry points) runs dedicated tenants' streaming queries.
-    job_launcher: str = "local"
     # A person's edits of an asset (PATCH /v1/tenants/{tenant}/assets, docs/edits.md): the longest description, the
     # most owners, the longest owner, the most edited properties one asset holds and the longest property value.
     # The event schemas' own bounds (65536, 100, 320, 8192) are the ceilings.

@@ -125,6 +125,9 @@ CONSUMER_LAG = ObservedGauge(
 ERASURE_QUEUE_DEPTH = ObservedGauge("metalake_erasure_queue_depth", "Erasure requests not yet done")
 ERASURE_OLDEST = ObservedGauge("metalake_erasure_oldest_seconds", "Age of the oldest pending erasure", unit="s")
 PROVISIONING_QUEUE_DEPTH = ObservedGauge("metalake_provisioning_queue_depth", "Provisioning work pending")
+PROVISIONING_OLDEST = ObservedGauge(
+    "metalake_provisioning_oldest_seconds", "Age of the oldest pending tenant (de)provisioning", unit="s"
+)
 
 
 def readiness(ready: Callable[[], bool]) -> Callable[[], None]:
@@ -145,6 +148,7 @@ __all__ = [
     "HTTP_REQUEST",
     "HTTP_REQUESTS",
     "INTAKE_REQUEST",
+    "PROVISIONING_OLDEST",
     "PROVISIONING_QUEUE_DEPTH",
     "READY",
     "SECONDS_BUCKETS",

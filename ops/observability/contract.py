@@ -25,6 +25,7 @@ METRICS: dict[str, Kind] = {
     "metalake_erasure_queue_depth": "gauge",
     "metalake_erasure_oldest_seconds": "gauge",
     "metalake_provisioning_queue_depth": "gauge",
+    "metalake_provisioning_oldest_seconds": "gauge",
     "metalake_trino_query_seconds": "histogram",
     "metalake_ready": "gauge",
 }

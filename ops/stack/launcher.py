@@ -1,7 +1,7 @@
 """The local stack's launcher of dedicated tenants' streaming queries (``local`` in ``metalake.launchers``).
 
 The query is ``python -m processors.enrichment --tenant T`` as a detached child (its own session, so it outlives the
-API process and a restart of the API does not stop ingestion), with its pid and ready file under
+lake worker that provisioned the tenant and a restart of the worker does not stop ingestion), with its pid and ready file under
 ``.stack/run/tenant-jobs/<tenant>/`` and its log in ``.stack/logs/stream-<tenant>.log``.
 """
 
@@ -14,8 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-from api.services.provisioning.launcher import JobLauncher, JobStatus
-from api.settings import AdminApiSettings
+from control.provisioning.launcher import JobLauncher, JobStatus
+from control.provisioning.settings import ProvisioningWorkerSettings
 from ops.stack.paths import exported_stack_dir
 from tenants.naming import validate_tenant_id
 
@@ -31,11 +31,11 @@ def _start_ticks(pid: int) -> int | None:
 
 
 class LocalProcessLauncher(JobLauncher):
-    """The query as a local child process; state in files, so any API process (or a restarted one) can manage it."""
+    """The query as a local child process; state in files, so any lake worker (or a restarted one) can manage it."""
 
-    def __init__(self, settings: AdminApiSettings, *, stop_timeout_s: float = 60.0) -> None:
-        # The API's settings have no stack section (a deployment has no local stack): the folder is the one the
-        # tooling that started the API exported to it.
+    def __init__(self, settings: ProvisioningWorkerSettings, *, stop_timeout_s: float = 60.0) -> None:
+        # The worker's settings have no stack section (a deployment has no local stack): the folder is the one the
+        # tooling that started the worker exported to it.
         self._stack_dir = exported_stack_dir()
         self._stop_timeout_s = stop_timeout_s
 

@@ -1,5 +1,6 @@
-"""The lake worker (``metalake lake worker``): runs the GDPR erasures the admin API queued (``control.erasures``),
-where Spark work runs, so the API never starts a Spark driver.
+"""The lake worker (``metalake lake worker``): runs the GDPR erasures the admin API queued (``control.erasures``) and
+the tenant (de)provisioning it queued (``control.provisioning.queue``, run by ``processors.lake.provisioning`` in a
+thread of its own), where Spark work runs, so the API never starts a Spark driver nor any subprocess.
 
 It claims a queued erasure with its lease (``<tenant>/erasure/<id>``, renewed while it runs; a crashed worker's
 erasures are claimed again once its leases expire, and a ``running`` erasure whose lease is free is one of those),
@@ -352,12 +353,18 @@ def watch_queue(store: ErasureStore, clock: Callable[[], datetime] = lambda: dat
 
 
 def worker_report(settings: LakeWorkerSettings, ready_file: Path | None = None) -> dict[str, Any]:
-    """``metalake lake worker``: run until SIGTERM or SIGINT; the report says how many erasures it finished."""
+    """``metalake lake worker``: run until SIGTERM or SIGINT; the report says how many erasures and tenant runs it
+    finished."""
     from metalake.mongo import mongo_client
+    from processors.lake.provisioning import ProvisioningWorker
+    from processors.lake.provisioning import watch_queue as watch_provisioning
     from tenants.naming import CONTROL_DATABASE
 
     mongo = mongo_client(settings)
     worker = ErasureWorker(settings, mongo[CONTROL_DATABASE])
+    # One stop for both: stopping the worker kills the steps' subprocesses too (their tenants are claimed again).
+    tenants = ProvisioningWorker(settings, mongo, stop=worker.stop)
+    provisioning = threading.Thread(target=tenants.run, name="provisioning", daemon=True)
 
     def on_signal(_signum: int, _frame: object) -> None:
         worker.stop.set()
@@ -372,12 +379,17 @@ def worker_report(settings: LakeWorkerSettings, ready_file: Path | None = None) 
 
     # The erases it runs read and write the lake, MongoDB, and publish their changes to Kafka.
     health = serve_health(settings, "lake_worker", standard_checks(settings, "mongo", "kafka", "lake"))
-    unwatch = watch_queue(worker.store)
+    unwatch = [watch_queue(worker.store), watch_provisioning(tenants.queue)]
+    if settings.provisioning.enabled:
+        provisioning.start()
     try:
         worker.run(ready)
     finally:
-        unwatch()
+        if provisioning.is_alive():
+            provisioning.join(timeout=35.0)
+        for stop in unwatch:
+            stop()
         if health is not None:
             health.close()
         mongo.close()
-    return {"worker": WORKER, "erasures_finished": len(worker.ran)}
+    return {"worker": WORKER, "erasures_finished": len(worker.ran), "tenants_run": len(tenants.ran)}

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from api.services.provisioning import launcher
+
 from control.connectors import registry as connectors
 from control.subscriptions import destinations
 from metalake.plugins import PluginRegistry

@@ -10,14 +10,14 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
+from api.services.provisioning.provisioner import Provisioner
+from api.services.provisioning.steps import STEPS, LakeStep, MongoStep, Step, StepContext, run_subprocess
 from fastapi.testclient import TestClient
 from pymongo import MongoClient
 
 from api.app import create_app
 from api.auth.deps import current_principal
 from api.routes.tenants import provisioner
-from api.services.provisioning.provisioner import Provisioner
-from api.services.provisioning.steps import STEPS, LakeStep, MongoStep, Step, StepContext, run_subprocess
 from control.auth.principal import Principal
 from ops.settings import Settings
 from ops.stack.launcher import LocalProcessLauncher

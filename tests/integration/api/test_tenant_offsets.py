@@ -8,6 +8,8 @@ import uuid
 from typing import Any
 
 import pytest
+from api.services.provisioning.provisioner import Provisioner
+from api.services.provisioning.steps import STEPS, ControlPlaneStep, OffsetsStep, StepContext
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 from fastapi.testclient import TestClient
@@ -15,8 +17,6 @@ from pymongo import MongoClient
 
 from api.app import create_app
 from api.auth.deps import current_principal
-from api.services.provisioning.provisioner import Provisioner
-from api.services.provisioning.steps import STEPS, ControlPlaneStep, OffsetsStep, StepContext
 from control.auth.principal import Principal
 from control.connectors.offsets import OffsetStore
 from control.connectors.store import ControlStore

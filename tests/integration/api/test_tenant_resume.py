@@ -11,11 +11,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
-from pymongo import MongoClient
-
-from api.app import create_app
-from api.context import ApiContext
 from api.services.provisioning.provisioner import Provisioner
 from api.services.provisioning.resume import Resumer
 from api.services.provisioning.runs import (
@@ -26,6 +21,11 @@ from api.services.provisioning.runs import (
     tenant_key,
 )
 from api.services.provisioning.steps import StepContext, StepWaiting
+from fastapi.testclient import TestClient
+from pymongo import MongoClient
+
+from api.app import create_app
+from api.context import ApiContext
 from metalake.lease import LEASES, LeaseStore
 from ops.settings import Settings
 from ops.stack.launcher import LocalProcessLauncher

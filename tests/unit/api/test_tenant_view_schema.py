@@ -6,9 +6,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from api.routes.tenants import _view
 from api.services.provisioning.provisioner import Provisioner
 from api.services.provisioning.steps import StepContext
+
+from api.routes.tenants import _view
 from ops.settings import Settings
 from tenants.model import Tier
 from tenants.registry import TenantRecord, TenantState

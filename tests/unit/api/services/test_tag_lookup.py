@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from api.services.enforcement import CatalogSource, ColumnRef, Engine, TableTags, TagCache
-from api.services.provisioning.resume import Resumer
+from api.services.resume import Resumer
 from api.services.tag_lookup import Lookups, batch_masks, load_tags, tags_for
 from catalog import urn_keys
 from ops.settings import Settings
@@ -148,7 +148,7 @@ def test_the_api_resumer_backfills_active_and_suspended_tenants_once() -> None:
         _catalog(mongo[names_for(tenant, settings.lake_root).mongo_database], 1, keys=False)
     ctx: Any = type("Ctx", (), {"mongo": mongo, "settings": settings})()
     resumer = Resumer(ctx)
-    resumer._projections()
+    resumer.sweep()
     done = {}
     for t in ("acme", "paused", "new"):
         db = mongo[names_for(t, settings.lake_root).mongo_database]
@@ -156,5 +156,5 @@ def test_the_api_resumer_backfills_active_and_suspended_tenants_once() -> None:
     assert done == {"acme": True, "paused": True, "new": False}  # provisioning records it itself (MongoStep)
     sent = len(mongo["metalake_acme"].commands)
     assert sent == 5  # each of its tag documents once
-    resumer._projections()
+    resumer.sweep()
     assert len(mongo["metalake_acme"].commands) == sent

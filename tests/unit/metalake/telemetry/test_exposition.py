@@ -40,6 +40,7 @@ CONTRACT: dict[str, tuple[str, frozenset[str]]] = {
     "metalake_erasure_queue_depth": ("gauge", frozenset()),
     "metalake_erasure_oldest_seconds": ("gauge", frozenset()),
     "metalake_provisioning_queue_depth": ("gauge", frozenset()),
+    "metalake_provisioning_oldest_seconds": ("gauge", frozenset()),
     "metalake_trino_query_seconds": ("histogram", frozenset({"outcome"})),
     "metalake_ready": ("gauge", frozenset()),
 }
@@ -173,6 +174,7 @@ def test_every_contract_metric_is_exposed_under_its_exact_name_and_labels(app_se
         metrics.ERASURE_QUEUE_DEPTH.watch(lambda: [(2.0, {})]),
         metrics.ERASURE_OLDEST.watch(lambda: [(60.0, {})]),
         metrics.PROVISIONING_QUEUE_DEPTH.watch(lambda: [(0.0, {})]),
+        metrics.PROVISIONING_OLDEST.watch(lambda: [(0.0, {})]),
         metrics.readiness(lambda: True),
     ]
     try:

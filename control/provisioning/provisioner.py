@@ -1,9 +1,11 @@
-"""Runs a tenant's provisioning steps in order, recording each one done in the tenant document, so a run that
-crashed resumes with the first step not recorded (every step is idempotent, so one that ran but was not recorded
-simply runs again). Deprovisioning runs every step backwards regardless of the record, then deletes the document.
+"""Runs a tenant's provisioning steps in order (in the lake worker, ``processors.lake.provisioning``), recording each
+one done in the tenant document, so a run that crashed resumes with the first step not recorded (every step is
+idempotent, so one that ran but was not recorded simply runs again). Deprovisioning runs every step backwards regardless
+of the record, then deletes the document.
 
 A failed run records its error on the tenant and waits for ``POST .../provision``; a step that waits on another
-component (``StepWaiting``) records an error marked as such (:func:`waiting`), which the resumer retries by itself.
+component (``StepWaiting``) records an error marked as such (:func:`waiting`), which the worker retries by itself; a run
+whose worker stops (``StepInterrupted``) records nothing, so the next claim runs it again.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from api.services.provisioning.steps import STEPS, Step, StepContext, StepFailed, StepWaiting
+from control.provisioning.steps import STEPS, Step, StepContext, StepFailed, StepInterrupted, StepWaiting
 from tenants.registry import TenantRecord, TenantRegistry, TenantState
 from tenants.trino_schemas import trino_schema
 
@@ -28,6 +30,8 @@ class Outcome:
     ran: tuple[str, ...]
     error: str | None = None
     seconds: float = 0.0
+    # The worker stopped mid-step: nothing recorded, the next claim runs the step again.
+    interrupted: bool = False
 
 
 _WAITING = re.compile(r"step [a-z_]+ waiting: ")
@@ -44,6 +48,11 @@ def waiting(error: str | None) -> bool:
     return error is not None and _WAITING.match(error) is not None
 
 
+def pending(tenant: TenantRecord, steps: Sequence[Step] = STEPS) -> list[str]:
+    """The steps the tenant still needs, in order (what ``GET /v1/tenants/{tenant}`` shows as pending)."""
+    return [s.name for s in steps if s.applies(tenant) and s.name not in tenant.steps]
+
+
 class Provisioner:
     def __init__(self, registry: TenantRegistry, context: StepContext, steps: Sequence[Step] = STEPS) -> None:
         self._registry = registry
@@ -56,7 +65,7 @@ class Provisioner:
 
     def pending(self, tenant: TenantRecord) -> list[str]:
         """The steps the tenant still needs, in order."""
-        return [s.name for s in self._steps if s.applies(tenant) and s.name not in tenant.steps]
+        return pending(tenant, self._steps)
 
     def provision(self, tenant_id: str) -> Outcome:
         """Run the steps not yet recorded; on success the tenant becomes ``active`` (if it was ``provisioning``)."""
@@ -72,6 +81,8 @@ class Provisioner:
                 continue
             try:
                 step.provision(self._ctx, record, names)
+            except StepInterrupted:
+                return Outcome(tenant_id, False, tuple(ran), "interrupted", time.monotonic() - started, True)
             except Exception as exc:  # noqa: BLE001 - recorded on the tenant; the next run resumes here
                 error = _error(step, exc)
                 log.warning("tenants.provision_failed", extra={"tenant": tenant_id, "step": step.name})
@@ -105,6 +116,8 @@ class Provisioner:
                 continue
             try:
                 step.deprovision(self._ctx, record, names)
+            except StepInterrupted:
+                return Outcome(tenant_id, False, tuple(ran), "interrupted", time.monotonic() - started, True)
             except Exception as exc:  # noqa: BLE001 - recorded on the tenant; a retry runs every step again
                 error = _error(step, exc)
                 log.warning("tenants.deprovision_failed", extra={"tenant": tenant_id, "step": step.name})

@@ -1,13 +1,14 @@
 """The provisioning steps of a tenant. Each one is idempotent both ways: ``provision`` makes its resource exist (a
 second run finds it and does nothing), ``deprovision`` removes it and everything it holds (a second run finds nothing).
 
-The API never loads Spark. A pooled tenant is provisioned in seconds without it: its data lives in the shared pooled
-tables (created by the streaming job), so its Trino schema only gets views over them (``tenants.lake_catalog``) and
-its own ``audit`` table, created with delta-rs. A dedicated tenant's own Delta tables are created by
-``python -m processors.lake init --dedicated`` in a subprocess (a JVM), which also registers them in Trino. The Trino
-access rules are rendered in-process (``tenants.access.sync``, which needs no Spark either). Deleting a tenant's
-rows of the shared tables does need Spark: deprovisioning runs ``python -m processors.lake drop`` in a subprocess.
-Every physical name comes from ``tenants.naming``.
+The lake worker runs them (``processors.lake.provisioning``, from the queue the admin API fills); the API runs none. The
+worker never loads Spark in its own process. A pooled tenant is provisioned in seconds without it: its data lives in the
+shared pooled tables (created by the streaming job), so its Trino schema only gets views over them
+(``tenants.lake_catalog``) and its own ``audit`` table, created with delta-rs. A dedicated tenant's own Delta tables are
+created by ``python -m processors.lake init --dedicated`` in a subprocess (a JVM), which also registers them in Trino.
+The Trino access rules are rendered in-process (``tenants.access.sync``, which needs no Spark either). Deleting a
+tenant's rows of the shared tables does need Spark: deprovisioning runs ``python -m processors.lake drop`` in a
+subprocess. Every physical name comes from ``tenants.naming``.
 """
 
 from __future__ import annotations
@@ -26,12 +27,12 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 from pymongo import MongoClient
 
-from api.services.catalog import INDEXES
-from api.services.provisioning.launcher import JobLauncher
-from api.settings import AdminApiSettings
 from catalog import urn_keys
+from catalog.indexes import INDEXES
 from control import audit as auditlog
 from control.connectors.offsets import OffsetStore, OffsetsUnavailable
+from control.provisioning.launcher import JobLauncher
+from control.provisioning.settings import ProvisioningWorkerSettings
 from metalake.kafka import PublishError
 from metalake.kafka.admin import ensure_topics
 from metalake.kafka.config import client_config
@@ -55,9 +56,14 @@ class StepFailed(Exception):
     """A step could not complete; the message is safe to show (no secrets, no payloads)."""
 
 
+class StepInterrupted(Exception):
+    """The worker running the step is stopping (its subprocess was killed): nothing is recorded on the tenant, whose
+    lease goes with the worker, and the next worker to claim it runs the step again."""
+
+
 class StepWaiting(StepFailed):
     """A step waits on something another component makes (the shared tables, registered by the streaming job when
-    it starts): the run stops like a failure, but the resumer retries it by itself."""
+    it starts): the run stops like a failure, but the lake worker retries it by itself."""
 
 
 def run_subprocess(argv: Sequence[str], timeout_s: float = 600.0) -> tuple[int, str]:
@@ -69,7 +75,7 @@ def run_subprocess(argv: Sequence[str], timeout_s: float = 600.0) -> tuple[int, 
 
 @dataclass(frozen=True)
 class StepContext:
-    settings: AdminApiSettings
+    settings: ProvisioningWorkerSettings
     mongo: MongoClient[Doc]
     launcher: JobLauncher
     run: Runner = run_subprocess
@@ -200,7 +206,7 @@ class TrinoStep:
 
 class MongoStep:
     """The tenant's MongoDB database: the projection's collections and the API's indexes
-    (``api.services.catalog.INDEXES``)."""
+    (``catalog.indexes.INDEXES``)."""
 
     name = "mongo"
 
