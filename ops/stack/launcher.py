@@ -1,8 +1,8 @@
 """The local stack's launcher of dedicated tenants' streaming queries (``local`` in ``metalake.launchers``).
 
 The query is ``python -m processors.enrichment --tenant T`` as a detached child (its own session, so it outlives the
-lake worker that provisioned the tenant and a restart of the worker does not stop ingestion), with its pid and ready file under
-``.stack/run/tenant-jobs/<tenant>/`` and its log in ``.stack/logs/stream-<tenant>.log``.
+lake worker that provisioned the tenant and a restart of the worker does not stop ingestion), with its pid and ready
+file under ``.stack/run/tenant-jobs/<tenant>/`` and its log in ``.stack/logs/stream-<tenant>.log``.
 """
 
 from __future__ import annotations
