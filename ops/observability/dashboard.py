@@ -184,9 +184,12 @@ def _processes() -> list[Panel]:
             ),
         ),
         Panel(
-            "Oldest pending erasure",
+            "Oldest pending erasure and tenant (de)provisioning",
             "s",
-            (Query("max(metalake_erasure_oldest_seconds)", "age"),),
+            (
+                Query("max(metalake_erasure_oldest_seconds)", "erasure"),
+                Query("max(metalake_provisioning_oldest_seconds)", "provisioning"),
+            ),
         ),
     ]
 

@@ -299,7 +299,7 @@ def _create(settings: Settings, topic: str) -> KafkaError | None:
 def test_provisioning_creates_and_deletes_a_dedicated_tenant_s_topics_only(
     base: Settings, broker: AclBroker, applied: list[Acl]
 ) -> None:
-    from api.services.provisioning.steps import StepContext, TopicsStep
+    from control.provisioning.steps import StepContext, TopicsStep
 
     api = _as(base, broker, base.kafka.principals.api)
     names = names_for(f"acl-{uuid.uuid4().hex[:8]}", Path("/unused"), dedicated=True)

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from api.services.provisioning import launcher
 
 from control.connectors import registry as connectors
+from control.provisioning import launcher
 from control.subscriptions import destinations
 from metalake.plugins import PluginRegistry
 from processors.outbound.runtime import destination

@@ -10,8 +10,6 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
-from api.services.provisioning.provisioner import Provisioner
-from api.services.provisioning.steps import STEPS, LakeStep, MongoStep, Step, StepContext, run_subprocess
 from fastapi.testclient import TestClient
 from pymongo import MongoClient
 
@@ -19,6 +17,8 @@ from api.app import create_app
 from api.auth.deps import current_principal
 from api.routes.tenants import provisioner
 from control.auth.principal import Principal
+from control.provisioning.provisioner import Provisioner
+from control.provisioning.steps import STEPS, LakeStep, MongoStep, Step, StepContext, run_subprocess
 from ops.settings import Settings
 from ops.stack.launcher import LocalProcessLauncher
 from tenants.model import Tier

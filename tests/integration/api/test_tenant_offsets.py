@@ -8,8 +8,6 @@ import uuid
 from typing import Any
 
 import pytest
-from api.services.provisioning.provisioner import Provisioner
-from api.services.provisioning.steps import STEPS, ControlPlaneStep, OffsetsStep, StepContext
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 from fastapi.testclient import TestClient
@@ -20,6 +18,8 @@ from api.auth.deps import current_principal
 from control.auth.principal import Principal
 from control.connectors.offsets import OffsetStore
 from control.connectors.store import ControlStore
+from control.provisioning.provisioner import Provisioner
+from control.provisioning.steps import STEPS, ControlPlaneStep, OffsetsStep, StepContext
 from metalake.kafka.config import client_config, consumer_config
 from ops.settings import Settings
 from ops.stack.launcher import LocalProcessLauncher

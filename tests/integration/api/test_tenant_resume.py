@@ -11,7 +11,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from api.services.provisioning.provisioner import Provisioner
 from api.services.provisioning.resume import Resumer
 from api.services.provisioning.runs import (
     RESUMER,
@@ -20,12 +19,13 @@ from api.services.provisioning.runs import (
     provision_tenant,
     tenant_key,
 )
-from api.services.provisioning.steps import StepContext, StepWaiting
 from fastapi.testclient import TestClient
 from pymongo import MongoClient
 
 from api.app import create_app
 from api.context import ApiContext
+from control.provisioning.provisioner import Provisioner
+from control.provisioning.steps import StepContext, StepWaiting
 from metalake.lease import LEASES, LeaseStore
 from ops.settings import Settings
 from ops.stack.launcher import LocalProcessLauncher

@@ -12,7 +12,6 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from fastapi import BackgroundTasks
 
 from api.context import ApiContext
 from api.routes import tenants as route
@@ -67,14 +66,15 @@ def test_suspend_and_resume_rewrite_the_trino_rules_at_once(tmp_path: Path, monk
     monkeypatch.setattr(route, "_registry", lambda ctx: registry)
     monkeypatch.setattr(route.audit, "record", lambda *a, **k: None)
     monkeypatch.setattr(route.audit, "record_platform", lambda *a, **k: None)
-    monkeypatch.setattr(route, "_view", lambda record, prov: record)
+    monkeypatch.setattr(route.audit, "flush", lambda *a, **k: None)
+    monkeypatch.setattr(route, "_view", lambda ctx, record: record)
     ctx = ApiContext(settings=settings, mongo=None)  # type: ignore[arg-type]
     request = SimpleNamespace(app=SimpleNamespace(state=SimpleNamespace()))
     admin = Principal("ops", None, frozenset({Scope.PLATFORM_ADMIN.value}))
 
     def transition(action: Any) -> Any:
         tc = SimpleNamespace(tenant="acme", principal=admin)
-        return asyncio.run(route._transition(request, tc, ctx, None, action))  # type: ignore[arg-type]
+        return asyncio.run(route._transition(request, tc, ctx, action))  # type: ignore[arg-type]
 
     sync(settings, None).render()
     assert "tenant\\.acme" in _users(settings.access_rules_file)
@@ -84,9 +84,9 @@ def test_suspend_and_resume_rewrite_the_trino_rules_at_once(tmp_path: Path, monk
     assert "tenant\\.globex" in _users(settings.access_rules_file)
     assert transition("resume").state is TenantState.ACTIVE
     assert "tenant\\.acme" in _users(settings.access_rules_file)
-    # Deleting: its users go at once too, before the deprovisioning runs (a background task, not run here).
+    # Deleting: its users go at once too, before the deprovisioning runs (queued for the lake worker, not run here).
     tc = SimpleNamespace(tenant="acme", principal=admin)
-    asyncio.run(route.delete_tenant(request, tc, ctx, None, BackgroundTasks(), confirm="acme"))  # type: ignore[arg-type]
+    asyncio.run(route.delete_tenant(request, tc, ctx, confirm="acme"))  # type: ignore[arg-type]
     assert registry.records["acme"].state is TenantState.DELETING
     assert "tenant\\.acme" not in _users(settings.access_rules_file)
 

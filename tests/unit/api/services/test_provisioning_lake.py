@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from api.services.provisioning import provisioner as provisioner_mod
-from api.services.provisioning import steps
-from api.services.provisioning.provisioner import waiting
-from api.services.provisioning.steps import LakeStep, StepContext, StepFailed, StepWaiting
 
+from control.provisioning import provisioner as provisioner_mod
+from control.provisioning import steps
+from control.provisioning.provisioner import waiting
+from control.provisioning.steps import LakeStep, StepContext, StepFailed, StepWaiting
 from ops.settings import Settings
 from tenants.model import Tier
 from tenants.registry import TenantRecord, TenantState
