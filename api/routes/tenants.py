@@ -62,6 +62,7 @@ def _view(ctx: ApiContext, record: TenantRecord) -> TenantView:
         provisioning=Provisioning(done=sorted(record.steps), pending=pending(record)),
         trino_schema=trino_schema(ctx.settings, record.id),
         error=record.error,
+        queued_at=record.queued_at,
     )
 
 

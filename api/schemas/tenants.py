@@ -91,6 +91,12 @@ class TenantView(BaseModel):
         examples=["acme_k3zq7m2xw4ab"],
     )
     error: str | None = Field(default=None, description="Why the last (de)provisioning run stopped, if it failed.")
+    queued_at: datetime | None = Field(
+        default=None,
+        description="When (de)provisioning work was queued for the lake worker; null once it is done. Poll this "
+        "resource until it is null and `state` is `active` (or until the tenant is gone after a delete), or until "
+        "`error` says why the run stopped (`POST .../provision` queues it again).",
+    )
 
 
 class TenantPage(BaseModel):

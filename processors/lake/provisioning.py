@@ -93,6 +93,8 @@ class ProvisioningWorker:
     # The provisioner a run uses (tests put failing or counting steps in it).
     make_provisioner: Callable[[ProvisioningWorker], Provisioner] | None = None
     stop: threading.Event = field(default_factory=threading.Event)
+    # Which tenants this worker looks after: all of them; tests on the shared stack narrow it to their own.
+    scope: Callable[[str], bool] = lambda _tenant: True
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     ran: list[str] = field(default_factory=list)  # tenants this worker ran (a run that was not interrupted)
     _active: dict[str, threading.Thread] = field(default_factory=dict)
@@ -114,7 +116,7 @@ class ProvisioningWorker:
                 del self._active[key]
             return len(self._active)
 
-    def poll(self, scope: Callable[[str], bool] = lambda _tenant: True) -> int:
+    def poll(self) -> int:
         """Claim due tenants up to the concurrency limit and start each in a thread; returns how many started."""
         limit, started = self.settings.provisioning.concurrency, 0
         if self._running() >= limit:
@@ -123,7 +125,7 @@ class ProvisioningWorker:
             if self._running() >= limit or self.stop.is_set():
                 break
             key = tenant_key(record.id)
-            if key in self._active or not scope(record.id):
+            if key in self._active or not self.scope(record.id):
                 continue
             hold = ExitStack()
             try:

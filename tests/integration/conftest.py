@@ -25,9 +25,12 @@ from ops.stack.paths import find_project_root
 from tests._support import spark_jvm
 
 # Every app these tests start (in process or as `metalake api`) shares one control plane with the other tests. The
-# API's resumer would pick up another test's tenant left in `provisioning` on purpose and provision it meanwhile:
-# off here, on in the tests of the resumer (tests/integration/api/test_tenant_resume.py).
+# API's background sweep (the urn_keys backfill, api.services.resume) would touch other tests' tenants: off here.
 os.environ["METALAKE_API__RESUME"] = "false"
+# Likewise the stack's lake worker (started by this session, so with this environment) runs erasures only: it would
+# provision every queued tenant, those other tests leave queued on purpose too. The tests of provisioning run the
+# worker's provisioning in their own process, scoped to their tenants (tests/_support/provisioning.py).
+os.environ["METALAKE_PROVISIONING__ENABLED"] = "false"
 # These tests read audit tables directly (control.audit.read) right after an in-process app answered: its rows are
 # committed before the answer here. The batching itself (api.audit_flush_s) is covered by
 # tests/unit/api/services/test_auditbatch.py, on a real delta-rs table too.

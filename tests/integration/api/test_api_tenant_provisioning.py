@@ -1,6 +1,7 @@
 """Provisioning that stops half-way resumes where it stopped: a crash after a step did its work but before it was
-recorded, then ``POST .../provision`` runs the rest (the crashed step again: steps are idempotent). Also the
-request validation of the tenants routes, with the caller stood in by a dependency override."""
+recorded, then ``POST .../provision`` queues it again and the lake worker runs the rest (the crashed step again: steps
+are idempotent). Also the request validation of the tenants routes, with the caller stood in by a dependency
+override. The lake worker's provisioning runs in the test's process, for the test's tenant only."""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ from pymongo import MongoClient
 
 from api.app import create_app
 from api.auth.deps import current_principal
-from api.routes.tenants import provisioner
 from control.auth.principal import Principal
 from control.provisioning.provisioner import Provisioner
 from control.provisioning.steps import STEPS, LakeStep, MongoStep, Step, StepContext, run_subprocess
@@ -25,6 +25,7 @@ from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE, TenantNames, names_for
 from tenants.registry import TenantRecord, TenantRegistry, TenantState
 from tests._support.itest import trino_rows
+from tests._support.provisioning import provisioning_worker, settled
 from tests._support.trinoschema import schema_of
 
 pytestmark = pytest.mark.integration
@@ -89,10 +90,6 @@ def api(settings: Settings, control: Mongo) -> Iterator[TestClient]:
         yield client
 
 
-def _use(api: TestClient, prov: Provisioner) -> None:
-    api.app.dependency_overrides[provisioner] = lambda: prov  # type: ignore[attr-defined]
-
-
 def test_a_crash_mid_way_resumes_with_the_steps_not_recorded(
     settings: Settings, api: TestClient, control: Mongo, trino_cursor: Any, tenant: str
 ) -> None:
@@ -100,12 +97,26 @@ def test_a_crash_mid_way_resumes_with_the_steps_not_recorded(
     replaced: dict[str, Step] = {MongoStep.name: crash, LakeStep.name: lake}
     steps = tuple(replaced.get(s.name, s) for s in STEPS)
     context = StepContext(settings, control, LocalProcessLauncher(settings), runner)
-    _use(api, Provisioner(TenantRegistry(control[CONTROL_DATABASE]), context, steps))
+    prov = Provisioner(TenantRegistry(control[CONTROL_DATABASE]), context, steps)
     names = names_for(tenant, settings.lake_root)
+    with provisioning_worker(settings, control, lambda t: t == tenant, lambda _w: prov):
+        _crash_then_resume(api, trino_cursor, names, lake, runner)
+    assert api.get(f"/v1/tenants/{tenant}").status_code == 404
+    assert not names.lake_dir.exists()
+    assert schema_of(names) not in {r[0] for r in trino_rows(trino_cursor, "SHOW SCHEMAS") or []}
+
+
+def _crash_then_resume(
+    api: TestClient, trino_cursor: Any, names: TenantNames, lake: CountingStep, runner: Counting
+) -> None:
+    tenant = names.tenant_id
     try:
-        assert api.post("/v1/tenants", json={"id": tenant}).status_code == 202
-        stopped = api.get(f"/v1/tenants/{tenant}").json()
-        assert stopped["state"] == "provisioning"
+        created = api.post("/v1/tenants", json={"id": tenant})
+        assert created.status_code == 202
+        # The answer says the work is queued and where to poll.
+        assert created.json()["queued_at"] is not None and created.headers["location"] == f"/v1/tenants/{tenant}"
+        stopped = settled(api, tenant)
+        assert stopped is not None and stopped["state"] == "provisioning"
         assert stopped["error"] == "step mongo: RuntimeError"
         pending = ["mongo", "control", "offsets", "access"]
         assert stopped["provisioning"] == {"done": ["lake", "trino"], "pending": pending}
@@ -113,32 +124,39 @@ def test_a_crash_mid_way_resumes_with_the_steps_not_recorded(
         assert api.post(f"/v1/tenants/{tenant}/suspend").status_code == 409
 
         resumed = api.post(f"/v1/tenants/{tenant}/provision")
-        assert resumed.status_code == 202
-        view = api.get(f"/v1/tenants/{tenant}").json()
-        assert (view["state"], view["error"]) == ("active", None)
+        assert resumed.status_code == 202 and resumed.json()["error"] is None
+        view = settled(api, tenant)
+        assert view is not None and (view["state"], view["error"], view["queued_at"]) == ("active", None, None)
         assert view["provisioning"]["pending"] == []
         assert lake.runs == 1  # the recorded steps did not run again
         assert runner.calls == []  # a pooled tenant needs no subprocess (no Spark)
         assert trino_rows(trino_cursor, f'SELECT count(*) FROM "{schema_of(names)}".events') == [(0,)]
         # Provisioning again is a no-op.
         assert api.post(f"/v1/tenants/{tenant}/provision").status_code == 202
+        assert settled(api, tenant) is not None
         assert lake.runs == 1
     finally:
         assert api.delete(f"/v1/tenants/{tenant}", params={"confirm": tenant}).status_code == 202
-    assert api.get(f"/v1/tenants/{tenant}").status_code == 404
-    assert not names.lake_dir.exists()
-    assert schema_of(names) not in {r[0] for r in trino_rows(trino_cursor, "SHOW SCHEMAS") or []}
+        assert settled(api, tenant) is None
 
 
 def test_a_pooled_tenant_is_active_within_seconds(
-    settings: Settings, api: TestClient, trino_cursor: Any, tenant: str
+    settings: Settings, api: TestClient, control: Mongo, trino_cursor: Any, tenant: str
 ) -> None:
-    """No Spark on a pooled tenant's path: ``POST /v1/tenants`` to ``active`` in about 2 s on the 2-core machine
-    (docs/benchmarks.md; the bound leaves room for a loaded CI run). Printed for the record."""
+    """No Spark on a pooled tenant's path: ``POST /v1/tenants`` to ``active`` (the lake worker's poll included) in a
+    few seconds on the 2-core machine (docs/benchmarks.md; the bound leaves room for a loaded CI run). Printed for the
+    record."""
+    with provisioning_worker(settings, control, lambda t: t == tenant):
+        _pooled_within_seconds(settings, api, trino_cursor, tenant)
+    assert api.get(f"/v1/tenants/{tenant}").status_code == 404
+
+
+def _pooled_within_seconds(settings: Settings, api: TestClient, trino_cursor: Any, tenant: str) -> None:
     started = time.monotonic()
     assert api.post("/v1/tenants", json={"id": tenant}).status_code == 202
-    assert api.get(f"/v1/tenants/{tenant}").json()["state"] == "active"
+    view = settled(api, tenant)
     took = time.monotonic() - started
+    assert view is not None and view["state"] == "active", view
     print(f"\n[provision] pooled tenant active in {took:.2f}s", file=sys.__stderr__)
     try:
         names = names_for(tenant, settings.lake_root)
@@ -148,7 +166,7 @@ def test_a_pooled_tenant_is_active_within_seconds(
         assert took < 15
     finally:
         assert api.delete(f"/v1/tenants/{tenant}", params={"confirm": tenant}).status_code == 202
-    assert api.get(f"/v1/tenants/{tenant}").status_code == 404
+        assert settled(api, tenant) is None
 
 
 def test_deprovisioning_twice_is_harmless(settings: Settings, api: TestClient, control: Mongo, tenant: str) -> None:

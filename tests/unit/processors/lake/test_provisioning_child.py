@@ -45,7 +45,7 @@ def test_a_step_past_its_timeout_fails_and_its_whole_group_is_killed(tmp_path: P
     pid_file = tmp_path / "grandchild"
     argv = [sys.executable, "-c", _grandchild_script(pid_file), "init"]
     started = time.monotonic()
-    with pytest.raises(StepFailed, match="longer than provisioning.step_timeout_s"):
+    with pytest.raises(StepFailed, match=r"longer than provisioning\.step_timeout_s"):
         run_step_child(argv, 2.0, threading.Event())
     assert time.monotonic() - started < 10
     grandchild = int(pid_file.read_text())
