@@ -1,48 +1,41 @@
-"""Background work the API left unfinished is resumed, once, under a lease in the real control plane (FerretDB):
-two runners never run one item, a live holder is left alone, a dead holder's item is taken over, and an API that
-starts finds an interrupted provisioning and deletion and finishes them without any request. (Erasures are the lake
-worker's: tests/integration/test_erasure_worker.py.)"""
+"""Tenant (de)provisioning the admin API queued is run by the lake worker, once, under a lease in the real control
+plane (FerretDB): two workers never run one tenant, a live holder is left alone, a dead holder's tenant is taken
+over, a failed run waits for an operator while a waiting step is retried, a worker that stops mid-step leaves the
+tenant queued for the next one (its step's process group killed), and queued work with the real steps is finished
+without any request. (Erasures: tests/integration/test_erasure_worker.py.)
+
+The workers run in the test's process, scoped to the test's tenants (the stack's lake worker runs erasures only in
+the integration session, tests/integration/conftest.py)."""
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from api.services.provisioning.resume import Resumer
-from api.services.provisioning.runs import (
-    RESUMER,
-    build_provisioner,
-    leased,
-    provision_tenant,
-    tenant_key,
-)
-from fastapi.testclient import TestClient
 from pymongo import MongoClient
 
-from api.app import create_app
-from api.context import ApiContext
 from control.provisioning.provisioner import Provisioner
-from control.provisioning.steps import StepContext, StepWaiting
+from control.provisioning.queue import tenant_key
+from control.provisioning.steps import Step, StepContext, StepWaiting
 from metalake.lease import LEASES, LeaseStore
 from ops.settings import Settings
 from ops.stack.launcher import LocalProcessLauncher
+from processors.lake.provisioning import ProvisioningWorker, run_step_child
 from tenants.model import Tier
 from tenants.naming import CONTROL_DATABASE, TenantNames, names_for
 from tenants.registry import TENANTS_COLLECTION, TenantRecord, TenantRegistry, TenantState
 from tests._support.itest import wait_for
+from tests._support.provisioning import provisioning_worker
 
 pytestmark = pytest.mark.integration
 
 Mongo = MongoClient[dict[str, Any]]
 LONG_AGO = datetime.now(UTC) - timedelta(hours=1)
-
-
-@pytest.fixture
-def ctx(settings: Settings, control: Mongo) -> ApiContext:
-    return ApiContext(settings=settings, mongo=control)
 
 
 class SlowStep:
@@ -66,12 +59,13 @@ class SlowStep:
         return None
 
 
-def _interrupted(control: Mongo, tenant: str, state: TenantState = TenantState.PROVISIONING) -> TenantRegistry:
-    """A tenant whose run died before it took its lease: registered, untouched for an hour."""
+def _queued(control: Mongo, tenant: str, state: TenantState = TenantState.PROVISIONING) -> TenantRegistry:
+    """A tenant the API queued an hour ago, whose worker died before it took its lease."""
     registry = TenantRegistry(control[CONTROL_DATABASE])
     registry.create(tenant, Tier.POOLED)
     registry.set_state(tenant, state)
-    control[CONTROL_DATABASE][TENANTS_COLLECTION].update_one({"_id": tenant}, {"$set": {"updated_at": LONG_AGO}})
+    old = {"updated_at": LONG_AGO, "queued_at": LONG_AGO}
+    control[CONTROL_DATABASE][TENANTS_COLLECTION].update_one({"_id": tenant}, {"$set": old})
     return registry
 
 
@@ -80,113 +74,80 @@ def _cleanup(control: Mongo, tenant: str) -> None:
     control[CONTROL_DATABASE][LEASES].delete_one({"_id": tenant_key(tenant)})
 
 
-def test_a_held_lease_refuses_then_frees(ctx: ApiContext, tenant: str) -> None:
-    key = tenant_key(tenant)
-    try:
-        with leased(ctx, key, 0.0) as first:
-            assert first
-            with leased(ctx, key, 0.0) as second:  # not re-entrant: a second run of one item waits like any other
-                assert not second
-            started = time.monotonic()
-            with leased(ctx, key, 0.6) as waited:
-                assert not waited
-            assert time.monotonic() - started >= 0.6
-
-        # A waiting runner gets the lease when the holder finishes.
-        release = threading.Event()
-
-        def hold() -> None:
-            with leased(ctx, key, 0.0) as held:
-                assert held
-                release.wait(10)
-
-        holder = threading.Thread(target=hold)
-        holder.start()
-        wait_for("the holder", lambda: LeaseStore(ctx.mongo[CONTROL_DATABASE][LEASES]).holder(key) is not None)
-        threading.Timer(1.0, release.set).start()
-        with leased(ctx, key, 20.0) as after:
-            assert after
-        holder.join()
-        assert LeaseStore(ctx.mongo[CONTROL_DATABASE][LEASES]).holder(key) is None
-    finally:
-        ctx.mongo[CONTROL_DATABASE][LEASES].delete_one({"_id": key})
+def _worker(
+    settings: Settings, mongo: Mongo, tenants: set[str], steps: tuple[Step, ...], **tuning: Any
+) -> ProvisioningWorker:
+    """A worker (not started: the test polls it) with ``steps`` instead of the real ones."""
+    section = settings.provisioning.model_copy(update=tuning)
+    tuned = settings.model_copy(update={"provisioning": section})
+    registry = TenantRegistry(mongo[CONTROL_DATABASE])
+    context = StepContext(tuned, mongo, LocalProcessLauncher(tuned))
+    return ProvisioningWorker(
+        tuned, mongo, lambda _w: Provisioner(registry, context, steps), scope=lambda t: t in tenants
+    )
 
 
-def test_two_replicas_run_an_interrupted_tenant_once(settings: Settings, control: Mongo, tenant: str) -> None:
-    registry = _interrupted(control, tenant)
+def test_two_workers_run_a_queued_tenant_once(settings: Settings, control: Mongo, tenant: str) -> None:
+    registry = _queued(control, tenant)
     step = SlowStep()
-    context = StepContext(settings, control, LocalProcessLauncher(settings))
-
-    def replica() -> Resumer:
-        # Each replica has its own client, as two API processes would.
-        client: Mongo = MongoClient(settings.mongo_uri, tz_aware=True)
-        return Resumer(
-            ApiContext(settings, client),
-            make_provisioner=lambda _ctx: Provisioner(registry, context, (step,)),
-            scope=lambda t: t == tenant,
-        )
-
-    replicas = [replica(), replica()]
+    # Each worker has its own client, as two lake worker processes would.
+    clients: list[Mongo] = [MongoClient(settings.mongo_uri, tz_aware=True) for _ in range(2)]
+    workers = [_worker(settings, client, {tenant}, (step,)) for client in clients]
     try:
-        threads = [threading.Thread(target=r.sweep) for r in replicas]
+        threads = [threading.Thread(target=w.poll) for w in workers]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
+        for worker in workers:
+            worker.wait(30)
         assert step.runs == 1
-        assert sorted(len(r.ran) for r in replicas) == [0, 1]
+        assert sorted(len(w.ran) for w in workers) == [0, 1]
         record = registry.get(tenant)
         assert record is not None and record.state is TenantState.ACTIVE and "slow" in record.steps
+        assert record.queued_at is None  # off the queue
         assert LeaseStore(control[CONTROL_DATABASE][LEASES]).holder(tenant_key(tenant)) is None  # released
-        # Nothing left to resume.
-        again = replicas[0]
-        again.sweep()
+        # Nothing left to run.
+        assert workers[0].poll() == 0
         assert step.runs == 1
     finally:
-        for r in replicas:
-            r.ctx.mongo.close()
+        for client in clients:
+            client.close()
         _cleanup(control, tenant)
 
 
-def test_a_live_holder_is_left_alone_and_a_dead_ones_work_taken_over(
-    settings: Settings, control: Mongo, ctx: ApiContext, tenant: str
+def test_a_live_holder_is_left_alone_and_a_dead_ones_tenant_taken_over(
+    settings: Settings, control: Mongo, tenant: str
 ) -> None:
-    registry = _interrupted(control, tenant)
+    registry = _queued(control, tenant)
     step = SlowStep()
-    context = StepContext(settings, control, LocalProcessLauncher(settings))
-    resumer = Resumer(
-        ctx, make_provisioner=lambda _ctx: Provisioner(registry, context, (step,)), scope=lambda t: t == tenant
-    )
+    worker = _worker(settings, control, {tenant}, (step,))
     leases = control[CONTROL_DATABASE][LEASES]
     key = tenant_key(tenant)
     try:
-        # Another replica is running it (its lease is live): not touched, even though the tenant looks old.
+        # Another worker is running it (its lease is live): not touched, even though the tenant was queued long ago.
         leases.insert_one(
-            {"_id": key, "owner": "replica-b:1:live", "expires_at": datetime.now(UTC) + timedelta(seconds=60)}
+            {"_id": key, "owner": "worker-b:1:live", "expires_at": datetime.now(UTC) + timedelta(seconds=60)}
         )
-        resumer.sweep()
-        assert (step.runs, resumer.ran) == (0, [])
+        assert worker.poll() == 0
+        assert step.runs == 0
 
-        # That replica died: its lease expired, so the item is taken over.
+        # That worker died: its lease expired, so the tenant is taken over.
         leases.update_one({"_id": key}, {"$set": {"expires_at": datetime.now(UTC) - timedelta(seconds=1)}})
-        resumer.sweep()
-        assert (step.runs, resumer.ran) == (1, [key])
+        assert worker.poll() == 1
+        worker.wait(30)
+        assert (step.runs, worker.ran) == (1, [tenant])
         record = registry.get(tenant)
-        assert record is not None and record.state is TenantState.ACTIVE
+        assert record is not None and record.state is TenantState.ACTIVE and record.queued_at is None
 
-        # A tenant whose last run failed (error recorded) waits for an operator instead.
+        # A tenant whose last run failed (error recorded) waits for an operator instead...
         registry.set_state(tenant, TenantState.PROVISIONING, error="step lake: exit 1")
-        control[CONTROL_DATABASE][TENANTS_COLLECTION].update_one({"_id": tenant}, {"$set": {"updated_at": LONG_AGO}})
-        resumer.sweep()
-        assert resumer.ran == [key]
-        # A fresh one (its request's own run is about to start) is left to that run.
-        registry.set_state(tenant, TenantState.PROVISIONING)
-        resumer.sweep()
-        assert resumer.ran == [key]
-        # Once it has been still for the grace period, it is picked up.
-        control[CONTROL_DATABASE][TENANTS_COLLECTION].update_one({"_id": tenant}, {"$set": {"updated_at": LONG_AGO}})
-        resumer.sweep()
-        assert resumer.ran == [key, key]
+        assert worker.poll() == 0
+        # ... who queues it again (POST .../provision): its error goes and the worker runs it.
+        registry.queue(tenant)
+        assert worker.poll() == 1
+        worker.wait(30)
+        assert worker.ran == [tenant, tenant]
     finally:
         _cleanup(control, tenant)
 
@@ -212,73 +173,115 @@ class WaitsOnce:
         return None
 
 
-def test_a_waiting_step_is_retried_by_the_resumer_and_a_failed_one_is_not(
-    settings: Settings, control: Mongo, ctx: ApiContext, tenant: str
+def test_a_waiting_step_is_retried_by_the_worker_and_a_failed_one_is_not(
+    settings: Settings, control: Mongo, tenant: str
 ) -> None:
     failed = f"{tenant}-f"
-    registry = _interrupted(control, tenant)
-    _interrupted(control, failed)
+    registry = _queued(control, tenant)
+    _queued(control, failed)
+    registry.set_error(failed, "step lake: lake init exited with 1")
     step = WaitsOnce()
-    prov = Provisioner(registry, StepContext(settings, control, LocalProcessLauncher(settings)), (step,))
+    worker = _worker(settings, control, {tenant, failed}, (step,), waiting_retry_s=2.0)
     try:
-        first = prov.provision(tenant)
-        assert not first.ok and first.error == "step waits waiting: shared tables not registered in Trino yet: events"
-        registry.set_error(failed, "step lake: lake init exited with 1")
-        for t in (tenant, failed):  # past the grace period
-            control[CONTROL_DATABASE][TENANTS_COLLECTION].update_one({"_id": t}, {"$set": {"updated_at": LONG_AGO}})
-        resumer = Resumer(ctx, make_provisioner=lambda _ctx: prov, scope=lambda t: t in (tenant, failed))
-        resumer.sweep()
-        assert resumer.ran == [tenant_key(tenant)]
+        assert worker.poll() == 1  # the failed one is not due
+        worker.wait(30)
+        waiting = registry.get(tenant)
+        assert (
+            waiting is not None
+            and waiting.error == "step waits waiting: shared tables not registered in Trino yet: events"
+        )
+        assert worker.poll() == 0  # not retried at once
+        time.sleep(2.0)
+        assert worker.poll() == 1
+        worker.wait(30)
         record = registry.get(tenant)
-        assert record is not None and (record.state, record.error) == (TenantState.ACTIVE, None)
+        assert record is not None and (record.state, record.error, record.queued_at) == (TenantState.ACTIVE, None, None)
         still = registry.get(failed)
         assert still is not None and still.state is TenantState.PROVISIONING and still.error is not None
+        assert still.queued_at is not None  # still counted in the queue's depth and age: the alert sees it
     finally:
         _cleanup(control, tenant)
         _cleanup(control, failed)
 
 
-def test_the_request_path_takes_the_same_lease(
-    settings: Settings, control: Mongo, ctx: ApiContext, tenant: str
+class SubprocessStep:
+    """A step whose first run starts a subprocess that outlives any test (as ``lake init`` starts a JVM)."""
+
+    name = "subprocess"
+
+    def __init__(self) -> None:
+        self.runs = 0
+
+    def applies(self, tenant: TenantRecord) -> bool:
+        return True
+
+    def provision(self, ctx: StepContext, tenant: TenantRecord, names: TenantNames) -> None:
+        self.runs += 1
+        if self.runs == 1:
+            ctx.run([sys.executable, "-c", "import time; time.sleep(600)", "init"])
+
+    def deprovision(self, ctx: StepContext, tenant: TenantRecord, names: TenantNames) -> None:
+        return None
+
+
+def test_a_stopping_worker_leaves_the_tenant_queued_for_the_next(
+    settings: Settings, control: Mongo, tenant: str
 ) -> None:
-    """A run scheduled by a request waits for a resumer's run of the same tenant instead of overlapping it."""
-    registry = _interrupted(control, tenant)
-    step = SlowStep()
-    prov = Provisioner(registry, StepContext(settings, control, LocalProcessLauncher(settings)), (step,))
+    registry = _queued(control, tenant)
+    step = SubprocessStep()
+
+    def make(worker: ProvisioningWorker) -> Provisioner:
+        # The worker's own runner: the step's process group dies with the worker's stop.
+        run: Callable[[Any], tuple[int, str]] = lambda argv: run_step_child(argv, 600.0, worker.stop)  # noqa: E731
+        context = StepContext(worker.settings, control, LocalProcessLauncher(worker.settings), run)
+        return Provisioner(registry, context, (step,))
+
+    first = ProvisioningWorker(settings, control, make, scope=lambda t: t == tenant)
     try:
-        with leased(ctx, tenant_key(tenant), 0.0):
-            assert provision_tenant(ctx, prov, RESUMER, tenant, 0.3) is None
-        assert step.runs == 0
-        outcome = provision_tenant(ctx, prov, RESUMER, tenant, 0.3)
-        assert outcome is not None and outcome.ok and step.runs == 1
+        assert first.poll() == 1
+        wait_for("the step's subprocess", lambda: step.runs == 1, timeout_s=30)
+        started = time.monotonic()
+        first.stop.set()
+        first.wait(30)
+        assert time.monotonic() - started < 10  # the child was killed, not waited for
+        record = registry.get(tenant)
+        assert record is not None and record.state is TenantState.PROVISIONING
+        assert (record.error, first.ran) == (None, [])  # nothing recorded: not a failure
+        assert record.queued_at is not None
+        assert LeaseStore(control[CONTROL_DATABASE][LEASES]).holder(tenant_key(tenant)) is None
+
+        second = ProvisioningWorker(settings, control, make, scope=lambda t: t == tenant)
+        assert second.poll() == 1
+        second.wait(30)
+        done = registry.get(tenant)
+        assert done is not None and done.state is TenantState.ACTIVE and step.runs == 2
     finally:
         _cleanup(control, tenant)
 
 
-def test_the_api_resumes_interrupted_work_at_startup(settings: Settings, control: Mongo, tenant: str) -> None:
-    """No request: the app's lifespan starts the resumer, which provisions a tenant stuck in ``provisioning`` and
-    finishes deleting one stuck in ``deleting``."""
+def test_queued_work_is_finished_with_the_real_steps_without_any_request(
+    settings: Settings, control: Mongo, tenant: str
+) -> None:
+    """The worker provisions a tenant queued in ``provisioning`` and finishes deleting one queued in ``deleting``
+    (documents from before ``queued_at`` too: queued by their state)."""
     gone = f"{tenant}-d"
-    _interrupted(control, gone, TenantState.DELETING)
-    registry = _interrupted(control, tenant)
-    fast = settings.model_copy(
-        update={"api": settings.api.model_copy(update={"resume": True, "resume_interval_s": 1.0})}
-    )
-    ctx = ApiContext(fast, control)
+    _queued(control, gone, TenantState.DELETING)
+    control[CONTROL_DATABASE][TENANTS_COLLECTION].update_one({"_id": gone}, {"$unset": {"queued_at": ""}})
+    registry = _queued(control, tenant)
     names = names_for(tenant, settings.lake_root)
-    try:
-        with TestClient(create_app(fast, mongo=control)):
+    with provisioning_worker(settings, control, lambda t: t in (tenant, gone)):
+        try:
 
             def state() -> TenantState | None:
                 record = registry.get(tenant)
                 return record.state if record is not None else None
 
-            wait_for("the interrupted tenant active", lambda: state() is TenantState.ACTIVE, timeout_s=600)
-            wait_for("the interrupted deletion done", lambda: registry.get(gone) is None, timeout_s=120)
+            wait_for("the queued tenant active", lambda: state() is TenantState.ACTIVE, timeout_s=600)
+            wait_for("the queued deletion done", lambda: registry.get(gone) is None, timeout_s=600)
             assert names.lake_dir.exists()
-    finally:
-        registry.set_state(tenant, TenantState.DELETING)
-        outcome = build_provisioner(ctx).deprovision(tenant)
-        assert outcome.ok, outcome
-        _cleanup(control, gone)
-        _cleanup(control, tenant)
+        finally:
+            registry.set_state(tenant, TenantState.DELETING)
+            wait_for("the tenant deleted", lambda: registry.get(tenant) is None, timeout_s=600)
+            _cleanup(control, gone)
+            _cleanup(control, tenant)
+    assert not names.lake_dir.exists()
