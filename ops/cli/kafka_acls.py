@@ -1,21 +1,21 @@
 """The Kafka ACLs each metalake process needs, derived from what its code reads, writes, creates and joins.
 
-A pure function of the settings (:func:`required_acls`): the principal of each process kind
-(``kafka.principals``), the consumer groups of the processors, and the topic names of ``tenants.naming``. Rendered
-by ``metalake kafka acls`` (and applied with ``--apply``) and in docs/production.md. Here and not in the kernel:
-the topic names live in ``tenants`` and the readers' groups in ``control``, which the kernel cannot import.
+A pure function of the settings (:func:`required_acls`): the principal of each process kind (``kafka.principals``), the
+consumer groups of the processors, and the topic names of ``tenants.naming``. Rendered by ``metalake kafka acls`` (and
+applied with ``--apply``) and in docs/production.md. Here and not in the kernel: the topic names live in ``tenants`` and
+the readers' groups in ``control``, which the kernel cannot import.
 
-Dedicated tenants' topics share :data:`tenants.naming.DEDICATED_TOPIC_PREFIX`, so every grant on them is PREFIXED:
-a new tenant needs no new ACL, and the API's CREATE and DELETE on the prefix let provisioning create and delete
-those topics and no other. The platform's topics (pooled event topics, changes, DLQs, retry, tests, offsets) are
-created at install by the cluster's administrator: no process may create or reconfigure them. Every producer is
-idempotent (``enable.idempotence``), hence IDEMPOTENT_WRITE on the cluster (implied by WRITE since Kafka 3.0, granted
-for older brokers); no producer is transactional, so no TRANSACTIONAL_ID is granted. READ and WRITE imply DESCRIBE
-(the metadata the clients ask for); the readiness check's metadata request needs no ACL. Consumer groups: READ for
-the processors' own (they join and commit); DESCRIBE for metalake's readers that assign partitions and never commit
-(librdkafka looks their coordinator up all the same); none for the streaming job, whose Spark source (Java client)
-assigns partitions, fetches offsets with its admin client and keeps them in its checkpoint. Each of these was
-checked on a broker with an authorizer (tests/integration/test_kafka_acls.py).
+Dedicated tenants' topics share :data:`tenants.naming.DEDICATED_TOPIC_PREFIX`, so every grant on them is PREFIXED: a new
+tenant needs no new ACL, and the lake worker's CREATE and DELETE on the prefix let provisioning (which it runs,
+``processors.lake.provisioning``) create and delete those topics and no other. The platform's topics (pooled event
+topics, changes, DLQs, retry, tests, offsets) are created at install by the cluster's administrator: no process may
+create or reconfigure them. Every producer is idempotent (``enable.idempotence``), hence IDEMPOTENT_WRITE on the cluster
+(implied by WRITE since Kafka 3.0, granted for older brokers); no producer is transactional, so no TRANSACTIONAL_ID is
+granted. READ and WRITE imply DESCRIBE (the metadata the clients ask for); the readiness check's metadata request needs
+no ACL. Consumer groups: READ for the processors' own (they join and commit); DESCRIBE for metalake's readers that
+assign partitions and never commit (librdkafka looks their coordinator up all the same); none for the streaming job,
+whose Spark source (Java client) assigns partitions, fetches offsets with its admin client and keeps them in its
+checkpoint. Each of these was checked on a broker with an authorizer (tests/integration/test_kafka_acls.py).
 """
 
 from __future__ import annotations
@@ -56,13 +56,13 @@ Operation = Literal["READ", "WRITE", "CREATE", "DELETE", "DESCRIBE", "IDEMPOTENT
 PROCESSES: tuple[Process, ...] = ("api", "connect", "stream", "propagation", "outbound", "access", "lake")
 # What each principal setting stands for (the command's and the docs' wording).
 PROCESS_NAMES: dict[Process, str] = {
-    "api": "admin API (events, replays, subscription tests, dead letters, offsets, provisioning)",
+    "api": "admin API (events, replays, subscription tests, dead letters, offsets)",
     "connect": "connector worker (webhooks, ingest, crawls)",
     "stream": "streaming job (Spark; pooled and dedicated)",
     "propagation": "propagation processor",
     "outbound": "outbound runtime",
     "access": "access processor",
-    "lake": "lake worker and lake commands (erase)",
+    "lake": "lake worker and lake commands (erase, tenant provisioning)",
 }
 CLUSTER = "kafka-cluster"  # the one name Kafka gives the CLUSTER resource
 
@@ -117,8 +117,7 @@ def _grants(settings: Settings) -> dict[Process, list[_Grant]]:
         "api": [
             _topic(PRIORITY_TOPIC, "WRITE", why=f"{events}; dead-letter replays"),
             _topic(BULK_TOPIC, "WRITE", why=f"{events}; dead-letter replays"),
-            # WRITE gives provisioning the DESCRIBE its existence checks need; CREATE and DELETE are provisioning's.
-            _dedicated("WRITE", "CREATE", "DELETE", why=f"{events}; replays; provisioning creates and deletes them"),
+            _dedicated("WRITE", why=f"{events}; dead-letter replays"),
             _topic(OUTBOUND_TESTS_TOPIC, "WRITE", why="subscription test sends"),
             _topic(outbound_retry, "WRITE", why="replays of outbound dead letters"),
             _topic(connectors_dlq, "READ", why="dead-letter listings"),
@@ -168,6 +167,10 @@ def _grants(settings: Settings) -> dict[Process, list[_Grant]]:
         ],
         "lake": [
             _topic(CHANGES_TOPIC, "WRITE", why="an erase's announcement"),
+            # DESCRIBE for provisioning's existence checks; CREATE and DELETE: it creates and deletes them.
+            _dedicated(
+                "DESCRIBE", "CREATE", "DELETE", why="provisioning creates and deletes dedicated tenants' topics"
+            ),
             _topic(CONNECT_OFFSETS_TOPIC, "READ", "WRITE", why="an erase tombstones the offsets naming the URN"),
             offsets_reader,
             _IDEMPOTENT,

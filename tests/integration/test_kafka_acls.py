@@ -2,7 +2,8 @@
 the admin its only super user), applied by the command itself, then exercised by librdkafka clients built by
 metalake's own config builders as each process's principal (SCRAM-SHA-512 over SASL_SSL): every process writes and
 reads exactly the topics its process needs and is refused the rest, joins its own consumer groups and no other's,
-and the API (provisioning) creates and deletes a dedicated tenant's topics while no other principal can create any;
+and the lake worker (provisioning) creates and deletes a dedicated tenant's topics while no other principal can create
+any;
 the real propagation processor runs as its principal.
 
 One broker for the module (tests/_support/acl_broker.py; the stack's broker has no authorizer)."""
@@ -301,25 +302,26 @@ def test_provisioning_creates_and_deletes_a_dedicated_tenant_s_topics_only(
 ) -> None:
     from control.provisioning.steps import StepContext, TopicsStep
 
-    api = _as(base, broker, base.kafka.principals.api)
+    # The lake worker runs provisioning: its principal.
+    lake = _as(base, broker, base.kafka.principals.lake)
     names = names_for(f"acl-{uuid.uuid4().hex[:8]}", Path("/unused"), dedicated=True)
-    ctx = StepContext(api, None, None)  # type: ignore[arg-type]  # the topics step uses the settings alone
+    ctx = StepContext(lake, None, None)  # type: ignore[arg-type]  # the topics step uses the settings alone
     tenant = None  # nor the record
     step = TopicsStep()
     step.provision(ctx, tenant, names)  # type: ignore[arg-type]
-    listed = AdminClient(client_config(api)).list_topics(timeout=10).topics
+    listed = AdminClient(client_config(lake)).list_topics(timeout=10).topics
     assert {names.priority_topic, names.bulk_topic} <= set(listed)
     # Its events go in as the connector worker, a new tenant with no ACL of its own.
     connect = _as(base, broker, base.kafka.principals.connect)
     assert _produce_each(connect, [names.priority_topic]) == {names.priority_topic: None}
     step.deprovision(ctx, tenant, names)  # type: ignore[arg-type]
-    listed = AdminClient(client_config(api)).list_topics(timeout=10).topics
+    listed = AdminClient(client_config(lake)).list_topics(timeout=10).topics
     assert not {names.priority_topic, names.bulk_topic} & set(listed)
 
-    # Outside the prefix, the API creates nothing; the other processes create nothing at all.
-    refused = _create(api, "metalake.not-a-tenant")
+    # Outside the prefix, the lake worker creates nothing; the other processes (the API too) create nothing at all.
+    refused = _create(lake, "metalake.not-a-tenant")
     assert refused is not None and refused.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
-    for process in ("connect", "stream", "propagation", "lake"):
+    for process in ("api", "connect", "stream", "propagation"):
         me = _as(base, broker, getattr(base.kafka.principals, process))
         refused = _create(me, names_for(f"acl-{process}", Path("/unused"), dedicated=True).priority_topic)
         assert refused is not None and refused.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, process
@@ -373,7 +375,8 @@ def test_the_propagation_processor_runs_as_its_principal(
     database = mongo[names.mongo_database]
     processor: PropagationProcess | None = None
     try:
-        ensure_topics(_as(base, broker, base.kafka.principals.api), [names.priority_topic, names.bulk_topic])
+        # As provisioning (the lake worker) creates them.
+        ensure_topics(_as(base, broker, base.kafka.principals.lake), [names.priority_topic, names.bulk_topic])
         users, customers = (f"urn:metalake:postgres:prod/shop/public/{t}/email" for t in ("users", "customers"))
         seed(database, LINEAGE, upstream=users, urn=customers)
         seed(database, CLASSIFICATIONS, urn=users, tag="PII", source="human", propagate=True)
@@ -439,7 +442,9 @@ def test_the_streaming_job_runs_as_its_principal(
     from tests._support.streamjob import Job, publish_confirmed
 
     names = names_for(tenant, base.lake_root, dedicated=True)
-    ensure_topics(_as(base, broker, base.kafka.principals.api), [names.priority_topic, names.bulk_topic])
+    ensure_topics(
+        _as(base, broker, base.kafka.principals.lake), [names.priority_topic, names.bulk_topic]
+    )  # provisioning
     urns = [asset_urn("postgres", "it", "acl", "public", f"t{i}") for i in range(2)]
     job = Job(tenant, tmp_path / "job.log", env=_env(_as(base, broker, base.kafka.principals.stream)))
     try:

@@ -1,8 +1,8 @@
 """Tenants through the admin API on the real stack, with real tokens: create (pooled and dedicated), provision, send
 an event, query it in Trino, suspend and resume, erase an asset (GDPR), read the audit trail, delete, nothing left.
 
-Provisioning runs after the 202 answer; Starlette's TestClient returns only once the background work is done, so a
-test sees the provisioned (or deleted) tenant right after the call.
+Create and delete answer 202 and queue the work; the lake worker runs it (here in the test's process, for the test's
+tenant: tests/_support/provisioning.py) and the test polls the tenant as a client does, until its queued work is over.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from tenants.naming import CONTROL_DATABASE, POOLED_TABLES, TRINO_POOLED_SCHEMA,
 from tenants.registry import DELETED_TENANTS_COLLECTION, TenantDirectory, TenantRegistry
 from tests._support.itest import trino_rows, wait_for
 from tests._support.lakeit import publish, upsert
+from tests._support.provisioning import provisioning_worker, settled
 from tests._support.tokens import auth_headers
 from tests._support.trinoschema import schema_of
 
@@ -39,8 +40,11 @@ Mongo = MongoClient[dict[str, Any]]
 
 
 @pytest.fixture
-def api(settings: Settings, control: Mongo) -> Iterator[TestClient]:
-    with TestClient(create_app(settings, mongo=control)) as client:
+def api(settings: Settings, control: Mongo, tenant: str) -> Iterator[TestClient]:
+    with (
+        provisioning_worker(settings, control, lambda t: t == tenant),
+        TestClient(create_app(settings, mongo=control)) as client,
+    ):
         yield client
 
 
@@ -107,8 +111,9 @@ def test_pooled_tenant_end_to_end(
     created = api.post("/v1/tenants", json={"id": tenant, "display_name": "IT pooled"}, headers=admin)
     assert created.status_code == 202, created.text
     assert created.headers["location"] == f"/v1/tenants/{tenant}"
-    view = api.get(f"/v1/tenants/{tenant}", headers=admin).json()
-    assert view["state"] == "active", view
+    assert created.json()["state"] == "provisioning" and created.json()["queued_at"] is not None
+    view = settled(api, tenant, admin)
+    assert view is not None and view["state"] == "active", view
     assert view["tier"] == "pooled"
     assert view["provisioning"] == {"done": ["access", "control", "lake", "mongo", "offsets", "trino"], "pending": []}
     assert view["trino_schema"] == schema_of(names)  # keyed: the tenant learns it here, not from its id
@@ -200,6 +205,7 @@ def test_pooled_tenant_end_to_end(
     assert unconfirmed.status_code == 422 and unconfirmed.json()["field"] == "confirm"
     deleted = api.delete(f"/v1/tenants/{tenant}", params={"confirm": tenant}, headers=admin)
     assert deleted.status_code == 202 and deleted.json()["state"] == "deleting"
+    assert settled(api, tenant, admin) is None
     assert api.get(f"/v1/tenants/{tenant}", headers=admin).status_code == 404
     _assert_nothing_left(settings, control, trino_cursor, names)
     platform = _audit(api, admin, "/v1/audit", target=tenant)
@@ -216,8 +222,8 @@ def test_dedicated_tenant_gets_its_topics_and_streaming_query(
     created = api.post("/v1/tenants", json={"id": tenant, "tier": "dedicated"}, headers=admin)
     assert created.status_code == 202, created.text
     try:
-        view = api.get(f"/v1/tenants/{tenant}", headers=admin).json()
-        assert view["state"] == "active", view
+        view = settled(api, tenant, admin)
+        assert view is not None and view["state"] == "active", view
         steps = {"topics", "lake", "trino", "mongo", "control", "offsets", "stream", "access"}
         assert set(view["provisioning"]["done"]) == steps
         assert {names.priority_topic, names.bulk_topic} <= _topics(settings)
@@ -242,6 +248,7 @@ def test_dedicated_tenant_gets_its_topics_and_streaming_query(
     finally:
         deleted = api.delete(f"/v1/tenants/{tenant}", params={"confirm": tenant}, headers=admin)
         assert deleted.status_code == 202, deleted.text
+        assert settled(api, tenant, admin) is None
     assert launcher.status(tenant).state == "stopped"
     assert not launcher.run_dir(tenant).exists()
     _assert_nothing_left(settings, control, trino_cursor, names)
