@@ -35,6 +35,7 @@ MUTATIONS = [
     ("MetalakeDeadLettersRising", 'outcome="dead_lettered"}[10m]', 'outcome!="accepted"}[10m]'),
     ("MetalakeDeliveriesFailing", "\n          > 0.1\n", "\n          > 0.5\n"),
     ("MetalakeErasureQueueStuck", "oldest_seconds) > 7200", "oldest_seconds) > 72000"),
+    ("MetalakeProvisioningQueueStuck", "provisioning_oldest_seconds) > 1800", "provisioning_oldest_seconds) > 18000"),
     ("MetalakeProcessDown", 'up{job=~"api|connect|stream|lake-worker|propagation|outbound|access"}', "up"),
     ("MetalakeProcessDown", "== 0\n        for: 2m", "== 0\n        for: 20m"),
     ("MetalakeProcessNotReady", "metalake_ready == 0", "metalake_ready < 0"),
@@ -55,7 +56,7 @@ def run(promtool: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
 def test_the_rules_load(promtool: Path) -> None:
     done = run(promtool, "check", "rules", RULES)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "SUCCESS: 15 rules found" in done.stdout
+    assert "SUCCESS: 16 rules found" in done.stdout
 
 
 def test_the_rules_pass_their_unit_tests(promtool: Path) -> None:
