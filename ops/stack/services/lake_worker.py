@@ -1,5 +1,6 @@
 """The lake worker (``python -m processors.lake worker``) run as a stack service, started with the streaming job: it
-runs the GDPR erasures the admin API queues, so the API never starts a Spark driver (see docs/lake.md)."""
+runs the GDPR erasures and the tenant provisioning and deletion the admin API queues, so the API never starts a Spark
+driver nor any subprocess (see docs/lake.md)."""
 
 from __future__ import annotations
 
