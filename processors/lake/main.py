@@ -1,8 +1,9 @@
 """``python -m processors.lake <command>`` (also ``metalake lake``): the lake operations on the Delta tables and the
 MongoDB projection. Each prints progress on stderr and a JSON report on stdout; exit 0 done, 1 failed, 2 refused
-(unknown tenant, invalid URN, unsafe option). The admin API runs ``init`` and ``drop`` this way, in a subprocess, so
-Spark never starts in the API; erasures it only queues, and ``worker`` (a long-running deployable, where Spark work
-runs) runs ``erase`` for each. See docs/lake.md.
+(unknown tenant, invalid URN, unsafe option). The admin API only queues erasures and tenant (de)provisioning;
+``worker`` (a long-running deployable, where Spark work runs) runs ``erase`` for each erasure and the provisioning
+steps, ``init --dedicated`` and ``drop`` among them, this way, in child processes, so Spark never starts in the API.
+See docs/lake.md.
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ from processors.lake.worker import worker_report
 
 app = typer.Typer(
     help="Lake operations on the Delta tables and the MongoDB projection: maintain, erase (GDPR), reconcile, prune, "
-    "init, drop (tenant deletion), and the worker that runs the erasures the API queues. Progress on stderr, a JSON "
-    "report on stdout; exit 0 done, 1 failed, 2 refused (unknown tenant, invalid URN, unsafe option). See docs/lake.md",
+    "init, drop (tenant deletion), and the worker that runs the erasures and tenant provisioning the API queues. "
+    "Progress on stderr, a JSON report on stdout; exit 0 done, 1 failed, 2 refused (unknown tenant, invalid URN, "
+    "unsafe option). See docs/lake.md",
     no_args_is_help=True,
 )
 
@@ -118,9 +120,10 @@ def worker(
         Path | None, typer.Option(help="Written once the worker polls (the local stack's start marker).")
     ] = None,
 ) -> None:
-    """Run the GDPR erasures the admin API queued, until SIGTERM: at most erasure.concurrency at a time, each as
-    ``erase`` in a child process group killed after erasure.timeout_s (the erasure then fails). A crashed worker's
-    erasures are claimed again once their leases expire. Starts no JVM itself."""
+    """Run the GDPR erasures and the tenant (de)provisioning the admin API queued, until SIGTERM: at most
+    erasure.concurrency erasures at a time, each as ``erase`` in a child process group killed after erasure.timeout_s
+    (the erasure then fails), and provisioning.concurrency tenants (their ``init``/``drop`` likewise). A crashed
+    worker's work is claimed again once its leases expire. Starts no JVM itself."""
     _report("worker", lambda settings: worker_report(settings, ready_file))
 
 
@@ -156,8 +159,8 @@ def init(
     ] = False,
 ) -> None:
     """Create the tenant's Delta tables (its own if dedicated, else the shared ones if missing; audit included) and
-    register them in Trino; idempotent. The admin API runs it when it provisions a dedicated tenant, so the tenant is
-    queryable before its first event."""
+    register them in Trino; idempotent. The lake worker runs it when it provisions a dedicated tenant, so the tenant
+    is queryable before its first event."""
     _report("init", lambda settings: init_report(settings, tenant, dedicated))
 
 
