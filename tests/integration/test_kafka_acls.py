@@ -221,12 +221,13 @@ def test_each_process_reads_the_topics_it_needs_and_no_other(
 
 def test_the_brief_examples_hold(applied: list[Acl]) -> None:
     """Spelled out, not derived: the connector worker cannot read the changes, the access processor cannot write
-    them, the stream job cannot write a DLQ, and only the API may create topics (those of dedicated tenants)."""
+    them, the stream job cannot write a DLQ, and only the lake worker (which runs provisioning) may create topics (those
+    of dedicated tenants)."""
     assert not _grants(applied, "connect", CHANGES_TOPIC, "READ")
     assert not _grants(applied, "access", CHANGES_TOPIC, "WRITE")
     assert not _grants(applied, "stream", dlq_topic("outbound"), "WRITE")
     creators = {a.process for a in applied if a.operation == "CREATE"}
-    assert creators == {"api"}
+    assert creators == {"lake"}
     assert all(a.pattern == "PREFIXED" and a.name == DEDICATED_TOPIC_PREFIX for a in applied if a.operation == "CREATE")
 
 
