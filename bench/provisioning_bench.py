@@ -6,7 +6,8 @@ TestClient, the caller stood in as a platform admin), on the running local stack
 Before the provisioning queue (the API ran the steps as a background task, which TestClient runs before it returns)
 the ``POST`` is the whole provisioning; with it (``--worker``: the lake worker's provisioning side polling in this
 process, scoped to the bench's tenants, as the stack's worker would) the ``POST`` only queues and the poll waits for
-the worker. Every tenant is deleted at the end (``--worker``: by the worker; else through the API, one at a time).
+the worker. Every tenant is deleted at the end (``--worker``: by the worker; else through the API, one at a time),
+unless ``--keep``.
 
     PYTHONPATH=<tree> .stack/venv/bin/python bench/provisioning_bench.py --runs 5 [--worker] [--tiers pooled,dedicated]
 
@@ -94,6 +95,7 @@ def main() -> None:
     parser.add_argument("--tiers", default="pooled,dedicated")
     parser.add_argument("--worker", action="store_true", help="run the lake worker's provisioning in this process")
     parser.add_argument("--timeout-s", type=float, default=900.0)
+    parser.add_argument("--keep", action="store_true", help="leave the tenants (a private stack about to go down)")
     args = parser.parse_args()
     settings = load_settings(Settings)
     mongo: Any = mongo_client(settings)
@@ -123,7 +125,8 @@ def main() -> None:
                 created.append(str(sample["tenant"]))
                 samples.append(sample)
             result[tier] = _summary(samples)
-        result["deleted_all_s"] = round(_delete_all(api, created, args.timeout_s * len(created)), 1)
+        if not args.keep:
+            result["deleted_all_s"] = round(_delete_all(api, created, args.timeout_s * len(created)), 1)
     print(json.dumps(result, indent=2))
 
 
