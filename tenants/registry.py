@@ -181,11 +181,12 @@ class TenantRegistry:
         doc = self._tenants.find_one({"_id": tenant_id})
         return _record(doc) if doc is not None else None
 
-    def count_pending_work(self) -> int:
-        """Tenants whose provisioning or deletion is not done (``metalake_provisioning_queue_depth``); one scalar
-        equality per state, which FerretDB pushes down."""
-        states = (TenantState.PROVISIONING, TenantState.DELETING)
-        return sum(self._tenants.count_documents({"state": state.value}) for state in states)
+    def queued(self) -> list[TenantRecord]:
+        """Tenants with (de)provisioning work queued or failed (``control.provisioning.queue``), in id order: the
+        lake worker polls this, so the filter runs in the database rather than over every tenant's record here."""
+        work = [TenantState.PROVISIONING.value, TenantState.DELETING.value]
+        query: Doc = {"$or": [{"queued_at": {"$ne": None}}, {"state": {"$in": work}}]}
+        return [_record(d) for d in self._tenants.find(query).sort("_id", ASCENDING)]
 
     def list(self, *, after: str | None = None, limit: int | None = None) -> list[TenantRecord]:
         """Tenants in id order; ``after`` is the last id of the previous page."""
