@@ -3,7 +3,7 @@ side by side (issue 25, item 2).
 
 Two ``LakeWriter``s over pooled tables of their own (a scratch lake root): ``sequential``
 (``spark.commit_parallelism`` 1, the job before issue 25) and ``concurrent`` (``--parallelism``, the job's default).
-Both are seeded with asset upserts over ``--tenants`` tenants, then warmed up with one batch of each kind; then,
+Both are seeded with asset upserts over ``--tenants`` tenants, then warmed up with one batch of every kind; then,
 round after round, each writer takes the same two batches in a rotating order:
 
 - ``assets``: ``--batch`` asset upserts (new versions of seeded assets): events append, assets MERGE.
@@ -161,11 +161,11 @@ def main(argv: list[str] | None = None) -> int:
             lake[w](frame, counter[w])
             frame.unpersist()
             _check(k, captured.batches[-1])
+            print(f"    {w}/{k} batch {counter[w]}: {captured.batches[-1]}", flush=True)  # kept if the run is cut
 
-        for w in lake:  # the seed, then a warm-up batch of each kind (the first write of a table costs more)
+        for w in lake:  # the seed (assets), then a warm-up batch of every kind (a table's first write costs more)
             write(w, "assets", args.batch * 2)
-            for k in KINDS:
-                write(w, k, args.batch)
+            write(w, "all", args.batch)
         for r in range(1, args.rounds + 1):
             for w, k in combos[r % len(combos) :] + combos[: r % len(combos)]:
                 write(w, k, args.batch)
