@@ -27,6 +27,9 @@ class SparkSettings(BaseModel):
     projection_workers: int = Field(default=4, ge=1)
     # Delta's spark.databricks.delta.merge.materializeSource for the lake query's MERGEs (auto: Delta's default).
     merge_materialize_source: Literal["auto", "none", "all"] = "auto"
+    # The lake batch's commits (events, dead letters, one MERGE per state table) that run at once, each in a thread
+    # (``fanout``); 1: one after the other. The health MERGE always follows the assets and incidents MERGEs.
+    commit_parallelism: int = Field(default=4, ge=1)
     shuffle_partitions: int = 2
     driver_memory: str = "2g"
     # The address the driver binds and advertises (local masters: loopback; a cluster needs one its executors reach).
