@@ -2,7 +2,7 @@
 side by side (issue 25, item 2).
 
 Two ``LakeWriter``s over pooled tables of their own (a scratch lake root): ``sequential``
-(``spark.commit_parallelism`` 1, the job before issue 25) and ``concurrent`` (``--parallelism``, the job's default).
+(``spark.commit_parallelism`` 1, the job's default) and ``concurrent`` (``--parallelism``, default 4).
 Both are seeded with asset upserts over ``--tenants`` tenants, then warmed up with one batch of every kind; then,
 round after round, each writer takes the same two batches in a rotating order:
 
@@ -143,11 +143,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tenants", type=int, default=16, help="pooled tenants (default 16)")
     parser.add_argument("--batch", type=int, default=120, help="events per measured batch (default 120)")
     parser.add_argument("--rounds", type=int, default=7, help="measured batches per writer and kind (default 7)")
-    parser.add_argument("--parallelism", type=int, default=None, help="the concurrent writer's (default: the job's)")
+    parser.add_argument("--parallelism", type=int, default=4, help="the concurrent writer's (default 4)")
     args = parser.parse_args(argv)
 
     settings = load_settings(Settings)
-    parallelism = args.parallelism or settings.spark.commit_parallelism
+    parallelism = args.parallelism
     run = secrets.token_hex(3)
     root = settings.local_stack_dir / "bench" / f"kinds-{run}"
     spark = build_spark(settings, f"kinds-{run}")
