@@ -23,7 +23,7 @@ bootstrap:
 prefetch: ## Fetch Kafka, Trino, FerretDB and Prometheus in the background (from a fresh clone they overlap the bootstrap)
 	bash deploy/local/prefetch.sh
 
-prebuild: ## Build Jaeger and SeaweedFS in the background at low priority (from a fresh clone it overlaps lint and unit tests)
+prebuild: ## Build Jaeger, helm and hclfmt in the background at low priority (from a fresh clone it overlaps lint and unit tests)
 	bash deploy/local/prebuild.sh
 
 lint:

@@ -1,19 +1,26 @@
-"""The baseline of bench/stream_bench.py: confluent-kafka + delta-rs (``deltalake``), the way kafka-delta-ingest works.
+"""The baselines of bench/stream_bench.py: the floor under the job, with confluent-kafka, delta-rs (``deltalake``) and
+pymongo, the way kafka-delta-ingest works.
 
 Loop: consume a batch (up to ``--max-records`` or ``--latency`` seconds after its first record), parse and validate
 every record with the job's own parser (``processors.enrichment.parse.parse_record``: headers, CloudEvents
-attributes, JSON Schema of the data), group the valid events by tenant, one ``write_deltalake(mode="append")``
-commit per tenant ``events`` table carrying a ``txn`` action per Kafka partition (app id ``<group>-<partition>``,
-version = last offset, as kafka-delta-ingest records its progress), optionally (``--mongo``) the same guarded
-MongoDB upserts of the assets the job makes, then a synchronous Kafka offset commit. Prints one JSON line per batch.
+attributes, JSON Schema of the data), group the valid events by tenant, write the tenants of the batch in parallel
+(``--workers`` threads), then commit the Kafka offsets synchronously. Prints one JSON line per batch. One store per
+process (``--store``), as the job has one query per store:
+
+- ``delta``: one ``write_deltalake(mode="append")`` commit per tenant's own ``events`` table carrying a ``txn``
+  action per Kafka partition (app id ``<group>-<partition>``, version = last offset, as kafka-delta-ingest records its
+  progress);
+- ``mongo``: the job's guarded upserts of the assets (``processors.enrichment.projection``: the newest (version,
+  event id) wins), nothing else; with the job's projection trigger as its window (``--latency 0.1``) it is the floor
+  of the projection queries, which write MongoDB without waiting for Delta.
 
 Unlike the job (since issue 10: one shared table per kind for all pooled tenants, one commit per table and batch),
-it keeps a table per tenant, so its commits per batch grow with the tenants of the batch. It does not: MERGE the
-state tables (assets, lineage, ...), compute health, publish change events, write the dead letters to a ``_dlq``
-table (they are only counted), create or evolve tables beyond the first append, or register anything in Trino (the
-benchmark registers the first tenant's ``events`` table, the one its freshness probes query).
+the Delta baseline keeps a table per tenant, so its commits per batch grow with the tenants of the batch. Neither
+baseline MERGEs the state tables (assets, lineage, ...), computes health, publishes change events, writes the dead
+letters (they are only counted), creates or evolves tables beyond the first append, or registers anything in Trino
+(the benchmark registers the first tenant's ``events`` table, the one its freshness probes query).
 
-    .stack/venv/bin/python bench/stream_baseline.py --topic T --group G [--mongo]
+    .stack/venv/bin/python bench/stream_baseline.py --topic T --group G [--store mongo --latency 0.1]
 """
 
 from __future__ import annotations
@@ -22,7 +29,8 @@ import argparse
 import json
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from types import FrameType
 from typing import Any
@@ -33,7 +41,7 @@ from deltalake import CommitProperties, Transaction, write_deltalake
 from pymongo import MongoClient
 
 from metalake.kafka.config import consumer_config
-from ops.settings import get_settings
+from ops.settings import Settings, get_settings
 from ops.stack.paths import use_checkout_stack
 from processors.enrichment.parse import ParsedRow, parse_record
 from processors.enrichment.projection import apply_upserts, spec_upsert
@@ -114,23 +122,106 @@ def consume_batch(consumer: Consumer, max_records: int, latency_s: float, stop: 
     return batch
 
 
-def main() -> None:
+# A tenant's rows of one batch -> (seconds spent, rows written).
+TenantWriter = Callable[[str, list[ParsedRow]], float]
+
+
+def delta_writer(settings: Settings, group: str, now: datetime) -> TenantWriter:
+    """One append per tenant's own ``events`` table, with its Kafka progress as ``txn`` actions."""
+
+    def write(tenant: str, rows: list[ParsedRow]) -> float:
+        last: dict[int, int] = {}
+        for r in rows:
+            last[r.partition] = max(last.get(r.partition, -1), r.offset)
+        t = time.monotonic()
+        write_deltalake(
+            str(names_for(tenant, settings.lake_root).delta_path("events")),
+            events_table(rows, now),
+            mode="append",
+            partition_by=["event_date"],
+            commit_properties=CommitProperties(
+                app_transactions=[Transaction(f"{group}-{p}", o) for p, o in sorted(last.items())]
+            ),
+        )
+        return time.monotonic() - t
+
+    return write
+
+
+def mongo_writer(settings: Settings, mongo: MongoClient[dict[str, Any]], now: datetime) -> TenantWriter:
+    """The job's guarded upserts of a tenant's assets into its database."""
+
+    def write(tenant: str, rows: list[ParsedRow]) -> float:
+        t = time.monotonic()
+        collection = mongo[names_for(tenant, settings.lake_root).mongo_database][ASSETS.collection]
+        apply_upserts(collection, map(spec_upsert(ASSETS), fold(ASSETS, rows, now)))
+        return time.monotonic() - t
+
+    return write
+
+
+def by_tenant(batch: Sequence[Message]) -> tuple[dict[str, list[ParsedRow]], int]:
+    """The batch's valid rows grouped by tenant, and the count of the others."""
+    groups: dict[str, list[ParsedRow]] = {}
+    invalid = 0
+    for row in map(parse, batch):
+        if row.valid and row.tenant:
+            groups.setdefault(row.tenant, []).append(row)
+        else:
+            invalid += 1
+    return groups, invalid
+
+
+def run_batch(
+    batch: Sequence[Message], writer: Callable[[datetime], TenantWriter], pool: ThreadPoolExecutor
+) -> dict[str, Any]:
+    """Parse, write every tenant of the batch in parallel, then print the batch's line (offsets: the caller's)."""
+    started = time.monotonic()
+    groups, invalid = by_tenant(batch)
+    parsed = time.monotonic()
+    write = writer(datetime.now(UTC))
+    tenants = sorted(groups)
+    spent = list(pool.map(lambda tenant: write(tenant, groups[tenant]), tenants))
+    line = {
+        "event": "baseline.batch_done",
+        "records": len(batch),
+        "invalid": invalid,
+        "tenants": len(groups),
+        "steps": {"parse": round(parsed - started, 4), "write": round(time.monotonic() - parsed, 4)},
+        "commits": [
+            {"tenant": t, "rows": len(groups[t]), "seconds": round(s, 4)} for t, s in zip(tenants, spent, strict=True)
+        ],
+    }
+    return line
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--topic", required=True)
     parser.add_argument("--group", required=True, help="consumer group; also the txn app id prefix")
+    parser.add_argument("--store", choices=("delta", "mongo"), default="delta", help="what each batch is written to")
     parser.add_argument(
         "--max-records", type=int, default=20_000, help="batch size cap (the job's maxOffsetsPerTrigger)"
     )
     parser.add_argument("--latency", type=float, default=1.0, help="seconds a batch may wait after its first record")
-    parser.add_argument("--mongo", action="store_true", help="also make the job's guarded upserts of the assets")
-    args = parser.parse_args()
+    parser.add_argument(
+        "--workers", type=int, default=4, help="tenants of a batch written at once (the job's projection_workers)"
+    )
+    return parser.parse_args(argv)
 
+
+def main() -> None:
+    args = parse_args()
     settings = get_settings()
     consumer = Consumer(
         consumer_config(settings, args.group, **{"enable.auto.commit": False, "auto.offset.reset": "earliest"})
     )
     consumer.subscribe([args.topic])
-    mongo: MongoClient[dict[str, Any]] | None = MongoClient(settings.mongo_uri) if args.mongo else None
+    mongo: MongoClient[dict[str, Any]] | None = MongoClient(settings.mongo_uri) if args.store == "mongo" else None
+
+    def writer(now: datetime) -> TenantWriter:
+        return delta_writer(settings, args.group, now) if mongo is None else mongo_writer(settings, mongo, now)
+
     stop: list[bool] = []
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -139,63 +230,18 @@ def main() -> None:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     print(json.dumps({"event": "baseline.ready"}), flush=True)
-    while not stop:
-        batch = consume_batch(consumer, args.max_records, args.latency, stop)
-        if not batch:
-            continue
-        started = time.monotonic()
-        steps: dict[str, float] = {}
-        commits: list[dict[str, Any]] = []
-        t = time.monotonic()
-        by_tenant: dict[str, list[ParsedRow]] = {}
-        invalid = 0
-        for row in map(parse, batch):
-            if row.valid and row.tenant:
-                by_tenant.setdefault(row.tenant, []).append(row)
-            else:
-                invalid += 1
-        steps["parse"] = time.monotonic() - t
-        now = datetime.now(UTC)
-        for tenant in sorted(by_tenant):
-            rows = by_tenant[tenant]
-            names = names_for(tenant, settings.lake_root)
-            last: dict[int, int] = {}
-            for r in rows:
-                last[r.partition] = max(last.get(r.partition, -1), r.offset)
-            txns = [Transaction(f"{args.group}-{p}", o) for p, o in sorted(last.items())]
+    with ThreadPoolExecutor(max_workers=args.workers) as pool:
+        while not stop:
+            batch = consume_batch(consumer, args.max_records, args.latency, stop)
+            if not batch:
+                continue
+            started = time.monotonic()
+            line = run_batch(batch, writer, pool)
             t = time.monotonic()
-            write_deltalake(
-                str(names.delta_path("events")),
-                events_table(rows, now),
-                mode="append",
-                partition_by=["event_date"],
-                commit_properties=CommitProperties(app_transactions=txns),
-            )
-            spent = time.monotonic() - t
-            steps["events"] = steps.get("events", 0.0) + spent
-            commits.append({"tenant": tenant, "rows": len(rows), "seconds": round(spent, 4)})
-            if mongo is not None:
-                t = time.monotonic()
-                collection = mongo[names.mongo_database][ASSETS.collection]
-                apply_upserts(collection, map(spec_upsert(ASSETS), fold(ASSETS, rows, now)))
-                steps["mongo"] = steps.get("mongo", 0.0) + time.monotonic() - t
-        t = time.monotonic()
-        consumer.commit(asynchronous=False)
-        steps["offsets"] = time.monotonic() - t
-        print(
-            json.dumps(
-                {
-                    "event": "baseline.batch_done",
-                    "records": len(batch),
-                    "invalid": invalid,
-                    "tenants": len(by_tenant),
-                    "seconds": round(time.monotonic() - started, 4),
-                    "steps": {k: round(v, 4) for k, v in steps.items()},
-                    "commits": commits,
-                }
-            ),
-            flush=True,
-        )
+            consumer.commit(asynchronous=False)
+            line["steps"]["offsets"] = round(time.monotonic() - t, 4)
+            line["seconds"] = round(time.monotonic() - started, 4)
+            print(json.dumps(line), flush=True)
     consumer.close()
     if mongo is not None:
         mongo.close()

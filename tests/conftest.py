@@ -7,6 +7,7 @@ stack (tests/_support/lanes.py).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ops.stack.paths import use_checkout_stack
@@ -14,3 +15,8 @@ from tests._support.lanes import use_lane
 
 use_lane(Path(__file__).resolve().parents[1])
 use_checkout_stack(Path(__file__).resolve().parent)
+# The projection queries poll Kafka every trigger even with nothing to read: at the product's 100 ms an idle job and
+# its broker take about 14 % of a core, at 250 ms 8 % (docs/benchmarks.md, "`make test`"), and the session runs a
+# pooled job per lane and a job per fault test for its whole length on two cores. 250 ms adds at most 150 ms before
+# a change reaches MongoDB, far inside every wait of these tests; an operator's own setting wins.
+os.environ.setdefault("METALAKE_SPARK__PROJECTION_TRIGGER_INTERVAL", "250 milliseconds")

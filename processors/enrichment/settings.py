@@ -27,6 +27,11 @@ class SparkSettings(BaseModel):
     projection_workers: int = Field(default=4, ge=1)
     # Delta's spark.databricks.delta.merge.materializeSource for the lake query's MERGEs (auto: Delta's default).
     merge_materialize_source: Literal["auto", "none", "all"] = "auto"
+    # The lake batch's commits (events, dead letters, one MERGE per state table) that run at once, each in a thread
+    # (``fanout``); 1: one after the other. The health MERGE always follows the assets and incidents MERGEs. 1 by
+    # default until side by side is shown to pay: on a busy 2-core machine the commits are CPU-bound, and two rounds
+    # of bench/batch_kinds.py disagreed (docs/benchmarks.md).
+    commit_parallelism: int = Field(default=1, ge=1)
     shuffle_partitions: int = 2
     driver_memory: str = "2g"
     # The address the driver binds and advertises (local masters: loopback; a cluster needs one its executors reach).

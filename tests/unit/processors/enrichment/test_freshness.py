@@ -10,7 +10,7 @@ import pytest
 
 from metalake.telemetry.exposition import install_meter_provider, render
 from processors.enrichment import freshness
-from processors.enrichment.lake import BatchSummary
+from processors.enrichment.summary import BatchSummary
 from tests._support.scrape import sample
 
 
