@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 from pymongo.errors import AutoReconnect, DuplicateKeyError, ServerSelectionTimeoutError
 
@@ -25,8 +28,18 @@ class _Flaky:
 
 @pytest.fixture
 def pauses(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The pauses of this test's thread. ``mongo.time`` is the process's one ``time`` module: a thread an earlier test
+    of the same worker left running sleeps through it too, and is let sleep for real."""
     slept: list[float] = []
-    monkeypatch.setattr(mongo.time, "sleep", slept.append)
+    real_sleep, mine = time.sleep, threading.current_thread()
+
+    def sleep(seconds: float) -> None:
+        if threading.current_thread() is mine:
+            slept.append(seconds)
+        else:
+            real_sleep(seconds)
+
+    monkeypatch.setattr(mongo.time, "sleep", sleep)
     return slept
 
 
