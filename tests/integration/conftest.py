@@ -73,7 +73,7 @@ _HERE = Path(__file__).resolve().parent
 # Seconds each integration file took in a whole `make test` (summed over its tests; 2026-11-30, docs/benchmarks.md):
 # the order below needs only their ranking, so a stale figure costs balance, not correctness. A file not listed
 # counts as 0 (it runs among the light ones).
-FILE_COSTS: dict[str, int] = json.loads((Path(__file__).parent / "file_costs.json").read_text())
+FILE_COSTS: dict[str, int] = json.loads((_HERE / "file_costs.json").read_text())
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -85,8 +85,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
     def cost(item: pytest.Item) -> tuple[bool, int]:
         path = item.nodeid.split("::", 1)[0]
-        integration = path.startswith("tests/integration/")
-        return integration, -FILE_COSTS.get(path, 0) if integration else 0
+        return path.startswith("tests/integration/"), -FILE_COSTS.get(path, 0)  # the table lists integration files
 
     items.sort(key=cost)  # stable: a file's tests keep their collection order, next to each other
 
