@@ -111,6 +111,13 @@ def next_batch_id(checkpoint: Path) -> int:
     return max(offsets, default=-1) + 1
 
 
+def settled(checkpoint: Path) -> bool:
+    """Whether a query has committed every batch it planned, if any (its newest offsets entry has its commit):
+    stopped now, it replays nothing."""
+    done = [int(p.name) for p in (checkpoint / "commits").glob("[0-9]*")] if checkpoint.exists() else []
+    return max(done, default=-1) + 1 == next_batch_id(checkpoint)
+
+
 def txn_versions(table_dir: Path) -> list[tuple[str, int]]:
     """The (appId, version) pairs recorded in a Delta table's commits, read from the log files themselves."""
     pairs = []

@@ -25,7 +25,7 @@ from tenants.naming import CHANGES_TOPIC, TenantNames
 from tests._support.itest import trino_rows, wait_for
 from tests._support.kafka_tail import mark, read_since
 from tests._support.pipeline_procs import PropagationProcess, dedicated_tenant
-from tests._support.streamjob import Job, publish_confirmed
+from tests._support.streamjob import Job, publish_confirmed, settled
 from tests._support.trinoschema import schema_of
 
 pytestmark = pytest.mark.integration
@@ -170,6 +170,14 @@ def test_killed_after_publishing_before_committing_then_restarted_duplicates_no_
     classifications = mongo[dedicated.mongo_database]["classifications"]
     try:
         wait_for("the tag in MongoDB", lambda: classifications.count_documents({}) == 1 or None, timeout_s=240)
+        # MongoDB holds the tag before its batch has published the change and committed: stopped in between, the
+        # job below would replay the batch and publish the change again (same id; the processor would propagate it
+        # twice, deduplicated downstream, but this test counts the processor's own replay).
+        projections = [
+            dedicated.checkpoint_dir(settings.checkpoint_root, f"metalake-dedicated-{tenant}-mongo-{kind}")
+            for kind in ("priority", "bulk")
+        ]
+        wait_for("the job's projection batches committed", lambda: all(settled(p) for p in projections), timeout_s=120)
     finally:
         job.stop()  # stopped: what the processor publishes now stays in Kafka, unapplied, until the restart below
 
