@@ -21,6 +21,7 @@ from metalake.events import CloudEvent, new_event
 from metalake.kafka import EventProducer
 from ops.settings import Settings
 from ops.stack.manager import StackManager
+from processors.enrichment.main import JobOptions, _plan
 from tenants.naming import CHANGES_TOPIC, TenantNames
 from tests._support.itest import trino_rows, wait_for
 from tests._support.kafka_tail import mark, read_since
@@ -173,10 +174,7 @@ def test_killed_after_publishing_before_committing_then_restarted_duplicates_no_
         # MongoDB holds the tag before its batch has published the change and committed: stopped in between, the
         # job below would replay the batch and publish the change again (same id; the processor would propagate it
         # twice, deduplicated downstream, but this test counts the processor's own replay).
-        projections = [
-            dedicated.checkpoint_dir(settings.checkpoint_root, f"metalake-dedicated-{tenant}-mongo-{kind}")
-            for kind in ("priority", "bulk")
-        ]
+        projections = [plan.checkpoint for plan in _plan(settings, JobOptions(tenant=tenant)) if plan.pool != "lake"]
         wait_for("the job's projection batches committed", lambda: all(settled(p) for p in projections), timeout_s=120)
     finally:
         job.stop()  # stopped: what the processor publishes now stays in Kafka, unapplied, until the restart below

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from tests._support import itest
+from tests._support.fake_clock import FakeClock
 
 
-class _Clock:
+class _Clock(FakeClock):
     def __init__(self) -> None:
-        self.now = 0.0
+        super().__init__(now=0.0)
         self.pauses: list[float] = []
-
-    def monotonic(self) -> float:
-        return self.now
 
     def sleep(self, seconds: float) -> None:
         self.pauses.append(round(seconds, 3))
@@ -22,9 +22,9 @@ class _Clock:
 
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
+    # The helper module's own name for `time` only: patching the time module itself would reach every thread.
     fake = _Clock()
-    monkeypatch.setattr(itest.time, "monotonic", fake.monotonic)
-    monkeypatch.setattr(itest.time, "sleep", fake.sleep)
+    monkeypatch.setattr(itest, "time", SimpleNamespace(monotonic=fake, sleep=fake.sleep))
     return fake
 
 
