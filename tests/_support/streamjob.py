@@ -155,18 +155,47 @@ def delta_event_counts(cursor: Any, names: TenantNames) -> tuple[int, int]:
     return (int(rows[0][0]), int(rows[0][1])) if rows else (0, 0)
 
 
+def delta_record_counts(cursor: Any, names: TenantNames) -> tuple[int, int, int]:
+    """(rows, distinct Kafka records, distinct event ids) of the tenant's Delta ``events`` table; zeros before it is
+    in Trino. ``events`` is history keyed by Kafka delivery: the job appends each record once (rows == records),
+    and an event its producer sent twice (a retry after a confirmation lost to a broker's shutdown) is two records
+    (records > event ids)."""
+    record = "format('%s/%s/%s', kafka_topic, kafka_partition, kafka_offset)"
+    sql = f'SELECT count(*), count(DISTINCT {record}), count(DISTINCT event_id) FROM "{schema_of(names)}".events'
+    rows = trino_rows(cursor, sql)
+    return (int(rows[0][0]), int(rows[0][1]), int(rows[0][2])) if rows else (0, 0, 0)
+
+
+def _alive(job: Job | None) -> None:
+    if job is not None and not job.alive:
+        raise AssertionError(f"the streaming job died while waiting for its events:\n{job.tail()}")
+
+
 def wait_for_events(
     cursor: Any, names: TenantNames, expected: int, timeout_s: float, job: Job | None = None
 ) -> tuple[int, int]:
     """Until the ``events`` table holds ``expected`` rows; fail early (with its log) if ``job`` died."""
 
     def probe() -> tuple[int, int] | None:
-        if job is not None and not job.alive:
-            raise AssertionError(f"the streaming job died while waiting for its events:\n{job.tail()}")
+        _alive(job)
         counts = delta_event_counts(cursor, names)
         return counts if counts[0] >= expected else None
 
     return wait_for(f"{expected} rows in {schema_of(names)}.events", probe, timeout_s=timeout_s, interval_s=1)
+
+
+def wait_for_event_ids(
+    cursor: Any, names: TenantNames, expected: int, timeout_s: float, job: Job | None = None
+) -> tuple[int, int, int]:
+    """Until the ``events`` table holds ``expected`` distinct event ids, for a producer that may send an event twice;
+    :func:`delta_record_counts` then. Fails early (with its log) if ``job`` died."""
+
+    def probe() -> tuple[int, int, int] | None:
+        _alive(job)
+        counts = delta_record_counts(cursor, names)
+        return counts if counts[2] >= expected else None
+
+    return wait_for(f"{expected} event ids in {schema_of(names)}.events", probe, timeout_s=timeout_s, interval_s=1)
 
 
 AssetState = tuple[str, int, str, bool]
