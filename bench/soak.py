@@ -124,13 +124,13 @@ def prepare(args: argparse.Namespace) -> Run:
 
 def summarize(run: Run, checks: dict[str, object]) -> dict[str, object]:
     curves = prom.curves(run.prometheus, run.t0 - 60, time.time())
-    p99 = analysis.worst(curves["freshness_p99"])
     plot.draw(run.args.figure, curves, run.sampler.samples, run.faults.done, run.t0)
     tally = run.load.tally
     return {
         "date": datetime.fromtimestamp(run.t0, UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "command": "python bench/soak.py " + shlex.join(sys.argv[1:]),
-        "machine": f"{os.cpu_count()} cores, {platform.machine()}, shared; the whole platform on it",
+        "machine": f"{os.cpu_count()} cores, {platform.machine()}; the whole platform on it; load average "
+        + "/".join(f"{x:.1f}" for x in os.getloadavg()),
         "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(run.args).items()},
         "t0": run.t0,
         "load": {
@@ -148,7 +148,7 @@ def summarize(run: Run, checks: dict[str, object]) -> dict[str, object]:
         },
         "load_average": analysis.load_average(run.sampler.samples),
         "checks": checks,
-        "faults": analysis.recoveries(run.faults.done, time.time(), p99),
+        "faults": analysis.recoveries(run.faults.done, time.time(), curves["freshness_p99"]),
         "memory": analysis.memory(run.sampler.samples),
         "unplanned_exits": [vars(e) for e in run.supervisor.exits],
         "figure": str(run.args.figure),
