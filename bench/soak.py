@@ -15,7 +15,8 @@ Prometheus, the stream job, the API, the connector worker and every processor). 
      restarted; FerretDB restarted; the webhook receiver down for two minutes;
   4. drains, then checks per event id: every accepted event once in Delta's history, every asset's newest version
      in Delta and MongoDB, every incident in Delta, every change the subscriptions take delivered once; the time
-     freshness p99 took to be under 30 s again after each fault; each process's resident memory (every 10 s);
+     freshness p99 took to be under 30 s again after each fault (the worse store's, and each store's own); each
+     process's resident memory (every 10 s);
   5. writes the curves (Prometheus query_range) to --figure and the summary to --out (JSON and markdown).
 
 When the drain timed out (the lake query still behind), `--recheck` later compares Delta's history with what Kafka
