@@ -14,7 +14,8 @@ threads (a slow retry probe does not hold new changes); within a batch, records 
 a pool of ``outbound.workers`` threads (one key's records in order), so one tenant's failing destination costs the
 others at most its short in-process retries in one worker, each delivery bounded by ``delivery_deadline_s``.
 Where the server has no TTL index (FerretDB 1.x), a thread of :mod:`processors.outbound.runtime.retention` deletes
-expired ledger documents.
+expired ledger documents. While MongoDB cannot be reached, a batch (or a retry record) waits for it and runs again,
+for up to ``mongo.outage_wait_s``: the ledger skips what it had already delivered.
 """
 
 from __future__ import annotations
