@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import threading
-import time
-
 import pytest
 from pymongo.errors import AutoReconnect, DuplicateKeyError, ServerSelectionTimeoutError
 
 from metalake import mongo
 from metalake.mongo import while_unreachable
+from tests._support.sleeps import record_sleeps
 
 
 class _Flaky:
@@ -28,19 +26,7 @@ class _Flaky:
 
 @pytest.fixture
 def pauses(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """The pauses of this test's thread. ``mongo.time`` is the process's one ``time`` module: a thread an earlier test
-    of the same worker left running sleeps through it too, and is let sleep for real."""
-    slept: list[float] = []
-    real_sleep, mine = time.sleep, threading.current_thread()
-
-    def sleep(seconds: float) -> None:
-        if threading.current_thread() is mine:
-            slept.append(seconds)
-        else:
-            real_sleep(seconds)
-
-    monkeypatch.setattr(mongo.time, "sleep", sleep)
-    return slept
+    return record_sleeps(monkeypatch, mongo)
 
 
 def test_an_unreachable_server_is_waited_for_with_growing_pauses(pauses: list[float]) -> None:

@@ -12,8 +12,10 @@ from typing import Any
 import pytest
 from pymongo.errors import AutoReconnect, OperationFailure
 
+from metalake import mongo
 from ops.settings import Settings
 from processors.outbound.runtime.loops import Loops
+from tests._support.sleeps import record_sleeps
 
 
 class _Main:
@@ -106,8 +108,7 @@ class _Batches:
 
 
 def _handling(batches: _Batches, monkeypatch: pytest.MonkeyPatch) -> tuple[Loops, list[float]]:
-    pauses: list[float] = []
-    monkeypatch.setattr("metalake.mongo.time.sleep", pauses.append)
+    pauses = record_sleeps(monkeypatch, mongo)
     loops = Loops.__new__(Loops)
     loops.settings, loops.outbound = Settings(), batches  # type: ignore[assignment]
     return loops, pauses
