@@ -11,11 +11,12 @@ demo: prefetch bootstrap ## Install everything, start the stack, the streaming j
 
 # Two lanes, CI's too: two pytest-xdist workers, each on a local stack of its own (tests/_support/lanes.py), so the
 # integration tests' waits (outages held on purpose, restarts, Spark drivers' starts) overlap. LANES=0: one lane, the
-# whole session in this process (CONTRIBUTING.md).
+# whole session in this process (CONTRIBUTING.md). Files go to the workers in the conftest's order (unit tests, then
+# the heaviest integration files first: tests/integration/conftest.py), not xdist's most-tests-first.
 LANES ?= 2
 
 test: prefetch bootstrap prebuild lint ## Install everything and run every test: unit, then integration on the real stack
-	$(BIN)/pytest -n $(LANES) --dist loadfile tests/unit tests/integration
+	$(BIN)/pytest -n $(LANES) --dist loadfile --no-loadscope-reorder tests/unit tests/integration
 
 bootstrap:
 	bash deploy/local/bootstrap.sh

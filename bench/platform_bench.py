@@ -133,7 +133,7 @@ def measure(args: argparse.Namespace, settings: Settings, fleet: tenants.Fleet, 
     return {
         "date": datetime.fromtimestamp(t0, UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "command": "python bench/platform_bench.py " + shlex.join(sys.argv[1:]),
-        "machine": f"{os.cpu_count()} cores, {platform.machine()}, shared; the whole platform on it",
+        "machine": f"{os.cpu_count()} cores, {platform.machine()}; the whole platform on it",
         "load_average": load_average(machine.samples),
         "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
         "load": {

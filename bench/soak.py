@@ -15,7 +15,8 @@ Prometheus, the stream job, the API, the connector worker and every processor). 
      restarted; FerretDB restarted; the webhook receiver down for two minutes;
   4. drains, then checks per event id: every accepted event once in Delta's history, every asset's newest version
      in Delta and MongoDB, every incident in Delta, every change the subscriptions take delivered once; the time
-     freshness p99 took to be under 30 s again after each fault; each process's resident memory (every 10 s);
+     freshness p99 took to be under 30 s again after each fault (the worse store's, and each store's own); each
+     process's resident memory (every 10 s);
   5. writes the curves (Prometheus query_range) to --figure and the summary to --out (JSON and markdown).
 
 When the drain timed out (the lake query still behind), `--recheck` later compares Delta's history with what Kafka
@@ -124,13 +125,13 @@ def prepare(args: argparse.Namespace) -> Run:
 
 def summarize(run: Run, checks: dict[str, object]) -> dict[str, object]:
     curves = prom.curves(run.prometheus, run.t0 - 60, time.time())
-    p99 = analysis.worst(curves["freshness_p99"])
     plot.draw(run.args.figure, curves, run.sampler.samples, run.faults.done, run.t0)
     tally = run.load.tally
     return {
         "date": datetime.fromtimestamp(run.t0, UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "command": "python bench/soak.py " + shlex.join(sys.argv[1:]),
-        "machine": f"{os.cpu_count()} cores, {platform.machine()}, shared; the whole platform on it",
+        "machine": f"{os.cpu_count()} cores, {platform.machine()}; the whole platform on it; load average "
+        + "/".join(f"{x:.1f}" for x in os.getloadavg()),
         "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(run.args).items()},
         "t0": run.t0,
         "load": {
@@ -148,7 +149,7 @@ def summarize(run: Run, checks: dict[str, object]) -> dict[str, object]:
         },
         "load_average": analysis.load_average(run.sampler.samples),
         "checks": checks,
-        "faults": analysis.recoveries(run.faults.done, time.time(), p99),
+        "faults": analysis.recoveries(run.faults.done, time.time(), curves["freshness_p99"]),
         "memory": analysis.memory(run.sampler.samples),
         "unplanned_exits": [vars(e) for e in run.supervisor.exits],
         "figure": str(run.args.figure),

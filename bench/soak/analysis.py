@@ -38,9 +38,19 @@ def recovery(fault: Fault, until: float, p99: list[tuple[float, float]]) -> dict
     return {**asdict(fault), "p99_peak_s": peak, "under_objective_after_s": back_s}
 
 
-def recoveries(faults: list[Fault], end: float, p99: list[tuple[float, float]]) -> list[dict[str, Any]]:
+def recoveries(faults: list[Fault], end: float, p99: Series) -> list[dict[str, Any]]:
+    """Each fault's recovery by the worse store's p99, and each store's own (``by_store``): a store that never met
+    the objective hides the other's recovery in the worse one."""
     bounds = [f.at for f in faults[1:]] + [end]
-    return [recovery(f, until, p99) for f, until in zip(faults, bounds, strict=True)]
+    out = []
+    for fault, until in zip(faults, bounds, strict=True):
+        row = recovery(fault, until, worst(p99))
+        row["by_store"] = {
+            store: recovery(fault, until, sorted(points))["under_objective_after_s"]
+            for store, points in sorted(p99.items())
+        }
+        out.append(row)
+    return out
 
 
 def slope_per_h(points: list[tuple[float, float]]) -> float | None:

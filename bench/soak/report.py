@@ -47,19 +47,21 @@ def _checks_table(c: dict[str, Any]) -> list[str]:
 
 def _faults_table(faults: list[dict[str, Any]], t0: float) -> list[str]:
     out = [
-        "| at (min) | fault | back after (s) | p99 peak (s) | p99 < 30 s again after (s) | how |",
-        "|---|---|---|---|---|---|",
+        "| at (min) | fault | back after (s) | p99 peak (s) | p99 < 30 s again after (s) | per store (s) | how |",
+        "|---|---|---|---|---|---|---|",
     ]
     for f in faults:
         back = "-" if f["back"] is None else f"{f['back'] - f['at']:.0f}"
         peak = "-" if f["p99_peak_s"] is None else f"{f['p99_peak_s']:.1f}"
-        again = (
-            "not before the next fault"
-            if f["under_objective_after_s"] is None
-            else f"{f['under_objective_after_s']:.0f}"
-        )
-        out.append(f"| {(f['at'] - t0) / 60:.1f} | {f['kind']} | {back} | {peak} | {again} | {'; '.join(f['notes'])} |")
+        again = _again(f["under_objective_after_s"])
+        stores = ", ".join(f"{store} {_again(s)}" for store, s in f.get("by_store", {}).items())
+        cells = [f"{(f['at'] - t0) / 60:.1f}", f["kind"], back, peak, again, stores, "; ".join(f["notes"])]
+        out.append("| " + " | ".join(cells) + " |")
     return out
+
+
+def _again(seconds: float | None) -> str:
+    return "not before the next fault" if seconds is None else f"{seconds:.0f}"
 
 
 def _memory_table(memory: dict[str, dict[str, Any]]) -> list[str]:

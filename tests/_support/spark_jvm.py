@@ -14,6 +14,7 @@ are untouched (``spark.driver_java_options`` is empty), and the benchmarks run w
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -85,6 +86,18 @@ def _build_or_log(archive: Path, scratch: Path) -> None:
 
 
 def _build(archive: Path, scratch: Path) -> None:
+    # One build for the stack's cache: each lane's session starts one, and the second found nothing to do only
+    # after paying a whole throw-away Spark session (about two CPU-minutes) at the same time as the first.
+    with (archive.parent / ".build.lock").open("w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return  # another session builds it; drivers started after it is in place use it
+        if not archive.is_file():
+            _dump(archive, scratch)
+
+
+def _dump(archive: Path, scratch: Path) -> None:
     partial = archive.with_suffix(f".{os.getpid()}.part")
     env = {**os.environ, VARIABLE: f"-XX:ArchiveClassesAtExit={partial}"}
     probe = scratch / f"cds-probe-{os.getpid()}"

@@ -111,6 +111,13 @@ def next_batch_id(checkpoint: Path) -> int:
     return max(offsets, default=-1) + 1
 
 
+def settled(checkpoint: Path) -> bool:
+    """Whether a query has committed every batch it planned, if any (its newest offsets entry has its commit):
+    stopped now, it replays nothing."""
+    done = [int(p.name) for p in (checkpoint / "commits").glob("[0-9]*")] if checkpoint.exists() else []
+    return max(done, default=-1) + 1 == next_batch_id(checkpoint)
+
+
 def txn_versions(table_dir: Path) -> list[tuple[str, int]]:
     """The (appId, version) pairs recorded in a Delta table's commits, read from the log files themselves."""
     pairs = []
@@ -142,24 +149,53 @@ def publish_confirmed(
             time.sleep(1)
 
 
+def delta_record_counts(cursor: Any, names: TenantNames) -> tuple[int, int, int]:
+    """(rows, distinct Kafka records, distinct event ids) of the tenant's Delta ``events`` table; zeros before it is
+    in Trino. ``events`` is history keyed by Kafka delivery: the job appends each record once (rows == records),
+    and an event its producer sent twice (a retry after a confirmation lost to a broker's shutdown) is two records
+    (records > event ids)."""
+    record = "format('%s/%s/%s', kafka_topic, kafka_partition, kafka_offset)"
+    sql = f'SELECT count(*), count(DISTINCT {record}), count(DISTINCT event_id) FROM "{schema_of(names)}".events'
+    rows = trino_rows(cursor, sql)
+    return (int(rows[0][0]), int(rows[0][1]), int(rows[0][2])) if rows else (0, 0, 0)
+
+
 def delta_event_counts(cursor: Any, names: TenantNames) -> tuple[int, int]:
-    """(count(*), count(DISTINCT event_id)) of the tenant's Delta ``events`` table; (0, 0) before it is in Trino."""
-    rows = trino_rows(cursor, f'SELECT count(*), count(DISTINCT event_id) FROM "{schema_of(names)}".events')
-    return (int(rows[0][0]), int(rows[0][1])) if rows else (0, 0)
+    """(rows, distinct event ids) of the tenant's Delta ``events`` table; (0, 0) before it is in Trino."""
+    rows, _, event_ids = delta_record_counts(cursor, names)
+    return rows, event_ids
+
+
+def _wait_for_count(
+    cursor: Any, names: TenantNames, expected: int, which: int, timeout_s: float, job: Job | None
+) -> tuple[int, int, int]:
+    """Until count ``which`` of :func:`delta_record_counts` reaches ``expected``; fail early (with its log) if
+    ``job`` died."""
+
+    def probe() -> tuple[int, int, int] | None:
+        if job is not None and not job.alive:
+            raise AssertionError(f"the streaming job died while waiting for its events:\n{job.tail()}")
+        counts = delta_record_counts(cursor, names)
+        return counts if counts[which] >= expected else None
+
+    what = ("rows", "Kafka records", "event ids")[which]
+    return wait_for(f"{expected} {what} in {schema_of(names)}.events", probe, timeout_s=timeout_s, interval_s=1)
 
 
 def wait_for_events(
     cursor: Any, names: TenantNames, expected: int, timeout_s: float, job: Job | None = None
 ) -> tuple[int, int]:
-    """Until the ``events`` table holds ``expected`` rows; fail early (with its log) if ``job`` died."""
+    """Until the ``events`` table holds ``expected`` rows; :func:`delta_event_counts` then."""
+    rows, _, event_ids = _wait_for_count(cursor, names, expected, 0, timeout_s, job)
+    return rows, event_ids
 
-    def probe() -> tuple[int, int] | None:
-        if job is not None and not job.alive:
-            raise AssertionError(f"the streaming job died while waiting for its events:\n{job.tail()}")
-        counts = delta_event_counts(cursor, names)
-        return counts if counts[0] >= expected else None
 
-    return wait_for(f"{expected} rows in {schema_of(names)}.events", probe, timeout_s=timeout_s, interval_s=1)
+def wait_for_event_ids(
+    cursor: Any, names: TenantNames, expected: int, timeout_s: float, job: Job | None = None
+) -> tuple[int, int, int]:
+    """Until the ``events`` table holds ``expected`` distinct event ids, for a producer that may send an event twice;
+    :func:`delta_record_counts` then."""
+    return _wait_for_count(cursor, names, expected, 2, timeout_s, job)
 
 
 AssetState = tuple[str, int, str, bool]

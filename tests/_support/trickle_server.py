@@ -1,7 +1,7 @@
 """A receiver that reads a request and then answers one byte at a time, ``interval`` seconds apart, never finishing:
 every read of the client returns within its socket timeout, so only a wall-clock deadline ends the exchange. It is a
 real TCP server on loopback. It gives up after ``give_up_s`` (a test without a deadline fails instead of hanging).
-``closed_after`` records how long each connection lasted."""
+``closed_after`` records how long each connection lasted, ``closed_at`` when it ended (``time.time()``)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ class TrickleServer:
         self.interval, self.give_up_s = interval, give_up_s
         self.requests: list[bytes] = []
         self.closed_after: list[float] = []
+        self.closed_at: list[float] = []
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = self._listener.getsockname()[1]
         self._stopping = threading.Event()
@@ -73,3 +74,4 @@ class TrickleServer:
             except OSError:
                 pass  # the client dropped the connection: what a deadline does
         self.closed_after.append(time.monotonic() - started)
+        self.closed_at.append(time.time())

@@ -6,6 +6,7 @@ stopped at the end; ones that were already running are left as they were.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import subprocess
@@ -72,13 +73,24 @@ _EARLY_START = pytest.StashKey[_EarlyStart]()
 _HERE = Path(__file__).resolve().parent
 
 
+# Seconds each integration file took in a whole `make test` (summed over its tests; 2026-11-30, docs/benchmarks.md):
+# the order below needs only their ranking, so a stale figure costs balance, not correctness. A file not listed
+# counts as 0 (it runs among the light ones).
+FILE_COSTS: dict[str, int] = json.loads((_HERE / "file_costs.json").read_text())
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests of a lake on S3 (marker ``s3``) run after the others, in their order: the first of them starts the
-    lane's SeaweedFS, which then runs to the session's end, so it runs (and costs CPU) only for the last stretch."""
-    on_s3 = [item for item in items if item.get_closest_marker("s3") is not None]
-    if on_s3:
-        moved = set(map(id, on_s3))
-        items[:] = [item for item in items if id(item) not in moved] + on_s3
+    """The unit tests first (the lanes' stacks start meanwhile), then the integration files heaviest first, each
+    file's tests together and in their order. With `make test`'s `--dist loadfile --no-loadscope-reorder`, xdist
+    hands out files in this order as its workers free up, so the session ends on light files on both workers; its
+    default order (most tests first) ran the heavy one-test files last, one worker busy for the last 13 minutes while
+    the other idled (2026-11-30)."""
+
+    def cost(item: pytest.Item) -> tuple[bool, int]:
+        path = item.nodeid.split("::", 1)[0]
+        return path.startswith("tests/integration/"), -FILE_COSTS.get(path, 0)  # the table lists integration files
+
+    items.sort(key=cost)  # stable: a file's tests keep their collection order, next to each other
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

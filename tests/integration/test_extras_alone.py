@@ -36,7 +36,9 @@ def _install(extra: str, home: Path) -> Path:
     python = env_dir / "bin" / "python"
     spec = f"{ROOT}[{extra}]" if extra else str(ROOT)
     done = subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "-e", spec],
+        # --no-compile: pip byte-compiles every module it installs (all of pyspark's for the spark extra); the imports
+        # below compile the few they load. Measured 2026-11-30: the spark extra's install 67 s -> 45 s.
+        [str(python), "-m", "pip", "install", "-q", "--no-compile", "--disable-pip-version-check", "-e", spec],
         capture_output=True,
         text=True,
         timeout=900,

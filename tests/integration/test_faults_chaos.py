@@ -43,6 +43,9 @@ pytestmark = pytest.mark.integration
 UPSERT = "io.metalake.asset.upserted.v1"
 DELETE = "io.metalake.asset.deleted.v1"
 
+# The job's lake batches on a loaded 2-core machine: 180 s was not enough once (make test, 2026-11-30).
+EVENTS_TIMEOUT_S = 360
+
 
 @pytest.fixture
 def seed() -> int:
@@ -199,7 +202,7 @@ def test_duplicated_and_shuffled_deliveries_end_at_the_newest_version(
             for wave in _split(deliveries, 4):
                 publish_confirmed(producer, wave, dedicated)
                 time.sleep(rng.uniform(0.5, 3.0))
-        wait_for_events(trino_cursor, dedicated, len(deliveries), timeout_s=180, job=job)
+        wait_for_events(trino_cursor, dedicated, len(deliveries), timeout_s=EVENTS_TIMEOUT_S, job=job)
         wait_for("MongoDB at the newest versions", lambda: mongo_assets(mongo, dedicated) == expected, timeout_s=60)
         wait_for(
             "Delta at the newest versions", lambda: delta_assets(trino_cursor, dedicated) == expected, timeout_s=120
@@ -273,7 +276,7 @@ def test_one_percent_poison_is_dead_lettered_and_the_stream_stays_up(
                 publish_confirmed(producer, chunk[: len(chunk) // 2], dedicated)
                 producer.publish_raw([poison[n]])
                 publish_confirmed(producer, chunk[len(chunk) // 2 :], dedicated)
-            wait_for_events(trino_cursor, dedicated, len(valid), timeout_s=180, job=job)
+            wait_for_events(trino_cursor, dedicated, len(valid), timeout_s=EVENTS_TIMEOUT_S, job=job)
             wait_for("the poison in the tenant's DLQ", lambda: len(dlq_fields()) >= len(poison), timeout_s=60)
             publish_confirmed(producer, later, dedicated)
         wait_for_events(trino_cursor, dedicated, len(valid) + len(later), timeout_s=120, job=job)

@@ -142,7 +142,7 @@ def _lake_command(s3_settings: Settings, *args: str) -> dict[str, Any]:
         env=_env(s3_settings),
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,  # an erase beside the writing job took over 300 s on a loaded 2-core machine (2026-11-30)
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]

@@ -100,6 +100,18 @@ def test_recovery_is_the_time_until_p99_stays_under_the_objective() -> None:
     assert analysis.recovery(fault, 2000.0, [(1010.0, 31.0)])["under_objective_after_s"] is None
 
 
+def test_each_store_has_its_own_recovery_beside_the_worse_ones() -> None:
+    faults = [faults_mod.Fault("kill-stream", at=1000.0), faults_mod.Fault("restart-kafka", at=1300.0)]
+    p99 = {
+        "mongodb": [(1010.0, 40.0), (1050.0, 4.0), (1310.0, 3.0)],
+        "delta": [(1010.0, 90.0), (1050.0, 119.0), (1310.0, 119.0)],
+    }
+    got = analysis.recoveries(faults, 1600.0, p99)
+    assert [f["by_store"] for f in got] == [{"delta": None, "mongodb": 50.0}, {"delta": None, "mongodb": 0.0}]
+    assert [f["under_objective_after_s"] for f in got] == [None, None]  # the worse store's: delta's
+    assert got[0]["p99_peak_s"] == 119.0
+
+
 def test_memory_reports_restarts_and_the_slope_of_the_last_process() -> None:
     mib = analysis.MIB
     samples = [rss_mod.Sample(t * 60.0, {"stream": int((100 + t) * mib)}, {"stream": 1}, 1.0) for t in range(5)]

@@ -112,25 +112,15 @@ go_install() {
   echo "$1: built $DEST/bin/$(basename "$3") in $(( $(date +%s) - started ))s"
 }
 
-# go_caches: points the go command at the stack's module and build caches for the rest of the script. Why they do not
-# outlive the builds: over the stack's Go programs they grow to about 11 GB (half modules' sources, half compiled
-# packages) for about 0.6 GB of binaries, and left in place they filled the disk of a CI run. Builds running side by
-# side share them (a shared lock); the build that ends with none other running (it gets the lock alone) deletes them.
+# go_caches: the go command's own module and build caches (`go env GOMODCACHE GOCACHE`: ~/go/pkg/mod and
+# ~/.cache/go-build unless set), shared by every checkout on the machine, as pip's cache is. Why not the stack's own
+# any more: a fresh clone then compiled every package of Jaeger, helm, FerretDB and hclfmt again, about 18 CPU-minutes
+# of its `make test` (docs/benchmarks.md); with the machine's caches a clone's builds compile only what changed. One
+# copy per machine, not one per clone (per-clone copies of 11 GB once filled a CI run's disk); Go trims build cache
+# entries unused for five days. -modcacherw keeps the module cache removable (`go clean -modcache`).
 go_caches() {
-  export GOMODCACHE="$CACHE_DIR/gomod" GOCACHE="$CACHE_DIR/gobuild" GOFLAGS=-modcacherw
-  need flock "install util-linux"
-  exec 8>"$CACHE_DIR/go-caches.lock"
-  flock -s 8
-  trap go_caches_trim EXIT
-}
-
-# go_caches_trim: the EXIT trap of go_caches (also after a failed build: a retry downloads again).
-go_caches_trim() {
-  if flock -n -x 8; then
-    rm -rf "$GOMODCACHE" "$GOCACHE"
-    echo "go caches removed (no other Go build running)"
-  fi
-  flock -u 8
+  GOMODCACHE=$(go env GOMODCACHE) GOCACHE=$(go env GOCACHE)
+  export GOMODCACHE GOCACHE GOFLAGS=-modcacherw
 }
 
 # raise_priority PID: PID and its descendants back to niceness 0 (the compilers a build starts later inherit its

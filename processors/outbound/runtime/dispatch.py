@@ -161,7 +161,7 @@ class Dispatcher:
             finally:
                 DELIVERY.record(time.monotonic() - started, {"destination": sub.destination})
         except PyMongoError:
-            raise  # the ledger is unreachable: stop, and let the redelivery find it again
+            raise  # MongoDB (the ledger) unreachable: the batch fails; the loop waits for MongoDB and runs it again
         except Exception as exc:  # noqa: BLE001 - a destination's bug or bad stored config must not stop the others
             if limit.expired:
                 # Whatever the cut connection raised (a reset, a short read), the delivery is retried later.

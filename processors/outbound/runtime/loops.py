@@ -14,7 +14,8 @@ threads (a slow retry probe does not hold new changes); within a batch, records 
 a pool of ``outbound.workers`` threads (one key's records in order), so one tenant's failing destination costs the
 others at most its short in-process retries in one worker, each delivery bounded by ``delivery_deadline_s``.
 Where the server has no TTL index (FerretDB 1.x), a thread of :mod:`processors.outbound.runtime.retention` deletes
-expired ledger documents.
+expired ledger documents. While MongoDB cannot be reached, a batch (or a retry record) waits for it and runs again,
+for up to ``mongo.outage_wait_s``: the ledger skips what it had already delivered.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -37,6 +38,7 @@ from metalake.events.envelope import InvalidEvent
 from metalake.kafka import BatchConsumer, EventProducer, RawRecord
 from metalake.kafka.config import consumer_config
 from metalake.kafka.dlq import DeadLetter, dead_letter_record
+from metalake.mongo import while_unreachable
 from metalake.telemetry.metrics import DELIVERIES
 from processors.outbound.runtime.dispatch import Dispatcher, Outcome
 from processors.outbound.runtime.erasure import Candidates, forget_erased
@@ -177,7 +179,9 @@ class Outbound:
         parts = [self._pool.submit(self._handle_group, group) for group in groups.values()]
         if tests:
             parts.append(self._pool.submit(self._handle_tests, tests))
-        # result() re-raises a worker's exception: the batch then fails as a whole and is redelivered.
+        # Every group ends before the batch does: a batch run again (MongoDB back) or redelivered never overlaps a
+        # group still delivering. result() then re-raises a worker's exception: the batch fails as a whole.
+        wait(parts)
         for part in parts:
             done = part.result()
             followups.records += done.records
@@ -260,6 +264,7 @@ class RetryConsumer:
         )
         self._consumer.subscribe([RETRY_TOPIC], on_revoke=self._on_revoke)
         self._outbound, self._clock = outbound, clock
+        self._outage_wait_s = settings.mongo.outage_wait_s
         self._paused: dict[tuple[str, int], float] = {}
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -294,7 +299,8 @@ class RetryConsumer:
                 self._consumer.seek(tp)
                 self._paused[(topic, partition)] = due_s
                 continue
-            self._outbound.handle_retry(msg)
+            # MongoDB away: the record waits for it, as the main loop's batch does.
+            while_unreachable(partial(self._outbound.handle_retry, msg), self._outage_wait_s, "outbound.retry")
             self._consumer.commit(
                 offsets=[TopicPartition(topic, partition, (msg.offset() or 0) + 1)], asynchronous=False
             )
@@ -324,7 +330,11 @@ class Loops:
         self._retry_failed: BaseException | None = None
 
     def _handle(self, messages: Sequence[Message]) -> None:
-        self.outbound.handle_batch(messages)
+        # MongoDB away (a restart, a failover): the batch waits for it and runs again instead of stopping the
+        # process. What it delivered before is done in the ledger (skipped), and its follow-ups are published only
+        # once the whole batch has run.
+        wait_s = self.settings.mongo.outage_wait_s
+        while_unreachable(lambda: self.outbound.handle_batch(messages), wait_s, "outbound.batch")
 
     def _retry_loop(self) -> None:
         cfg = self.settings.outbound

@@ -7,6 +7,7 @@ from pymongo.errors import AutoReconnect, DuplicateKeyError, ServerSelectionTime
 
 from metalake import mongo
 from metalake.mongo import while_unreachable
+from tests._support.sleeps import record_sleeps
 
 
 class _Flaky:
@@ -25,9 +26,7 @@ class _Flaky:
 
 @pytest.fixture
 def pauses(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    slept: list[float] = []
-    monkeypatch.setattr(mongo.time, "sleep", slept.append)
-    return slept
+    return record_sleeps(monkeypatch, mongo)
 
 
 def test_an_unreachable_server_is_waited_for_with_growing_pauses(pauses: list[float]) -> None:

@@ -7,11 +7,12 @@ from delta.exceptions import ConcurrentAppendException, MetadataChangedException
 
 from processors.enrichment import commits
 from processors.enrichment.commits import CONFLICT_ATTEMPTS, retry_conflicts
+from tests._support.sleeps import record_sleeps
 
 
 @pytest.fixture(autouse=True)
 def no_sleep(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(commits.time, "sleep", lambda _: None)
+    record_sleeps(monkeypatch, commits)
 
 
 def test_a_conflict_is_retried_until_the_commit_goes_through() -> None:

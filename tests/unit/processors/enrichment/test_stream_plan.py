@@ -15,13 +15,17 @@ def _settings(tmp_path: Path) -> Settings:
     return Settings.model_validate({"lake": {"root": tmp_path / "lake", "checkpoint_root": tmp_path / "ck"}})
 
 
-def test_pooled_plan_is_a_lake_query_over_both_topics_and_a_projection_query_per_topic(tmp_path: Path) -> None:
+def test_pooled_plan_is_a_lake_query_over_both_topics_and_a_projection_query_per_topic(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The product's defaults: the test session sets its own projection trigger (tests/conftest.py).
+    monkeypatch.delenv("METALAKE_SPARK__PROJECTION_TRIGGER_INTERVAL", raising=False)
     lake, priority, bulk = _plan(_settings(tmp_path), JobOptions())
     assert lake.topics == ["metalake.events.priority", "metalake.events.bulk"] and lake.name.endswith("-lake")
     assert (priority.topics, bulk.topics) == (["metalake.events.priority"], ["metalake.events.bulk"])
     assert len({lake.checkpoint, priority.checkpoint, bulk.checkpoint}) == 3
     assert len({lake.pool, priority.pool, bulk.pool}) == 3
-    assert priority.trigger != lake.trigger  # the projection's own, shorter trigger
+    assert (lake.trigger, priority.trigger) == ("1 second", "100 milliseconds")  # the projection's own, shorter
 
 
 def test_a_dedicated_plan_reads_the_tenants_topics_into_its_checkpoints(tmp_path: Path) -> None:

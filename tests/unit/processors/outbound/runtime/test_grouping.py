@@ -1,11 +1,16 @@
 """A batch's deliveries run in parallel per asset, not per record key: ``metalake.changes`` is keyed by tenant, and
-grouping by the key alone would deliver a whole tenant's changes one after another."""
+grouping by the key alone would deliver a whole tenant's changes one after another. A batch that fails ends only
+after all its groups have."""
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
+
+import pytest
+from pymongo.errors import AutoReconnect
 
 from catalog.changes import StateChange
 from control.subscriptions.store import Subscription
@@ -108,3 +113,38 @@ def test_two_assets_of_one_tenant_are_delivered_in_parallel() -> None:
     finally:
         runtime.close()
     assert sorted(gate.delivered) == [a, b]
+
+
+class _OneUnreachable:
+    """Asset ``a``'s delivery finds MongoDB gone at once; the other one is still delivering then."""
+
+    order = 0
+
+    def __init__(self, unreachable: str) -> None:
+        self.unreachable = unreachable
+        self.delivered: list[str] = []
+
+    def accepts(self, change: Any, subscription: Subscription) -> bool:
+        return True
+
+    def deliver(self, change: Any, subscription: Subscription, ledger: Any) -> DeliveryResult:
+        if change.subject == self.unreachable:
+            raise AutoReconnect("127.0.0.1:27017: connection closed")
+        time.sleep(0.5)
+        self.delivered.append(change.subject)
+        return DeliveryResult("delivered")
+
+
+def test_a_failed_batch_ends_after_every_group_so_a_rerun_never_overlaps_one() -> None:
+    a, b = "urn:metalake:postgres:prod/shop/public/a/email", "urn:metalake:postgres:prod/shop/public/b/email"
+    destination = _OneUnreachable(a)
+    policy = RetryPolicy(1, 0.1, 0.1, 1, 1, 1, 3)
+    dispatcher = Dispatcher(_Subscriptions(), {"gate": destination}, _Ledger(), policy, sleep=lambda _: None)  # type: ignore[arg-type,dict-item]
+    runtime = Outbound(Settings(), dispatcher, _Producer(), tester=None)  # type: ignore[arg-type]
+    try:
+        with pytest.raises(AutoReconnect):
+            runtime.handle_batch([_change(a), _change(b)])  # type: ignore[list-item]
+        # Raised only once b's delivery had ended, not when a's failed.
+        assert destination.delivered == [b]
+    finally:
+        runtime.close()

@@ -1,5 +1,6 @@
 """The main and the retry loop run in separate threads: a retry probe held by a slow destination (up to a delivery
-deadline each) does not stop new changes from being polled and delivered; an error in the retry loop stops both."""
+deadline each) does not stop new changes from being polled and delivered; an error in the retry loop stops both;
+a batch that finds MongoDB gone waits for it instead."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from pymongo.errors import AutoReconnect, OperationFailure
 
+from metalake import mongo
 from ops.settings import Settings
 from processors.outbound.runtime.loops import Loops
+from tests._support.sleeps import record_sleeps
 
 
 class _Main:
@@ -89,3 +93,38 @@ def test_an_error_in_the_retry_loop_stops_the_runtime_with_it() -> None:
     runner.start()
     runner.join(timeout=5)
     assert failed and not runner.is_alive()
+
+
+class _Batches:
+    """handle_batch finds MongoDB gone the first ``unreachable`` times (a FerretDB restart), then delivers."""
+
+    def __init__(self, error: Exception, unreachable: int) -> None:
+        self.error, self.unreachable, self.calls = error, unreachable, 0
+
+    def handle_batch(self, messages: Any) -> None:
+        self.calls += 1
+        if self.calls <= self.unreachable:
+            raise self.error
+
+
+def _handling(batches: _Batches, monkeypatch: pytest.MonkeyPatch) -> tuple[Loops, list[float]]:
+    pauses = record_sleeps(monkeypatch, mongo)
+    loops = Loops.__new__(Loops)
+    loops.settings, loops.outbound = Settings(), batches  # type: ignore[assignment]
+    return loops, pauses
+
+
+def test_a_batch_that_finds_mongodb_gone_waits_and_runs_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    batches = _Batches(AutoReconnect("127.0.0.1:27017: connection closed"), unreachable=2)
+    loops, pauses = _handling(batches, monkeypatch)
+    loops._handle([])
+    assert batches.calls == 3
+    assert pauses == [1.0, 2.0]
+
+
+def test_a_batch_refused_by_mongodb_still_stops_the_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
+    batches = _Batches(OperationFailure("not authorized", 13), unreachable=1)
+    loops, pauses = _handling(batches, monkeypatch)
+    with pytest.raises(OperationFailure):
+        loops._handle([])
+    assert (batches.calls, pauses) == (1, [])
