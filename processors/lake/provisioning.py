@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pymongo import MongoClient
+from pymongo.errors import ConnectionFailure
 
 from control import audit as control_audit
 from control.audit import AuditRow
@@ -36,6 +37,7 @@ from control.provisioning.settings import ProvisioningWorkerSettings
 from control.provisioning.steps import StepContext, StepFailed, StepInterrupted
 from metalake.lease import LeaseHeld, LeaseStore
 from metalake.s3 import lake_storage_options
+from metalake.settings import SettingMissing
 from metalake.telemetry.metrics import PROVISIONING_OLDEST, PROVISIONING_QUEUE_DEPTH
 from tenants.naming import CONTROL_DATABASE, platform_audit_dir
 from tenants.registry import TenantRecord, TenantRegistry, TenantState
@@ -70,6 +72,12 @@ def run_step_child(argv: Sequence[str], timeout_s: float, stop: threading.Event)
                 if stop.is_set():
                     raise StepInterrupted(argv[3] if len(argv) > 3 else "step") from None
                 raise StepFailed(f"{' '.join(argv[2:4])} ran longer than provisioning.step_timeout_s") from None
+
+
+def worker_error(exc: Exception) -> str:
+    """What a run's error says: our own message whole (a missing setting names its variable), anything else by its
+    type (its message may quote a configuration value)."""
+    return str(exc) if isinstance(exc, SettingMissing) else type(exc).__name__
 
 
 def build_provisioner(
@@ -161,8 +169,21 @@ class ProvisioningWorker:
         with hold:
             try:
                 self._run_claimed(tenant)
-            except Exception as exc:  # noqa: BLE001 - the lease goes with the block; the queue still holds the tenant
+            except ConnectionFailure as exc:  # MongoDB away: the queue still holds the tenant, the next poll runs it
                 log.warning("lake.provisioning_error", extra={"tenant": tenant, "error": type(exc).__name__})
+            except Exception as exc:  # noqa: BLE001 - the lease goes with the block
+                self._failed(tenant, exc)
+
+    def _failed(self, tenant: str, exc: Exception) -> None:
+        """A run that failed outside its steps (those record their own error): a worker that cannot provision at all,
+        a setting missing or its launcher unknown. Recorded on the tenant like a step's failure, so ``GET`` shows it
+        and the queue leaves it to an operator instead of running it again every poll."""
+        error = f"worker: {worker_error(exc)}"
+        log.warning("lake.provisioning_error", extra={"tenant": tenant, "error": error})
+        try:
+            TenantRegistry(self.control).set_error(tenant, error)
+        except ConnectionFailure:
+            pass  # not recorded: the next poll runs it again
 
     def _run_claimed(self, tenant: str) -> None:
         # Read again under the lease: the tenant may have been run, deleted or requeued since the poll listed it.

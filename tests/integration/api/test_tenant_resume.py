@@ -23,6 +23,7 @@ from control.provisioning.provisioner import Provisioner
 from control.provisioning.queue import tenant_key
 from control.provisioning.steps import Step, StepContext, StepWaiting
 from metalake.lease import LEASES, LeaseStore
+from metalake.settings import required
 from ops.settings import Settings
 from ops.stack.launcher import LocalProcessLauncher
 from processors.lake.provisioning import ProvisioningWorker, run_step_child
@@ -202,6 +203,32 @@ def test_a_waiting_step_is_retried_by_the_worker_and_a_failed_one_is_not(
     finally:
         _cleanup(control, tenant)
         _cleanup(control, failed)
+
+
+def test_a_worker_that_cannot_provision_records_why_once_instead_of_retrying_every_poll(
+    settings: Settings, control: Mongo, tenant: str
+) -> None:
+    registry = _queued(control, tenant)
+    builds: list[str] = []
+
+    def missing(_worker: ProvisioningWorker) -> Provisioner:
+        builds.append(tenant)
+        required(None, "stack.dir")
+        raise AssertionError("unreachable")
+
+    worker = ProvisioningWorker(settings, control, missing, scope=lambda t: t == tenant)
+    try:
+        assert worker.poll() == 1
+        worker.wait(30)
+        record = registry.get(tenant)
+        assert record is not None and record.error == (
+            "worker: settings: stack.dir is unset; set METALAKE_STACK__DIR (the local stack's tooling sets it for a"
+            " checkout)"
+        )
+        assert record.state is TenantState.PROVISIONING and record.queued_at is not None  # the alert still sees it
+        assert worker.poll() == 0 and builds == [tenant]  # left to an operator, not run again every poll
+    finally:
+        _cleanup(control, tenant)
 
 
 class SubprocessStep:
