@@ -7,8 +7,8 @@ The queue is the ``tenants`` collection itself: a tenant with ``queued_at`` set 
 queued work; its state says which (``deleting``: deprovision, else provision the steps not yet recorded). A run that
 failed (a step, or the worker itself: ``worker: <why>``) records its error on the tenant and leaves the queue until
 ``POST .../provision`` or another ``DELETE`` queues it again, unless the error is a step waiting on another component
-(``provisioner.waiting``), retried every ``provisioning.waiting_retry_s``. The database selects the queued tenants (``TenantRegistry.queued``): a poll reads
-the queue, not every tenant's record.
+(``provisioner.waiting``), retried every ``provisioning.waiting_retry_s``. The database selects the queued tenants
+(``TenantRegistry.queued``): a poll reads the queue, not every tenant's record.
 
 A worker runs a tenant under the lease ``tenant:<id>`` (provisioning and deprovisioning share it, so a deletion waits
 for a provisioning run to stop; not ``<id>/...``, which ``ControlPlaneStep`` deletes while deprovisioning holds it).
