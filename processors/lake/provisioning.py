@@ -20,9 +20,9 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from pymongo import MongoClient
@@ -35,10 +35,11 @@ from control.provisioning.provisioner import Outcome, Provisioner
 from control.provisioning.queue import ProvisioningQueue, tenant_key
 from control.provisioning.settings import ProvisioningWorkerSettings
 from control.provisioning.steps import StepContext, StepFailed, StepInterrupted
-from metalake.lease import LeaseHeld, LeaseStore
+from metalake.lease import LeaseStore
 from metalake.s3 import lake_storage_options
 from metalake.settings import SettingMissing
 from metalake.telemetry.metrics import PROVISIONING_OLDEST, PROVISIONING_QUEUE_DEPTH
+from processors.lake.leased import LeasedRuns
 from tenants.naming import CONTROL_DATABASE, platform_audit_dir
 from tenants.registry import TenantRecord, TenantRegistry, TenantState
 
@@ -105,55 +106,36 @@ class ProvisioningWorker:
     scope: Callable[[str], bool] = lambda _tenant: True
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     ran: list[str] = field(default_factory=list)  # tenants this worker ran (a run that was not interrupted)
-    _active: dict[str, threading.Thread] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         self.control = self.mongo[CONTROL_DATABASE]
         self.queue = ProvisioningQueue(self.control)
-        self.leases = LeaseStore.in_database(self.control)
+        self.runs = LeasedRuns(LeaseStore.in_database(self.control))
 
     def provisioner(self) -> Provisioner:
         if self.make_provisioner is not None:
             return self.make_provisioner(self)
         return build_provisioner(self.settings, self.mongo, self.stop)
 
-    def _running(self) -> int:
-        with self._lock:
-            for key in [k for k, t in self._active.items() if not t.is_alive()]:
-                del self._active[key]
-            return len(self._active)
-
     def poll(self) -> int:
         """Claim due tenants up to the concurrency limit and start each in a thread; returns how many started."""
         limit, started = self.settings.provisioning.concurrency, 0
-        if self._running() >= limit:
+        if self.runs.running() >= limit:
             return 0
         for record in self.queue.due(self.clock(), self.settings.provisioning.waiting_retry_s):
-            if self._running() >= limit or self.stop.is_set():
+            if self.runs.running() >= limit or self.stop.is_set():
                 break
             key = tenant_key(record.id)
-            if key in self._active or not self.scope(record.id):
+            if self.runs.busy(key) or not self.scope(record.id):
                 continue
-            hold = ExitStack()
-            try:
-                hold.enter_context(self.leases.held(key, self.settings.provisioning.lease_ttl_s))
-            except LeaseHeld:
-                continue  # another worker runs it (or its crashed holder's lease has not expired yet)
-            thread = threading.Thread(target=self._run, args=(record.id, hold), name=f"tenant-{record.id}", daemon=True)
-            with self._lock:
-                self._active[key] = thread
-            thread.start()
-            started += 1
+            ttl_s = self.settings.provisioning.lease_ttl_s
+            if self.runs.start(key, ttl_s, f"tenant-{record.id}", partial(self._run, record.id)):
+                started += 1
         return started
 
     def wait(self, timeout_s: float | None = None) -> None:
         """Wait for the runs going on now to end (for tests and shutdown)."""
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        with self._lock:
-            threads = list(self._active.values())
-        for thread in threads:
-            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        self.runs.wait(timeout_s)
 
     def run(self) -> None:
         """Poll every ``provisioning.poll_s`` until ``stop``; then wait for the runs (their children are killed)."""
@@ -165,14 +147,13 @@ class ProvisioningWorker:
             self.stop.wait(self.settings.provisioning.poll_s)
         self.wait(timeout_s=30.0)
 
-    def _run(self, tenant: str, hold: ExitStack) -> None:
-        with hold:
-            try:
-                self._run_claimed(tenant)
-            except ConnectionFailure as exc:  # MongoDB away: the queue still holds the tenant, the next poll runs it
-                log.warning("lake.provisioning_error", extra={"tenant": tenant, "error": type(exc).__name__})
-            except Exception as exc:  # noqa: BLE001 - the lease goes with the block
-                self._failed(tenant, exc)
+    def _run(self, tenant: str) -> None:
+        try:
+            self._run_claimed(tenant)
+        except ConnectionFailure as exc:  # MongoDB away: the queue still holds the tenant, the next poll runs it
+            log.warning("lake.provisioning_error", extra={"tenant": tenant, "error": type(exc).__name__})
+        except Exception as exc:  # noqa: BLE001 - the lease goes once this returns
+            self._failed(tenant, exc)
 
     def _failed(self, tenant: str, exc: Exception) -> None:
         """A run that failed outside its steps (those record their own error): a worker that cannot provision at all,

@@ -30,10 +30,10 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import Enum
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -49,10 +49,11 @@ from control.erasures import (
     erasure_key,
 )
 from metalake.http.health import LOOP, serve_health, standard_checks
-from metalake.lease import LeaseHeld, LeaseStore
+from metalake.lease import LeaseStore
 from metalake.mongo import Doc
 from metalake.s3 import lake_storage_options
 from metalake.telemetry.metrics import ERASURE_OLDEST, ERASURE_QUEUE_DEPTH
+from processors.lake.leased import LeasedRuns
 from processors.lake.settings import LakeWorkerSettings
 from tenants.registry import TenantRegistry
 
@@ -174,8 +175,6 @@ class ErasureWorker:
     audit: Callable[[ErasureRecord, str, Mapping[str, int]], None] | None = None
     stop: threading.Event = field(default_factory=threading.Event)
     ran: list[str] = field(default_factory=list)  # erasure ids this worker finished, for logs and tests
-    _active: dict[str, threading.Thread] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
     # Tenant -> the turn at which this worker last started one of its erasures (fair_order's round-robin).
     _served: dict[str, int] = field(default_factory=dict)
     _turns: Iterator[int] = field(default_factory=itertools.count)
@@ -183,50 +182,33 @@ class ErasureWorker:
     def __post_init__(self) -> None:
         self.store = ErasureStore(self.control)
         self.pending = PendingErasures(self.control)
-        self.leases = LeaseStore.in_database(self.control)
+        self.runs = LeasedRuns(LeaseStore.in_database(self.control))
 
     # -- claiming -----------------------------------------------------------------------------------------------
 
-    def _running(self) -> int:
-        with self._lock:
-            for key in [k for k, t in self._active.items() if not t.is_alive()]:
-                del self._active[key]
-            return len(self._active)
-
     def poll(self, scope: Callable[[str], bool] = lambda _tenant: True) -> int:
         """Claim queued erasures up to the concurrency limit and start each in a thread; returns how many started."""
-        started = 0
-        if self._running() >= self.settings.erasure.concurrency:
+        started, limit = 0, self.settings.erasure.concurrency
+        if self.runs.running() >= limit:
             return 0
         queued = self.store.unfinished()
         waiting = {r.tenant for r in queued}
         self._served = {t: n for t, n in self._served.items() if t in waiting}  # only tenants with a queue
         for record in fair_order(queued, self._served):
-            if self._running() >= self.settings.erasure.concurrency or self.stop.is_set():
+            if self.runs.running() >= limit or self.stop.is_set():
                 break
             key = erasure_key(record.tenant, record.id)
-            if key in self._active or not scope(record.tenant):
+            if self.runs.busy(key) or not scope(record.tenant):
                 continue
-            hold = ExitStack()
-            try:
-                hold.enter_context(self.leases.held(key, self.settings.erasure.lease_ttl_s))
-            except LeaseHeld:
-                continue  # another worker runs it (or its crashed holder's lease has not expired yet)
-            thread = threading.Thread(target=self._run, args=(record, hold), name=f"erase-{record.id}", daemon=True)
-            with self._lock:
-                self._active[key] = thread
-            self._served[record.tenant] = next(self._turns)
-            thread.start()
-            started += 1
+            ttl_s = self.settings.erasure.lease_ttl_s
+            if self.runs.start(key, ttl_s, f"erase-{record.id}", partial(self._run, record)):
+                self._served[record.tenant] = next(self._turns)
+                started += 1
         return started
 
     def wait(self, timeout_s: float | None = None) -> None:
         """Wait for the erasures running now to end (for tests and shutdown)."""
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        with self._lock:
-            threads = list(self._active.values())
-        for thread in threads:
-            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        self.runs.wait(timeout_s)
 
     def run(self, ready: Callable[[], None] | None = None) -> None:
         """Poll every ``erasure.poll_s`` until ``stop``; then stop the running children (their leases go)."""
@@ -247,16 +229,15 @@ class ErasureWorker:
 
     # -- one erasure ----------------------------------------------------------------------------------------------
 
-    def _run(self, claimed: ErasureRecord, hold: ExitStack) -> None:
-        with hold:
-            try:
-                self._erase(claimed)
-            except Exception as exc:  # noqa: BLE001 - said on the status resource; the lease goes with the block
-                log.warning(
-                    "lake.erasure_error",
-                    extra={"tenant": claimed.tenant, "erasure": claimed.id, "error": type(exc).__name__},
-                )
-                self._finish(claimed, ErasureState.FAILED, error=f"internal error: {type(exc).__name__}")
+    def _run(self, claimed: ErasureRecord) -> None:
+        try:
+            self._erase(claimed)
+        except Exception as exc:  # noqa: BLE001 - said on the status resource; the lease goes once this returns
+            log.warning(
+                "lake.erasure_error",
+                extra={"tenant": claimed.tenant, "erasure": claimed.id, "error": type(exc).__name__},
+            )
+            self._finish(claimed, ErasureState.FAILED, error=f"internal error: {type(exc).__name__}")
 
     def _erase(self, claimed: ErasureRecord) -> None:
         tenant, erasure_id = claimed.tenant, claimed.id

@@ -15,6 +15,7 @@ from control.erasures import ErasureRecord, ErasureState
 from control.settings import ErasureSettings
 from metalake.lease import LeaseHeld
 from ops.settings import Settings
+from processors.lake.leased import LeasedRuns
 from processors.lake.worker import Ending, ErasureWorker, Outcome, fair_order
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
@@ -89,7 +90,7 @@ def _worker(
     worker = ErasureWorker(settings, cast(Any, defaultdict(dict)), runner=runner, audit=audit)
     worker.store = cast(Any, FakeStore(records))
     worker.pending = cast(Any, FakePending())
-    worker.leases = cast(Any, FakeLeases(taken))
+    worker.runs = LeasedRuns(cast(Any, FakeLeases(taken)))
     return worker, runner
 
 
