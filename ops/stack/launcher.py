@@ -33,11 +33,18 @@ def _start_ticks(pid: int) -> int | None:
 class LocalProcessLauncher(JobLauncher):
     """The query as a local child process; state in files, so any lake worker (or a restarted one) can manage it."""
 
-    def __init__(self, settings: ProvisioningWorkerSettings, *, stop_timeout_s: float = 60.0) -> None:
+    def __init__(
+        self, settings: ProvisioningWorkerSettings, *, stop_timeout_s: float = 60.0, stack_dir: Path | None = None
+    ) -> None:
         # The worker's settings have no stack section (a deployment has no local stack): the folder is the one the
-        # tooling that started the worker exported to it.
-        self._stack_dir = exported_stack_dir()
+        # tooling that started the worker exported to it (``stack_dir``: the tooling itself, which knows it).
+        self._stack_dir = stack_dir or exported_stack_dir()
         self._stop_timeout_s = stop_timeout_s
+
+    def tenants(self) -> list[str]:
+        """The tenants with a query's files here, running or not (``metalake stack down`` stops them all)."""
+        jobs = self._stack_dir / "run" / "tenant-jobs"
+        return sorted(p.name for p in jobs.iterdir() if p.is_dir()) if jobs.is_dir() else []
 
     def run_dir(self, tenant: str) -> Path:
         return self._stack_dir / "run" / "tenant-jobs" / validate_tenant_id(tenant)

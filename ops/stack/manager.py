@@ -18,6 +18,7 @@ from ops.settings import Settings
 from ops.stack import process
 from ops.stack.fetching import Fetches
 from ops.stack.health import port_free
+from ops.stack.launcher import LocalProcessLauncher
 from ops.stack.services import SERVICES, Service, StackContext
 from ops.stack.services.base import ServiceError
 from ops.stack.services.jaeger import trace_env
@@ -233,6 +234,8 @@ class StackManager:
     # -- down / status / logs -------------------------------------------------------------------------------------
 
     def down(self, names: Sequence[str] | None = None) -> None:
+        if names is None:
+            self._stop_tenant_jobs()
         selected = list(SERVICES)
         if names is not None:
             _check_known(names)
@@ -247,6 +250,15 @@ class StackManager:
             if process.stop(record, self._ctx.settings.stack.stop_timeout_s):
                 self._echo(f"{service.name:11} stopped (pid {record.pid})")
             self._pid_file(service).unlink(missing_ok=True)
+
+    def _stop_tenant_jobs(self) -> None:
+        """Dedicated tenants' queries the local launcher started go first, with the whole stack: they are detached so
+        they outlive a restart of the lake worker, and would otherwise outlive the stack, retrying Kafka forever."""
+        s = self._ctx.settings
+        launcher = LocalProcessLauncher(s, stop_timeout_s=s.stack.stop_timeout_s, stack_dir=s.local_stack_dir)
+        for tenant in launcher.tenants():
+            if launcher.stop(tenant):
+                self._echo(f"stream of tenant {tenant} stopped")
 
     def status(self) -> list[ServiceStatus]:
         out = []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -149,3 +150,23 @@ def test_requirements_and_dependents_are_transitive() -> None:
     assert with_requirements(["x"], requires) == {"x"}
     assert with_dependents(["a"], requires) == {"a", "b", "c"}
     assert with_dependents(["c"], requires) == {"c"}
+
+
+def test_down_stops_the_dedicated_tenants_queries_the_local_launcher_started(tmp_path: Path) -> None:
+    # Detached (their own session) so they outlive the lake worker: only the whole stack's down stops them.
+    settings = _settings(tmp_path)
+    job = subprocess.Popen(["/bin/sleep", "30"], start_new_session=True)
+    run_dir = tmp_path / ".stack" / "run" / "tenant-jobs" / "acme"
+    run_dir.mkdir(parents=True)
+    ticks = Path(f"/proc/{job.pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    (run_dir / "stream.pid").write_text(f"{job.pid} {ticks}\n")
+    try:
+        lines: list[str] = []
+        StackManager(settings, tmp_path, echo=lines.append).down(["kafka"])
+        assert job.poll() is None and lines == []  # one service's down leaves them
+        StackManager(settings, tmp_path, echo=lines.append).down()
+        assert lines == ["stream of tenant acme stopped"]
+        assert job.wait(timeout=5) is not None
+        assert not run_dir.exists()
+    finally:
+        job.kill()
