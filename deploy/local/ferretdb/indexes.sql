@@ -63,7 +63,11 @@ CREATE EVENT TRIGGER metalake_ferretdb_gin_indexes ON ddl_command_end WHEN TAG I
     EXECUTE FUNCTION public.metalake_ferretdb_on_create_table();
 COMMIT;
 
--- Tables created before the trigger existed (a database set up by hand or by an older stack).
-SELECT public.metalake_index_ferretdb_table(c.oid)
+-- Tables created before the trigger existed (a database set up by hand or by an older stack). One statement, so one
+-- transaction, per table (psql's \gexec, autocommit): in a single statement the locks of every table and index were
+-- held together, and past about 500 tenants (3,000 tables) PostgreSQL ran out of lock slots ("out of shared memory",
+-- max_locks_per_transaction), so FerretDB could not start on its own data.
+SELECT format('SELECT public.metalake_index_ferretdb_table(%s)', c.oid)
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE c.relkind = 'r' AND n.nspname NOT LIKE 'pg\_%' AND n.nspname <> 'information_schema';
+WHERE c.relkind = 'r' AND n.nspname NOT LIKE 'pg\_%' AND n.nspname <> 'information_schema'
+\gexec
