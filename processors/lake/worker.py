@@ -333,6 +333,14 @@ def watch_queue(store: ErasureStore, clock: Callable[[], datetime] = lambda: dat
     return unwatch
 
 
+def _stop_on_signals(stop: threading.Event) -> None:
+    def on_signal(_signum: int, _frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+
 def worker_report(settings: LakeWorkerSettings, ready_file: Path | None = None) -> dict[str, Any]:
     """``metalake lake worker``: run until SIGTERM or SIGINT; the report says how many erasures and tenant runs it
     finished."""
@@ -347,11 +355,7 @@ def worker_report(settings: LakeWorkerSettings, ready_file: Path | None = None) 
     tenants = ProvisioningWorker(settings, mongo, stop=worker.stop)
     provisioning = threading.Thread(target=tenants.run, name="provisioning", daemon=True)
 
-    def on_signal(_signum: int, _frame: object) -> None:
-        worker.stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    _stop_on_signals(worker.stop)
 
     def ready() -> None:
         if ready_file is not None:
