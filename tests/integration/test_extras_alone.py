@@ -32,7 +32,9 @@ DEPLOYABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 
 def _install(extra: str, home: Path) -> Path:
     env_dir = home / (extra or "core")
-    venv.EnvBuilder(with_pip=True, clear=True).create(env_dir)
+    # symlinks: a copied interpreter is a file this process wrote, and a subprocess the other thread forks meanwhile
+    # holds it open for writing until its exec, so running it fails with ETXTBSY ("Text file busy": CI, 2026-12-01).
+    venv.EnvBuilder(with_pip=True, clear=True, symlinks=True).create(env_dir)
     python = env_dir / "bin" / "python"
     spec = f"{ROOT}[{extra}]" if extra else str(ROOT)
     done = subprocess.run(
