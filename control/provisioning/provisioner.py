@@ -13,10 +13,12 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from control.provisioning.steps import STEPS, Step, StepContext, StepFailed, StepInterrupted, StepWaiting
+from metalake.telemetry.metrics import PROVISIONING_STEP
 from tenants.registry import TenantRecord, TenantRegistry, TenantState
 from tenants.trino_schemas import trino_schema
 
@@ -46,6 +48,22 @@ def _error(step: Step, exc: Exception) -> str:
 def waiting(error: str | None) -> bool:
     """Whether a tenant's recorded error is a step waiting on another component (retried without being asked)."""
     return error is not None and _WAITING.match(error) is not None
+
+
+def timed_step(action: str, step: Step, run: Callable[[], None]) -> None:
+    """Run one step, its wall time recorded as ``metalake_provisioning_step_seconds{action, step, outcome}``: which
+    step grows with the tenant count is what this answers (docs/benchmarks.md, provisioning at scale)."""
+    started, outcome = time.monotonic(), "failed"
+    try:
+        run()
+        outcome = "done"
+    except StepInterrupted:
+        outcome = "interrupted"
+        raise
+    finally:
+        seconds = time.monotonic() - started
+        PROVISIONING_STEP.record(seconds, {"action": action, "step": step.name, "outcome": outcome})
+        log.debug("tenants.step_done", extra={"action": action, "step": step.name, "seconds": round(seconds, 3)})
 
 
 def pending(tenant: TenantRecord, steps: Sequence[Step] = STEPS) -> list[str]:
@@ -80,7 +98,7 @@ class Provisioner:
             if not step.applies(record) or step.name in record.steps:
                 continue
             try:
-                step.provision(self._ctx, record, names)
+                timed_step("provision", step, partial(step.provision, self._ctx, record, names))
             except StepInterrupted:
                 return Outcome(tenant_id, False, tuple(ran), "interrupted", time.monotonic() - started, True)
             except Exception as exc:  # noqa: BLE001 - recorded on the tenant; the next run resumes here
@@ -115,7 +133,7 @@ class Provisioner:
             if not step.applies(record):
                 continue
             try:
-                step.deprovision(self._ctx, record, names)
+                timed_step("deprovision", step, partial(step.deprovision, self._ctx, record, names))
             except StepInterrupted:
                 return Outcome(tenant_id, False, tuple(ran), "interrupted", time.monotonic() - started, True)
             except Exception as exc:  # noqa: BLE001 - recorded on the tenant; a retry runs every step again

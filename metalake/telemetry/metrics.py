@@ -67,6 +67,9 @@ BATCH_STEP = _seconds("metalake_batch_step_seconds", "A streaming micro-batch's 
 INTAKE_REQUEST = _seconds("metalake_intake_request_seconds", "Webhook and ingest request latency (source)")
 DELIVERY = _seconds("metalake_delivery_seconds", "One outbound delivery attempt (destination)")
 HTTP_REQUEST = _seconds("metalake_http_request_seconds", "HTTP requests by route template and method")
+PROVISIONING_STEP = _seconds(
+    "metalake_provisioning_step_seconds", "A tenant (de)provisioning step in the lake worker (action, step, outcome)"
+)
 TRINO_QUERY = _seconds("metalake_trino_query_seconds", "SQL endpoint queries in Trino (outcome)")
 
 EVENTS = _METER.create_counter("metalake_events_total", description="Intake and job outcomes (source, outcome, reason)")
@@ -150,6 +153,7 @@ __all__ = [
     "INTAKE_REQUEST",
     "PROVISIONING_OLDEST",
     "PROVISIONING_QUEUE_DEPTH",
+    "PROVISIONING_STEP",
     "READY",
     "SECONDS_BUCKETS",
     "TRINO_QUERY",

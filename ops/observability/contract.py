@@ -26,6 +26,7 @@ METRICS: dict[str, Kind] = {
     "metalake_erasure_oldest_seconds": "gauge",
     "metalake_provisioning_queue_depth": "gauge",
     "metalake_provisioning_oldest_seconds": "gauge",
+    "metalake_provisioning_step_seconds": "histogram",
     "metalake_trino_query_seconds": "histogram",
     "metalake_ready": "gauge",
 }

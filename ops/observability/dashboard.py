@@ -191,6 +191,12 @@ def _processes() -> list[Panel]:
                 Query("max(metalake_provisioning_oldest_seconds)", "provisioning"),
             ),
         ),
+        Panel(
+            "Tenant (de)provisioning steps, p90",
+            "s",
+            (Query(p(0.9, "metalake_provisioning_step_seconds", "action, step"), "{{action}} {{step}}"),),
+            "The lake worker's steps; one growing with the tenant count is where time to active goes.",
+        ),
     ]
 
 

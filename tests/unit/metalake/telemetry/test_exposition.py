@@ -41,6 +41,7 @@ CONTRACT: dict[str, tuple[str, frozenset[str]]] = {
     "metalake_erasure_oldest_seconds": ("gauge", frozenset()),
     "metalake_provisioning_queue_depth": ("gauge", frozenset()),
     "metalake_provisioning_oldest_seconds": ("gauge", frozenset()),
+    "metalake_provisioning_step_seconds": ("histogram", frozenset({"action", "step", "outcome"})),
     "metalake_trino_query_seconds": ("histogram", frozenset({"outcome"})),
     "metalake_ready": ("gauge", frozenset()),
 }
@@ -169,6 +170,7 @@ def test_every_contract_metric_is_exposed_under_its_exact_name_and_labels(app_se
     metrics.DELIVERY.record(0.3, {"destination": "slack"})
     metrics.CRAWL_ASSETS.add(4, {"connector": "postgres"})
     metrics.TRINO_QUERY.record(0.4, {"outcome": "ok"})
+    metrics.PROVISIONING_STEP.record(0.1, {"action": "provision", "step": "access", "outcome": "done"})
     unwatch = [
         metrics.CONSUMER_LAG.watch(lambda: [(3.0, {"group": "g", "topic": "t", "partition": "0"})]),
         metrics.ERASURE_QUEUE_DEPTH.watch(lambda: [(2.0, {})]),
