@@ -13,7 +13,8 @@ unless ``--keep``.
 
 Run the code before the change with ``PYTHONPATH`` on a worktree of it (no ``--worker``), the code after with
 ``--worker``, on the same stack (``METALAKE_PROVISIONING__ENABLED=false`` for the stack's own lake worker, so it does
-not race the bench's). Prints one JSON document.
+not race the bench's). With ``--worker`` each tier also reports its steps' mean seconds (``step_mean_s``, from
+``metalake_provisioning_step_seconds``). Prints one JSON document.
 """
 
 from __future__ import annotations
@@ -77,6 +78,35 @@ def _summary(samples: list[dict[str, float | str]]) -> dict[str, Any]:
     return out
 
 
+def _step_totals() -> dict[str, tuple[float, float]]:
+    """This process's ``metalake_provisioning_step_seconds`` (the ``--worker`` runs): (sum, count) per step done."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from metalake.telemetry.exposition import render
+
+    totals: dict[str, list[float]] = {}
+    for family in text_string_to_metric_families(render().decode()):
+        for s in family.samples:
+            if s.labels.get("action") != "provision" or s.labels.get("outcome") != "done":
+                continue
+            pair = totals.setdefault(s.labels["step"], [0.0, 0.0])
+            if s.name.endswith("_sum"):
+                pair[0] = float(s.value)
+            elif s.name.endswith("_count"):
+                pair[1] = float(s.value)
+    return {step: (pair[0], pair[1]) for step, pair in totals.items()}
+
+
+def _step_means(before: dict[str, tuple[float, float]]) -> dict[str, float]:
+    """Mean seconds per step since ``before``: where a tenant's time to active goes."""
+    out = {}
+    for step, (total, count) in _step_totals().items():
+        total0, count0 = before.get(step, (0.0, 0.0))
+        if count > count0:
+            out[step] = round((total - total0) / (count - count0), 3)
+    return out
+
+
 def _delete_all(api: TestClient, tenants: list[str], timeout_s: float) -> float:
     started = time.monotonic()
     for tenant in tenants:
@@ -108,8 +138,10 @@ def main() -> None:
     with ExitStack() as stack:
         if args.worker:
             # Only in the code after the change.
+            from metalake.telemetry.exposition import install_meter_provider
             from processors.lake.provisioning import ProvisioningWorker
 
+            install_meter_provider()
             worker = ProvisioningWorker(settings, mongo, scope=lambda t: t.startswith(PREFIX))
             thread = threading.Thread(target=worker.run, daemon=True)
             thread.start()
@@ -119,12 +151,14 @@ def main() -> None:
         app.dependency_overrides[current_principal] = lambda: ADMIN
         api = stack.enter_context(TestClient(app))
         for tier in args.tiers.split(","):
-            samples = []
+            samples, steps_before = [], _step_totals()
             for _ in range(args.runs):
                 sample = _one(api, tier, args.timeout_s)
                 created.append(str(sample["tenant"]))
                 samples.append(sample)
             result[tier] = _summary(samples)
+            if args.worker:
+                result[tier]["step_mean_s"] = _step_means(steps_before)
         if not args.keep:
             result["deleted_all_s"] = round(_delete_all(api, created, args.timeout_s * len(created)), 1)
     print(json.dumps(result, indent=2))
