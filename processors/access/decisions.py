@@ -23,7 +23,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import SecretStr, ValidationError
 from pymongo import MongoClient
 
 from control.trino_opa import OpaQuery
@@ -86,7 +86,11 @@ class LakeDecisions:
         return [{"index": i, "viewExpression": {"expression": e}} for i, e in self.policy.masks(user, columns, masked)]
 
 
-def _handler(decisions: LakeDecisions, key: bytes) -> type[BaseHTTPRequestHandler]:
+# A decision's name and the request -> its ``result`` (:meth:`LakeDecisions.answer`).
+Decide = Callable[[str, OpaQuery], object]
+
+
+def _handler(decide: Decide, key: bytes) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             match = PATH.fullmatch(self.path)
@@ -108,7 +112,7 @@ def _handler(decisions: LakeDecisions, key: bytes) -> type[BaseHTTPRequestHandle
                 self._problem(400, "invalid-request", f"{field}: {first.get('msg', 'invalid')}")
                 return
             try:
-                result = decisions.answer(match.group("decision"), query)
+                result = decide(match.group("decision"), query)
             except Exception as exc:  # noqa: BLE001 - every failure answers the same; Trino fails the query
                 log.error("access.decision_failed", extra={"error": type(exc).__name__})
                 self._problem(503, "decision-unavailable", "the decision could not be made; it has been logged")
@@ -134,12 +138,11 @@ def _handler(decisions: LakeDecisions, key: bytes) -> type[BaseHTTPRequestHandle
 
 
 class DecisionServer:
-    """``/v1/opa/lake/<key>/...`` on ``access.decisions.host:port`` (port 0: any free one, for tests)."""
+    """``/v1/opa/lake/<key>/...`` on ``host:port`` (port 0: any free one, for tests)."""
 
-    def __init__(self, settings: AccessRulesSettings, mongo: MongoClient[dict[str, Any]]) -> None:
-        section = settings.access.decisions
-        key = settings.decisions_key.get_secret_value().encode()
-        self._server = ThreadingHTTPServer((section.host, section.port), _handler(LakeDecisions(settings, mongo), key))
+    def __init__(self, decide: Decide, key: SecretStr, host: str, port: int) -> None:
+        handler = _handler(decide, key.get_secret_value().encode())
+        self._server = ThreadingHTTPServer((host, port), handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="lake-decisions", daemon=True)
 
@@ -160,6 +163,8 @@ def serve_decisions(settings: AccessRulesSettings, mongo: MongoClient[dict[str, 
     """Start the decision server when ``access.mode`` is ``opa``; returns what stops it (nothing otherwise)."""
     if settings.access.mode != "opa":
         return lambda: None
-    server = DecisionServer(settings, mongo).start()
+    section = settings.access.decisions
+    decide = LakeDecisions(settings, mongo).answer
+    server = DecisionServer(decide, settings.decisions_key, section.host, section.port).start()
     log.info("access.decisions_serving", extra={"port": server.port})
     return server.close

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tenants.access.lake_decisions import LakePolicy, lake_user
+from tenants.access.rules import TENANT_USERS, build_shared_rules
 from tenants.trino_schemas import SchemaNamer
 
 NAMER = SchemaNamer(b"k" * 32)
@@ -86,3 +87,17 @@ def test_masks_are_the_tenants_tagged_columns_in_its_own_schema_for_users_withou
     assert POLICY.masks("metalake", columns, masked) == []
     hashed = LakePolicy(catalog="lake", schemas=NAMER, mask_style="hash")
     assert hashed.masks("tenant.acme", columns[:1], masked) == [(0, 'to_hex(sha256(to_utf8("email")))')]
+
+
+def test_the_shared_rules_name_no_tenant_and_keep_every_tenant_wide_refusal() -> None:
+    rules = build_shared_rules(["metalake", "bench"], catalog="lake", impersonator="metalake")
+    tables = rules["tables"]
+    assert "acme" not in str(rules)
+    # First match wins: the refusals come before the tenant users' SELECT on the catalog.
+    assert tables[-1] == {"user": TENANT_USERS, "catalog": "^(lake)$", "privileges": ["SELECT"]}
+    refusals = tables[1:-1]
+    assert {"user": TENANT_USERS, "table": r".*\$.*", "privileges": []} in refusals
+    assert any(r.get("schema") == "^(_pooled)$" and r["privileges"] == [] for r in refusals)
+    admin_only = next(r for r in refusals if r.get("table") == "^(_dlq|audit)$")
+    assert admin_only["privileges"] == [] and ".admin" not in admin_only["user"]
+    assert {"user": TENANT_USERS, "catalog": "^(lake)$", "allow": "read-only"} in rules["catalogs"]
