@@ -23,7 +23,10 @@ def access_control_file(settings: Settings, etc: Path) -> Path:
 def opa_access_control_file(settings: Settings, etc: Path) -> Path:
     """``etc/opa-access-control.properties``, owner-only (its URIs hold the decisions' key), and the rules file
     that names no tenant, written now: it never changes with the tenants."""
-    base = f"{settings.access.decisions.base_url}/v1/opa/lake/{settings.decisions_key.get_secret_value()}"
+    # The stack's own port for the access processor (stack.env hands it the same one), unless a URL is configured.
+    local = f"http://{settings.stack.host}:{settings.stack.ports.access_decisions}"
+    where = (settings.access.decisions.url or local).rstrip("/")
+    base = f"{where}/v1/opa/lake/{settings.decisions_key.get_secret_value()}"
     lines = [
         "access-control.name=opa",
         f"opa.policy.uri={base}/allow",
