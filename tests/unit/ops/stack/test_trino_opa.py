@@ -21,7 +21,7 @@ from tenants.access.settings import AccessSettings, DecisionSettings
 
 
 def _settings(tmp_path: Path, mode: str = "opa") -> Settings:
-    access = AccessSettings(mode=mode, decisions=DecisionSettings(key=SecretStr("the-key")))  # type: ignore[arg-type]
+    access = AccessSettings(mode=mode, decisions=DecisionSettings(key=SecretStr("the-key")))
     return with_stack_paths(Settings(stack=StackSettings(dir=tmp_path / ".stack"), access=access))
 
 
