@@ -2,7 +2,7 @@
 
 Trino's OPA access control (``plugin/opa``) POSTs every access check to ``/v1/opa/lake/<key>/<decision>``:
 ``allow`` (one resource), ``batch`` (the indexes of ``filterResources`` kept: ``SHOW SCHEMAS``, ``information_schema``)
-and ``column-masks`` (a table's masked columns). The decisions are ``tenants.access.lake_decisions``'; this module
+and ``column-masks`` (a table's masked columns). The decisions are ``processors.access.lake_decisions``'; this module
 reads what they depend on, each tenant's state and stored masks (``tenants.access.sync``'s ``trino_access``), through
 caches of ``access.decisions.cache_ttl_s`` (a suspension, or a tag's mask, reaches Trino within that), and answers.
 
@@ -28,7 +28,7 @@ from pymongo import MongoClient
 
 from control.trino_opa import OpaQuery
 from metalake.cache import TtlCache
-from tenants.access.lake_decisions import LakePolicy, lake_user
+from processors.access.lake_decisions import LakePolicy, lake_user
 from tenants.access.settings import AccessRulesSettings
 from tenants.access.sync import stored_masks
 from tenants.naming import CONTROL_DATABASE

@@ -214,7 +214,7 @@ def build_shared_rules(
 ) -> dict[str, Any]:
     """The rules file of ``access.mode = "opa"``: what every tenant's user may do, naming no tenant, so it neither
     grows nor changes with the tenants. Which schema a tenant's user reaches, whether its tenant is suspended, and
-    its masks are the OPA decisions' (``tenants.access.lake_decisions``); Trino needs both to allow. Pure."""
+    its masks are the OPA decisions' (``processors.access.lake_decisions``); Trino needs both to allow. Pure."""
     rules = _service_rules(_exact(*service_users), impersonator)
     where = _exact(catalog)
     rules["tables"] += [

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tenants.access.lake_decisions import LakePolicy, lake_user
+from processors.access.lake_decisions import LakePolicy, lake_user
 from tenants.access.rules import TENANT_USERS, build_shared_rules
 from tenants.trino_schemas import SchemaNamer
 
