@@ -1,9 +1,5 @@
-"""Engine registrations (a customer's Trino asking metalake for PII decisions) and the OPA plugin's request shape.
-
-The OPA shapes follow Trino 476's ``plugin/trino-opa`` (``OpaQuery``/``OpaQueryInput``/``OpaQueryContext``/
-``TrinoIdentity``/``OpaQueryInputAction``/``OpaQueryInputResource``/``TrinoTable``/``TrinoColumn``): only the fields
-the decisions read are declared, the rest is accepted and ignored (Trino sends many resource kinds).
-"""
+"""Engine registrations (a customer's Trino asking metalake for PII decisions) and the OPA decisions' answers; the
+OPA plugin's requests are ``control.trino_opa``'s (re-exported here for the routes)."""
 
 from __future__ import annotations
 
@@ -11,6 +7,19 @@ from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from control.trino_opa import (
+    OpaAction,
+    OpaColumn,
+    OpaContext,
+    OpaFunction,
+    OpaIdentity,
+    OpaInput,
+    OpaQuery,
+    OpaResource,
+    OpaTable,
+    OpaUser,
+)
 
 _NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,127}$"
 _CATALOG = r"^[a-z0-9_][a-z0-9_-]{0,63}$"
@@ -105,72 +114,7 @@ class EnginesView(BaseModel):
     items: list[EngineInfo]
 
 
-# -- the OPA plugin's requests --------------------------------------------------------------------------------------
-
-
-class _Lenient(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-
-class OpaIdentity(_Lenient):
-    user: str
-    groups: list[str] = Field(default_factory=list)
-
-
-class OpaUser(_Lenient):
-    """``resource.user``: the target of ``ImpersonateUser`` (``{"user": name}``) or a query's owner (its identity,
-    unwrapped: ``{"user": name, "groups": [...]}``)."""
-
-    user: str | None = None
-
-
-class OpaFunction(_Lenient):
-    """``resource.function`` (``TrinoFunction``: the catalog and schema unwrapped beside the name)."""
-
-    catalogName: str | None = None
-    schemaName: str | None = None
-    functionName: str
-
-
-class OpaContext(_Lenient):
-    identity: OpaIdentity
-
-
-class OpaTable(_Lenient):
-    catalogName: str  # Trino's field names
-    schemaName: str
-    tableName: str
-    columns: list[str] | None = None  # FilterColumns: the batch's indexes are those of this list
-
-
-class OpaColumn(OpaTable):
-    columnName: str
-    columnType: str | None = None
-
-
-class OpaResource(_Lenient):
-    table: OpaTable | None = None
-    column: OpaColumn | None = None
-    user: OpaUser | None = None
-    function: OpaFunction | None = None
-
-
-class OpaAction(_Lenient):
-    operation: str
-    resource: OpaResource | None = None
-    filterResources: list[OpaResource] | None = None
-
-
-class OpaInput(_Lenient):
-    context: OpaContext
-    action: OpaAction
-
-
-class OpaQuery(_Lenient):
-    """What Trino's OPA access control POSTs to every decision route: the identity and the action
-    (https://trino.io/docs/476/security/opa-access-control.html). Unknown fields are ignored."""
-
-    input: OpaInput
+# -- the OPA plugin's requests: control.trino_opa (the access processor reads them too) ---------------------------
 
 
 # -- the decisions, in the shapes Trino's OPA plugin reads ----------------------------------------------------------
@@ -214,3 +158,16 @@ OPA_ANSWERS: dict[str, type[BaseModel]] = {
     "column-masks": OpaColumnMasks,
     "column-mask": OpaColumnMask,
 }
+
+__all__ = [
+    "OpaAction",
+    "OpaColumn",
+    "OpaContext",
+    "OpaFunction",
+    "OpaIdentity",
+    "OpaInput",
+    "OpaQuery",
+    "OpaResource",
+    "OpaTable",
+    "OpaUser",
+]

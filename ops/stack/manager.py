@@ -42,6 +42,8 @@ GENERATED_SECRETS = (
     "METALAKE_LAKE__S3__ACCESS_KEY_ID",
     "METALAKE_LAKE__S3__SECRET_ACCESS_KEY",
     "METALAKE_TELEMETRY__METRICS_TOKEN",
+    # The key in the lake decisions' path (access.mode=opa): Trino's OPA URIs and the access processor share it.
+    "METALAKE_ACCESS__DECISIONS__KEY",
 )
 # The Trino service users' passwords: one JSON object (user -> password), a user added later gets one at the next up.
 TRINO_PASSWORDS = "METALAKE_TRINO__PASSWORDS"
@@ -71,7 +73,7 @@ class StackManager:
         return self._ctx
 
     def _select(self, names: Sequence[str] | None, with_job: bool, with_processors: bool = False) -> list[Service]:
-        needs = {s.name: (*s.requires, *s.needs_at_start(self._ctx)) for s in SERVICES}
+        needs = {s.name: (*s.requires, *s.needs_at_start(self._ctx), *s.companions(self._ctx)) for s in SERVICES}
         if names is not None:  # an empty list selects nothing; None selects the default set
             _check_known(names)
             wanted = with_requirements(names, needs)
@@ -194,6 +196,7 @@ class StackManager:
             f"METALAKE_LAKE__ROOT={s.lake_root}",
             f"METALAKE_LAKE__CHECKPOINT_ROOT={s.checkpoint_root}",
             f"METALAKE_STACK__PORTS__POSTGRES={s.stack.ports.postgres}",
+            f"METALAKE_ACCESS__DECISIONS__PORT={s.stack.ports.access_decisions}",
             # The SASL_SSL listener's user and CA (its password is a generated secret below): unused while
             # kafka.security_protocol is PLAINTEXT; a client switches with the protocol and the listener's address.
             f"METALAKE_KAFKA__SASL_USERNAME={scram_user(self._ctx)}",
@@ -374,5 +377,7 @@ def _adopt_generated(settings: Settings, lines: Sequence[str], passwords: Mappin
             settings.trino.shared_secret = SecretStr(value)
         if key == "METALAKE_TRINO__CA_FILE" and not os.environ.get(key):
             settings.trino.ca_file = Path(value)
+        if key == "METALAKE_ACCESS__DECISIONS__KEY" and settings.access.decisions.key is None:
+            settings.access.decisions.key = SecretStr(value)
     for user, password in (passwords or {}).items():
         settings.trino.passwords.setdefault(user, SecretStr(password))

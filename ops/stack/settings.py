@@ -31,6 +31,8 @@ class StackPorts(BaseModel):
     outbound_health: int = 9103
     access_health: int = 9104
     lake_worker_health: int = 9105
+    # The access processor's lake decisions, which Trino asks with access.mode=opa (processors/access/decisions.py).
+    access_decisions: int = 9106
     # Jaeger (ops/stack/services/jaeger.py): OTLP/HTTP in, the query API and UI, and the query service's gRPC port.
     jaeger_otlp: int = 4318
     jaeger_query: int = 16686

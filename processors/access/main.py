@@ -13,6 +13,7 @@ from metalake.http.health import serve_health, standard_checks
 from metalake.mongo import mongo_client
 from metalake.settings import load_settings
 from metalake.telemetry import configure_telemetry
+from processors.access.decisions import serve_decisions
 from processors.access.processor import run
 from processors.access.settings import AccessProcessSettings
 from tenants.access.sync import AccessSync
@@ -31,7 +32,7 @@ app = typer.Typer(
 @app.command("run")
 def run_command() -> None:
     """Regenerate the rules as classifications and propagated tags change (consumes metalake.changes; SIGTERM or
-    Ctrl-C stop it after the batch)."""
+    Ctrl-C stop it after the batch). With ``access.mode=opa`` it also serves Trino's decisions (docs/serving.md)."""
     settings = load_settings(AccessProcessSettings)
     configure_telemetry(settings.telemetry, "access")
     serve_health(settings, "access", standard_checks(settings, "mongo", "kafka", "trino"))
@@ -40,7 +41,13 @@ def run_command() -> None:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
     signal.signal(signal.SIGINT, lambda signum, frame: stop.set())
-    run(settings, stop=stop)
+    client = mongo_client(settings)
+    stop_decisions = serve_decisions(settings, client)
+    try:
+        run(settings, stop=stop)
+    finally:
+        stop_decisions()
+        client.close()
 
 
 @app.command("sync")

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from metalake.urn import AssetUrn, InvalidUrn
-from tenants.naming import ADMIN_ONLY_TABLES, trino_user, validate_tenant_id
+from tenants.naming import ADMIN_ONLY_TABLES, TRINO_POOLED_SCHEMA, trino_user, validate_tenant_id
 from tenants.trino_schemas import SchemaNamer
 
 MaskStyle = Literal["null", "redact", "hash"]
@@ -49,6 +49,7 @@ _METADATA_TABLE = r".*\$.*"
 # and ``tenant.<id>.admin.pii``, ids as validated. Trino matches it against the whole name; it has no '$' anchor,
 # because Trino expands '$<n>' in ``new_user`` as a group of ``original_user``.
 TENANT_USERS = r"tenant\.[a-z][a-z0-9-]{2,39}(\.admin)?(\.pii)?"
+_NON_ADMIN_TENANT_USERS = r"tenant\.[a-z][a-z0-9-]{2,39}(\.pii)?"
 # The system session properties a tenant's users may set: the SQL endpoint's own shorter run time, which lifts no
 # limit (``query.max-execution-time`` in Trino's config bounds every tenant query, and they may not change it).
 TENANT_SESSION_PROPERTIES = ("query_max_run_time",)
@@ -191,21 +192,50 @@ def build_rules(
 
     ``impersonator`` may run queries as any tenant's user (:data:`TENANT_USERS`); no other impersonation is allowed.
     """
-    services = _exact(*service_users)
     accesses = sorted(tenants, key=lambda t: t.tenant)
-    tables: list[dict[str, Any]] = [{"user": services, "privileges": _ALL_TABLE_PRIVILEGES}]
+    rules = _service_rules(_exact(*service_users), impersonator)
     if accesses:
         # Before every tenant rule: the Delta connector's metadata tables (``t$history``, ``t$transactions``,
         # ``t$partitions``, ``t$properties``...) carry no column masks, and ``$transactions`` holds each file's
         # min/max statistics, i.e. masked values in clear. Their names would otherwise match the schema-wide rule.
         every_tenant_user = _exact(*(u for a in accesses for u in tenant_users(a.tenant)))
-        tables.append({"user": every_tenant_user, "table": _METADATA_TABLE, "privileges": []})
+        rules["tables"].append({"user": every_tenant_user, "table": _METADATA_TABLE, "privileges": []})
     for access in accesses:
-        tables += _tenant_table_rules(access, schemas.schema(access.tenant), catalog, mask_style)
+        rules["tables"] += _tenant_table_rules(access, schemas.schema(access.tenant), catalog, mask_style)
+    if accesses:
+        users = [u for a in accesses for u in tenant_users(a.tenant)]
+        rules["catalogs"].append({"user": _exact(*users), "catalog": _exact(catalog), "allow": "read-only"})
+        rules["queries"].append({"user": _exact(*users), "allow": ["execute"]})
+    return rules
+
+
+def build_shared_rules(
+    service_users: Iterable[str], *, catalog: str, impersonator: str | None = None
+) -> dict[str, Any]:
+    """The rules file of ``access.mode = "opa"``: what every tenant's user may do, naming no tenant, so it neither
+    grows nor changes with the tenants. Which schema a tenant's user reaches, whether its tenant is suspended, and
+    its masks are the OPA decisions' (``processors.access.lake_decisions``); Trino needs both to allow. Pure."""
+    rules = _service_rules(_exact(*service_users), impersonator)
+    where = _exact(catalog)
+    rules["tables"] += [
+        {"user": TENANT_USERS, "table": _METADATA_TABLE, "privileges": []},
+        {"user": _NON_ADMIN_TENANT_USERS, "catalog": where, "table": _exact(*ADMIN_ONLY_TABLES), "privileges": []},
+        {"user": TENANT_USERS, "catalog": where, "schema": _exact(TRINO_POOLED_SCHEMA), "privileges": []},
+        {"user": TENANT_USERS, "catalog": where, "privileges": ["SELECT"]},
+    ]
+    rules["catalogs"].append({"user": TENANT_USERS, "catalog": where, "allow": "read-only"})
+    rules["queries"].append({"user": TENANT_USERS, "allow": ["execute"]})
+    return rules
+
+
+def _service_rules(services: str, impersonator: str | None) -> dict[str, Any]:
+    """What both renderings share: the service users' full access, functions, procedures, system information,
+    impersonation and session properties; the tenant users' rules are appended to ``catalogs``, ``tables`` and
+    ``queries``."""
     rules: dict[str, Any] = {
         "catalogs": [{"user": services, "allow": "all"}],
         "schemas": [{"user": services, "owner": True}],
-        "tables": tables,
+        "tables": [{"user": services, "privileges": _ALL_TABLE_PRIVILEGES}],
         "functions": [
             {"user": services, "privileges": ["EXECUTE", "GRANT_EXECUTE", "OWNERSHIP"]},
             # Built-in scalar and aggregate functions only: catalog table functions (e.g. Delta's table_changes,
@@ -224,10 +254,6 @@ def build_rules(
     if impersonator:
         allowed = {"original_user": _exact(impersonator), "new_user": TENANT_USERS, "allow": True}
         rules["impersonation"].insert(0, allowed)
-    if accesses:
-        users = [u for a in accesses for u in tenant_users(a.tenant)]
-        rules["catalogs"].append({"user": _exact(*users), "catalog": _exact(catalog), "allow": "read-only"})
-        rules["queries"].append({"user": _exact(*users), "allow": ["execute"]})
     return rules
 
 

@@ -5,9 +5,25 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SecretStr
 
 from metalake.settings import KernelSettings, required
+
+
+class DecisionSettings(BaseModel):
+    """The lake decision endpoint (``access.mode = "opa"``): where the access processor serves it, the address Trino
+    calls (``url``, default ``http://<host>:<port>``), the key in its path, and how long a tenant's state and masks
+    are cached (a suspension or a new mask reaches Trino within that)."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=9106, ge=0, le=65535)
+    url: str | None = None
+    key: SecretStr | None = None
+    cache_ttl_s: float = Field(default=1.0, ge=0)
+
+    @property
+    def base_url(self) -> str:
+        return (self.url or f"http://{self.host}:{self.port}").rstrip("/")
 
 
 class AccessSettings(BaseModel):
@@ -24,6 +40,10 @@ class AccessSettings(BaseModel):
     """
 
     rules_file: Path | None = None
+    # "rules": every tenant's rules in the rules file; "opa": a rules file that names no tenant, and the tenant checks
+    # and masks as OPA decisions served by the access processor (docs/serving.md, "The rules").
+    mode: Literal["rules", "opa"] = "rules"
+    decisions: DecisionSettings = DecisionSettings()
     service_users: list[str] = Field(default_factory=lambda: ["metalake-tests", "bench"])
     pii_tags: list[str] = Field(default_factory=lambda: ["PII", "PII.*", "GDPR", "GDPR.*"])
     protective_tags: list[str] = Field(default_factory=lambda: ["consent"])
@@ -42,3 +62,8 @@ class AccessRulesSettings(KernelSettings):
     def access_rules_file(self) -> Path:
         """The Trino access rules file Trino reloads (``access.rules_file``)."""
         return required(self.access.rules_file, "access.rules_file")
+
+    @property
+    def decisions_key(self) -> SecretStr:
+        """The key in the lake decision endpoint's path (``access.decisions.key``), required in ``opa`` mode."""
+        return required(self.access.decisions.key, "access.decisions.key")

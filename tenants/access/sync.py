@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any, TypedDict
 
 from pymongo import MongoClient
+from pymongo.database import Database
 from pymongo.errors import PyMongoError
 
 from metalake.mongo import typed_collection
@@ -23,6 +24,7 @@ from tenants.access.rules import (
     TenantAccess,
     TrinoColumn,
     build_rules,
+    build_shared_rules,
     mirrored_schemas,
     write_rules,
 )
@@ -84,6 +86,12 @@ def _from_doc(items: Iterable[MaskedColumnDoc]) -> Masked:
     for item in items:
         out.setdefault(str(item["table"]), {})[str(item["column"])] = item.get("type")
     return out
+
+
+def stored_masks(control: Database[dict[str, Any]], tenant: str) -> Masked:
+    """One tenant's stored masks (``{}`` when none are stored): what the lake decisions mask for its users."""
+    doc = control[ACCESS_COLLECTION].find_one({"_id": tenant}, {"masked": 1})
+    return _from_doc(doc.get("masked") or []) if doc is not None else {}
 
 
 def _stamps(docs: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
@@ -164,7 +172,12 @@ class AccessSync:
         refreshing its partitions' tenants): a render that read the stored masks before another instance stored a
         tenant's could be written last and leave that tenant stale. So after writing, it reads the stamps again and
         renders anew if a tenant's masks were stored meanwhile: whichever write lands last was read after the last
-        store. It stops as soon as nothing was stored during a render."""
+        store. It stops as soon as nothing was stored during a render.
+
+        In ``opa`` mode the file names no tenant (``build_shared_rules``): it is written as is, without reading
+        anything; the masks stored are read by the decisions instead."""
+        if self._settings.access.mode == "opa":
+            return self._render_shared()
         changed = False
         while True:
             docs = list(self._access.find())
@@ -172,6 +185,17 @@ class AccessSync:
             if _stamps(self._access.find({}, {"updated_at": 1})) == _stamps(docs):
                 return changed
             log.info("access.rules_stale", extra={"reason": "masks stored during the render"})
+
+    def _render_shared(self) -> bool:
+        settings = self._settings
+        rules = build_shared_rules(
+            [settings.trino.user, *settings.access.service_users],
+            catalog=settings.trino.catalog,
+            impersonator=settings.trino.user,
+        )
+        changed = write_rules(settings.access_rules_file, rules)
+        log.info("access.rules_rendered", extra={"tenants": 0, "changed": changed})
+        return changed
 
     def _render(self, docs: Iterable[AccessDoc]) -> bool:
         stored = {doc["_id"]: _from_doc(doc.get("masked") or []) for doc in docs}

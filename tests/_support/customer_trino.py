@@ -46,6 +46,8 @@ class CustomerTrino:
         database: str,
         access_control: str | None,
         files: dict[str, str] | None = None,
+        plugins: Path | None = None,
+        catalogs: dict[str, str] | None = None,
     ) -> None:
         self.settings, self.workdir, self.port = settings, workdir, port
         self.database, self.access_control = database, access_control
@@ -53,10 +55,10 @@ class CustomerTrino:
         self.files = files
         self.proc: subprocess.Popen[bytes] | None = None
         self.log = workdir / "trino.log"
-
-    @property
-    def plugins(self) -> Path:
-        return self.settings.local_stack_dir / "cache" / "trino" / "extra-plugins"
+        # Another plugin folder and catalogs (name -> properties) than the PostgreSQL warehouse's: the lake's.
+        self.plugins = plugins or settings.local_stack_dir / "cache" / "trino" / "extra-plugins"
+        self.catalogs = catalogs
+        self.catalog = "warehouse" if catalogs is None else next(iter(catalogs))
 
     def _write_etc(self) -> Path:
         etc = self.workdir / "etc"
@@ -84,6 +86,10 @@ class CustomerTrino:
             lines.append(f"access-control.config-files={etc / 'access-control.properties'}")
         (etc / "config.properties").write_text("\n".join(lines) + "\n")
         (etc / "log.properties").write_text("io.trino=WARN\n")
+        if self.catalogs is not None:
+            for name, text in self.catalogs.items():
+                (etc / "catalog" / f"{name}.properties").write_text(text)
+            return etc
         pg = self.settings.stack.ports.postgres
         (etc / "catalog" / "warehouse.properties").write_text(
             "connector.name=postgresql\n"
@@ -93,8 +99,9 @@ class CustomerTrino:
         return etc
 
     def start(self) -> CustomerTrino:
-        if not (self.plugins / "opa").is_dir() or not (self.plugins / "postgresql").is_dir():
-            raise AssertionError(f"no opa/postgresql plugins in {self.plugins}: run deploy/local/fetch/trino.sh")
+        wanted = ["opa", "postgresql"] if self.catalogs is None else ["opa"]
+        if not all((self.plugins / name).is_dir() for name in wanted):
+            raise AssertionError(f"no {'/'.join(wanted)} plugins in {self.plugins}: run deploy/local/fetch/trino.sh")
         etc = self._write_etc()
         server = self.settings.local_stack_dir / "cache" / "trino" / "server"
         java = find_java(24, env_var="METALAKE_TRINO_JAVA_HOME")
@@ -147,7 +154,7 @@ class CustomerTrino:
         """``query`` with ``X-Trino-Original-User: original_user`` and ``X-Trino-User: user``: what a client sends
         after ``SET SESSION AUTHORIZATION``, an impersonation Trino checks (the client library keeps these headers
         to itself, so this speaks the protocol directly)."""
-        headers = {"X-Trino-Original-User": original_user, "X-Trino-User": user, "X-Trino-Catalog": "warehouse"}
+        headers = {"X-Trino-Original-User": original_user, "X-Trino-User": user, "X-Trino-Catalog": self.catalog}
         with httpx.Client(base_url=f"http://127.0.0.1:{self.port}", headers=headers, timeout=60) as http:
             answer = http.post("/v1/statement", content=sql).json()
             rows: list[list[Any]] = []
@@ -161,7 +168,9 @@ class CustomerTrino:
 
     def query(self, user: str, sql: str) -> list[list[Any]] | str:
         """The rows, or the error's name (``PERMISSION_DENIED``...) when Trino refuses the query."""
-        conn = trino.dbapi.connect(host="127.0.0.1", port=self.port, user=user, catalog="warehouse", http_scheme="http")
+        conn = trino.dbapi.connect(
+            host="127.0.0.1", port=self.port, user=user, catalog=self.catalog, http_scheme="http"
+        )
         try:
             cur = conn.cursor()
             cur.execute(sql)

@@ -96,6 +96,10 @@ class Service(ABC):
     #: Services that must be running before this one starts (started with it, stopped after it).
     requires: tuple[str, ...] = ()
 
+    def companions(self, ctx: StackContext) -> tuple[str, ...]:
+        """Services this one cannot answer without once it runs, started with it (after it, in the stack's order)."""
+        return ()
+
     def needs_at_start(self, ctx: StackContext) -> tuple[str, ...]:
         """Services that must be up when this one starts, beyond :attr:`requires` (started before it, but not
         stopped with it: it needs them only to start)."""

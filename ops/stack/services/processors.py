@@ -101,3 +101,8 @@ class Outbound(ProcessorService):
 class Access(ProcessorService):
     name = "access"
     command = ("access", "run")
+
+    def ports(self, ctx: StackContext) -> list[int]:
+        # With access.mode=opa it also serves the lake Trino's decisions (processors/access/decisions.py).
+        decisions = [ctx.settings.stack.ports.access_decisions] if ctx.settings.access.mode == "opa" else []
+        return [*super().ports(ctx), *decisions]

@@ -25,6 +25,7 @@ from ops.stack.lake_storage import trino_file_system, trino_file_system_env
 from ops.stack.resource_groups import build_resource_groups, resource_groups_properties
 from ops.stack.services.base import Service, ServiceError, StackContext
 from ops.stack.services.seaweedfs import stack_s3
+from ops.stack.services.trino_opa import access_control_file, opa_access_control_file, plugin_dir
 from ops.stack.tls import server_cert
 from tenants.access.rules import build_rules, write_rules
 from tenants.trino_schemas import schema_namer
@@ -175,6 +176,10 @@ class Trino(Service):
         # A lake on S3 holds Trino's file metastore: the local object store must answer when Trino reads it.
         return (*jwks, "seaweedfs") if ctx.settings.lake_on_s3 else jwks
 
+    def companions(self, ctx: StackContext) -> tuple[str, ...]:
+        # With access.mode=opa every access check is the access processor's decision: no query runs without it.
+        return ("access",) if ctx.settings.access.mode == "opa" else ()
+
     def fetch(self, ctx: StackContext) -> None:
         ctx.run_fetch_script("trino", self.name)
         find_java(_MIN_JAVA, env_var="METALAKE_TRINO_JAVA_HOME")
@@ -198,6 +203,7 @@ class Trino(Service):
         listener = server_properties(
             settings, host=ctx.host, port=settings.stack.ports.trino, etc=etc, keystore=keystore
         )
+        access_files = ",".join(str(f) for f in self._prepare_access_control(ctx, etc))
         _write_private(
             etc / "config.properties",
             "\n".join(
@@ -210,14 +216,13 @@ class Trino(Service):
                     f"query.max-execution-time={settings.trino.resource_groups.query_max_execution_s}s",
                     "query.max-memory-per-node=512MB",
                     "task.concurrency=2",
-                    f"plugin.dir={server / 'plugin'}",
+                    f"plugin.dir={plugin_dir(ctx, server)}",
                     f"catalog.config-dir={etc / 'catalog'}",
-                    f"access-control.config-files={etc / 'access-control.properties'}",
+                    f"access-control.config-files={access_files}",
                     "",
                 ]
             ),
         )
-        self._prepare_access_control(ctx, etc)
         self._prepare_resource_groups(ctx, etc)
         (etc / "log.properties").write_text("io.trino=INFO\n")
         # The file metastore lives inside the lake root, in a folder no tenant id can name (ids start with a letter).
@@ -234,21 +239,16 @@ class Trino(Service):
             )
         )
 
-    def _prepare_access_control(self, ctx: StackContext, etc: Path) -> None:
+    def _prepare_access_control(self, ctx: StackContext, etc: Path) -> list[Path]:
         """File-based access control, reloaded every second: ``metalake access`` rewrites the rules as tenants and
-        their PII tags change. A missing rules file starts as service users only (no tenant reads anything yet)."""
+        their PII tags change. A missing rules file starts as service users only (no tenant reads anything yet).
+        With ``access.mode=opa``: the rules that name no tenant, and the access processor's decisions beside them
+        (``ops.stack.services.trino_opa``). Returns the access-control files, in Trino's order."""
         settings = ctx.settings
+        if settings.access.mode == "opa":
+            return [access_control_file(settings, etc), opa_access_control_file(settings, etc)]
+        access_control_file(settings, etc)
         rules_file = settings.access_rules_file
-        (etc / "access-control.properties").write_text(
-            "\n".join(
-                [
-                    "access-control.name=file",
-                    f"security.config-file={rules_file}",
-                    "security.refresh-period=1s",
-                    "",
-                ]
-            )
-        )
         if not rules_file.is_file():
             write_rules(
                 rules_file,
@@ -260,6 +260,7 @@ class Trino(Service):
                     impersonator=settings.trino.user,
                 ),
             )
+        return [etc / "access-control.properties"]
 
     def _prepare_resource_groups(self, ctx: StackContext, etc: Path) -> None:
         """One resource group per tenant (ops/stack/resource_groups.py). Trino reads ``etc/resource-groups.properties``

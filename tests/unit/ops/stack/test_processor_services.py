@@ -87,6 +87,7 @@ def test_a_key_the_environment_sets_is_not_generated(tmp_path: Path, monkeypatch
     monkeypatch.setenv("METALAKE_KAFKA__SASL_PASSWORD", "set-by-the-operator-too")
     monkeypatch.setenv("METALAKE_LAKE__S3__ACCESS_KEY_ID", "set-by-the-operator")
     monkeypatch.setenv("METALAKE_TELEMETRY__METRICS_TOKEN", "set-by-the-operator-as-well")
+    monkeypatch.setenv("METALAKE_ACCESS__DECISIONS__KEY", "set-by-the-operator-for-trino")
     monkeypatch.delenv("METALAKE_SPARK__AUTH_SECRET", raising=False)
     monkeypatch.delenv("METALAKE_LAKE__S3__SECRET_ACCESS_KEY", raising=False)
     generated = [line.partition("=")[0] for line in _generated_secrets(tmp_path / "missing.env")]
