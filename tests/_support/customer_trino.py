@@ -48,6 +48,7 @@ class CustomerTrino:
         files: dict[str, str] | None = None,
         plugins: Path | None = None,
         catalogs: dict[str, str] | None = None,
+        probe_user: str = "probe",
     ) -> None:
         self.settings, self.workdir, self.port = settings, workdir, port
         self.database, self.access_control = database, access_control
@@ -59,6 +60,7 @@ class CustomerTrino:
         self.plugins = plugins or settings.local_stack_dir / "cache" / "trino" / "extra-plugins"
         self.catalogs = catalogs
         self.catalog = "warehouse" if catalogs is None else next(iter(catalogs))
+        self.probe_user = probe_user  # a user its access control lets run ``SELECT 1``
 
     def _write_etc(self) -> Path:
         etc = self.workdir / "etc"
@@ -136,7 +138,7 @@ class CustomerTrino:
             except (httpx.HTTPError, ValueError):
                 return False
             # Started, and its coordinator registered as a worker too (before that: NO_NODES_AVAILABLE).
-            return info.get("starting") is False and self.query("probe", "SELECT 1") == [[1]]
+            return info.get("starting") is False and self.query(self.probe_user, "SELECT 1") == [[1]]
 
         wait_for("the customer Trino to start", probe, timeout_s=timeout_s, interval_s=0.5)
 

@@ -98,6 +98,7 @@ def lake_opa(
         files=files,
         plugins=_plugins(settings, workdir),
         catalogs={settings.trino.catalog: lake},
+        probe_user="metalake",
     )
     try:
         trino.start().wait_ready(timeout_s=240)
