@@ -9,8 +9,8 @@ table for the non-admin users). These decisions add what depends on the tenant, 
 count, per query or per change:
 
 - a tenant's user reaches only its tenant's schema (:class:`tenants.trino_schemas.SchemaNamer`) and the catalog's
-  ``information_schema`` (which Trino filters through :func:`batch`); every other schema of the lake catalog, the
-  shared ``_pooled`` one included, is refused and left out of listings;
+  ``information_schema`` (whose rows Trino filters through :meth:`LakePolicy.batch`); every other schema of the lake
+  catalog, the shared ``_pooled`` one included, is refused; ``SHOW SCHEMAS`` lists its own schema alone;
 - a suspended tenant's users, or a tenant's being deleted, are refused everything, from the next query on;
 - the plain and ``.admin`` users read the tenant's PII-tagged columns through a mask (``tenants.access.sync`` stores
   them per tenant); the ``.pii`` users in clear.
@@ -32,6 +32,7 @@ from tenants.trino_schemas import SchemaNamer
 _TENANT_USER = re.compile(r"tenant\.([a-z][a-z0-9-]{2,39})(\.admin)?(\.pii)?")
 INFORMATION_SCHEMA = "information_schema"
 FILTER_COLUMNS = "FilterColumns"
+FILTER_SCHEMAS = "FilterSchemas"
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,10 @@ class LakeResource(Protocol):
     def function(self) -> _Named | None: ...
 
 
+def _information(resource: LakeResource) -> bool:
+    return resource.schema_ is not None and resource.schema_.schemaName == INFORMATION_SCHEMA
+
+
 @dataclass(frozen=True)
 class LakePolicy:
     """The deployment's side of the decisions: its lake catalog, how tenants' schemas are named, the mask style."""
@@ -111,6 +116,10 @@ class LakePolicy:
                 if resource.table is not None and self.allow(user, active, resource)
                 for i in range(len(resource.table.columns or []))
             ]
+        if operation == FILTER_SCHEMAS and lake_user(user) is not None:
+            # A listing shows the tenant its own schema only, as the rules file does: not information_schema, which
+            # its queries may still read (Trino filters its rows through the same decisions).
+            return [i for i, r in enumerate(resources) if self.allow(user, active, r) and not _information(r)]
         return [i for i, resource in enumerate(resources) if self.allow(user, active, resource)]
 
     def masks(

@@ -28,7 +28,7 @@ from tenants.access.rules import build_shared_rules, write_rules
 from tenants.access.settings import DecisionSettings
 from tenants.access.sync import AccessSync
 from tenants.model import Tier
-from tenants.naming import CONTROL_DATABASE, TRINO_POOLED_SCHEMA, names_for, trino_user
+from tenants.naming import CONTROL_DATABASE, names_for, trino_user
 from tenants.registry import TenantRegistry, TenantState
 from tests._support.accessit import EMAILS, drop_schema, make_data_table
 from tests._support.customer_trino import CustomerTrino
@@ -159,7 +159,7 @@ def check_isolation(trino: CustomerTrino, schema: str, other_schema: str, tenant
         listed = trino.query(user, "SHOW SCHEMAS FROM lake")
         assert isinstance(listed, list)
         schemas = {row[0] for row in listed}
-        assert schema in schemas and not {other_schema, TRINO_POOLED_SCHEMA} & schemas
+        assert schemas == {schema}  # as the rules file lists it: not information_schema, nor another schema
         tables = f"SELECT table_name FROM lake.information_schema.tables WHERE table_schema = '{other_schema}'"
         assert trino.query(user, tables) == []
     assert trino.query("metalake", f'SELECT count(*) FROM lake."{other_schema}".people') == [[2]]

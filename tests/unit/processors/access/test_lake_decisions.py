@@ -63,7 +63,8 @@ def test_a_suspended_tenants_users_are_refused_everything_and_service_users_allo
 
 def test_filtering_keeps_the_tenants_own_schema_and_a_tables_columns_all_or_none() -> None:
     schemas = [_Resource(schema_=_Named("lake", s)) for s in (GLOBEX, ACME, "information_schema", "_pooled")]
-    assert POLICY.batch("FilterSchemas", "tenant.acme", True, schemas) == [1, 2]
+    assert POLICY.batch("FilterSchemas", "tenant.acme", True, schemas) == [1]
+    assert POLICY.batch("FilterTables", "tenant.acme", True, [_table("information_schema"), _table(GLOBEX)]) == [0]
     assert POLICY.batch("FilterSchemas", "tenant.acme", False, schemas) == []
     assert POLICY.batch("FilterSchemas", "metalake", True, schemas) == [0, 1, 2, 3]
     own, other = _table(ACME, columns=["a", "b", "c"]), _table(GLOBEX, columns=["a", "b"])
